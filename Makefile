@@ -1,0 +1,38 @@
+# Two entry points: `make run` and `make test`. Both set up .venv on first use.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+DATA_DIR ?= ./data
+PORT ?= 9092
+METRICS_PORT ?= 9644
+
+.PHONY: run test install install-test lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
+	$(PY) -m pip install --quiet -e '.[test,spark]'
+	touch $@
+
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test
+
+run: install
+	$(VENV)/bin/odradek serve --data-dir $(DATA_DIR) --host 127.0.0.1 --port $(PORT) --metrics-port $(METRICS_PORT)
+
+test: install-test
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q
+
+lint: install-test
+	$(VENV)/bin/ruff check .
+
+bench: install
+	$(PY) bench/storage.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,19 @@
+"""The ``odradek`` command: one click group, one module per sub-command."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="odradek")
+def cli() -> None:
+    """odradek: a Kafka-style log broker."""
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,185 @@
+"""Kafka's errors as exceptions, and the one table that maps them to wire error codes.
+
+Every layer raises these (storage, cleaner, server, client); the protocol layer turns them into
+``(error_code, message)`` pairs with :func:`error_code_for` and back with :func:`error_for_code`.
+Names and codes are Kafka's (``org.apache.kafka.common.protocol.Errors``) so tools and people
+recognise them.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class KafkaError(Exception):
+    """Base of every error that has a Kafka error code."""
+
+    code: ClassVar[int] = -1
+    error_name: ClassVar[str] = "UNKNOWN_SERVER_ERROR"
+    retriable: ClassVar[bool] = False
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message or self.error_name)
+        self.message = message or self.error_name
+
+    def __str__(self) -> str:
+        return f"{self.error_name}: {self.message}"
+
+
+class UnknownServerError(KafkaError):
+    code, error_name = -1, "UNKNOWN_SERVER_ERROR"
+
+
+class OffsetOutOfRangeError(KafkaError):
+    code, error_name = 1, "OFFSET_OUT_OF_RANGE"
+
+
+class CorruptRecordError(KafkaError):
+    """A batch or record failed a CRC, length or framing check (CORRUPT_MESSAGE)."""
+
+    code, error_name, retriable = 2, "CORRUPT_MESSAGE", True
+
+
+class UnknownTopicOrPartitionError(KafkaError):
+    code, error_name, retriable = 3, "UNKNOWN_TOPIC_OR_PARTITION", True
+
+
+class InvalidFetchSizeError(KafkaError):
+    code, error_name = 4, "INVALID_FETCH_SIZE"
+
+
+class RequestTimedOutError(KafkaError):
+    code, error_name, retriable = 7, "REQUEST_TIMED_OUT", True
+
+
+class MessageTooLargeError(KafkaError):
+    code, error_name = 10, "MESSAGE_TOO_LARGE"
+
+
+class NetworkError(KafkaError):
+    code, error_name, retriable = 13, "NETWORK_EXCEPTION", True
+
+
+class InvalidTopicError(KafkaError):
+    code, error_name = 17, "INVALID_TOPIC_EXCEPTION"
+
+
+class RecordListTooLargeError(KafkaError):
+    code, error_name = 18, "RECORD_LIST_TOO_LARGE"
+
+
+class InvalidRequiredAcksError(KafkaError):
+    code, error_name = 21, "INVALID_REQUIRED_ACKS"
+
+
+class InvalidTimestampError(KafkaError):
+    code, error_name = 32, "INVALID_TIMESTAMP"
+
+
+class UnsupportedVersionError(KafkaError):
+    code, error_name = 35, "UNSUPPORTED_VERSION"
+
+
+class TopicAlreadyExistsError(KafkaError):
+    code, error_name = 36, "TOPIC_ALREADY_EXISTS"
+
+
+class InvalidPartitionsError(KafkaError):
+    code, error_name = 37, "INVALID_PARTITIONS"
+
+
+class InvalidConfigError(KafkaError):
+    """A config key is unknown or its value is out of range (INVALID_CONFIG)."""
+
+    code, error_name = 40, "INVALID_CONFIG"
+
+
+class InvalidRequestError(KafkaError):
+    code, error_name = 42, "INVALID_REQUEST"
+
+
+class PolicyViolationError(KafkaError):
+    code, error_name = 44, "POLICY_VIOLATION"
+
+
+class KafkaStorageError(KafkaError):
+    """A log directory failed (I/O error, full disk); its partitions are offline."""
+
+    code, error_name, retriable = 56, "KAFKA_STORAGE_ERROR", True
+
+
+class UnsupportedCompressionTypeError(KafkaError):
+    code, error_name = 76, "UNSUPPORTED_COMPRESSION_TYPE"
+
+
+class InvalidRecordError(KafkaError):
+    """A record breaks a rule of its topic, e.g. no key on a compacted topic (INVALID_RECORD)."""
+
+    code, error_name = 87, "INVALID_RECORD"
+
+
+_BY_CODE: dict[int, type[KafkaError]] = {
+    cls.code: cls
+    for cls in (
+        UnknownServerError,
+        OffsetOutOfRangeError,
+        CorruptRecordError,
+        UnknownTopicOrPartitionError,
+        InvalidFetchSizeError,
+        RequestTimedOutError,
+        MessageTooLargeError,
+        NetworkError,
+        InvalidTopicError,
+        RecordListTooLargeError,
+        InvalidRequiredAcksError,
+        InvalidTimestampError,
+        UnsupportedVersionError,
+        TopicAlreadyExistsError,
+        InvalidPartitionsError,
+        InvalidConfigError,
+        InvalidRequestError,
+        PolicyViolationError,
+        KafkaStorageError,
+        UnsupportedCompressionTypeError,
+        InvalidRecordError,
+    )
+}
+
+NONE = 0
+
+
+def error_code_for(error: BaseException) -> int:
+    """The wire code of ``error``; anything that is not a KafkaError is UNKNOWN_SERVER_ERROR."""
+    return error.code if isinstance(error, KafkaError) else UnknownServerError.code
+
+
+def error_name_for(code: int) -> str:
+    """Kafka's name of a wire code (``NONE`` for 0)."""
+    if code == NONE:
+        return "NONE"
+    cls = _BY_CODE.get(code)
+    return cls.error_name if cls else f"UNKNOWN_ERROR_CODE_{code}"
+
+
+def error_for_code(code: int, message: str = "") -> KafkaError:
+    """An exception instance for a non-zero wire code (unknown codes keep their number)."""
+    cls = _BY_CODE.get(code)
+    if cls is None:
+        error = UnknownServerError(message or f"error code {code}")
+        return error
+    return cls(message)
+
+
+# Errors that are not on the wire: they stop a broker from starting or a tool from running.
+
+
+class LogDirLockedError(Exception):
+    """Another process holds the ``.lock`` of a log directory."""
+
+
+class InconsistentClusterIdError(Exception):
+    """A log directory's ``meta.properties`` names another cluster or broker."""
+
+
+class CorruptIndexError(Exception):
+    """An index file failed its sanity check; the caller rebuilds it from the log."""
