@@ -183,3 +183,14 @@ class InconsistentClusterIdError(Exception):
 
 class CorruptIndexError(Exception):
     """An index file failed its sanity check; the caller rebuilds it from the log."""
+
+
+class InvalidOffsetError(Exception):
+    """An index append broke the order of its offsets (Kafka's ``InvalidOffsetException``)."""
+
+
+class IndexOffsetOverflowError(Exception):
+    """An offset is not within int32 above an index's base (``IndexOffsetOverflowException``).
+
+    The owner rolls a new segment, based at that offset, before indexing it.
+    """
