@@ -194,3 +194,7 @@ class IndexOffsetOverflowError(Exception):
 
     The owner rolls a new segment, based at that offset, before indexing it.
     """
+
+
+class LogSegmentOffsetOverflowError(Exception):
+    """An offset does not fit a segment's int32 relative offsets; the log must roll first."""
