@@ -1,0 +1,332 @@
+"""AbstractIndex: the memory-mapped file of sorted fixed-size entries both segment indexes are.
+
+Kafka's layout (SPEC 5): big-endian entries, one after another, no header. The file is
+preallocated while its segment is active and trimmed to the used entries when it stops being.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import mmap
+import os
+import struct
+import sys
+import threading
+from abc import ABC, abstractmethod
+from array import array
+from collections.abc import Callable
+from itertools import compress, count, islice
+from pathlib import Path
+from typing import ClassVar
+
+from odradek.errors import CorruptIndexError, IndexOffsetOverflowError
+
+logger = logging.getLogger(__name__)
+
+INT32_MAX = 2**31 - 1
+
+# Lookups search the last 8 KiB of entries first: appends and in-sync reads keep those pages in
+# the page cache, while a plain binary search would fault in cold pages at every new page.
+WARM_SECTION_BYTES = 8192
+
+_TYPECODE_FOR_WIDTH = {4: "i", 8: "q"}  # array typecodes of the signed integers entries hold
+
+
+def delete_file_if_exists(path: Path) -> bool:
+    """Unlink ``path``; return whether there was a file to delete."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+class AbstractIndex(ABC):
+    """A memory-mapped file of fixed-size entries, sorted, searched by binary search.
+
+    Each entry holds two integers, one of them an offset stored relative to ``base_offset``. A new
+    writable file is preallocated to ``max_index_size`` rounded down to whole entries. An existing
+    file is taken to hold ``size // entry_size`` entries and to be full: the owner resizes it back
+    to the maximum to append again, and runs ``sanity_check`` first when it may have been left by
+    a crash (a preallocated file then holds zero padding after the real entries).
+
+    One writer and many reader threads may use an index at once: every operation holds the
+    index's lock, so a remap never takes the map away from a lookup.
+    """
+
+    _ENTRY: ClassVar[struct.Struct]  # the layout of one entry
+    _OFFSET_FIELD: ClassVar[int]  # which of its two fields is the relative offset
+
+    def __init__(
+        self, path: Path, base_offset: int, max_index_size: int, writable: bool = True
+    ) -> None:
+        self._path = Path(path)
+        self._base_offset = base_offset
+        self._max_index_size = max_index_size
+        self._writable = writable
+        self._lock = threading.RLock()
+        self._mmap: mmap.mmap | None = None
+        self._closed = False
+        if writable and not self._path.exists():
+            if max_index_size < self.entry_size:
+                raise ValueError(f"max index size {max_index_size} is below one entry")
+            self._map_file("x+b", self._round_down(max_index_size))
+            self._entries = 0
+        else:
+            self._map_file("r+b" if writable else "rb")
+            self._entries = self._length // self.entry_size
+        logger.debug("Loaded %r, room for %d entries", self, self.max_entries)
+
+    @property
+    def entry_size(self) -> int:
+        return self._ENTRY.size
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def base_offset(self) -> int:
+        return self._base_offset
+
+    @property
+    def max_index_size(self) -> int:
+        return self._max_index_size
+
+    @property
+    def entries(self) -> int:
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        """How many entries the file holds at its current length."""
+        return self._length // self.entry_size
+
+    @property
+    def is_full(self) -> bool:
+        return self._entries >= self.max_entries
+
+    @property
+    def length(self) -> int:
+        """The file's size in bytes, preallocated space included."""
+        return self._length
+
+    @property
+    def size_in_bytes(self) -> int:
+        """The bytes the entries use."""
+        return self._entries * self.entry_size
+
+    def relative_offset(self, offset: int) -> int:
+        """``offset - base_offset``, which must fit a non-negative int32."""
+        if not self.can_append_offset(offset):
+            raise IndexOffsetOverflowError(
+                f"offset {offset} is not within int32 above base offset {self._base_offset} "
+                f"of {self._path}"
+            )
+        return offset - self._base_offset
+
+    def can_append_offset(self, offset: int) -> bool:
+        return 0 <= offset - self._base_offset <= INT32_MAX
+
+    def resize(self, new_size: int) -> bool:
+        """Set the file to ``new_size`` rounded down to whole entries and remap it.
+
+        Returns whether the size changed. The entries in use must fit.
+        """
+        with self._lock:
+            self._current_map()
+            rounded_size = self._round_down(new_size)
+            if rounded_size == self._length:
+                return False
+            if rounded_size < self.size_in_bytes:
+                raise ValueError(
+                    f"cannot resize {self._path} to {rounded_size} bytes: "
+                    f"its entries use {self.size_in_bytes}"
+                )
+            self._unmap()
+            self._map_file("r+b", rounded_size)
+            logger.debug("Resized index %s to %d bytes", self._path, rounded_size)
+            return True
+
+    def trim_to_valid_size(self) -> None:
+        """Cut the preallocated space off, leaving only the entries in use."""
+        with self._lock:
+            self.resize(self.size_in_bytes)
+
+    def reset(self) -> None:
+        """Drop every entry and grow the file back to ``max_index_size``."""
+        with self._lock:
+            self.truncate()
+            self.resize(self._max_index_size)
+
+    def truncate(self) -> None:
+        """Drop every entry."""
+        with self._lock:
+            self._current_map()
+            self._entries = 0
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every entry whose offset is ``offset`` or above."""
+        with self._lock:
+            index_map = self._current_map()
+            relative_target = offset - self._base_offset
+            self._entries = self._count_at_most(index_map, relative_target - 1, self._OFFSET_FIELD)
+
+    def flush(self) -> None:
+        """Write the entries and the file's size to disk."""
+        with self._lock:
+            index_map = self._current_map()
+            if index_map is not None:
+                index_map.flush()
+            descriptor = os.open(self._path, os.O_RDONLY)
+            try:
+                os.fsync(descriptor)
+            finally:
+                os.close(descriptor)
+
+    def close(self) -> None:
+        """Trim the file to its entries and release the map; closing twice does nothing."""
+        with self._lock:
+            if not self._closed:
+                self.trim_to_valid_size()
+                self.close_handler()
+
+    def close_handler(self) -> None:
+        """Release the map without trimming (the file is about to be deleted or renamed)."""
+        with self._lock:
+            self._unmap()
+            self._closed = True
+
+    def delete_if_exists(self) -> bool:
+        """Close the index and unlink its file; return whether there was a file."""
+        with self._lock:
+            self.close_handler()
+            return delete_file_if_exists(self._path)
+
+    def rename_to(self, new_path: Path) -> None:
+        """Move the file to ``new_path``; the open map stays valid."""
+        with self._lock:
+            os.replace(self._path, new_path)
+            self._path = Path(new_path)
+
+    def sanity_check(self) -> None:
+        """Raise CorruptIndexError, naming the file and the fault, unless the index is sound.
+
+        Sound means: whole entries, sorted (as each index type defines), no offset below the base.
+        """
+        with self._lock:
+            index_map = self._current_map()
+            if self._length % self.entry_size:
+                raise self._corruption(
+                    f"{self._length} bytes is not a whole number of {self.entry_size}-byte entries"
+                )
+            if self._entries == 0:
+                return
+            self._check_order(index_map)
+            first_offset = self._base_offset + self._fields(index_map, 0)[self._OFFSET_FIELD]
+            if first_offset < self._base_offset:
+                raise self._corruption(
+                    f"offset {first_offset} is below the base offset {self._base_offset}"
+                )
+
+    @abstractmethod
+    def _check_order(self, index_map: mmap.mmap) -> None:
+        """Raise CorruptIndexError unless the entries are in the order appends keep."""
+
+    def _check_sorted(
+        self, index_map: mmap.mmap, field: int, out_of_order: Callable[[int, int], bool], rule: str
+    ) -> None:
+        """Raise CorruptIndexError at the first entry whose ``field`` breaks ``rule``.
+
+        ``out_of_order(previous, current)`` is true where an entry breaks it.
+        """
+        values = self._column(index_map, field)
+        pairs_out_of_order = map(out_of_order, values, islice(values, 1, None))
+        slot = next(compress(count(1), pairs_out_of_order), None)
+        if slot is not None:
+            raise self._corruption(
+                f"{rule}, but entry {slot - 1} has {values[slot - 1]} "
+                f"and entry {slot} has {values[slot]}"
+            )
+
+    def _column(self, index_map: mmap.mmap, field: int) -> array:
+        """``field`` of every entry, gathered by strided slices: no object per entry.
+
+        Byte k of the field in every entry is one slice of the map; interleaving the slices
+        gives the big-endian values back to back.
+        """
+        codes = self._ENTRY.format.lstrip(">")
+        start = struct.calcsize(">" + codes[:field])
+        width = struct.calcsize(">" + codes[field])
+        used = index_map[: self.size_in_bytes]
+        gathered = bytearray(self._entries * width)
+        for byte in range(width):
+            gathered[byte::width] = used[start + byte :: self.entry_size]
+        values = array(_TYPECODE_FOR_WIDTH[width], gathered)
+        if sys.byteorder == "little":
+            values.byteswap()
+        return values
+
+    def _corruption(self, fault: str) -> CorruptIndexError:
+        return CorruptIndexError(f"index file {self._path} is corrupt: {fault}")
+
+    def _entry_fields(self, n: int) -> tuple[int, int]:
+        """The stored fields of entry ``n``, which must exist."""
+        with self._lock:
+            index_map = self._current_map()
+            if not 0 <= n < self._entries:
+                raise IndexError(f"entry {n} of {self._path}, which has {self._entries} entries")
+            return self._fields(index_map, n)
+
+    def _fields(self, index_map: mmap.mmap | None, slot: int) -> tuple[int, int]:
+        return self._ENTRY.unpack_from(index_map, slot * self.entry_size)
+
+    def _append_fields(self, index_map: mmap.mmap | None, first: int, second: int) -> None:
+        """Write one entry after the last; the caller holds the lock and has checked order."""
+        if self._entries >= self.max_entries:
+            raise ValueError(f"cannot append to {self!r}: it is full")
+        self._ENTRY.pack_into(index_map, self.size_in_bytes, first, second)
+        self._entries += 1
+
+    def _count_at_most(self, index_map: mmap.mmap | None, target: int, field: int) -> int:
+        """How many entries have ``field`` <= ``target`` (the field must be sorted)."""
+        entries = self._entries
+        if entries == 0:
+            return 0
+        size = self.entry_size
+        unpack_from = self._ENTRY.unpack_from
+
+        def key(slot: int) -> int:
+            return unpack_from(index_map, slot * size)[field]
+
+        first_warm = max(0, entries - WARM_SECTION_BYTES // size)
+        if key(first_warm) <= target:
+            return bisect.bisect_right(range(entries), target, first_warm + 1, entries, key=key)
+        return bisect.bisect_right(range(entries), target, 0, first_warm, key=key)
+
+    def _current_map(self) -> mmap.mmap | None:
+        """The map (None for an empty file); raises once the index is closed."""
+        if self._closed:
+            raise ValueError(f"index {self._path} is closed")
+        return self._mmap
+
+    def _map_file(self, mode: str, new_length: int | None = None) -> None:
+        with open(self._path, mode) as file:
+            if new_length is not None:
+                file.truncate(new_length)
+            length = os.fstat(file.fileno()).st_size
+            access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
+            self._mmap = mmap.mmap(file.fileno(), length, access=access) if length else None
+        self._length = length
+
+    def _unmap(self) -> None:
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+
+    def _round_down(self, size: int) -> int:
+        return size - size % self.entry_size
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._path}, entries={self._entries})"

@@ -1,0 +1,94 @@
+"""OffsetIndex: a segment's sparse map from offsets to byte positions in its ``.log`` (SPEC 5)."""
+
+from __future__ import annotations
+
+import mmap
+import operator
+import struct
+from dataclasses import dataclass
+
+from odradek.errors import InvalidOffsetError
+from odradek.storage.abstract_index import INT32_MAX, AbstractIndex
+
+
+@dataclass(frozen=True)
+class OffsetPosition:
+    """An offset and the byte position in the segment's ``.log`` of the batch holding it."""
+
+    offset: int
+    position: int
+
+
+class OffsetIndex(AbstractIndex):
+    """Entries of 8 bytes: offset relative to the base offset (int32), file position (int32).
+
+    Offsets strictly increase and positions never decrease, so a read finds where to start
+    scanning the ``.log`` by binary search instead of reading the segment from the top.
+    """
+
+    _ENTRY = struct.Struct(">ii")
+    _OFFSET_FIELD = 0
+    _POSITION_FIELD = 1
+
+    @property
+    def last_offset(self) -> int:
+        """The offset of the last entry, or the base offset when there is none."""
+        with self._lock:
+            if self._entries == 0:
+                return self._base_offset
+            return self.entry(self._entries - 1).offset
+
+    def append(self, offset: int, position: int) -> None:
+        """Add ``offset`` at byte ``position``; the offset must be above the last one."""
+        with self._lock:
+            index_map = self._current_map()
+            if self._entries and offset <= self.last_offset:
+                raise InvalidOffsetError(
+                    f"cannot append offset {offset} to {self._path}: it is not above the last "
+                    f"offset {self.last_offset}"
+                )
+            if not 0 <= position <= INT32_MAX:
+                raise ValueError(f"position {position} does not fit an int32 index entry")
+            self._append_fields(index_map, self.relative_offset(offset), position)
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """The last entry whose offset is <= ``target_offset``, else (base offset, 0)."""
+        with self._lock:
+            index_map = self._current_map()
+            relative_target = target_offset - self._base_offset
+            slot = self._count_at_most(index_map, relative_target, self._OFFSET_FIELD) - 1
+            if slot < 0:
+                return OffsetPosition(self._base_offset, 0)
+            return self._as_position(self._fields(index_map, slot))
+
+    def fetch_upper_bound_offset(
+        self, fetch_offset: OffsetPosition, fetch_size: int
+    ) -> OffsetPosition | None:
+        """The first entry at or past ``fetch_size`` bytes after ``fetch_offset``, if any.
+
+        A fetch starting at ``fetch_offset`` cannot reach beyond it, so it bounds the bytes
+        to scan.
+        """
+        with self._lock:
+            index_map = self._current_map()
+            upper_bound = fetch_offset.position + fetch_size
+            slot = self._count_at_most(index_map, upper_bound - 1, self._POSITION_FIELD)
+            if slot == self._entries:
+                return None
+            return self._as_position(self._fields(index_map, slot))
+
+    def entry(self, n: int) -> OffsetPosition:
+        """The ``n``-th entry (from 0)."""
+        return self._as_position(self._entry_fields(n))
+
+    def _as_position(self, fields: tuple[int, int]) -> OffsetPosition:
+        relative_offset, position = fields
+        return OffsetPosition(self._base_offset + relative_offset, position)
+
+    def _check_order(self, index_map: mmap.mmap) -> None:
+        self._check_sorted(
+            index_map, self._OFFSET_FIELD, operator.ge, "relative offsets must strictly increase"
+        )
+        self._check_sorted(
+            index_map, self._POSITION_FIELD, operator.gt, "positions must not decrease"
+        )
