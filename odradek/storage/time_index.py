@@ -1,0 +1,97 @@
+"""TimeIndex: a segment's sparse map from timestamps to offsets (SPEC 5)."""
+
+from __future__ import annotations
+
+import mmap
+import operator
+import struct
+from dataclasses import dataclass
+
+from odradek.errors import InvalidOffsetError
+from odradek.storage.abstract_index import AbstractIndex
+
+NO_TIMESTAMP = -1
+
+
+@dataclass(frozen=True)
+class TimestampOffset:
+    """A timestamp and the offset from which on every record's timestamp may exceed it."""
+
+    timestamp: int
+    offset: int
+
+
+class TimeIndex(AbstractIndex):
+    """Entries of 12 bytes: timestamp (int64), offset relative to the base offset (int32).
+
+    An entry (T, O) says the largest timestamp before offset O is T: a record with a timestamp
+    above T comes at or after O. Timestamps strictly increase and offsets never decrease, so a
+    ListOffsets-by-time request finds where to start by binary search.
+    """
+
+    _ENTRY = struct.Struct(">qi")
+    _TIMESTAMP_FIELD = 0
+    _OFFSET_FIELD = 1
+
+    @property
+    def is_full(self) -> bool:
+        """Full one entry early: the last slot is kept for the entry a roll appends."""
+        return self._entries >= self.max_entries - 1
+
+    @property
+    def last_entry(self) -> TimestampOffset:
+        """The last entry, or (-1, base offset) when there is none."""
+        with self._lock:
+            if self._entries == 0:
+                return TimestampOffset(NO_TIMESTAMP, self._base_offset)
+            return self.entry(self._entries - 1)
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
+        """Add (``timestamp``, ``offset``) if the timestamp is above the last entry's.
+
+        A timestamp equal to the last one adds nothing (a roll and a close both append the
+        segment's largest timestamp). Offsets and timestamps going backwards are errors.
+        ``skip_full_check`` lets a roll use the slot ``is_full`` keeps back.
+        """
+        with self._lock:
+            index_map = self._current_map()
+            if not skip_full_check and self.is_full:
+                raise ValueError(f"cannot append to {self!r}: it is full")
+            last = self.last_entry
+            if self._entries and offset < last.offset:
+                raise InvalidOffsetError(
+                    f"cannot append offset {offset} to {self._path}: it is below the last "
+                    f"offset {last.offset}"
+                )
+            if self._entries and timestamp < last.timestamp:
+                raise ValueError(
+                    f"cannot append timestamp {timestamp} to {self._path}: it is below the last "
+                    f"timestamp {last.timestamp}"
+                )
+            if timestamp > last.timestamp:
+                self._append_fields(index_map, timestamp, self.relative_offset(offset))
+
+    def lookup(self, target_timestamp: int) -> TimestampOffset:
+        """The last entry whose timestamp is <= ``target_timestamp``, else (-1, base offset)."""
+        with self._lock:
+            index_map = self._current_map()
+            slot = self._count_at_most(index_map, target_timestamp, self._TIMESTAMP_FIELD) - 1
+            if slot < 0:
+                return TimestampOffset(NO_TIMESTAMP, self._base_offset)
+            return self._as_timestamp_offset(self._fields(index_map, slot))
+
+    def entry(self, n: int) -> TimestampOffset:
+        """The ``n``-th entry (from 0)."""
+        return self._as_timestamp_offset(self._entry_fields(n))
+
+    def _as_timestamp_offset(self, fields: tuple[int, int]) -> TimestampOffset:
+        timestamp, relative_offset = fields
+        return TimestampOffset(timestamp, self._base_offset + relative_offset)
+
+    def _check_order(self, index_map: mmap.mmap) -> None:
+        self._check_sorted(
+            index_map, self._TIMESTAMP_FIELD, operator.ge, "timestamps must strictly increase"
+        )
+        self._check_sorted(
+            index_map, self._OFFSET_FIELD, operator.gt, "relative offsets must not decrease"
+        )
