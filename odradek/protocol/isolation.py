@@ -1,0 +1,12 @@
+"""How far a read may see into a partition (Kafka's ``FetchIsolation``)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class IsolationLevel(StrEnum):
+    """``high_watermark``: committed records only (consumers); ``log_end``: everything appended."""
+
+    HIGH_WATERMARK = "high_watermark"
+    LOG_END = "log_end"

@@ -1,0 +1,55 @@
+"""Metadata (key 3): the broker, the cluster id, and topics with their partitions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, ClassVar
+
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.schema import ErrorCode, Int32, IntRange, Message, NonNegativeInt32
+
+Port = Annotated[int, IntRange(0, 65535, "a TCP port (0..65535)")]
+
+
+@dataclass(frozen=True)
+class MetadataRequest(Message):
+    """Describe ``topics`` (None: every topic), creating missing ones if allowed and enabled."""
+
+    api_key: ClassVar[ApiKey] = ApiKey.METADATA
+    topics: tuple[str, ...] | None = None
+    allow_auto_topic_creation: bool = True
+
+
+@dataclass(frozen=True)
+class BrokerMetadata:
+    """Where the broker can be reached."""
+
+    node_id: Int32
+    host: str
+    port: Port
+
+
+@dataclass(frozen=True)
+class PartitionMetadata:
+    """``leader`` is the broker's node id, or -1 while the partition is offline."""
+
+    partition: NonNegativeInt32
+    error: ErrorCode = 0
+    message: str | None = None
+    leader: Int32 = -1
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    name: str
+    error: ErrorCode = 0
+    message: str | None = None
+    partitions: tuple[PartitionMetadata, ...] = ()
+
+
+@dataclass(frozen=True)
+class MetadataResponse(Message):
+    api_key: ClassVar[ApiKey] = ApiKey.METADATA
+    broker: BrokerMetadata
+    cluster_id: str
+    topics: tuple[TopicMetadata, ...]

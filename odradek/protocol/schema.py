@@ -1,0 +1,314 @@
+"""How message dataclasses map onto msgpack header maps, validating every field on the way in.
+
+Every request and response body is a frozen dataclass deriving from :class:`Message` whose type
+hints give each field's wire type (the role Kafka's JSON message specs play). A codec built from
+those hints on first use turns an instance into a plain map and back. Decoding checks every
+field's type and range and raises InvalidRequestError naming the field, e.g.
+``partitions[2].fetch_offset must be an int64, got str 'abc'``. The rules:
+
+- A field with a default may be absent on the wire; a field without one is required. Keys that
+  are not in the schema are ignored, so a newer peer may add fields.
+- Integers carry an :class:`IntRange`; ``bool`` is a msgpack boolean (never an integer);
+  ``str`` is a msgpack string; an Enum travels as its value.
+- ``X | None`` also accepts nil; ``tuple[X, ...]`` is an array; ``Mapping[str, X]`` a map with
+  string keys; a nested dataclass is a map.
+- A :data:`Records` field travels as its byte count under the key ``size``; its bytes are the
+  frame payload, the Records fields of a message concatenated in order. Decoded Records are
+  memoryviews into the frame; on encoding anything with ``len()`` will do (a broker may pass a
+  file slice and write it with ``sendfile``).
+- ``field(metadata={WIRE_KEY: "id"})`` gives a field a wire key other than its name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import reprlib
+import types
+from collections.abc import Mapping, Sized
+from functools import cache
+from typing import (
+    Annotated,
+    Any,
+    ClassVar,
+    Self,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
+
+from odradek.errors import InvalidRequestError
+
+INT16_MIN, INT16_MAX = -(2**15), 2**15 - 1
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+WIRE_KEY = "wire_key"
+"""Field metadata key that renames a field on the wire."""
+
+RECORDS_SIZE_KEY = "size"
+
+Payload = Sized
+"""A piece of a frame payload: bytes, a memoryview, or any object whose ``len()`` is its size."""
+
+
+@dataclasses.dataclass(frozen=True)
+class IntRange:
+    """The inclusive range an integer field must fall in, and how to name it in errors."""
+
+    minimum: int
+    maximum: int
+    name: str
+
+
+class _RecordsMarker:
+    """Marks a field whose bytes live in the frame payload (see :data:`Records`)."""
+
+
+Int16 = Annotated[int, IntRange(INT16_MIN, INT16_MAX, "an int16")]
+Int32 = Annotated[int, IntRange(INT32_MIN, INT32_MAX, "an int32")]
+Int64 = Annotated[int, IntRange(INT64_MIN, INT64_MAX, "an int64")]
+NonNegativeInt32 = Annotated[int, IntRange(0, INT32_MAX, "an int32 >= 0")]
+NonNegativeInt64 = Annotated[int, IntRange(0, INT64_MAX, "an int64 >= 0")]
+ErrorCode = Int16
+Records = Annotated[Payload, _RecordsMarker()]
+
+_EMPTY_PAYLOAD = memoryview(b"")
+
+
+class Message:
+    """Base of everything that travels as a header map: request and response bodies, envelopes.
+
+    Subclasses are frozen dataclasses with wire-typed fields; bodies also name their ``api_key``.
+    """
+
+    api_key: ClassVar[int]
+
+    def to_header(self) -> dict[str, Any]:
+        """This message's fields as a header map (Records fields as their sizes)."""
+        return _struct_codec(type(self)).encode(self, [])
+
+    def payload_parts(self) -> list[Payload]:
+        """The Records fields' contents, in the order they form the frame payload."""
+        parts: list[Payload] = []
+        _struct_codec(type(self)).encode(self, parts)
+        return parts
+
+    @classmethod
+    def from_header(cls, header: Mapping[str, Any], payload: memoryview = _EMPTY_PAYLOAD) -> Self:
+        """Decode and validate a message from a frame's header and payload.
+
+        Raises InvalidRequestError naming the first bad field, or when the Records sizes do
+        not add up to exactly the payload.
+        """
+        reader = _PayloadReader(payload)
+        message = _struct_codec(cls).decode(header, "", reader)
+        reader.check_consumed()
+        return message
+
+
+class _PayloadReader:
+    """Hands out consecutive slices of a frame payload to the Records fields being decoded."""
+
+    def __init__(self, payload: memoryview) -> None:
+        self._payload = payload
+        self._position = 0
+
+    def take(self, size: int, path: str) -> memoryview:
+        end = self._position + size
+        if end > len(self._payload):
+            raise InvalidRequestError(
+                f"{path} is {size} but only {len(self._payload) - self._position} payload "
+                "bytes are left"
+            )
+        piece = self._payload[self._position : end]
+        self._position = end
+        return piece
+
+    def check_consumed(self) -> None:
+        left = len(self._payload) - self._position
+        if left:
+            raise InvalidRequestError(f"{left} payload bytes are not covered by any size field")
+
+
+def _invalid(path: str, expected: str, value: Any) -> InvalidRequestError:
+    shown = reprlib.repr(value)
+    return InvalidRequestError(f"{path} must be {expected}, got {type(value).__name__} {shown}")
+
+
+class _IntCodec:
+    def __init__(self, bounds: IntRange) -> None:
+        self._bounds = bounds
+
+    def encode(self, value: int, parts: list[Payload]) -> int:
+        return value
+
+    def decode(self, value: Any, path: str, reader: _PayloadReader) -> int:
+        if type(value) is not int or not self._bounds.minimum <= value <= self._bounds.maximum:
+            raise _invalid(path, self._bounds.name, value)
+        return value
+
+
+class _ExactTypeCodec:
+    """bool and str: the value must be exactly that msgpack type."""
+
+    def __init__(self, python_type: type, name: str) -> None:
+        self._type = python_type
+        self._name = name
+
+    def encode(self, value: Any, parts: list[Payload]) -> Any:
+        return value
+
+    def decode(self, value: Any, path: str, reader: _PayloadReader) -> Any:
+        if type(value) is not self._type:
+            raise _invalid(path, self._name, value)
+        return value
+
+
+class _EnumCodec:
+    def __init__(self, enum_type: type[enum.Enum]) -> None:
+        self._type = enum_type
+        self._choices = " or ".join(repr(member.value) for member in enum_type)
+
+    def encode(self, value: enum.Enum, parts: list[Payload]) -> Any:
+        return value.value
+
+    def decode(self, value: Any, path: str, reader: _PayloadReader) -> enum.Enum:
+        if type(value) not in (int, str):
+            raise _invalid(path, self._choices, value)
+        try:
+            return self._type(value)
+        except ValueError:
+            raise _invalid(path, self._choices, value) from None
+
+
+class _OptionalCodec:
+    def __init__(self, inner: _Codec) -> None:
+        self._inner = inner
+
+    def encode(self, value: Any, parts: list[Payload]) -> Any:
+        return None if value is None else self._inner.encode(value, parts)
+
+    def decode(self, value: Any, path: str, reader: _PayloadReader) -> Any:
+        return None if value is None else self._inner.decode(value, path, reader)
+
+
+class _ArrayCodec:
+    def __init__(self, item: _Codec) -> None:
+        self._item = item
+
+    def encode(self, value: tuple[Any, ...], parts: list[Payload]) -> list[Any]:
+        return [self._item.encode(item, parts) for item in value]
+
+    def decode(self, value: Any, path: str, reader: _PayloadReader) -> tuple[Any, ...]:
+        if type(value) is not list:
+            raise _invalid(path, "an array", value)
+        decode = self._item.decode
+        return tuple(decode(item, f"{path}[{i}]", reader) for i, item in enumerate(value))
+
+
+class _MapCodec:
+    def __init__(self, value_codec: _Codec) -> None:
+        self._value = value_codec
+
+    def encode(self, value: Mapping[str, Any], parts: list[Payload]) -> dict[str, Any]:
+        return {key: self._value.encode(item, parts) for key, item in value.items()}
+
+    def decode(self, value: Any, path: str, reader: _PayloadReader) -> dict[str, Any]:
+        if type(value) is not dict:
+            raise _invalid(path, "a map", value)
+        decoded = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _invalid(f"{path} key", "a string", key)
+            decoded[key] = self._value.decode(item, f"{path}[{key!r}]", reader)
+        return decoded
+
+
+class _RecordsCodec:
+    def encode(self, value: Payload, parts: list[Payload]) -> int:
+        parts.append(value)
+        return len(value)
+
+    def decode(self, value: Any, path: str, reader: _PayloadReader) -> memoryview:
+        if type(value) is not int or not 0 <= value <= INT32_MAX:
+            raise _invalid(path, "an int32 >= 0", value)
+        return reader.take(value, path)
+
+
+@dataclasses.dataclass(frozen=True)
+class _FieldCodec:
+    name: str
+    key: str
+    codec: _Codec
+    required: bool
+
+
+class _StructCodec:
+    def __init__(self, cls: type) -> None:
+        hints = get_type_hints(cls, include_extras=True)
+        self._cls = cls
+        self._fields = tuple(
+            _field_codec(field, hints[field.name]) for field in dataclasses.fields(cls)
+        )
+
+    def encode(self, value: Any, parts: list[Payload]) -> dict[str, Any]:
+        return {f.key: f.codec.encode(getattr(value, f.name), parts) for f in self._fields}
+
+    def decode(self, value: Any, path: str, reader: _PayloadReader) -> Any:
+        if type(value) is not dict:
+            raise _invalid(path or "message", "a map", value)
+        prefix = f"{path}." if path else ""
+        kwargs = {}
+        for f in self._fields:
+            if f.key in value:
+                kwargs[f.name] = f.codec.decode(value[f.key], prefix + f.key, reader)
+            elif f.required:
+                raise InvalidRequestError(f"{prefix}{f.key} is missing")
+        return self._cls(**kwargs)
+
+
+_Codec = (
+    _IntCodec | _ExactTypeCodec | _EnumCodec | _OptionalCodec | _ArrayCodec | _MapCodec
+    | _RecordsCodec | _StructCodec
+)
+
+
+def _field_codec(field: dataclasses.Field[Any], hint: Any) -> _FieldCodec:
+    codec = _codec_for(hint)
+    key = RECORDS_SIZE_KEY if isinstance(codec, _RecordsCodec) else field.name
+    required = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+    return _FieldCodec(field.name, field.metadata.get(WIRE_KEY, key), codec, required)
+
+
+@cache
+def _struct_codec(cls: type) -> _StructCodec:
+    return _StructCodec(cls)
+
+
+def _codec_for(hint: Any) -> _Codec:
+    """The codec for one type hint; a hint outside the rules above is a programming error."""
+    origin, args = get_origin(hint), get_args(hint)
+    if origin is Annotated:
+        for meta in args[1:]:
+            if isinstance(meta, IntRange):
+                return _IntCodec(meta)
+            if isinstance(meta, _RecordsMarker):
+                return _RecordsCodec()
+    elif origin in (Union, types.UnionType) and len(args) == 2 and type(None) in args:
+        (inner,) = (arg for arg in args if arg is not type(None))
+        return _OptionalCodec(_codec_for(inner))
+    elif origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return _ArrayCodec(_codec_for(args[0]))
+    elif origin in (Mapping, dict) and args[0] is str:
+        return _MapCodec(_codec_for(args[1]))
+    elif hint is bool:
+        return _ExactTypeCodec(bool, "a boolean")
+    elif hint is str:
+        return _ExactTypeCodec(str, "a string")
+    elif isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return _EnumCodec(hint)
+    elif dataclasses.is_dataclass(hint):
+        return _struct_codec(hint)
+    raise TypeError(f"no wire type for {hint!r}")

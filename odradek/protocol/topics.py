@@ -1,0 +1,65 @@
+"""CreateTopics (key 19) and DeleteTopics (key 20)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.schema import ErrorCode, Int32, Message
+
+
+@dataclass(frozen=True)
+class TopicResult:
+    """The outcome for one topic of a request about several."""
+
+    name: str
+    error: ErrorCode = 0
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class CreatableTopic:
+    """A topic to create; ``num_partitions`` -1 takes the broker's ``num.partitions``."""
+
+    name: str
+    num_partitions: Int32 = -1
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CreateTopicsRequest(Message):
+    """Create topics, or with ``validate_only`` just check that they could be created."""
+
+    api_key: ClassVar[ApiKey] = ApiKey.CREATE_TOPICS
+    topics: tuple[CreatableTopic, ...]
+    validate_only: bool = False
+
+
+@dataclass(frozen=True)
+class CreatableTopicResult:
+    """The outcome for one topic and, on success, how many partitions it has."""
+
+    name: str
+    error: ErrorCode = 0
+    message: str | None = None
+    num_partitions: Int32 = -1
+
+
+@dataclass(frozen=True)
+class CreateTopicsResponse(Message):
+    api_key: ClassVar[ApiKey] = ApiKey.CREATE_TOPICS
+    topics: tuple[CreatableTopicResult, ...]
+
+
+@dataclass(frozen=True)
+class DeleteTopicsRequest(Message):
+    api_key: ClassVar[ApiKey] = ApiKey.DELETE_TOPICS
+    topics: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DeleteTopicsResponse(Message):
+    api_key: ClassVar[ApiKey] = ApiKey.DELETE_TOPICS
+    topics: tuple[TopicResult, ...]
