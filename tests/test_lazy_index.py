@@ -141,6 +141,21 @@ def test_rename_after_loading_moves_the_open_index(path: Path) -> None:
 
 
 @pytest.mark.parametrize("load", [False, True])
+def test_update_parent_dir_follows_a_renamed_directory(tmp_path: Path, load: bool) -> None:
+    partition_dir = tmp_path / "orders-0"
+    partition_dir.mkdir()
+    existing_index(partition_dir / "00000000000000000100.index")
+    lazy = LazyIndex.for_offset(partition_dir / "00000000000000000100.index", BASE, MAX_INDEX_SIZE)
+    if load:
+        lazy.get()
+    deleted_dir = tmp_path / "orders-0.abc-delete"
+    partition_dir.rename(deleted_dir)
+    lazy.update_parent_dir(deleted_dir)
+    assert lazy.path == lazy.get().path == deleted_dir / "00000000000000000100.index"
+    assert lazy.get().lookup(105) == OffsetPosition(105, 50)
+
+
+@pytest.mark.parametrize("load", [False, True])
 def test_delete_if_exists(path: Path, load: bool) -> None:
     existing_index(path)
     lazy = LazyIndex.for_offset(path, BASE, MAX_INDEX_SIZE)

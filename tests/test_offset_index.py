@@ -49,6 +49,7 @@ def path(tmp_path: Path) -> Path:
 
 
 def test_new_index_is_preallocated_to_whole_entries(path: Path) -> None:
+    assert OffsetIndex.entry_size == ENTRY
     index = OffsetIndex(path, BASE, 10 * ENTRY + 5)
     assert path.stat().st_size == 10 * ENTRY
     assert (index.length, index.entries, index.max_entries) == (10 * ENTRY, 0, 10)
@@ -306,6 +307,19 @@ def test_rename_keeps_the_index_working(path: Path) -> None:
     index.append(110, 100)
     index.close()
     assert deleted.stat().st_size == 3 * ENTRY
+
+
+def test_update_parent_dir_follows_a_renamed_partition_directory(tmp_path: Path) -> None:
+    partition_dir = tmp_path / "orders-0"
+    partition_dir.mkdir()
+    index = filled(partition_dir / "00000000000000000100.index", [100, 105])
+    deleted_dir = tmp_path / "orders-0.abc-delete"
+    partition_dir.rename(deleted_dir)
+    index.update_parent_dir(deleted_dir)
+    assert index.path == deleted_dir / "00000000000000000100.index"
+    assert index.lookup(106) == OffsetPosition(105, 50)
+    index.close()
+    assert index.path.stat().st_size == 2 * ENTRY
 
 
 def test_delete_if_exists(path: Path) -> None:

@@ -56,6 +56,7 @@ SAMPLE = [(1000, 105), (2000, 110), (3000, 120)]
 
 
 def test_new_index_is_preallocated_to_whole_entries(path: Path) -> None:
+    assert TimeIndex.entry_size == ENTRY
     index = TimeIndex(path, BASE, 10 * ENTRY + 11)
     assert path.stat().st_size == index.length == 10 * ENTRY
     assert (index.entries, index.max_entries, index.last_entry) == (0, 10, EMPTY)

@@ -55,6 +55,7 @@ class AbstractIndex(ABC):
     index's lock, so a remap never takes the map away from a lookup.
     """
 
+    entry_size: ClassVar[int]  # bytes per entry, readable without opening an index
     _ENTRY: ClassVar[struct.Struct]  # the layout of one entry
     _OFFSET_FIELD: ClassVar[int]  # which of its two fields is the relative offset
 
@@ -77,10 +78,6 @@ class AbstractIndex(ABC):
             self._map_file("r+b" if writable else "rb")
             self._entries = self._length // self.entry_size
         logger.debug("Loaded %r, room for %d entries", self, self.max_entries)
-
-    @property
-    def entry_size(self) -> int:
-        return self._ENTRY.size
 
     @property
     def path(self) -> Path:
@@ -209,6 +206,11 @@ class AbstractIndex(ABC):
         with self._lock:
             os.replace(self._path, new_path)
             self._path = Path(new_path)
+
+    def update_parent_dir(self, parent_dir: Path) -> None:
+        """Follow a rename of the directory holding the file (the file itself stays put)."""
+        with self._lock:
+            self._path = Path(parent_dir) / self._path.name
 
     def sanity_check(self) -> None:
         """Raise CorruptIndexError, naming the file and the fault, unless the index is sound.

@@ -84,6 +84,13 @@ class LazyIndex(Generic[T]):
                     os.replace(self._path, new_path)
             self._path = Path(new_path)
 
+    def update_parent_dir(self, parent_dir: Path) -> None:
+        """Follow a rename of the directory holding the file, opened or not."""
+        with self._lock:
+            if self._index is not None:
+                self._index.update_parent_dir(parent_dir)
+            self._path = Path(parent_dir) / self._path.name
+
     def delete_if_exists(self) -> bool:
         """Close the index if open and unlink its file; return whether there was a file."""
         with self._lock:

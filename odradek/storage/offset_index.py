@@ -27,6 +27,7 @@ class OffsetIndex(AbstractIndex):
     """
 
     _ENTRY = struct.Struct(">ii")
+    entry_size = _ENTRY.size
     _OFFSET_FIELD = 0
     _POSITION_FIELD = 1
 

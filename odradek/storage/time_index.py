@@ -30,6 +30,7 @@ class TimeIndex(AbstractIndex):
     """
 
     _ENTRY = struct.Struct(">qi")
+    entry_size = _ENTRY.size
     _TIMESTAMP_FIELD = 0
     _OFFSET_FIELD = 1
 
