@@ -2,36 +2,51 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, replace
 
-LONG_MAX = 2**63 - 1
+from odradek.config.config_entry import ConfigEntry
+from odradek.config.config_source import ConfigSource
+from odradek.config.config_type import LONG_MAX
+from odradek.config.setting import Setting
+from odradek.config.topic_configs import TOPIC_CONFIG_DEF
+from odradek.errors import InvalidConfigError
+
+__all__ = ["LONG_MAX", "LogConfig"]
+
+_default = TOPIC_CONFIG_DEF.default
+TOPIC_ORIGIN = "topic config"
 
 
 @dataclass(frozen=True)
 class LogConfig:
-    """The settings one partition's Log runs with (topic-level names, dots as underscores)."""
+    """The settings one partition's Log runs with (topic-level names, dots as underscores).
 
-    segment_bytes: int = 1024 * 1024 * 1024
-    segment_ms: int = 7 * 24 * 3600 * 1000
-    segment_jitter_ms: int = 0
-    segment_index_bytes: int = 10 * 1024 * 1024
-    index_interval_bytes: int = 4096
-    retention_ms: int = 7 * 24 * 3600 * 1000
-    retention_bytes: int = -1
-    cleanup_policy: tuple[str, ...] = ("delete",)
-    max_message_bytes: int = 1048588
-    message_timestamp_type: str = "CreateTime"
-    message_timestamp_before_max_ms: int = LONG_MAX
-    message_timestamp_after_max_ms: int = LONG_MAX
-    flush_messages: int = LONG_MAX
-    flush_ms: int = LONG_MAX
-    file_delete_delay_ms: int = 60000
-    preallocate: bool = False
-    delete_retention_ms: int = 24 * 3600 * 1000
-    min_compaction_lag_ms: int = 0
-    max_compaction_lag_ms: int = LONG_MAX
-    min_cleanable_dirty_ratio: float = 0.5
-    compression_type: str = "producer"
+    Direct construction trusts its caller (code and tests); settings from outside (topic
+    overrides, broker defaults) go through :meth:`from_props`, which validates them.
+    """
+
+    segment_bytes: int = _default("segment.bytes")
+    segment_ms: int = _default("segment.ms")
+    segment_jitter_ms: int = _default("segment.jitter.ms")
+    segment_index_bytes: int = _default("segment.index.bytes")
+    index_interval_bytes: int = _default("index.interval.bytes")
+    retention_ms: int = _default("retention.ms")
+    retention_bytes: int = _default("retention.bytes")
+    cleanup_policy: tuple[str, ...] = _default("cleanup.policy")
+    max_message_bytes: int = _default("max.message.bytes")
+    message_timestamp_type: str = _default("message.timestamp.type")
+    message_timestamp_before_max_ms: int = _default("message.timestamp.before.max.ms")
+    message_timestamp_after_max_ms: int = _default("message.timestamp.after.max.ms")
+    flush_messages: int = _default("flush.messages")
+    flush_ms: int = _default("flush.ms")
+    file_delete_delay_ms: int = _default("file.delete.delay.ms")
+    preallocate: bool = _default("preallocate")
+    delete_retention_ms: int = _default("delete.retention.ms")
+    min_compaction_lag_ms: int = _default("min.compaction.lag.ms")
+    max_compaction_lag_ms: int = _default("max.compaction.lag.ms")
+    min_cleanable_dirty_ratio: float = _default("min.cleanable.dirty.ratio")
+    compression_type: str = _default("compression.type")
 
     @property
     def compact(self) -> bool:
@@ -44,3 +59,68 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @classmethod
+    def from_props(
+        cls, props: Mapping[str, object], defaults: LogConfig | None = None
+    ) -> LogConfig:
+        """``defaults`` (the broker's topic defaults) with the topic overrides ``props`` applied.
+
+        Values may be text (as stored or sent on the wire) or typed. Raises InvalidConfigError
+        for an unknown key, an invalid value, or an inconsistent combination.
+        """
+        settings = (Setting(name, value, TOPIC_ORIGIN) for name, value in props.items())
+        values = TOPIC_CONFIG_DEF.parse(settings)
+        config = replace(
+            defaults or cls(),
+            **{TOPIC_CONFIG_DEF[name].attribute: value for name, value in values.items()},
+        )
+        config.check_consistency()
+        return config
+
+    def to_props(self) -> dict[str, str]:
+        """Every topic key with its value as text; ``from_props(to_props())`` gives this back."""
+        return {key.name: key.type.render(getattr(self, key.attribute)) for key in TOPIC_CONFIG_DEF}
+
+    def check_consistency(self) -> None:
+        """Raise InvalidConfigError when settings contradict each other (Kafka's rules)."""
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            raise InvalidConfigError(
+                f"min.compaction.lag.ms ({self.min_compaction_lag_ms}) must not be greater than "
+                f"max.compaction.lag.ms ({self.max_compaction_lag_ms})"
+            )
+
+    @classmethod
+    def describe(
+        cls,
+        overrides: Mapping[str, object],
+        defaults: LogConfig | None = None,
+        static_keys: Collection[str] = frozenset(),
+    ) -> list[ConfigEntry]:
+        """Every topic key's effective value and source, for DescribeConfigs on a topic.
+
+        ``overrides`` are the topic's own settings (DYNAMIC_TOPIC_CONFIG); ``defaults`` and
+        ``static_keys`` come from the broker (``BrokerConfig.log_config()`` and
+        ``BrokerConfig.static_topic_keys()``): topic keys whose default the broker's static
+        config set (STATIC_BROKER_CONFIG). The rest are DEFAULT_CONFIG.
+        """
+        config = cls.from_props(overrides, defaults)
+        return [
+            ConfigEntry(
+                name=key.name,
+                value=key.type.render(getattr(config, key.attribute)),
+                source=_source(key.name, overrides, static_keys),
+                doc=key.doc,
+            )
+            for key in TOPIC_CONFIG_DEF
+        ]
+
+
+def _source(
+    name: str, overrides: Mapping[str, object], static_keys: Collection[str]
+) -> ConfigSource:
+    if name in overrides:
+        return ConfigSource.DYNAMIC_TOPIC_CONFIG
+    if name in static_keys:
+        return ConfigSource.STATIC_BROKER_CONFIG
+    return ConfigSource.DEFAULT_CONFIG

@@ -1,0 +1,104 @@
+"""The topic-level keys (Kafka's ``LogConfig`` definitions), with Kafka's defaults."""
+
+from __future__ import annotations
+
+from odradek.config.config_def import ConfigDef
+from odradek.config.config_key import ConfigKey
+from odradek.config.config_type import LONG_MAX, ConfigType
+from odradek.config.importance import Importance
+from odradek.config.validator import Validator
+
+INT, LONG, DOUBLE = ConfigType.INT, ConfigType.LONG, ConfigType.DOUBLE
+BOOLEAN, STRING, LIST = ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.LIST
+MEDIUM = Importance.MEDIUM
+
+DAY_MS = 24 * 3600 * 1000
+WEEK_MS = 7 * DAY_MS
+MIB = 1024 * 1024
+
+# The smallest record Kafka ever defined (a v0 record's overhead): no segment can be smaller.
+MIN_SEGMENT_BYTES = 14
+CLEANUP_POLICIES = ("delete", "compact")
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
+
+TOPIC_CONFIG_DEF = ConfigDef(
+    [
+        ConfigKey("segment.bytes", INT, 1024 * MIB, MEDIUM,
+                  "Size at which the active segment is rolled to a new one.",
+                  Validator.at_least(MIN_SEGMENT_BYTES)),
+        ConfigKey("segment.ms", LONG, WEEK_MS, MEDIUM,
+                  "Age after which a non-empty active segment is rolled even if not full, so "
+                  "retention and compaction can act on it.",
+                  Validator.at_least(1)),
+        ConfigKey("segment.jitter.ms", LONG, 0, MEDIUM,
+                  "Upper bound of a random amount taken off segment.ms per segment, so that many "
+                  "partitions do not roll at the same moment.",
+                  Validator.at_least(0)),
+        ConfigKey("segment.index.bytes", INT, 10 * MIB, MEDIUM,
+                  "Size the offset and time indexes are preallocated to; a full index rolls the "
+                  "segment.",
+                  Validator.at_least(4)),
+        ConfigKey("index.interval.bytes", INT, 4096, MEDIUM,
+                  "Bytes of records written between two offset index entries (sparser index, "
+                  "longer scans).",
+                  Validator.at_least(0)),
+        ConfigKey("retention.ms", LONG, WEEK_MS, MEDIUM,
+                  "Age after which a segment is deleted under the delete policy; -1 keeps data "
+                  "forever.",
+                  Validator.at_least(-1)),
+        ConfigKey("retention.bytes", LONG, -1, MEDIUM,
+                  "Size a partition may grow to before its oldest segments are deleted under the "
+                  "delete policy; -1 means no limit.",
+                  Validator.at_least(-1)),
+        ConfigKey("cleanup.policy", LIST, ("delete",), MEDIUM,
+                  "What happens to old segments: delete them (retention), compact them (keep the "
+                  "latest record per key), or both.",
+                  Validator.one_of(*CLEANUP_POLICIES)),
+        ConfigKey("max.message.bytes", INT, 1048588, MEDIUM,
+                  "Largest record batch the broker accepts for this topic.",
+                  Validator.at_least(0)),
+        ConfigKey("message.timestamp.type", STRING, "CreateTime", MEDIUM,
+                  "Whether record timestamps are the producer's (CreateTime) or the broker's "
+                  "append time (LogAppendTime).",
+                  Validator.one_of(*TIMESTAMP_TYPES)),
+        ConfigKey("message.timestamp.before.max.ms", LONG, LONG_MAX, MEDIUM,
+                  "How far a CreateTime timestamp may lie before the broker's clock; older "
+                  "batches are refused.",
+                  Validator.at_least(0)),
+        ConfigKey("message.timestamp.after.max.ms", LONG, LONG_MAX, MEDIUM,
+                  "How far a CreateTime timestamp may lie after the broker's clock; batches "
+                  "further in the future are refused.",
+                  Validator.at_least(0)),
+        ConfigKey("flush.messages", LONG, LONG_MAX, MEDIUM,
+                  "Records appended before the log is forced to disk with fsync; by default the "
+                  "OS writes data back on its own.",
+                  Validator.at_least(1)),
+        ConfigKey("flush.ms", LONG, LONG_MAX, MEDIUM,
+                  "Time after which unflushed data is forced to disk with fsync.",
+                  Validator.at_least(0)),
+        ConfigKey("file.delete.delay.ms", LONG, 60000, MEDIUM,
+                  "Time a deleted segment's files stay on disk (renamed .deleted) before removal, "
+                  "so in-flight reads can finish.",
+                  Validator.at_least(0)),
+        ConfigKey("preallocate", BOOLEAN, False, MEDIUM,
+                  "Preallocate the file of a new segment to segment.bytes."),
+        ConfigKey("delete.retention.ms", LONG, DAY_MS, MEDIUM,
+                  "How long a tombstone (null value) is kept after its segment was compacted, so "
+                  "consumers can see the delete.",
+                  Validator.at_least(0)),
+        ConfigKey("min.compaction.lag.ms", LONG, 0, MEDIUM,
+                  "Minimum age of a record before compaction may remove it.",
+                  Validator.at_least(0)),
+        ConfigKey("max.compaction.lag.ms", LONG, LONG_MAX, MEDIUM,
+                  "Maximum age of an uncompacted record: past it the log is cleaned whatever its "
+                  "dirty ratio.",
+                  Validator.at_least(1)),
+        ConfigKey("min.cleanable.dirty.ratio", DOUBLE, 0.5, MEDIUM,
+                  "Share of the log that must be uncompacted (dirty) before the cleaner picks it.",
+                  Validator.between(0, 1)),
+        ConfigKey("compression.type", STRING, "producer", MEDIUM,
+                  "Compression of stored batches; producer keeps the producer's compression.",
+                  Validator.one_of(*COMPRESSION_TYPES)),
+    ]
+)
