@@ -1,0 +1,167 @@
+"""The broker's settings: Kafka's broker-level names and defaults plus odradek's listeners."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from odradek.config.broker_configs import BROKER_CONFIG_DEF, TOPIC_CONFIG_SYNONYMS
+from odradek.config.config_entry import ConfigEntry
+from odradek.config.config_source import ConfigSource
+from odradek.config.log_config import LogConfig
+from odradek.config.setting import Setting
+from odradek.config.topic_configs import TOPIC_CONFIG_DEF
+from odradek.errors import InvalidConfigError
+
+_default = BROKER_CONFIG_DEF.default
+MIN_DEDUPE_BUFFER_PER_THREAD = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Every broker key as an attribute (the Kafka name with dots as underscores).
+
+    Keys Kafka leaves unset by default (``log.roll.ms``, ``log.dirs``, ...) are None here and
+    fall back to their coarser synonym. ``static_keys`` records which keys the operator set
+    (file, environment or ``--set``), so DescribeConfigs can report STATIC_BROKER_CONFIG.
+    """
+
+    broker_id: int = _default("broker.id")
+    cluster_id: str | None = _default("cluster.id")
+    host: str = _default("host")
+    port: int = _default("port")
+    metrics_host: str = _default("metrics.host")
+    metrics_port: int = _default("metrics.port")
+    log_dirs: tuple[str, ...] | None = _default("log.dirs")
+    log_dir: str = _default("log.dir")
+    log_segment_bytes: int = _default("log.segment.bytes")
+    log_roll_ms: int | None = _default("log.roll.ms")
+    log_roll_hours: int = _default("log.roll.hours")
+    log_roll_jitter_ms: int | None = _default("log.roll.jitter.ms")
+    log_roll_jitter_hours: int = _default("log.roll.jitter.hours")
+    log_index_size_max_bytes: int = _default("log.index.size.max.bytes")
+    log_index_interval_bytes: int = _default("log.index.interval.bytes")
+    log_retention_ms: int | None = _default("log.retention.ms")
+    log_retention_minutes: int | None = _default("log.retention.minutes")
+    log_retention_hours: int = _default("log.retention.hours")
+    log_retention_bytes: int = _default("log.retention.bytes")
+    log_retention_check_interval_ms: int = _default("log.retention.check.interval.ms")
+    log_cleanup_policy: tuple[str, ...] = _default("log.cleanup.policy")
+    log_message_timestamp_type: str = _default("log.message.timestamp.type")
+    log_message_timestamp_before_max_ms: int = _default("log.message.timestamp.before.max.ms")
+    log_message_timestamp_after_max_ms: int = _default("log.message.timestamp.after.max.ms")
+    message_max_bytes: int = _default("message.max.bytes")
+    compression_type: str = _default("compression.type")
+    log_flush_interval_messages: int = _default("log.flush.interval.messages")
+    log_flush_interval_ms: int | None = _default("log.flush.interval.ms")
+    log_flush_scheduler_interval_ms: int = _default("log.flush.scheduler.interval.ms")
+    log_flush_offset_checkpoint_interval_ms: int = _default(
+        "log.flush.offset.checkpoint.interval.ms"
+    )
+    log_flush_start_offset_checkpoint_interval_ms: int = _default(
+        "log.flush.start.offset.checkpoint.interval.ms"
+    )
+    log_segment_delete_delay_ms: int = _default("log.segment.delete.delay.ms")
+    log_preallocate: bool = _default("log.preallocate")
+    log_cleaner_enable: bool = _default("log.cleaner.enable")
+    log_cleaner_threads: int = _default("log.cleaner.threads")
+    log_cleaner_dedupe_buffer_size: int = _default("log.cleaner.dedupe.buffer.size")
+    log_cleaner_io_buffer_size: int = _default("log.cleaner.io.buffer.size")
+    log_cleaner_io_buffer_load_factor: float = _default("log.cleaner.io.buffer.load.factor")
+    log_cleaner_io_max_bytes_per_second: float = _default("log.cleaner.io.max.bytes.per.second")
+    log_cleaner_backoff_ms: int = _default("log.cleaner.backoff.ms")
+    log_cleaner_min_cleanable_ratio: float = _default("log.cleaner.min.cleanable.ratio")
+    log_cleaner_delete_retention_ms: int = _default("log.cleaner.delete.retention.ms")
+    log_cleaner_min_compaction_lag_ms: int = _default("log.cleaner.min.compaction.lag.ms")
+    log_cleaner_max_compaction_lag_ms: int = _default("log.cleaner.max.compaction.lag.ms")
+    num_recovery_threads_per_data_dir: int = _default("num.recovery.threads.per.data.dir")
+    num_partitions: int = _default("num.partitions")
+    auto_create_topics_enable: bool = _default("auto.create.topics.enable")
+    delete_topic_enable: bool = _default("delete.topic.enable")
+    socket_request_max_bytes: int = _default("socket.request.max.bytes")
+    max_connections: int = _default("max.connections")
+    connections_max_idle_ms: int = _default("connections.max.idle.ms")
+    log_level: str = _default("log.level")
+    log_format: str = _default("log.format")
+    static_keys: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+
+    @classmethod
+    def from_settings(cls, settings: Iterable[Setting]) -> BrokerConfig:
+        """A validated config from settings in precedence order (a later one wins)."""
+        values = BROKER_CONFIG_DEF.parse(settings)
+        config = cls(
+            **{BROKER_CONFIG_DEF[name].attribute: value for name, value in values.items()},
+            static_keys=frozenset(values),
+        )
+        config.check_consistency()
+        return config
+
+    @property
+    def log_dir_paths(self) -> tuple[Path, ...]:
+        """The log directories in use: ``log.dirs`` when set, else ``log.dir``."""
+        return tuple(Path(directory) for directory in self.log_dirs or (self.log_dir,))
+
+    def log_config(self) -> LogConfig:
+        """The topic defaults this broker gives a topic with no overrides.
+
+        Each topic key takes its first broker synonym that is set (``log.roll.ms`` before
+        ``log.roll.hours``), converted to the topic key's unit.
+        """
+        values = {
+            TOPIC_CONFIG_DEF[topic_name].attribute: self._first_set(topic_name)
+            for topic_name in TOPIC_CONFIG_SYNONYMS
+        }
+        return LogConfig(**values)
+
+    def static_topic_keys(self) -> frozenset[str]:
+        """Topic keys whose broker default the operator set, under any of its synonyms."""
+        return frozenset(
+            topic_name
+            for topic_name, synonyms in TOPIC_CONFIG_SYNONYMS.items()
+            if any(synonym.name in self.static_keys for synonym in synonyms)
+        )
+
+    def describe(self) -> list[ConfigEntry]:
+        """Every broker key's value and source, for DescribeConfigs on the broker."""
+        return [
+            ConfigEntry(
+                name=key.name,
+                value=key.render(getattr(self, key.attribute)),
+                source=(
+                    ConfigSource.STATIC_BROKER_CONFIG
+                    if key.name in self.static_keys
+                    else ConfigSource.DEFAULT_CONFIG
+                ),
+                doc=key.doc,
+            )
+            for key in BROKER_CONFIG_DEF
+        ]
+
+    def check_consistency(self) -> None:
+        """Raise InvalidConfigError when settings contradict each other."""
+        topic_defaults = self.log_config()
+        topic_defaults.check_consistency()
+        if topic_defaults.retention_ms == 0:
+            raise InvalidConfigError(
+                "log.retention.ms (or .minutes, .hours) must be -1 (unlimited) or at least 1 ms"
+            )
+        threads = self.log_cleaner_threads if self.log_cleaner_enable else 0
+        buffer_size = self.log_cleaner_dedupe_buffer_size
+        if threads and buffer_size // threads < MIN_DEDUPE_BUFFER_PER_THREAD:
+            raise InvalidConfigError(
+                f"log.cleaner.dedupe.buffer.size ({self.log_cleaner_dedupe_buffer_size}) must be "
+                f"at least 1 MiB per cleaner thread ({threads} threads)"
+            )
+        if self.port and self.port == self.metrics_port and self.host == self.metrics_host:
+            raise InvalidConfigError(
+                f"port and metrics.port are both {self.port} on {self.host}: they need their own"
+            )
+
+    def _first_set(self, topic_name: str) -> object:
+        """The value of ``topic_name``'s first synonym that is set (the last always has one)."""
+        values = (
+            (synonym, getattr(self, BROKER_CONFIG_DEF[synonym.name].attribute))
+            for synonym in TOPIC_CONFIG_SYNONYMS[topic_name]
+        )
+        return next(synonym.to_topic_value(value) for synonym, value in values if value is not None)

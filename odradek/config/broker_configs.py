@@ -1,0 +1,199 @@
+"""The broker-level keys (Kafka's ``KafkaConfig``/``ServerLogConfigs`` subset odradek supports).
+
+``log.*`` keys are the broker defaults of topic keys; ``TOPIC_CONFIG_SYNONYMS`` says which, in
+Kafka's precedence order (``log.roll.ms`` before ``log.roll.hours``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from sys import float_info
+
+from odradek.config.config_def import ConfigDef
+from odradek.config.config_key import ConfigKey
+from odradek.config.config_synonym import HOUR_MS, MINUTE_MS, ConfigSynonym
+from odradek.config.config_type import LONG_MAX, ConfigType
+from odradek.config.importance import Importance
+from odradek.config.topic_configs import TOPIC_CONFIG_DEF
+from odradek.config.validator import Validator
+
+INT, LONG, DOUBLE = ConfigType.INT, ConfigType.LONG, ConfigType.DOUBLE
+BOOLEAN, STRING, LIST = ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.LIST
+HIGH, MEDIUM, LOW = Importance.HIGH, Importance.MEDIUM, Importance.LOW
+
+MIB = 1024 * 1024
+PORT = Validator.between(0, 65535)
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_FORMATS = ("text", "json")
+# Kafka's default is Integer.MAX_VALUE; every connection costs a file descriptor and buffers,
+# so a cap a default `ulimit -n` can hold keeps a flood of clients from exhausting the process.
+DEFAULT_MAX_CONNECTIONS = 10000
+
+TOPIC_CONFIG_SYNONYMS: dict[str, tuple[ConfigSynonym, ...]] = {
+    "segment.bytes": (ConfigSynonym("log.segment.bytes"),),
+    "segment.ms": (ConfigSynonym("log.roll.ms"), ConfigSynonym("log.roll.hours", HOUR_MS)),
+    "segment.jitter.ms": (
+        ConfigSynonym("log.roll.jitter.ms"),
+        ConfigSynonym("log.roll.jitter.hours", HOUR_MS),
+    ),
+    "segment.index.bytes": (ConfigSynonym("log.index.size.max.bytes"),),
+    "index.interval.bytes": (ConfigSynonym("log.index.interval.bytes"),),
+    "retention.ms": (
+        ConfigSynonym("log.retention.ms"),
+        ConfigSynonym("log.retention.minutes", MINUTE_MS),
+        ConfigSynonym("log.retention.hours", HOUR_MS),
+    ),
+    "retention.bytes": (ConfigSynonym("log.retention.bytes"),),
+    "cleanup.policy": (ConfigSynonym("log.cleanup.policy"),),
+    "max.message.bytes": (ConfigSynonym("message.max.bytes"),),
+    "message.timestamp.type": (ConfigSynonym("log.message.timestamp.type"),),
+    "message.timestamp.before.max.ms": (ConfigSynonym("log.message.timestamp.before.max.ms"),),
+    "message.timestamp.after.max.ms": (ConfigSynonym("log.message.timestamp.after.max.ms"),),
+    "flush.messages": (ConfigSynonym("log.flush.interval.messages"),),
+    "flush.ms": (
+        ConfigSynonym("log.flush.interval.ms"),
+        ConfigSynonym("log.flush.scheduler.interval.ms"),
+    ),
+    "file.delete.delay.ms": (ConfigSynonym("log.segment.delete.delay.ms"),),
+    "preallocate": (ConfigSynonym("log.preallocate"),),
+    "delete.retention.ms": (ConfigSynonym("log.cleaner.delete.retention.ms"),),
+    "min.compaction.lag.ms": (ConfigSynonym("log.cleaner.min.compaction.lag.ms"),),
+    "max.compaction.lag.ms": (ConfigSynonym("log.cleaner.max.compaction.lag.ms"),),
+    "min.cleanable.dirty.ratio": (ConfigSynonym("log.cleaner.min.cleanable.ratio"),),
+    "compression.type": (ConfigSynonym("compression.type"),),
+}
+
+
+def _default_of(topic_name: str, name: str, importance: Importance) -> ConfigKey:
+    """Broker key ``name``: the default of topic key ``topic_name``, same type and rules."""
+    topic_key = TOPIC_CONFIG_DEF[topic_name]
+    doc = f"{topic_key.doc} Default of topic key {topic_name}."
+    return replace(topic_key, name=name, importance=importance, doc=doc)
+
+
+def _millis_of(topic_name: str, name: str, coarser: str) -> ConfigKey:
+    """Broker key ``name``: ``topic_name`` in ms, unset by default, preferred over ``coarser``."""
+    doc = f"Default of topic key {topic_name}; when set, takes precedence over {coarser}."
+    return replace(TOPIC_CONFIG_DEF[topic_name], name=name, default=None, importance=HIGH, doc=doc)
+
+
+BROKER_CONFIG_DEF = ConfigDef(
+    [
+        ConfigKey("broker.id", INT, 0, HIGH,
+                  "Identity of this broker, written to meta.properties in every log directory.",
+                  Validator.at_least(0)),
+        ConfigKey("cluster.id", STRING, None, LOW,
+                  "Identity of the cluster; generated at first start when unset, then kept in "
+                  "meta.properties.",
+                  Validator.matching("[A-Za-z0-9_-]+")),
+        ConfigKey("host", STRING, "127.0.0.1", HIGH,
+                  "Address the Kafka protocol listener binds to."),
+        ConfigKey("port", INT, 9092, HIGH,
+                  "Port of the Kafka protocol listener; 0 picks a free one.", PORT),
+        ConfigKey("metrics.host", STRING, "127.0.0.1", MEDIUM,
+                  "Address the Prometheus metrics endpoint binds to."),
+        ConfigKey("metrics.port", INT, 9644, MEDIUM,
+                  "Port of the Prometheus metrics endpoint; 0 picks a free one.", PORT),
+        ConfigKey("log.dirs", LIST, None, HIGH,
+                  "Directories partitions are stored in; when unset, log.dir is used."),
+        ConfigKey("log.dir", STRING, "/tmp/odradek-logs", HIGH,
+                  "The single log directory used when log.dirs is unset."),
+        _default_of("segment.bytes", "log.segment.bytes", HIGH),
+        _millis_of("segment.ms", "log.roll.ms", "log.roll.hours"),
+        ConfigKey("log.roll.hours", INT, 168, HIGH,
+                  "Default of topic key segment.ms, in hours.", Validator.at_least(1)),
+        _millis_of("segment.jitter.ms", "log.roll.jitter.ms", "log.roll.jitter.hours"),
+        ConfigKey("log.roll.jitter.hours", INT, 0, HIGH,
+                  "Default of topic key segment.jitter.ms, in hours.", Validator.at_least(0)),
+        _default_of("segment.index.bytes", "log.index.size.max.bytes", MEDIUM),
+        _default_of("index.interval.bytes", "log.index.interval.bytes", MEDIUM),
+        _millis_of("retention.ms", "log.retention.ms", "log.retention.minutes"),
+        ConfigKey("log.retention.minutes", INT, None, HIGH,
+                  "Default of topic key retention.ms, in minutes; when set, takes precedence "
+                  "over log.retention.hours.", Validator.at_least(-1)),
+        ConfigKey("log.retention.hours", INT, 168, HIGH,
+                  "Default of topic key retention.ms, in hours; -1 keeps data forever.",
+                  Validator.at_least(-1)),
+        _default_of("retention.bytes", "log.retention.bytes", HIGH),
+        ConfigKey("log.retention.check.interval.ms", LONG, 300000, MEDIUM,
+                  "How often the broker looks for segments to delete under retention.",
+                  Validator.at_least(1)),
+        _default_of("cleanup.policy", "log.cleanup.policy", MEDIUM),
+        _default_of("message.timestamp.type", "log.message.timestamp.type", MEDIUM),
+        _default_of("message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms",
+                    MEDIUM),
+        _default_of("message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms",
+                    MEDIUM),
+        _default_of("max.message.bytes", "message.max.bytes", HIGH),
+        _default_of("compression.type", "compression.type", HIGH),
+        _default_of("flush.messages", "log.flush.interval.messages", HIGH),
+        _millis_of("flush.ms", "log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+        ConfigKey("log.flush.scheduler.interval.ms", LONG, LONG_MAX, HIGH,
+                  "How often the flusher checks which logs are due a flush; also the default of "
+                  "topic key flush.ms when log.flush.interval.ms is unset.",
+                  Validator.at_least(1)),
+        ConfigKey("log.flush.offset.checkpoint.interval.ms", INT, 60000, HIGH,
+                  "How often the recovery points are written to recovery-point-offset-checkpoint.",
+                  Validator.at_least(1)),
+        ConfigKey("log.flush.start.offset.checkpoint.interval.ms", INT, 60000, HIGH,
+                  "How often the log start offsets are written to log-start-offset-checkpoint.",
+                  Validator.at_least(1)),
+        _default_of("file.delete.delay.ms", "log.segment.delete.delay.ms", HIGH),
+        _default_of("preallocate", "log.preallocate", MEDIUM),
+        ConfigKey("log.cleaner.enable", BOOLEAN, True, MEDIUM,
+                  "Run the log cleaner, which compacts topics whose cleanup.policy has compact."),
+        ConfigKey("log.cleaner.threads", INT, 1, MEDIUM,
+                  "Number of logs the cleaner compacts at the same time.",
+                  Validator.at_least(0)),
+        ConfigKey("log.cleaner.dedupe.buffer.size", LONG, 128 * MIB, MEDIUM,
+                  "Memory shared by the cleaner threads for their key-to-offset maps; at least "
+                  "1 MiB per thread.",
+                  Validator.at_least(0)),
+        ConfigKey("log.cleaner.io.buffer.size", INT, 512 * 1024, MEDIUM,
+                  "Memory shared by the cleaner threads for their read and write buffers.",
+                  Validator.at_least(1)),
+        ConfigKey("log.cleaner.io.buffer.load.factor", DOUBLE, 0.9, MEDIUM,
+                  "How full the cleaner's key-to-offset map may get; fuller maps hold more keys "
+                  "but collide more.",
+                  Validator.above(0, 1)),
+        ConfigKey("log.cleaner.io.max.bytes.per.second", DOUBLE, float_info.max, MEDIUM,
+                  "Read plus write rate the cleaner is throttled to, so it does not starve "
+                  "producers and consumers of disk.",
+                  Validator.above(0)),
+        ConfigKey("log.cleaner.backoff.ms", LONG, 15000, MEDIUM,
+                  "How long the cleaner sleeps when no log needs cleaning.",
+                  Validator.at_least(0)),
+        _default_of("min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio", MEDIUM),
+        _default_of("delete.retention.ms", "log.cleaner.delete.retention.ms", MEDIUM),
+        _default_of("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms", MEDIUM),
+        _default_of("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms", MEDIUM),
+        ConfigKey("num.recovery.threads.per.data.dir", INT, 1, HIGH,
+                  "Threads per log directory that load and recover logs at start-up and flush "
+                  "them at shutdown.",
+                  Validator.at_least(1)),
+        ConfigKey("num.partitions", INT, 1, MEDIUM,
+                  "Partitions of a topic created without a partition count (auto-creation).",
+                  Validator.at_least(1)),
+        ConfigKey("auto.create.topics.enable", BOOLEAN, True, HIGH,
+                  "Create a topic when a client asks for metadata of a topic that does not "
+                  "exist."),
+        ConfigKey("delete.topic.enable", BOOLEAN, True, HIGH,
+                  "Allow topics to be deleted; when false, delete requests are refused."),
+        ConfigKey("socket.request.max.bytes", INT, 100 * MIB, HIGH,
+                  "Largest request the broker reads; larger ones close the connection.",
+                  Validator.at_least(1)),
+        ConfigKey("max.connections", INT, DEFAULT_MAX_CONNECTIONS, MEDIUM,
+                  "Client connections the broker accepts at once; more are closed on accept. "
+                  "Kafka's default is 2147483647; 10000 keeps within a usual file-descriptor "
+                  "limit.",
+                  Validator.at_least(0)),
+        ConfigKey("connections.max.idle.ms", LONG, 600000, MEDIUM,
+                  "Idle time after which the broker closes a client connection.",
+                  Validator.at_least(1)),
+        ConfigKey("log.level", STRING, "INFO", LOW,
+                  "Level of the broker's own log messages.", Validator.one_of(*LOG_LEVELS)),
+        ConfigKey("log.format", STRING, "text", LOW,
+                  "Format of the broker's own log messages: text lines or one JSON object a line.",
+                  Validator.one_of(*LOG_FORMATS)),
+    ]
+)
