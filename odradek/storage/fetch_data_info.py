@@ -1,0 +1,32 @@
+"""FetchDataInfo and FetchIsolation: what a read returns and how far it may read (SPEC 6)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from odradek.storage.file_records import FileSlice
+from odradek.storage.log_offset_metadata import LogOffsetMetadata
+
+
+class FetchIsolation(Enum):
+    """The upper bound of a read: the high watermark for consumers, the log end for replicas."""
+
+    HIGH_WATERMARK = "high_watermark"
+    LOG_END = "log_end"
+
+
+@dataclass(frozen=True)
+class FetchDataInfo:
+    """The records a read found, as a file slice, and where the fetch offset sits on disk.
+
+    ``records`` is None when there is nothing to return (a read at the end of the log).
+    """
+
+    fetch_offset_metadata: LogOffsetMetadata
+    records: FileSlice | None
+    first_entry_incomplete: bool = False
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.records.length if self.records is not None else 0

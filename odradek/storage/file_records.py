@@ -1,0 +1,256 @@
+"""FileRecords: a segment's ``.log`` file, a concatenation of record batches (SPEC 3, 6)."""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from odradek.storage.record_batch import HEADER_SIZE, LOG_OVERHEAD, RecordBatch
+
+_SCAN_CHUNK_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class LogOffsetPosition:
+    """Where the batch holding an offset starts: its last offset, file position and size."""
+
+    offset: int
+    position: int
+    size: int
+
+
+@dataclass(frozen=True)
+class TimestampAndOffset:
+    """A record's timestamp and offset (ListOffsets by time, segment max timestamp)."""
+
+    timestamp: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class FileSlice:
+    """``length`` bytes of a ``.log`` file from ``position``: what a fetch sends with sendfile.
+
+    It may end in the middle of a batch; readers drop a trailing partial batch.
+    """
+
+    file: FileRecords
+    position: int
+    length: int
+
+    @property
+    def fd(self) -> int:
+        return self.file.fd
+
+    @property
+    def path(self) -> Path:
+        return self.file.path
+
+    def read_bytes(self) -> bytes:
+        """The slice's bytes, copied (the fallback when zero copy is not possible, and tests)."""
+        return self.file.read(self.position, self.length)
+
+
+class FileRecords:
+    """An open ``.log`` file: appends at its end, reads by position, scans batch headers.
+
+    The size is tracked in memory rather than taken from the file so a preallocated file
+    (``preallocate=true``) and concurrent readers see only whole appended batches.
+    """
+
+    def __init__(self, path: Path, fd: int, size: int) -> None:
+        self._path = path
+        self._fd = fd
+        self._size = size
+
+    @classmethod
+    def open(
+        cls,
+        path: Path,
+        *,
+        file_already_exists: bool = False,
+        init_file_size: int = 0,
+        preallocate: bool = False,
+    ) -> FileRecords:
+        flags = os.O_RDWR | (0 if file_already_exists else os.O_CREAT)
+        fd = os.open(path, flags, 0o644)
+        try:
+            if file_already_exists:
+                size = os.fstat(fd).st_size
+            else:
+                size = 0
+                if preallocate and init_file_size > 0:
+                    os.posix_fallocate(fd, 0, init_file_size)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, fd, size)
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def fd(self) -> int:
+        return self._fd
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._size
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Write ``data`` at the end; return the bytes written. All or nothing as far as the
+        size readers see: on a failed or short write the tail is cut back and the error raised."""
+        position = self._size
+        view = memoryview(data)
+        written = 0
+        try:
+            while written < len(view):
+                written += os.pwrite(self._fd, view[written:], position + written)
+        except OSError:
+            self._truncate_file(position)
+            raise
+        self._size = position + written
+        return written
+
+    def read(self, position: int, size: int) -> bytes:
+        """Up to ``size`` bytes from ``position`` (fewer at the end of the file)."""
+        size = max(0, min(size, self._size - position))
+        chunks = []
+        while size > 0:
+            chunk = os.pread(self._fd, size, position)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            position += len(chunk)
+            size -= len(chunk)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def slice(self, position: int, size: int) -> FileSlice:
+        return FileSlice(self, position, max(0, min(size, self._size - position)))
+
+    def batch_headers(self, start_position: int = 0) -> Iterator[tuple[int, RecordBatch]]:
+        """``(position, header view)`` of each whole batch from ``start_position``, reading only
+        the 61 header bytes of each; stops at a batch that runs past the end."""
+        position = start_position
+        end = self._size
+        while position + HEADER_SIZE <= end:
+            header = RecordBatch(os.pread(self._fd, HEADER_SIZE, position))
+            if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+                return
+            if position + header.size_in_bytes > end:
+                return
+            yield position, header
+            position += header.size_in_bytes
+
+    def batches(self, start_position: int = 0) -> Iterator[tuple[int, RecordBatch]]:
+        """``(position, batch)`` of each whole batch from ``start_position``, reading the file in
+        large chunks (recovery and full scans). Stops at a short or impossible length; the caller
+        validates CRCs and decides where the valid bytes end."""
+        position = start_position
+        end = self._size
+        while position + HEADER_SIZE <= end:
+            chunk = self.read(position, min(_SCAN_CHUNK_BYTES, end - position))
+            view = memoryview(chunk)
+            consumed = 0
+            while consumed + HEADER_SIZE <= len(chunk):
+                header = RecordBatch(chunk, consumed)
+                if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+                    return
+                size = header.size_in_bytes
+                if consumed + size > len(chunk):
+                    break
+                yield position + consumed, RecordBatch(view[consumed : consumed + size])
+                consumed += size
+            if consumed == 0:
+                # The first batch is larger than a chunk, or runs past the end of the file.
+                size = RecordBatch(chunk).size_in_bytes
+                if position + size > end:
+                    return
+                yield position, RecordBatch(self.read(position, size))
+                consumed = size
+            position += consumed
+
+    def search_for_offset_with_size(
+        self, target_offset: int, starting_position: int
+    ) -> LogOffsetPosition | None:
+        """The first batch from ``starting_position`` whose last offset >= ``target_offset``."""
+        for position, header in self.batch_headers(starting_position):
+            if header.last_offset >= target_offset:
+                return LogOffsetPosition(header.last_offset, position, header.size_in_bytes)
+        return None
+
+    def search_for_timestamp(
+        self, target_timestamp: int, starting_position: int, starting_offset: int
+    ) -> TimestampAndOffset | None:
+        """The first record at or after ``starting_offset`` with timestamp >= the target."""
+        for position, header in self.batch_headers(starting_position):
+            if header.max_timestamp < target_timestamp:
+                continue
+            batch = RecordBatch(self.read(position, header.size_in_bytes))
+            for record in batch.records():
+                if record.timestamp >= target_timestamp and record.offset >= starting_offset:
+                    return TimestampAndOffset(record.timestamp, record.offset)
+        return None
+
+    def largest_timestamp_after(self, starting_position: int) -> TimestampAndOffset:
+        """The largest batch max timestamp from ``starting_position`` on, and its last offset."""
+        largest = TimestampAndOffset(-1, -1)
+        for _, header in self.batch_headers(starting_position):
+            if header.max_timestamp > largest.timestamp:
+                largest = TimestampAndOffset(header.max_timestamp, header.last_offset)
+        return largest
+
+    def truncate_to(self, target_size: int) -> int:
+        """Cut the file to ``target_size`` bytes; return how many were removed."""
+        if target_size > self._size or target_size < 0:
+            raise ValueError(
+                f"cannot truncate {self._path} of size {self._size} to {target_size} bytes"
+            )
+        removed = self._size - target_size
+        self._truncate_file(target_size)
+        self._size = target_size
+        return removed
+
+    def _truncate_file(self, size: int) -> None:
+        os.ftruncate(self._fd, size)
+
+    def trim(self) -> None:
+        """Drop preallocated space past the data (when the segment stops being active)."""
+        if os.fstat(self._fd).st_size != self._size:
+            self._truncate_file(self._size)
+
+    def flush(self) -> None:
+        os.fdatasync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            self.trim()
+            os.close(self._fd)
+            self._fd = -1
+
+    def close_handler(self) -> None:
+        """Close the descriptor without trimming (the file is about to be deleted)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def rename_to(self, new_path: Path) -> None:
+        os.replace(self._path, new_path)
+        self._path = new_path
+
+    def delete_if_exists(self) -> bool:
+        self.close_handler()
+        try:
+            os.unlink(self._path)
+        except OSError as error:
+            if error.errno == errno.ENOENT:
+                return False
+            raise
+        return True
+
+    def __repr__(self) -> str:
+        return f"FileRecords({self._path}, size={self._size})"

@@ -1,0 +1,617 @@
+"""Log: one partition's append-only, segmented log (Kafka's ``UnifiedLog``; SPEC 1, 4, 6, 7, 9, 10).
+
+One writer at a time (the log lock serialises appends, rolls, truncation and retention); any
+number of reader threads read without the lock from immutable snapshots (the segment map and the
+offset metadata are replaced, never mutated).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from odradek.config.log_config import LogConfig
+from odradek.errors import (
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+)
+from odradek.storage import log_file_names as names
+from odradek.storage.clock import SYSTEM_CLOCK, Clock
+from odradek.storage.fetch_data_info import FetchDataInfo, FetchIsolation
+from odradek.storage.file_records import TimestampAndOffset
+from odradek.storage.log_append_info import LogAppendInfo
+from odradek.storage.log_loader import LoadedLogOffsets, LogLoader
+from odradek.storage.log_offset_metadata import LogOffsetMetadata
+from odradek.storage.log_segment import LogSegment, RollParams
+from odradek.storage.log_segments import LogSegments
+from odradek.storage.log_validator import validate_and_assign_offsets
+from odradek.storage.scheduler import Scheduler
+from odradek.storage.topic_partition import TopicPartition
+
+logger = logging.getLogger(__name__)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+
+SegmentPredicate = Callable[[LogSegment, "LogSegment | None"], bool]
+IoErrorHandler = Callable[["Log", OSError], None]
+
+
+class Log:
+    """A partition's log: append, read, high watermark, flush, retention, truncation."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        segments: LogSegments,
+        offsets: LoadedLogOffsets,
+        scheduler: Scheduler,
+        clock: Clock = SYSTEM_CLOCK,
+        high_watermark: int | None = None,
+    ) -> None:
+        self.dir = directory
+        self.topic_partition = TopicPartition.from_dir_name(directory.name)
+        self._config = config
+        self._segments = segments
+        self._scheduler = scheduler
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._log_start_offset = offsets.log_start_offset
+        self._recovery_point = offsets.recovery_point
+        self._next_offset_metadata = offsets.next_offset_metadata
+        self._high_watermark = LogOffsetMetadata(self._log_start_offset)
+        self._last_flush_ms = clock.milliseconds()
+        self.io_error_handler: IoErrorHandler | None = None
+        self.update_high_watermark(
+            offsets.next_offset_metadata.message_offset
+            if high_watermark is None
+            else high_watermark
+        )
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        scheduler: Scheduler,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        log_start_offset: int = 0,
+        recovery_point: int = 0,
+        high_watermark: int | None = None,
+        had_clean_shutdown: bool = False,
+    ) -> Log:
+        """Open the log in ``directory`` (creating it if needed), recovering it as SPEC 8 says.
+
+        ``high_watermark`` is the checkpointed value; None means "up to the log end".
+        """
+        directory.mkdir(parents=True, exist_ok=True)
+        segments = LogSegments()
+        offsets = LogLoader(
+            directory,
+            config,
+            segments,
+            clock=clock,
+            log_start_offset_checkpoint=log_start_offset,
+            recovery_point_checkpoint=recovery_point,
+            had_clean_shutdown=had_clean_shutdown,
+        ).load()
+        return cls(directory, config, segments, offsets, scheduler, clock, high_watermark)
+
+    # --- state -------------------------------------------------------------------------------
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    def update_config(self, config: LogConfig) -> None:
+        """Apply new topic settings; they take effect from the next append, roll or check."""
+        with self._lock:
+            self._config = config
+
+    @property
+    def segments(self) -> LogSegments:
+        return self._segments
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._next_offset_metadata.message_offset
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        return self._next_offset_metadata
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark.message_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self.log_end_offset - self._recovery_point
+
+    @property
+    def last_flush_time(self) -> int:
+        return self._last_flush_ms
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._segments.size_in_bytes
+
+    @property
+    def number_of_segments(self) -> int:
+        return self._segments.number_of_segments
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments.active_segment
+
+    def __repr__(self) -> str:
+        return f"Log({self.topic_partition}, dir={self.dir})"
+
+    # --- append ------------------------------------------------------------------------------
+
+    def append(
+        self, records: bytes | bytearray | memoryview, leader_epoch: int = 0
+    ) -> LogAppendInfo:
+        """Validate ``records``, give them offsets from the log end and write them (SPEC 4).
+
+        A request is written whole or not at all: every check runs before the first byte is
+        written, and a failed write is cut back by the segment.
+        """
+        with self._lock:
+            now_ms = self._clock.milliseconds()
+            config = self._config
+            validated = validate_and_assign_offsets(
+                records,
+                next_offset=self.log_end_offset,
+                config=config,
+                now_ms=now_ms,
+                partition_leader_epoch=leader_epoch,
+            )
+            if validated.size_in_bytes > config.segment_bytes:
+                raise RecordListTooLargeError(
+                    f"append of {validated.size_in_bytes} bytes to {self.topic_partition} does not "
+                    f"fit a segment of segment.bytes={config.segment_bytes}"
+                )
+            try:
+                segment = self._maybe_roll(validated.size_in_bytes, validated.last_offset, now_ms)
+                segment.append(validated.last_offset, validated.records)
+            except OSError as error:
+                raise self._storage_error("append", error) from error
+            self._update_log_end_offset(validated.last_offset + 1)
+            if self.unflushed_messages >= config.flush_messages:
+                self.flush(self.log_end_offset)
+            return LogAppendInfo(
+                first_offset=validated.first_offset,
+                last_offset=validated.last_offset,
+                max_timestamp=validated.max_timestamp,
+                offset_of_max_timestamp=validated.offset_of_max_timestamp,
+                log_append_time_ms=now_ms if config.log_append_time else -1,
+                log_start_offset=self._log_start_offset,
+                record_count=validated.record_count,
+                batch_count=validated.batch_count,
+                valid_bytes=validated.size_in_bytes,
+            )
+
+    def _update_log_end_offset(self, offset: int) -> None:
+        active = self._segments.active_segment
+        self._next_offset_metadata = LogOffsetMetadata(offset, active.base_offset, active.size)
+        if self._high_watermark.message_offset >= offset:
+            self._high_watermark = self._next_offset_metadata
+        if self._recovery_point > offset:
+            self._recovery_point = offset
+
+    def _maybe_roll(
+        self, messages_size: int, max_offset_in_messages: int, now_ms: int
+    ) -> LogSegment:
+        segment = self._segments.active_segment
+        config = self._config
+        params = RollParams(
+            max_segment_ms=config.segment_ms,
+            max_segment_bytes=config.segment_bytes,
+            max_offset_in_messages=max_offset_in_messages,
+            messages_size=messages_size,
+            now_ms=now_ms,
+        )
+        if segment.should_roll(params):
+            return self.roll()
+        return segment
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end offset (SPEC 4 step 4)."""
+        with self._lock:
+            new_offset = self.log_end_offset
+            active = self._segments.active_segment
+            if active.base_offset == new_offset and active.size == 0:
+                return active
+            if new_offset < active.base_offset:
+                raise KafkaStorageError(
+                    f"cannot roll {self.topic_partition} at {new_offset}: below the active "
+                    f"segment's base offset {active.base_offset}"
+                )
+            self._remove_leftover_segment_files(new_offset)
+            active.on_become_inactive_segment()
+            config = self._config
+            segment = LogSegment.open(
+                self.dir,
+                new_offset,
+                config,
+                self._clock,
+                init_file_size=config.segment_bytes,
+                preallocate=config.preallocate,
+            )
+            self._segments.add(segment)
+            self._update_log_end_offset(new_offset)
+            logger.info(
+                "[%s] rolled new log segment at offset %d", self.topic_partition, new_offset
+            )
+            self._scheduler.schedule(
+                f"flush-{self.topic_partition}", lambda: self.flush(new_offset)
+            )
+            return segment
+
+    def _remove_leftover_segment_files(self, base_offset: int) -> None:
+        for path in (
+            names.log_file(self.dir, base_offset),
+            names.offset_index_file(self.dir, base_offset),
+            names.time_index_file(self.dir, base_offset),
+        ):
+            if path.exists():
+                logger.warning(
+                    "[%s] deleting leftover file %s before roll", self.topic_partition, path
+                )
+                path.unlink()
+
+    def _storage_error(self, action: str, error: OSError) -> KafkaStorageError:
+        """Report an I/O error to the owner (which takes the log directory offline unless the
+        disk is merely full) and turn it into KAFKA_STORAGE_ERROR for the client."""
+        if self.io_error_handler is not None and error.errno != errno.ENOSPC:
+            self.io_error_handler(self, error)
+        return KafkaStorageError(
+            f"{action} on {self.topic_partition} in {self.dir} failed: "
+            f"{error.strerror or error} (errno {error.errno})"
+        )
+
+    # --- read --------------------------------------------------------------------------------
+
+    def read(
+        self,
+        start_offset: int,
+        max_length: int,
+        isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
+        min_one_message: bool = True,
+    ) -> FetchDataInfo:
+        """Records from the batch holding ``start_offset`` as a file slice (SPEC 6)."""
+        end_metadata = self._next_offset_metadata
+        if isolation is FetchIsolation.LOG_END:
+            max_metadata = end_metadata
+        else:
+            max_metadata = self._fetch_high_watermark_metadata()
+        segment = self._segments.floor_segment(start_offset)
+        log_start_offset = self._log_start_offset
+        if (
+            start_offset > end_metadata.message_offset
+            or start_offset < log_start_offset
+            or segment is None
+        ):
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} is out of range for partition {self.topic_partition}: "
+                f"the valid range is [{log_start_offset}, {end_metadata.message_offset}]"
+            )
+        if start_offset == max_metadata.message_offset:
+            return FetchDataInfo(max_metadata, None)
+        if start_offset > max_metadata.message_offset:
+            return FetchDataInfo(LogOffsetMetadata(start_offset), None)
+        while segment is not None:
+            if segment.base_offset == max_metadata.segment_base_offset:
+                max_position = max_metadata.relative_position_in_segment
+            else:
+                max_position = segment.size
+            info = segment.read(start_offset, max_length, max_position, min_one_message)
+            if info is not None:
+                return info
+            segment = self._segments.higher_segment(segment.base_offset)
+        return FetchDataInfo(self._next_offset_metadata, None)
+
+    def convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        """The on-disk position of ``offset`` (OFFSET_OUT_OF_RANGE outside the log)."""
+        return self.read(offset, 1, FetchIsolation.LOG_END, False).fetch_offset_metadata
+
+    def fetch_offset_by_timestamp(
+        self, target_timestamp: int, isolation: FetchIsolation = FetchIsolation.LOG_END
+    ) -> TimestampAndOffset | None:
+        """ListOffsets: earliest (-2), latest (-1: LEO, or HW for consumers), or the first record
+        with timestamp >= the target; None when no record is that new."""
+        if target_timestamp == EARLIEST_TIMESTAMP:
+            return TimestampAndOffset(-1, self._log_start_offset)
+        if target_timestamp == LATEST_TIMESTAMP:
+            latest = (
+                self.high_watermark
+                if isolation is FetchIsolation.HIGH_WATERMARK
+                else self.log_end_offset
+            )
+            return TimestampAndOffset(-1, latest)
+        for segment in self._segments.values():
+            if segment.largest_timestamp >= target_timestamp:
+                found = segment.find_offset_by_timestamp(target_timestamp, self._log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    # --- high watermark and log start offset (SPEC 7) ----------------------------------------
+
+    def update_high_watermark(self, high_watermark: int) -> int:
+        """Set the HW, clamped into [log start offset, LEO]; return the value set."""
+        with self._lock:
+            end = self._next_offset_metadata
+            if high_watermark >= end.message_offset:
+                metadata = end
+            else:
+                metadata = LogOffsetMetadata(max(high_watermark, self._log_start_offset))
+            self._high_watermark = metadata
+            return metadata.message_offset
+
+    def maybe_increment_high_watermark(
+        self, new_high_watermark: LogOffsetMetadata
+    ) -> LogOffsetMetadata | None:
+        """Move the HW forward (never back); return the old value when it moved."""
+        if new_high_watermark.message_offset > self.log_end_offset:
+            raise ValueError(
+                f"high watermark {new_high_watermark.message_offset} of {self.topic_partition} "
+                f"would be above the log end offset {self.log_end_offset}"
+            )
+        with self._lock:
+            old = self._high_watermark
+            if old.message_offset < new_high_watermark.message_offset or (
+                old.message_offset == new_high_watermark.message_offset
+                and (old.message_offset_only or old.on_older_segment(new_high_watermark))
+            ):
+                self._high_watermark = new_high_watermark
+                return old
+            return None
+
+    def _fetch_high_watermark_metadata(self) -> LogOffsetMetadata:
+        """The HW with its on-disk position, resolving it once if only the offset is known."""
+        high_watermark = self._high_watermark
+        if not high_watermark.message_offset_only:
+            return high_watermark
+        with self._lock:
+            high_watermark = self._high_watermark
+            if high_watermark.message_offset_only:
+                offset = high_watermark.message_offset
+                if offset == self.log_end_offset:
+                    high_watermark = self._next_offset_metadata
+                else:
+                    high_watermark = self.convert_to_offset_metadata(offset)
+                self._high_watermark = high_watermark
+            return high_watermark
+
+    def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str) -> bool:
+        """Raise the log start offset (delete-records, retention); never lowers it."""
+        with self._lock:
+            if new_log_start_offset > self.high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot raise the log start offset of {self.topic_partition} to "
+                    f"{new_log_start_offset}: above the high watermark {self.high_watermark}"
+                )
+            if new_log_start_offset <= self._log_start_offset:
+                return False
+            logger.info(
+                "[%s] log start offset %d -> %d (%s)",
+                self.topic_partition,
+                self._log_start_offset,
+                new_log_start_offset,
+                reason,
+            )
+            self._log_start_offset = new_log_start_offset
+            return True
+
+    def delete_records(self, offset: int) -> int:
+        """Make every record below ``offset`` invisible (DeleteRecords); return the new low
+        watermark. Retention removes the segments wholly below it."""
+        if offset < 0:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records of {self.topic_partition} below {offset}"
+            )
+        self.maybe_increment_log_start_offset(offset, "delete records")
+        self._delete_log_start_offset_breached_segments()
+        return self._log_start_offset
+
+    # --- flush (SPEC 9) ----------------------------------------------------------------------
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsync every segment holding offsets in [recovery point, ``offset``), then move the
+        recovery point to ``offset``. Blocking: call it from a thread, never an event loop."""
+        with self._lock:
+            end = self.log_end_offset
+            offset = end if offset is None else min(offset, end)
+            if offset <= self._recovery_point:
+                return
+            to_flush = self._segments.values_between(self._recovery_point, offset)
+        try:
+            for segment in to_flush:
+                segment.flush()
+        except OSError as error:
+            raise self._storage_error("flush", error) from error
+        with self._lock:
+            if offset > self._recovery_point:
+                self._recovery_point = offset
+            self._last_flush_ms = self._clock.milliseconds()
+
+    # --- retention (SPEC 10) -----------------------------------------------------------------
+
+    def delete_old_segments(self) -> int:
+        """Apply the retention rules of the topic's cleanup.policy; return segments deleted."""
+        if self._config.delete:
+            return (
+                self._delete_retention_ms_breached_segments()
+                + self._delete_retention_size_breached_segments()
+                + self._delete_log_start_offset_breached_segments()
+            )
+        return self._delete_log_start_offset_breached_segments()
+
+    def _delete_retention_ms_breached_segments(self) -> int:
+        retention_ms = self._config.retention_ms
+        if retention_ms < 0:
+            return 0
+        now_ms = self._clock.milliseconds()
+        return self._delete_old_segments_matching(
+            lambda segment, _next: now_ms - segment.largest_timestamp > retention_ms,
+            f"retention time {retention_ms} ms breached",
+        )
+
+    def _delete_retention_size_breached_segments(self) -> int:
+        retention_bytes = self._config.retention_bytes
+        size = self.size_in_bytes
+        if retention_bytes < 0 or size < retention_bytes:
+            return 0
+        excess = size - retention_bytes
+
+        def over_size(segment: LogSegment, _next: LogSegment | None) -> bool:
+            nonlocal excess
+            if excess - segment.size >= 0:
+                excess -= segment.size
+                return True
+            return False
+
+        return self._delete_old_segments_matching(
+            over_size, f"retention size {retention_bytes} bytes breached"
+        )
+
+    def _delete_log_start_offset_breached_segments(self) -> int:
+        log_start_offset = self._log_start_offset
+        return self._delete_old_segments_matching(
+            lambda _segment, next_segment: (
+                next_segment is not None and next_segment.base_offset <= log_start_offset
+            ),
+            f"below the log start offset {log_start_offset}",
+        )
+
+    def _delete_old_segments_matching(self, predicate: SegmentPredicate, reason: str) -> int:
+        with self._lock:
+            deletable = self._deletable_segments(predicate)
+            if not deletable:
+                return 0
+            if len(deletable) == self._segments.number_of_segments:
+                self.roll()
+            self._remove_and_delete_segments(deletable, reason)
+            first = self._segments.first_segment
+            if first is not None and first.base_offset > self._log_start_offset:
+                self._log_start_offset = first.base_offset
+                if self._high_watermark.message_offset < first.base_offset:
+                    self.update_high_watermark(first.base_offset)
+            return len(deletable)
+
+    def _deletable_segments(self, predicate: SegmentPredicate) -> list[LogSegment]:
+        """Oldest-first run of segments matching ``predicate``, wholly below the HW, stopping
+        at the first that fails or at the empty active segment."""
+        segments = self._segments.values()
+        high_watermark = self.high_watermark
+        deletable = []
+        for index, segment in enumerate(segments):
+            next_segment = segments[index + 1] if index + 1 < len(segments) else None
+            upper_bound = next_segment.base_offset if next_segment else self.log_end_offset
+            empty_active = next_segment is None and segment.size == 0
+            if empty_active or high_watermark < upper_bound or not predicate(segment, next_segment):
+                break
+            deletable.append(segment)
+        return deletable
+
+    def _remove_and_delete_segments(self, segments: list[LogSegment], reason: str) -> None:
+        """Take ``segments`` out of the map, rename them ``.deleted`` and delete them after
+        ``file.delete.delay.ms`` so in-flight reads of them can finish."""
+        for segment in segments:
+            self._segments.remove(segment.base_offset)
+        for segment in segments:
+            logger.info(
+                "[%s] deleting segment %d (%d bytes): %s",
+                self.topic_partition,
+                segment.base_offset,
+                segment.size,
+                reason,
+            )
+            segment.change_file_suffixes("", names.DELETED_FILE_SUFFIX)
+        self._scheduler.schedule(
+            f"delete-segments-{self.topic_partition}",
+            lambda: _delete_segment_files(segments),
+            delay_ms=self._config.file_delete_delay_ms,
+        )
+
+    # --- truncation --------------------------------------------------------------------------
+
+    def truncate_to(self, target_offset: int) -> bool:
+        """Remove every record at or above ``target_offset``; True when anything was removed."""
+        if target_offset < 0:
+            raise ValueError(f"cannot truncate {self.topic_partition} to {target_offset}")
+        with self._lock:
+            if target_offset >= self.log_end_offset:
+                return False
+            first = self._segments.first_segment
+            if first is None or first.base_offset > target_offset:
+                self.truncate_fully_and_start_at(target_offset)
+                return True
+            doomed = [s for s in self._segments.values() if s.base_offset > target_offset]
+            if doomed:
+                self._remove_and_delete_segments(doomed, f"truncation to {target_offset}")
+            active = self._segments.active_segment
+            active.truncate_to(target_offset)
+            active.resize_indexes(self._config.segment_index_bytes)
+            self._update_log_end_offset(active.read_next_offset())
+            self._log_start_offset = min(self._log_start_offset, self.log_end_offset)
+            logger.info(
+                "[%s] truncated to offset %d, log end offset now %d",
+                self.topic_partition,
+                target_offset,
+                self.log_end_offset,
+            )
+            return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Delete every segment and start an empty log at ``new_offset``."""
+        with self._lock:
+            self._remove_and_delete_segments(self._segments.values(), f"restart at {new_offset}")
+            self._remove_leftover_segment_files(new_offset)
+            segment = LogSegment.open(
+                self.dir,
+                new_offset,
+                self._config,
+                self._clock,
+                init_file_size=self._config.segment_bytes,
+                preallocate=self._config.preallocate,
+            )
+            self._segments.add(segment)
+            self._log_start_offset = new_offset
+            self._recovery_point = new_offset
+            self._next_offset_metadata = LogOffsetMetadata(new_offset, new_offset, 0)
+            self._high_watermark = self._next_offset_metadata
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close every segment (trimming the indexes). Flush first for durability."""
+        with self._lock:
+            self._segments.close()
+
+    def close_handlers(self) -> None:
+        """Close file descriptors without trimming (the log is about to be deleted)."""
+        with self._lock:
+            for segment in self._segments.values():
+                segment.close_handlers()
+
+
+def _delete_segment_files(segments: list[LogSegment]) -> None:
+    for segment in segments:
+        segment.delete_if_exists()

@@ -1,0 +1,286 @@
+"""LogLoader: open a partition directory after a clean or unclean stop (SPEC 8).
+
+Four steps, each repairing what a crash at any point can leave behind:
+1. remove temporary files (``.deleted``, ``.cleaned``), collect the ``.swap`` files worth keeping;
+2. complete interrupted swaps (cleaner output replacing the segments it covers);
+3. load every ``.log`` as a segment, rebuilding missing or corrupt indexes and dropping orphans;
+4. unless the shutdown was clean, recover segments from the recovery point on: validate every
+   batch, cut the log at the first invalid byte and drop every later segment.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from odradek.config.log_config import LogConfig
+from odradek.storage import log_file_names as names
+from odradek.storage.clock import Clock
+from odradek.storage.log_offset_metadata import LogOffsetMetadata
+from odradek.storage.log_segment import LogSegment
+from odradek.storage.log_segments import LogSegments
+from odradek.storage.offset_index import OffsetIndex
+from odradek.storage.time_index import TimeIndex
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LoadedLogOffsets:
+    """What loading found: the offsets the Log starts with and what recovery did."""
+
+    log_start_offset: int
+    recovery_point: int
+    next_offset_metadata: LogOffsetMetadata
+    recovered_segments: int = 0
+    recovered_bytes: int = 0
+    truncated_bytes: int = 0
+
+
+class LogLoader:
+    """Loads the segments of one partition directory into ``segments``."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        segments: LogSegments,
+        *,
+        clock: Clock,
+        log_start_offset_checkpoint: int,
+        recovery_point_checkpoint: int,
+        had_clean_shutdown: bool,
+    ) -> None:
+        self.dir = directory
+        self.config = config
+        self.segments = segments
+        self.clock = clock
+        self.log_start_offset_checkpoint = log_start_offset_checkpoint
+        self.recovery_point_checkpoint = recovery_point_checkpoint
+        self.had_clean_shutdown = had_clean_shutdown
+        self._name = directory.name
+
+    def load(self) -> LoadedLogOffsets:
+        swap_files = self.remove_temp_files_and_collect_swap_files()
+        self.complete_swap_operations(swap_files)
+        self.load_segment_files()
+        return self.recover_log()
+
+    # --- step 1 ------------------------------------------------------------------------------
+
+    def remove_temp_files_and_collect_swap_files(self) -> list[Path]:
+        """Delete ``.deleted`` and ``.cleaned`` files; keep the ``.swap`` log files of finished
+        cleaner runs, delete index swaps (rebuilt later) and swaps of unfinished runs."""
+        min_cleaned_offset: int | None = None
+        swap_candidates: list[Path] = []
+        for path in sorted(self.dir.iterdir()):
+            name = path.name
+            if not path.is_file():
+                continue
+            if name.endswith(names.DELETED_FILE_SUFFIX):
+                self._delete(path, "left over from a deletion")
+            elif name.endswith(names.CLEANED_FILE_SUFFIX):
+                offset = names.offset_from_file_name(name)
+                min_cleaned_offset = (
+                    offset if min_cleaned_offset is None else min(min_cleaned_offset, offset)
+                )
+                self._delete(path, "left over from an unfinished cleaning")
+            elif name.endswith(names.SWAP_FILE_SUFFIX):
+                base = names.strip_suffix(path, names.SWAP_FILE_SUFFIX)
+                self._delete_indexes_of(base)
+                if names.is_index_file(base):
+                    self._delete(path, "index swap; the index is rebuilt")
+                elif names.is_log_file(base):
+                    swap_candidates.append(path)
+        keep = []
+        for path in swap_candidates:
+            if (
+                min_cleaned_offset is not None
+                and names.offset_from_file_name(path.name) >= min_cleaned_offset
+            ):
+                self._delete(path, "swap of an unfinished operation")
+            else:
+                keep.append(path)
+        return keep
+
+    def _delete_indexes_of(self, base_file: Path) -> None:
+        offset = names.offset_from_file_name(base_file.name)
+        for index in (
+            names.offset_index_file(self.dir, offset),
+            names.time_index_file(self.dir, offset),
+        ):
+            if index.exists():
+                self._delete(index, f"replaced by the swap of {base_file.name}")
+
+    # --- step 2 ------------------------------------------------------------------------------
+
+    def complete_swap_operations(self, swap_files: list[Path]) -> None:
+        """Put each finished ``.swap`` segment in place of the segments whose offsets it covers."""
+        for swap_file in swap_files:
+            base_offset = names.offset_from_file_name(swap_file.name)
+            swap_segment = LogSegment.open(
+                self.dir,
+                base_offset,
+                self.config,
+                self.clock,
+                file_already_exists=True,
+                file_suffix=names.SWAP_FILE_SUFFIX,
+            )
+            swap_segment.recover()
+            next_offset = swap_segment.read_next_offset()
+            for log_path in self._log_files():
+                offset = names.offset_from_file_name(log_path.name)
+                if base_offset <= offset < next_offset:
+                    for path in (
+                        log_path,
+                        names.offset_index_file(self.dir, offset),
+                        names.time_index_file(self.dir, offset),
+                    ):
+                        if path.exists():
+                            self._delete(path, f"replaced by swap segment {base_offset}")
+            swap_segment.change_file_suffixes(names.SWAP_FILE_SUFFIX, "")
+            swap_segment.close()
+            logger.info("[%s] completed swap of segment %d", self._name, base_offset)
+
+    # --- step 3 ------------------------------------------------------------------------------
+
+    def load_segment_files(self) -> None:
+        """Open every ``.log``; delete index files with no log; rebuild bad indexes."""
+        log_offsets = {names.offset_from_file_name(p.name) for p in self._log_files()}
+        for path in sorted(self.dir.iterdir()):
+            name = path.name
+            if name.endswith((names.INDEX_FILE_SUFFIX, names.TIME_INDEX_FILE_SUFFIX)):
+                if names.offset_from_file_name(name) not in log_offsets:
+                    self._delete(path, "orphan index with no log file")
+        for base_offset in sorted(log_offsets):
+            segment = LogSegment.open(
+                self.dir, base_offset, self.config, self.clock, file_already_exists=True
+            )
+            problem = self._index_problem(base_offset)
+            if problem:
+                logger.warning(
+                    "[%s] segment %d: %s; rebuilding its indexes", self._name, base_offset, problem
+                )
+                segment.recover()
+            self.segments.add(segment)
+
+    def _index_problem(self, base_offset: int) -> str:
+        """A cheap check of a segment's index files that opens no mmap (start-up stays fast
+        with thousands of segments); the full sanity check runs when an index is first used."""
+        for path, entry_size in (
+            (names.offset_index_file(self.dir, base_offset), OffsetIndex.entry_size),
+            (names.time_index_file(self.dir, base_offset), TimeIndex.entry_size),
+        ):
+            if not path.exists():
+                return f"{path.name} is missing"
+            size = path.stat().st_size
+            if size % entry_size:
+                return f"{path.name} has size {size}, not a multiple of {entry_size}"
+            if size and _last_relative_offset(path, size, entry_size) < 0:
+                return f"{path.name} ends with an offset below the base offset"
+        return ""
+
+    def _log_files(self) -> list[Path]:
+        return sorted(p for p in self.dir.iterdir() if p.name.endswith(names.LOG_FILE_SUFFIX))
+
+    # --- step 4 ------------------------------------------------------------------------------
+
+    def recover_log(self) -> LoadedLogOffsets:
+        """Validate the unflushed tail, create a first segment if none, settle the offsets."""
+        recovered_segments = recovered_bytes = truncated_bytes = 0
+        if not self.had_clean_shutdown:
+            recovered_segments, recovered_bytes, truncated_bytes = (
+                self._recover_unflushed_segments()
+            )
+        log_start_offset = self.log_start_offset_checkpoint
+        if self.segments.is_empty:
+            self._create_segment(log_start_offset)
+        next_offset = self.segments.active_segment.read_next_offset()
+        if next_offset < log_start_offset:
+            logger.warning(
+                "[%s] log end offset %d is below the log start offset %d: deleting all segments",
+                self._name,
+                next_offset,
+                log_start_offset,
+            )
+            for segment in self.segments.values():
+                self.segments.remove(segment.base_offset)
+                segment.delete_if_exists()
+            self._create_segment(log_start_offset)
+            next_offset = log_start_offset
+        active = self.segments.active_segment
+        active.resize_indexes(self.config.segment_index_bytes)
+        first = self.segments.first_segment
+        assert first is not None
+        return LoadedLogOffsets(
+            log_start_offset=max(log_start_offset, first.base_offset),
+            recovery_point=next_offset,
+            next_offset_metadata=LogOffsetMetadata(next_offset, active.base_offset, active.size),
+            recovered_segments=recovered_segments,
+            recovered_bytes=recovered_bytes,
+            truncated_bytes=truncated_bytes,
+        )
+
+    def _recover_unflushed_segments(self) -> tuple[int, int, int]:
+        """Recover every segment that may hold offsets at or above the recovery point; after a
+        truncation, later segments cannot be trusted to follow and are deleted."""
+        recovered = scanned_bytes = truncated_bytes = 0
+        unflushed = self.segments.values_between(self.recovery_point_checkpoint, 2**63 - 1)
+        for position, segment in enumerate(unflushed):
+            scanned_bytes += segment.size
+            truncated = segment.recover()
+            recovered += 1
+            if truncated > 0:
+                truncated_bytes += truncated
+                for later in unflushed[position + 1 :]:
+                    logger.warning(
+                        "[%s] deleting segment %d after a truncated segment",
+                        self._name,
+                        later.base_offset,
+                    )
+                    truncated_bytes += later.size
+                    self.segments.remove(later.base_offset)
+                    later.delete_if_exists()
+                break
+        if recovered:
+            logger.info(
+                "[%s] recovered %d segments (%d bytes scanned, %d bytes truncated)",
+                self._name,
+                recovered,
+                scanned_bytes,
+                truncated_bytes,
+            )
+        return recovered, scanned_bytes, truncated_bytes
+
+    def _create_segment(self, base_offset: int) -> None:
+        self.segments.add(
+            LogSegment.open(
+                self.dir,
+                base_offset,
+                self.config,
+                self.clock,
+                init_file_size=self.config.segment_bytes,
+                preallocate=self.config.preallocate,
+            )
+        )
+
+    def _delete(self, path: Path, reason: str) -> None:
+        logger.info("[%s] deleting %s: %s", self._name, path.name, reason)
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def _last_relative_offset(path: Path, size: int, entry_size: int) -> int:
+    """The relative offset of an index file's last entry, read without mapping the file."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        entry = os.pread(fd, entry_size, size - entry_size)
+    finally:
+        os.close(fd)
+    relative_offset_position = 0 if entry_size == OffsetIndex.entry_size else 8
+    return struct.unpack_from(">i", entry, relative_offset_position)[0]

@@ -1,0 +1,432 @@
+"""LogSegment: one ``.log`` file with its offset and time indexes (SPEC 4, 5, 6, 8)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from odradek.config.log_config import LogConfig
+from odradek.errors import CorruptIndexError, LogSegmentOffsetOverflowError
+from odradek.storage import log_file_names as names
+from odradek.storage.clock import Clock
+from odradek.storage.fetch_data_info import FetchDataInfo
+from odradek.storage.file_records import (
+    FileRecords,
+    LogOffsetPosition,
+    TimestampAndOffset,
+)
+from odradek.storage.lazy_index import LazyIndex
+from odradek.storage.log_offset_metadata import LogOffsetMetadata
+from odradek.storage.offset_index import OffsetIndex
+from odradek.storage.record_batch import MAGIC, RecordBatch
+from odradek.storage.time_index import TimeIndex
+
+logger = logging.getLogger(__name__)
+
+INT32_MAX = 2**31 - 1
+_UNKNOWN = TimestampAndOffset(-1, -1)
+
+
+@dataclass(frozen=True)
+class RollParams:
+    """What ``should_roll`` needs to know about the append about to happen."""
+
+    max_segment_ms: int
+    max_segment_bytes: int
+    max_offset_in_messages: int
+    messages_size: int
+    now_ms: int
+
+
+class LogSegment:
+    """A segment of a partition's log: the records from ``base_offset`` up to the next segment.
+
+    Appends go to the end of the ``.log`` file; every ``index_interval_bytes`` an entry is added
+    to each index so reads can find a position without scanning the whole file.
+    """
+
+    def __init__(
+        self,
+        log: FileRecords,
+        offset_index: LazyIndex[OffsetIndex],
+        time_index: LazyIndex[TimeIndex],
+        base_offset: int,
+        index_interval_bytes: int,
+        roll_jitter_ms: int,
+        clock: Clock,
+    ) -> None:
+        self.log = log
+        self._offset_index = offset_index
+        self._time_index = time_index
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.roll_jitter_ms = roll_jitter_ms
+        self._clock = clock
+        self._created_ms = clock.milliseconds()
+        self._bytes_since_last_index_entry = 0
+        self._rolling_based_timestamp: int | None = None
+        self._max_timestamp_and_offset: TimestampAndOffset | None = None
+        self._indexes_checked = False
+        self._index_check_lock = threading.Lock()
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        clock: Clock,
+        *,
+        file_already_exists: bool = False,
+        init_file_size: int = 0,
+        preallocate: bool = False,
+        file_suffix: str = "",
+    ) -> LogSegment:
+        """Open (or create) the three files of the segment at ``base_offset`` in ``directory``."""
+        log = FileRecords.open(
+            names.log_file(directory, base_offset, file_suffix),
+            file_already_exists=file_already_exists,
+            init_file_size=init_file_size,
+            preallocate=preallocate,
+        )
+        max_index_size = config.segment_index_bytes
+        offset_index = LazyIndex.for_offset(
+            names.offset_index_file(directory, base_offset, file_suffix),
+            base_offset,
+            max_index_size,
+        )
+        time_index = LazyIndex.for_time(
+            names.time_index_file(directory, base_offset, file_suffix), base_offset, max_index_size
+        )
+        jitter = random.randrange(config.segment_jitter_ms) if config.segment_jitter_ms > 0 else 0
+        return cls(
+            log, offset_index, time_index, base_offset, config.index_interval_bytes, jitter, clock
+        )
+
+    # --- accessors ---------------------------------------------------------------------------
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        self._check_indexes_once()
+        return self._offset_index.get()
+
+    @property
+    def time_index(self) -> TimeIndex:
+        self._check_indexes_once()
+        return self._time_index.get()
+
+    def _check_indexes_once(self) -> None:
+        """Sanity-check both indexes the first time they are used (SPEC 5); rebuild them from
+        the ``.log`` when either is corrupt. Lazy so opening thousands of segments stays fast."""
+        if self._indexes_checked:
+            return
+        with self._index_check_lock:
+            if self._indexes_checked:
+                return
+            self._indexes_checked = True
+            try:
+                self._offset_index.get().sanity_check()
+                self._time_index.get().sanity_check()
+            except CorruptIndexError as error:
+                logger.warning("%s: %s; rebuilding the indexes", self.log.path, error)
+                self.recover()
+
+    @property
+    def offset_index_path(self) -> Path:
+        return self._offset_index.path
+
+    @property
+    def time_index_path(self) -> Path:
+        return self._time_index.path
+
+    @property
+    def size(self) -> int:
+        return self.log.size_in_bytes
+
+    @property
+    def max_timestamp_and_offset_so_far(self) -> TimestampAndOffset:
+        """The largest batch timestamp in the segment and the offset it came with."""
+        if self._max_timestamp_and_offset is None:
+            last = self.time_index.last_entry
+            self._max_timestamp_and_offset = TimestampAndOffset(last.timestamp, last.offset)
+        return self._max_timestamp_and_offset
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        return self.max_timestamp_and_offset_so_far.timestamp
+
+    @property
+    def largest_timestamp(self) -> int:
+        """The segment's age for retention: its max timestamp, else the file's mtime."""
+        max_timestamp = self.max_timestamp_so_far
+        return max_timestamp if max_timestamp >= 0 else self.last_modified
+
+    @property
+    def last_modified(self) -> int:
+        return os.stat(self.log.path).st_mtime_ns // 1_000_000
+
+    def set_last_modified(self, ms: int) -> None:
+        os.utime(self.log.path, ns=(ms * 1_000_000, ms * 1_000_000))
+
+    # --- append ------------------------------------------------------------------------------
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    def append(self, largest_offset: int, records: bytes | bytearray | memoryview) -> None:
+        """Write whole, validated batches at the end of the file and add sparse index entries."""
+        if not records:
+            return
+        if not self.can_convert_to_relative_offset(largest_offset):
+            raise LogSegmentOffsetOverflowError(
+                f"offset {largest_offset} does not fit segment {self.base_offset} ({self.log.path})"
+            )
+        physical_position = self.log.size_in_bytes
+        if physical_position == 0:
+            self._rolling_based_timestamp = RecordBatch(records).max_timestamp
+        self.log.append(records)
+        self._index_batches(records, physical_position)
+
+    def _index_batches(
+        self, records: bytes | bytearray | memoryview, physical_position: int
+    ) -> None:
+        """Add index entries for the batches just written at ``physical_position``."""
+        position_in_records = 0
+        total = len(records)
+        while position_in_records < total:
+            batch = RecordBatch(records, position_in_records)
+            size = batch.size_in_bytes
+            self._observe_batch(batch.max_timestamp, batch.last_offset)
+            self._maybe_add_index_entry(batch.last_offset, physical_position + position_in_records)
+            self._bytes_since_last_index_entry += size
+            position_in_records += size
+
+    def _observe_batch(self, max_timestamp: int, last_offset: int) -> None:
+        if max_timestamp > self.max_timestamp_so_far:
+            self._max_timestamp_and_offset = TimestampAndOffset(max_timestamp, last_offset)
+
+    def _maybe_add_index_entry(self, last_offset: int, position: int) -> None:
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(last_offset, position)
+            latest = self.max_timestamp_and_offset_so_far
+            self.time_index.maybe_append(latest.timestamp, latest.offset)
+            self._bytes_since_last_index_entry = 0
+
+    # --- roll --------------------------------------------------------------------------------
+
+    def should_roll(self, params: RollParams) -> bool:
+        """SPEC 4 step 4: size, age (with jitter), full index, or relative offset overflow."""
+        reached_roll_ms = (
+            self.time_waited_for_roll(params.now_ms) > params.max_segment_ms - self.roll_jitter_ms
+        )
+        return (
+            self.size > params.max_segment_bytes - params.messages_size
+            or (self.size > 0 and reached_roll_ms)
+            or self.offset_index.is_full
+            or self.time_index.is_full
+            or not self.can_convert_to_relative_offset(params.max_offset_in_messages)
+        )
+
+    def time_waited_for_roll(self, now_ms: int) -> int:
+        """How long this segment has been taking records: from its first batch's max timestamp,
+        else from when it was created."""
+        if self._rolling_based_timestamp is None and self.size > 0:
+            first = next(self.log.batch_headers(0), None)
+            if first is not None:
+                self._rolling_based_timestamp = first[1].max_timestamp
+        if self._rolling_based_timestamp is not None and self._rolling_based_timestamp >= 0:
+            return now_ms - self._rolling_based_timestamp
+        return now_ms - self._created_ms
+
+    def on_become_inactive_segment(self) -> None:
+        """The segment stopped taking writes: add the final time index entry, trim the files."""
+        latest = self.max_timestamp_and_offset_so_far
+        if latest.timestamp >= 0:
+            self.time_index.maybe_append(latest.timestamp, latest.offset, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        self.log.trim()
+
+    def resize_indexes(self, max_index_size: int) -> None:
+        """Give the indexes room again (the segment became the active one)."""
+        self.offset_index.resize(max_index_size)
+        self.time_index.resize(max_index_size)
+
+    # --- read --------------------------------------------------------------------------------
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
+        """The batch holding ``offset`` (or the first after it): index lookup, then a scan."""
+        mapping = self.offset_index.lookup(offset)
+        return self.log.search_for_offset_with_size(
+            offset, max(mapping.position, starting_position)
+        )
+
+    def read(
+        self,
+        start_offset: int,
+        max_size: int,
+        max_position: int | None = None,
+        min_one_message: bool = False,
+    ) -> FetchDataInfo | None:
+        """A slice from the batch holding ``start_offset``, at most ``max_size`` bytes (or the
+        whole first batch with ``min_one_message``) and never past byte ``max_position``."""
+        if max_size < 0:
+            raise ValueError(f"invalid max size {max_size} for a read of segment {self.log.path}")
+        if max_position is None:
+            max_position = self.size
+        start = self.translate_offset(start_offset)
+        if start is None:
+            return None
+        metadata = LogOffsetMetadata(start_offset, self.base_offset, start.position)
+        adjusted_max_size = max(max_size, start.size) if min_one_message else max_size
+        fetch_size = max(0, min(max_position - start.position, adjusted_max_size))
+        return FetchDataInfo(
+            metadata,
+            self.log.slice(start.position, fetch_size),
+            first_entry_incomplete=adjusted_max_size < start.size,
+        )
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int
+    ) -> TimestampAndOffset | None:
+        """The first record at or after ``starting_offset`` with timestamp >= ``timestamp``."""
+        entry = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(entry.offset, starting_offset)).position
+        return self.log.search_for_timestamp(timestamp, position, starting_offset)
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch in the segment (its base offset when empty)."""
+        start = self.offset_index.lookup(self.offset_index.last_offset).position
+        next_offset = self.base_offset
+        for _, header in self.log.batch_headers(start):
+            next_offset = header.next_offset
+        return next_offset
+
+    # --- recovery and truncation -------------------------------------------------------------
+
+    def recover(self) -> int:
+        """Rebuild both indexes from the ``.log`` and cut it at the first invalid batch.
+
+        Returns the number of bytes truncated. A batch is valid when it is whole, has magic 2, a
+        matching CRC, and offsets that follow the previous batch and fit this segment.
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._max_timestamp_and_offset = _UNKNOWN
+        self._bytes_since_last_index_entry = 0
+        valid_bytes = 0
+        next_offset = self.base_offset
+        for position, batch in self.log.batches():
+            problem = self._batch_problem(batch, next_offset)
+            if problem:
+                logger.warning(
+                    "%s: invalid batch at position %d: %s", self.log.path, position, problem
+                )
+                break
+            self._observe_batch(batch.max_timestamp, batch.last_offset)
+            self._maybe_add_index_entry(batch.last_offset, position)
+            self._bytes_since_last_index_entry += batch.size_in_bytes
+            valid_bytes = position + batch.size_in_bytes
+            next_offset = batch.next_offset
+        truncated = self.log.size_in_bytes - valid_bytes
+        if truncated > 0:
+            logger.warning(
+                "%s: truncating %d invalid bytes at position %d",
+                self.log.path,
+                truncated,
+                valid_bytes,
+            )
+            self.log.truncate_to(valid_bytes)
+        latest = self.max_timestamp_and_offset_so_far
+        if latest.timestamp >= 0:
+            self.time_index.maybe_append(latest.timestamp, latest.offset, skip_full_check=True)
+        self._rolling_based_timestamp = None
+        return truncated
+
+    def _batch_problem(self, batch: RecordBatch, expected_min_offset: int) -> str:
+        """Why ``batch`` cannot be trusted during recovery, or '' when it can."""
+        if batch.magic != MAGIC:
+            return f"magic {batch.magic}, expected {MAGIC}"
+        if batch.base_offset < expected_min_offset:
+            return f"base offset {batch.base_offset} below the expected {expected_min_offset}"
+        if batch.last_offset_delta < 0 or not self.can_convert_to_relative_offset(
+            batch.last_offset
+        ):
+            return f"offsets {batch.base_offset}..{batch.last_offset} do not fit the segment"
+        if not batch.is_valid():
+            return f"CRC mismatch (stored {batch.crc}, computed {batch.compute_crc()})"
+        return ""
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch holding an offset >= ``offset``; return the bytes removed."""
+        mapping = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.offset_index.resize(self.offset_index.max_index_size)
+        self.time_index.resize(self.time_index.max_index_size)
+        if mapping is None:
+            return 0
+        removed = self.log.truncate_to(mapping.position)
+        if self.log.size_in_bytes == 0:
+            self._created_ms = self._clock.milliseconds()
+            self._rolling_based_timestamp = None
+        self._bytes_since_last_index_entry = 0
+        if self.max_timestamp_and_offset_so_far.offset >= offset:
+            last = self.time_index.last_entry
+            self._max_timestamp_and_offset = TimestampAndOffset(last.timestamp, last.offset)
+        return removed
+
+    # --- files -------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        self.log.flush()
+        for index in (self._offset_index, self._time_index):
+            if index.is_loaded:
+                index.get().flush()
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename the three files, e.g. ``.log`` to ``.log.deleted``, ``.log.swap`` to ``.log``."""
+        self.log.rename_to(_with_suffix(self.log.path, old_suffix, new_suffix))
+        self._offset_index.rename_to(_with_suffix(self._offset_index.path, old_suffix, new_suffix))
+        self._time_index.rename_to(_with_suffix(self._time_index.path, old_suffix, new_suffix))
+
+    def has_suffix(self, suffix: str) -> bool:
+        return self.log.path.name.endswith(suffix)
+
+    def close(self) -> None:
+        """Add the final time index entry, trim and close every file."""
+        if (
+            self._max_timestamp_and_offset is not None
+            and self._max_timestamp_and_offset.timestamp >= 0
+        ):
+            latest = self._max_timestamp_and_offset
+            self.time_index.maybe_append(latest.timestamp, latest.offset, skip_full_check=True)
+        self._offset_index.close()
+        self._time_index.close()
+        self.log.close()
+
+    def close_handlers(self) -> None:
+        """Close the file descriptors without trimming anything (before a deletion)."""
+        self._offset_index.close_handler()
+        self._time_index.close_handler()
+        self.log.close_handler()
+
+    def delete_if_exists(self) -> None:
+        """Close and unlink the three files; missing files are fine."""
+        self.log.delete_if_exists()
+        self._offset_index.delete_if_exists()
+        self._time_index.delete_if_exists()
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size}, path={self.log.path})"
+
+
+def _with_suffix(path: Path, old_suffix: str, new_suffix: str) -> Path:
+    name = path.name
+    if old_suffix:
+        name = names.strip_suffix(path, old_suffix).name
+    return path.with_name(name + new_suffix)

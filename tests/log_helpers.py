@@ -1,0 +1,83 @@
+"""Helpers shared by the storage tests: building batches and opening logs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from odradek.config.log_config import LogConfig
+from odradek.storage.clock import Clock, MockClock
+from odradek.storage.fetch_data_info import FetchDataInfo
+from odradek.storage.log import Log
+from odradek.storage.log_append_info import LogAppendInfo
+from odradek.storage.memory_records import MemoryRecords
+from odradek.storage.record import Record
+from odradek.storage.record_batch_builder import build_batch
+from odradek.storage.scheduler import Scheduler
+
+BASE_TIME_MS = 1_700_000_000_000
+
+
+def batch(
+    count: int = 1,
+    *,
+    timestamp: int = BASE_TIME_MS,
+    value_size: int = 10,
+    key: bytes | None = b"k",
+    values: list[bytes] | None = None,
+) -> bytes:
+    """A producer batch of ``count`` records (offsets from 0, as clients send them)."""
+    if values is None:
+        values = [bytes([48 + i % 10]) * value_size for i in range(count)]
+    return build_batch([(timestamp + i, key, value, ()) for i, value in enumerate(values)])
+
+
+def append(log: Log, records: bytes) -> LogAppendInfo:
+    """Append and commit (HW := LEO), as the single-replica partition layer does for acks=1."""
+    info = log.append(records)
+    log.update_high_watermark(log.log_end_offset)
+    return info
+
+
+def records_of(info: FetchDataInfo) -> list[Record]:
+    """Every whole record in a read's slice (a trailing partial batch is dropped)."""
+    if info.records is None:
+        return []
+    return list(MemoryRecords(info.records.read_bytes()).records())
+
+
+def read_all(log: Log, start: int | None = None, upper: str = "hw") -> list[Record]:
+    """Every record from ``start`` (default: log start) up to the HW, following the log."""
+    from odradek.storage.fetch_data_info import FetchIsolation
+
+    isolation = FetchIsolation.HIGH_WATERMARK if upper == "hw" else FetchIsolation.LOG_END
+    offset = log.log_start_offset if start is None else start
+    end = log.high_watermark if upper == "hw" else log.log_end_offset
+    out: list[Record] = []
+    while offset < end:
+        records = [
+            r for r in records_of(log.read(offset, 1 << 20, isolation)) if r.offset >= offset
+        ]
+        if not records:
+            break
+        out.extend(records)
+        offset = records[-1].offset + 1
+    return out
+
+
+@contextmanager
+def open_log(
+    directory: Path, config: LogConfig | None = None, clock: Clock | None = None, **kwargs
+) -> Iterator[Log]:
+    """A Log with its own started scheduler, closed and stopped afterwards."""
+    scheduler = Scheduler()
+    scheduler.startup()
+    log = Log.open(
+        directory, config or LogConfig(), scheduler, clock=clock or MockClock(), **kwargs
+    )
+    try:
+        yield log
+    finally:
+        log.close()
+        scheduler.shutdown(run_pending_one_offs=True)

@@ -1,0 +1,394 @@
+"""Log: append, read, high watermark, flush, retention, truncation (SPEC 4, 6, 7, 9, 10)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from log_helpers import BASE_TIME_MS, append, batch, open_log, read_all, records_of
+
+from odradek.config.log_config import LogConfig
+from odradek.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+)
+from odradek.storage import log_file_names as names
+from odradek.storage.clock import MockClock
+from odradek.storage.fetch_data_info import FetchIsolation
+from odradek.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+
+SMALL = LogConfig(
+    segment_bytes=1024, index_interval_bytes=64, segment_index_bytes=4096, file_delete_delay_ms=0
+)
+
+
+@pytest.fixture
+def partition_dir(tmp_path: Path) -> Path:
+    return tmp_path / "orders-0"
+
+
+def test_append_assigns_offsets_from_the_log_end(partition_dir: Path) -> None:
+    with open_log(partition_dir) as log:
+        first = append(log, batch(3))
+        second = append(log, batch(2))
+        assert (first.first_offset, first.last_offset) == (0, 2)
+        assert (second.first_offset, second.last_offset) == (3, 4)
+        assert log.log_end_offset == 5
+        assert [r.offset for r in read_all(log)] == [0, 1, 2, 3, 4]
+
+
+def test_high_watermark_starts_at_log_end_and_bounds_consumer_reads(partition_dir: Path) -> None:
+    with open_log(partition_dir) as log:
+        log.append(batch(2))
+        log.update_high_watermark(0)
+        log.append(batch(2))
+        assert log.high_watermark == 0
+        info = log.read(0, 1 << 20, FetchIsolation.HIGH_WATERMARK)
+        assert info.records is None
+        assert [r.offset for r in records_of(log.read(0, 1 << 20, FetchIsolation.LOG_END))] == [
+            0,
+            1,
+            2,
+            3,
+        ]
+        log.maybe_increment_high_watermark(log.convert_to_offset_metadata(2))
+        assert [r.offset for r in records_of(log.read(0, 1 << 20))] == [0, 1]
+        # A read between the HW and the LEO is empty, not an error.
+        assert log.read(3, 100).records is None
+
+
+def test_high_watermark_is_clamped_and_never_moves_back(partition_dir: Path) -> None:
+    with open_log(partition_dir) as log:
+        append(log, batch(5))
+        assert log.update_high_watermark(100) == 5
+        assert log.maybe_increment_high_watermark(log.convert_to_offset_metadata(3)) is None
+        assert log.high_watermark == 5
+        with pytest.raises(ValueError):
+            log.maybe_increment_high_watermark(log.log_end_offset_metadata.__class__(6))
+
+
+def test_read_out_of_range_names_the_valid_range(partition_dir: Path) -> None:
+    with open_log(partition_dir) as log:
+        append(log, batch(3))
+        assert log.read(3, 100).records is None
+        with pytest.raises(OffsetOutOfRangeError, match=r"\[0, 3\]"):
+            log.read(4, 100)
+        log.delete_records(2)
+        with pytest.raises(OffsetOutOfRangeError, match=r"\[2, 3\]"):
+            log.read(1, 100)
+
+
+def test_read_returns_the_batch_holding_the_offset(partition_dir: Path) -> None:
+    with open_log(partition_dir) as log:
+        append(log, batch(5))
+        append(log, batch(5))
+        records = records_of(log.read(7, 1 << 20))
+        assert records[0].offset == 5  # the whole batch; the consumer skips below 7
+        assert [r.offset for r in records] == list(range(5, 10))
+
+
+def test_max_bytes_and_min_one_message(partition_dir: Path) -> None:
+    with open_log(partition_dir) as log:
+        append(log, batch(4, value_size=200))
+        append(log, batch(4, value_size=200))
+        whole = log.read(0, 1 << 20)
+        first_batch_size = whole.records.length // 2
+        assert log.read(0, 10, min_one_message=True).records.length == first_batch_size
+        truncated = log.read(0, 10, min_one_message=False)
+        assert truncated.records.length == 10
+        assert records_of(truncated) == []  # a partial batch is dropped by readers
+
+
+def test_roll_by_size_creates_named_segments(partition_dir: Path) -> None:
+    with open_log(partition_dir, SMALL) as log:
+        for _ in range(20):
+            append(log, batch(2, value_size=100))
+        assert log.number_of_segments > 3
+        bases = [s.base_offset for s in log.segments.values()]
+        for base in bases:
+            assert names.log_file(partition_dir, base).exists()
+        assert all(s.size <= SMALL.segment_bytes for s in log.segments.values())
+        assert [r.offset for r in read_all(log)] == list(range(40))
+        # inactive segments' indexes are trimmed to their used size
+        first = log.segments.first_segment
+        assert first.offset_index_path.stat().st_size == first.offset_index.entries * 8
+
+
+def test_roll_by_time_uses_first_batch_timestamp_and_jitter(partition_dir: Path) -> None:
+    clock = MockClock(BASE_TIME_MS)
+    config = LogConfig(segment_ms=1000)
+    with open_log(partition_dir, config, clock) as log:
+        append(log, batch(1, timestamp=BASE_TIME_MS))
+        clock.sleep(500)
+        append(log, batch(1, timestamp=BASE_TIME_MS + 500))
+        assert log.number_of_segments == 1
+        clock.sleep(600)
+        append(log, batch(1, timestamp=BASE_TIME_MS + 1100))
+        assert log.number_of_segments == 2
+        assert log.active_segment.base_offset == 2
+
+
+def test_roll_jitter_is_drawn_below_the_configured_bound(partition_dir: Path) -> None:
+    with open_log(partition_dir, LogConfig(segment_jitter_ms=50)) as log:
+        jitters = set()
+        for _ in range(30):
+            append(log, batch(1))
+            log.roll()
+            jitters.add(log.active_segment.roll_jitter_ms)
+        assert all(0 <= j < 50 for j in jitters)
+        assert len(jitters) > 1
+
+
+def test_roll_when_the_index_is_full(partition_dir: Path) -> None:
+    config = LogConfig(segment_index_bytes=8 * 3, index_interval_bytes=1)
+    with open_log(partition_dir, config) as log:
+        for _ in range(10):
+            append(log, batch(1))
+        assert log.number_of_segments > 2
+        assert [r.offset for r in read_all(log)] == list(range(10))
+
+
+def test_append_larger_than_a_segment_is_refused(partition_dir: Path) -> None:
+    config = LogConfig(segment_bytes=500, max_message_bytes=10_000)
+    with open_log(partition_dir, config) as log:
+        with pytest.raises(RecordListTooLargeError, match="segment.bytes=500"):
+            append(log, batch(1, value_size=600))
+        assert log.log_end_offset == 0
+        assert log.active_segment.size == 0
+
+
+def test_invalid_batch_writes_nothing(partition_dir: Path) -> None:
+    with open_log(partition_dir, LogConfig(cleanup_policy=("compact",))) as log:
+        append(log, batch(1))
+        good = bytearray(batch(2))
+        good[-1] ^= 0xFF
+        with pytest.raises(CorruptRecordError):
+            append(log, bytes(good))
+        with pytest.raises(InvalidRecordError):
+            append(log, batch(1, key=None))
+        assert log.log_end_offset == 1
+        assert log.active_segment.size == len(batch(1))
+
+
+def test_full_disk_cuts_the_partial_write_back_and_recovers(
+    partition_dir: Path, monkeypatch
+) -> None:
+    with open_log(partition_dir) as log:
+        append(log, batch(2))
+        size = log.active_segment.size
+        real_pwrite = os.pwrite
+
+        def half_then_enospc(fd, data, position):
+            if len(data) > 20:
+                real_pwrite(fd, bytes(data)[:20], position)
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(os, "pwrite", half_then_enospc)
+        with pytest.raises(KafkaStorageError, match="No space left"):
+            append(log, batch(3))
+        assert os.path.getsize(log.active_segment.log.path) == size
+        monkeypatch.setattr(os, "pwrite", real_pwrite)
+        assert [r.offset for r in read_all(log)] == [0, 1]
+        append(log, batch(1))
+        assert [r.offset for r in read_all(log)] == [0, 1, 2]
+
+
+def test_io_error_is_reported_to_the_owner_except_enospc(partition_dir: Path, monkeypatch) -> None:
+    with open_log(partition_dir) as log:
+        reported = []
+        log.io_error_handler = lambda failed_log, error: reported.append(error.errno)
+        for code in (errno.ENOSPC, errno.EIO):
+            monkeypatch.setattr(
+                os, "pwrite", lambda *a, c=code: (_ for _ in ()).throw(OSError(c, "x"))
+            )
+            with pytest.raises(KafkaStorageError):
+                append(log, batch(1))
+        assert reported == [errno.EIO]
+
+
+def test_flush_moves_the_recovery_point(partition_dir: Path) -> None:
+    with open_log(partition_dir, LogConfig(index_interval_bytes=64)) as log:
+        for _ in range(10):
+            append(log, batch(2, value_size=100))
+        assert log.unflushed_messages > 0
+        log.flush(7)
+        assert log.recovery_point == 7
+        log.flush()
+        assert log.recovery_point == log.log_end_offset
+        assert log.unflushed_messages == 0
+
+
+def test_flush_messages_forces_a_flush(partition_dir: Path) -> None:
+    with open_log(partition_dir, LogConfig(flush_messages=3)) as log:
+        append(log, batch(2))
+        assert log.recovery_point == 0
+        append(log, batch(1))
+        assert log.recovery_point == 3
+
+
+def test_retention_by_time(partition_dir: Path) -> None:
+    clock = MockClock(BASE_TIME_MS)
+    config = LogConfig(segment_bytes=1024, retention_ms=10_000, file_delete_delay_ms=0)
+    with open_log(partition_dir, config, clock) as log:
+        for n in range(12):
+            append(log, batch(2, timestamp=BASE_TIME_MS + n * 1000, value_size=100))
+            clock.sleep(1000)
+        segments_before = log.number_of_segments
+        clock.sleep(5000)
+        deleted = log.delete_old_segments()
+        assert 0 < deleted < segments_before
+        now = clock.milliseconds()
+        assert all(now - s.largest_timestamp <= 10_000 for s in log.segments.values()[:-1])
+        assert log.log_start_offset == log.segments.first_segment.base_offset
+        assert read_all(log)[0].offset == log.log_start_offset
+
+
+def test_retention_by_size(partition_dir: Path) -> None:
+    config = LogConfig(segment_bytes=1024, retention_bytes=2048, file_delete_delay_ms=0)
+    with open_log(partition_dir, config) as log:
+        for _ in range(30):
+            append(log, batch(2, value_size=100))
+        log.delete_old_segments()
+        sizes = [s.size for s in log.segments.values()]
+        assert sum(sizes) - 2048 < sizes[0]
+        assert log.size_in_bytes >= 2048 - 1024
+
+
+def test_retention_stops_at_the_high_watermark(partition_dir: Path) -> None:
+    config = LogConfig(segment_bytes=1024, retention_bytes=0, file_delete_delay_ms=0)
+    with open_log(partition_dir, config) as log:
+        for _ in range(30):
+            append(log, batch(2, value_size=100))
+        log.update_high_watermark(log.segments.values()[2].base_offset)
+        log.delete_old_segments()
+        assert log.segments.first_segment.base_offset == log.segments.values()[0].base_offset
+        assert log.log_start_offset <= log.high_watermark
+        assert log.number_of_segments >= 2
+
+
+def test_deleting_every_segment_rolls_a_new_active_one(partition_dir: Path) -> None:
+    clock = MockClock(BASE_TIME_MS)
+    config = LogConfig(retention_ms=1000, file_delete_delay_ms=0)
+    with open_log(partition_dir, config, clock) as log:
+        append(log, batch(3, timestamp=BASE_TIME_MS))
+        clock.sleep(5000)
+        assert log.delete_old_segments() == 1
+        assert log.number_of_segments == 1
+        assert log.active_segment.base_offset == 3
+        assert log.log_start_offset == 3
+        assert log.log_end_offset == 3
+        append(log, batch(1))
+        assert [r.offset for r in read_all(log)] == [3]
+
+
+def test_deleted_segments_are_renamed_then_removed_later(partition_dir: Path) -> None:
+    config = LogConfig(segment_bytes=1024, retention_bytes=0, file_delete_delay_ms=300)
+    with open_log(partition_dir, config) as log:
+        for _ in range(10):
+            append(log, batch(2, value_size=100))
+        base = log.segments.first_segment.base_offset
+        log.delete_old_segments()
+        deleted = names.log_file(partition_dir, base, names.DELETED_FILE_SUFFIX)
+        assert deleted.exists()
+        assert not names.log_file(partition_dir, base).exists()
+        deadline = time.monotonic() + 5
+        while deleted.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not deleted.exists()
+
+
+def test_delete_records_raises_the_log_start_offset_and_drops_segments(partition_dir: Path) -> None:
+    with open_log(partition_dir, SMALL) as log:
+        for _ in range(20):
+            append(log, batch(2, value_size=100))
+        target = log.segments.values()[3].base_offset + 1
+        assert log.delete_records(target) == target
+        assert log.log_start_offset == target
+        assert log.segments.first_segment.base_offset == log.segments.values()[0].base_offset
+        assert log.segments.first_segment.base_offset <= target
+        assert read_all(log)[0].offset == target
+        with pytest.raises(OffsetOutOfRangeError, match="high watermark"):
+            log.delete_records(log.log_end_offset + 1)
+        assert log.delete_records(5) == target  # never lowered
+
+
+def test_offset_for_timestamp(partition_dir: Path) -> None:
+    with open_log(partition_dir, SMALL) as log:
+        for n in range(20):
+            append(log, batch(2, timestamp=BASE_TIME_MS + n * 100, value_size=100))
+        assert log.fetch_offset_by_timestamp(EARLIEST_TIMESTAMP).offset == 0
+        assert log.fetch_offset_by_timestamp(LATEST_TIMESTAMP).offset == 40
+        found = log.fetch_offset_by_timestamp(BASE_TIME_MS + 501)
+        assert (found.offset, found.timestamp) == (11, BASE_TIME_MS + 501)
+        found = log.fetch_offset_by_timestamp(BASE_TIME_MS + 550)
+        assert found.offset == 12
+        assert log.fetch_offset_by_timestamp(BASE_TIME_MS + 10**6) is None
+
+
+def test_truncate_to_removes_later_batches_and_segments(partition_dir: Path) -> None:
+    with open_log(partition_dir, SMALL) as log:
+        for _ in range(20):
+            append(log, batch(2, value_size=100))
+        assert log.truncate_to(16)
+        assert log.log_end_offset == 16
+        assert [r.offset for r in read_all(log)] == list(range(16))
+        assert all(s.base_offset <= 16 for s in log.segments.values())
+        append(log, batch(1))
+        assert read_all(log)[-1].offset == 16
+        assert not log.truncate_to(100)
+
+
+def test_truncate_below_the_first_segment_restarts_the_log(partition_dir: Path) -> None:
+    with open_log(partition_dir, SMALL) as log:
+        for _ in range(20):
+            append(log, batch(2, value_size=100))
+        log.delete_records(30)
+        log.delete_old_segments()
+        log.truncate_to(5)
+        assert log.log_start_offset == 5 and log.log_end_offset == 5
+        assert log.number_of_segments == 1
+
+
+def test_one_writer_and_concurrent_readers(partition_dir: Path) -> None:
+    errors: list[BaseException] = []
+    stop = threading.Event()
+    with open_log(partition_dir, SMALL) as log:
+
+        def reader() -> None:
+            try:
+                while not stop.is_set():
+                    seen = read_all(log)
+                    offsets = [r.offset for r in seen]
+                    assert offsets == list(
+                        range(log.log_start_offset, log.log_start_offset + len(offsets))
+                    )
+            except BaseException as error:  # noqa: BLE001 - reported by the main thread
+                errors.append(error)
+
+        readers = [threading.Thread(target=reader) for _ in range(3)]
+        for thread in readers:
+            thread.start()
+        for _ in range(300):
+            append(log, batch(2, value_size=50))
+        stop.set()
+        for thread in readers:
+            thread.join()
+        assert not errors, errors[0]
+        assert len(read_all(log)) == 600
+
+
+def test_reopen_restores_the_checkpointed_high_watermark(partition_dir: Path) -> None:
+    with open_log(partition_dir) as log:
+        append(log, batch(5))
+        log.flush()
+    with open_log(partition_dir, high_watermark=3, had_clean_shutdown=True) as log:
+        assert log.high_watermark == 3
+    with open_log(partition_dir, high_watermark=99, had_clean_shutdown=True) as log:
+        assert log.high_watermark == 5

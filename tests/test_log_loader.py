@@ -1,0 +1,313 @@
+"""Loading and recovery (SPEC 8): every test builds a broken state on disk and checks the result."""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+import pytest
+from log_helpers import append, batch, open_log, read_all
+
+from odradek.config.log_config import LogConfig
+from odradek.storage import log_file_names as names
+from odradek.storage.clock import MockClock
+from odradek.storage.log import Log
+from odradek.storage.scheduler import Scheduler
+
+CONFIG = LogConfig(segment_bytes=1024, index_interval_bytes=64, segment_index_bytes=4096)
+
+
+def write_log(directory: Path, batches: int = 30, records_per_batch: int = 2) -> list[bytes]:
+    """Append ``batches`` batches, flush, and stop as a crash would (no trimming, no marker)."""
+    scheduler = Scheduler()
+    scheduler.startup()
+    log = Log.open(directory, CONFIG, scheduler, clock=MockClock())
+    values = []
+    for n in range(batches):
+        batch_values = [f"v{n}-{i}".encode() for i in range(records_per_batch)]
+        append(log, batch(values=batch_values))
+        values.extend(batch_values)
+    log.flush()
+    log.close_handlers()
+    scheduler.shutdown()
+    return values
+
+
+def reopen(directory: Path, **kwargs) -> Log:
+    scheduler = Scheduler()
+    scheduler.startup()
+    return Log.open(directory, CONFIG, scheduler, clock=MockClock(), **kwargs)
+
+
+def log_files(directory: Path) -> list[Path]:
+    return sorted(directory.glob("*.log"))
+
+
+def segment_base(path: Path) -> int:
+    return names.offset_from_file_name(path.name)
+
+
+@pytest.fixture
+def partition_dir(tmp_path: Path) -> Path:
+    return tmp_path / "orders-0"
+
+
+def test_clean_reopen_keeps_everything(partition_dir: Path) -> None:
+    values = write_log(partition_dir)
+    assert len(log_files(partition_dir)) > 2
+    log = reopen(partition_dir)
+    assert [r.value for r in read_all(log)] == values
+    assert log.log_end_offset == len(values)
+    assert log.recovery_point == len(values)
+    log.close()
+
+
+def test_torn_tail_is_truncated(partition_dir: Path) -> None:
+    values = write_log(partition_dir)
+    last = log_files(partition_dir)[-1]
+    size = last.stat().st_size
+    os.truncate(last, size - 7)  # the last batch loses its end: a write torn by a crash
+    log = reopen(partition_dir)
+    assert last.stat().st_size < size - 7
+    records = read_all(log)
+    assert [r.value for r in records] == values[: len(records)]
+    assert len(records) == len(values) - 2  # exactly the torn batch is gone
+    assert log.log_end_offset == len(records)
+    log.close()
+
+
+def test_garbage_tail_is_truncated(partition_dir: Path) -> None:
+    values = write_log(partition_dir)
+    last = log_files(partition_dir)[-1]
+    size = last.stat().st_size
+    with open(last, "ab") as file:
+        file.write(os.urandom(300))
+    log = reopen(partition_dir)
+    assert last.stat().st_size == size
+    assert [r.value for r in read_all(log)] == values
+    log.close()
+
+
+def test_zero_filled_tail_is_truncated(partition_dir: Path) -> None:
+    values = write_log(partition_dir)
+    last = log_files(partition_dir)[-1]
+    size = last.stat().st_size
+    with open(last, "ab") as file:
+        file.write(bytes(4096))  # preallocated or unwritten pages after a crash
+    log = reopen(partition_dir)
+    assert last.stat().st_size == size
+    assert [r.value for r in read_all(log)] == values
+    log.close()
+
+
+def test_crc_flip_in_the_middle_truncates_there_and_drops_later_segments(
+    partition_dir: Path,
+) -> None:
+    values = write_log(partition_dir)
+    files = log_files(partition_dir)
+    victim = files[1]
+    data = bytearray(victim.read_bytes())
+    # Flip a byte inside the second batch's records (covered by its CRC).
+    first_size = struct.unpack_from(">i", data, 8)[0] + 12
+    data[first_size + 70] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    log = reopen(partition_dir)  # recovery point 0: everything is scanned
+    assert victim.stat().st_size == first_size
+    assert [p.name for p in log_files(partition_dir)] == [f.name for f in files[:2]]
+    records = read_all(log)
+    assert [r.value for r in records] == values[: len(records)]
+    assert log.log_end_offset == segment_base(victim) + 2
+    log.close()
+
+
+def test_corruption_below_the_recovery_point_is_not_scanned(partition_dir: Path) -> None:
+    values = write_log(partition_dir)
+    files = log_files(partition_dir)
+    data = bytearray(files[0].read_bytes())
+    data[-5] ^= 0xFF
+    files[0].write_bytes(bytes(data))
+    log = reopen(partition_dir, recovery_point=segment_base(files[-1]))
+    assert files[0].stat().st_size == len(data)  # not recovered: below the recovery point
+    assert log.log_end_offset == len(values)
+    log.close()
+
+
+def test_clean_shutdown_skips_recovery(partition_dir: Path) -> None:
+    write_log(partition_dir)
+    reopen(partition_dir).close()  # a clean close trims the indexes
+    last = log_files(partition_dir)[-1]
+    size = last.stat().st_size
+    with open(last, "ab") as file:
+        file.write(b"\x00" * 100)
+    log = reopen(partition_dir, had_clean_shutdown=True)
+    assert log.segments.active_segment.size == size + 100  # garbage kept: nothing scanned
+    log.close_handlers()
+    log = reopen(partition_dir)
+    assert log.segments.active_segment.size == size  # an unclean start scans and cuts it
+    log.close()
+
+
+def test_missing_index_is_rebuilt(partition_dir: Path) -> None:
+    values = write_log(partition_dir)
+    first = log_files(partition_dir)[0]
+    index = names.offset_index_file(partition_dir, segment_base(first))
+    time_index = names.time_index_file(partition_dir, segment_base(first))
+    index.unlink()
+    time_index.unlink()
+    log = reopen(partition_dir, recovery_point=10**9, had_clean_shutdown=True)
+    assert index.exists() and time_index.exists()
+    assert [r.value for r in read_all(log, start=3)] == values[3:]
+    assert log.segments.first_segment.offset_index.entries > 0
+    log.close()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["odd_size", "unsorted", "below_base"],
+)
+def test_corrupt_index_is_rebuilt(partition_dir: Path, damage: str) -> None:
+    values = write_log(partition_dir)
+    first = log_files(partition_dir)[0]
+    index = names.offset_index_file(partition_dir, segment_base(first))
+    log = reopen(partition_dir, had_clean_shutdown=True)  # trims the indexes on close
+    log.close()
+    data = bytearray(index.read_bytes())
+    assert len(data) >= 16
+    if damage == "odd_size":
+        data += b"\x01\x02\x03"
+    elif damage == "unsorted":
+        data[0:8], data[8:16] = data[8:16], data[0:8]
+    else:
+        data[-8:-4] = struct.pack(">i", -5)
+    index.write_bytes(bytes(data))
+    log = reopen(partition_dir, had_clean_shutdown=True)
+    assert [r.value for r in read_all(log)] == values
+    log.segments.first_segment.offset_index.sanity_check()
+    log.close()
+
+
+def test_orphan_index_is_deleted(partition_dir: Path) -> None:
+    write_log(partition_dir)
+    orphan = names.offset_index_file(partition_dir, 99999)
+    orphan_time = names.time_index_file(partition_dir, 99999)
+    orphan.write_bytes(bytes(16))
+    orphan_time.write_bytes(bytes(24))
+    reopen(partition_dir).close()
+    assert not orphan.exists() and not orphan_time.exists()
+
+
+def test_deleted_and_cleaned_leftovers_are_removed(partition_dir: Path) -> None:
+    values = write_log(partition_dir)
+    first = log_files(partition_dir)[0]
+    deleted = first.with_name(first.name + names.DELETED_FILE_SUFFIX)
+    cleaned = partition_dir / (names.filename_prefix_from_offset(0) + ".log.cleaned")
+    deleted.write_bytes(b"old")
+    cleaned.write_bytes(b"half-written cleaner output")
+    log = reopen(partition_dir)
+    assert not deleted.exists() and not cleaned.exists()
+    assert [r.value for r in read_all(log)] == values
+    log.close()
+
+
+def _make_swap(partition_dir: Path, covered: list[Path]) -> Path:
+    """Cleaner-like output: the records of ``covered`` segments in one ``.log.swap`` file."""
+    data = b"".join(path.read_bytes() for path in covered)
+    swap = covered[0].with_name(covered[0].name + names.SWAP_FILE_SUFFIX)
+    swap.write_bytes(data)
+    return swap
+
+
+def test_finished_swap_replaces_the_segments_it_covers(partition_dir: Path) -> None:
+    values = write_log(partition_dir)
+    files = log_files(partition_dir)
+    swap = _make_swap(partition_dir, files[:2])
+    # The crash happened after the old second segment was renamed .deleted.
+    files[1].rename(files[1].with_name(files[1].name + names.DELETED_FILE_SUFFIX))
+    log = reopen(partition_dir)
+    assert not swap.exists()
+    assert files[0].exists() and not files[1].exists()
+    assert [r.value for r in read_all(log)] == values
+    assert log.number_of_segments == len(files) - 1
+    log.close()
+
+
+def test_finished_swap_with_old_segments_still_present(partition_dir: Path) -> None:
+    values = write_log(partition_dir)
+    files = log_files(partition_dir)
+    swap = _make_swap(partition_dir, files[:3])
+    log = reopen(partition_dir)
+    assert not swap.exists()
+    assert [p.name for p in log_files(partition_dir)] == [files[0].name] + [
+        f.name for f in files[3:]
+    ]
+    assert [r.value for r in read_all(log)] == values
+    log.close()
+
+
+def test_swap_of_unfinished_operation_is_deleted(partition_dir: Path) -> None:
+    values = write_log(partition_dir)
+    files = log_files(partition_dir)
+    cleaned = files[0].with_name(files[0].name + names.CLEANED_FILE_SUFFIX)
+    cleaned.write_bytes(b"partial")
+    swap = _make_swap(partition_dir, files[1:3])  # at/after the smallest .cleaned offset
+    log = reopen(partition_dir)
+    assert not swap.exists() and not cleaned.exists()
+    assert [p.name for p in log_files(partition_dir)] == [f.name for f in files]
+    assert [r.value for r in read_all(log)] == values
+    log.close()
+
+
+def test_index_swap_files_are_deleted_and_indexes_rebuilt(partition_dir: Path) -> None:
+    values = write_log(partition_dir)
+    first = log_files(partition_dir)[0]
+    base = segment_base(first)
+    index_swap = names.offset_index_file(partition_dir, base, names.SWAP_FILE_SUFFIX)
+    index_swap.write_bytes(bytes(8))
+    log = reopen(partition_dir)
+    assert not index_swap.exists()
+    assert names.offset_index_file(partition_dir, base).exists()
+    assert [r.value for r in read_all(log)] == values
+    log.close()
+
+
+def test_log_end_below_log_start_offset_deletes_everything(partition_dir: Path) -> None:
+    values = write_log(partition_dir)
+    log = reopen(partition_dir, log_start_offset=len(values) + 50)
+    assert log.log_start_offset == len(values) + 50
+    assert log.log_end_offset == len(values) + 50
+    assert log.number_of_segments == 1
+    assert [segment_base(p) for p in log_files(partition_dir)] == [len(values) + 50]
+    log.close()
+
+
+def test_log_start_offset_is_at_least_the_first_segment_base(partition_dir: Path) -> None:
+    write_log(partition_dir)
+    files = log_files(partition_dir)
+    for path in (
+        files[0],
+        names.offset_index_file(partition_dir, 0),
+        names.time_index_file(partition_dir, 0),
+    ):
+        path.unlink()
+    log = reopen(partition_dir, log_start_offset=0)
+    assert log.log_start_offset == segment_base(files[1])
+    log.close()
+
+
+def test_empty_directory_gets_a_segment_at_the_log_start_offset(partition_dir: Path) -> None:
+    partition_dir.mkdir()
+    with open_log(partition_dir, CONFIG, log_start_offset=42) as log:
+        assert log.log_end_offset == 42
+        assert names.log_file(partition_dir, 42).exists()
+
+
+def test_preallocated_index_left_by_a_crash_is_recovered(partition_dir: Path) -> None:
+    values = write_log(partition_dir, batches=3)
+    index = names.offset_index_file(partition_dir, 0)
+    assert index.stat().st_size == CONFIG.segment_index_bytes // 8 * 8  # still preallocated
+    log = reopen(partition_dir)
+    assert [r.value for r in read_all(log)] == values
+    append(log, batch(values=[b"after"]))
+    assert read_all(log)[-1].value == b"after"
+    log.close()
