@@ -25,6 +25,8 @@ class BrokerConfig:
     Keys Kafka leaves unset by default (``log.roll.ms``, ``log.dirs``, ...) are None here and
     fall back to their coarser synonym. ``static_keys`` records which keys the operator set
     (file, environment or ``--set``), so DescribeConfigs can report STATIC_BROKER_CONFIG.
+    Direct construction (tests) is not validated; :func:`load_broker_config` and
+    :meth:`from_settings` are.
     """
 
     broker_id: int = _default("broker.id")

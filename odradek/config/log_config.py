@@ -12,6 +12,7 @@ from odradek.config.setting import Setting
 from odradek.config.topic_configs import TOPIC_CONFIG_DEF
 from odradek.errors import InvalidConfigError
 
+# LONG_MAX stays importable from here, where it was first defined.
 __all__ = ["LONG_MAX", "LogConfig"]
 
 _default = TOPIC_CONFIG_DEF.default
@@ -104,11 +105,11 @@ class LogConfig:
         ``BrokerConfig.static_topic_keys()``): topic keys whose default the broker's static
         config set (STATIC_BROKER_CONFIG). The rest are DEFAULT_CONFIG.
         """
-        config = cls.from_props(overrides, defaults)
+        values = cls.from_props(overrides, defaults).to_props()
         return [
             ConfigEntry(
                 name=key.name,
-                value=key.type.render(getattr(config, key.attribute)),
+                value=values[key.name],
                 source=_source(key.name, overrides, static_keys),
                 doc=key.doc,
             )
