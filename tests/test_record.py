@@ -1,0 +1,170 @@
+"""Zigzag varints and one record's body: known encodings, round trips, broken input."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.record import util as kafka_util
+
+from odradek.errors import CorruptRecordError
+from odradek.storage.record import (
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
+    Record,
+    decode_record,
+    decode_varint,
+    decode_varlong,
+    encode_record,
+    encode_varint,
+    encode_varlong,
+)
+
+KNOWN_VARINTS = [
+    (0, "00"),
+    (-1, "01"),
+    (1, "02"),
+    (63, "7e"),
+    (-64, "7f"),
+    (64, "8001"),
+    (-65, "8101"),
+    (8191, "fe7f"),
+    (8192, "808001"),
+    (INT32_MAX, "feffffff0f"),
+    (INT32_MIN, "ffffffff0f"),
+]
+
+headers_strategy = st.lists(
+    st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=8)), max_size=3
+).map(tuple)
+
+
+@pytest.mark.parametrize(("value", "encoded"), KNOWN_VARINTS)
+def test_known_varints(value: int, encoded: str) -> None:
+    assert encode_varint(value).hex() == encoded
+    assert encode_varlong(value).hex() == encoded
+    assert decode_varint(bytes.fromhex(encoded), 0) == (value, len(encoded) // 2)
+    assert decode_varlong(bytes.fromhex("aa" + encoded), 1) == (value, 1 + len(encoded) // 2)
+
+
+def test_varlong_extremes() -> None:
+    assert encode_varlong(INT64_MAX).hex() == "fe" + "ff" * 8 + "01"
+    assert encode_varlong(INT64_MIN).hex() == "ff" * 9 + "01"
+    for value in (INT64_MAX, INT64_MIN):
+        assert decode_varlong(encode_varlong(value), 0) == (value, 10)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(INT32_MIN, INT32_MAX))
+def test_varint_matches_an_independent_implementation(value: int) -> None:
+    theirs = bytearray()
+    kafka_util.encode_varint(value, theirs.append)
+    assert encode_varint(value) == bytes(theirs)
+    assert decode_varint(theirs, 0) == kafka_util.decode_varint(theirs, 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(INT64_MIN, INT64_MAX))
+def test_varlong_round_trip(value: int) -> None:
+    encoded = encode_varlong(value)
+    assert decode_varlong(encoded + b"\xff", 0) == (value, len(encoded))
+
+
+@pytest.mark.parametrize("value", [INT32_MAX + 1, INT32_MIN - 1])
+def test_varint_out_of_range_is_refused(value: int) -> None:
+    with pytest.raises(ValueError):
+        encode_varint(value)
+    assert decode_varlong(encode_varlong(value), 0)[0] == value
+
+
+def test_varlong_out_of_range_is_refused() -> None:
+    with pytest.raises(ValueError):
+        encode_varlong(INT64_MAX + 1)
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        (b"", "past the end"),
+        (b"\x80", "past the end"),
+        (b"\xff\xff\xff\xff", "past the end"),
+        (b"\xff\xff\xff\xff\xff\x01", "malformed 32-bit varint"),  # six bytes
+        (b"\xff\xff\xff\xff\x1f", "malformed 32-bit varint"),  # 33 bits
+    ],
+)
+def test_broken_varints(data: bytes, match: str) -> None:
+    with pytest.raises(CorruptRecordError, match=match):
+        decode_varint(data, 0)
+
+
+def test_broken_varlongs() -> None:
+    with pytest.raises(CorruptRecordError, match="malformed 64-bit varint"):
+        decode_varlong(b"\xff" * 10 + b"\x01", 0)
+    with pytest.raises(CorruptRecordError, match="malformed 64-bit varint"):
+        decode_varlong(b"\xff" * 9 + b"\x02", 0)  # 65 bits
+
+
+def test_record_layout() -> None:
+    encoded = encode_record(3, -2, b"k", None, [("h", b"v"), ("n", None)])
+    # length, attributes, timestampDelta -2, offsetDelta 3, key "k", null value,
+    # 2 headers: "h" -> "v", "n" -> null
+    body = "00" "03" "06" "02" "6b" "01" "04" "02" "68" "02" "76" "02" "6e" "01"
+    assert encoded.hex() == encode_varint(len(body) // 2).hex() + body
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    offset_delta=st.integers(0, INT32_MAX),
+    timestamp_delta=st.integers(-(2**40), 2**40),
+    key=st.none() | st.binary(max_size=200),
+    value=st.none() | st.binary(max_size=300),
+    headers=headers_strategy,
+)
+def test_record_round_trip(
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: tuple[tuple[str, bytes | None], ...],
+) -> None:
+    encoded = b"\x07" + encode_record(offset_delta, timestamp_delta, key, value, headers)
+    record, position = decode_record(encoded, 1, 100, 5000)
+    assert position == len(encoded)
+    assert record == Record(100 + offset_delta, 5000 + timestamp_delta, key, value, headers)
+
+
+def test_log_append_time_replaces_every_timestamp() -> None:
+    encoded = encode_record(0, 17, b"k", b"v")
+    record, _ = decode_record(encoded, 0, 0, 1000, log_append_time=99)
+    assert record.timestamp == 99
+
+
+def test_tombstone() -> None:
+    assert Record(0, 0, b"k", None).is_tombstone
+    assert not Record(0, 0, b"k", b"").is_tombstone
+
+
+def _corrupt(body: bytes) -> bytes:
+    """A record made of ``body`` with a correct length prefix."""
+    return encode_varint(len(body)) + body
+
+
+@pytest.mark.parametrize(
+    ("encoded", "match"),
+    [
+        (encode_record(0, 0, b"key", b"value")[:-1], "overruns"),
+        (_corrupt(bytes.fromhex("00 00 00 0a 6b 01 00")), "key of 5 bytes"),
+        (_corrupt(bytes.fromhex("00 00 00 03 01 00")), "key length -2"),
+        (_corrupt(bytes.fromhex("00 00 00 01 05 00")), "value length -3"),
+        (_corrupt(bytes.fromhex("00 00 00 01 01 00 ff")), "length says"),
+        (_corrupt(bytes.fromhex("00 00 00 01 01 01")), "header count -1"),
+        (_corrupt(bytes.fromhex("00 00 00 01 01 02 01 01")), "null header key"),
+        (_corrupt(bytes.fromhex("00 00 00 01 01 7e")), "header count 63"),
+        (bytes.fromhex("03"), "length -2"),
+    ],
+)
+def test_broken_records(encoded: bytes, match: str) -> None:
+    with pytest.raises(CorruptRecordError, match=match):
+        decode_record(encoded, 0, 0, 0)
