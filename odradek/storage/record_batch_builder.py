@@ -1,0 +1,188 @@
+"""Writes v2 record batches: producers, tests and the cleaner build batches here (SPEC 3)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from odradek.storage.compression import CompressionType
+from odradek.storage.record import INT32_MAX, Record, encode_record
+from odradek.storage.record_batch import (
+    CONTROL_FLAG_MASK,
+    HEADER_SIZE,
+    HEADER_STRUCT,
+    LOG_OVERHEAD,
+    MAGIC,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    TRANSACTIONAL_FLAG_MASK,
+    TimestampType,
+    write_crc,
+)
+
+HeaderSequence = Sequence[tuple[str, bytes | None]]
+RecordTuple = tuple[int, bytes | None, bytes | None, HeaderSequence]
+
+
+class RecordBatchBuilder:
+    """Accumulates records and builds one batch from them.
+
+    ``append`` numbers records base_offset, base_offset + 1, ...; ``append_with_offset`` keeps
+    given offsets (strictly increasing), so a rebuilt batch keeps its base offset and its
+    records' offsets, as the cleaner needs. The batch's max timestamp is the largest record
+    timestamp; for a LogAppendTime batch pass the append time as every record's timestamp.
+    """
+
+    def __init__(
+        self,
+        compression: CompressionType = CompressionType.NONE,
+        base_offset: int = 0,
+        timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        base_sequence: int = NO_SEQUENCE,
+        partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+        is_transactional: bool = False,
+        is_control: bool = False,
+    ) -> None:
+        self.compression = compression
+        self.base_offset = base_offset
+        self.timestamp_type = timestamp_type
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.partition_leader_epoch = partition_leader_epoch
+        self.is_transactional = is_transactional
+        self.is_control = is_control
+        self._records = bytearray()
+        self._num_records = 0
+        self._last_offset: int | None = None
+        self._base_timestamp = NO_TIMESTAMP
+        self._max_timestamp = NO_TIMESTAMP
+
+    @property
+    def num_records(self) -> int:
+        return self._num_records
+
+    @property
+    def is_empty(self) -> bool:
+        return self._num_records == 0
+
+    @property
+    def estimated_size_in_bytes(self) -> int:
+        """Header plus uncompressed records: an upper bound for all but incompressible data."""
+        return HEADER_SIZE + len(self._records)
+
+    def append(
+        self,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: HeaderSequence = (),
+    ) -> int:
+        """Add a record at the next offset; returns that offset."""
+        offset = self.base_offset if self._last_offset is None else self._last_offset + 1
+        self.append_with_offset(offset, timestamp, key, value, headers)
+        return offset
+
+    def append_with_offset(
+        self,
+        offset: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: HeaderSequence = (),
+    ) -> None:
+        """Add a record at ``offset``: above the previous one and within int32 of base_offset."""
+        if self._last_offset is not None and offset <= self._last_offset:
+            raise ValueError(f"offset {offset} is not above the previous {self._last_offset}")
+        if not self.base_offset <= offset <= self.base_offset + INT32_MAX:
+            raise ValueError(
+                f"offset {offset} is outside [base_offset, base_offset + 2^31 - 1] "
+                f"with base_offset {self.base_offset}"
+            )
+        if self._num_records == 0:
+            self._base_timestamp = timestamp
+        self._records += encode_record(
+            offset - self.base_offset, timestamp - self._base_timestamp, key, value, headers
+        )
+        self._max_timestamp = max(self._max_timestamp, timestamp)
+        self._last_offset = offset
+        self._num_records += 1
+
+    def build(self) -> bytes:
+        """The batch: header, CRC and (compressed) records. An empty builder builds ``b""``."""
+        if self._num_records == 0:
+            return b""
+        records = self.compression.compress(self._records)
+        batch = bytearray(HEADER_SIZE + len(records))
+        HEADER_STRUCT.pack_into(
+            batch,
+            0,
+            self.base_offset,
+            len(batch) - LOG_OVERHEAD,
+            self.partition_leader_epoch,
+            MAGIC,
+            0,
+            self._attributes(),
+            self._last_offset - self.base_offset,
+            self._base_timestamp,
+            self._max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self._num_records,
+        )
+        batch[HEADER_SIZE:] = records
+        write_crc(batch, 0)
+        return bytes(batch)
+
+    def _attributes(self) -> int:
+        attributes = int(self.compression) | (int(self.timestamp_type) << 3)
+        if self.is_transactional:
+            attributes |= TRANSACTIONAL_FLAG_MASK
+        if self.is_control:
+            attributes |= CONTROL_FLAG_MASK
+        return attributes
+
+
+def build_batch(
+    records: Iterable[RecordTuple] | Iterable[Record],
+    *,
+    compression: CompressionType = CompressionType.NONE,
+    base_offset: int | None = None,
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    is_transactional: bool = False,
+) -> bytes:
+    """One batch from ``(timestamp, key, value, headers)`` tuples or from :class:`Record`\\ s.
+
+    Tuples are numbered from ``base_offset`` (default 0). Records keep their offsets; the base
+    offset defaults to the first record's. Returns ``b""`` when there are no records.
+    """
+    items = list(records)
+    if base_offset is None:
+        base_offset = items[0].offset if items and isinstance(items[0], Record) else 0
+    builder = RecordBatchBuilder(
+        compression,
+        base_offset,
+        timestamp_type,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        partition_leader_epoch,
+        is_transactional,
+    )
+    for item in items:
+        if isinstance(item, Record):
+            builder.append_with_offset(
+                item.offset, item.timestamp, item.key, item.value, item.headers
+            )
+        else:
+            builder.append(*item)
+    return builder.build()
