@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import click
 
+from odradek.cli.dump_log import dump_log
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="odradek")
 def cli() -> None:
     """odradek: a Kafka-style log broker."""
+
+
+cli.add_command(dump_log)
 
 
 def main() -> None:

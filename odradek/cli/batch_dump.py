@@ -1,0 +1,151 @@
+"""The ``.log`` half of ``dump-log``: each batch's header, optionally its records, and what is
+corrupt (SPEC 3).
+
+The file is memory-mapped read-only, so batches are views at their true file positions and
+every problem names the byte it is at. A CRC mismatch does not stop the dump (the batch's
+length still frames the next one); an impossible length, a bad magic or a truncated tail does.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from odradek.cli.dump_output import DumpPrinter, Fields, display_bytes
+from odradek.errors import CorruptRecordError, UnsupportedCompressionTypeError
+from odradek.storage.compression import CompressionType
+from odradek.storage.memory_records import MemoryRecords
+from odradek.storage.record import Record
+from odradek.storage.record_batch import HEADER_SIZE, RecordBatch, TimestampType
+
+_TIMESTAMP_TYPE_NAMES = {
+    TimestampType.CREATE_TIME: "CreateTime",
+    TimestampType.LOG_APPEND_TIME: "LogAppendTime",
+}
+
+
+@contextmanager
+def map_read_only(path: Path) -> Iterator[bytes | mmap.mmap]:
+    """The file's bytes mapped read-only (``b""`` for an empty file, which cannot be mapped)."""
+    with open(path, "rb") as file:
+        if os.fstat(file.fileno()).st_size == 0:
+            yield b""
+            return
+        with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            yield mapped
+
+
+def dump_log_file(path: Path, printer: DumpPrinter, with_records: bool) -> list[str]:
+    """Print every batch of the ``.log`` at ``path`` and a summary; return what is corrupt.
+
+    ``validBytes`` in the summary is where the first bad batch starts (the end of the file
+    when there is none): what a broker recovering the segment would keep.
+    """
+    with map_read_only(path) as buffer:
+        problems: list[str] = []
+        batches = records = valid_bytes = end = 0
+        try:
+            for batch in MemoryRecords(buffer).batches():
+                problems += _dump_batch(batch, printer, with_records)
+                batches += 1
+                records += batch.records_count
+                end = batch.position + batch.size_in_bytes
+                if not problems:
+                    valid_bytes = end
+        except CorruptRecordError as error:
+            problems.append(error.message)
+        else:
+            if end < len(buffer):
+                problems.append(_truncation(buffer, end))
+        printer.summary(
+            {
+                "batches": batches,
+                "records": records,
+                "validBytes": valid_bytes,
+                "fileSize": len(buffer),
+            }
+        )
+    return problems
+
+
+def describe_batch(
+    batch: RecordBatch, codec: CompressionType | None, computed_crc: int
+) -> dict[str, object]:
+    """The header fields of ``batch``, with the CRC it should have when it has another."""
+    fields: dict[str, object] = {
+        "baseOffset": batch.base_offset,
+        "lastOffset": batch.last_offset,
+        "count": batch.records_count,
+        "position": batch.position,
+        "size": batch.size_in_bytes,
+        "compression": codec.label if codec is not None else "unknown",
+        "timestampType": _TIMESTAMP_TYPE_NAMES[batch.timestamp_type],
+        "baseTimestamp": batch.base_timestamp,
+        "maxTimestamp": batch.max_timestamp,
+        "producerId": batch.producer_id,
+        "producerEpoch": batch.producer_epoch,
+        "partitionLeaderEpoch": batch.partition_leader_epoch,
+        "isTransactional": batch.is_transactional,
+        "isControl": batch.is_control,
+        "crcValid": computed_crc == batch.crc,
+        "crc": batch.crc,
+    }
+    if computed_crc != batch.crc:
+        fields["computedCrc"] = computed_crc
+    return fields
+
+
+def describe_record(record: Record) -> dict[str, object]:
+    """A record's offset, timestamp, key, value and headers, bytes shown as text when they are."""
+    return {
+        "offset": record.offset,
+        "timestamp": record.timestamp,
+        "key": display_bytes(record.key),
+        "value": display_bytes(record.value),
+        "headers": [(key, display_bytes(value)) for key, value in record.headers],
+    }
+
+
+def _dump_batch(batch: RecordBatch, printer: DumpPrinter, with_records: bool) -> list[str]:
+    """Print one batch (and its records); return what is wrong with it."""
+    problems: list[str] = []
+    try:
+        codec: CompressionType | None = batch.compression_type
+    except UnsupportedCompressionTypeError as error:
+        codec = None
+        problems.append(error.message)
+    computed_crc = batch.compute_crc()
+    if computed_crc != batch.crc:
+        problems.append(
+            f"batch at offset {batch.base_offset} (byte {batch.position}): CRC mismatch: "
+            f"stored {batch.crc:#010x}, computed {computed_crc:#010x}"
+        )
+    records = None
+    if with_records and codec is not None:
+        records, record_problem = _describe_records(batch)
+        problems += record_problem
+    printer.batch(describe_batch(batch, codec, computed_crc), records)
+    return problems
+
+
+def _describe_records(batch: RecordBatch) -> tuple[list[Fields], list[str]]:
+    """The batch's records up to a corrupt one, and why it is corrupt if one is."""
+    described: list[Fields] = []
+    try:
+        for record in batch.records():
+            described.append(describe_record(record))
+    except CorruptRecordError as error:
+        return described, [error.message]
+    return described, []
+
+
+def _truncation(buffer: bytes | mmap.mmap, end: int) -> str:
+    """What the bytes after the last whole batch are: the start of a batch cut short."""
+    remaining = len(buffer) - end
+    if remaining < HEADER_SIZE:
+        return f"truncated: {remaining} bytes at byte {end} are less than a batch header"
+    declared = RecordBatch(buffer, end).size_in_bytes
+    return f"truncated batch at byte {end}: it declares {declared} bytes, only {remaining} remain"
