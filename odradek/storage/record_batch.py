@@ -15,6 +15,7 @@ from enum import IntEnum
 import crc32c
 
 from odradek.errors import CorruptRecordError, UnsupportedCompressionTypeError
+from odradek.storage.batch_header import BatchHeader
 from odradek.storage.compression import CompressionType
 from odradek.storage.record import Record, decode_record
 
@@ -68,6 +69,10 @@ class TimestampType(IntEnum):
     LOG_APPEND_TIME = 1
 
 
+_CODECS = tuple(CompressionType)  # indexed by codec id: faster than the enum's lookup
+_TIMESTAMP_TYPES = tuple(TimestampType)
+
+
 class RecordBatch:
     """A zero-copy view of the batch starting at ``position`` in ``buffer``."""
 
@@ -87,6 +92,10 @@ class RecordBatch:
     def position(self) -> int:
         """Where the batch starts in its buffer."""
         return self._position
+
+    def header(self) -> BatchHeader:
+        """Every header field in one read; the buffer needs to hold only the header."""
+        return BatchHeader._make(HEADER_STRUCT.unpack_from(self._buffer, self._position))
 
     @property
     def base_offset(self) -> int:
@@ -123,8 +132,8 @@ class RecordBatch:
         """The codec; UnsupportedCompressionTypeError for the undefined ids 5-7."""
         codec = self.attributes & COMPRESSION_CODEC_MASK
         try:
-            return CompressionType(codec)
-        except ValueError:
+            return _CODECS[codec]
+        except IndexError:
             raise UnsupportedCompressionTypeError(
                 f"batch at offset {self.base_offset} (byte {self._position}) has unknown "
                 f"compression codec id {codec}"
@@ -132,7 +141,7 @@ class RecordBatch:
 
     @property
     def timestamp_type(self) -> TimestampType:
-        return TimestampType(1 if self.attributes & TIMESTAMP_TYPE_MASK else 0)
+        return _TIMESTAMP_TYPES[(self.attributes & TIMESTAMP_TYPE_MASK) >> 3]
 
     @property
     def is_transactional(self) -> bool:
