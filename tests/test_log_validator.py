@@ -1,0 +1,492 @@
+"""LogValidator: every rejection of SPEC 4 step 1 on a crafted request, and offset assignment.
+
+Also the framing walk (record_framing), checked against a reference built on decode_record,
+including its run-at-a-time path for records of one layout.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from odradek.config.log_config import LogConfig
+from odradek.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    KafkaError,
+    MessageTooLargeError,
+    UnsupportedCompressionTypeError,
+)
+from odradek.storage.compression import CompressionType
+from odradek.storage.log_validator import validate_and_assign_offsets
+from odradek.storage.memory_records import MemoryRecords
+from odradek.storage.record import decode_record, encode_record, encode_varint
+from odradek.storage.record_batch import (
+    ATTRIBUTES_OFFSET,
+    HEADER_SIZE,
+    HEADER_STRUCT,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    RecordBatch,
+    TimestampType,
+    write_crc,
+)
+from odradek.storage.record_batch_builder import RecordBatchBuilder, build_batch
+from odradek.storage.record_framing import RecordFraming, check_framing
+
+NOW = 1_700_000_000_000
+CONFIG = LogConfig()
+COMPACT = LogConfig(cleanup_policy=("compact",))
+
+
+def _records(count: int, *, start: int = 0, key: bytes | None = b"k") -> list[tuple]:
+    return [(NOW + start + i, key, b"value-%d" % (start + i), ()) for i in range(count)]
+
+
+def _craft(
+    body: bytes,
+    count: int,
+    *,
+    last_offset_delta: int | None = None,
+    codec: CompressionType = CompressionType.NONE,
+    attributes: int | None = None,
+    producer_id: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
+    """A batch around raw record bytes ``body``, with a correct CRC whatever the body holds."""
+    records = codec.compress(body)
+    batch = bytearray(HEADER_SIZE + len(records))
+    HEADER_STRUCT.pack_into(
+        batch,
+        0,
+        0,
+        len(batch) - LOG_OVERHEAD,
+        -1,
+        2,
+        0,
+        int(codec) if attributes is None else attributes,
+        count - 1 if last_offset_delta is None else last_offset_delta,
+        NOW,
+        NOW,
+        producer_id,
+        0 if producer_id >= 0 else -1,
+        base_sequence,
+        count,
+    )
+    batch[HEADER_SIZE:] = records
+    write_crc(batch, 0)
+    return bytes(batch)
+
+
+def _body(count: int, *, key: bytes | None = b"k") -> bytes:
+    return b"".join(encode_record(i, 0, key, b"v%d" % i) for i in range(count))
+
+
+def _validate(request: bytes | bytearray | memoryview, config: LogConfig = CONFIG, **kwargs):  # noqa: ANN202
+    return validate_and_assign_offsets(
+        request, next_offset=kwargs.pop("next_offset", 0), config=config, now_ms=NOW, **kwargs
+    )
+
+
+# ---------------------------------------------------------------- accepted requests
+
+
+@pytest.mark.parametrize("codec", list(CompressionType))
+def test_assigns_offsets_from_the_log_end(codec: CompressionType) -> None:
+    request = build_batch(_records(3), compression=codec) + build_batch(
+        _records(2, start=3), compression=codec
+    )
+    original = bytes(request)
+    result = _validate(request, next_offset=500, partition_leader_epoch=4)
+    assert request == original
+    assert (result.first_offset, result.last_offset, result.record_count) == (500, 504, 5)
+    assert result.batch_count == 2 and result.size_in_bytes == len(result.records) == len(request)
+    assert (result.max_timestamp, result.offset_of_max_timestamp) == (NOW + 4, 504)
+    assert result.first_batch_max_timestamp == NOW + 2
+    batches = list(MemoryRecords(result.records).batches())
+    assert [(batch.base_offset, batch.last_offset) for batch in batches] == [(500, 502), (503, 504)]
+    assert all(batch.is_valid() and batch.partition_leader_epoch == 4 for batch in batches)
+    assert all(batch.compression_type is codec for batch in batches)
+    records = list(MemoryRecords(result.records).records())
+    assert [record.offset for record in records] == list(range(500, 505))
+    assert [record.value for record in records] == [b"value-%d" % i for i in range(5)]
+
+
+def test_accepts_bytearray_and_memoryview() -> None:
+    request = bytearray(build_batch(_records(2)))
+    assert _validate(memoryview(request)).record_count == 2
+    assert _validate(request, next_offset=7).records != request  # the input is left alone
+    assert RecordBatch(request).base_offset == 0
+
+
+def test_offset_of_max_timestamp_is_the_first_record_holding_it() -> None:
+    records = [(NOW + t, b"k", b"v", ()) for t in (5, 9, 2, 9, 1)]
+    result = _validate(build_batch(records), next_offset=10)
+    assert (result.max_timestamp, result.offset_of_max_timestamp) == (NOW + 9, 11)
+
+
+def test_a_wrong_max_timestamp_is_corrected() -> None:
+    batch = bytearray(build_batch(_records(3)))
+    struct.pack_into(">q", batch, MAX_TIMESTAMP_OFFSET, NOW + 1000)
+    write_crc(batch, 0)
+    result = _validate(batch)
+    stored = RecordBatch(result.records)
+    assert stored.max_timestamp == result.max_timestamp == NOW + 2 and stored.is_valid()
+
+
+def test_a_producer_batch_marked_log_append_time_becomes_create_time() -> None:
+    builder = RecordBatchBuilder(timestamp_type=TimestampType.LOG_APPEND_TIME)
+    builder.append(NOW, b"k", b"v")
+    stored = RecordBatch(_validate(builder.build()).records)
+    assert stored.timestamp_type is TimestampType.CREATE_TIME and stored.is_valid()
+
+
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.ZSTD])
+def test_log_append_time(codec: CompressionType) -> None:
+    config = LogConfig(message_timestamp_type="LogAppendTime", message_timestamp_before_max_ms=10)
+    request = build_batch(_records(2, start=-(10**6)), compression=codec) + build_batch(
+        _records(2), compression=codec
+    )
+    result = _validate(request, config, next_offset=30)
+    assert (result.max_timestamp, result.offset_of_max_timestamp) == (NOW, 30)
+    assert result.first_batch_max_timestamp == NOW
+    for batch in MemoryRecords(result.records).batches():
+        assert batch.is_valid() and batch.timestamp_type is TimestampType.LOG_APPEND_TIME
+        assert batch.max_timestamp == NOW and batch.compression_type is codec
+    assert {record.timestamp for record in MemoryRecords(result.records).records()} == {NOW}
+
+
+@pytest.mark.parametrize(
+    ("setting", "codec"),
+    [("gzip", CompressionType.GZIP), ("uncompressed", CompressionType.NONE)],
+)
+def test_recompresses_to_the_topic_codec(setting: str, codec: CompressionType) -> None:
+    config = LogConfig(compression_type=setting)
+    request = build_batch(
+        _records(3), compression=CompressionType.LZ4, producer_id=8, base_sequence=0
+    ) + build_batch(_records(2, start=3), compression=codec)
+    result = _validate(request, config, next_offset=100, partition_leader_epoch=3)
+    batches = list(MemoryRecords(result.records).batches())
+    assert [batch.compression_type for batch in batches] == [codec, codec]
+    assert [(batch.base_offset, batch.records_count) for batch in batches] == [(100, 3), (103, 2)]
+    assert (batches[0].producer_id, batches[0].base_sequence) == (8, 0)
+    assert all(batch.is_valid() and batch.partition_leader_epoch == 3 for batch in batches)
+    assert result.size_in_bytes == len(result.records)
+    records = list(MemoryRecords(result.records).records())
+    assert [(r.offset, r.timestamp) for r in records] == [(100 + i, NOW + i) for i in range(5)]
+
+
+def test_compacted_topic_accepts_keyed_records() -> None:
+    assert _validate(build_batch(_records(3)), COMPACT).record_count == 3
+
+
+def test_timestamps_within_bounds_are_accepted() -> None:
+    config = LogConfig(message_timestamp_before_max_ms=100, message_timestamp_after_max_ms=100)
+    records = [(NOW - 100, b"k", b"v", ()), (NOW + 100, b"k", b"v", ())]
+    assert _validate(build_batch(records), config).record_count == 2
+
+
+# ---------------------------------------------------------------- rejected requests
+
+
+def _rejects(request: bytes, error: type[KafkaError], match: str, config: LogConfig = CONFIG):  # noqa: ANN202
+    with pytest.raises(error, match=match):
+        _validate(request, config)
+
+
+def test_no_batch() -> None:
+    _rejects(b"", CorruptRecordError, "no record batch")
+
+
+@pytest.mark.parametrize("garbage", [b"\x00", b"\x00" * 60])
+def test_trailing_garbage(garbage: bytes) -> None:
+    first = build_batch(_records(2))
+    _rejects(
+        first + garbage, CorruptRecordError, f"{len(garbage)} trailing bytes at byte {len(first)}"
+    )
+
+
+def test_partial_last_batch() -> None:
+    first, second = build_batch(_records(2)), build_batch(_records(2))
+    _rejects(first + second[:-1], CorruptRecordError, f"batch 1 at byte {len(first)}: .* only")
+
+
+def test_batch_length_shorter_than_a_header() -> None:
+    batch = bytearray(build_batch(_records(1)))
+    struct.pack_into(">i", batch, 8, 20)
+    _rejects(bytes(batch), CorruptRecordError, "batch 0 at byte 0: batchLength 20")
+
+
+def test_extended_batch_with_bytes_after_its_records() -> None:
+    _rejects(_craft(_body(2) + b"\x00", 2), CorruptRecordError, "1 bytes at byte .* follow the 2")
+
+
+def test_wrong_magic() -> None:
+    batch = bytearray(build_batch(_records(1)))
+    batch[MAGIC_OFFSET] = 1
+    _rejects(bytes(batch), CorruptRecordError, "magic is 1")
+
+
+@pytest.mark.parametrize("at", [ATTRIBUTES_OFFSET + 1, MAX_TIMESTAMP_OFFSET, HEADER_SIZE + 2, -1])
+def test_crc_mismatch(at: int) -> None:
+    first, second = build_batch(_records(2)), bytearray(build_batch(_records(2)))
+    second[at] ^= 0x40
+    _rejects(first + second, CorruptRecordError, f"batch 1 at byte {len(first)}: CRC mismatch")
+
+
+def test_batch_over_max_message_bytes() -> None:
+    batch = build_batch(_records(10))
+    config = LogConfig(max_message_bytes=len(batch) - 1)
+    _rejects(
+        batch, MessageTooLargeError, f"{len(batch)} bytes is larger than max.message.b", config
+    )
+    assert _validate(batch, LogConfig(max_message_bytes=len(batch))).record_count == 10
+
+
+def test_batch_over_max_message_bytes_once_recompressed() -> None:
+    records = [(NOW, b"k", b"a" * 2000, ())]
+    batch = build_batch(records, compression=CompressionType.ZSTD)
+    config = LogConfig(max_message_bytes=1000, compression_type="uncompressed")
+    _rejects(batch, MessageTooLargeError, "once recompressed with none", config)
+
+
+@pytest.mark.parametrize(("count", "last_delta"), [(3, 1), (3, 3), (0, -1)])
+def test_count_and_last_offset_delta_disagree(count: int, last_delta: int) -> None:
+    batch = _craft(_body(3), count, last_offset_delta=last_delta)
+    _rejects(batch, CorruptRecordError, f"recordsCount {count} does not match lastOffsetDelta")
+
+
+def test_count_above_the_records_present() -> None:
+    _rejects(_craft(_body(3), 4), CorruptRecordError, "batch 0 at byte 0: record 3|run past")
+
+
+def test_count_below_the_records_present() -> None:
+    _rejects(_craft(_body(3), 2), CorruptRecordError, "follow the 2 declared records")
+
+
+def test_impossible_count() -> None:
+    _rejects(_craft(_body(3), 1000), CorruptRecordError, "recordsCount 1000 cannot fit")
+
+
+def test_offset_deltas_must_be_the_record_index() -> None:
+    body = encode_record(0, 0, b"k", b"v") + encode_record(2, 0, b"k", b"v")
+    _rejects(
+        _craft(body, 2), CorruptRecordError, "record 1 at byte 70: offsetDelta is 2, expected 1"
+    )
+
+
+def test_bad_varint() -> None:
+    body = _body(1) + b"\xff" * 6
+    _rejects(_craft(body, 2), CorruptRecordError, "malformed 32-bit varint")
+
+
+def test_record_length_past_the_batch_end() -> None:
+    record = encode_record(1, 0, b"k", b"v")
+    body = _body(1) + encode_varint(len(record) + 5) + record[1:]
+    _rejects(_craft(body, 2), CorruptRecordError, "record 1 at byte .*: length .* overruns")
+
+
+def test_record_fields_shorter_than_its_length() -> None:
+    record = encode_record(0, 0, b"k", b"v")
+    body = encode_varint(len(record)) + record[1:] + b"\x00"
+    _rejects(_craft(body, 1), CorruptRecordError, "record 0 at byte 61: fields end at byte")
+
+
+@pytest.mark.parametrize(("field", "raw"), [("key", "03"), ("value", "05")])
+def test_negative_lengths(field: str, raw: str) -> None:
+    body = "00 00 00 03 01 00" if field == "key" else "00 00 00 00 05 00"
+    raw_body = bytes.fromhex(body)
+    _rejects(
+        _craft(encode_varint(len(raw_body)) + raw_body, 1), CorruptRecordError, f"{field} length"
+    )
+
+
+def test_header_lengths_are_checked() -> None:
+    body = bytes.fromhex("00 00 00 00 01 02 01 01")  # one header with a null key
+    _rejects(_craft(encode_varint(len(body)) + body, 1), CorruptRecordError, "header 0")
+
+
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.SNAPPY])
+def test_keyless_record_on_a_compacted_topic(codec: CompressionType) -> None:
+    records = _records(2) + _records(1, start=2, key=None)
+    batch = build_batch(records, compression=codec)
+    _rejects(
+        batch, InvalidRecordError, "batch 0 at byte 0.*record 2 at byte .* has no key", COMPACT
+    )
+    assert _validate(batch).record_count == 3
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "match"), [(NOW - 101, "record 1 has timestamp"), (NOW + 101, "record 1")]
+)
+def test_timestamp_out_of_bounds(timestamp: int, match: str) -> None:
+    config = LogConfig(message_timestamp_before_max_ms=100, message_timestamp_after_max_ms=100)
+    records = [(NOW, b"k", b"v", ()), (timestamp, b"k", b"v", ()), (NOW, b"k", b"v", ())]
+    _rejects(build_batch(records), InvalidTimestampError, match, config)
+    _rejects(
+        build_batch(records, compression=CompressionType.GZIP), InvalidTimestampError, match, config
+    )
+
+
+@pytest.mark.parametrize("codec_id", [5, 6, 7])
+def test_unsupported_codec(codec_id: int) -> None:
+    batch = _craft(_body(1), 1, attributes=codec_id)
+    _rejects(batch, UnsupportedCompressionTypeError, f"codec id {codec_id}")
+
+
+@pytest.mark.parametrize(("flag", "match"), [(0x20, "control"), (0x10, "transactional")])
+def test_control_and_transactional_batches(flag: int, match: str) -> None:
+    _rejects(_craft(_body(1), 1, attributes=flag), InvalidRecordError, match)
+
+
+def test_producer_id_without_sequence() -> None:
+    batch = _craft(_body(1), 1, producer_id=5, base_sequence=-1)
+    _rejects(batch, InvalidRecordError, "invalid base sequence -1")
+
+
+def test_compressed_block_that_does_not_decompress() -> None:
+    batch = bytearray(_craft(_body(3), 3, codec=CompressionType.LZ4))
+    batch[HEADER_SIZE + 7 : HEADER_SIZE + 11] = b"\xff\xff\x00\x00"  # first block's size
+    write_crc(batch, 0)
+    _rejects(bytes(batch), CorruptRecordError, r"batch 0 at byte 0 \(in its decompressed .*lz4")
+
+
+def test_compressed_records_are_walked() -> None:
+    body = _body(3)[:-1]
+    batch = _craft(body, 3, codec=CompressionType.GZIP)
+    _rejects(batch, CorruptRecordError, r"batch 0 at byte 0 \(in its decompressed records\)")
+
+
+def test_one_bad_batch_rejects_the_whole_request() -> None:
+    good = build_batch(_records(3))
+    bad = _craft(_body(2), 2, last_offset_delta=5)
+    request = bytearray(good + bad + good)
+    with pytest.raises(CorruptRecordError, match=f"batch 1 at byte {len(good)}"):
+        _validate(request)
+    assert request == good + bad + good
+
+
+# ---------------------------------------------------------------- the framing walk
+
+
+def _reference(data: bytes, count: int, keys_required: bool) -> RecordFraming:
+    """The framing rules restated on top of decode_record, slowly and plainly."""
+    if count < 1:
+        raise CorruptRecordError("no records")
+    position, deltas = 0, []
+    for index in range(count):
+        record, position = decode_record(data, position, 0, 0)
+        if record.offset != index:
+            raise CorruptRecordError("offset delta")
+        if keys_required and record.key is None:
+            raise InvalidRecordError("no key")
+        deltas.append(record.timestamp)
+    if position != len(data):
+        raise CorruptRecordError("trailing bytes")
+    return RecordFraming(min(deltas), max(deltas), deltas.index(max(deltas)))
+
+
+def _outcome(check, data: bytes, count: int, keys_required: bool) -> object:  # noqa: ANN001
+    try:
+        return check(data, count, keys_required)
+    except KafkaError:
+        return "rejected"
+
+
+def _walk(data: bytes, count: int, keys_required: bool) -> RecordFraming:
+    return check_framing(data, 0, len(data), count, keys_required=keys_required)
+
+
+def _same_as_reference(data: bytes, count: int, keys_required: bool = False) -> None:
+    expected = _outcome(_reference, data, count, keys_required)
+    assert _outcome(_walk, data, count, keys_required) == expected
+    # The walk must also hold in the middle of a larger buffer, as in a request.
+    padded = b"\xff" * 9 + data + b"\xff" * 9
+    try:
+        got: object = check_framing(padded, 9, 9 + len(data), count, keys_required=keys_required)
+    except KafkaError:
+        got = "rejected"
+    assert got == expected
+
+
+@st.composite
+def uniform_records(draw: st.DrawFn) -> tuple[bytes, int]:
+    """Records of one layout (what the run path handles), maybe with one odd record."""
+    count = draw(st.integers(1, 150))
+    key = draw(st.sampled_from([None, b"", b"key-0001", b"k" * 70]))
+    value = draw(st.sampled_from([None, b"", b"v" * 10, b"v" * 100, b"v" * 300]))
+    deltas = draw(st.lists(st.integers(-64, 63), min_size=count, max_size=count))
+    if draw(st.booleans()):
+        deltas.sort()
+    records = [encode_record(i, deltas[i], key, value) for i in range(count)]
+    odd = draw(st.integers(0, count - 1))
+    variant = draw(st.sampled_from(["none", "timestamp", "value", "header", "offset"]))
+    if variant == "timestamp":
+        records[odd] = encode_record(odd, 5000, key, value)
+    elif variant == "value":
+        records[odd] = encode_record(odd, deltas[odd], key, (value or b"") + b"x")
+    elif variant == "header":
+        records[odd] = encode_record(odd, deltas[odd], key, value, [("h", None)])
+    elif variant == "offset":
+        records[odd] = encode_record(odd + 1, deltas[odd], key, value)
+    return b"".join(records), count
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    generated=uniform_records(),
+    flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), max_size=2),
+    count_error=st.sampled_from([0, 0, 0, 1, -1]),
+    keys_required=st.booleans(),
+)
+def test_walk_matches_the_reference(
+    generated: tuple[bytes, int],
+    flips: list[tuple[int, int]],
+    count_error: int,
+    keys_required: bool,
+) -> None:
+    data, count = generated
+    mutated = bytearray(data)
+    for at, mask in flips:
+        mutated[at % len(mutated)] ^= mask
+    _same_as_reference(bytes(mutated), count + count_error, keys_required)
+
+
+@pytest.mark.parametrize("victim", [1, 30, 63, 64, 65, 100, 149])
+def test_every_framing_byte_of_a_run_is_checked(victim: int) -> None:
+    """Break each byte of one record in a run of identical layouts, one at a time."""
+    records = [encode_record(i, i // 10, b"key-%04d" % i, b"v" * 100) for i in range(150)]
+    start = sum(len(record) for record in records[:victim])
+    data = b"".join(records)
+    assert _walk(data, 150, True) == RecordFraming(0, 14, 140)
+    for at in range(start, start + len(records[victim])):
+        for mask in (0x01, 0x80, 0x7F):
+            mutated = bytearray(data)
+            mutated[at] ^= mask
+            _same_as_reference(bytes(mutated), 150)
+
+
+def test_runs_beyond_8192_records() -> None:
+    records = [encode_record(i, 0, None, b"") for i in range(8300)]
+    data = b"".join(records)
+    assert _walk(data, 8300, False) == RecordFraming(0, 0, 0)
+    broken = b"".join(records[:8250]) + encode_record(8251, 0, None, b"") + b"".join(records[8251:])
+    _same_as_reference(broken, 8300)
+
+
+def test_run_timestamp_bounds_when_timestamps_go_back() -> None:
+    deltas = [5, 9, 2, 9, 1, 7] * 20
+    data = b"".join(encode_record(i, d, b"k", b"v") for i, d in enumerate(deltas))
+    assert _walk(data, len(deltas), True) == RecordFraming(1, 9, 1)
+
+
+def test_walk_names_the_record_and_position() -> None:
+    records = [encode_record(i, 0, b"k", b"v") for i in range(5)]
+    records[3] = encode_record(7, 0, b"k", b"v")
+    with pytest.raises(CorruptRecordError, match="record 3 at byte 27: offsetDelta is 7"):
+        _walk(b"".join(records), 5, False)
