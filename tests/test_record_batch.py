@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from odradek.errors import CorruptRecordError, UnsupportedCompressionTypeError
+from odradek.storage.batch_header import BatchHeader
 from odradek.storage.compression import CompressionType
 from odradek.storage.memory_records import MemoryRecords
 from odradek.storage.record import Record
@@ -240,3 +241,25 @@ def test_builder_and_view_agree_on_timestamp_type() -> None:
     batch = RecordBatch(builder.build())
     assert batch.timestamp_type is TimestampType.LOG_APPEND_TIME
     assert [record.timestamp for record in batch.records()] == [77]
+
+
+def test_header_reads_every_field_at_once() -> None:
+    data = _batch(base_offset=40, producer_id=7, producer_epoch=3, base_sequence=11)
+    header = RecordBatch(data[:HEADER_SIZE]).header()
+    batch = RecordBatch(data)
+    assert header == BatchHeader(
+        batch.base_offset,
+        batch.batch_length,
+        batch.partition_leader_epoch,
+        batch.magic,
+        batch.crc,
+        batch.attributes,
+        batch.last_offset_delta,
+        batch.base_timestamp,
+        batch.max_timestamp,
+        batch.producer_id,
+        batch.producer_epoch,
+        batch.base_sequence,
+        batch.records_count,
+    )
+    assert (header.base_offset, header.producer_id, header.records_count) == (40, 7, 3)
