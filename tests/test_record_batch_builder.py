@@ -16,14 +16,13 @@ from odradek.storage.record_batch import (
 )
 from odradek.storage.record_batch_builder import RecordBatchBuilder, build_batch
 
+headers = st.lists(st.tuples(st.text(max_size=6), st.none() | st.binary(max_size=6)), max_size=2)
 record_tuples = st.lists(
     st.tuples(
         st.integers(0, 2**45),
         st.none() | st.binary(max_size=40),
         st.none() | st.binary(max_size=200),
-        st.lists(
-            st.tuples(st.text(max_size=6), st.none() | st.binary(max_size=6)), max_size=2
-        ).map(tuple),
+        headers.map(tuple),
     ),
     min_size=1,
     max_size=30,
