@@ -1,0 +1,132 @@
+"""Client settings under Kafka's client config names (dots as underscores) and defaults.
+
+Each client takes them as keyword arguments, e.g.
+``AsyncProducer(bootstrap_servers="broker:9092", linger_ms=10, compression_type="lz4")``;
+an unknown name is a TypeError and a bad value an InvalidConfigError.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from odradek.errors import InvalidConfigError
+from odradek.protocol.isolation import IsolationLevel
+from odradek.protocol.produce import Acks
+from odradek.storage.compression import CompressionType
+
+INT32_MAX = 2**31 - 1
+_ACKS_BY_NAME = {"all": Acks.ALL, "-1": Acks.ALL, "0": Acks.NONE, "1": Acks.LEADER}
+_OFFSET_RESETS = ("earliest", "latest", "none")
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise InvalidConfigError(message)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientConfig:
+    """Settings every client shares: where the broker is and how long to wait for it."""
+
+    bootstrap_servers: str | tuple[str, ...] = "localhost:9092"
+    client_id: str = "odradek-python"
+    request_timeout_ms: int = 30000
+    reconnect_backoff_ms: int = 50
+    retry_backoff_ms: int = 100
+
+    def __post_init__(self) -> None:
+        self.broker_addresses()
+        _require(self.request_timeout_ms > 0, "request_timeout_ms must be > 0")
+        _require(self.reconnect_backoff_ms >= 0, "reconnect_backoff_ms must be >= 0")
+        _require(self.retry_backoff_ms >= 0, "retry_backoff_ms must be >= 0")
+
+    def broker_addresses(self) -> list[tuple[str, int]]:
+        """``bootstrap_servers`` ("host:port", comma-separated or a tuple) as (host, port) pairs."""
+        servers = self.bootstrap_servers
+        entries = servers.split(",") if isinstance(servers, str) else list(servers)
+        addresses = []
+        for entry in (e.strip() for e in entries):
+            host, sep, port = entry.rpartition(":")
+            _require(
+                bool(sep and host and port.isdigit() and 0 < int(port) < 65536),
+                f"bootstrap server {entry!r} is not of the form host:port",
+            )
+            addresses.append((host.strip("[]"), int(port)))
+        _require(bool(addresses), "bootstrap_servers is empty")
+        return addresses
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProducerConfig(ClientConfig):
+    """Kafka's producer settings; ``batch_size`` counts uncompressed bytes."""
+
+    acks: int | str = "all"
+    linger_ms: int = 5
+    batch_size: int = 16384
+    compression_type: str = "none"
+    retries: int = INT32_MAX
+    delivery_timeout_ms: int = 120000
+    max_request_size: int = 1048576
+    buffer_memory: int = 32 * 1024 * 1024
+    max_block_ms: int = 60000
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.required_acks()
+        self.compression()
+        _require(self.linger_ms >= 0, "linger_ms must be >= 0")
+        _require(self.batch_size > 0, "batch_size must be > 0")
+        _require(self.retries >= 0, "retries must be >= 0")
+        _require(self.max_request_size > 0, "max_request_size must be > 0")
+        _require(self.buffer_memory > 0, "buffer_memory must be > 0")
+        _require(self.max_block_ms >= 0, "max_block_ms must be >= 0")
+        _require(
+            self.delivery_timeout_ms >= self.linger_ms + self.request_timeout_ms,
+            "delivery_timeout_ms must be >= linger_ms + request_timeout_ms",
+        )
+
+    def required_acks(self) -> Acks:
+        """``acks`` as the wire value: "all"/-1, 0 or 1."""
+        acks = _ACKS_BY_NAME.get(str(self.acks).lower())
+        _require(acks is not None, f"acks must be 'all', -1, 0 or 1, not {self.acks!r}")
+        return acks
+
+    def compression(self) -> CompressionType:
+        """``compression_type`` as a codec; UnsupportedCompressionTypeError for other names."""
+        return CompressionType.for_name(self.compression_type)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConsumerConfig(ClientConfig):
+    """Kafka's consumer settings; ``isolation`` is ``high_watermark`` or ``log_end``."""
+
+    fetch_max_wait_ms: int = 500
+    fetch_min_bytes: int = 1
+    fetch_max_bytes: int = 50 * 1024 * 1024
+    max_partition_fetch_bytes: int = 1024 * 1024
+    max_poll_records: int = 500
+    auto_offset_reset: str = "latest"
+    isolation: str = "high_watermark"
+    check_crcs: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.isolation_level()
+        _require(self.fetch_max_wait_ms >= 0, "fetch_max_wait_ms must be >= 0")
+        _require(self.fetch_min_bytes >= 0, "fetch_min_bytes must be >= 0")
+        _require(self.fetch_max_bytes > 0, "fetch_max_bytes must be > 0")
+        _require(self.max_partition_fetch_bytes > 0, "max_partition_fetch_bytes must be > 0")
+        _require(self.max_poll_records > 0, "max_poll_records must be > 0")
+        _require(
+            self.auto_offset_reset in _OFFSET_RESETS,
+            f"auto_offset_reset must be one of {', '.join(_OFFSET_RESETS)}",
+        )
+
+    def isolation_level(self) -> IsolationLevel:
+        """``isolation`` as the wire value."""
+        try:
+            return IsolationLevel(self.isolation)
+        except ValueError:
+            raise InvalidConfigError(
+                f"isolation must be 'high_watermark' or 'log_end', not {self.isolation!r}"
+            ) from None

@@ -1,0 +1,196 @@
+"""One TCP connection to a broker: the ApiVersions handshake, then pipelined requests.
+
+Requests are written as soon as they are sent; responses are matched to them by correlation id,
+so they may come back in any order. The connection is an asyncio Protocol: bytes go straight
+from ``data_received`` into the frame decoder, with no reader task or stream buffer in between.
+Following Kafka, a request that times out closes the connection, and a closed connection fails
+every request still waiting with NetworkError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from odradek.errors import (
+    InvalidRequestError,
+    KafkaError,
+    NetworkError,
+    RequestTimedOutError,
+    UnsupportedVersionError,
+)
+from odradek.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
+from odradek.protocol.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from odradek.protocol.frame import Frame, FrameDecoder
+from odradek.protocol.header import RequestHeader, ResponseHeader
+from odradek.protocol.messages import decode_response, encode_request
+from odradek.protocol.schema import Message
+
+logger = logging.getLogger(__name__)
+
+MAX_RESPONSE_FRAME_BYTES = 1024 * 1024 * 1024
+"""Largest response frame accepted: far above any fetch, low enough to catch a garbled stream."""
+
+CLIENT_SOFTWARE_NAME = "odradek-python"
+CLIENT_SOFTWARE_VERSION = "0.1.0"
+
+
+class Connection(asyncio.Protocol):
+    """A connection to the broker at ``host:port``; :meth:`connect` must succeed before use."""
+
+    def __init__(
+        self, host: str, port: int, *, client_id: str | None, request_timeout_ms: int
+    ) -> None:
+        self.host = host
+        self.port = port
+        self._client_id = client_id
+        self._request_timeout_s = request_timeout_ms / 1000
+        self._decoder = FrameDecoder(MAX_RESPONSE_FRAME_BYTES)
+        self._transport: asyncio.Transport | None = None
+        self._pending: dict[int, tuple[asyncio.Future[Frame], ApiKey]] = {}
+        self._next_correlation_id = 0
+        self._versions: dict[int, int] = {}
+        self._can_write = asyncio.Event()
+        self._can_write.set()
+        self._failure: NetworkError | None = None
+        self.api_versions: ApiVersionsResponse | None = None
+
+    def __repr__(self) -> str:
+        return f"Connection({self.host}:{self.port})"
+
+    @property
+    def closed(self) -> bool:
+        return self._failure is not None
+
+    async def connect(self) -> ApiVersionsResponse:
+        """Open the socket and do the handshake; NetworkError if either fails."""
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(self._request_timeout_s):
+                await loop.create_connection(lambda: self, self.host, self.port)
+        except (OSError, TimeoutError) as error:
+            self._failure = NetworkError(f"cannot connect to {self.host}:{self.port}: {error}")
+            raise self._failure from None
+        request = ApiVersionsRequest(CLIENT_SOFTWARE_NAME, CLIENT_SOFTWARE_VERSION)
+        try:
+            response = await self.send(request)
+        except KafkaError as error:
+            self.abort(NetworkError(f"handshake with {self.host}:{self.port} failed: {error}"))
+            raise
+        self._versions = {v.api_key: v.max_version for v in response.api_versions}
+        self.api_versions = response
+        return response
+
+    async def send(self, request: Message, timeout_ms: int | None = None) -> Any:
+        """Send ``request`` and return its decoded response.
+
+        Raises the response's request-level error, RequestTimedOutError after ``timeout_ms``
+        (default ``request_timeout_ms``; the connection is then closed), or NetworkError when
+        the connection is or becomes closed.
+        """
+        api_key = ApiKey(request.api_key)
+        future: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
+        correlation_id = await self._write(request, api_key)
+        self._pending[correlation_id] = (future, api_key)
+        timeout_s = self._request_timeout_s if timeout_ms is None else timeout_ms / 1000
+        try:
+            async with asyncio.timeout(timeout_s):
+                frame = await future
+        except TimeoutError:
+            name = api_key.display_name
+            message = f"no response to {name} request {correlation_id} in {timeout_s}s"
+            self.abort(NetworkError(f"connection closed: {message}"))
+            raise RequestTimedOutError(message) from None
+        finally:
+            self._pending.pop(correlation_id, None)
+        return decode_response(api_key, frame)
+
+    async def send_no_response(self, request: Message) -> None:
+        """Send a request the broker does not answer (a Produce with ``acks`` 0)."""
+        await self._write(request, ApiKey(request.api_key))
+
+    async def close(self) -> None:
+        """Close the socket; requests still waiting fail with NetworkError."""
+        self.abort(NetworkError(f"connection to {self.host}:{self.port} was closed"))
+
+    def abort(self, error: NetworkError) -> None:
+        """Close now, failing every waiting request with ``error``."""
+        if self._failure is None:
+            self._failure = error
+        if self._transport is not None:
+            self._transport.abort()
+        self._fail_pending()
+
+    async def _write(self, request: Message, api_key: ApiKey) -> int:
+        while not self._can_write.is_set() and self._failure is None:
+            await self._can_write.wait()
+        if self._failure is not None:
+            raise self._failure
+        version = self._version_of(api_key)
+        header = RequestHeader(api_key, version, self._correlation_id(), self._client_id)
+        self._transport.writelines(encode_request(header, request))
+        return header.correlation_id
+
+    def _version_of(self, api_key: ApiKey) -> int:
+        """The highest version both sides speak; before the handshake, ours."""
+        ours = SUPPORTED_VERSIONS[api_key]
+        if not self._versions:
+            return ours[1]
+        theirs = self._versions.get(api_key)
+        if theirs is None or theirs < ours[0]:
+            raise UnsupportedVersionError(
+                f"the broker at {self.host}:{self.port} does not support {api_key.display_name} "
+                f"v{ours[0]}..v{ours[1]}"
+            )
+        return min(ours[1], theirs)
+
+    def _correlation_id(self) -> int:
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+        return correlation_id
+
+    def _fail_pending(self) -> None:
+        pending, self._pending = self._pending, {}
+        for future, _ in pending.values():
+            if not future.done():
+                future.set_exception(self._failure)
+        self._can_write.set()
+
+    # asyncio.Protocol callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self._decoder.feed(data)
+        except InvalidRequestError as error:
+            self.abort(NetworkError(f"unreadable response stream: {error.message}"))
+            return
+        for frame in frames:
+            self._dispatch(frame)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._failure is None:
+            reason = f": {exc}" if exc else ""
+            self._failure = NetworkError(f"connection to {self.host}:{self.port} lost{reason}")
+        self._fail_pending()
+
+    def pause_writing(self) -> None:
+        self._can_write.clear()
+
+    def resume_writing(self) -> None:
+        self._can_write.set()
+
+    def _dispatch(self, frame: Frame) -> None:
+        try:
+            correlation_id = ResponseHeader.from_header(frame.header).correlation_id
+        except KafkaError as error:
+            self.abort(NetworkError(f"response with a bad header: {error.message}"))
+            return
+        pending = self._pending.pop(correlation_id, None)
+        if pending is None:
+            logger.warning("%r: response to unknown request %d dropped", self, correlation_id)
+        elif not pending[0].done():
+            pending[0].set_result(frame)
