@@ -47,20 +47,28 @@ class RecordBatchBuilder:
         is_transactional: bool = False,
         is_control: bool = False,
     ) -> None:
-        self.compression = compression
-        self.base_offset = base_offset
-        self.timestamp_type = timestamp_type
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-        self.base_sequence = base_sequence
-        self.partition_leader_epoch = partition_leader_epoch
-        self.is_transactional = is_transactional
-        self.is_control = is_control
+        self._compression = compression
+        self._base_offset = base_offset
+        self._timestamp_type = timestamp_type
+        self._producer_id = producer_id
+        self._producer_epoch = producer_epoch
+        self._base_sequence = base_sequence
+        self._partition_leader_epoch = partition_leader_epoch
+        self._is_transactional = is_transactional
+        self._is_control = is_control
         self._records = bytearray()
         self._num_records = 0
         self._last_offset: int | None = None
         self._base_timestamp = NO_TIMESTAMP
         self._max_timestamp = NO_TIMESTAMP
+
+    @property
+    def compression(self) -> CompressionType:
+        return self._compression
+
+    @property
+    def base_offset(self) -> int:
+        return self._base_offset
 
     @property
     def num_records(self) -> int:
@@ -83,7 +91,7 @@ class RecordBatchBuilder:
         headers: HeaderSequence = (),
     ) -> int:
         """Add a record at the next offset; returns that offset."""
-        offset = self.base_offset if self._last_offset is None else self._last_offset + 1
+        offset = self._base_offset if self._last_offset is None else self._last_offset + 1
         self.append_with_offset(offset, timestamp, key, value, headers)
         return offset
 
@@ -98,15 +106,15 @@ class RecordBatchBuilder:
         """Add a record at ``offset``: above the previous one and within int32 of base_offset."""
         if self._last_offset is not None and offset <= self._last_offset:
             raise ValueError(f"offset {offset} is not above the previous {self._last_offset}")
-        if not self.base_offset <= offset <= self.base_offset + INT32_MAX:
+        if not self._base_offset <= offset <= self._base_offset + INT32_MAX:
             raise ValueError(
                 f"offset {offset} is outside [base_offset, base_offset + 2^31 - 1] "
-                f"with base_offset {self.base_offset}"
+                f"with base_offset {self._base_offset}"
             )
         if self._num_records == 0:
             self._base_timestamp = timestamp
         self._records += encode_record(
-            offset - self.base_offset, timestamp - self._base_timestamp, key, value, headers
+            offset - self._base_offset, timestamp - self._base_timestamp, key, value, headers
         )
         self._max_timestamp = max(self._max_timestamp, timestamp)
         self._last_offset = offset
@@ -116,23 +124,23 @@ class RecordBatchBuilder:
         """The batch: header, CRC and (compressed) records. An empty builder builds ``b""``."""
         if self._num_records == 0:
             return b""
-        records = self.compression.compress(self._records)
+        records = self._compression.compress(self._records)
         batch = bytearray(HEADER_SIZE + len(records))
         HEADER_STRUCT.pack_into(
             batch,
             0,
-            self.base_offset,
+            self._base_offset,
             len(batch) - LOG_OVERHEAD,
-            self.partition_leader_epoch,
+            self._partition_leader_epoch,
             MAGIC,
             0,
             self._attributes(),
-            self._last_offset - self.base_offset,
+            self._last_offset - self._base_offset,
             self._base_timestamp,
             self._max_timestamp,
-            self.producer_id,
-            self.producer_epoch,
-            self.base_sequence,
+            self._producer_id,
+            self._producer_epoch,
+            self._base_sequence,
             self._num_records,
         )
         batch[HEADER_SIZE:] = records
@@ -140,10 +148,10 @@ class RecordBatchBuilder:
         return bytes(batch)
 
     def _attributes(self) -> int:
-        attributes = int(self.compression) | (int(self.timestamp_type) << 3)
-        if self.is_transactional:
+        attributes = int(self._compression) | (int(self._timestamp_type) << 3)
+        if self._is_transactional:
             attributes |= TRANSACTIONAL_FLAG_MASK
-        if self.is_control:
+        if self._is_control:
             attributes |= CONTROL_FLAG_MASK
         return attributes
 
