@@ -263,3 +263,10 @@ def test_header_reads_every_field_at_once() -> None:
         batch.records_count,
     )
     assert (header.base_offset, header.producer_id, header.records_count) == (40, 7, 3)
+
+
+@pytest.mark.parametrize(("keep", "offset"), [(4, r"\?"), (30, "0")])
+def test_less_than_a_header_is_invalid(keep: int, offset: str) -> None:
+    batch = RecordBatch(_batch()[:keep])
+    with pytest.raises(CorruptRecordError, match=f"offset {offset} .*only {keep} bytes"):
+        batch.ensure_valid()

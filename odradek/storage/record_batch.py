@@ -251,14 +251,12 @@ class RecordBatch:
 
     def _ensure_complete(self) -> None:
         """The batch declares a sane length and the buffer holds all of it."""
-        if len(self._buffer) - self._position < HEADER_SIZE:
-            raise self._corrupt(
-                f"only {len(self._buffer) - self._position} bytes, less than a batch header"
-            )
+        available = len(self._buffer) - self._position
+        if available < HEADER_SIZE:
+            raise self._corrupt(f"only {available} bytes, less than a batch header")
         size = self.size_in_bytes
         if size < HEADER_SIZE:
             raise self._corrupt(f"batchLength {self.batch_length} is shorter than the header")
-        available = len(self._buffer) - self._position
         if available < size:
             raise self._corrupt(f"batch of {size} bytes is truncated to {available}")
 
