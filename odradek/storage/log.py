@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from odradek.config.log_config import LogConfig
@@ -20,6 +20,7 @@ from odradek.errors import (
     RecordListTooLargeError,
 )
 from odradek.storage import log_file_names as names
+from odradek.storage.atomic_file import fsync_directory
 from odradek.storage.clock import SYSTEM_CLOCK, Clock
 from odradek.storage.fetch_data_info import FetchDataInfo, FetchIsolation
 from odradek.storage.file_records import TimestampAndOffset
@@ -534,7 +535,8 @@ class Log:
         """Take ``segments`` out of the map, rename them ``.deleted`` and delete them after
         ``file.delete.delay.ms`` so in-flight reads of them can finish."""
         for segment in segments:
-            self._segments.remove(segment.base_offset)
+            if self._segments.get(segment.base_offset) is segment:
+                self._segments.remove(segment.base_offset)
         for segment in segments:
             logger.info(
                 "[%s] deleting segment %d (%d bytes): %s",
@@ -549,6 +551,31 @@ class Log:
             lambda: _delete_segment_files(segments),
             delay_ms=self._config.file_delete_delay_ms,
         )
+
+    def replace_segments(
+        self, new_segment: LogSegment, old_segments: Sequence[LogSegment]
+    ) -> None:
+        """Put the cleaner's ``new_segment`` (its files end in ``.swap``) in place of
+        ``old_segments``, the segments it was made from (Kafka's ``LocalLog.replaceSegments``).
+
+        The steps follow SPEC 11 so that LogLoader can finish the swap after a crash at any
+        point: the new segment enters the map first (replacing the old one with its base offset,
+        so readers never find a hole), the old segments leave it and their files go ``.deleted``
+        for a delayed delete, and only once that rename is durable do the new files drop their
+        ``.swap`` suffix. Old segments no longer in the map (deleted meanwhile) are left alone.
+        """
+        with self._lock:
+            old = [s for s in old_segments if self._segments.get(s.base_offset) is s]
+            try:
+                self._segments.add(new_segment)
+                self._remove_and_delete_segments(
+                    old, f"replaced by cleaned segment {new_segment.base_offset}"
+                )
+                fsync_directory(self.dir)
+                new_segment.change_file_suffixes(names.SWAP_FILE_SUFFIX, "")
+                fsync_directory(self.dir)
+            except OSError as error:
+                raise self._storage_error("segment swap", error) from error
 
     # --- truncation --------------------------------------------------------------------------
 
