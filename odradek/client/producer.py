@@ -1,0 +1,337 @@
+"""Producers: AsyncProducer (the asyncio core) and Producer (its blocking twin for threads).
+
+A send puts the record into its partition's open batch and returns a future at once; the
+sender task ships batches when they are full (``batch_size``) or have waited ``linger_ms``,
+and settles the futures when the broker answers (``acks``). Records of one partition are
+delivered in the order they were sent, also across retries. Records sent while the topic's
+partitions are unknown, or while ``buffer_memory`` is full, wait their turn for up to
+``max_block_ms`` behind each other, so order holds for them too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import Awaitable, Sequence
+from types import TracebackType
+from typing import Any, NamedTuple, Self
+
+from odradek.client.config import ProducerConfig
+from odradek.client.event_loop_thread import shared_event_loop_thread
+from odradek.client.network_client import NetworkClient
+from odradek.client.partitioner import StickyPartitioner
+from odradek.client.producer_batch import estimated_record_size
+from odradek.client.record_accumulator import RecordAccumulator
+from odradek.client.record_metadata import FutureRecordMetadata, RecordMetadata
+from odradek.client.sender import Sender
+from odradek.client.topic_metadata import TopicMetadata
+from odradek.errors import (
+    MessageTooLargeError,
+    RequestTimedOutError,
+    UnknownTopicOrPartitionError,
+)
+from odradek.storage.clock import SYSTEM_CLOCK
+from odradek.storage.topic_partition import TopicPartition
+
+Headers = Sequence[tuple[str, bytes | None]]
+
+
+class _Record(NamedTuple):
+    """The arguments of one send, kept while the record waits to be appended."""
+
+    topic: str
+    value: bytes | None
+    key: bytes | None
+    headers: Headers
+    partition: int | None
+    timestamp_ms: int | None
+
+
+async def _delivery(appended: asyncio.Future[FutureRecordMetadata]) -> RecordMetadata:
+    """The RecordMetadata of a record that had to wait before it was appended."""
+    return await (await appended)
+
+
+class AsyncProducer:
+    """Sends records to the broker in batches. Create it inside a running event loop.
+
+    Configuration: Kafka's producer settings as keyword arguments (see ProducerConfig), e.g.
+    ``AsyncProducer(bootstrap_servers="broker:9092", linger_ms=10, compression_type="zstd")``.
+    The broker connection is opened on the first send.
+    """
+
+    def __init__(self, **configs: Any) -> None:
+        self.config = ProducerConfig(**configs)
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self._client = NetworkClient(self.config)
+        self._metadata = TopicMetadata(self._client, self.config.retry_backoff_ms)
+        self._partitioner = StickyPartitioner()
+        self._accumulator = RecordAccumulator(
+            batch_size=self.config.batch_size,
+            compression=self.config.compression(),
+            linger_ms=self.config.linger_ms,
+            buffer_memory=self.config.buffer_memory,
+        )
+        self._sender = Sender(self._client, self._accumulator, self.config)
+        self._sender_task = self._loop.create_task(self._sender.run())
+        self._backlog: deque[tuple[_Record, asyncio.Future[FutureRecordMetadata]]] = deque()
+        self._backlog_task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        headers: Headers = (),
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> Awaitable[RecordMetadata]:
+        """Queue a record; await the result for its RecordMetadata once the broker has it.
+
+        Returns at once. Errors found on the spot (a record larger than ``max_request_size``,
+        a partition the topic does not have, a closed producer) are raised here; delivery
+        errors are raised by the awaitable.
+        """
+        future = self.try_append(topic, value, key, headers, partition, timestamp_ms)
+        if future is not None:
+            return future
+        appended = self._enqueue(_Record(topic, value, key, headers, partition, timestamp_ms))
+        return self._loop.create_task(_delivery(appended))
+
+    async def append(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        headers: Headers = (),
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> FutureRecordMetadata:
+        """Like :meth:`send`, but wait until the record is in a batch (back-pressure).
+
+        Waits for the topic's metadata and for ``buffer_memory`` to have room, at most
+        ``max_block_ms``, then returns the record's future.
+        """
+        future = self.try_append(topic, value, key, headers, partition, timestamp_ms)
+        if future is not None:
+            return future
+        return await self._enqueue(_Record(topic, value, key, headers, partition, timestamp_ms))
+
+    def try_append(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        headers: Headers = (),
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> FutureRecordMetadata | None:
+        """Append the record if that needs no waiting, else None. Safe from any thread.
+
+        It must wait when the topic's partitions are not known yet, ``buffer_memory`` is full,
+        or earlier records are still waiting (they go first).
+        """
+        if self._closed:
+            raise RuntimeError("the producer is closed")
+        if self._backlog or not self._accumulator.has_room():
+            return None
+        partitions = self._metadata.partitions(topic)
+        if partitions is None:
+            return None
+        return self._append(partitions, topic, value, key, headers, partition, timestamp_ms)
+
+    async def flush(self) -> None:
+        """Send every record queued so far at once (ignoring linger) and wait for them.
+
+        Returns when each is acknowledged or has failed; errors stay with the records' futures.
+        """
+        if self._backlog:
+            await asyncio.wait([self._backlog[-1][1]])
+        results = self._accumulator.begin_flush()
+        self._sender.wakeup()
+        try:
+            for result in results:
+                await result.completion()
+        finally:
+            self._accumulator.end_flush()
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Send what is queued and stop; after ``timeout`` seconds, fail what is left.
+
+        Records not delivered by then fail with RequestTimedOutError.
+        """
+        if self._closed:
+            return
+        deadline = None if timeout is None else self._loop.time() + timeout
+        try:
+            async with asyncio.timeout_at(deadline):
+                await self.flush()
+        except TimeoutError:
+            pass
+        self._closed = True
+        unsent = RequestTimedOutError(f"producer closed after {timeout}s with records unsent")
+        if self._backlog_task is not None:
+            self._backlog_task.cancel()
+        for _, appended in self._backlog:
+            if not appended.done():
+                appended.set_exception(unsent)
+        self._sender.initiate_close()
+        try:
+            async with asyncio.timeout_at(deadline):
+                await asyncio.shield(self._sender_task)
+        except TimeoutError:
+            self._sender_task.cancel()
+            await self._sender.abort(unsent)
+        await self._client.close()
+
+    def _enqueue(self, record: _Record) -> asyncio.Future[FutureRecordMetadata]:
+        """Queue a record that has to wait; the future gives its FutureRecordMetadata.
+
+        Waiting records are appended one by one, in the order they came.
+        """
+        appended: asyncio.Future[FutureRecordMetadata] = self._loop.create_future()
+        self._backlog.append((record, appended))
+        if self._backlog_task is None or self._backlog_task.done():
+            self._backlog_task = self._loop.create_task(self._drain_backlog())
+        return appended
+
+    async def _drain_backlog(self) -> None:
+        while self._backlog:
+            record, appended = self._backlog[0]
+            try:
+                future = await self._append_when_ready(record)
+            except Exception as error:  # whatever it is, it belongs to this record
+                if not appended.done():
+                    appended.set_exception(error)
+            else:
+                if not appended.done():
+                    appended.set_result(future)
+            self._backlog.popleft()
+
+    async def _append_when_ready(self, record: _Record) -> FutureRecordMetadata:
+        max_block_ms = self.config.max_block_ms
+        try:
+            async with asyncio.timeout(max_block_ms / 1000):
+                partitions = await self._metadata.fetch_partitions(record.topic)
+                await self._accumulator.wait_for_room()
+        except TimeoutError:
+            raise RequestTimedOutError(
+                f"topic {record.topic!r} unknown or buffer_memory full for "
+                f"max_block_ms={max_block_ms}"
+            ) from None
+        return self._append(partitions, *record)
+
+    def _append(
+        self,
+        partitions: tuple[TopicPartition, ...],
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        headers: Headers,
+        partition: int | None,
+        timestamp_ms: int | None,
+    ) -> FutureRecordMetadata:
+        """Put the record into its partition's batch; the hot path of every send."""
+        size = estimated_record_size(key, value, headers)
+        if size > self.config.max_request_size:
+            raise MessageTooLargeError(
+                f"the record is {size} bytes, more than max_request_size "
+                f"{self.config.max_request_size}"
+            )
+        now = SYSTEM_CLOCK.milliseconds()
+        timestamp = now if timestamp_ms is None else timestamp_ms
+        count = len(partitions)
+        sticky = partition is None and key is None
+        if partition is None:
+            partition = self._partitioner.partition(topic, key, count)
+        elif not 0 <= partition < count:
+            raise UnknownTopicOrPartitionError(
+                f"topic {topic!r} has partitions 0..{count - 1}, not {partition}"
+            )
+        accumulator = self._accumulator
+        appended = accumulator.append(
+            partitions[partition], timestamp, key, value, headers, size, now, sticky
+        )
+        if appended is None:
+            self._partitioner.on_new_batch(topic, count, partition)
+            partition = self._partitioner.partition(topic, key, count)
+            appended = accumulator.append(
+                partitions[partition], timestamp, key, value, headers, size, now
+            )
+        future, new_batch = appended
+        if new_batch:
+            self._wake_sender()
+        return future
+
+    def _wake_sender(self) -> None:
+        if threading.get_ident() == self._loop_thread:
+            self._sender.wakeup()
+        else:
+            self._loop.call_soon_threadsafe(self._sender.wakeup)
+
+
+class Producer:
+    """The blocking producer: an AsyncProducer on the shared background event loop.
+
+    ``send`` appends on the caller's thread when it can (no hop to the loop per record) and
+    returns a FutureRecordMetadata; call ``.result()`` on it to block for the RecordMetadata.
+    Done callbacks run on the event loop thread. Safe to use from several threads.
+    """
+
+    def __init__(self, **configs: Any) -> None:
+        self._thread = shared_event_loop_thread()
+        self._producer = self._thread.call(AsyncProducer, **configs)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def config(self) -> ProducerConfig:
+        return self._producer.config
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        headers: Headers = (),
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> FutureRecordMetadata:
+        """Queue a record, blocking only while its topic is unknown or buffer_memory is full."""
+        future = self._producer.try_append(topic, value, key, headers, partition, timestamp_ms)
+        if future is None:
+            future = self._thread.run(
+                self._producer.append(topic, value, key, headers, partition, timestamp_ms)
+            )
+        return future
+
+    def flush(self) -> None:
+        """Send everything queued and block until each record is acknowledged or failed."""
+        self._thread.run(self._producer.flush())
+
+    def close(self, timeout: float | None = None) -> None:
+        """Send what is queued and stop (see :meth:`AsyncProducer.close`)."""
+        self._thread.run(self._producer.close(timeout))

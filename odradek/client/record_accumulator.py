@@ -1,0 +1,195 @@
+"""Per-partition queues of batches between the threads that send records and the sender task."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import Iterable, Sequence
+
+from odradek.client.produce_request_result import ProduceRequestResult
+from odradek.client.producer_batch import ProducerBatch
+from odradek.client.record_metadata import FutureRecordMetadata
+from odradek.storage.compression import CompressionType
+from odradek.storage.topic_partition import TopicPartition
+
+
+class RecordAccumulator:
+    """Collects records into batches per partition and hands the sender those ready to go.
+
+    A partition is ready when its first batch is full, has waited ``linger_ms``, its retry
+    backoff is over, or a flush or close is under way. Appends may come from any thread (the
+    sync Producer appends on the caller's thread, saving a hop to the event loop per record),
+    so the queues are guarded by a lock; everything else runs on the event loop thread.
+    ``buffer_memory`` bounds the bytes of records not yet acknowledged.
+    """
+
+    def __init__(
+        self,
+        *,
+        batch_size: int,
+        compression: CompressionType,
+        linger_ms: int,
+        buffer_memory: int,
+    ) -> None:
+        self._batch_size = batch_size
+        self._compression = compression
+        self._linger_ms = linger_ms
+        self._buffer_memory = buffer_memory
+        self._lock = threading.Lock()
+        self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self._incomplete: set[ProducerBatch] = set()
+        self._buffered_bytes = 0
+        self._room = asyncio.Event()
+        self._flushes_in_progress = 0
+        self._closing = False
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Estimated bytes of the records appended and not yet acknowledged."""
+        return self._buffered_bytes
+
+    def has_room(self) -> bool:
+        return self._buffered_bytes < self._buffer_memory
+
+    async def wait_for_room(self) -> None:
+        """Return once acknowledged batches have freed ``buffer_memory``."""
+        while not self.has_room():
+            self._room.clear()
+            await self._room.wait()
+
+    def has_incomplete(self) -> bool:
+        return bool(self._incomplete)
+
+    def append(
+        self,
+        topic_partition: TopicPartition,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes | None]],
+        size: int,
+        now_ms: int,
+        abort_on_new_batch: bool = False,
+    ) -> tuple[FutureRecordMetadata, bool] | None:
+        """Add a record of estimated ``size`` bytes to its partition's open batch.
+
+        Returns its future and whether a new batch was started (the sender should look again),
+        or None when the record needs a new batch and ``abort_on_new_batch`` is set (the
+        sticky partitioner then picks another partition first, as in Kafka).
+        """
+        with self._lock:
+            queue = self._queues.get(topic_partition)
+            if queue is None:
+                queue = self._queues[topic_partition] = deque()
+            elif queue:
+                future = queue[-1].try_append(
+                    timestamp, key, value, headers, size, self._batch_size
+                )
+                if future is not None:
+                    self._buffered_bytes += size
+                    return future, False
+            if abort_on_new_batch:
+                return None
+            batch = ProducerBatch(topic_partition, self._compression, now_ms)
+            future = batch.try_append(timestamp, key, value, headers, size, self._batch_size)
+            queue.append(batch)
+            self._incomplete.add(batch)
+            self._buffered_bytes += size
+            return future, True
+
+    def ready(
+        self, now_ms: int, muted: set[TopicPartition]
+    ) -> tuple[list[TopicPartition], int | None]:
+        """Partitions (not in ``muted``) with a batch to send now, and ms until the next one."""
+        ready = []
+        next_ms: int | None = None
+        with self._lock:
+            for topic_partition, queue in self._queues.items():
+                if not queue or topic_partition in muted:
+                    continue
+                send_at = self._send_at(queue[0], len(queue) > 1)
+                if send_at <= now_ms:
+                    ready.append(topic_partition)
+                elif next_ms is None or send_at - now_ms < next_ms:
+                    next_ms = send_at - now_ms
+        return ready, next_ms
+
+    def drain(
+        self, partitions: Iterable[TopicPartition], max_request_size: int, now_ms: int
+    ) -> dict[TopicPartition, list[ProducerBatch]]:
+        """Take the sendable batches of ``partitions``, in order, up to ``max_request_size``.
+
+        The first batch always goes, however large. The batches are built (closed) on the way.
+        """
+        drained: dict[TopicPartition, list[ProducerBatch]] = {}
+        size = 0
+        with self._lock:
+            for topic_partition in partitions:
+                queue = self._queues[topic_partition]
+                batches = []
+                while queue and self._send_at(queue[0], len(queue) > 1) <= now_ms:
+                    estimate = queue[0].estimated_size
+                    if size and size + estimate > max_request_size:
+                        break
+                    batches.append(queue.popleft())
+                    size += estimate
+                if batches:
+                    drained[topic_partition] = batches
+        for batches in drained.values():
+            for batch in batches:
+                batch.close()
+        return drained
+
+    def reenqueue(self, batches: Sequence[ProducerBatch]) -> None:
+        """Put batches of one partition back at the front of its queue, in their order."""
+        with self._lock:
+            self._queues[batches[0].topic_partition].extendleft(reversed(batches))
+
+    def expired_batches(self, now_ms: int, delivery_timeout_ms: int) -> list[ProducerBatch]:
+        """Remove and return queued batches created more than ``delivery_timeout_ms`` ago."""
+        expired = []
+        with self._lock:
+            for queue in self._queues.values():
+                while queue and queue[0].created_ms + delivery_timeout_ms <= now_ms:
+                    expired.append(queue.popleft())
+        return expired
+
+    def deallocate(self, batch: ProducerBatch) -> None:
+        """Forget a batch that is acknowledged or failed, freeing its buffer memory."""
+        with self._lock:
+            self._incomplete.discard(batch)
+            self._buffered_bytes -= batch.reserved_bytes
+        self._room.set()
+
+    def begin_flush(self) -> list[ProduceRequestResult]:
+        """Make every batch ready now; the results of all batches not yet complete."""
+        with self._lock:
+            self._flushes_in_progress += 1
+            return [batch.result for batch in self._incomplete]
+
+    def end_flush(self) -> None:
+        with self._lock:
+            self._flushes_in_progress -= 1
+
+    def begin_close(self) -> None:
+        """From now on every batch is ready at once."""
+        self._closing = True
+
+    def abandon_incomplete(self) -> list[ProducerBatch]:
+        """Remove every batch not yet complete (a forced close) and return them."""
+        with self._lock:
+            batches = list(self._incomplete)
+            for queue in self._queues.values():
+                queue.clear()
+        return batches
+
+    def _send_at(self, batch: ProducerBatch, followed: bool) -> int:
+        """When the first batch of a queue may be sent (ms since the epoch; 0 = now)."""
+        if batch.attempts:
+            return batch.retry_at_ms
+        if followed or batch.is_full(self._batch_size):
+            return 0
+        if self._closing or self._flushes_in_progress:
+            return 0
+        return batch.created_ms + self._linger_ms
