@@ -89,11 +89,15 @@ def validate_and_assign_offsets(
         timestamp_type, batch_max, index_of_max = _validate_batch(
             records, batch, header, f"batch {index} at byte {position}", config, now_ms
         )
-        _assign(records, position, header, next_offset, partition_leader_epoch)
-        if header.max_timestamp != batch_max or header.attributes & TIMESTAMP_TYPE_MASK != (
-            timestamp_type << 3
-        ):
-            set_max_timestamp(records, position, timestamp_type, batch_max)
+        _assign(
+            records,
+            position,
+            header,
+            next_offset,
+            partition_leader_epoch,
+            timestamp_type,
+            batch_max,
+        )
         if index == 0:
             first_batch_max_timestamp = batch_max
         if batch_max > max_timestamp:
@@ -160,8 +164,11 @@ def _validate_batch(
     config: LogConfig,
     now_ms: int,
 ) -> tuple[TimestampType, int, int]:
-    """Every check of one batch; returns its timestamp type, max timestamp and the index of
-    the record holding it, as the topic will store them."""
+    """Every check of one batch.
+
+    Returns the timestamp type and max timestamp the topic will store for it, and the index
+    of the record holding that timestamp.
+    """
     _check_header(batch, header, where, config)
     framing = _check_records(records, batch, header, where, config.compact)
     if config.log_append_time:
@@ -230,10 +237,19 @@ def _assign(
     header: BatchHeader,
     base_offset: int,
     partition_leader_epoch: int,
+    timestamp_type: TimestampType,
+    max_timestamp: int,
 ) -> None:
-    """Number the batch from ``base_offset`` and stamp the leader epoch: no CRC work."""
+    """Write what the broker decides into the batch header.
+
+    Base offset and leader epoch lie outside the CRC; the timestamp type and max timestamp lie
+    inside it, so they (and the CRC) are rewritten only when they differ from the producer's.
+    """
     set_base_offset(records, position, base_offset)
     set_partition_leader_epoch(records, position, partition_leader_epoch)
+    stored_type = (header.attributes & TIMESTAMP_TYPE_MASK) >> 3
+    if stored_type != timestamp_type or header.max_timestamp != max_timestamp:
+        set_max_timestamp(records, position, timestamp_type, max_timestamp)
 
 
 def _check_timestamps(
