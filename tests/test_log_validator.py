@@ -191,6 +191,44 @@ def test_timestamps_within_bounds_are_accepted() -> None:
     assert _validate(build_batch(records), config).record_count == 2
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    batches=st.lists(
+        st.tuples(
+            st.lists(
+                st.tuples(
+                    st.integers(NOW - 10**6, NOW + 10**6),
+                    st.none() | st.binary(max_size=20),
+                    st.none() | st.binary(max_size=150),
+                    st.just(()),
+                ),
+                min_size=1,
+                max_size=90,
+            ),
+            st.sampled_from(list(CompressionType)),
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    next_offset=st.integers(0, 2**40),
+)
+def test_any_valid_request_round_trips(
+    batches: list[tuple[list[tuple], CompressionType]], next_offset: int
+) -> None:
+    request = b"".join(build_batch(records, compression=codec) for records, codec in batches)
+    result = _validate(request, next_offset=next_offset)
+    flat = [record for records, _ in batches for record in records]
+    stored = list(MemoryRecords(result.records).records())
+    assert [(r.offset, r.timestamp, r.key, r.value) for r in stored] == [
+        (next_offset + i, *record[:3]) for i, record in enumerate(flat)
+    ]
+    timestamps = [record[0] for record in flat]
+    assert result.max_timestamp == max(timestamps)
+    assert result.offset_of_max_timestamp == next_offset + timestamps.index(max(timestamps))
+    assert result.first_batch_max_timestamp == max(record[0] for record in batches[0][0])
+    assert (result.batch_count, result.record_count) == (len(batches), len(flat))
+
+
 # ---------------------------------------------------------------- rejected requests
 
 
