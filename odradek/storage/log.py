@@ -65,6 +65,7 @@ class Log:
         self._log_start_offset = offsets.log_start_offset
         self._recovery_point = offsets.recovery_point
         self._next_offset_metadata = offsets.next_offset_metadata
+        self._load_summary = offsets
         self._high_watermark = LogOffsetMetadata(self._log_start_offset)
         self._last_flush_ms = clock.milliseconds()
         self.io_error_handler: IoErrorHandler | None = None
@@ -105,6 +106,11 @@ class Log:
         return cls(directory, config, segments, offsets, scheduler, clock, high_watermark)
 
     # --- state -------------------------------------------------------------------------------
+
+    @property
+    def load_summary(self) -> LoadedLogOffsets:
+        """What opening the log found and did: recovered segments and bytes, bytes truncated."""
+        return self._load_summary
 
     @property
     def config(self) -> LogConfig:
