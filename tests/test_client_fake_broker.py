@@ -10,10 +10,12 @@ The tests at the bottom check the fake itself where it stands in for the server'
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import struct
+import threading
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +73,7 @@ from odradek.protocol.topics import (
 )
 from odradek.storage.memory_records import MemoryRecords
 from odradek.storage.record_batch import RecordBatch, set_base_offset
+from odradek.storage.record_batch_builder import build_batch
 
 DEFAULTS = {"retention.ms": "604800000", "cleanup.policy": "delete"}
 
@@ -107,6 +110,14 @@ class PartitionLog:
                 if record.offset >= self.log_start_offset and record.timestamp >= timestamp:
                     return record.offset, record.timestamp
         return -1, -1
+
+
+def fill(log: PartitionLog, count: int, per_batch: int = 5, **builder_options) -> None:
+    """Append ``count`` records (value b"v<i>", timestamp 1000 + i) in batches of ``per_batch``."""
+    start = log.log_end_offset
+    for first in range(start, start + count, per_batch):
+        rows = [(1000 + i, None, f"v{i}".encode(), ()) for i in range(first, start + count)]
+        log.append(memoryview(build_batch(rows[:per_batch], **builder_options)))
 
 
 @dataclass
@@ -163,6 +174,11 @@ class FakeBroker:
         self.topics[topic] = [PartitionLog() for _ in range(partitions)]
         self.configs[topic] = {}
         return self.topics[topic]
+
+    def wake_fetchers(self) -> None:
+        """Answer the fetches waiting for data (call after appending to a log directly)."""
+        self._appended.set()
+        self._appended = asyncio.Event()
 
     def requests_of(self, api_key: ApiKey) -> list[Message]:
         return [request for header, request in self.requests if header.api_key == api_key]
@@ -228,8 +244,7 @@ class FakeBroker:
                     log_start_offset=log.log_start_offset,
                 )
             )
-        self._appended.set()
-        self._appended = asyncio.Event()
+        self.wake_fetchers()
         return ProduceResponse(tuple(answers))
 
     async def _fetch(self, request, fault):
@@ -476,6 +491,31 @@ class BrokerConnection(asyncio.Protocol):
         )
 
 
+@contextlib.contextmanager
+def broker_in_thread(**options: Any) -> Iterator[FakeBroker]:
+    """A fake broker serving from its own event loop thread, for testing the sync clients."""
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    stop = asyncio.Event()
+    holder: list[FakeBroker] = []
+
+    async def serve() -> None:
+        async with FakeBroker(**options) as broker:
+            holder.append(broker)
+            started.set()
+            await stop.wait()
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(serve(),))
+    thread.start()
+    started.wait(5)
+    try:
+        yield holder[0]
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(5)
+        loop.close()
+
+
 def async_test(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
     """Run an async test function on a fresh event loop, bounded to 20 s."""
 
@@ -536,8 +576,6 @@ async def test_bad_field_is_answered_with_invalid_request() -> None:
 
 
 def test_log_assigns_offsets_and_reads_from_the_batch_holding_the_offset() -> None:
-    from odradek.storage.record_batch_builder import build_batch
-
     log = PartitionLog()
     first = build_batch([(1, None, b"a", ()), (2, None, b"b", ())])
     second = build_batch([(3, None, b"c", ())])

@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from test_client_fake_broker import FakeBroker, async_test
+from test_client_fake_broker import FakeBroker, async_test, broker_in_thread
 
 from odradek.client.partitioner import partition_for_key
 from odradek.client.produce_request_result import ProduceRequestResult
@@ -317,28 +317,14 @@ def test_bad_producer_configs(name: str, value: object) -> None:
 
 
 def test_sync_producer_from_several_threads() -> None:
-    async def serve(ready: threading.Event, stop: asyncio.Event, holder: list) -> None:
-        async with FakeBroker(default_partitions=3) as broker:
-            holder.append(broker)
-            ready.set()
-            await stop.wait()
-
-    loop = asyncio.new_event_loop()
-    ready, stop, holder = threading.Event(), asyncio.Event(), []
-    server = threading.Thread(target=loop.run_until_complete, args=(serve(ready, stop, holder),))
-    server.start()
-    ready.wait(5)
-    broker = holder[0]
-    try:
+    results: dict[int, list[RecordMetadata]] = {}
+    with broker_in_thread(default_partitions=3) as broker:
         with Producer(bootstrap_servers=broker.bootstrap, linger_ms=2) as producer:
-            results: dict[int, list] = {}
 
             def produce(worker: int) -> None:
-                futures = [
-                    producer.send("t", f"{worker}-{i}".encode(), key=str(worker).encode())
-                    for i in range(200)
-                ]
-                results[worker] = [f.result(10) for f in futures]
+                key = str(worker).encode()
+                futures = [producer.send("t", f"{worker}-{i}".encode(), key) for i in range(200)]
+                results[worker] = [future.result(10) for future in futures]
 
             workers = [threading.Thread(target=produce, args=(w,)) for w in range(4)]
             for worker in workers:
@@ -351,9 +337,6 @@ def test_sync_producer_from_several_threads() -> None:
             offsets = [m.offset for m in metadata]
             assert offsets == sorted(offsets)
         assert sum(len(stored_values(broker, "t", p)) for p in range(3)) == 800
-    finally:
-        loop.call_soon_threadsafe(stop.set)
-        server.join(5)
 
 
 def test_record_future_offsets_follow_the_batch_base_offset() -> None:

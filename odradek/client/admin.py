@@ -1,0 +1,204 @@
+"""Admin clients: AsyncAdmin (the asyncio core) and Admin (its blocking twin).
+
+Each call is one request. When a request covers several topics or partitions, the outcome of
+each is checked in request order and the first error is raised (as Kafka's ``all().get()``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self
+
+from odradek.client.config import ClientConfig
+from odradek.client.event_loop_thread import shared_event_loop_thread
+from odradek.client.network_client import NetworkClient
+from odradek.client.offset_lookup import OffsetAndTimestamp, list_offsets
+from odradek.errors import error_for_code
+from odradek.protocol.configs import (
+    AlterableTopicConfigs,
+    AlterConfigsRequest,
+    ConfigEntry,
+    DescribeConfigsRequest,
+)
+from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
+from odradek.protocol.describe_topic_partitions import (
+    DescribeTopicPartitionsRequest,
+    TopicDescription,
+)
+from odradek.protocol.isolation import IsolationLevel
+from odradek.protocol.metadata import MetadataRequest, MetadataResponse
+from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest, DeleteTopicsRequest
+from odradek.storage.topic_partition import TopicPartition
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    """A topic to create, with topic-level config overrides (``retention.ms`` ...) as strings.
+
+    ``num_partitions`` -1 takes the broker's ``num.partitions``.
+    """
+
+    name: str
+    num_partitions: int = -1
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+def _raise_first_error(entries: Iterable[Any]) -> None:
+    """Raise the error of the first entry (topic or partition outcome) that has one."""
+    for entry in entries:
+        if entry.error:
+            raise error_for_code(entry.error, entry.message or "")
+
+
+class AsyncAdmin:
+    """Manages topics, configs and records. Takes the common client settings (ClientConfig)."""
+
+    def __init__(self, **configs: Any) -> None:
+        self.config = ClientConfig(**configs)
+        self._client = NetworkClient(self.config)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def create_topics(self, topics: Iterable[NewTopic], validate_only: bool = False) -> None:
+        """Create ``topics``; with ``validate_only`` just check that they could be created."""
+        request = CreateTopicsRequest(
+            tuple(CreatableTopic(t.name, t.num_partitions, dict(t.configs)) for t in topics),
+            validate_only,
+        )
+        _raise_first_error((await self._client.send(request)).topics)
+
+    async def delete_topics(self, names: Iterable[str]) -> None:
+        response = await self._client.send(DeleteTopicsRequest(tuple(names)))
+        _raise_first_error(response.topics)
+
+    async def list_topics(self) -> list[str]:
+        """The names of every topic, sorted."""
+        response = await self.metadata()
+        return sorted(topic.name for topic in response.topics)
+
+    async def metadata(
+        self, topics: Iterable[str] | None = None, allow_auto_topic_creation: bool = False
+    ) -> MetadataResponse:
+        """The broker, the cluster id, and ``topics`` (default: all) as the broker sees them."""
+        names = None if topics is None else tuple(topics)
+        return await self._client.send(MetadataRequest(names, allow_auto_topic_creation))
+
+    async def describe_topics(self, names: Iterable[str] | None = None) -> list[TopicDescription]:
+        """Per topic (default: all): each partition's offsets, size and log dir, and configs."""
+        request = DescribeTopicPartitionsRequest(None if names is None else tuple(names))
+        response = await self._client.send(request)
+        _raise_first_error(response.topics)
+        for topic in response.topics:
+            _raise_first_error(topic.partitions)
+        return list(response.topics)
+
+    async def describe_configs(self, topics: Iterable[str]) -> dict[str, dict[str, ConfigEntry]]:
+        """Every topic-level config of each topic, by name, with value and source."""
+        response = await self._client.send(DescribeConfigsRequest(tuple(topics)))
+        _raise_first_error(response.topics)
+        return {t.name: {entry.name: entry for entry in t.entries} for t in response.topics}
+
+    async def alter_configs(
+        self, configs: Mapping[str, Mapping[str, str | None]], validate_only: bool = False
+    ) -> None:
+        """Set topic config overrides, ``{topic: {name: value}}``; a None value removes one.
+
+        Overrides not named are left as they are (incremental, as IncrementalAlterConfigs).
+        """
+        request = AlterConfigsRequest(
+            tuple(AlterableTopicConfigs(name, dict(values)) for name, values in configs.items()),
+            validate_only,
+        )
+        _raise_first_error((await self._client.send(request)).topics)
+
+    async def delete_records(
+        self, offsets: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int]:
+        """Delete records below each offset (-1: the high watermark); the new log start offsets."""
+        request = DeleteRecordsRequest(
+            tuple(DeleteRecordsPartition(tp.topic, tp.partition, o) for tp, o in offsets.items())
+        )
+        response = await self._client.send(request)
+        _raise_first_error(response.partitions)
+        return {TopicPartition(p.topic, p.partition): p.low_watermark for p in response.partitions}
+
+    async def list_offsets(
+        self,
+        timestamps: Mapping[TopicPartition, int],
+        isolation: IsolationLevel = IsolationLevel.HIGH_WATERMARK,
+    ) -> dict[TopicPartition, OffsetAndTimestamp]:
+        """Offsets by timestamp, or EARLIEST_TIMESTAMP/LATEST_TIMESTAMP (offset -1: none)."""
+        return await list_offsets(self._client, timestamps, isolation)
+
+    async def close(self) -> None:
+        await self._client.close()
+
+
+class Admin:
+    """The blocking admin client: an AsyncAdmin on the shared background event loop."""
+
+    def __init__(self, **configs: Any) -> None:
+        self._thread = shared_event_loop_thread()
+        self._admin = self._thread.call(AsyncAdmin, **configs)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def create_topics(self, topics: Iterable[NewTopic], validate_only: bool = False) -> None:
+        self._thread.run(self._admin.create_topics(list(topics), validate_only))
+
+    def delete_topics(self, names: Iterable[str]) -> None:
+        self._thread.run(self._admin.delete_topics(list(names)))
+
+    def list_topics(self) -> list[str]:
+        return self._thread.run(self._admin.list_topics())
+
+    def metadata(
+        self, topics: Iterable[str] | None = None, allow_auto_topic_creation: bool = False
+    ) -> MetadataResponse:
+        names = None if topics is None else list(topics)
+        return self._thread.run(self._admin.metadata(names, allow_auto_topic_creation))
+
+    def describe_topics(self, names: Iterable[str] | None = None) -> list[TopicDescription]:
+        names = None if names is None else list(names)
+        return self._thread.run(self._admin.describe_topics(names))
+
+    def describe_configs(self, topics: Iterable[str]) -> dict[str, dict[str, ConfigEntry]]:
+        return self._thread.run(self._admin.describe_configs(list(topics)))
+
+    def alter_configs(
+        self, configs: Mapping[str, Mapping[str, str | None]], validate_only: bool = False
+    ) -> None:
+        self._thread.run(self._admin.alter_configs(configs, validate_only))
+
+    def delete_records(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        return self._thread.run(self._admin.delete_records(offsets))
+
+    def list_offsets(
+        self,
+        timestamps: Mapping[TopicPartition, int],
+        isolation: IsolationLevel = IsolationLevel.HIGH_WATERMARK,
+    ) -> dict[TopicPartition, OffsetAndTimestamp]:
+        return self._thread.run(self._admin.list_offsets(timestamps, isolation))
+
+    def close(self) -> None:
+        self._thread.run(self._admin.close())

@@ -1,0 +1,166 @@
+"""Fetching for the consumer: one Fetch request in flight, its results buffered per partition."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+
+from odradek.client.completed_fetch import CompletedFetch
+from odradek.client.config import ConsumerConfig
+from odradek.client.consumer_record import ConsumerRecord
+from odradek.client.network_client import NetworkClient
+from odradek.client.subscription_state import RESET_TIMESTAMPS, SubscriptionState
+from odradek.errors import KafkaError, OffsetOutOfRangeError, error_for_code
+from odradek.protocol.fetch import FetchPartition, FetchRequest, FetchResponse
+from odradek.storage.topic_partition import TopicPartition
+
+logger = logging.getLogger(__name__)
+
+
+class Fetcher:
+    """Fetches the assigned partitions that have a position and nothing buffered.
+
+    The next fetch is sent while the caller still works through the records of the last one,
+    so the network and the broker's ``fetch_max_wait_ms`` overlap with the caller's work.
+    Buffered data is dropped when its partition was sought or unassigned meanwhile.
+    """
+
+    def __init__(
+        self, client: NetworkClient, subscriptions: SubscriptionState, config: ConsumerConfig
+    ) -> None:
+        self._client = client
+        self._subscriptions = subscriptions
+        self._config = config
+        self._isolation = config.isolation_level()
+        self._retry_backoff_s = config.retry_backoff_ms / 1000
+        self._completed: deque[CompletedFetch] = deque()
+        self._task: asyncio.Task[None] | None = None
+        self._failure: KafkaError | None = None
+        self._backoff_until = 0.0
+
+    def send_fetch(self) -> None:
+        """Start a fetch unless one is in flight, a retry backoff runs, or nothing is fetchable."""
+        if self._task is not None and not self._task.done():
+            return
+        if asyncio.get_running_loop().time() < self._backoff_until:
+            return
+        buffered = {fetch.topic_partition for fetch in self._completed}
+        positions = {
+            tp: offset
+            for tp, offset in self._subscriptions.fetch_positions().items()
+            if tp not in buffered
+        }
+        if positions:
+            self._task = asyncio.create_task(self._fetch(positions))
+
+    async def wait_for_data(self, timeout_s: float) -> None:
+        """Return when data is buffered, the fetch in flight ends, a backoff ends, or on timeout."""
+        if self._completed:
+            return
+        if self._task is not None and not self._task.done():
+            await asyncio.wait({self._task}, timeout=timeout_s)
+            return
+        backoff_left = self._backoff_until - asyncio.get_running_loop().time()
+        pause = backoff_left if backoff_left > 0 else self._retry_backoff_s
+        await asyncio.sleep(min(timeout_s, pause))
+
+    def fetched_records(self, max_records: int) -> list[ConsumerRecord]:
+        """Up to ``max_records`` buffered records, advancing the positions past them.
+
+        Raises the errors found: a failed fetch request, OFFSET_OUT_OF_RANGE when
+        ``auto_offset_reset`` is ``none``, a corrupt batch, any non-retriable partition error.
+        """
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            raise failure
+        records: list[ConsumerRecord] = []
+        while self._completed and len(records) < max_records:
+            fetch = self._completed[0]
+            tp = fetch.topic_partition
+            if not self._is_current(fetch):
+                self._completed.popleft()
+                continue
+            if fetch.response.error:
+                self._completed.popleft()
+                self._handle_error(fetch)
+                continue
+            wanted = max_records - len(records)
+            try:
+                taken = fetch.take(wanted)
+            except KafkaError:
+                self._completed.popleft()
+                raise
+            finally:
+                self._subscriptions.seek(tp, fetch.next_offset)
+            if len(taken) < wanted:
+                self._completed.popleft()
+            records += taken
+        return records
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        self._completed.clear()
+
+    def _is_current(self, fetch: CompletedFetch) -> bool:
+        """Whether the partition is still assigned and still positioned where the data goes on."""
+        tp = fetch.topic_partition
+        return (
+            self._subscriptions.is_assigned(tp)
+            and self._subscriptions.position(tp) == fetch.next_offset
+        )
+
+    def _handle_error(self, fetch: CompletedFetch) -> None:
+        tp = fetch.topic_partition
+        error = error_for_code(fetch.response.error, fetch.response.message or "")
+        if isinstance(error, OffsetOutOfRangeError):
+            reset = RESET_TIMESTAMPS.get(self._config.auto_offset_reset)
+            if reset is None:
+                raise OffsetOutOfRangeError(f"{tp} at offset {fetch.fetch_offset}: {error.message}")
+            logger.info(
+                "%s: offset %d out of range, resetting to %s",
+                tp,
+                fetch.fetch_offset,
+                self._config.auto_offset_reset,
+            )
+            self._subscriptions.request_reset(tp, reset)
+        elif error.retriable:
+            logger.warning("fetching %s failed, will retry: %s", tp, error)
+        else:
+            raise error
+
+    async def _fetch(self, positions: dict[TopicPartition, int]) -> None:
+        config = self._config
+        request = FetchRequest(
+            tuple(
+                FetchPartition(tp.topic, tp.partition, offset, config.max_partition_fetch_bytes)
+                for tp, offset in positions.items()
+            ),
+            config.fetch_max_wait_ms,
+            config.fetch_min_bytes,
+            config.fetch_max_bytes,
+            self._isolation,
+        )
+        timeout_ms = config.request_timeout_ms + config.fetch_max_wait_ms
+        try:
+            response: FetchResponse = await self._client.send(request, timeout_ms)
+        except KafkaError as error:
+            if not error.retriable:
+                self._failure = error
+                return
+            logger.warning("fetch failed, will retry: %s", error)
+            self._back_off()
+            return
+        for entry in response.partitions:
+            tp = TopicPartition(entry.topic, entry.partition)
+            offset = positions.get(tp)
+            if offset is not None:
+                self._completed.append(CompletedFetch(tp, offset, entry, config.check_crcs))
+                if entry.error not in (0, OffsetOutOfRangeError.code):
+                    self._back_off()
+
+    def _back_off(self) -> None:
+        """Send no fetch for ``retry_backoff_ms``, so a failing broker is not hammered."""
+        self._backoff_until = asyncio.get_running_loop().time() + self._retry_backoff_s
