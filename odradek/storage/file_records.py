@@ -224,7 +224,9 @@ class FileRecords:
             self._truncate_file(self._size)
 
     def flush(self) -> None:
-        os.fdatasync(self._fd)
+        """fsync the data; a closed file (shut down or deleted meanwhile) has nothing to flush."""
+        if self._fd >= 0:
+            os.fdatasync(self._fd)
 
     def close(self) -> None:
         if self._fd >= 0:

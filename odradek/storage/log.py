@@ -69,6 +69,7 @@ class Log:
         self._high_watermark = LogOffsetMetadata(self._log_start_offset)
         self._last_flush_ms = clock.milliseconds()
         self.io_error_handler: IoErrorHandler | None = None
+        self._closed = False
         self.update_high_watermark(
             offsets.next_offset_metadata.message_offset
             if high_watermark is None
@@ -445,7 +446,7 @@ class Log:
         with self._lock:
             end = self.log_end_offset
             offset = end if offset is None else min(offset, end)
-            if offset <= self._recovery_point:
+            if self._closed or offset <= self._recovery_point:
                 return
             to_flush = self._segments.values_between(self._recovery_point, offset)
         try:
@@ -558,9 +559,7 @@ class Log:
             delay_ms=self._config.file_delete_delay_ms,
         )
 
-    def replace_segments(
-        self, new_segment: LogSegment, old_segments: Sequence[LogSegment]
-    ) -> None:
+    def replace_segments(self, new_segment: LogSegment, old_segments: Sequence[LogSegment]) -> None:
         """Put the cleaner's ``new_segment`` (its files end in ``.swap``) in place of
         ``old_segments``, the segments it was made from (Kafka's ``LocalLog.replaceSegments``).
 
@@ -603,7 +602,10 @@ class Log:
             active.truncate_to(target_offset)
             active.resize_indexes(self._config.segment_index_bytes)
             self._update_log_end_offset(active.read_next_offset())
-            self._log_start_offset = min(self._log_start_offset, self.log_end_offset)
+            if self.log_end_offset < self._log_start_offset:
+                # The cut went through a batch straddling the log start offset: nothing visible
+                # is left, and the log start offset is never lowered, so restart the log there.
+                self.truncate_fully_and_start_at(self._log_start_offset)
             logger.info(
                 "[%s] truncated to offset %d, log end offset now %d",
                 self.topic_partition,
@@ -636,11 +638,13 @@ class Log:
     def close(self) -> None:
         """Close every segment (trimming the indexes). Flush first for durability."""
         with self._lock:
+            self._closed = True
             self._segments.close()
 
     def close_handlers(self) -> None:
         """Close file descriptors without trimming (the log is about to be deleted)."""
         with self._lock:
+            self._closed = True
             for segment in self._segments.values():
                 segment.close_handlers()
 

@@ -72,6 +72,8 @@ class LogSegment:
         self._max_timestamp_and_offset: TimestampAndOffset | None = None
         self._indexes_checked = False
         self._index_check_lock = threading.Lock()
+        self._closed = False
+        self._close_lock = threading.Lock()  # a background flush never meets a half-closed file
 
     @classmethod
     def open(
@@ -383,10 +385,14 @@ class LogSegment:
     # --- files -------------------------------------------------------------------------------
 
     def flush(self) -> None:
-        self.log.flush()
-        for index in (self._offset_index, self._time_index):
-            if index.is_loaded:
-                index.get().flush()
+        """fsync the log and loaded indexes; a segment closed or deleted meanwhile is skipped."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self.log.flush()
+            for index in (self._offset_index, self._time_index):
+                if index.is_loaded:
+                    index.get().flush()
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename the three files, e.g. ``.log`` to ``.log.deleted``, ``.log.swap`` to ``.log``."""
@@ -399,24 +405,29 @@ class LogSegment:
 
     def close(self) -> None:
         """Add the final time index entry, trim and close every file."""
-        if (
-            self._max_timestamp_and_offset is not None
-            and self._max_timestamp_and_offset.timestamp >= 0
-        ):
+        with self._close_lock:
+            if self._closed:
+                return
             latest = self._max_timestamp_and_offset
-            self.time_index.maybe_append(latest.timestamp, latest.offset, skip_full_check=True)
-        self._offset_index.close()
-        self._time_index.close()
-        self.log.close()
+            if latest is not None and latest.timestamp >= 0:
+                self.time_index.maybe_append(latest.timestamp, latest.offset, skip_full_check=True)
+            self._closed = True
+            self._offset_index.close()
+            self._time_index.close()
+            self.log.close()
 
     def close_handlers(self) -> None:
         """Close the file descriptors without trimming anything (before a deletion)."""
-        self._offset_index.close_handler()
-        self._time_index.close_handler()
-        self.log.close_handler()
+        with self._close_lock:
+            self._closed = True
+            self._offset_index.close_handler()
+            self._time_index.close_handler()
+            self.log.close_handler()
 
     def delete_if_exists(self) -> None:
         """Close and unlink the three files; missing files are fine."""
+        with self._close_lock:
+            self._closed = True
         self.log.delete_if_exists()
         self._offset_index.delete_if_exists()
         self._time_index.delete_if_exists()
