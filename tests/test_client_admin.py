@@ -14,6 +14,7 @@ from odradek.errors import (
 )
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.configs import ConfigEntry, ConfigSource
+from odradek.protocol.delete_records import HIGH_WATERMARK_OFFSET
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from odradek.storage.topic_partition import TopicPartition
@@ -100,7 +101,7 @@ async def test_delete_records_and_list_offsets() -> None:
             assert (await admin.list_offsets({tp: 1006}))[tp] == OffsetAndTimestamp(6, 1006)
             request = broker.requests_of(ApiKey.LIST_OFFSETS)[-1]
             assert request.isolation is IsolationLevel.HIGH_WATERMARK
-            assert await admin.delete_records({tp: -1}) == {tp: 10}
+            assert await admin.delete_records({tp: HIGH_WATERMARK_OFFSET}) == {tp: 10}
             with pytest.raises(UnknownTopicOrPartitionError):
                 await admin.list_offsets({TopicPartition("a", 5): EARLIEST_TIMESTAMP})
 

@@ -39,6 +39,7 @@ from odradek.protocol.configs import (
     TopicConfigs,
 )
 from odradek.protocol.delete_records import (
+    HIGH_WATERMARK_OFFSET,
     DeleteRecordsPartitionResponse,
     DeleteRecordsResponse,
 )
@@ -364,7 +365,7 @@ class FakeBroker:
         answers = []
         for wanted in request.partitions:
             log = self.partition(wanted.topic, wanted.partition)
-            target = log.log_end_offset if wanted.offset == -1 else wanted.offset
+            target = log.log_end_offset if wanted.offset == HIGH_WATERMARK_OFFSET else wanted.offset
             log.log_start_offset = max(log.log_start_offset, target)
             answers.append(
                 DeleteRecordsPartitionResponse(

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
 from odradek.client.partitioner import (
     StickyPartitioner,
@@ -13,6 +14,10 @@ from odradek.client.partitioner import (
     partition_for_key,
     to_positive,
 )
+
+with warnings.catch_warnings():  # kafka-python's import trips a DeprecationWarning
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
 # org.apache.kafka.common.utils.UtilsTest.testMurmur2
 KAFKA_VECTORS = {

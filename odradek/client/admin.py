@@ -125,7 +125,11 @@ class AsyncAdmin:
     async def delete_records(
         self, offsets: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, int]:
-        """Delete records below each offset (-1: the high watermark); the new log start offsets."""
+        """Delete records below each offset; the new log start offsets.
+
+        Offset -1 (``protocol.delete_records.HIGH_WATERMARK_OFFSET``) deletes everything below
+        the high watermark.
+        """
         request = DeleteRecordsRequest(
             tuple(DeleteRecordsPartition(tp.topic, tp.partition, o) for tp, o in offsets.items())
         )

@@ -50,7 +50,7 @@ class Connection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._pending: dict[int, tuple[asyncio.Future[Frame], ApiKey]] = {}
         self._next_correlation_id = 0
-        self._versions: dict[int, int] = {}
+        self._versions: dict[int, tuple[int, int]] = {}
         self._can_write = asyncio.Event()
         self._can_write.set()
         self._failure: NetworkError | None = None
@@ -78,7 +78,7 @@ class Connection(asyncio.Protocol):
         except KafkaError as error:
             self.abort(NetworkError(f"handshake with {self.host}:{self.port} failed: {error}"))
             raise
-        self._versions = {v.api_key: v.max_version for v in response.api_versions}
+        self._versions = {v.api_key: (v.min_version, v.max_version) for v in response.api_versions}
         self.api_versions = response
         return response
 
@@ -92,7 +92,7 @@ class Connection(asyncio.Protocol):
         api_key = ApiKey(request.api_key)
         future: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
         correlation_id = await self._write(request, api_key)
-        self._pending[correlation_id] = (future, api_key)
+        self._pending[correlation_id] = (future, api_key)  # before any await: nothing is missed
         timeout_s = self._request_timeout_s if timeout_ms is None else timeout_ms / 1000
         try:
             async with asyncio.timeout(timeout_s):
@@ -137,13 +137,14 @@ class Connection(asyncio.Protocol):
         ours = SUPPORTED_VERSIONS[api_key]
         if not self._versions:
             return ours[1]
-        theirs = self._versions.get(api_key)
-        if theirs is None or theirs < ours[0]:
+        theirs = self._versions.get(api_key, (0, -1))
+        version = min(ours[1], theirs[1])
+        if version < max(ours[0], theirs[0]):
             raise UnsupportedVersionError(
                 f"the broker at {self.host}:{self.port} does not support {api_key.display_name} "
                 f"v{ours[0]}..v{ours[1]}"
             )
-        return min(ours[1], theirs)
+        return version
 
     def _correlation_id(self) -> int:
         correlation_id = self._next_correlation_id

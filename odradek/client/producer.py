@@ -22,10 +22,10 @@ from odradek.client.event_loop_thread import shared_event_loop_thread
 from odradek.client.network_client import NetworkClient
 from odradek.client.partitioner import StickyPartitioner
 from odradek.client.producer_batch import estimated_record_size
+from odradek.client.producer_metadata import ProducerMetadata
 from odradek.client.record_accumulator import RecordAccumulator
 from odradek.client.record_metadata import FutureRecordMetadata, RecordMetadata
 from odradek.client.sender import Sender
-from odradek.client.topic_metadata import TopicMetadata
 from odradek.errors import (
     MessageTooLargeError,
     RequestTimedOutError,
@@ -66,7 +66,7 @@ class AsyncProducer:
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         self._client = NetworkClient(self.config)
-        self._metadata = TopicMetadata(self._client, self.config.retry_backoff_ms)
+        self._metadata = ProducerMetadata(self._client, self.config.retry_backoff_ms)
         self._partitioner = StickyPartitioner()
         self._accumulator = RecordAccumulator(
             batch_size=self.config.batch_size,

@@ -71,10 +71,6 @@ class ProducerBatch:
             return len(self._records)
         return BATCH_HEADER_SIZE + self.reserved_bytes
 
-    @property
-    def is_closed(self) -> bool:
-        return self._records is not None
-
     def try_append(
         self,
         timestamp: int,

@@ -13,8 +13,8 @@ from odradek.storage.topic_partition import TopicPartition
 logger = logging.getLogger(__name__)
 
 
-class TopicMetadata:
-    """A cache of topic -> its partitions; reads are safe from any thread."""
+class ProducerMetadata:
+    """The producer's cache of topic -> partitions; reads are safe from any thread."""
 
     def __init__(self, client: NetworkClient, retry_backoff_ms: int) -> None:
         self._client = client
@@ -24,10 +24,6 @@ class TopicMetadata:
     def partitions(self, topic: str) -> tuple[TopicPartition, ...] | None:
         """The topic's partitions if known, without waiting."""
         return self._partitions.get(topic)
-
-    def invalidate(self, topic: str) -> None:
-        """Forget a topic, e.g. after the broker said it does not know it."""
-        self._partitions.pop(topic, None)
 
     async def fetch_partitions(self, topic: str) -> tuple[TopicPartition, ...]:
         """The topic's partitions, asking the broker (which may create the topic) until it knows.

@@ -44,11 +44,6 @@ class RecordAccumulator:
         self._flushes_in_progress = 0
         self._closing = False
 
-    @property
-    def buffered_bytes(self) -> int:
-        """Estimated bytes of the records appended and not yet acknowledged."""
-        return self._buffered_bytes
-
     def has_room(self) -> bool:
         return self._buffered_bytes < self._buffer_memory
 

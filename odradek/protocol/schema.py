@@ -70,7 +70,6 @@ Int16 = Annotated[int, IntRange(INT16_MIN, INT16_MAX, "an int16")]
 Int32 = Annotated[int, IntRange(INT32_MIN, INT32_MAX, "an int32")]
 Int64 = Annotated[int, IntRange(INT64_MIN, INT64_MAX, "an int64")]
 NonNegativeInt32 = Annotated[int, IntRange(0, INT32_MAX, "an int32 >= 0")]
-NonNegativeInt64 = Annotated[int, IntRange(0, INT64_MAX, "an int64 >= 0")]
 ErrorCode = Int16
 Records = Annotated[Payload, _RecordsMarker()]
 
@@ -270,8 +269,14 @@ class _StructCodec:
 
 
 _Codec = (
-    _IntCodec | _ExactTypeCodec | _EnumCodec | _OptionalCodec | _ArrayCodec | _MapCodec
-    | _RecordsCodec | _StructCodec
+    _IntCodec
+    | _ExactTypeCodec
+    | _EnumCodec
+    | _OptionalCodec
+    | _ArrayCodec
+    | _MapCodec
+    | _RecordsCodec
+    | _StructCodec
 )
 
 
