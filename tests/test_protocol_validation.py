@@ -175,8 +175,21 @@ wire_values = st.recursive(
     max_leaves=12,
 )
 field_names = st.sampled_from(
-    ["partitions", "topics", "topic", "partition", "size", "name", "configs", "acks",
-     "isolation", "timestamp", "fetch_offset", "offset", "validate_only"]
+    [
+        "partitions",
+        "topics",
+        "topic",
+        "partition",
+        "size",
+        "name",
+        "configs",
+        "acks",
+        "isolation",
+        "timestamp",
+        "fetch_offset",
+        "offset",
+        "validate_only",
+    ]
 )
 
 
