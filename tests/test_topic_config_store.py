@@ -67,8 +67,12 @@ def test_newest_copy_wins_and_is_written_back(dirs):
 
 @pytest.mark.parametrize(
     "text",
-    ["{not json", '{"version": 2, "topics": {}}', '{"version": 1, "topics": {"../x": {}}}',
-     '{"version": 1, "topics": {"t": {"retention.ms": 5}}}'],
+    [
+        "{not json",
+        '{"version": 2, "topics": {}}',
+        '{"version": 1, "topics": {"../x": {}}}',
+        '{"version": 1, "topics": {"t": {"retention.ms": 5}}}',
+    ],
 )
 def test_unusable_copy_is_ignored_and_repaired(dirs, text):
     reopened(dirs).set("orders", {"retention.ms": "7"})

@@ -1,0 +1,700 @@
+"""LogManager: every partition's Log on this broker (Kafka's ``LogManager``; SPEC 2, 8, 12).
+
+It owns the log directories (``log.dirs``: each locked, identified by ``meta.properties`` and
+taken offline on an I/O error while the others keep serving), the Logs (a new partition goes to
+the online directory with the fewest partitions), the topic lifecycle (create, auto-create,
+alter config, delete) and the background tasks that keep the logs in shape: retention, flush,
+the offset checkpoints and the removal of deleted partitions.
+
+Start-up loads every directory in parallel with ``num.recovery.threads.per.data.dir`` threads
+each and skips recovery where the clean-shutdown marker says the last stop was graceful.
+Methods that touch the disk block; the server calls them off its event loop. Background tasks
+run on the manager's own scheduler threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from operator import attrgetter
+from pathlib import Path
+from typing import TypeVar
+
+from odradek.config.broker_config import BrokerConfig
+from odradek.config.config_entry import ConfigEntry
+from odradek.config.log_config import LogConfig
+from odradek.errors import (
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidTopicError,
+    KafkaStorageError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+from odradek.storage.atomic_file import fsync_directory, write_atomically
+from odradek.storage.clock import SYSTEM_CLOCK, Clock
+from odradek.storage.log import Log
+from odradek.storage.log_dir_failure_channel import LogDirFailureChannel
+from odradek.storage.log_dir_lock import LogDirLock
+from odradek.storage.log_load_summary import LogLoadSummary
+from odradek.storage.meta_properties import MetaProperties
+from odradek.storage.offset_checkpoint_file import OffsetCheckpointFile
+from odradek.storage.partition_description import PartitionDescription
+from odradek.storage.scheduler import ScheduledTask, Scheduler
+from odradek.storage.topic_config_store import TopicConfigStore
+from odradek.storage.topic_partition import (
+    DELETE_DIR_SUFFIX,
+    TopicPartition,
+    validate_topic_name,
+)
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+CLEAN_SHUTDOWN_FILE_NAME = ".kafka_cleanshutdown"
+RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
+HIGH_WATERMARK_CHECKPOINT_FILE = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+# The offsets each log checkpoint file records, taken from the live Logs.
+LOG_CHECKPOINTS: dict[str, Callable[[Log], int]] = {
+    RECOVERY_POINT_CHECKPOINT_FILE: attrgetter("recovery_point"),
+    LOG_START_OFFSET_CHECKPOINT_FILE: attrgetter("log_start_offset"),
+    HIGH_WATERMARK_CHECKPOINT_FILE: attrgetter("high_watermark"),
+}
+INITIAL_TASK_DELAY_MS = 30_000  # Kafka's LogManager.InitialTaskDelayMs
+HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS = 5_000  # replica.high.watermark.checkpoint.interval.ms
+BACKGROUND_THREADS = 4
+MAX_FILE_NAME_LENGTH = 255
+
+
+class LogManager:
+    """The logs of this broker, their directories, topics and background tasks."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        initial_task_delay_ms: int = INITIAL_TASK_DELAY_MS,
+    ) -> None:
+        self._config = config
+        self._default_log_config = config.log_config()
+        self._clock = clock
+        self._initial_task_delay_ms = initial_task_delay_ms
+        self.log_dirs = _distinct_log_dirs(config.log_dir_paths)
+        self.failure_channel = LogDirFailureChannel()
+        self.failure_channel.add_listener(self._on_log_dir_offline)
+        self.scheduler = Scheduler(BACKGROUND_THREADS, thread_name_prefix="log-manager")
+        self._topic_configs = TopicConfigStore(self.log_dirs, self.failure_channel)
+        self._checkpoint_files = {
+            (log_dir, name): OffsetCheckpointFile(log_dir / name)
+            for log_dir in self.log_dirs
+            for name in (*LOG_CHECKPOINTS, CLEANER_OFFSET_CHECKPOINT_FILE)
+        }
+        self._logs: dict[TopicPartition, Log] = {}
+        self._offline_partitions: dict[TopicPartition, Path] = {}
+        self._log_dir_locks: list[LogDirLock] = []
+        self._tasks: list[ScheduledTask] = []
+        self._lock = threading.Lock()  # guards the partition maps; held briefly, never for I/O
+        self._topic_lock = threading.Lock()  # serialises topic creation, deletion, config changes
+        self._checkpoint_lock = threading.Lock()  # a checkpoint snapshot and its write are one step
+        self.meta_properties: MetaProperties | None = None
+        self.load_summary: LogLoadSummary | None = None
+
+    # --- start-up ----------------------------------------------------------------------------
+
+    def startup(self) -> None:
+        """Lock and identify the log directories, load every log, start the background tasks.
+
+        Raises LogDirLockedError, InconsistentClusterIdError, or KafkaStorageError when no log
+        directory is usable; nothing stays locked then.
+        """
+        self.scheduler.startup()
+        try:
+            self._prepare_log_dirs()
+            self._topic_configs.load()
+            self._load_logs()
+        except BaseException:
+            for log in self._logs.values():
+                _close_quietly(log, log.close_handlers)
+            self._logs.clear()
+            self._release_locks()
+            self.scheduler.shutdown()
+            raise
+        self._schedule_background_tasks()
+
+    def _prepare_log_dirs(self) -> None:
+        self._for_each_online_dir("create", lambda d: d.mkdir(parents=True, exist_ok=True))
+        for log_dir in self._online_dirs():
+            try:
+                self._log_dir_locks.append(LogDirLock.acquire(log_dir))
+            except OSError as error:
+                self._take_offline(log_dir, f"cannot lock it: {error}", error)
+        stored = self._for_each_online_dir("read meta.properties of", MetaProperties.read)
+        meta = MetaProperties.reconcile(stored, self._config.broker_id, self._config.cluster_id)
+        fresh = [log_dir for log_dir, found in stored.items() if found is None]
+        self._for_each_online_dir("write meta.properties to", meta.write, fresh)
+        if not self._online_dirs():
+            raise KafkaStorageError(
+                f"none of the log directories {[str(d) for d in self.log_dirs]} is usable"
+            )
+        self.meta_properties = meta
+
+    def _load_logs(self) -> None:
+        started = time.monotonic()
+        threads = self._config.num_recovery_threads_per_data_dir
+        pools = {
+            log_dir: ThreadPoolExecutor(threads, thread_name_prefix=f"log-recovery-{log_dir}")
+            for log_dir in self._online_dirs()
+        }
+        try:
+            jobs = {log_dir: self._submit_log_dir(log_dir, pool) for log_dir, pool in pools.items()}
+            loaded = [
+                log for d, dir_jobs in jobs.items() for log in self._finish_log_dir(d, dir_jobs)
+            ]
+        finally:
+            for pool in pools.values():
+                pool.shutdown()
+        self.load_summary = LogLoadSummary.of(loaded, time.monotonic() - started)
+        logger.info("%s", self.load_summary)
+
+    def _submit_log_dir(
+        self, log_dir: Path, pool: ThreadPoolExecutor
+    ) -> dict[TopicPartition, Future[Log]]:
+        """Start loading every partition directory of ``log_dir`` with its checkpoints."""
+        clean = (log_dir / CLEAN_SHUTDOWN_FILE_NAME).exists()
+        recovery_points, log_start_offsets, high_watermarks = (
+            self._checkpoint_files[(log_dir, name)].read() for name in LOG_CHECKPOINTS
+        )
+        logger.info("loading logs from %s (%s shutdown)", log_dir, "clean" if clean else "unclean")
+
+        def open_log(directory: Path, tp: TopicPartition) -> Log:
+            return Log.open(
+                directory,
+                self.topic_config(tp.topic),
+                self.scheduler,
+                clock=self._clock,
+                log_start_offset=log_start_offsets.get(tp, 0),
+                recovery_point=recovery_points.get(tp, 0),
+                high_watermark=high_watermarks.get(tp),
+                had_clean_shutdown=clean,
+            )
+
+        jobs = {}
+        try:
+            for directory in sorted(log_dir.iterdir()):
+                tp = self._partition_of(directory)
+                if tp is not None:
+                    jobs[tp] = pool.submit(open_log, directory, tp)
+        except OSError as error:
+            self._take_offline(log_dir, f"cannot list it: {error}", error)
+        return jobs
+
+    def _partition_of(self, directory: Path) -> TopicPartition | None:
+        """The partition stored in ``directory``; None for anything else (a deleted partition's
+        directory is queued for removal)."""
+        if not directory.is_dir():
+            return None
+        if directory.name.endswith(DELETE_DIR_SUFFIX):
+            self._schedule_log_dir_removal(directory, None, delay_ms=0)
+            return None
+        try:
+            return TopicPartition.from_dir_name(directory.name)
+        except InvalidTopicError:
+            logger.info("ignoring %s: not a partition directory", directory)
+            return None
+
+    def _finish_log_dir(
+        self, log_dir: Path, jobs: Mapping[TopicPartition, Future[Log]]
+    ) -> list[Log]:
+        """Collect the loaded logs of ``log_dir``; on an I/O error its partitions go offline."""
+        logs = []
+        for tp, job in jobs.items():
+            try:
+                logs.append(job.result())
+            except OSError as error:
+                self._take_offline(log_dir, f"loading partition {tp} failed: {error}", error)
+        if self.failure_channel.is_offline(log_dir):
+            for log in logs:
+                _close_quietly(log, log.close_handlers)
+            with self._lock:
+                self._offline_partitions.update(dict.fromkeys(jobs, log_dir))
+            return []
+        for log in logs:
+            self._register(log)
+        self._for_each_online_dir(
+            "remove the clean-shutdown marker of",
+            lambda d: (d / CLEAN_SHUTDOWN_FILE_NAME).unlink(missing_ok=True),
+            [log_dir],
+        )
+        return logs
+
+    def _register(self, log: Log) -> None:
+        tp = log.topic_partition
+        with self._lock:
+            existing = self._logs.get(tp)
+            if existing is not None:
+                raise KafkaStorageError(
+                    f"partition {tp} is stored twice, in {existing.dir} and {log.dir}; "
+                    f"remove one copy before starting the broker"
+                )
+            log.io_error_handler = self._on_log_io_error
+            self._logs[tp] = log
+
+    # --- background tasks --------------------------------------------------------------------
+
+    def _schedule_background_tasks(self) -> None:
+        config = self._config
+        periodic = [
+            ("kafka-log-retention", self.cleanup_logs, config.log_retention_check_interval_ms),
+            ("kafka-log-flusher", self.flush_dirty_logs, config.log_flush_scheduler_interval_ms),
+            (
+                "kafka-recovery-point-checkpoint",
+                self.checkpoint_log_recovery_offsets,
+                config.log_flush_offset_checkpoint_interval_ms,
+            ),
+            (
+                "kafka-log-start-offset-checkpoint",
+                self.checkpoint_log_start_offsets,
+                config.log_flush_start_offset_checkpoint_interval_ms,
+            ),
+            (
+                "highwatermark-checkpoint",
+                self.checkpoint_high_watermarks,
+                HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS,
+            ),
+        ]
+        self._tasks = [
+            self.scheduler.schedule(name, task, self._initial_task_delay_ms, period_ms)
+            for name, task, period_ms in periodic
+        ]
+
+    def cleanup_logs(self) -> int:
+        """Apply retention to every online log (the retention task); return segments deleted."""
+        return sum(self._for_each_log("retention check", lambda log: log.delete_old_segments()))
+
+    def flush_dirty_logs(self) -> None:
+        """Flush every log whose last flush is at least its ``flush.ms`` ago (the flush task)."""
+        now_ms = self._clock.milliseconds()
+
+        def flush_if_due(log: Log) -> None:
+            if now_ms - log.last_flush_time >= log.config.flush_ms:
+                log.flush()
+
+        self._for_each_log("flush", flush_if_due)
+
+    def checkpoint_log_recovery_offsets(self) -> None:
+        """Write ``recovery-point-offset-checkpoint`` in every online directory."""
+        self._write_checkpoints(RECOVERY_POINT_CHECKPOINT_FILE, self._online_dirs())
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """Write ``log-start-offset-checkpoint`` in every online directory."""
+        self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT_FILE, self._online_dirs())
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write ``replication-offset-checkpoint`` (the HWs) in every online directory."""
+        self._write_checkpoints(HIGH_WATERMARK_CHECKPOINT_FILE, self._online_dirs())
+
+    def _write_checkpoints(self, file_name: str, log_dirs: Iterable[Path]) -> None:
+        """Write ``file_name`` in each of ``log_dirs`` from the logs there; the snapshot is
+        taken under the checkpoint lock so a deleted partition cannot reappear in it."""
+        offset_of = LOG_CHECKPOINTS[file_name]
+        with self._checkpoint_lock:
+            for log_dir, logs in self._logs_by_dir(log_dirs).items():
+                offsets = {log.topic_partition: offset_of(log) for log in logs}
+                self._write_checkpoint(log_dir, file_name, offsets)
+
+    def _write_checkpoint(
+        self, log_dir: Path, file_name: str, offsets: Mapping[TopicPartition, int]
+    ) -> None:
+        """Write one checkpoint file; skipped when its directory is offline, and a failure
+        takes the directory offline."""
+        if self.failure_channel.is_offline(log_dir):
+            return
+        try:
+            self._checkpoint_files[(log_dir, file_name)].write(offsets)
+        except OSError as error:
+            self._take_offline(log_dir, f"cannot write {file_name}: {error}", error)
+
+    def _for_each_log(self, action: str, function: Callable[[Log], T]) -> list[T]:
+        """``function`` applied to every online log; a failure is logged with its partition
+        and does not stop the others."""
+        results = []
+        for log in self.all_logs():
+            try:
+                results.append(function(log))
+            except Exception:
+                logger.exception("[%s] %s failed", log.topic_partition, action)
+        return results
+
+    # --- cleaner checkpoint ------------------------------------------------------------------
+
+    def cleaner_offsets(self) -> dict[TopicPartition, int]:
+        """The log cleaner's first dirty offsets (``cleaner-offset-checkpoint``) of every online
+        directory."""
+        offsets: dict[TopicPartition, int] = {}
+        for log_dir in self._online_dirs():
+            offsets.update(self._checkpoint_files[(log_dir, CLEANER_OFFSET_CHECKPOINT_FILE)].read())
+        return offsets
+
+    def update_cleaner_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Record the cleaner's new first dirty offsets, each in its partition's directory;
+        partitions deleted or offline meanwhile are skipped."""
+        by_dir: dict[Path, dict[TopicPartition, int]] = defaultdict(dict)
+        for tp, offset in offsets.items():
+            log = self._logs.get(tp)
+            if log is not None:
+                by_dir[log.dir.parent][tp] = offset
+        for log_dir, updates in by_dir.items():
+            self._rewrite_cleaner_offsets(log_dir, updates, ())
+
+    def _rewrite_cleaner_offsets(
+        self,
+        log_dir: Path,
+        updates: Mapping[TopicPartition, int],
+        removed: Iterable[TopicPartition],
+    ) -> None:
+        checkpoint = self._checkpoint_files[(log_dir, CLEANER_OFFSET_CHECKPOINT_FILE)]
+        with self._checkpoint_lock:
+            offsets = checkpoint.read()
+            for tp in removed:
+                offsets.pop(tp, None)
+            offsets.update(updates)
+            self._write_checkpoint(log_dir, CLEANER_OFFSET_CHECKPOINT_FILE, offsets)
+
+    # --- partitions --------------------------------------------------------------------------
+
+    def get_log(self, tp: TopicPartition) -> Log:
+        """The log of ``tp``. Raises UnknownTopicOrPartitionError when this broker has no such
+        partition and KafkaStorageError when its log directory is offline."""
+        log = self._logs.get(tp)
+        log_dir = log.dir.parent if log is not None else self._offline_partitions.get(tp)
+        if log_dir is None:
+            raise UnknownTopicOrPartitionError(f"this broker has no partition {tp}")
+        if log is None or self.failure_channel.is_offline(log_dir):
+            raise KafkaStorageError(
+                f"partition {tp} is offline: its log directory {log_dir} failed "
+                f"({self.failure_channel.reason(log_dir)})"
+            )
+        return log
+
+    def all_logs(self) -> list[Log]:
+        """Every log in an online directory."""
+        with self._lock:
+            logs = list(self._logs.values())
+        return [log for log in logs if not self.failure_channel.is_offline(log.dir.parent)]
+
+    def describe_partition(self, tp: TopicPartition) -> PartitionDescription:
+        """Offsets, size and directory of ``tp``; raises as :meth:`get_log` does."""
+        return PartitionDescription.of(self.get_log(tp))
+
+    @property
+    def offline_log_dirs(self) -> frozenset[Path]:
+        return self.failure_channel.offline_log_dirs
+
+    def _online_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if not self.failure_channel.is_offline(d)]
+
+    def _logs_by_dir(self, log_dirs: Iterable[Path]) -> dict[Path, list[Log]]:
+        """The logs in each of ``log_dirs`` (every one of them a key, maybe with no logs)."""
+        by_dir: dict[Path, list[Log]] = {log_dir: [] for log_dir in log_dirs}
+        with self._lock:
+            for log in self._logs.values():
+                if log.dir.parent in by_dir:
+                    by_dir[log.dir.parent].append(log)
+        return by_dir
+
+    def _next_log_dir(self) -> Path:
+        """The online directory with the fewest partitions (the first listed on a tie)."""
+        online = self._online_dirs()
+        if not online:
+            raise KafkaStorageError("no online log directory to place a new partition in")
+        with self._lock:
+            counts = Counter(log.dir.parent for log in self._logs.values())
+        return min(online, key=lambda log_dir: counts[log_dir])
+
+    # --- topics ------------------------------------------------------------------------------
+
+    def topics(self) -> list[str]:
+        """Every topic with a partition on this broker, offline ones included."""
+        with self._lock:
+            return sorted({tp.topic for tp in (*self._logs, *self._offline_partitions)})
+
+    def partitions(self, topic: str) -> list[TopicPartition]:
+        """The partitions of ``topic`` on this broker (empty when it has none)."""
+        with self._lock:
+            return sorted(
+                tp for tp in (*self._logs, *self._offline_partitions) if tp.topic == topic
+            )
+
+    def create_topic(
+        self, topic: str, num_partitions: int, overrides: Mapping[str, object] | None = None
+    ) -> list[TopicPartition]:
+        """Create ``topic`` with ``num_partitions`` empty logs and its config ``overrides``.
+
+        Raises InvalidTopicError, InvalidPartitionsError, InvalidConfigError,
+        TopicAlreadyExistsError, or KafkaStorageError when a directory fails meanwhile.
+        """
+        validate_topic_name(topic)
+        if num_partitions < 1:
+            raise InvalidPartitionsError(
+                f"topic {topic} needs at least one partition, not {num_partitions}"
+            )
+        config, stored = self._validated_overrides(overrides or {})
+        with self._topic_lock:
+            if self.partitions(topic):
+                raise TopicAlreadyExistsError(f"topic {topic} already exists")
+            self._topic_configs.set(topic, stored)
+            partitions = [TopicPartition(topic, number) for number in range(num_partitions)]
+            for tp in partitions:
+                self._create_log(tp, config)
+        logger.info("created topic %s: %d partitions, overrides %s", topic, num_partitions, stored)
+        return partitions
+
+    def get_or_create_topic(self, topic: str) -> list[TopicPartition]:
+        """The partitions of ``topic``, creating it with ``num.partitions`` when it does not
+        exist and ``auto.create.topics.enable`` is on (else UnknownTopicOrPartitionError)."""
+        partitions = self.partitions(topic)
+        if partitions:
+            return partitions
+        if not self._config.auto_create_topics_enable:
+            raise UnknownTopicOrPartitionError(
+                f"topic {topic} does not exist and auto.create.topics.enable is false"
+            )
+        try:
+            return self.create_topic(topic, self._config.num_partitions)
+        except TopicAlreadyExistsError:
+            return self.partitions(topic)
+
+    def _create_log(self, tp: TopicPartition, config: LogConfig) -> None:
+        log_dir = self._next_log_dir()
+        try:
+            log = Log.open(log_dir / tp.dir_name, config, self.scheduler, clock=self._clock)
+        except OSError as error:
+            self._take_offline(log_dir, f"cannot create partition {tp}: {error}", error)
+            raise KafkaStorageError(
+                f"cannot create partition {tp} in {log_dir}: {error}"
+            ) from error
+        self._register(log)
+        logger.info("[%s] created log in %s", tp, log_dir)
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete ``topic``: its partition directories are renamed ``<dir>.<id>-delete`` at once
+        and removed after ``file.delete.delay.ms`` (so in-flight reads can finish).
+
+        Raises UnknownTopicOrPartitionError, or KafkaStorageError when a partition is offline.
+        """
+        with self._topic_lock:
+            logs = [self.get_log(tp) for tp in self._require_topic(topic)]
+            with self._lock:
+                for log in logs:
+                    del self._logs[log.topic_partition]
+            for log in logs:
+                self._rename_for_deletion(log)
+            for log_dir in {log.dir.parent for log in logs}:
+                for file_name in LOG_CHECKPOINTS:
+                    self._write_checkpoints(file_name, [log_dir])
+                self._rewrite_cleaner_offsets(log_dir, {}, [log.topic_partition for log in logs])
+            self._topic_configs.remove(topic)
+        logger.info("deleted topic %s (%d partitions)", topic, len(logs))
+
+    def _rename_for_deletion(self, log: Log) -> None:
+        deleted_dir = log.dir.with_name(_delete_dir_name(log.topic_partition))
+        try:
+            os.rename(log.dir, deleted_dir)
+            fsync_directory(log.dir.parent)
+        except OSError as error:
+            self._take_offline(
+                log.dir.parent, f"cannot rename {log.dir} for deletion: {error}", error
+            )
+            return
+        logger.info("[%s] renamed to %s for deletion", log.topic_partition, deleted_dir.name)
+        self._schedule_log_dir_removal(deleted_dir, log, log.config.file_delete_delay_ms)
+
+    def _schedule_log_dir_removal(self, directory: Path, log: Log | None, delay_ms: int) -> None:
+        def remove() -> None:
+            if log is not None:
+                log.close_handlers()
+            try:
+                shutil.rmtree(directory)
+                logger.info("[%s] removed %s", directory.name, directory)
+            except OSError as error:
+                logger.warning("[%s] cannot remove %s: %s", directory.name, directory, error)
+
+        self.scheduler.schedule(f"kafka-delete-logs-{directory.name}", remove, delay_ms=delay_ms)
+
+    # --- topic configs -----------------------------------------------------------------------
+
+    def topic_config(self, topic: str) -> LogConfig:
+        """The settings ``topic``'s logs run with: the broker defaults and its overrides."""
+        return LogConfig.from_props(self._topic_configs.overrides(topic), self._default_log_config)
+
+    def topic_overrides(self, topic: str) -> dict[str, str]:
+        """The config overrides of ``topic`` (empty when it has none)."""
+        return self._topic_configs.overrides(topic)
+
+    def alter_topic_config(self, topic: str, overrides: Mapping[str, object]) -> LogConfig:
+        """Make ``overrides`` the whole override set of ``topic`` (Kafka's AlterConfigs), persist
+        it and apply it to the live logs at once; return the new settings."""
+        config, stored = self._validated_overrides(overrides)
+        with self._topic_lock:
+            partitions = self._require_topic(topic)
+            self._topic_configs.set(topic, stored)
+            for tp in partitions:
+                log = self._logs.get(tp)
+                if log is not None:
+                    log.update_config(config)
+        logger.info("altered the config of topic %s: overrides %s", topic, stored)
+        return config
+
+    def describe_topic(self, topic: str) -> list[PartitionDescription]:
+        """Every partition of ``topic``; raises UnknownTopicOrPartitionError or, when one of
+        them is offline, KafkaStorageError."""
+        return [self.describe_partition(tp) for tp in self._require_topic(topic)]
+
+    def describe_topic_config(self, topic: str) -> list[ConfigEntry]:
+        """Every topic setting of ``topic`` with its value and source (DescribeConfigs)."""
+        self._require_topic(topic)
+        return LogConfig.describe(
+            self._topic_configs.overrides(topic),
+            self._default_log_config,
+            self._config.static_topic_keys(),
+        )
+
+    def _validated_overrides(
+        self, overrides: Mapping[str, object]
+    ) -> tuple[LogConfig, dict[str, str]]:
+        """The settings ``overrides`` give and the overrides as canonical text to store."""
+        config = LogConfig.from_props(overrides, self._default_log_config)
+        rendered = config.to_props()
+        return config, {name: rendered[name] for name in overrides}
+
+    def _require_topic(self, topic: str) -> list[TopicPartition]:
+        partitions = self.partitions(topic)
+        if not partitions:
+            raise UnknownTopicOrPartitionError(f"topic {topic} does not exist")
+        return partitions
+
+    # --- failures ----------------------------------------------------------------------------
+
+    def _on_log_io_error(self, log: Log, error: OSError) -> None:
+        message = f"I/O error in partition {log.topic_partition}: {error}"
+        self._take_offline(log.dir.parent, message, error)
+
+    def _take_offline(self, log_dir: Path, message: str, error: BaseException) -> None:
+        self.failure_channel.maybe_add_offline_log_dir(log_dir, message, error)
+
+    def _on_log_dir_offline(self, log_dir: Path) -> None:
+        """Close the failed directory's logs on a scheduler thread: the reporter may hold a
+        Log's lock, and closing other logs from there could deadlock."""
+        self.scheduler.schedule(f"log-dir-offline-{log_dir}", lambda: self._close_logs_in(log_dir))
+
+    def _close_logs_in(self, log_dir: Path) -> None:
+        with self._lock:
+            logs = [log for log in self._logs.values() if log.dir.parent == log_dir]
+            for log in logs:
+                del self._logs[log.topic_partition]
+                self._offline_partitions[log.topic_partition] = log_dir
+        for log in logs:
+            _close_quietly(log, log.close_handlers)
+        logger.error(
+            "log directory %s is offline: partitions %s are unavailable",
+            log_dir,
+            ", ".join(str(log.topic_partition) for log in logs) or "(none)",
+        )
+
+    def _for_each_online_dir(
+        self,
+        action: str,
+        function: Callable[[Path], T],
+        log_dirs: Iterable[Path] | None = None,
+    ) -> dict[Path, T]:
+        """``function(log_dir)`` for each online directory (of ``log_dirs``, default all); an
+        OSError takes that directory offline."""
+        results = {}
+        for log_dir in self._online_dirs() if log_dirs is None else log_dirs:
+            if self.failure_channel.is_offline(log_dir):
+                continue
+            try:
+                results[log_dir] = function(log_dir)
+            except OSError as error:
+                self._take_offline(log_dir, f"cannot {action} it: {error}", error)
+        return results
+
+    # --- shutdown ----------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Stop the background tasks, flush every log, write the checkpoints, close the logs,
+        write the clean-shutdown markers and release the locks (SPEC 12)."""
+        logger.info("shutting down the log manager")
+        for task in self._tasks:
+            task.cancel()
+        self.scheduler.shutdown(run_pending_one_offs=True)
+        by_dir = self._logs_by_dir(self.log_dirs)
+        with ThreadPoolExecutor(len(self.log_dirs), thread_name_prefix="log-shutdown") as pool:
+            list(pool.map(self._shut_down_log_dir, by_dir, by_dir.values()))
+        self._release_locks()
+        logger.info("log manager shut down")
+
+    def _shut_down_log_dir(self, log_dir: Path, logs: list[Log]) -> None:
+        flushed = [self._flush_for_shutdown(log) for log in logs]
+        if self.failure_channel.is_offline(log_dir):
+            for log in logs:
+                _close_quietly(log, log.close_handlers)
+            return
+        for file_name in LOG_CHECKPOINTS:
+            self._write_checkpoints(file_name, [log_dir])
+        for log in logs:
+            _close_quietly(log, log.close)
+        if all(flushed):
+            self._for_each_online_dir(
+                "write the clean-shutdown marker in",
+                lambda d: write_atomically(d / CLEAN_SHUTDOWN_FILE_NAME, b""),
+                [log_dir],
+            )
+
+    def _flush_for_shutdown(self, log: Log) -> bool:
+        if self.failure_channel.is_offline(log.dir.parent):
+            return False
+        try:
+            log.flush()
+            return True
+        except KafkaStorageError as error:
+            logger.error("[%s] flush at shutdown failed: %s", log.topic_partition, error)
+            return False
+
+    def _release_locks(self) -> None:
+        for lock in self._log_dir_locks:
+            lock.release()
+        self._log_dir_locks.clear()
+
+
+def _distinct_log_dirs(paths: Iterable[Path]) -> tuple[Path, ...]:
+    """Absolute log directories; a directory listed twice is a config error."""
+    log_dirs = [path.resolve() for path in paths]
+    duplicates = sorted({str(d) for d in log_dirs if log_dirs.count(d) > 1})
+    if duplicates:
+        raise InvalidConfigError(f"log.dirs lists {', '.join(duplicates)} more than once")
+    return tuple(log_dirs)
+
+
+def _delete_dir_name(tp: TopicPartition) -> str:
+    """``<topic>-<partition>.<id>-delete``, the topic cut short if the name would be too long."""
+    suffix = f"-{tp.partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    return tp.topic[: MAX_FILE_NAME_LENGTH - len(suffix)] + suffix
+
+
+def _close_quietly(log: Log, close: Callable[[], None]) -> None:
+    try:
+        close()
+    except OSError as error:
+        logger.warning("[%s] closing the log failed: %s", log.topic_partition, error)

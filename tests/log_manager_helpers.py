@@ -1,0 +1,32 @@
+"""Helpers shared by the LogManager tests: broker configs over temporary log dirs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from odradek.config.broker_config import BrokerConfig
+from odradek.storage.clock import Clock, MockClock
+from odradek.storage.log_manager import LogManager
+
+
+def broker_config(root: Path, dirs: int = 2, **settings: object) -> BrokerConfig:
+    """A broker config with ``dirs`` log directories ``d0``, ``d1``... under ``root``."""
+    log_dirs = tuple(str(root / f"d{number}") for number in range(dirs))
+    return BrokerConfig(log_dirs=log_dirs, **settings)
+
+
+@contextmanager
+def running(
+    config: BrokerConfig, clock: Clock | None = None, initial_task_delay_ms: int = 60_000
+) -> Iterator[LogManager]:
+    """A started LogManager, shut down cleanly afterwards."""
+    manager = LogManager(
+        config, clock=clock or MockClock(), initial_task_delay_ms=initial_task_delay_ms
+    )
+    manager.startup()
+    try:
+        yield manager
+    finally:
+        manager.shutdown()
