@@ -307,3 +307,19 @@ def test_sync_consumer() -> None:
             assert c.offsets_for_times({TP: 1003}) == {TP: OffsetAndTimestamp(3, 1003)}
             c.seek_to_beginning()
             assert c.position(TP) == 0
+
+
+@async_test
+async def test_an_error_after_good_records_waits_for_the_next_poll() -> None:
+    async with FakeBroker() as broker:
+        good, bad = broker.create("t", 2)
+        fill(good, 3)
+        fill(bad, 3)
+        bad.batches[0] = bad.batches[0][:-1] + bytes([bad.batches[0][-1] ^ 0xFF])
+        async with consumer_for(broker) as consumer:
+            consumer.assign([TP, TopicPartition("t", 1)])
+            records = await poll_until(consumer, 3)
+            assert [(r.partition, r.offset) for r in records] == [(0, 0), (0, 1), (0, 2)]
+            with pytest.raises(CorruptRecordError):
+                await consumer.poll(0)
+            assert await consumer.position(TP) == 3

@@ -70,33 +70,42 @@ class Fetcher:
 
         Raises the errors found: a failed fetch request, OFFSET_OUT_OF_RANGE when
         ``auto_offset_reset`` is ``none``, a corrupt batch, any non-retriable partition error.
+        An error found after some records were collected is raised by the next call, so
+        records whose positions have moved on are never lost.
         """
         if self._failure is not None:
             failure, self._failure = self._failure, None
             raise failure
         records: list[ConsumerRecord] = []
         while self._completed and len(records) < max_records:
-            fetch = self._completed[0]
-            tp = fetch.topic_partition
-            if not self._is_current(fetch):
-                self._completed.popleft()
-                continue
-            if fetch.response.error:
-                self._completed.popleft()
-                self._handle_error(fetch)
-                continue
-            wanted = max_records - len(records)
             try:
-                taken = fetch.take(wanted)
-            except KafkaError:
-                self._completed.popleft()
-                raise
-            finally:
-                self._subscriptions.seek(tp, fetch.next_offset)
-            if len(taken) < wanted:
-                self._completed.popleft()
-            records += taken
+                records += self._take(self._completed[0], max_records - len(records))
+            except KafkaError as error:
+                if not records:
+                    raise
+                self._failure = error
+                break
         return records
+
+    def _take(self, fetch: CompletedFetch, wanted: int) -> list[ConsumerRecord]:
+        """Up to ``wanted`` records of the first buffered fetch, dropping it once used up."""
+        if not self._is_current(fetch):
+            self._completed.popleft()
+            return []
+        if fetch.response.error:
+            self._completed.popleft()
+            self._handle_error(fetch)
+            return []
+        try:
+            taken = fetch.take(wanted)
+        except KafkaError:
+            self._completed.popleft()
+            raise
+        finally:
+            self._subscriptions.seek(fetch.topic_partition, fetch.next_offset)
+        if len(taken) < wanted:
+            self._completed.popleft()
+        return taken
 
     async def close(self) -> None:
         if self._task is not None:
