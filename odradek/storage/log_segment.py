@@ -12,6 +12,7 @@ from pathlib import Path
 from odradek.config.log_config import LogConfig
 from odradek.errors import CorruptIndexError, LogSegmentOffsetOverflowError
 from odradek.storage import log_file_names as names
+from odradek.storage.batch_header import BatchHeader
 from odradek.storage.clock import Clock
 from odradek.storage.fetch_data_info import FetchDataInfo
 from odradek.storage.file_records import (
@@ -22,7 +23,7 @@ from odradek.storage.file_records import (
 from odradek.storage.lazy_index import LazyIndex
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
 from odradek.storage.offset_index import OffsetIndex
-from odradek.storage.record_batch import MAGIC, RecordBatch
+from odradek.storage.record_batch import LOG_OVERHEAD, MAGIC, RecordBatch
 from odradek.storage.time_index import TimeIndex
 
 logger = logging.getLogger(__name__)
@@ -323,17 +324,20 @@ class LogSegment:
         valid_bytes = 0
         next_offset = self.base_offset
         for position, batch in self.log.batches():
-            problem = self._batch_problem(batch, next_offset)
+            header = batch.header()
+            problem = self._batch_problem(batch, header, next_offset)
             if problem:
                 logger.warning(
                     "%s: invalid batch at position %d: %s", self.log.path, position, problem
                 )
                 break
-            self._observe_batch(batch.max_timestamp, batch.last_offset)
-            self._maybe_add_index_entry(batch.last_offset, position)
-            self._bytes_since_last_index_entry += batch.size_in_bytes
-            valid_bytes = position + batch.size_in_bytes
-            next_offset = batch.next_offset
+            size = header.batch_length + LOG_OVERHEAD
+            last_offset = header.base_offset + header.last_offset_delta
+            self._observe_batch(header.max_timestamp, last_offset)
+            self._maybe_add_index_entry(last_offset, position)
+            self._bytes_since_last_index_entry += size
+            valid_bytes = position + size
+            next_offset = last_offset + 1
         truncated = self.log.size_in_bytes - valid_bytes
         if truncated > 0:
             logger.warning(
@@ -349,18 +353,17 @@ class LogSegment:
         self._rolling_based_timestamp = None
         return truncated
 
-    def _batch_problem(self, batch: RecordBatch, expected_min_offset: int) -> str:
+    def _batch_problem(self, batch: RecordBatch, header: BatchHeader, min_offset: int) -> str:
         """Why ``batch`` cannot be trusted during recovery, or '' when it can."""
-        if batch.magic != MAGIC:
-            return f"magic {batch.magic}, expected {MAGIC}"
-        if batch.base_offset < expected_min_offset:
-            return f"base offset {batch.base_offset} below the expected {expected_min_offset}"
-        if batch.last_offset_delta < 0 or not self.can_convert_to_relative_offset(
-            batch.last_offset
-        ):
-            return f"offsets {batch.base_offset}..{batch.last_offset} do not fit the segment"
+        last_offset = header.base_offset + header.last_offset_delta
+        if header.magic != MAGIC:
+            return f"magic {header.magic}, expected {MAGIC}"
+        if header.base_offset < min_offset:
+            return f"base offset {header.base_offset} below the expected {min_offset}"
+        if header.last_offset_delta < 0 or not self.can_convert_to_relative_offset(last_offset):
+            return f"offsets {header.base_offset}..{last_offset} do not fit the segment"
         if not batch.is_valid():
-            return f"CRC mismatch (stored {batch.crc}, computed {batch.compute_crc()})"
+            return f"CRC mismatch (stored {header.crc}, computed {batch.compute_crc()})"
         return ""
 
     def truncate_to(self, offset: int) -> int:

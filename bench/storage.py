@@ -1,0 +1,191 @@
+"""Storage engine benchmark: prints figures, asserts nothing.
+
+All measured in one run on the same file system, each as a ratio to the raw operation on the
+same bytes, because absolute times on a shared 2-core machine are noisy:
+- append MB/s (1 KB records in 64 KB batches; 100 B records in 16 KB batches) vs raw os.write;
+- sequential read MB/s through Log.read vs raw os.pread of the segment files;
+- recovery scan MB/s (LogSegment.recover over every segment) vs raw sequential read;
+- open time of a log with 1,000 segments (clean shutdown).
+
+Usage: python bench/storage.py [--dir DIR] [--megabytes N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from odradek.config.log_config import LogConfig
+from odradek.storage.clock import SYSTEM_CLOCK
+from odradek.storage.fetch_data_info import FetchIsolation
+from odradek.storage.log import Log
+from odradek.storage.record_batch_builder import build_batch
+from odradek.storage.scheduler import Scheduler
+
+MB = 1024 * 1024
+
+
+def make_batches(record_size: int, batch_size: int, total_bytes: int) -> list[bytes]:
+    """Producer batches of ``record_size`` values (varying content) totalling ``total_bytes``."""
+    per_batch = max(1, batch_size // (record_size + 10))
+    now = SYSTEM_CLOCK.milliseconds()
+    template = [
+        (now, f"key-{i}".encode(), os.urandom(record_size // 2).hex().encode()[:record_size], ())
+        for i in range(per_batch)
+    ]
+    one = build_batch(template)
+    return [one] * max(1, total_bytes // len(one))
+
+
+def raw_write_seconds(directory: Path, batches: list[bytes]) -> float:
+    path = directory / "raw.bin"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    start = time.perf_counter()
+    for data in batches:
+        os.write(fd, data)
+    elapsed = time.perf_counter() - start
+    os.close(fd)
+    path.unlink()
+    return elapsed
+
+
+def log_append_seconds(
+    directory: Path, batches: list[bytes], config: LogConfig
+) -> tuple[float, Log]:
+    scheduler = Scheduler()
+    scheduler.startup()
+    log = Log.open(directory, config, scheduler)
+    start = time.perf_counter()
+    for data in batches:
+        log.append(data)
+    elapsed = time.perf_counter() - start
+    log.update_high_watermark(log.log_end_offset)
+    return elapsed, log
+
+
+def log_read_seconds(log: Log) -> tuple[float, int]:
+    offset, total = log.log_start_offset, 0
+    start = time.perf_counter()
+    while offset < log.high_watermark:
+        info = log.read(offset, MB, FetchIsolation.HIGH_WATERMARK)
+        if info.records is None:
+            break
+        data = info.records.read_bytes()
+        total += len(data)
+        # The next fetch starts after the last whole batch, as a consumer's would.
+        position, last_next = 0, offset
+        while position + 61 <= len(data):
+            size = int.from_bytes(data[position + 8 : position + 12], "big") + 12
+            if position + size > len(data):
+                break
+            last_next = (
+                int.from_bytes(data[position : position + 8], "big")
+                + int.from_bytes(data[position + 23 : position + 27], "big")
+                + 1
+            )
+            position += size
+        offset = last_next
+    return time.perf_counter() - start, total
+
+
+def raw_read_seconds(paths: list[Path]) -> tuple[float, int]:
+    total = 0
+    start = time.perf_counter()
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        position = 0
+        while chunk := os.pread(fd, MB, position):
+            position += len(chunk)
+        total += position
+        os.close(fd)
+    return time.perf_counter() - start, total
+
+
+def recovery_seconds(log: Log) -> float:
+    start = time.perf_counter()
+    for segment in log.segments.values():
+        segment.recover()
+    return time.perf_counter() - start
+
+
+def open_seconds(directory: Path, segments: int) -> float:
+    config = LogConfig(segment_bytes=4096)
+    scheduler = Scheduler()
+    scheduler.startup()
+    log = Log.open(directory, config, scheduler)
+    batch = build_batch([(SYSTEM_CLOCK.milliseconds(), b"k", b"v" * 100, ())])
+    for _ in range(segments):
+        log.append(batch)
+        log.roll()
+    log.flush()
+    end = log.log_end_offset
+    log.close()
+    start = time.perf_counter()
+    log = Log.open(
+        directory,
+        config,
+        scheduler,
+        recovery_point=end,
+        log_start_offset=0,
+        had_clean_shutdown=True,
+    )
+    elapsed = time.perf_counter() - start
+    assert log.number_of_segments >= segments
+    log.close()
+    scheduler.shutdown()
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--dir", type=Path, default=None, help="where to write (default: a temp dir)"
+    )
+    parser.add_argument("--megabytes", type=int, default=256, help="bytes appended per workload")
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="odradek-bench-", dir=args.dir))
+    config = LogConfig(segment_bytes=64 * MB)
+    print(f"storage benchmark in {root} ({args.megabytes} MB per workload)")
+    try:
+        for label, record_size, batch_size in (
+            ("1 KB records, 64 KB batches", 1024, 64 * 1024),
+            ("100 B records, 16 KB batches", 100, 16 * 1024),
+        ):
+            workload = root / label.split(",")[0].replace(" ", "_")
+            workload.mkdir()
+            batches = make_batches(record_size, batch_size, args.megabytes * MB)
+            total = sum(len(b) for b in batches)
+            raw = raw_write_seconds(workload, batches)
+            appended, log = log_append_seconds(workload / "bench-0", batches, config)
+            print(
+                f"append {label}: {total / MB / appended:8.1f} MB/s   raw os.write "
+                f"{total / MB / raw:8.1f} MB/s   ratio {raw / appended:.2f}"
+            )
+            if record_size == 1024:
+                read, read_bytes = log_read_seconds(log)
+                paths = [s.log.path for s in log.segments.values()]
+                raw_read, raw_bytes = raw_read_seconds(paths)
+                print(
+                    f"sequential read: {read_bytes / MB / read:8.1f} MB/s   raw pread "
+                    f"{raw_bytes / MB / raw_read:8.1f} MB/s   ratio {raw_read / read:.2f}"
+                )
+                recovered = recovery_seconds(log)
+                raw_read, raw_bytes = raw_read_seconds(paths)
+                print(
+                    f"recovery scan: {raw_bytes / MB / recovered:8.1f} MB/s   raw read "
+                    f"{raw_bytes / MB / raw_read:8.1f} MB/s   ratio {raw_read / recovered:.2f}"
+                )
+            log.close()
+            shutil.rmtree(workload)
+        seconds = open_seconds(root / "open-0", 1000)
+        print(f"open a log of 1,000 segments (clean shutdown): {seconds:.3f} s")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
