@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import replace
 
 import pytest
 from log_helpers import append, batch, read_all
-from log_manager_helpers import broker_config, running
+from log_manager_helpers import broker_config, running, wait_until
 
 from odradek.config.config_source import ConfigSource
 from odradek.errors import (
@@ -29,14 +28,6 @@ from odradek.storage.log_manager import (
 from odradek.storage.meta_properties import MetaProperties
 from odradek.storage.offset_checkpoint_file import OffsetCheckpointFile
 from odradek.storage.topic_partition import TopicPartition
-
-
-def wait_until(condition, timeout_s=5.0):
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
-
 
 # --- log directories --------------------------------------------------------------------------
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
-import time
 
 import pytest
 from log_helpers import append, batch, read_all
-from log_manager_helpers import broker_config, running
+from log_manager_helpers import broker_config, running, wait_until
 
 from odradek.config.broker_config import BrokerConfig
 from odradek.errors import KafkaStorageError
@@ -18,13 +17,6 @@ from odradek.storage.topic_partition import TopicPartition
 
 ORDERS_0 = TopicPartition("orders", 0)
 ORDERS_1 = TopicPartition("orders", 1)
-
-
-def wait_until(condition, timeout_s=5.0):
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
 
 
 def failing(error_number):

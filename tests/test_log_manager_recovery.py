@@ -152,9 +152,13 @@ def test_deleted_partition_dirs_found_at_startup_are_removed(tmp_path):
     leftover = tmp_path / "d0" / "orders-0.0123456789abcdef0123456789abcdef-delete"
     leftover.mkdir(parents=True)
     (leftover / "00000000000000000000.log").write_bytes(b"x" * 100)
+    look_alikes = [tmp_path / "d0" / name for name in ("backup-delete", "orders-0-delete")]
+    for directory in look_alikes:
+        directory.mkdir()
     with running(config) as manager:
         assert manager.topics() == []
     assert not leftover.exists()
+    assert all(directory.is_dir() for directory in look_alikes)
 
 
 def test_a_partition_in_two_dirs_stops_the_start_and_unlocks(tmp_path):

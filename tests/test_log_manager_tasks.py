@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import logging
-import time
 
 from log_helpers import append, batch
-from log_manager_helpers import broker_config, running
+from log_manager_helpers import broker_config, running, wait_until
 
 from odradek.storage.clock import MockClock
 from odradek.storage.log import Log
@@ -25,13 +24,6 @@ ORDERS_1 = TopicPartition("orders", 1)
 
 def checkpoint(tmp_path, log_dir, name):
     return OffsetCheckpointFile(tmp_path / log_dir / name).read()
-
-
-def wait_until(condition, timeout_s=5.0):
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
 
 
 def fill_segments(log: Log, segments: int) -> None:

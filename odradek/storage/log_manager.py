@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import threading
 import time
@@ -74,6 +75,8 @@ INITIAL_TASK_DELAY_MS = 30_000  # Kafka's LogManager.InitialTaskDelayMs
 HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS = 5_000  # replica.high.watermark.checkpoint.interval.ms
 BACKGROUND_THREADS = 4
 MAX_FILE_NAME_LENGTH = 255
+# ``<topic>-<partition>.<32 hex digits>-delete``: what delete_topic renames a partition to.
+_DELETED_PARTITION_DIR = re.compile(r".+-[0-9]+\.[0-9a-f]{32}" + re.escape(DELETE_DIR_SUFFIX))
 
 
 class LogManager:
@@ -205,7 +208,10 @@ class LogManager:
         if not directory.is_dir():
             return None
         if directory.name.endswith(DELETE_DIR_SUFFIX):
-            self._schedule_log_dir_removal(directory, None, delay_ms=0)
+            if _DELETED_PARTITION_DIR.fullmatch(directory.name):
+                self._schedule_log_dir_removal(directory, None, delay_ms=0)
+            else:
+                logger.info("ignoring %s: not a deleted partition directory", directory)
             return None
         try:
             return TopicPartition.from_dir_name(directory.name)
@@ -521,14 +527,16 @@ class LogManager:
         self._schedule_log_dir_removal(deleted_dir, log, log.config.file_delete_delay_ms)
 
     def _schedule_log_dir_removal(self, directory: Path, log: Log | None, delay_ms: int) -> None:
+        tp = TopicPartition.from_dir_name(directory.name)
+
         def remove() -> None:
             if log is not None:
                 log.close_handlers()
             try:
                 shutil.rmtree(directory)
-                logger.info("[%s] removed %s", directory.name, directory)
+                logger.info("[%s] removed the deleted partition's directory %s", tp, directory)
             except OSError as error:
-                logger.warning("[%s] cannot remove %s: %s", directory.name, directory, error)
+                logger.warning("[%s] cannot remove %s: %s", tp, directory, error)
 
         self.scheduler.schedule(f"kafka-delete-logs-{directory.name}", remove, delay_ms=delay_ms)
 
