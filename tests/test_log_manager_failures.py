@@ -180,3 +180,15 @@ def test_real_full_disk_fails_appends_until_space_is_back(tiny_tmpfs):
         filler.unlink()
         assert append(log, batch(1, value_size=8000)).first_offset == appended
         assert offsets(manager.get_log(ORDERS_0)) == list(range(appended + 1))
+
+
+def test_failed_rename_on_delete_leaves_the_partition_offline(tmp_path, monkeypatch):
+    with running(broker_config(tmp_path)) as manager:
+        manager.create_topic("orders", 2)
+        monkeypatch.setattr(os, "rename", failing(errno.EIO))
+        manager.delete_topic("orders")
+        monkeypatch.undo()
+        assert manager.offline_log_dirs == {tmp_path / "d0", tmp_path / "d1"}
+        assert manager.topics() == ["orders"]
+        with pytest.raises(KafkaStorageError, match="cannot rename"):
+            manager.get_log(ORDERS_0)

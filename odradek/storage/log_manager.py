@@ -522,6 +522,9 @@ class LogManager:
             self._take_offline(
                 log.dir.parent, f"cannot rename {log.dir} for deletion: {error}", error
             )
+            with self._lock:
+                self._offline_partitions[log.topic_partition] = log.dir.parent
+            _close_quietly(log, log.close_handlers)
             return
         logger.info("[%s] renamed to %s for deletion", log.topic_partition, deleted_dir.name)
         self._schedule_log_dir_removal(deleted_dir, log, log.config.file_delete_delay_ms)
