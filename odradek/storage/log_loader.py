@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,17 +75,14 @@ class LogLoader:
         cleaner runs, delete index swaps (rebuilt later) and swaps of unfinished runs."""
         min_cleaned_offset: int | None = None
         swap_candidates: list[Path] = []
-        for path in sorted(self.dir.iterdir()):
-            name = path.name
-            if not path.is_file():
-                continue
+        for name in self._file_names():
+            path = self.dir / name
             if name.endswith(names.DELETED_FILE_SUFFIX):
                 self._delete(path, "left over from a deletion")
             elif name.endswith(names.CLEANED_FILE_SUFFIX):
                 offset = names.offset_from_file_name(name)
-                min_cleaned_offset = (
-                    offset if min_cleaned_offset is None else min(min_cleaned_offset, offset)
-                )
+                if min_cleaned_offset is None or offset < min_cleaned_offset:
+                    min_cleaned_offset = offset
                 self._delete(path, "left over from an unfinished cleaning")
             elif name.endswith(names.SWAP_FILE_SUFFIX):
                 base = names.strip_suffix(path, names.SWAP_FILE_SUFFIX)
@@ -149,17 +145,22 @@ class LogLoader:
 
     def load_segment_files(self) -> None:
         """Open every ``.log``; delete index files with no log; rebuild bad indexes."""
-        log_offsets = {names.offset_from_file_name(p.name) for p in self._log_files()}
-        for path in sorted(self.dir.iterdir()):
-            name = path.name
+        file_sizes = self._file_sizes()
+        log_offsets = sorted(
+            names.offset_from_file_name(name)
+            for name in file_sizes
+            if name.endswith(names.LOG_FILE_SUFFIX)
+        )
+        known = set(log_offsets)
+        for name in file_sizes:
             if name.endswith((names.INDEX_FILE_SUFFIX, names.TIME_INDEX_FILE_SUFFIX)):
-                if names.offset_from_file_name(name) not in log_offsets:
-                    self._delete(path, "orphan index with no log file")
-        for base_offset in sorted(log_offsets):
+                if names.offset_from_file_name(name) not in known:
+                    self._delete(self.dir / name, "orphan index with no log file")
+        for base_offset in log_offsets:
             segment = LogSegment.open(
                 self.dir, base_offset, self.config, self.clock, file_already_exists=True
             )
-            problem = self._index_problem(base_offset)
+            problem = self._index_problem(base_offset, file_sizes)
             if problem:
                 logger.warning(
                     "[%s] segment %d: %s; rebuilding its indexes", self._name, base_offset, problem
@@ -167,24 +168,37 @@ class LogLoader:
                 segment.recover()
             self.segments.add(segment)
 
-    def _index_problem(self, base_offset: int) -> str:
-        """A cheap check of a segment's index files that opens no mmap (start-up stays fast
-        with thousands of segments); the full sanity check runs when an index is first used."""
-        for path, entry_size in (
-            (names.offset_index_file(self.dir, base_offset), OffsetIndex.entry_size),
-            (names.time_index_file(self.dir, base_offset), TimeIndex.entry_size),
+    def _index_problem(self, base_offset: int, file_sizes: dict[str, int]) -> str:
+        """A cheap check of a segment's index files from the directory listing alone, so
+        start-up with thousands of segments opens no index; the full sanity check (order,
+        last offset) runs when an index is first used."""
+        prefix = names.filename_prefix_from_offset(base_offset)
+        for suffix, entry_size in (
+            (names.INDEX_FILE_SUFFIX, OffsetIndex.entry_size),
+            (names.TIME_INDEX_FILE_SUFFIX, TimeIndex.entry_size),
         ):
-            if not path.exists():
-                return f"{path.name} is missing"
-            size = path.stat().st_size
+            name = prefix + suffix
+            size = file_sizes.get(name)
+            if size is None:
+                return f"{name} is missing"
             if size % entry_size:
-                return f"{path.name} has size {size}, not a multiple of {entry_size}"
-            if size and _last_relative_offset(path, size, entry_size) < 0:
-                return f"{path.name} ends with an offset below the base offset"
+                return f"{name} has size {size}, not a multiple of {entry_size}"
         return ""
 
+    def _file_names(self) -> list[str]:
+        """Names of the regular files in the partition directory, sorted."""
+        with os.scandir(self.dir) as entries:
+            return sorted(entry.name for entry in entries if entry.is_file())
+
+    def _file_sizes(self) -> dict[str, int]:
+        """Size of every regular file in the partition directory, by name."""
+        with os.scandir(self.dir) as entries:
+            return {entry.name: entry.stat().st_size for entry in entries if entry.is_file()}
+
     def _log_files(self) -> list[Path]:
-        return sorted(p for p in self.dir.iterdir() if p.name.endswith(names.LOG_FILE_SUFFIX))
+        return [
+            self.dir / name for name in self._file_names() if name.endswith(names.LOG_FILE_SUFFIX)
+        ]
 
     # --- step 4 ------------------------------------------------------------------------------
 
@@ -273,14 +287,3 @@ class LogLoader:
             path.unlink()
         except FileNotFoundError:
             pass
-
-
-def _last_relative_offset(path: Path, size: int, entry_size: int) -> int:
-    """The relative offset of an index file's last entry, read without mapping the file."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        entry = os.pread(fd, entry_size, size - entry_size)
-    finally:
-        os.close(fd)
-    relative_offset_position = 0 if entry_size == OffsetIndex.entry_size else 8
-    return struct.unpack_from(">i", entry, relative_offset_position)[0]
