@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
 
+from odradek.client.blocking_client import BlockingClient
 from odradek.client.config import ClientConfig
 from odradek.client.event_loop_thread import shared_event_loop_thread
 from odradek.client.network_client import NetworkClient
@@ -149,23 +150,12 @@ class AsyncAdmin:
         await self._client.close()
 
 
-class Admin:
+class Admin(BlockingClient):
     """The blocking admin client: an AsyncAdmin on the shared background event loop."""
 
     def __init__(self, **configs: Any) -> None:
         self._thread = shared_event_loop_thread()
         self._admin = self._thread.call(AsyncAdmin, **configs)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def create_topics(self, topics: Iterable[NewTopic], validate_only: bool = False) -> None:
         self._thread.run(self._admin.create_topics(list(topics), validate_only))

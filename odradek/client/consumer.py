@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any, Self
 
+from odradek.client.blocking_client import BlockingClient
 from odradek.client.config import ConsumerConfig
 from odradek.client.consumer_record import ConsumerRecord
 from odradek.client.event_loop_thread import shared_event_loop_thread
@@ -150,23 +151,12 @@ class AsyncConsumer:
                 self._subscriptions.seek(tp, entry.offset)
 
 
-class Consumer:
+class Consumer(BlockingClient):
     """The blocking consumer: an AsyncConsumer on the shared background event loop."""
 
     def __init__(self, **configs: Any) -> None:
         self._thread = shared_event_loop_thread()
         self._consumer = self._thread.call(AsyncConsumer, **configs)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     @property
     def config(self) -> ConsumerConfig:

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Sequence
 from types import TracebackType
 from typing import Any, NamedTuple, Self
 
+from odradek.client.blocking_client import BlockingClient
 from odradek.client.config import ProducerConfig
 from odradek.client.event_loop_thread import shared_event_loop_thread
 from odradek.client.network_client import NetworkClient
@@ -284,7 +285,7 @@ class AsyncProducer:
             self._loop.call_soon_threadsafe(self._sender.wakeup)
 
 
-class Producer:
+class Producer(BlockingClient):
     """The blocking producer: an AsyncProducer on the shared background event loop.
 
     ``send`` appends on the caller's thread when it can (no hop to the loop per record) and
@@ -295,17 +296,6 @@ class Producer:
     def __init__(self, **configs: Any) -> None:
         self._thread = shared_event_loop_thread()
         self._producer = self._thread.call(AsyncProducer, **configs)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     @property
     def config(self) -> ProducerConfig:
