@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import click
 
+from odradek.cli.consume import consume
 from odradek.cli.dump_log import dump_log
+from odradek.cli.produce import produce
+from odradek.cli.topics import topics
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -13,7 +16,10 @@ def cli() -> None:
     """odradek: a Kafka-style log broker."""
 
 
+cli.add_command(consume)
 cli.add_command(dump_log)
+cli.add_command(produce)
+cli.add_command(topics)
 
 
 def main() -> None:
