@@ -72,7 +72,7 @@ class NetworkClient:
             try:
                 await connection.connect()
             except KafkaError as error:
-                failures.append(str(error))
+                failures.append(error.message)
                 continue
             logger.debug("connected to %s:%d", host, port)
             return connection
