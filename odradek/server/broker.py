@@ -1,0 +1,128 @@
+"""Broker: the lifecycle around the LogManager: start it and serve it, stop in reverse."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from importlib.metadata import version
+from wsgiref.simple_server import WSGIServer
+
+from odradek.config.broker_config import BrokerConfig
+from odradek.protocol.api_versions import ApiVersionsResponse, supported_api_versions
+from odradek.protocol.metadata import BrokerMetadata
+from odradek.server.admin_manager import AdminManager
+from odradek.server.client_connection import ConnectionSettings
+from odradek.server.event_loop_lag_monitor import EventLoopLagMonitor
+from odradek.server.kafka_apis import KafkaApis
+from odradek.server.metrics import BrokerMetrics
+from odradek.server.replica_manager import ReplicaManager
+from odradek.server.socket_server import SocketServer
+from odradek.storage.log_manager import LogManager
+
+logger = logging.getLogger(__name__)
+
+IO_THREADS = 8
+"""Threads for work that may wait on the disk: cold reads, admin changes, start and stop."""
+FLUSH_THREADS = 4
+"""Threads for acks=all fsyncs (one at a time per partition: group commit)."""
+SHUTDOWN_TIMEOUT_S = 10.0
+
+
+class Broker:
+    """One broker: its logs, its listener on ``host:port`` and metrics on ``metrics.port``.
+
+    ``start()`` loads the logs (recovering them if the last stop was not clean) and begins
+    serving; ``stop()`` stops accepting, lets in-flight requests finish (waiting fetches are
+    answered at once), then shuts the LogManager down: flush, checkpoints, clean-shutdown
+    markers. Ports given as 0 are chosen by the system; ``port``/``metrics_port`` tell which.
+    """
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.metrics = BrokerMetrics()
+        self.log_manager = LogManager(config)
+        self._io_executor = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="odradek-io")
+        self._flush_executor = ThreadPoolExecutor(FLUSH_THREADS, thread_name_prefix="odradek-flush")
+        self.replica_manager = ReplicaManager(
+            self.log_manager, self._flush_executor, self._io_executor
+        )
+        settings = ConnectionSettings(
+            config.socket_request_max_bytes, config.connections_max_idle_ms
+        )
+        self._socket_server = SocketServer(
+            settings, config.max_connections, self.metrics, self._io_executor
+        )
+        self._lag_monitor = EventLoopLagMonitor(self.metrics.event_loop_lag)
+        self._metrics_server: WSGIServer | None = None
+        self.port = 0
+        self.metrics_port = 0
+
+    async def start(self) -> None:
+        """Load the logs, bind the listener and the metrics endpoint, start serving.
+
+        On failure (a locked log directory, a port in use) everything started is stopped
+        again and the error raised.
+        """
+        await self._in_thread(self._start_storage)
+        try:
+            self.port = await self._socket_server.bind(self.config.host, self.config.port)
+            self._metrics_server = self.metrics.serve(
+                self.config.metrics_host, self.config.metrics_port
+            )
+        except BaseException:
+            await self._stop_storage()
+            raise
+        self.metrics_port = self._metrics_server.server_port
+        self._lag_monitor.start()
+        await self._socket_server.start_serving(self._kafka_apis())
+        logger.info(
+            "broker %d serving on %s:%d (metrics on %s:%d)",
+            self.config.broker_id,
+            self.config.host,
+            self.port,
+            self.config.metrics_host,
+            self.metrics_port,
+        )
+
+    async def stop(self) -> None:
+        """Stop accepting, finish in-flight requests, then shut the logs down cleanly."""
+        logger.info("broker %d shutting down", self.config.broker_id)
+        self._socket_server.stop_accepting()
+        self.replica_manager.shutdown()
+        await self._socket_server.shutdown(SHUTDOWN_TIMEOUT_S)
+        await self._lag_monitor.stop()
+        if self._metrics_server is not None:
+            await self._in_thread(self._metrics_server.shutdown)
+            self._metrics_server.server_close()
+        await self._stop_storage()
+        logger.info("broker %d shut down", self.config.broker_id)
+
+    def _start_storage(self) -> None:
+        self.log_manager.startup()
+        self.metrics.watch(self.log_manager)
+        self.replica_manager.startup()
+
+    async def _stop_storage(self) -> None:
+        await self._in_thread(self.log_manager.shutdown)
+        self._flush_executor.shutdown()
+        self._io_executor.shutdown()
+
+    def _kafka_apis(self) -> KafkaApis:
+        config = self.config
+        broker = BrokerMetadata(config.broker_id, config.host, self.port)
+        admin = AdminManager(
+            self.log_manager, config, broker, self._io_executor, self.replica_manager.forget_topic
+        )
+        api_versions = ApiVersionsResponse(
+            supported_api_versions(),
+            config.broker_id,
+            admin.cluster_id,
+            version("odradek"),
+            config.socket_request_max_bytes,
+        )
+        return KafkaApis(self.replica_manager, admin, api_versions, self.metrics)
+
+    async def _in_thread(self, function: Callable[[], object]) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._io_executor, function)

@@ -1,0 +1,73 @@
+"""KafkaApis: routes each decoded request to what answers it (Kafka's ``KafkaApis``)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import fields
+from typing import Any
+
+from odradek.errors import error_name_for
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.api_versions import ApiVersionsResponse
+from odradek.protocol.schema import Message
+from odradek.server.admin_manager import AdminManager
+from odradek.server.metrics import BrokerMetrics
+from odradek.server.replica_manager import ReplicaManager
+from odradek.server.request_context import RequestContext
+
+Handler = Callable[[Any, RequestContext], Awaitable[Message | None]]
+
+
+class KafkaApis:
+    """One handler per API of the protocol; records per-partition errors as metrics."""
+
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        admin_manager: AdminManager,
+        api_versions: ApiVersionsResponse,
+        metrics: BrokerMetrics,
+    ) -> None:
+        self._metrics = metrics
+        self._api_versions = api_versions
+        replicas, admin = replica_manager, admin_manager
+        self._handlers: dict[ApiKey, Handler] = {
+            ApiKey.PRODUCE: replicas.append_records,
+            ApiKey.FETCH: lambda request, _: replicas.fetch_messages(request),
+            ApiKey.LIST_OFFSETS: lambda request, _: replicas.list_offsets(request),
+            ApiKey.DELETE_RECORDS: lambda request, _: replicas.delete_records(request),
+            ApiKey.METADATA: lambda request, _: admin.metadata(request),
+            ApiKey.API_VERSIONS: self._api_versions_response,
+            ApiKey.CREATE_TOPICS: lambda request, _: admin.create_topics(request),
+            ApiKey.DELETE_TOPICS: lambda request, _: admin.delete_topics(request),
+            ApiKey.DESCRIBE_CONFIGS: lambda request, _: admin.describe_configs(request),
+            ApiKey.ALTER_CONFIGS: lambda request, _: admin.alter_configs(request),
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS: lambda request, _: admin.describe_topic_partitions(
+                request
+            ),
+        }
+
+    async def handle(self, context: RequestContext, request: Message) -> Message | None:
+        """The response to ``request`` (None when the request wants none: acks=0).
+
+        Raises a KafkaError when the request fails as a whole.
+        """
+        response = await self._handlers[context.api_key](request, context)
+        if response is not None:
+            self._count_entry_errors(context.api_key, response)
+        return response
+
+    async def _api_versions_response(self, _request: Message, _context: RequestContext) -> Message:
+        return self._api_versions
+
+    def _count_entry_errors(self, api_key: ApiKey, response: Message) -> None:
+        """Count the per-topic and per-partition errors of ``response``."""
+        for field in fields(response):
+            entries = getattr(response, field.name)
+            if not isinstance(entries, tuple):
+                continue
+            for entry in entries:
+                code = getattr(entry, "error", 0)
+                if code:
+                    counter = self._metrics.partition_errors
+                    counter.labels(api_key.display_name, error_name_for(code)).inc()

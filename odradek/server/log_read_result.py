@@ -1,0 +1,44 @@
+"""LogReadResult: what reading one partition for a fetch gave (Kafka's ``LogReadResult``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from odradek.errors import KafkaError
+from odradek.protocol.fetch import FetchPartition, FetchPartitionResponse
+from odradek.server.file_region import FileRegion
+from odradek.server.partition import Partition
+from odradek.storage.fetch_data_info import FetchDataInfo
+
+
+@dataclass(frozen=True)
+class LogReadResult:
+    """The slice read from one partition, or the error that stopped the read."""
+
+    request: FetchPartition
+    partition: Partition | None = None
+    info: FetchDataInfo | None = None
+    error: KafkaError | None = None
+
+    @property
+    def size(self) -> int:
+        return self.info.size_in_bytes if self.info is not None else 0
+
+    def to_response(self) -> FetchPartitionResponse:
+        """The partition's entry in the fetch response; its records go out with sendfile."""
+        request = self.request
+        if self.error is not None:
+            return FetchPartitionResponse(
+                request.topic, request.partition, self.error.code, self.error.message
+            )
+        log = self.partition.log
+        high_watermark = log.high_watermark
+        slice_ = self.info.records
+        return FetchPartitionResponse(
+            request.topic,
+            request.partition,
+            high_watermark=high_watermark,
+            log_start_offset=log.log_start_offset,
+            last_stable_offset=high_watermark,
+            records=FileRegion(slice_) if slice_ is not None and slice_.length else b"",
+        )

@@ -1,0 +1,68 @@
+"""Partition: the leader's side of one partition (Kafka's ``Partition``) over its Log."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import Executor
+
+from odradek.protocol.produce import Acks
+from odradek.server.group_commit import GroupCommit
+from odradek.storage.fetch_data_info import FetchIsolation
+from odradek.storage.log import Log
+from odradek.storage.log_append_info import LogAppendInfo
+from odradek.storage.log_offset_metadata import LogOffsetMetadata
+from odradek.storage.topic_partition import TopicPartition
+
+OffsetsMoved = Callable[[TopicPartition], None]
+
+
+class Partition:
+    """Appends to one Log and moves its high watermark as a single replica must (SPEC 7, 9).
+
+    The broker is the partition's only replica, so the HW follows the log end: at once after
+    an acks=0/1 append, and after an acks=all append once it is fsync'ed (HW := max(HW,
+    flushed offset)). ``on_offsets_moved`` is told whenever the log end or the HW moves, so
+    waiting fetches can look again.
+    """
+
+    def __init__(self, log: Log, flush_executor: Executor, on_offsets_moved: OffsetsMoved) -> None:
+        self.log = log
+        self.topic_partition = log.topic_partition
+        self._on_offsets_moved = on_offsets_moved
+        self._group_commit = GroupCommit(log, flush_executor, self._flushed)
+        self._flushed_end: LogOffsetMetadata | None = None
+
+    def __repr__(self) -> str:
+        return f"Partition({self.topic_partition})"
+
+    def append(self, records: bytes | memoryview, acks: Acks) -> LogAppendInfo:
+        """Append to the log (validating; raises the Log's Kafka errors, nothing written)."""
+        info = self.log.append(records)
+        if acks is not Acks.ALL:
+            self.log.maybe_increment_high_watermark(self.log.log_end_offset_metadata)
+        self._on_offsets_moved(self.topic_partition)
+        return info
+
+    def durable(self, last_offset: int) -> asyncio.Future[None]:
+        """Done once ``last_offset`` is fsync'ed (shared with other waiters: group commit)."""
+        return self._group_commit.durable(last_offset)
+
+    def end_offset_metadata(self, isolation: FetchIsolation) -> LogOffsetMetadata:
+        """Where a read with ``isolation`` stops now, with its position when it is known."""
+        log = self.log
+        log_end = log.log_end_offset_metadata
+        if isolation is FetchIsolation.LOG_END:
+            return log_end
+        high_watermark = log.high_watermark
+        if high_watermark == log_end.message_offset:
+            return log_end
+        flushed = self._flushed_end
+        if flushed is not None and flushed.message_offset == high_watermark:
+            return flushed
+        return LogOffsetMetadata(high_watermark)
+
+    def _flushed(self, end: LogOffsetMetadata) -> None:
+        if self.log.maybe_increment_high_watermark(end) is not None:
+            self._flushed_end = end
+            self._on_offsets_moved(self.topic_partition)

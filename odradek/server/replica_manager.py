@@ -1,0 +1,302 @@
+"""ReplicaManager: the partitions this broker leads and the data paths over them.
+
+Produce, fetch, list-offsets and delete-records land here (Kafka's ``ReplicaManager``).
+Appends run on the event loop: a validated append is a write to the page cache, cheaper than
+a hop to a thread, and doing it in the handler's first step applies one connection's produce
+requests in arrival order. Everything that can wait on the disk runs on a thread: fsyncs
+(on the flush executor, through each partition's group commit), reads starting in an older
+segment (the data likely to be cold), timestamp lookups and record deletion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import TypeVar
+
+from odradek.errors import KafkaError, RequestTimedOutError, error_code_for
+from odradek.protocol.delete_records import (
+    HIGH_WATERMARK_OFFSET,
+    DeleteRecordsPartition,
+    DeleteRecordsPartitionResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+)
+from odradek.protocol.fetch import FetchPartition, FetchRequest, FetchResponse
+from odradek.protocol.list_offsets import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    ListOffsetsPartition,
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+)
+from odradek.protocol.produce import (
+    Acks,
+    ProducePartitionData,
+    ProducePartitionResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from odradek.server.delayed_fetch import DelayedFetch, FetchPartitionStatus
+from odradek.server.delayed_fetch_purgatory import DelayedFetchPurgatory
+from odradek.server.log_read_result import LogReadResult
+from odradek.server.partition import Partition
+from odradek.server.request_context import RequestContext
+from odradek.storage.fetch_data_info import FetchIsolation
+from odradek.storage.log_manager import LogManager
+from odradek.storage.topic_partition import TopicPartition, validate_topic_name
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class ReplicaManager:
+    """Leads every partition of the LogManager and serves the record APIs over them."""
+
+    def __init__(
+        self, log_manager: LogManager, flush_executor: Executor, io_executor: Executor
+    ) -> None:
+        self._log_manager = log_manager
+        self._flush_executor = flush_executor
+        self._io_executor = io_executor
+        self._partitions: dict[tuple[str, int], Partition] = {}
+        self._purgatory = DelayedFetchPurgatory()
+        self._shutting_down = False
+
+    def startup(self) -> None:
+        """Become the leader of every loaded partition: flush what the last run left unflushed
+        and commit it (HW := LEO), as a single replica's leader election does. Blocking."""
+        for log in self._log_manager.all_logs():
+            if log.recovery_point < log.log_end_offset:
+                log.flush()
+            log.maybe_increment_high_watermark(log.log_end_offset_metadata)
+
+    def shutdown(self) -> None:
+        """Answer every waiting fetch now, and later ones without waiting, so in-flight
+        requests can finish."""
+        self._shutting_down = True
+        self._purgatory.complete_all()
+
+    def partition(self, topic: str, number: int) -> Partition:
+        """The partition ``topic-number``; raises INVALID_TOPIC_EXCEPTION,
+        UNKNOWN_TOPIC_OR_PARTITION or KAFKA_STORAGE_ERROR."""
+        partition = self._partitions.get((topic, number))
+        if partition is not None:
+            if self._log_manager.get_log(partition.topic_partition) is partition.log:
+                return partition
+        tp = TopicPartition(topic, number)
+        partition = Partition(
+            self._log_manager.get_log(tp), self._flush_executor, self._purgatory.check_and_complete
+        )
+        self._partitions[(topic, number)] = partition
+        return partition
+
+    def forget_topic(self, topic: str) -> None:
+        """Drop the partitions of a deleted topic."""
+        for key in [key for key in self._partitions if key[0] == topic]:
+            del self._partitions[key]
+
+    # --- produce -----------------------------------------------------------------------------
+
+    async def append_records(
+        self, request: ProduceRequest, context: RequestContext
+    ) -> ProduceResponse | None:
+        """Append every partition's batches now; with acks=all wait until they are durable
+        (at most ``timeout_ms``). None for acks=0, which gets no response."""
+        results = [self._append(data, request.acks, context) for data in request.partitions]
+        if request.acks is Acks.NONE:
+            return None
+        responses = [response for response, _ in results]
+        if request.acks is Acks.ALL:
+            await self._wait_durable(results, responses, request.timeout_ms)
+        return ProduceResponse(tuple(responses))
+
+    def _append(
+        self, data: ProducePartitionData, acks: Acks, context: RequestContext
+    ) -> tuple[ProducePartitionResponse, asyncio.Future[None] | None]:
+        """Append one partition's batches; the response and, for acks=all, its durability."""
+        try:
+            partition = self.partition(data.topic, data.partition)
+            info = partition.append(data.records, acks)
+        except KafkaError as error:
+            logger.warning(
+                "[%s] produce from %s rejected: %s",
+                _label(data.topic, data.partition),
+                context.peer,
+                error,
+            )
+            return _produce_error(data, error), None
+        response = ProducePartitionResponse(
+            data.topic,
+            data.partition,
+            base_offset=info.first_offset,
+            log_append_time_ms=info.log_append_time_ms,
+            log_start_offset=info.log_start_offset,
+        )
+        durable = partition.durable(info.last_offset) if acks is Acks.ALL else None
+        return response, durable
+
+    async def _wait_durable(
+        self,
+        results: list[tuple[ProducePartitionResponse, asyncio.Future[None] | None]],
+        responses: list[ProducePartitionResponse],
+        timeout_ms: int,
+    ) -> None:
+        """Replace each response whose flush failed or did not end in time by its error."""
+        waits = [durable for _, durable in results if durable is not None]
+        if not waits:
+            return
+        await asyncio.wait(waits, timeout=timeout_ms / 1000)
+        for index, (response, durable) in enumerate(results):
+            if durable is None:
+                continue
+            if not durable.done():
+                error: BaseException = RequestTimedOutError(
+                    f"the append to {_label(response.topic, response.partition)} was not "
+                    f"fsync'ed within timeout_ms={timeout_ms}"
+                )
+            else:
+                error = durable.exception()
+                if error is None:
+                    continue
+            responses[index] = _produce_error(response, error)
+
+    # --- fetch -------------------------------------------------------------------------------
+
+    async def fetch_messages(self, request: FetchRequest) -> FetchResponse:
+        """Read every partition; unless that gives ``min_bytes`` (or an error), wait in the
+        purgatory for appends to bring them, at most ``max_wait_ms``, then read again."""
+        isolation = FetchIsolation(request.isolation.value)
+        results = await self._read(request, isolation)
+        if self._must_wait(request, results):
+            statuses = [
+                FetchPartitionStatus(
+                    r.partition, r.info.fetch_offset_metadata, r.request.partition_max_bytes
+                )
+                for r in results
+            ]
+            delayed = DelayedFetch(statuses, request.min_bytes, isolation)
+            await self._purgatory.wait(delayed, request.max_wait_ms / 1000)
+            results = await self._read(request, isolation)
+        return FetchResponse(tuple(result.to_response() for result in results))
+
+    def _must_wait(self, request: FetchRequest, results: list[LogReadResult]) -> bool:
+        return (
+            not self._shutting_down
+            and request.max_wait_ms > 0
+            and bool(results)
+            and all(result.error is None for result in results)
+            and sum(result.size for result in results) < request.min_bytes
+        )
+
+    async def _read(self, request: FetchRequest, isolation: FetchIsolation) -> list[LogReadResult]:
+        """Read the partitions in order within ``max_bytes``; the first with data returns at
+        least one whole batch even if it is larger (so a consumer never gets stuck)."""
+        remaining = request.max_bytes
+        results = []
+        for entry in request.partitions:
+            limit = min(entry.partition_max_bytes, remaining)
+            result = await self._read_partition(
+                entry, isolation, limit, remaining == request.max_bytes
+            )
+            remaining = max(0, remaining - result.size)
+            results.append(result)
+        return results
+
+    async def _read_partition(
+        self, entry: FetchPartition, isolation: FetchIsolation, max_bytes: int, min_one: bool
+    ) -> LogReadResult:
+        try:
+            partition = self.partition(entry.topic, entry.partition)
+            log = partition.log
+            if entry.fetch_offset < log.active_segment.base_offset:
+                info = await self._in_thread(
+                    log.read, entry.fetch_offset, max_bytes, isolation, min_one
+                )
+            else:
+                info = log.read(entry.fetch_offset, max_bytes, isolation, min_one)
+        except KafkaError as error:
+            logger.info(
+                "[%s] fetch at offset %d failed: %s",
+                _label(entry.topic, entry.partition),
+                entry.fetch_offset,
+                error,
+            )
+            return LogReadResult(entry, error=error)
+        return LogReadResult(entry, partition, info)
+
+    # --- list offsets, delete records --------------------------------------------------------
+
+    async def list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
+        """The offset for each partition's target timestamp (earliest, latest, or by time)."""
+        isolation = FetchIsolation(request.isolation.value)
+        return ListOffsetsResponse(
+            tuple([await self._list_offset(entry, isolation) for entry in request.partitions])
+        )
+
+    async def _list_offset(
+        self, entry: ListOffsetsPartition, isolation: FetchIsolation
+    ) -> ListOffsetsPartitionResponse:
+        target = entry.timestamp
+        try:
+            log = self.partition(entry.topic, entry.partition).log
+            if target in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP):
+                found = log.fetch_offset_by_timestamp(target, isolation)
+            else:
+                found = await self._in_thread(log.fetch_offset_by_timestamp, target, isolation)
+                if found is not None and isolation is FetchIsolation.HIGH_WATERMARK:
+                    found = found if found.offset < log.high_watermark else None
+        except KafkaError as error:
+            return ListOffsetsPartitionResponse(
+                entry.topic, entry.partition, error.code, error.message
+            )
+        if found is None:
+            return ListOffsetsPartitionResponse(entry.topic, entry.partition)
+        return ListOffsetsPartitionResponse(
+            entry.topic, entry.partition, offset=found.offset, timestamp=found.timestamp
+        )
+
+    async def delete_records(self, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
+        """Raise each partition's log start offset; return the new low watermarks."""
+        return DeleteRecordsResponse(
+            tuple([await self._delete_records(entry) for entry in request.partitions])
+        )
+
+    async def _delete_records(
+        self, entry: DeleteRecordsPartition
+    ) -> DeleteRecordsPartitionResponse:
+        try:
+            log = self.partition(entry.topic, entry.partition).log
+            offset = log.high_watermark if entry.offset == HIGH_WATERMARK_OFFSET else entry.offset
+            low_watermark = await self._in_thread(log.delete_records, offset)
+        except KafkaError as error:
+            return DeleteRecordsPartitionResponse(
+                entry.topic, entry.partition, error.code, error.message
+            )
+        return DeleteRecordsPartitionResponse(
+            entry.topic, entry.partition, low_watermark=low_watermark
+        )
+
+    async def _in_thread(self, function: Callable[..., T], *args: object) -> T:
+        """``function(*args)`` on the I/O threads: work that may wait on the disk."""
+        return await asyncio.get_running_loop().run_in_executor(self._io_executor, function, *args)
+
+
+def _produce_error(
+    data: ProducePartitionData | ProducePartitionResponse, error: BaseException
+) -> ProducePartitionResponse:
+    message = error.message if isinstance(error, KafkaError) else str(error)
+    return ProducePartitionResponse(data.topic, data.partition, error_code_for(error), message)
+
+
+def _label(topic: str, partition: int) -> str:
+    """``topic-partition`` for a log line; a topic that is no legal name is shown quoted."""
+    try:
+        validate_topic_name(topic)
+    except KafkaError:
+        return f"{topic!r}-{partition}"
+    return f"{topic}-{partition}"

@@ -1,0 +1,24 @@
+"""RequestContext: who sent a request and which one it is, for handlers and their logs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.header import RequestHeader
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    """The peer address and envelope of a request being handled."""
+
+    peer: str
+    header: RequestHeader
+
+    @property
+    def api_key(self) -> ApiKey:
+        return ApiKey(self.header.api_key)
+
+    def __str__(self) -> str:
+        client = f" of client {self.header.client_id!r}" if self.header.client_id else ""
+        return f"{self.api_key.display_name} request {self.header.correlation_id}{client}"

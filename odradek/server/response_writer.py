@@ -1,0 +1,160 @@
+"""ResponseWriter: one connection's outgoing frames, in order, with zero-copy file regions.
+
+A frame made only of bytes goes straight to the transport. A frame carrying file regions (a
+fetch response) is written by a task: its bytes through the transport, then, once the
+transport has nothing buffered, each region with sendfile on the socket itself. Frames queued
+meanwhile wait their turn behind it, so bytes of different frames never interleave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+
+from odradek.protocol.schema import Payload
+from odradek.server.file_region import FileRegion
+from odradek.server.metrics import COPIED, SENDFILE, BrokerMetrics
+from odradek.server.sendfile_sender import SendfileSender
+
+logger = logging.getLogger(__name__)
+
+
+class ResponseWriter:
+    """Writes the frames of one connection's responses in the order they are given."""
+
+    def __init__(
+        self,
+        transport: asyncio.Transport,
+        peer: str,
+        executor: Executor,
+        metrics: BrokerMetrics,
+        on_backlog_change: Callable[[], None],
+    ) -> None:
+        self._transport = transport
+        self._peer = peer
+        self._executor = executor
+        self._metrics = metrics
+        self._on_backlog_change = on_backlog_change
+        self._queue: deque[Sequence[Payload]] = deque()
+        self._task: asyncio.Task[None] | None = None
+        self._sender: SendfileSender | None = None
+        self._drained: asyncio.Future[None] | None = None
+        self.backlog_bytes = 0
+        """Bytes of frames queued behind a zero-copy send, not yet handed to the socket."""
+
+    @property
+    def busy(self) -> bool:
+        """True while frames are being written by the task (a file region is in the way)."""
+        return self._task is not None
+
+    def write(self, frame: Sequence[Payload]) -> None:
+        """Send ``frame`` (its prefix, then its payload pieces) after every earlier frame."""
+        if self._task is None and not any(isinstance(part, FileRegion) for part in frame):
+            self._write_bytes(frame)
+            return
+        self._queue.append(frame)
+        self.backlog_bytes += sum(map(len, frame))
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._write_queued())
+        self._on_backlog_change()
+
+    async def flush(self) -> None:
+        """Wait until every frame written so far has been handed to the socket."""
+        if self._task is not None:
+            await asyncio.shield(self._task)
+
+    def transport_resumed(self) -> None:
+        """The transport's buffer fell to its low-water mark (forward of resume_writing)."""
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+
+    def close(self) -> None:
+        """Drop what is queued and release the socket duplicate (the connection is gone)."""
+        if self._task is not None:
+            self._task.cancel()
+        if self._sender is not None:
+            self._sender.close()
+        self._queue.clear()
+        self.backlog_bytes = 0
+
+    async def _write_queued(self) -> None:
+        try:
+            while self._queue:
+                frame = self._queue[0]
+                await self._write_frame(frame)
+                self._queue.popleft()
+                self.backlog_bytes -= sum(map(len, frame))
+                self._on_backlog_change()
+        except OSError as error:
+            logger.info("%s: sending a response failed, closing: %s", self._peer, error)
+            self._transport.abort()
+        finally:
+            self._task = None
+
+    async def _write_frame(self, frame: Sequence[Payload]) -> None:
+        pending: list[Payload] = []
+        for part in frame:
+            if not isinstance(part, FileRegion):
+                pending.append(part)
+            elif len(part):
+                self._write_bytes(pending)
+                pending = []
+                await self._send_region(part)
+        self._write_bytes(pending)
+
+    def _write_bytes(self, parts: Sequence[Payload]) -> None:
+        if parts:
+            self._transport.writelines(parts)
+            self._metrics.bytes_out.inc(sum(map(len, parts)))
+
+    async def _send_region(self, region: FileRegion) -> None:
+        await self._transport_drained()
+        sender = self._sendfile_sender()
+        sent = await sender.send(region) if sender is not None and sender.supported else 0
+        if sent:
+            self._metrics.fetch_bytes.labels(SENDFILE).inc(sent)
+            self._metrics.bytes_out.inc(sent)
+        if sent < len(region):
+            await self._copy(region, sent)
+
+    async def _copy(self, region: FileRegion, skip: int) -> None:
+        """The fallback: read the rest of ``region`` on a thread and write it as bytes."""
+        file = region.slice.file
+        position, length = region.position + skip, len(region) - skip
+        data = await asyncio.get_running_loop().run_in_executor(
+            self._executor, file.read, position, length
+        )
+        if len(data) != length:
+            raise OSError(f"{file.path} ended at byte {position + len(data)} inside a slice")
+        self._transport.write(data)
+        self._metrics.fetch_bytes.labels(COPIED).inc(length)
+        self._metrics.bytes_out.inc(length)
+
+    def _sendfile_sender(self) -> SendfileSender | None:
+        """The sender on this connection's socket; None when the transport has no socket."""
+        if self._sender is None:
+            sock = self._transport.get_extra_info("socket")
+            if sock is not None:
+                self._sender = SendfileSender(sock.fileno(), self._executor)
+        return self._sender
+
+    async def _transport_drained(self) -> None:
+        """Wait until the transport has sent everything it buffered.
+
+        The transport only reports crossing its low-water mark, so the marks are set to zero
+        for the wait: it then pauses the protocol now and resumes it once empty.
+        """
+        transport = self._transport
+        while transport.get_write_buffer_size():
+            low, high = transport.get_write_buffer_limits()
+            self._drained = asyncio.get_running_loop().create_future()
+            transport.set_write_buffer_limits(high=0, low=0)
+            try:
+                await self._drained
+            finally:
+                self._drained = None
+                if not transport.is_closing():
+                    transport.set_write_buffer_limits(high=high, low=low)

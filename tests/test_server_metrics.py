@@ -1,0 +1,64 @@
+"""The broker's /metrics: requests, bytes, connections, event-loop lag, partitions."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from log_manager_helpers import wait_until
+from server_helpers import batch, running_broker
+
+from odradek.protocol.api_versions import ApiVersionsRequest
+from odradek.protocol.fetch import FetchPartition, FetchRequest
+from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
+from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest, DeleteTopicsRequest
+
+
+def test_metrics_follow_requests_connections_and_partitions(tmp_path: Path) -> None:
+    with running_broker(tmp_path) as broker:
+        with broker.connect() as client:
+            client.call(CreateTopicsRequest((CreatableTopic("metered", 2),)))
+            records = batch(10)
+            client.call(ProduceRequest((ProducePartitionData("metered", 1, records),), Acks.ALL))
+            client.call(FetchRequest((FetchPartition("metered", 1, 0),), max_wait_ms=0))
+            client.call(FetchRequest((FetchPartition("metered", 5, 0),), max_wait_ms=0))
+            client.send_frame({"api": 0, "v": 3, "id": 99})
+            client.read_frame()
+            metrics = broker.metrics()
+            assert metrics["odradek_open_connections"] == 1
+        requests = 'odradek_requests_total{api="%s",error="%s"}'
+        assert metrics[requests % ("Produce", "NONE")] == 1
+        assert metrics[requests % ("Fetch", "NONE")] == 2
+        assert metrics[requests % ("Produce", "UNSUPPORTED_VERSION")] == 1
+        partition_errors = 'odradek_partition_errors_total{api="Fetch",error="%s"}'
+        assert metrics[partition_errors % "UNKNOWN_TOPIC_OR_PARTITION"] == 1
+        assert metrics['odradek_request_latency_seconds_count{api="Produce"}'] == 2
+        assert metrics["odradek_network_bytes_in_total"] > len(records)
+        assert metrics["odradek_network_bytes_out_total"] > len(records)
+        assert metrics['odradek_fetch_bytes_total{path="sendfile"}'] == len(records)
+        partition = '{partition="1",topic="metered"}'
+        assert metrics[f"odradek_log_end_offset{partition}"] == 10
+        assert metrics[f"odradek_high_watermark{partition}"] == 10
+        assert metrics[f"odradek_log_start_offset{partition}"] == 0
+        assert metrics[f"odradek_log_size_bytes{partition}"] == len(records)
+        assert metrics[f"odradek_log_segments{partition}"] == 1
+        wait_until(lambda: broker.metrics()["odradek_open_connections"] == 0)
+
+        with broker.connect() as client:
+            client.call(DeleteTopicsRequest(("metered",)))
+        assert not any("metered" in name for name in broker.metrics())
+
+
+def test_event_loop_lag_is_measured(tmp_path: Path) -> None:
+    with running_broker(tmp_path) as broker:
+        time.sleep(0.3)
+        broker.loop_thread.call(time.sleep, 0.2)  # hold the loop up
+        time.sleep(0.1)
+        with broker.connect() as client:
+            client.call(ApiVersionsRequest())
+        metrics = broker.metrics()
+    assert metrics["odradek_event_loop_lag_seconds_count"] >= 4
+    assert (
+        metrics['odradek_event_loop_lag_seconds_bucket{le="0.1"}']
+        < (metrics["odradek_event_loop_lag_seconds_count"])
+    ), "a 200 ms stall was not seen"
