@@ -1,0 +1,101 @@
+"""SkimpyOffsetMap: key -> latest offset in a fixed amount of memory (Kafka's class of that name).
+
+Each slot holds a 16-byte hash of a key and an 8-byte offset, 24 bytes, in three flat arrays;
+the keys themselves are never stored, so ``memory`` bounds the map whatever the key sizes.
+
+Kafka hashes keys with MD5. This map uses two 64-bit SipHash values instead, Python's ``hash``
+of the key and of the key with one byte appended, which cost a third as much: the map's
+lookups are most of the cleaner's work. SipHash is keyed with a secret drawn at each broker
+start, so, unlike MD5, nobody can craft two keys that share a hash and make the cleaner drop
+one for the other. Open addressing with double hashing over a prime number of slots finds a
+key in about two probes at the default load factor of 0.9.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+HASH_BYTES = 16
+OFFSET_BYTES = 8
+BYTES_PER_ENTRY = HASH_BYTES + OFFSET_BYTES
+NOT_FOUND = -1
+
+_SECOND_HASH_SUFFIX = b"\x00"
+
+
+class SkimpyOffsetMap:
+    """Maps keys (by their 128-bit hash) to offsets; holds at most ``max_entries`` keys."""
+
+    def __init__(self, memory: int, load_factor: float = 0.9) -> None:
+        self.slots = _largest_prime_at_most(memory // BYTES_PER_ENTRY)
+        self.max_entries = min(int(self.slots * load_factor), self.slots - 1)
+        self._first_hashes = array("q", bytes(OFFSET_BYTES * self.slots))
+        self._second_hashes = array("q", bytes(OFFSET_BYTES * self.slots))
+        self._offsets = array("q", [NOT_FOUND]) * self.slots
+        self._entries = 0
+        self.latest_offset = NOT_FOUND
+
+    @property
+    def size(self) -> int:
+        """The number of keys in the map."""
+        return self._entries
+
+    @property
+    def utilization(self) -> float:
+        return self._entries / self.slots
+
+    @property
+    def is_full(self) -> bool:
+        """No room for one more key (Kafka stops mapping here, even for a key it already has)."""
+        return self._entries >= self.max_entries
+
+    def put(self, key: bytes, offset: int) -> None:
+        """Map ``key`` to ``offset``; ValueError when the key is new and the map is full."""
+        first, second = hash(key), hash(key + _SECOND_HASH_SUFFIX)
+        slots = self.slots
+        slot = first % slots
+        step = 1 + second % (slots - 1)
+        offsets, firsts, seconds = self._offsets, self._first_hashes, self._second_hashes
+        while offsets[slot] != NOT_FOUND:
+            if firsts[slot] == first and seconds[slot] == second:
+                offsets[slot] = offset
+                return
+            slot = (slot + step) % slots
+        if self._entries >= self.max_entries:
+            raise ValueError(f"offset map of {self.max_entries} entries is full")
+        firsts[slot] = first
+        seconds[slot] = second
+        offsets[slot] = offset
+        self._entries += 1
+
+    def get(self, key: bytes) -> int:
+        """The offset mapped to ``key``, or -1 when the map does not have it."""
+        first, second = hash(key), hash(key + _SECOND_HASH_SUFFIX)
+        slots = self.slots
+        slot = first % slots
+        step = 1 + second % (slots - 1)
+        offsets, firsts, seconds = self._offsets, self._first_hashes, self._second_hashes
+        while (offset := offsets[slot]) != NOT_FOUND:
+            if firsts[slot] == first and seconds[slot] == second:
+                return offset
+            slot = (slot + step) % slots
+        return NOT_FOUND
+
+    def update_latest_offset(self, offset: int) -> None:
+        """Record that the map covers every offset up to ``offset``."""
+        self.latest_offset = offset
+
+    def clear(self) -> None:
+        self._offsets = array("q", [NOT_FOUND]) * self.slots
+        self._entries = 0
+        self.latest_offset = NOT_FOUND
+
+
+def _largest_prime_at_most(n: int) -> int:
+    """Double hashing visits every slot only when the slot count is prime."""
+    if n < 3:
+        raise ValueError(f"an offset map needs room for 3 slots of {BYTES_PER_ENTRY} bytes")
+    candidate = n if n % 2 else n - 1
+    while candidate > 3 and any(candidate % d == 0 for d in range(3, int(candidate**0.5) + 1, 2)):
+        candidate -= 2
+    return candidate
