@@ -1,0 +1,59 @@
+"""CleaningTask: everything the cleaning process needs to clean one log, and nothing live."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from odradek.cleaner.cleaner_config import CleanerConfig
+from odradek.cleaner.log_to_clean import LogToClean
+from odradek.cleaner.segment_snapshot import SegmentSnapshot
+from odradek.config.log_config import LogConfig
+from odradek.storage.topic_partition import TopicPartition
+
+
+@dataclass(frozen=True)
+class CleaningTask:
+    """One run over a log's segments below ``first_uncleanable_offset``, planned by the
+    broker and carried out by the cleaning process (it pickles, as process arguments must).
+
+    ``delete_horizon_ms`` is Kafka's: tombstones in a segment last modified at or before it
+    are dropped; it lies ``delete.retention.ms`` before the last modification of the newest
+    segment of the clean section (0, keeping every tombstone, when nothing is clean yet).
+    """
+
+    directory: Path
+    topic_partition: TopicPartition
+    log_config: LogConfig
+    segments: tuple[SegmentSnapshot, ...]
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    delete_horizon_ms: int
+    dedupe_buffer_size: int
+    load_factor: float
+    io_buffer_size: int
+    io_bytes_per_second: float
+
+    @classmethod
+    def plan(cls, cleanable: LogToClean, config: CleanerConfig) -> CleaningTask:
+        log = cleanable.log
+        segments = log.segments.values_between(0, cleanable.first_uncleanable_offset)
+        clean = [s for s in segments if s.base_offset < cleanable.first_dirty_offset]
+        horizon = clean[-1].last_modified - log.config.delete_retention_ms if clean else 0
+        return cls(
+            directory=log.dir,
+            topic_partition=log.topic_partition,
+            log_config=log.config,
+            segments=tuple(SegmentSnapshot.of(segment) for segment in segments),
+            first_dirty_offset=cleanable.first_dirty_offset,
+            first_uncleanable_offset=cleanable.first_uncleanable_offset,
+            delete_horizon_ms=horizon,
+            dedupe_buffer_size=config.dedupe_buffer_per_thread,
+            load_factor=config.dedupe_buffer_load_factor,
+            io_buffer_size=config.io_buffer_size,
+            io_bytes_per_second=config.io_bytes_per_second_per_thread,
+        )
+
+    def upper_bounds(self) -> list[int]:
+        """Per segment, the offset its records stay below: the next segment's base offset."""
+        return [s.base_offset for s in self.segments[1:]] + [self.first_uncleanable_offset]

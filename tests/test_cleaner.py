@@ -1,0 +1,320 @@
+"""Cleaner: which records a cleaned log keeps and how it stores them (SPEC 11)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from log_helpers import BASE_TIME_MS, batch, open_log, read_all
+from test_cleaner_helpers import (
+    CLEANER,
+    clean_fully,
+    clean_once,
+    compact_config,
+    final_values,
+    latest_records,
+    plan,
+    write,
+)
+
+from odradek.cleaner.cleaner import Cleaner
+from odradek.cleaner.cleaner_config import CleanerConfig
+from odradek.cleaner.errors import LogCleaningError
+from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY
+from odradek.cleaner.throttler import Throttler
+from odradek.config.log_config import LogConfig
+from odradek.errors import CorruptRecordError, InvalidRecordError
+from odradek.storage import log_file_names as names
+from odradek.storage.clock import MockClock
+from odradek.storage.compression import CompressionType
+from odradek.storage.log import Log
+from odradek.storage.record_batch import TimestampType
+from odradek.storage.record_batch_builder import build_batch
+
+
+def _key(n: int) -> bytes:
+    return b"key-%03d" % n
+
+
+def _stored_batches(log: Log) -> list:
+    return [b for segment in log.segments.values() for _, b in segment.log.batches()]
+
+
+def test_keeps_the_latest_record_of_each_key_at_its_offset(tmp_path: Path) -> None:
+    with open_log(tmp_path / "t-0", compact_config()) as log:
+        write(log, [(_key(n % 5), b"v%d" % n) for n in range(60)])
+        log.roll()
+        before = read_all(log)
+        result = clean_once(log)
+        after = read_all(log)
+        assert after == latest_records(before)
+        assert [r.offset for r in after] == [55, 56, 57, 58, 59]
+        assert result.end_offset == log.log_end_offset
+        assert result.stats.records_read == 60 and result.stats.records_written == 5
+
+
+def test_never_cleans_the_active_segment_or_above_the_high_watermark(tmp_path: Path) -> None:
+    with open_log(tmp_path / "t-0", compact_config()) as log:
+        write(log, [(b"k", b"old-%d" % n) for n in range(40)])
+        active_base = log.active_segment.base_offset
+        log.update_high_watermark(log.segments.non_active()[1].base_offset + 1)
+        task = plan(log)
+        assert task.first_uncleanable_offset == log.segments.non_active()[1].base_offset
+        clean_once(log)
+        remaining = [r.offset for r in read_all(log, upper="leo")]
+        # below the segment holding the HW only the key's latest record there stays
+        uncleanable = task.first_uncleanable_offset
+        assert remaining == [uncleanable - 1, *range(uncleanable, 40)]
+        assert log.active_segment.base_offset == active_base
+
+
+def test_min_compaction_lag_keeps_young_segments_dirty(tmp_path: Path) -> None:
+    lag_ms = 60_000
+    with open_log(tmp_path / "t-0", compact_config(min_compaction_lag_ms=lag_ms)) as log:
+        write(log, [(b"k", b"v%d" % n) for n in range(45)])
+        first, second, third = log.segments.non_active()[:3]
+        log.roll()
+        # a segment is young while its newest record is less than the lag old
+        young_second = second.largest_timestamp + lag_ms - 1
+        assert plan(log, now_ms=young_second).first_uncleanable_offset == second.base_offset
+        old_second = second.largest_timestamp + lag_ms
+        assert plan(log, now_ms=old_second).first_uncleanable_offset == third.base_offset
+        young_first = first.largest_timestamp + lag_ms - 1
+        assert plan(log, now_ms=young_first).first_uncleanable_offset == 0
+
+
+def test_tombstones_are_kept_on_the_first_cleaning(tmp_path: Path) -> None:
+    with open_log(tmp_path / "t-0", compact_config()) as log:
+        write(log, [(b"a", b"1"), (b"b", b"2"), (b"a", None), (b"c", b"3"), (b"b", b"4")])
+        log.roll()
+        clean_once(log)
+        kept = read_all(log)
+        assert [(r.offset, r.key, r.value) for r in kept] == [
+            (2, b"a", None),
+            (3, b"c", b"3"),
+            (4, b"b", b"4"),
+        ]
+        assert final_values(kept) == {b"b": b"4", b"c": b"3"}
+
+
+def _tombstone_then_later_segment(log: Log, gap_ms: int) -> int:
+    """A cleaned log whose first segment holds a tombstone and whose last clean segment was
+    modified ``gap_ms`` after it; returns the tombstone's offset."""
+    write(log, [(b"gone", b"x"), (b"gone", None)])
+    log.roll()
+    write(log, [(b"kept", b"y")])
+    log.roll()
+    clean_once(log)
+    first, last = log.segments.non_active()[0], log.segments.non_active()[-1]
+    first.set_last_modified(BASE_TIME_MS)
+    last.set_last_modified(BASE_TIME_MS + gap_ms)
+    write(log, [(b"new", b"z")])
+    log.roll()
+    return 1
+
+
+@pytest.mark.parametrize(("gap_ms", "kept"), [(10_000, False), (9_999, False), (500, True)])
+def test_tombstones_go_once_delete_retention_passed_since_their_segment_was_cleaned(
+    tmp_path: Path, gap_ms: int, kept: bool
+) -> None:
+    config = compact_config(delete_retention_ms=9_999, segment_bytes=160)  # no merging
+    with open_log(tmp_path / "t-0", config) as log:
+        tombstone = _tombstone_then_later_segment(log, gap_ms)
+        first_dirty = log.segments.non_active()[-1].base_offset
+        clean_once(log, first_dirty=first_dirty)
+        offsets = [r.offset for r in read_all(log)]
+        assert (tombstone in offsets) is kept
+        assert 0 not in offsets  # the value the tombstone deleted never comes back
+
+
+def test_cleaned_segment_keeps_the_last_source_segments_modification_time(
+    tmp_path: Path,
+) -> None:
+    with open_log(tmp_path / "t-0", compact_config(segment_bytes=100_000)) as log:
+        write(log, [(b"a", b"1")])
+        log.roll()
+        write(log, [(b"a", b"2")])
+        log.roll()
+        first, second = log.segments.non_active()
+        first.set_last_modified(BASE_TIME_MS)
+        second.set_last_modified(BASE_TIME_MS + 5_000)
+        clean_once(log)
+        (cleaned,) = log.segments.non_active()
+        assert cleaned.last_modified == BASE_TIME_MS + 5_000
+
+
+def test_batches_keep_base_offset_codec_timestamps_and_headers(tmp_path: Path) -> None:
+    with open_log(tmp_path / "t-0", compact_config()) as log:
+        for codec in (CompressionType.GZIP, CompressionType.LZ4, CompressionType.ZSTD):
+            name = codec.label.encode()
+            records = [(BASE_TIME_MS + 10 * n, name + b"%d" % n, b"v%d" % n, ()) for n in range(4)]
+            records[3] = (BASE_TIME_MS + 99, name + b"3", b"v", (("trace", b"id"),))
+            log.append(build_batch(records, compression=codec))
+            write(log, [(name + b"0", b"new"), (name + b"2", b"new")])  # supersede two
+        log.update_high_watermark(log.log_end_offset)
+        log.roll()
+        before = {r.offset: r for r in read_all(log)}
+        clean_once(log)
+
+        stored = [b for b in _stored_batches(log) if b.compression_type is not CompressionType.NONE]
+        assert [b.base_offset for b in stored] == [0, 6, 12]
+        assert [b.compression_type for b in stored] == [
+            CompressionType.GZIP,
+            CompressionType.LZ4,
+            CompressionType.ZSTD,
+        ]
+        for b in stored:
+            kept = list(b.records())
+            assert [r.offset - b.base_offset for r in kept] == [1, 3]
+            assert all(r == before[r.offset] for r in kept)  # timestamps, headers, values
+            assert b.max_timestamp == max(r.timestamp for r in kept)
+
+
+def test_batches_whose_records_all_go_are_dropped(tmp_path: Path) -> None:
+    with open_log(tmp_path / "t-0", compact_config()) as log:
+        write(log, [(b"a", b"1"), (b"b", b"2")], per_batch=2)
+        write(log, [(b"a", b"3"), (b"b", b"4")], per_batch=2)
+        log.roll()
+        clean_once(log)
+        (survivor,) = _stored_batches(log)
+        assert (survivor.base_offset, survivor.records_count) == (2, 2)
+
+
+def test_untouched_batches_are_copied_byte_for_byte(tmp_path: Path) -> None:
+    with open_log(tmp_path / "t-0", compact_config()) as log:
+        write(log, [(b"a", b"1"), (b"b", b"2")], per_batch=2, compression=CompressionType.GZIP)
+        write(log, [(b"c", b"3")])
+        log.roll()
+        original = [b.to_bytes() for b in _stored_batches(log)]
+        clean_once(log)
+        assert [b.to_bytes() for b in _stored_batches(log)] == original
+
+
+def test_log_append_time_batches_keep_the_append_time(tmp_path: Path) -> None:
+    clock = MockClock(BASE_TIME_MS + 777)
+    config = compact_config(message_timestamp_type="LogAppendTime")
+    with open_log(tmp_path / "t-0", config, clock=clock) as log:
+        write(log, [(b"a", b"1"), (b"b", b"2"), (b"a", b"3")], per_batch=3)
+        log.roll()
+        clean_once(log)
+        (stored,) = _stored_batches(log)
+        assert stored.timestamp_type is TimestampType.LOG_APPEND_TIME
+        assert [(r.offset, r.timestamp) for r in stored.records()] == [
+            (1, BASE_TIME_MS + 777),
+            (2, BASE_TIME_MS + 777),
+        ]
+
+
+def test_records_without_a_key_are_refused_at_append_on_compacted_topics(
+    tmp_path: Path,
+) -> None:
+    with open_log(tmp_path / "t-0", compact_config()) as log:
+        with pytest.raises(InvalidRecordError, match="key"):
+            log.append(batch(2, key=None))
+        assert log.log_end_offset == 0
+        log.update_config(compact_config(cleanup_policy=("delete",)))
+        log.append(batch(2, key=None))
+        assert log.log_end_offset == 2
+
+
+def test_records_without_a_key_from_before_compaction_are_dropped(tmp_path: Path) -> None:
+    with open_log(tmp_path / "t-0", compact_config(cleanup_policy=("delete",))) as log:
+        write(log, [(None, b"no key"), (b"k", b"v"), (None, b"no key")])
+        log.update_config(compact_config())
+        log.roll()
+        result = clean_once(log)
+        assert [r.key for r in read_all(log)] == [b"k"]
+        assert result.stats.invalid_records_read == 2
+
+
+def test_a_full_offset_map_cleans_a_prefix_and_the_next_run_the_rest(tmp_path: Path) -> None:
+    small = CleanerConfig(dedupe_buffer_size=12 * BYTES_PER_ENTRY, dedupe_buffer_load_factor=0.9)
+    with open_log(tmp_path / "t-0", compact_config()) as log:
+        pairs = [(_key(n % 30), b"v%d" % n) for n in range(90)]
+        write(log, pairs)
+        log.roll()
+        before = read_all(log)
+        first = clean_once(log, small)
+        assert 0 < first.end_offset < log.active_segment.base_offset
+        mapped = before[: first.end_offset]
+        kept = read_all(log)
+        # below the map's end each key keeps only its latest mapped record; above, all stay
+        assert [r for r in kept if r.offset < first.end_offset] == latest_records(mapped)
+        assert [r for r in kept if r.offset >= first.end_offset] == before[first.end_offset :]
+        runs = clean_fully(log, small)
+        assert runs > 1
+        assert read_all(log) == latest_records(before)
+
+
+def test_a_map_that_cannot_hold_one_batch_is_an_error(tmp_path: Path) -> None:
+    tiny = CleanerConfig(dedupe_buffer_size=3 * BYTES_PER_ENTRY)
+    with open_log(tmp_path / "t-0", compact_config()) as log:
+        write(log, [(_key(n), b"v") for n in range(5)], per_batch=5)
+        log.roll()
+        with pytest.raises(LogCleaningError, match="dedupe.buffer.size"):
+            Cleaner(plan(log, tiny)).clean()
+
+
+def test_groups_of_small_segments_merge_into_one(tmp_path: Path) -> None:
+    with open_log(tmp_path / "t-0", compact_config(segment_bytes=300)) as log:
+        write(log, [(_key(n % 3), b"v%d" % n) for n in range(30)])
+        log.roll()
+        segments_before = log.number_of_segments
+        clean_once(log)  # segments are nearly full: one group each, most end up empty
+        clean_once(log)
+        assert log.number_of_segments < segments_before
+        assert read_all(log) == latest_records(read_all(log))
+        assert not list(log.dir.glob("*.swap")) and not list(log.dir.glob("*.cleaned"))
+
+
+def test_a_corrupt_batch_fails_the_run_and_leaves_nothing(tmp_path: Path) -> None:
+    with open_log(tmp_path / "t-0", compact_config()) as log:
+        write(log, [(b"a", b"1" * 50), (b"a", b"2" * 50), (b"b", b"3")])
+        log.roll()
+        path = names.log_file(log.dir, 0)
+        data = bytearray(path.read_bytes())
+        data[-5] ^= 0xFF  # inside the last batch's value: its CRC no longer matches
+        path.write_bytes(bytes(data))
+        with pytest.raises(CorruptRecordError):
+            Cleaner(plan(log)).clean()
+        assert not list(log.dir.glob("*.cleaned")) and not list(log.dir.glob("*.swap"))
+
+
+def test_cleaning_is_throttled_to_the_io_rate(tmp_path: Path) -> None:
+    with open_log(tmp_path / "t-0", compact_config(segment_bytes=100_000)) as log:
+        write(log, [(_key(n % 10), b"x" * 1000) for n in range(60)])
+        log.roll()
+        task = plan(log, CleanerConfig(max_io_bytes_per_second=1_000_000))
+        cleaner = Cleaner(task, Throttler(task.io_bytes_per_second, check_interval_s=0))
+        result = cleaner.clean()
+        io_bytes = result.stats.map_bytes_read + result.stats.bytes_read
+        assert result.stats.throttled_s > 0
+        assert result.stats.elapsed_secs >= 0.9 * io_bytes / 1_000_000
+
+
+def test_a_cleaned_log_recovers_as_it_was(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    with open_log(directory, compact_config()) as log:
+        write(log, [(_key(n % 7), b"v%d" % n) for n in range(80)])
+        log.roll()
+        clean_fully(log, CLEANER)
+        cleaned = read_all(log)
+        end = log.log_end_offset
+    with open_log(directory, compact_config()) as reopened:
+        assert read_all(reopened) == cleaned
+        assert reopened.log_end_offset == end
+
+
+def test_plan_describes_every_segment_below_the_uncleanable_offset(tmp_path: Path) -> None:
+    with open_log(
+        tmp_path / "t-0", LogConfig(segment_bytes=300, cleanup_policy=("compact",))
+    ) as log:
+        write(log, [(b"k", b"v%d" % n) for n in range(20)])
+        task = plan(log)
+        live = log.segments.non_active()
+        assert [s.base_offset for s in task.segments] == [s.base_offset for s in live]
+        assert [s.size for s in task.segments] == [s.size for s in live]
+        assert task.upper_bounds() == [s.base_offset for s in live[1:]] + [
+            log.active_segment.base_offset
+        ]
+        assert task.delete_horizon_ms == 0
