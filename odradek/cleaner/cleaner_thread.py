@@ -1,0 +1,123 @@
+"""CleanerThread: cleans the filthiest log again and again (Kafka's ``CleanerThread``)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from odradek.cleaner.cleaned_segment_swap import delete_leftovers, swap_in
+from odradek.cleaner.cleaner_config import CleanerConfig
+from odradek.cleaner.cleaner_process import CleanerProcess
+from odradek.cleaner.cleaning_report import CleaningReport
+from odradek.cleaner.cleaning_task import CleaningTask
+from odradek.cleaner.errors import LogCleaningAbortedError
+from odradek.cleaner.log_cleaner_manager import LogCleanerManager
+from odradek.cleaner.log_to_clean import LogToClean
+from odradek.errors import KafkaStorageError
+
+logger = logging.getLogger(__name__)
+
+
+class CleanerThread:
+    """A daemon thread that, until shut down, takes the filthiest log from the manager, has a
+    :class:`CleanerProcess` clean it and swaps the result in, then applies the retention of
+    the compacted logs; it sleeps ``log.cleaner.backoff.ms`` whenever no log needed cleaning.
+
+    The thread itself only waits on the child and renames files, so it holds the GIL briefly.
+    """
+
+    def __init__(self, thread_id: int, config: CleanerConfig, manager: LogCleanerManager) -> None:
+        self.thread_id = thread_id
+        self.last_report: CleaningReport | None = None
+        self._config = config
+        self._manager = manager
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name=f"kafka-log-cleaner-thread-{thread_id}", daemon=True
+        )
+
+    @property
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def initiate_shutdown(self) -> None:
+        """Stop after the current step; a cleaning run in progress is aborted."""
+        self._stopping.set()
+
+    def await_shutdown(self) -> None:
+        self._thread.join()
+
+    def _run(self) -> None:
+        logger.info("log cleaner thread %d started", self.thread_id)
+        while not self._stopping.is_set():
+            try:
+                cleaned = self.try_clean_filthiest_log()
+            except Exception:
+                logger.exception("log cleaner thread %d: unexpected error", self.thread_id)
+                cleaned = False
+            if not cleaned:
+                self._stopping.wait(self._config.backoff_ms / 1000)
+        logger.info("log cleaner thread %d stopped", self.thread_id)
+
+    def try_clean_filthiest_log(self) -> bool:
+        """Clean the filthiest log, if any needs it, then apply compacted logs' retention;
+        True when a log was cleaned (or its cleaning attempted)."""
+        cleanable = self._manager.grab_filthiest_compacted_log()
+        if cleanable is not None:
+            self._clean_log(cleanable)
+        self._apply_retention()
+        return cleanable is not None
+
+    def _clean_log(self, cleanable: LogToClean) -> None:
+        tp = cleanable.topic_partition
+        end_offset = None
+        try:
+            report = self._clean(cleanable)
+            end_offset = report.end_offset
+            self.last_report = report
+            logger.info("%s", report.describe())
+        except LogCleaningAbortedError as error:
+            logger.info("[%s] cleaning stopped: %s", tp, error)
+        except KafkaStorageError as error:
+            logger.warning("[%s] cleaning stopped, the log directory failed: %s", tp, error)
+        except Exception:
+            logger.exception("[%s] cleaning failed; the partition is not cleaned again", tp)
+            self._manager.mark_partition_uncleanable(cleanable.log.dir.parent, tp)
+        finally:
+            if end_offset is None:
+                delete_leftovers(cleanable.log.dir)
+            self._manager.done_cleaning(tp, end_offset)
+
+    def _clean(self, cleanable: LogToClean) -> CleaningReport:
+        tp = cleanable.topic_partition
+        logger.info(
+            "[%s] cleaning offsets [%d, %d), dirty ratio %.2f",
+            tp,
+            cleanable.first_dirty_offset,
+            cleanable.first_uncleanable_offset,
+            cleanable.cleanable_ratio,
+        )
+
+        def should_abort() -> bool:
+            return self._stopping.is_set() or self._manager.is_cleaning_aborted(tp)
+
+        result = CleanerProcess(CleaningTask.plan(cleanable, self._config)).result(should_abort)
+        swap_in(cleanable.log, result, should_abort)
+        after = LogToClean.of(cleanable.log, result.end_offset, cleanable.first_uncleanable_offset)
+        return CleaningReport.of(cleanable, result, after)
+
+    def _apply_retention(self) -> None:
+        logs = self._manager.deletable_logs()
+        try:
+            for log in logs:
+                try:
+                    log.delete_old_segments()
+                except Exception:
+                    logger.exception(
+                        "[%s] retention of the compacted log failed", log.topic_partition
+                    )
+        finally:
+            self._manager.done_deleting(log.topic_partition for log in logs)

@@ -1,0 +1,123 @@
+"""LogCleaner: the broker's log compaction service (Kafka's ``LogCleaner``, SPEC 11).
+
+The LogManager starts it with its logs and checkpoint store, and keeps it off a log while it
+changes that log in other ways:
+
+- retention: ``pause_cleaning_for_non_compacted_partitions()``, apply retention to the logs
+  returned, then ``resume_cleaning`` them (compacted logs get retention from the cleaner
+  threads, between runs);
+- truncation: ``abort_and_pause_cleaning(tp)``, truncate, ``maybe_truncate_checkpoint``,
+  ``resume_cleaning([tp])``;
+- topic deletion: ``abort_cleaning(tp)`` for each partition before its directory goes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+
+from odradek.cleaner.cleaner_checkpoint_store import CleanerCheckpointStore
+from odradek.cleaner.cleaner_config import CleanerConfig
+from odradek.cleaner.cleaner_metrics import CleanerMetrics
+from odradek.cleaner.cleaner_offset_checkpoints import CleanerOffsetCheckpoints
+from odradek.cleaner.cleaner_thread import CleanerThread
+from odradek.cleaner.cleaning_report import CleaningReport
+from odradek.cleaner.log_cleaner_manager import LogCleanerManager
+from odradek.storage.clock import SYSTEM_CLOCK, Clock
+from odradek.storage.log import Log
+from odradek.storage.topic_partition import TopicPartition
+
+AWAIT_POLL_S = 0.01
+
+
+class LogCleaner:
+    """``config.num_threads`` cleaner threads sharing one :class:`LogCleanerManager`.
+
+    ``logs`` returns the broker's online logs (``LogManager.all_logs``); ``checkpoints``
+    stores the first dirty offsets (the LogManager, or by default the checkpoint files).
+    Every method may be called from any thread, but not while holding a Log's lock.
+    """
+
+    def __init__(
+        self,
+        config: CleanerConfig,
+        logs: Callable[[], Iterable[Log]],
+        checkpoints: CleanerCheckpointStore | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.config = config
+        self.manager = LogCleanerManager(logs, checkpoints or CleanerOffsetCheckpoints(logs), clock)
+        self._clock = clock
+        self._threads: list[CleanerThread] = []
+
+    def startup(self) -> None:
+        """Start the cleaner threads (none when ``log.cleaner.enable`` is false)."""
+        if not self.config.enable_cleaner or self._threads:
+            return
+        self._threads = [
+            CleanerThread(number, self.config, self.manager)
+            for number in range(self.config.num_threads)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def shutdown(self) -> None:
+        """Stop the threads, aborting the runs in progress, and wait for them."""
+        for thread in self._threads:
+            thread.initiate_shutdown()
+        for thread in self._threads:
+            thread.await_shutdown()
+        self._threads = []
+
+    # --- keeping the cleaner off a log -------------------------------------------------------
+
+    def abort_cleaning(self, tp: TopicPartition) -> None:
+        self.manager.abort_cleaning(tp)
+
+    def abort_and_pause_cleaning(self, tp: TopicPartition) -> None:
+        self.manager.abort_and_pause_cleaning(tp)
+
+    def resume_cleaning(self, tps: Iterable[TopicPartition]) -> None:
+        self.manager.resume_cleaning(tps)
+
+    def pause_cleaning_for_non_compacted_partitions(self) -> list[Log]:
+        return self.manager.pause_cleaning_for_non_compacted_partitions()
+
+    def maybe_truncate_checkpoint(self, log: Log, offset: int) -> None:
+        self.manager.maybe_truncate_checkpoint(log, offset)
+
+    # --- what it did -------------------------------------------------------------------------
+
+    @property
+    def last_reports(self) -> list[CleaningReport]:
+        """Each thread's last finished run."""
+        return [t.last_report for t in self._threads if t.last_report is not None]
+
+    def metrics(self) -> CleanerMetrics:
+        reports = self.last_reports
+        manager = self.manager
+        return CleanerMetrics(
+            max_buffer_utilization_percent=100
+            * max((r.buffer_utilization for r in reports), default=0.0),
+            cleaner_recopy_percent=100
+            * sum(r.bytes_written for r in reports)
+            / max(sum(r.bytes_read for r in reports), 1),
+            max_clean_time_secs=max((r.seconds for r in reports), default=0.0),
+            max_compaction_delay_secs=manager.max_compaction_delay_ms / 1000,
+            dead_thread_count=sum(not t.is_alive for t in self._threads),
+            max_dirty_percent=100 * manager.dirtiest_log_cleanable_ratio,
+            time_since_last_run_ms=self._clock.milliseconds() - manager.time_of_last_run_ms,
+            uncleanable_partitions_count=sum(
+                len(tps) for tps in manager.uncleanable_partitions().values()
+            ),
+        )
+
+    def await_cleaned(self, tp: TopicPartition, offset: int, timeout_s: float) -> bool:
+        """Wait until ``tp``'s first dirty offset reaches ``offset``; False on timeout."""
+        deadline = time.monotonic() + timeout_s
+        while self.manager.first_dirty_offset(tp) < offset:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(AWAIT_POLL_S)
+        return True
