@@ -61,11 +61,12 @@ class Cleaner:
         )
 
     def _map_memory(self) -> int:
-        """The dedupe buffer, or less when the dirty section has fewer offsets than it holds
-        keys (each run is a fresh process: no need to allocate what cannot be used)."""
+        """The dedupe buffer, or less when the dirty section has fewer offsets: room for all
+        of them at a load of one half, where a lookup takes little more than one probe (each
+        run is a fresh process, so nothing is gained by allocating more)."""
         dirty_offsets = self.task.first_uncleanable_offset - self.task.first_dirty_offset
-        needed = int(dirty_offsets / self.task.load_factor + 2) * BYTES_PER_ENTRY
-        return max(min(self.task.dedupe_buffer_size, needed), 3 * BYTES_PER_ENTRY)
+        roomy = (2 * dirty_offsets + 3) * BYTES_PER_ENTRY
+        return min(self.task.dedupe_buffer_size, roomy)
 
     # --- pass 1: the offset map --------------------------------------------------------------
 
