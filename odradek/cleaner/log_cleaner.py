@@ -8,13 +8,15 @@ changes that log in other ways:
   threads, between runs);
 - truncation: ``abort_and_pause_cleaning(tp)``, truncate, ``maybe_truncate_checkpoint``,
   ``resume_cleaning([tp])``;
-- topic deletion: ``abort_cleaning(tp)`` for each partition before its directory goes.
+- topic deletion: ``abort_cleaning(tp)`` for each partition before its directory goes;
+- a log directory going offline: ``handle_log_dir_failure(log_dir)``.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from odradek.cleaner.cleaner_checkpoint_store import CleanerCheckpointStore
 from odradek.cleaner.cleaner_config import CleanerConfig
@@ -87,6 +89,9 @@ class LogCleaner:
     def maybe_truncate_checkpoint(self, log: Log, offset: int) -> None:
         self.manager.maybe_truncate_checkpoint(log, offset)
 
+    def handle_log_dir_failure(self, log_dir: Path) -> None:
+        self.manager.handle_log_dir_failure(log_dir)
+
     # --- what it did -------------------------------------------------------------------------
 
     @property
@@ -95,22 +100,22 @@ class LogCleaner:
         return [t.last_report for t in self._threads if t.last_report is not None]
 
     def metrics(self) -> CleanerMetrics:
+        """Kafka's cleaner gauges now; the per-run ones over each thread's last run."""
         reports = self.last_reports
         manager = self.manager
+        bytes_read = sum(r.bytes_read for r in reports)
+        bytes_written = sum(r.bytes_written for r in reports)
+        utilization = max((r.buffer_utilization for r in reports), default=0.0)
+        uncleanable = manager.uncleanable_partitions().values()
         return CleanerMetrics(
-            max_buffer_utilization_percent=100
-            * max((r.buffer_utilization for r in reports), default=0.0),
-            cleaner_recopy_percent=100
-            * sum(r.bytes_written for r in reports)
-            / max(sum(r.bytes_read for r in reports), 1),
+            max_buffer_utilization_percent=100 * utilization,
+            cleaner_recopy_percent=100 * bytes_written / max(bytes_read, 1),
             max_clean_time_secs=max((r.seconds for r in reports), default=0.0),
             max_compaction_delay_secs=manager.max_compaction_delay_ms / 1000,
             dead_thread_count=sum(not t.is_alive for t in self._threads),
             max_dirty_percent=100 * manager.dirtiest_log_cleanable_ratio,
             time_since_last_run_ms=self._clock.milliseconds() - manager.time_of_last_run_ms,
-            uncleanable_partitions_count=sum(
-                len(tps) for tps in manager.uncleanable_partitions().values()
-            ),
+            uncleanable_partitions_count=sum(len(tps) for tps in uncleanable),
         )
 
     def await_cleaned(self, tp: TopicPartition, offset: int, timeout_s: float) -> bool:
