@@ -85,7 +85,7 @@ class FrameDecoder:
                 end = position + 4 + frame_size
                 if len(buffer) < end:
                     break
-                frames.append(_decode_frame(view[position + 4 : end].tobytes()))
+                frames.append(decode_frame(view[position + 4 : end].tobytes()))
                 position = end
         del buffer[:position]
         return frames
@@ -93,23 +93,32 @@ class FrameDecoder:
     def _checked_frame_size(self, view: memoryview, position: int) -> int:
         """The frame size at ``position``, validated with the header size when it has arrived."""
         frame_size = int.from_bytes(view[position : position + 4], "big")
-        if frame_size > self._max_frame_bytes:
-            raise FrameError(
-                f"frame of {frame_size} bytes exceeds the limit of {self._max_frame_bytes} bytes"
-            )
-        if frame_size < 4:
-            raise FrameError(f"frame size {frame_size} is smaller than the header size field")
+        header_size = None
         if len(view) - position >= SIZE_FIELDS_BYTES:
             header_size = int.from_bytes(view[position + 4 : position + 8], "big")
-            if header_size > frame_size - 4:
-                raise FrameError(
-                    f"header size {header_size} exceeds the frame's {frame_size - 4} bytes"
-                )
+        check_frame_size(frame_size, header_size, self._max_frame_bytes)
         return frame_size
 
 
-def _decode_frame(frame: bytes) -> Frame:
-    """Split ``frame`` (the bytes after ``frame_size``) into its header map and payload."""
+def check_frame_size(frame_size: int, header_size: int | None, max_frame_bytes: int) -> None:
+    """Raise FrameError unless a frame of ``frame_size`` bytes (and ``header_size``, once its
+    bytes have arrived) can be read: the checks made from the size fields, before buffering."""
+    if frame_size > max_frame_bytes:
+        raise FrameError(
+            f"frame of {frame_size} bytes exceeds the limit of {max_frame_bytes} bytes"
+        )
+    if frame_size < 4:
+        raise FrameError(f"frame size {frame_size} is smaller than the header size field")
+    if header_size is not None and header_size > frame_size - 4:
+        raise FrameError(f"header size {header_size} exceeds the frame's {frame_size - 4} bytes")
+
+
+def decode_frame(frame: bytes | bytearray) -> Frame:
+    """Split ``frame`` (the bytes after ``frame_size``) into its header map and payload.
+
+    The payload is a view of ``frame``, not a copy: a reader that received a frame into a
+    buffer of its own hands that buffer over here, and must not reuse it.
+    """
     view = memoryview(frame)
     header_size = int.from_bytes(view[:4], "big")
     header_end = 4 + header_size
