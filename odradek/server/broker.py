@@ -25,6 +25,8 @@ logger = logging.getLogger(__name__)
 
 IO_THREADS = 8
 """Threads for work that may wait on the disk: cold reads, admin changes, start and stop."""
+APPEND_THREADS = 2
+"""Threads for large appends (one at a time per partition, in arrival order)."""
 FLUSH_THREADS = 4
 """Threads for acks=all fsyncs (one at a time per partition: group commit)."""
 SHUTDOWN_TIMEOUT_S = 10.0
@@ -44,9 +46,12 @@ class Broker:
         self.metrics = BrokerMetrics()
         self.log_manager = LogManager(config)
         self._io_executor = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="odradek-io")
+        self._append_executor = ThreadPoolExecutor(
+            APPEND_THREADS, thread_name_prefix="odradek-append"
+        )
         self._flush_executor = ThreadPoolExecutor(FLUSH_THREADS, thread_name_prefix="odradek-flush")
         self.replica_manager = ReplicaManager(
-            self.log_manager, self._flush_executor, self._io_executor
+            self.log_manager, self._append_executor, self._flush_executor, self._io_executor
         )
         settings = ConnectionSettings(
             config.socket_request_max_bytes, config.connections_max_idle_ms
@@ -106,8 +111,8 @@ class Broker:
 
     async def _stop_storage(self) -> None:
         await self._in_thread(self.log_manager.shutdown)
-        self._flush_executor.shutdown()
-        self._io_executor.shutdown()
+        for executor in (self._append_executor, self._flush_executor, self._io_executor):
+            executor.shutdown()
 
     def _kafka_apis(self) -> KafkaApis:
         config = self.config

@@ -1,8 +1,9 @@
 """ClientConnection: one client's TCP connection, from bytes in to response frames out.
 
-The protocol object only frames: bytes go into a FrameDecoder, each request is decoded and
-handed to KafkaApis as its own task (so a connection can pipeline, and a fetch waiting for
-data does not hold up a produce behind it), and each response goes to the ResponseWriter.
+The protocol object only frames: the socket reads into a FrameReader, each request is
+decoded and handed to KafkaApis as its own task (so a connection can pipeline, and a fetch
+waiting for data does not hold up a produce behind it), and each response goes to the
+ResponseWriter.
 Responses carry the request's correlation id and may leave in any order.
 
 Reading stops while the client is not keeping up (the transport's buffer is above its
@@ -22,10 +23,11 @@ from typing import Protocol
 
 from odradek.errors import KafkaError, UnknownServerError, error_code_for, error_name_for
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.frame import Frame, FrameDecoder, FrameError
+from odradek.protocol.frame import Frame, FrameError
 from odradek.protocol.header import RequestHeader, ResponseHeader
 from odradek.protocol.messages import decode_request, encode_response
 from odradek.protocol.schema import Message
+from odradek.server.frame_reader import FrameReader
 from odradek.server.kafka_apis import KafkaApis
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.request_context import RequestContext
@@ -56,7 +58,7 @@ class ConnectionRegistry(Protocol):
     def unregister(self, connection: ClientConnection) -> None: ...
 
 
-class ClientConnection(asyncio.Protocol):
+class ClientConnection(asyncio.BufferedProtocol):
     """The broker's side of one client connection."""
 
     def __init__(
@@ -72,7 +74,7 @@ class ClientConnection(asyncio.Protocol):
         self._registry = registry
         self._metrics = metrics
         self._executor = executor
-        self._decoder = FrameDecoder(settings.max_request_bytes)
+        self._reader = FrameReader(settings.max_request_bytes)
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
         self._writer: ResponseWriter | None = None
@@ -114,11 +116,14 @@ class ClientConnection(asyncio.Protocol):
         if exc is not None:
             logger.info("%s: connection lost: %s", self.peer, exc)
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._reader.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         self._last_active = self._loop.time()
-        self._metrics.bytes_in.inc(len(data))
+        self._metrics.bytes_in.inc(nbytes)
         try:
-            frames = self._decoder.feed(data)
+            frames = self._reader.buffer_updated(nbytes)
         except FrameError as error:
             self._close_for(error)
             return

@@ -7,7 +7,7 @@ import contextlib
 
 from prometheus_client import Histogram
 
-DEFAULT_INTERVAL_S = 0.05
+DEFAULT_INTERVAL_S = 0.01
 
 
 class EventLoopLagMonitor:

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable
 from concurrent.futures import Executor
 
+from odradek.errors import KafkaError
 from odradek.protocol.produce import Acks
 from odradek.server.group_commit import GroupCommit
 from odradek.storage.fetch_data_info import FetchIsolation
@@ -17,6 +18,11 @@ from odradek.storage.topic_partition import TopicPartition
 OffsetsMoved = Callable[[TopicPartition], None]
 
 
+INLINE_APPEND_MAX_BYTES = 64 * 1024
+"""Appends up to this size run on the event loop (cheaper than a hop to a thread); larger
+ones, whose write to the page cache takes milliseconds, run on the append threads."""
+
+
 class Partition:
     """Appends to one Log and moves its high watermark as a single replica must (SPEC 7, 9).
 
@@ -26,23 +32,72 @@ class Partition:
     waiting fetches can look again.
     """
 
-    def __init__(self, log: Log, flush_executor: Executor, on_offsets_moved: OffsetsMoved) -> None:
+    def __init__(
+        self,
+        log: Log,
+        append_executor: Executor,
+        flush_executor: Executor,
+        on_offsets_moved: OffsetsMoved,
+    ) -> None:
         self.log = log
         self.topic_partition = log.topic_partition
+        self._append_executor = append_executor
         self._on_offsets_moved = on_offsets_moved
         self._group_commit = GroupCommit(log, flush_executor, self._flushed)
         self._flushed_end: LogOffsetMetadata | None = None
+        self._last_append: asyncio.Future[LogAppendInfo] | None = None
 
     def __repr__(self) -> str:
         return f"Partition({self.topic_partition})"
 
-    def append(self, records: bytes | memoryview, acks: Acks) -> LogAppendInfo:
-        """Append to the log (validating; raises the Log's Kafka errors, nothing written)."""
+    def append(self, records: bytes | memoryview, acks: Acks) -> asyncio.Future[LogAppendInfo]:
+        """Append ``records`` after every append started before; the future fails with the
+        Log's Kafka error when they are refused (nothing of them is written then).
+
+        A small append with none queued ahead is done before this returns; the others queue
+        behind the last one and run in turn, large ones on an append thread.
+        """
+        loop = asyncio.get_running_loop()
+        if self._last_append is None and len(records) <= INLINE_APPEND_MAX_BYTES:
+            done = loop.create_future()
+            try:
+                done.set_result(self._append_now(records, acks))
+            except KafkaError as error:
+                done.set_exception(error)
+            return done
+        queued = loop.create_task(self._append_after(self._last_append, records, acks))
+        self._last_append = queued
+        queued.add_done_callback(self._forget_last_append)
+        return queued
+
+    async def _append_after(
+        self,
+        previous: asyncio.Future[LogAppendInfo] | None,
+        records: bytes | memoryview,
+        acks: Acks,
+    ) -> LogAppendInfo:
+        if previous is not None:
+            await asyncio.wait([previous])
+        if len(records) <= INLINE_APPEND_MAX_BYTES:
+            return self._append_now(records, acks)
+        loop = asyncio.get_running_loop()
+        info = await loop.run_in_executor(self._append_executor, self.log.append, records)
+        self._appended(acks)
+        return info
+
+    def _forget_last_append(self, append: asyncio.Future[LogAppendInfo]) -> None:
+        if self._last_append is append:
+            self._last_append = None
+
+    def _append_now(self, records: bytes | memoryview, acks: Acks) -> LogAppendInfo:
         info = self.log.append(records)
+        self._appended(acks)
+        return info
+
+    def _appended(self, acks: Acks) -> None:
         if acks is not Acks.ALL:
             self.log.maybe_increment_high_watermark(self.log.log_end_offset_metadata)
         self._on_offsets_moved(self.topic_partition)
-        return info
 
     def durable(self, last_offset: int) -> asyncio.Future[None]:
         """Done once ``last_offset`` is fsync'ed (shared with other waiters: group commit)."""

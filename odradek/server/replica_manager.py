@@ -46,6 +46,7 @@ from odradek.server.log_read_result import LogReadResult
 from odradek.server.partition import Partition
 from odradek.server.request_context import RequestContext
 from odradek.storage.fetch_data_info import FetchIsolation
+from odradek.storage.log_append_info import LogAppendInfo
 from odradek.storage.log_manager import LogManager
 from odradek.storage.topic_partition import TopicPartition, validate_topic_name
 
@@ -58,9 +59,14 @@ class ReplicaManager:
     """Leads every partition of the LogManager and serves the record APIs over them."""
 
     def __init__(
-        self, log_manager: LogManager, flush_executor: Executor, io_executor: Executor
+        self,
+        log_manager: LogManager,
+        append_executor: Executor,
+        flush_executor: Executor,
+        io_executor: Executor,
     ) -> None:
         self._log_manager = log_manager
+        self._append_executor = append_executor
         self._flush_executor = flush_executor
         self._io_executor = io_executor
         self._partitions: dict[tuple[str, int], Partition] = {}
@@ -90,7 +96,10 @@ class ReplicaManager:
                 return partition
         tp = TopicPartition(topic, number)
         partition = Partition(
-            self._log_manager.get_log(tp), self._flush_executor, self._purgatory.check_and_complete
+            self._log_manager.get_log(tp),
+            self._append_executor,
+            self._flush_executor,
+            self._purgatory.check_and_complete,
         )
         self._partitions[(topic, number)] = partition
         return partition
@@ -105,9 +114,17 @@ class ReplicaManager:
     async def append_records(
         self, request: ProduceRequest, context: RequestContext
     ) -> ProduceResponse | None:
-        """Append every partition's batches now; with acks=all wait until they are durable
-        (at most ``timeout_ms``). None for acks=0, which gets no response."""
-        results = [self._append(data, request.acks, context) for data in request.partitions]
+        """Append every partition's batches; with acks=all wait until they are durable (at
+        most ``timeout_ms``). None for acks=0, which gets no response.
+
+        Each partition's place in its append queue is taken before the first await, so one
+        connection's produce requests are applied in the order they arrived.
+        """
+        started = [self._start_append(data, request.acks) for data in request.partitions]
+        results = [
+            await self._finish_append(data, partition, append, request.acks, context)
+            for data, (partition, append) in zip(request.partitions, started, strict=True)
+        ]
         if request.acks is Acks.NONE:
             return None
         responses = [response for response, _ in results]
@@ -115,13 +132,28 @@ class ReplicaManager:
             await self._wait_durable(results, responses, request.timeout_ms)
         return ProduceResponse(tuple(responses))
 
-    def _append(
-        self, data: ProducePartitionData, acks: Acks, context: RequestContext
-    ) -> tuple[ProducePartitionResponse, asyncio.Future[None] | None]:
-        """Append one partition's batches; the response and, for acks=all, its durability."""
+    def _start_append(
+        self, data: ProducePartitionData, acks: Acks
+    ) -> tuple[Partition | None, asyncio.Future[LogAppendInfo]]:
         try:
             partition = self.partition(data.topic, data.partition)
-            info = partition.append(data.records, acks)
+        except KafkaError as error:
+            failed = asyncio.get_running_loop().create_future()
+            failed.set_exception(error)
+            return None, failed
+        return partition, partition.append(data.records, acks)
+
+    async def _finish_append(
+        self,
+        data: ProducePartitionData,
+        partition: Partition | None,
+        append: asyncio.Future[LogAppendInfo],
+        acks: Acks,
+        context: RequestContext,
+    ) -> tuple[ProducePartitionResponse, asyncio.Future[None] | None]:
+        """One partition's response and, for acks=all, the future of its durability."""
+        try:
+            info = await append
         except KafkaError as error:
             logger.warning(
                 "[%s] produce from %s rejected: %s",

@@ -1,0 +1,70 @@
+"""FrameReader: the frames of any byte stream, however the socket splits it."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from odradek.protocol.frame import FrameDecoder, FrameError, encode_frame
+from odradek.server.frame_reader import RECEIVE_BUFFER_BYTES, FrameReader
+
+
+def read_all(reader: FrameReader, stream: bytes, chunk_sizes: list[int]) -> list:
+    """Feed ``stream`` as the socket would, in reads of at most the given sizes."""
+    frames = []
+    position, turn = 0, 0
+    while position < len(stream):
+        buffer = reader.get_buffer()
+        size = min(len(buffer), chunk_sizes[turn % len(chunk_sizes)], len(stream) - position)
+        buffer[:size] = stream[position : position + size]
+        frames += reader.buffer_updated(size)
+        position, turn = position + size, turn + 1
+    return frames
+
+
+payload_sizes = st.one_of(
+    st.integers(0, 100), st.integers(RECEIVE_BUFFER_BYTES - 100, 3 * RECEIVE_BUFFER_BYTES)
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(payload_sizes, min_size=1, max_size=6),
+    chunk_sizes=st.lists(st.integers(1, 2 * RECEIVE_BUFFER_BYTES), min_size=1, max_size=5),
+)
+def test_frames_match_the_protocol_decoder(sizes: list[int], chunk_sizes: list[int]) -> None:
+    stream = b"".join(
+        encode_frame({"id": n, "n": size}, bytes([n % 251]) * size) for n, size in enumerate(sizes)
+    )
+    expected = FrameDecoder(1 << 30).feed(stream)
+    frames = read_all(FrameReader(1 << 30), stream, chunk_sizes)
+    assert [(f.header, bytes(f.payload)) for f in frames] == [
+        (f.header, bytes(f.payload)) for f in expected
+    ]
+
+
+def test_large_frame_is_received_in_its_own_buffer() -> None:
+    reader = FrameReader(1 << 30)
+    stream = encode_frame({"id": 1}, b"x" * (2 * RECEIVE_BUFFER_BYTES))
+    assert read_all(reader, stream, [RECEIVE_BUFFER_BYTES]) != []
+    first = reader.get_buffer()
+    assert len(first) == RECEIVE_BUFFER_BYTES  # back to the shared buffer afterwards
+    read_all(reader, stream[:100], [100])
+    assert len(reader.get_buffer()) == len(stream) - 100  # the rest goes straight into its own
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        (1001).to_bytes(4, "big"),  # over the limit: refused from the first 4 bytes
+        (3).to_bytes(4, "big"),
+        (10).to_bytes(4, "big") + (7).to_bytes(4, "big"),  # header larger than the frame
+    ],
+)
+def test_bad_sizes_are_refused_before_the_frame_arrives(prefix: bytes) -> None:
+    reader = FrameReader(1000)
+    buffer = reader.get_buffer()
+    buffer[: len(prefix)] = prefix
+    with pytest.raises(FrameError):
+        reader.buffer_updated(len(prefix))
