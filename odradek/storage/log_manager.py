@@ -40,6 +40,7 @@ from odradek.errors import (
     UnknownTopicOrPartitionError,
 )
 from odradek.storage.atomic_file import fsync_directory, write_atomically
+from odradek.storage.cleaning_control import CleaningControl
 from odradek.storage.clock import SYSTEM_CLOCK, Clock
 from odradek.storage.log import Log
 from odradek.storage.log_dir_failure_channel import LogDirFailureChannel
@@ -112,6 +113,7 @@ class LogManager:
         self._checkpoint_lock = threading.Lock()  # a checkpoint snapshot and its write are one step
         self.meta_properties: MetaProperties | None = None
         self.load_summary: LogLoadSummary | None = None
+        self.cleaner: CleaningControl | None = None
 
     # --- start-up ----------------------------------------------------------------------------
 
@@ -284,9 +286,27 @@ class LogManager:
             for name, task, period_ms in periodic
         ]
 
+    def attach_cleaner(self, cleaner: CleaningControl) -> None:
+        """Coordinate retention and topic deletion with a running log cleaner."""
+        self.cleaner = cleaner
+
     def cleanup_logs(self) -> int:
-        """Apply retention to every online log (the retention task); return segments deleted."""
-        return sum(self._for_each_log("retention check", lambda log: log.delete_old_segments()))
+        """Apply retention to every online log (the retention task); return segments deleted.
+
+        With a cleaner attached, retention pauses it on the logs it checks (compacted logs get
+        their retention from the cleaner between runs, as in Kafka), so the two never work on
+        one log at once.
+        """
+        cleaner = self.cleaner
+        if cleaner is None:
+            return sum(self._for_each_log("retention check", lambda log: log.delete_old_segments()))
+        logs = cleaner.pause_cleaning_for_non_compacted_partitions()
+        try:
+            return sum(
+                self._for_each_log("retention check", lambda log: log.delete_old_segments(), logs)
+            )
+        finally:
+            cleaner.resume_cleaning([log.topic_partition for log in logs])
 
     def flush_dirty_logs(self) -> None:
         """Flush every log whose last flush is at least its ``flush.ms`` ago (the flush task)."""
@@ -331,11 +351,13 @@ class LogManager:
         except OSError as error:
             self._take_offline(log_dir, f"cannot write {file_name}: {error}", error)
 
-    def _for_each_log(self, action: str, function: Callable[[Log], T]) -> list[T]:
-        """``function`` applied to every online log; a failure is logged with its partition
-        and does not stop the others."""
+    def _for_each_log(
+        self, action: str, function: Callable[[Log], T], logs: Iterable[Log] | None = None
+    ) -> list[T]:
+        """``function`` applied to every online log (or to ``logs``); a failure is logged with
+        its partition and does not stop the others."""
         results = []
-        for log in self.all_logs():
+        for log in self.all_logs() if logs is None else logs:
             try:
                 results.append(function(log))
             except Exception:
@@ -501,6 +523,9 @@ class LogManager:
         """
         with self._topic_lock:
             logs = [self.get_log(tp) for tp in self._require_topic(topic)]
+            if self.cleaner is not None:
+                for log in logs:
+                    self.cleaner.abort_cleaning(log.topic_partition)
             with self._lock:
                 for log in logs:
                     del self._logs[log.topic_partition]
@@ -608,6 +633,8 @@ class LogManager:
         """Close the failed directory's logs on a scheduler thread: the reporter may hold a
         Log's lock, and closing other logs from there could deadlock."""
         self.scheduler.schedule(f"log-dir-offline-{log_dir}", lambda: self._close_logs_in(log_dir))
+        if self.cleaner is not None:
+            self.cleaner.handle_log_dir_failure(log_dir)
 
     def _close_logs_in(self, log_dir: Path) -> None:
         with self._lock:

@@ -1,0 +1,98 @@
+"""The LogManager and an attached log cleaner never work on one log at once (SPEC 11, 12)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from log_helpers import BASE_TIME_MS, read_all
+from log_manager_helpers import broker_config, running, wait_until
+
+from odradek.cleaner.cleaner_config import CleanerConfig
+from odradek.cleaner.log_cleaner import LogCleaner
+from odradek.storage.clock import MockClock
+from odradek.storage.log import Log
+from odradek.storage.record_batch_builder import build_batch
+from odradek.storage.topic_partition import TopicPartition
+
+
+class RecordingCleaner:
+    """A CleaningControl that records calls and pauses the logs it is told to."""
+
+    def __init__(self, pausable: list[Log] | None = None) -> None:
+        self.pausable = pausable or []
+        self.calls: list[tuple[str, object]] = []
+
+    def pause_cleaning_for_non_compacted_partitions(self) -> list[Log]:
+        self.calls.append(("pause", [log.topic_partition for log in self.pausable]))
+        return self.pausable
+
+    def resume_cleaning(self, tps: Iterable[TopicPartition]) -> None:
+        self.calls.append(("resume", list(tps)))
+
+    def abort_cleaning(self, tp: TopicPartition) -> None:
+        self.calls.append(("abort", tp))
+
+    def handle_log_dir_failure(self, log_dir: Path) -> None:
+        self.calls.append(("offline", log_dir))
+
+
+def fill(log: Log, batches: int, timestamp: int = BASE_TIME_MS) -> None:
+    for n in range(batches):
+        log.append(build_batch([(timestamp, f"k{n % 3}".encode(), b"v" * 200, ())]))
+    log.update_high_watermark(log.log_end_offset)
+
+
+def test_retention_runs_only_on_logs_the_cleaner_paused_and_resumes_them(tmp_path: Path) -> None:
+    clock = MockClock(BASE_TIME_MS)
+    config = broker_config(tmp_path, dirs=1, log_segment_bytes=1024, log_retention_ms=1000)
+    with running(config, clock) as manager:
+        manager.create_topic("kept", 1)
+        manager.create_topic("expired", 1)
+        for topic in ("kept", "expired"):
+            fill(manager.get_log(TopicPartition(topic, 0)), 20)
+        clock.sleep(10_000)
+        expired = manager.get_log(TopicPartition("expired", 0))
+        cleaner = RecordingCleaner([expired])
+        manager.attach_cleaner(cleaner)
+        assert manager.cleanup_logs() > 0
+        assert manager.get_log(TopicPartition("kept", 0)).log_start_offset == 0
+        assert expired.log_start_offset > 0
+        assert cleaner.calls == [
+            ("pause", [TopicPartition("expired", 0)]),
+            ("resume", [TopicPartition("expired", 0)]),
+        ]
+
+
+def test_deleting_a_topic_aborts_its_cleaning_first(tmp_path: Path) -> None:
+    with running(broker_config(tmp_path, dirs=1)) as manager:
+        manager.create_topic("gone", 2)
+        cleaner = RecordingCleaner()
+        manager.attach_cleaner(cleaner)
+        manager.delete_topic("gone")
+        assert ("abort", TopicPartition("gone", 0)) in cleaner.calls
+        assert ("abort", TopicPartition("gone", 1)) in cleaner.calls
+
+
+def test_a_real_cleaner_compacts_a_topic_of_the_log_manager(tmp_path: Path) -> None:
+    config = broker_config(tmp_path, dirs=1, log_segment_bytes=1024, log_cleaner_backoff_ms=50)
+    with running(config, MockClock(BASE_TIME_MS)) as manager:
+        manager.create_topic(
+            "compacted", 1, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"}
+        )
+        log = manager.get_log(TopicPartition("compacted", 0))
+        fill(log, 30)
+        log.roll()
+        cleaner = LogCleaner(CleanerConfig.from_broker_config(config), manager.all_logs, manager)
+        manager.attach_cleaner(cleaner)
+        cleaner.startup()
+        try:
+            wait_until(lambda: bool(cleaner.last_reports), timeout_s=30)
+            manager.cleanup_logs()  # retention and cleaning side by side
+        finally:
+            cleaner.shutdown()
+        records = read_all(log)
+        assert len(records) < 30  # older values of the three keys were dropped
+        assert {r.key: r.offset for r in records} == {b"k0": 27, b"k1": 28, b"k2": 29}
+        assert [r.offset for r in records] == sorted(r.offset for r in records)
+        assert manager.cleaner_offsets()[TopicPartition("compacted", 0)] > 0
