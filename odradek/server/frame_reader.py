@@ -4,22 +4,23 @@ from __future__ import annotations
 
 from odradek.protocol.frame import SIZE_FIELDS_BYTES, Frame, check_frame_size, decode_frame
 
-RECEIVE_BUFFER_BYTES = 256 * 1024
+RECEIVE_BUFFER_BYTES = 64 * 1024
 
 
 class FrameReader:
     """Hands the socket the buffer to read into next, and returns the frames completed.
 
-    Small frames are read into one reusable receive buffer and copied out whole. A frame
-    larger than that buffer gets a buffer of its own, sized from its length prefix once the
-    size fields passed the protocol's checks, and the socket reads straight into it: a 1 MB
-    produce request is copied once, by the kernel, instead of piece by piece as it is joined.
+    Small frames are read into a receive buffer and copied out whole; the buffer is dropped
+    whenever it holds no partial frame, so an idle connection holds none. A frame larger than
+    that buffer gets a buffer of its own, sized from its length prefix once the size fields
+    passed the protocol's checks, and the socket reads straight into it: a 1 MB produce
+    request is copied once, by the kernel, instead of piece by piece as it is joined.
     Raises the protocol's FrameError when the stream cannot be framed.
     """
 
     def __init__(self, max_frame_bytes: int) -> None:
         self._max_frame_bytes = max_frame_bytes
-        self._buffer = bytearray(RECEIVE_BUFFER_BYTES)
+        self._buffer: bytearray | None = None
         self._start = 0  # buffered bytes not yet framed are _buffer[_start:_end]
         self._end = 0
         self._large: bytearray | None = None  # the body of a large frame being received
@@ -29,7 +30,9 @@ class FrameReader:
         """Where the next read goes."""
         if self._large is not None:
             return memoryview(self._large)[self._large_filled :]
-        if self._end == len(self._buffer):
+        if self._buffer is None:
+            self._buffer = bytearray(RECEIVE_BUFFER_BYTES)
+        elif self._end == len(self._buffer):
             self._compact()
         return memoryview(self._buffer)[self._end :]
 
@@ -62,7 +65,7 @@ class FrameReader:
             else:
                 break
         if self._start == self._end:
-            self._start = self._end = 0
+            self._buffer, self._start, self._end = None, 0, 0
         return frames
 
     def _start_large_frame(self, frame_size: int) -> None:
@@ -71,7 +74,7 @@ class FrameReader:
         self._large = bytearray(frame_size)
         self._large[:received] = self._buffer[self._start + 4 : self._end]
         self._large_filled = received
-        self._start = self._end = 0
+        self._buffer, self._start, self._end = None, 0, 0
 
     def _compact(self) -> None:
         """Move the start of an incomplete frame to the front, to read the rest after it."""
