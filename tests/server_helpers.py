@@ -16,13 +16,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from odradek.client.event_loop_thread import EventLoopThread
 from odradek.config.broker_config_loader import load_broker_config
+from odradek.protocol.fetch import FetchPartition, FetchRequest
 from odradek.protocol.frame import Frame, FrameDecoder, encode_frame
 from odradek.protocol.header import RequestHeader, ResponseHeader
 from odradek.protocol.messages import RESPONSE_TYPES, encode_request
 from odradek.protocol.schema import Message
 from odradek.server.broker import Broker
+from odradek.storage.memory_records import MemoryRecords
 
-__all__ = ["RawClient", "RunningBroker", "batch", "running_broker"]
+__all__ = ["RawClient", "RunningBroker", "batch", "read_partition", "running_broker"]
 
 
 def batch(count: int = 1, **options: object) -> bytes:
@@ -149,3 +151,18 @@ class RawClient:
         except TimeoutError:
             return False
         return True
+
+
+def read_partition(client: RawClient, topic: str, partition: int) -> dict[int, bytes]:
+    """Every record of a partition below its high watermark, by offset."""
+    found: dict[int, bytes] = {}
+    offset = 0
+    while True:
+        request = FetchRequest((FetchPartition(topic, partition, offset, 1 << 20),), max_wait_ms=0)
+        response = client.call(request).partitions[0]
+        assert response.error == 0, response
+        records = [r for r in MemoryRecords(response.records).records() if r.offset >= offset]
+        if not records:
+            return found
+        found.update((r.offset, r.value) for r in records)
+        offset = records[-1].offset + 1

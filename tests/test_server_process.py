@@ -14,13 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
-from server_helpers import RawClient, batch
+from server_helpers import RawClient, batch, read_partition
 
-from odradek.protocol.fetch import FetchPartition, FetchRequest
 from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
 from odradek.storage.log_manager import CLEAN_SHUTDOWN_FILE_NAME
-from odradek.storage.memory_records import MemoryRecords
 
 pytestmark = pytest.mark.slow
 
@@ -80,21 +78,6 @@ class BrokerProcess:
 def produce(topic: str, partition: int, values: list[bytes]) -> ProduceRequest:
     records = batch(len(values), values=values)
     return ProduceRequest((ProducePartitionData(topic, partition, records),), acks=Acks.ALL)
-
-
-def read_partition(client: RawClient, topic: str, partition: int) -> dict[int, bytes]:
-    """Every record of a partition below its high watermark, by offset."""
-    found: dict[int, bytes] = {}
-    offset = 0
-    while True:
-        request = FetchRequest((FetchPartition(topic, partition, offset, 1 << 20),), max_wait_ms=0)
-        response = client.call(request).partitions[0]
-        assert response.error == 0, response
-        records = [r for r in MemoryRecords(response.records).records() if r.offset >= offset]
-        if not records:
-            return found
-        found.update((r.offset, r.value) for r in records)
-        offset = records[-1].offset + 1
 
 
 def test_sigkill_mid_produce_loses_no_record_acknowledged_with_acks_all(tmp_path: Path) -> None:

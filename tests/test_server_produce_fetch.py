@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import uvloop
-from server_helpers import RunningBroker, batch, running_broker
+from server_helpers import RunningBroker, batch, read_partition, running_broker
 
 from odradek.client import AsyncConsumer, AsyncProducer
 from odradek.protocol.api_versions import ApiVersionsRequest
@@ -20,6 +20,7 @@ from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
 from odradek.storage.log import Log
 from odradek.storage.memory_records import MemoryRecords
+from odradek.storage.record_batch_builder import build_batch
 from odradek.storage.topic_partition import TopicPartition
 
 
@@ -277,3 +278,24 @@ def test_raw_client_reads_interleaved_responses(broker: RunningBroker) -> None:
         first, _ = client.read_response(produce("mixed", 0, b""))
         second, _ = client.read_response(fetch("mixed", 0, 0))
     assert (first.correlation_id, second.correlation_id) == (produced, waiting)
+
+
+def test_compacted_topic_is_cleaned_by_the_broker(tmp_path: Path) -> None:
+    with running_broker(tmp_path, {"log.cleaner.backoff.ms": "50"}) as broker:
+        with broker.connect() as client:
+            configs = {
+                "cleanup.policy": "compact",
+                "segment.bytes": "1024",
+                "min.cleanable.dirty.ratio": "0.01",
+            }
+            client.call(CreateTopicsRequest((CreatableTopic("compacted", 1, configs),)))
+            for n in range(60):
+                key = b"k%d" % (n % 3)
+                records = build_batch([(int(time.time() * 1000), key, b"%d" % n, ())])
+                assert client.call(produce("compacted", 0, records)).partitions[0].error == 0
+            deadline = time.monotonic() + 30
+            while len(kept := read_partition(client, "compacted", 0)) == 60:
+                assert time.monotonic() < deadline, "the cleaner never compacted the topic"
+                time.sleep(0.05)
+    assert set(kept.values()) >= {b"57", b"58", b"59"}  # the latest value of each key
+    assert not {b"0", b"1", b"2"} & set(kept.values())  # the oldest ones are gone

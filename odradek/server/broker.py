@@ -9,6 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import version
 from wsgiref.simple_server import WSGIServer
 
+from odradek.cleaner.cleaner_config import CleanerConfig
+from odradek.cleaner.log_cleaner import LogCleaner
 from odradek.config.broker_config import BrokerConfig
 from odradek.protocol.api_versions import ApiVersionsResponse, supported_api_versions
 from odradek.protocol.metadata import BrokerMetadata
@@ -33,18 +35,23 @@ SHUTDOWN_TIMEOUT_S = 10.0
 
 
 class Broker:
-    """One broker: its logs, its listener on ``host:port`` and metrics on ``metrics.port``.
+    """One broker: its logs and their cleaner, its listener on ``host:port`` and metrics on
+    ``metrics.port``.
 
-    ``start()`` loads the logs (recovering them if the last stop was not clean) and begins
-    serving; ``stop()`` stops accepting, lets in-flight requests finish (waiting fetches are
-    answered at once), then shuts the LogManager down: flush, checkpoints, clean-shutdown
-    markers. Ports given as 0 are chosen by the system; ``port``/``metrics_port`` tell which.
+    ``start()`` loads the logs (recovering them if the last stop was not clean), starts the
+    log cleaner and begins serving; ``stop()`` stops accepting, lets in-flight requests finish
+    (waiting fetches are answered at once), stops the cleaner, then shuts the LogManager down:
+    flush, checkpoints, clean-shutdown markers. Ports given as 0 are chosen by the system;
+    ``port`` and ``metrics_port`` tell which.
     """
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.metrics = BrokerMetrics()
         self.log_manager = LogManager(config)
+        self.log_cleaner = LogCleaner(
+            CleanerConfig.from_broker_config(config), self.log_manager.all_logs, self.log_manager
+        )
         self._io_executor = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="odradek-io")
         self._append_executor = ThreadPoolExecutor(
             APPEND_THREADS, thread_name_prefix="odradek-append"
@@ -106,10 +113,13 @@ class Broker:
 
     def _start_storage(self) -> None:
         self.log_manager.startup()
+        self.log_manager.attach_cleaner(self.log_cleaner)
+        self.log_cleaner.startup()
         self.metrics.watch(self.log_manager)
         self.replica_manager.startup()
 
     async def _stop_storage(self) -> None:
+        await self._in_thread(self.log_cleaner.shutdown)
         await self._in_thread(self.log_manager.shutdown)
         for executor in (self._append_executor, self._flush_executor, self._io_executor):
             executor.shutdown()
