@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
 import threading
 import time
 from collections import defaultdict
@@ -269,15 +271,19 @@ def test_fetch_out_of_range_names_the_valid_range(broker: RunningBroker) -> None
     assert "[0, 5]" in response.partitions[0].message
 
 
-def test_raw_client_reads_interleaved_responses(broker: RunningBroker) -> None:
-    """A waiting fetch does not hold up later requests on the same connection."""
-    create_topic(broker, "mixed", 1)
+def test_a_waiting_fetch_does_not_hold_up_later_requests_on_its_connection(
+    broker: RunningBroker,
+) -> None:
+    create_topic(broker, "mixed", 2)
     with broker.connect() as client:
-        waiting = client.send(fetch("mixed", 0, 0, max_wait_ms=5000))
+        waiting = client.send(fetch("mixed", 1, 0, max_wait_ms=1000))
+        started = time.perf_counter()
         produced = client.send(produce("mixed", 0, batch(1)))
         first, _ = client.read_response(produce("mixed", 0, b""))
-        second, _ = client.read_response(fetch("mixed", 0, 0))
+        answered = time.perf_counter() - started
+        second, _ = client.read_response(fetch("mixed", 1, 0))
     assert (first.correlation_id, second.correlation_id) == (produced, waiting)
+    assert answered < 0.5
 
 
 def test_compacted_topic_is_cleaned_by_the_broker(tmp_path: Path) -> None:
@@ -299,3 +305,27 @@ def test_compacted_topic_is_cleaned_by_the_broker(tmp_path: Path) -> None:
                 time.sleep(0.05)
     assert set(kept.values()) >= {b"57", b"58", b"59"}  # the latest value of each key
     assert not {b"0", b"1", b"2"} & set(kept.values())  # the oldest ones are gone
+
+
+def test_large_append_completes_and_commits_when_its_client_vanishes(
+    broker: RunningBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    create_topic(broker, "abandoned", 1)
+    original_append = Log.append
+
+    def slow_append(self: Log, records: bytes, leader_epoch: int = 0) -> object:
+        time.sleep(0.2)  # still writing when the client goes
+        return original_append(self, records, leader_epoch)
+
+    monkeypatch.setattr(Log, "append", slow_append)
+    large = batch(1, value_size=100_000)  # appended on a thread
+    with broker.connect() as client:
+        client.send(produce("abandoned", 0, large))
+        time.sleep(0.05)
+        client.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    monkeypatch.setattr(Log, "append", original_append)
+    time.sleep(0.4)
+    with broker.connect() as client:
+        response = client.call(fetch("abandoned", 0, 0, max_wait_ms=0))
+    assert response.partitions[0].high_watermark == 1
+    assert len(values(response)) == 1

@@ -77,7 +77,11 @@ class Broker:
         On failure (a locked log directory, a port in use) everything started is stopped
         again and the error raised.
         """
-        await self._in_thread(self._start_storage)
+        try:
+            await self._in_thread(self._start_storage)
+        except BaseException:
+            self._shut_down_executors()
+            raise
         try:
             self.port = await self._socket_server.bind(self.config.host, self.config.port)
             self._metrics_server = self.metrics.serve(
@@ -121,6 +125,9 @@ class Broker:
     async def _stop_storage(self) -> None:
         await self._in_thread(self.log_cleaner.shutdown)
         await self._in_thread(self.log_manager.shutdown)
+        self._shut_down_executors()
+
+    def _shut_down_executors(self) -> None:
         for executor in (self._append_executor, self._flush_executor, self._io_executor):
             executor.shutdown()
 

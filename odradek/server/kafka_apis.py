@@ -33,7 +33,7 @@ class KafkaApis:
         replicas, admin = replica_manager, admin_manager
         self._handlers: dict[ApiKey, Handler] = {
             ApiKey.PRODUCE: replicas.append_records,
-            ApiKey.FETCH: lambda request, _: replicas.fetch_messages(request),
+            ApiKey.FETCH: replicas.fetch_messages,
             ApiKey.LIST_OFFSETS: lambda request, _: replicas.list_offsets(request),
             ApiKey.DELETE_RECORDS: lambda request, _: replicas.delete_records(request),
             ApiKey.METADATA: lambda request, _: admin.metadata(request),

@@ -55,7 +55,9 @@ class Partition:
         Log's Kafka error when they are refused (nothing of them is written then).
 
         A small append with none queued ahead is done before this returns; the others queue
-        behind the last one and run in turn, large ones on an append thread.
+        behind the last one and run in turn, large ones on an append thread. A queued append
+        runs to its end even if its caller is cancelled (the connection went away), so the
+        high watermark still follows it and the appends behind it keep their order.
         """
         loop = asyncio.get_running_loop()
         if self._last_append is None and len(records) <= INLINE_APPEND_MAX_BYTES:
@@ -68,7 +70,7 @@ class Partition:
         queued = loop.create_task(self._append_after(self._last_append, records, acks))
         self._last_append = queued
         queued.add_done_callback(self._forget_last_append)
-        return queued
+        return asyncio.shield(queued)
 
     async def _append_after(
         self,
@@ -85,9 +87,11 @@ class Partition:
         self._appended(acks)
         return info
 
-    def _forget_last_append(self, append: asyncio.Future[LogAppendInfo]) -> None:
+    def _forget_last_append(self, append: asyncio.Task[LogAppendInfo]) -> None:
         if self._last_append is append:
             self._last_append = None
+        if not append.cancelled():
+            append.exception()  # read here too: a cancelled caller leaves it unread
 
     def _append_now(self, records: bytes | memoryview, acks: Acks) -> LogAppendInfo:
         info = self.log.append(records)

@@ -121,9 +121,12 @@ class ReplicaManager:
         connection's produce requests are applied in the order they arrived.
         """
         started = [self._start_append(data, request.acks) for data in request.partitions]
+        outcomes = await asyncio.gather(*(append for _, append in started), return_exceptions=True)
         results = [
-            await self._finish_append(data, partition, append, request.acks, context)
-            for data, (partition, append) in zip(request.partitions, started, strict=True)
+            self._appended(data, partition, outcome, request.acks, context)
+            for data, (partition, _), outcome in zip(
+                request.partitions, started, outcomes, strict=True
+            )
         ]
         if request.acks is Acks.NONE:
             return None
@@ -143,33 +146,33 @@ class ReplicaManager:
             return None, failed
         return partition, partition.append(data.records, acks)
 
-    async def _finish_append(
+    def _appended(
         self,
         data: ProducePartitionData,
         partition: Partition | None,
-        append: asyncio.Future[LogAppendInfo],
+        outcome: LogAppendInfo | BaseException,
         acks: Acks,
         context: RequestContext,
     ) -> tuple[ProducePartitionResponse, asyncio.Future[None] | None]:
         """One partition's response and, for acks=all, the future of its durability."""
-        try:
-            info = await append
-        except KafkaError as error:
+        if isinstance(outcome, KafkaError):
             logger.warning(
                 "[%s] produce from %s rejected: %s",
                 _label(data.topic, data.partition),
                 context.peer,
-                error,
+                outcome,
             )
-            return _produce_error(data, error), None
+            return _produce_error(data, outcome), None
+        if isinstance(outcome, BaseException):
+            raise outcome
         response = ProducePartitionResponse(
             data.topic,
             data.partition,
-            base_offset=info.first_offset,
-            log_append_time_ms=info.log_append_time_ms,
-            log_start_offset=info.log_start_offset,
+            base_offset=outcome.first_offset,
+            log_append_time_ms=outcome.log_append_time_ms,
+            log_start_offset=outcome.log_start_offset,
         )
-        durable = partition.durable(info.last_offset) if acks is Acks.ALL else None
+        durable = partition.durable(outcome.last_offset) if acks is Acks.ALL else None
         return response, durable
 
     async def _wait_durable(
@@ -199,11 +202,11 @@ class ReplicaManager:
 
     # --- fetch -------------------------------------------------------------------------------
 
-    async def fetch_messages(self, request: FetchRequest) -> FetchResponse:
+    async def fetch_messages(self, request: FetchRequest, context: RequestContext) -> FetchResponse:
         """Read every partition; unless that gives ``min_bytes`` (or an error), wait in the
         purgatory for appends to bring them, at most ``max_wait_ms``, then read again."""
         isolation = FetchIsolation(request.isolation.value)
-        results = await self._read(request, isolation)
+        results = await self._read(request, isolation, context)
         if self._must_wait(request, results):
             statuses = [
                 FetchPartitionStatus(
@@ -213,7 +216,7 @@ class ReplicaManager:
             ]
             delayed = DelayedFetch(statuses, request.min_bytes, isolation)
             await self._purgatory.wait(delayed, request.max_wait_ms / 1000)
-            results = await self._read(request, isolation)
+            results = await self._read(request, isolation, context)
         return FetchResponse(tuple(result.to_response() for result in results))
 
     def _must_wait(self, request: FetchRequest, results: list[LogReadResult]) -> bool:
@@ -225,7 +228,9 @@ class ReplicaManager:
             and sum(result.size for result in results) < request.min_bytes
         )
 
-    async def _read(self, request: FetchRequest, isolation: FetchIsolation) -> list[LogReadResult]:
+    async def _read(
+        self, request: FetchRequest, isolation: FetchIsolation, context: RequestContext
+    ) -> list[LogReadResult]:
         """Read the partitions in order within ``max_bytes``; the first with data returns at
         least one whole batch even if it is larger (so a consumer never gets stuck)."""
         remaining = request.max_bytes
@@ -235,6 +240,14 @@ class ReplicaManager:
             result = await self._read_partition(
                 entry, isolation, limit, remaining == request.max_bytes
             )
+            if result.error is not None:
+                logger.info(
+                    "[%s] fetch at offset %d from %s failed: %s",
+                    _label(entry.topic, entry.partition),
+                    entry.fetch_offset,
+                    context.peer,
+                    result.error,
+                )
             remaining = max(0, remaining - result.size)
             results.append(result)
         return results
@@ -252,12 +265,6 @@ class ReplicaManager:
             else:
                 info = log.read(entry.fetch_offset, max_bytes, isolation, min_one)
         except KafkaError as error:
-            logger.info(
-                "[%s] fetch at offset %d failed: %s",
-                _label(entry.topic, entry.partition),
-                entry.fetch_offset,
-                error,
-            )
             return LogReadResult(entry, error=error)
         return LogReadResult(entry, partition, info)
 
