@@ -29,6 +29,14 @@ from odradek.storage.log_loader import LoadedLogOffsets, LogLoader
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
 from odradek.storage.log_segment import LogSegment, RollParams
 from odradek.storage.log_segments import LogSegments
+from odradek.storage.log_stats import (
+    LOG_FLUSH_SECONDS,
+    RETENTION_DELETED_BYTES,
+    RETENTION_DELETED_SEGMENTS,
+    RETENTION_LOG_START_OFFSET,
+    RETENTION_SIZE,
+    RETENTION_TIME,
+)
 from odradek.storage.log_validator import validate_and_assign_offsets
 from odradek.storage.scheduler import Scheduler
 from odradek.storage.topic_partition import TopicPartition
@@ -450,8 +458,9 @@ class Log:
                 return
             to_flush = self._segments.values_between(self._recovery_point, offset)
         try:
-            for segment in to_flush:
-                segment.flush()
+            with LOG_FLUSH_SECONDS.time():
+                for segment in to_flush:
+                    segment.flush()
         except OSError as error:
             raise self._storage_error("flush", error) from error
         with self._lock:
@@ -478,6 +487,7 @@ class Log:
         now_ms = self._clock.milliseconds()
         return self._delete_old_segments_matching(
             lambda segment, _next: now_ms - segment.largest_timestamp > retention_ms,
+            RETENTION_TIME,
             f"retention time {retention_ms} ms breached",
         )
 
@@ -496,7 +506,7 @@ class Log:
             return False
 
         return self._delete_old_segments_matching(
-            over_size, f"retention size {retention_bytes} bytes breached"
+            over_size, RETENTION_SIZE, f"retention size {retention_bytes} bytes breached"
         )
 
     def _delete_log_start_offset_breached_segments(self) -> int:
@@ -505,10 +515,14 @@ class Log:
             lambda _segment, next_segment: (
                 next_segment is not None and next_segment.base_offset <= log_start_offset
             ),
+            RETENTION_LOG_START_OFFSET,
             f"below the log start offset {log_start_offset}",
         )
 
-    def _delete_old_segments_matching(self, predicate: SegmentPredicate, reason: str) -> int:
+    def _delete_old_segments_matching(
+        self, predicate: SegmentPredicate, rule: str, reason: str
+    ) -> int:
+        """Delete the segments retention ``rule`` (see log_stats) allows; ``reason`` is logged."""
         with self._lock:
             deletable = self._deletable_segments(predicate)
             if not deletable:
@@ -516,6 +530,8 @@ class Log:
             if len(deletable) == self._segments.number_of_segments:
                 self.roll()
             self._remove_and_delete_segments(deletable, reason)
+            RETENTION_DELETED_SEGMENTS.labels(rule).inc(len(deletable))
+            RETENTION_DELETED_BYTES.labels(rule).inc(sum(s.size for s in deletable))
             first = self._segments.first_segment
             if first is not None and first.base_offset > self._log_start_offset:
                 self._log_start_offset = first.base_offset
