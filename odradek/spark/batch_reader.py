@@ -1,0 +1,54 @@
+"""The batch reader: plans offset ranges once, and reads each in a Spark task."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from odradek.spark.client_options import common_configs
+from odradek.spark.offset_range import OffsetRange, offset_ranges
+from odradek.spark.range_reader import read_range
+from odradek.spark.source_options import SourceOptions
+from odradek.spark.topic_offsets import TopicOffsets
+from odradek.storage.topic_partition import TopicPartition
+
+
+class BatchReader(DataSourceReader):
+    """Reads the topics between startingOffsets and endingOffsets.
+
+    Spark plans a DataFrame once, so every action on it reads the same offset ranges.
+    """
+
+    def __init__(self, options: SourceOptions) -> None:
+        self._options = options
+
+    def partitions(self) -> Sequence[InputPartition]:
+        options = self._options
+        with TopicOffsets(**common_configs(options.client_configs())) as lookup:
+            partitions = lookup.partitions(options.topics)
+            _check_topics_exist(options.topics, partitions)
+            earliest = lookup.earliest(partitions)
+            latest = lookup.latest(partitions)
+        starts = options.starting.resolve(partitions, earliest, latest)
+        ends = options.ending.resolve(partitions, earliest, latest)
+        backwards = sorted(tp for tp in partitions if starts[tp] > ends[tp])
+        if backwards:
+            tp = backwards[0]
+            raise ValueError(
+                f"{tp}: startingOffsets {starts[tp]} is after endingOffsets {ends[tp]}"
+            )
+        return offset_ranges(starts, ends, options.min_partitions)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The records of one OffsetRange; when no range has any, Spark passes a bare one."""
+        if isinstance(partition, OffsetRange):
+            options = self._options
+            yield from read_range(partition, options.client_configs(), options.fail_on_data_loss)
+
+
+def _check_topics_exist(topics: Sequence[str], partitions: Sequence[TopicPartition]) -> None:
+    missing = sorted(set(topics) - {tp.topic for tp in partitions})
+    if missing:
+        raise ValueError(f"no such topic: {', '.join(missing)}")

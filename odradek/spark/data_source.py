@@ -1,0 +1,57 @@
+"""The ``odradek`` format: topics as DataFrames for Spark's Python Data Source API."""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
+from pyspark.sql.types import StructType
+
+from odradek.spark.batch_reader import BatchReader
+from odradek.spark.schema import SCHEMA
+from odradek.spark.sink_options import SinkOptions
+from odradek.spark.source_options import SourceOptions
+from odradek.spark.stream_reader import StreamReader
+from odradek.spark.writer import BatchWriter, StreamWriter
+
+
+class OdradekDataSource(DataSource):
+    """Reads topics (batch and streaming) and writes DataFrames to them, like Spark's Kafka.
+
+    Options arrive in ``self.options``; they are checked when a reader or writer is made, in
+    the Python worker that plans the query.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "odradek"
+
+    def schema(self) -> StructType:
+        return SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        _check_schema(schema)
+        return BatchReader(SourceOptions.parse(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        _check_schema(schema)
+        return StreamReader(SourceOptions.parse(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        if overwrite:
+            raise ValueError("topics are append-only: write with mode('append')")
+        return BatchWriter(SinkOptions.parse(self.options, schema))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return StreamWriter(SinkOptions.parse(self.options, schema))
+
+
+def _check_schema(schema: StructType) -> None:
+    if schema != SCHEMA:
+        raise ValueError(
+            f"the odradek source has a fixed schema ({SCHEMA.simpleString()}); do not set one"
+        )

@@ -1,0 +1,128 @@
+"""Writing the rows of Arrow batches to topics through the project's producer."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Iterable, Iterator
+from types import TracebackType
+from typing import Any, Self
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from odradek.client import FutureRecordMetadata, Producer
+from odradek.errors import KafkaError
+from odradek.spark.sink_options import SinkOptions
+
+# Bigger batches than a producer's default: a write sends many records at once.
+# Options kafka.batch.size and kafka.linger.ms override these.
+WRITE_DEFAULTS = {"batch_size": 256 * 1024, "linger_ms": 10}
+
+Row = tuple[str, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], int | None]
+
+
+class RecordRejectedError(RuntimeError):
+    """The broker refused a record (or the producer could not deliver it): the write fails."""
+
+
+class RecordSender:
+    """Sends rows (value, and optional key, topic, partition, headers) and checks delivery.
+
+    The producer batches and compresses as configured; the first delivery error fails the
+    write at the next batch of rows or at :meth:`finish`.
+    """
+
+    def __init__(self, options: SinkOptions) -> None:
+        self._topic = options.topic
+        self._producer = Producer(**{**WRITE_DEFAULTS, **options.client_configs()})
+        self._sent = 0
+        self._failure: RecordRejectedError | None = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._producer.close(0 if exc is not None else None)
+
+    def send(self, batch: pa.RecordBatch) -> None:
+        """Queue the rows of ``batch``; raise RecordRejectedError if a record failed so far."""
+        for topic, value, key, headers, partition in rows(batch, self._topic):
+            try:
+                future = self._producer.send(topic, value, key, headers, partition)
+            except KafkaError as error:
+                raise RecordRejectedError(_refusal(topic, error)) from error
+            future.add_done_callback(functools.partial(self._delivered, topic))
+            self._sent += 1
+        self._raise_failure()
+
+    def finish(self) -> int:
+        """Wait until every record is acknowledged; how many were written."""
+        self._producer.flush()
+        self._raise_failure()
+        return self._sent
+
+    def _delivered(self, topic: str, future: FutureRecordMetadata) -> None:
+        error = future.exception(0)
+        if error is not None and self._failure is None:
+            self._failure = RecordRejectedError(_refusal(topic, error))
+            self._failure.__cause__ = error
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+
+def send_batches(batches: Iterable[pa.RecordBatch], options: SinkOptions) -> int:
+    """Write the rows of ``batches``, and wait for them; how many were written."""
+    with RecordSender(options) as sender:
+        for batch in batches:
+            sender.send(batch)
+        return sender.finish()
+
+
+def rows(batch: pa.RecordBatch, topic: str | None) -> Iterator[Row]:
+    """(topic, value, key, headers, partition) per row; the ``topic`` option beats the column."""
+    count = batch.num_rows
+    topics = itertools.repeat(topic, count) if topic else _column(batch, "topic", None)
+    headers = (
+        () if row is None else tuple((h["key"], h["value"]) for h in row)
+        for row in _column(batch, "headers", None)
+    )
+    return zip(
+        _checked_topics(topics),
+        _bytes(batch, "value"),
+        _bytes(batch, "key"),
+        headers,
+        _column(batch, "partition", None),
+        strict=True,
+    )
+
+
+def _column(batch: pa.RecordBatch, name: str, missing: Any) -> Iterable[Any]:
+    if name not in batch.schema.names:
+        return itertools.repeat(missing, batch.num_rows)
+    return batch.column(name).to_pylist()
+
+
+def _bytes(batch: pa.RecordBatch, name: str) -> Iterable[bytes | None]:
+    """A binary or string column as bytes (strings in UTF-8)."""
+    if name not in batch.schema.names:
+        return itertools.repeat(None, batch.num_rows)
+    return pc.cast(batch.column(name), pa.binary()).to_pylist()
+
+
+def _checked_topics(topics: Iterable[str | None]) -> Iterator[str]:
+    for topic in topics:
+        if topic is None:
+            raise ValueError("a row has a null topic; set the option topic or fill the column")
+        yield topic
+
+
+def _refusal(topic: str, error: BaseException) -> str:
+    return f"the broker refused a record for topic {topic!r}: {error}"

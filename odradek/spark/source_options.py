@@ -1,0 +1,83 @@
+"""The options of a read, checked once where Spark hands them over."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from odradek.client.config import ConsumerConfig
+from odradek.spark.client_options import client_configs, take_bootstrap
+from odradek.spark.offset_spec import EARLIEST, LATEST, OffsetSpec
+from odradek.spark.option_values import parse_bool, parse_positive_int
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Where to read from and how: Spark's Kafka source options, plus ``bootstrap``.
+
+    ``consumer_configs`` are the ``kafka.*`` options as consumer settings.
+    """
+
+    bootstrap: str
+    topics: tuple[str, ...]
+    starting: OffsetSpec
+    ending: OffsetSpec
+    min_partitions: int | None = None
+    fail_on_data_loss: bool = True
+    max_offsets_per_trigger: int | None = None
+    consumer_configs: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], streaming: bool) -> SourceOptions:
+        """Check ``options`` (keys in any case); ValueError says what is wrong."""
+        options = {name.lower(): value for name, value in options.items()}
+        configs = client_configs(options, ConsumerConfig)
+        return cls(
+            bootstrap=take_bootstrap(options, configs),
+            topics=_topics(options),
+            starting=_starting(options, streaming),
+            ending=_ending(options, streaming),
+            min_partitions=_optional_positive(options, "minPartitions"),
+            fail_on_data_loss=parse_bool(options.get("failondataloss", "true"), "failOnDataLoss"),
+            max_offsets_per_trigger=_optional_positive(options, "maxOffsetsPerTrigger"),
+            consumer_configs=configs,
+        )
+
+    def client_configs(self) -> dict[str, Any]:
+        """Keyword arguments for a consumer reading with these options."""
+        return {"bootstrap_servers": self.bootstrap, **self.consumer_configs}
+
+
+def _topics(options: Mapping[str, str]) -> tuple[str, ...]:
+    given = [name for name in ("topic", "subscribe") if name in options]
+    if len(given) != 1:
+        raise ValueError("give exactly one of the options topic and subscribe")
+    topics = tuple(dict.fromkeys(t.strip() for t in options[given[0]].split(",") if t.strip()))
+    if not topics:
+        raise ValueError(f"option {given[0]} names no topic")
+    return topics
+
+
+def _starting(options: Mapping[str, str], streaming: bool) -> OffsetSpec:
+    default = "latest" if streaming else "earliest"
+    spec = OffsetSpec.parse(options.get("startingoffsets", default), "startingOffsets")
+    if not streaming and spec.mentions(LATEST):
+        raise ValueError("option startingOffsets cannot be latest (-1) for a batch read")
+    return spec
+
+
+def _ending(options: Mapping[str, str], streaming: bool) -> OffsetSpec:
+    if streaming:
+        if "endingoffsets" in options:
+            raise ValueError("option endingOffsets is for batch reads; a stream has no end")
+        return OffsetSpec("endingOffsets", LATEST)
+    spec = OffsetSpec.parse(options.get("endingoffsets", "latest"), "endingOffsets")
+    if spec.mentions(EARLIEST):
+        raise ValueError("option endingOffsets cannot be earliest (-2)")
+    return spec
+
+
+def _optional_positive(options: Mapping[str, str], name: str) -> int | None:
+    text = options.get(name.lower())
+    return None if text is None else parse_positive_int(text, name)

@@ -1,0 +1,65 @@
+"""What the broker knows about the topics read: their partitions and offset bounds."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from types import TracebackType
+from typing import Any, Self
+
+from odradek.client import Admin
+from odradek.errors import UnknownTopicOrPartitionError, error_for_code
+from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from odradek.storage.topic_partition import TopicPartition
+
+
+class TopicOffsets:
+    """Looks up partitions and their earliest and latest offsets through the admin client.
+
+    Latest is the high watermark: the offset after the last record a consumer may read.
+    """
+
+    def __init__(self, **configs: Any) -> None:
+        self._admin = Admin(**configs)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def partitions(self, topics: Iterable[str]) -> list[TopicPartition]:
+        """Every partition of those of ``topics`` that exist; other broker errors raise."""
+        response = self._admin.metadata(topics)
+        found = []
+        for topic in response.topics:
+            if topic.error == UnknownTopicOrPartitionError.code:
+                continue
+            if topic.error:
+                raise error_for_code(topic.error, topic.message or f"topic {topic.name!r}")
+            found += [TopicPartition(topic.name, p.partition) for p in topic.partitions]
+        return sorted(found)
+
+    def earliest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The log start offset of each partition."""
+        return self._offsets(partitions, EARLIEST_TIMESTAMP)
+
+    def latest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The high watermark of each partition."""
+        return self._offsets(partitions, LATEST_TIMESTAMP)
+
+    def close(self) -> None:
+        self._admin.close()
+
+    def _offsets(
+        self, partitions: Iterable[TopicPartition], target: int
+    ) -> dict[TopicPartition, int]:
+        targets = dict.fromkeys(partitions, target)
+        if not targets:
+            return {}
+        found = self._admin.list_offsets(targets)
+        return {tp: entry.offset for tp, entry in found.items()}

@@ -1,0 +1,477 @@
+"""The odradek Spark format on a local Spark session against a broker in a subprocess.
+
+One Spark session and one broker serve the whole module; each test works on its own topics.
+The session is started without calling ``odradek.spark.register``: the format must be found
+through the ``pyspark_odradek`` module, as it is for an installed odradek.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pyspark = pytest.importorskip("pyspark")
+
+from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+
+import pyspark_odradek  # noqa: E402
+from odradek.client import Admin, NewTopic, Producer  # noqa: E402
+from odradek.storage.topic_partition import TopicPartition  # noqa: E402
+
+ODRADEK = Path(sys.executable).with_name("odradek")
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+# Recent: retention would delete records stamped more than retention.ms (7 days) ago.
+BASE_TIMESTAMP = int(time.time() * 1000)
+# (key, value, headers): null keys and values, empty ones, headers with null values.
+SAMPLES = [
+    (b"k0", b"v0", ()),
+    (None, b"v1", (("h1", b"x"), ("h2", None))),
+    (b"k2", None, ()),
+    (None, None, (("h", b""),)),
+    (b"", b"", ()),
+] + [(f"key-{i % 7}".encode(), f"value-{i}".encode() * 3, ()) for i in range(300)]
+
+Row = tuple[Any, ...]
+by_position = operator.itemgetter(2, 3, 4)  # a row's topic, partition and offset
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until_listening(process: subprocess.Popen, port: int, log: Path) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"odradek serve exited with {process.returncode}:\n{log.read_text()}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    pytest.fail(f"odradek serve did not listen on {port} within 30s:\n{log.read_text()}")
+
+
+@pytest.fixture(scope="module")
+def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A broker in a subprocess; its host:port."""
+    root = tmp_path_factory.mktemp("broker")
+    port, log = free_port(), root / "serve.log"
+    command = [ODRADEK, "serve", "--data-dir", root / "data", "--port", port]
+    command += ["--metrics-port", free_port()]
+    with log.open("w") as output:
+        process = subprocess.Popen(list(map(str, command)), stdout=output, stderr=output)
+    try:
+        wait_until_listening(process, port, log)
+        yield f"127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def require_java() -> None:
+    """Skip without Java, except in CI (CI=true), where a missing Java is a failure."""
+    if shutil.which("java") or os.environ.get("JAVA_HOME"):
+        return
+    reason = "the Spark tests need Java 17 (no java on PATH and no JAVA_HOME)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One local Spark session for the test run, bound to loopback, UI off."""
+    require_java()
+    shim_root = str(Path(pyspark_odradek.__file__).parents[1])
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+        # Where an installed odradek puts pyspark_odradek: on the Python workers' path.
+        env.setenv(
+            "PYTHONPATH", os.pathsep.join(filter(None, [shim_root, os.getenv("PYTHONPATH")]))
+        )
+        session = (
+            SparkSession.builder.master("local[2]")
+            .appName("odradek-tests")
+            .config("spark.pyspark.python", sys.executable)
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.sql.session.timeZone", "UTC")
+            .getOrCreate()
+        )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    for query in session.streams.active:
+        query.stop()
+    session.stop()
+
+
+_topic_numbers = itertools.count()
+
+
+@pytest.fixture
+def new_topic(bootstrap: str, request: pytest.FixtureRequest) -> Callable[..., str]:
+    """Creates a topic named after the test; returns its name."""
+
+    def create(partitions: int = 1, configs: dict[str, str] | None = None) -> str:
+        name = f"{request.node.name[:40]}-{next(_topic_numbers)}".replace("[", "-").strip("]")
+        with Admin(bootstrap_servers=bootstrap) as admin:
+            admin.create_topics([NewTopic(name, partitions, configs or {})])
+        return name
+
+    return create
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    samples: Sequence[tuple[bytes | None, bytes | None, tuple]],
+    partitions: int = 1,
+    compression: str = "none",
+) -> list[Row]:
+    """Send ``samples`` round-robin over ``partitions``; the rows a read should give back."""
+    with Producer(bootstrap_servers=bootstrap, compression_type=compression) as producer:
+        sent = [
+            (
+                key,
+                value,
+                headers,
+                BASE_TIMESTAMP + i,
+                producer.send(topic, value, key, headers, i % partitions, BASE_TIMESTAMP + i),
+            )
+            for i, (key, value, headers) in enumerate(samples)
+        ]
+        producer.flush()
+    rows = []
+    for key, value, headers, timestamp, future in sent:
+        where = future.result()
+        rows.append((key, value, topic, where.partition, where.offset, timestamp, 0, headers))
+    return rows
+
+
+def read(spark: SparkSession, bootstrap: str, topics: str, **options: Any) -> DataFrame:
+    reader = spark.read.format("odradek").option("bootstrap", bootstrap)
+    return reader.option("subscribe", topics).options(**options).load()
+
+
+def rows_of(df: DataFrame) -> list[Row]:
+    """Rows as tuples, timestamps in epoch milliseconds and headers as (key, value) tuples."""
+    columns = ["key", "value", "topic", "partition", "offset"]
+    selected = df.select(*columns, F.unix_millis("timestamp"), "timestampType", "headers")
+    rows = [(*row[:7], tuple((h.key, h.value) for h in row[7])) for row in selected.collect()]
+    return sorted(rows, key=by_position)
+
+
+def positions(df: DataFrame) -> list[tuple[str, int, int]]:
+    return sorted(tuple(row) for row in df.select("topic", "partition", "offset").collect())
+
+
+# -- batch reads -------------------------------------------------------------------------------
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("codec", CODECS)
+def test_batch_read_gives_back_what_was_produced(
+    spark: SparkSession, bootstrap: str, new_topic: Callable[..., str], codec: str
+) -> None:
+    topic = new_topic(partitions=3)
+    expected = produce(bootstrap, topic, SAMPLES, partitions=3, compression=codec)
+    df = read(spark, bootstrap, topic)
+    assert df.schema.simpleString() == (
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
+        "timestamp:timestamp,timestampType:int,headers:array<struct<key:string,value:binary>>>"
+    )
+    assert rows_of(df) == sorted(expected, key=by_position)
+
+
+@pytest.mark.spark
+def test_offset_ranges_bound_the_read_and_stay_fixed_across_actions(
+    spark: SparkSession, bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    topic = new_topic(partitions=2)
+    produce(bootstrap, topic, SAMPLES[:20], partitions=2)
+    df = read(
+        spark,
+        bootstrap,
+        topic,
+        startingOffsets=f'{{"{topic}": {{"0": 2, "1": -2}}}}',
+        endingOffsets=f'{{"{topic}": {{"0": 7, "1": -1}}}}',
+    )
+    wanted = [(topic, 0, o) for o in range(2, 7)] + [(topic, 1, o) for o in range(10)]
+    assert positions(df) == wanted
+    produce(bootstrap, topic, SAMPLES[:4], partitions=2)
+    assert positions(df) == wanted
+    assert df.count() == len(wanted)
+    assert read(spark, bootstrap, topic).count() == 24
+
+
+@pytest.mark.spark
+def test_min_partitions_splits_ranges_in_proportion_to_their_size(
+    spark: SparkSession, bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    topic = new_topic(partitions=2)
+    produce(bootstrap, topic, SAMPLES[:6] + SAMPLES[:24], partitions=2)
+    ending = f'{{"{topic}": {{"0": 5, "1": 10}}}}'
+    df = read(spark, bootstrap, topic, endingOffsets=ending, minPartitions=6)
+    assert df.rdd.getNumPartitions() == 6  # 5 and 10 offsets of 15: 2 parts and 4 parts
+    per_task = df.rdd.mapPartitions(lambda rows: [[(r.partition, r.offset) for r in rows]])
+    assert sorted(per_task.collect()) == [
+        [(0, 0), (0, 1)],
+        [(0, 2), (0, 3), (0, 4)],
+        [(1, 0), (1, 1)],
+        [(1, 2), (1, 3)],
+        [(1, 4), (1, 5), (1, 6)],
+        [(1, 7), (1, 8), (1, 9)],
+    ]
+    assert positions(df) == [(topic, 0, o) for o in range(5)] + [(topic, 1, o) for o in range(10)]
+
+
+@pytest.mark.spark
+def test_an_empty_topic_reads_as_no_rows(
+    spark: SparkSession, bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    assert read(spark, bootstrap, new_topic()).count() == 0
+
+
+@pytest.mark.spark
+def test_reading_a_missing_topic_fails_naming_it(spark: SparkSession, bootstrap: str) -> None:
+    with pytest.raises(Exception, match="no such topic: nowhere"):
+        read(spark, bootstrap, "nowhere").count()
+
+
+@pytest.mark.spark
+def test_deleted_records_fail_the_read_or_are_skipped_per_fail_on_data_loss(
+    spark: SparkSession, bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    topic = new_topic()
+    produce(bootstrap, topic, SAMPLES[:10])
+    starting = f'{{"{topic}": {{"0": 0}}}}'
+    with Admin(bootstrap_servers=bootstrap) as admin:
+        admin.delete_records({TopicPartition(topic, 0): 4})
+    with pytest.raises(Exception, match=f"offsets 0 to 3 of {topic}-0 are gone.*failOnDataLoss"):
+        read(spark, bootstrap, topic, startingOffsets=starting).count()
+    df = read(spark, bootstrap, topic, startingOffsets=starting, failOnDataLoss="false")
+    assert positions(df) == [(topic, 0, o) for o in range(4, 10)]
+
+
+# -- batch writes ------------------------------------------------------------------------------
+
+
+@pytest.mark.spark
+def test_write_then_read_back(
+    spark: SparkSession, bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    topic = new_topic(partitions=2)
+    rows = [
+        ("a", b"1", 0, [("h", b"x")]),
+        (None, b"2", 1, []),
+        ("c", None, 1, [("h1", None), ("h2", b"")]),
+    ]
+    df = spark.createDataFrame(
+        rows,
+        "key string, value binary, partition int, headers array<struct<key:string,value:binary>>",
+    )
+    writer = df.write.format("odradek").mode("append").option("bootstrap", bootstrap)
+    writer.option("topic", topic).option("kafka.compression.type", "lz4").save()
+    back = read(spark, bootstrap, topic).collect()
+    assert sorted(
+        [(r.key, r.value, r.partition, [(h.key, h.value) for h in r.headers]) for r in back],
+        key=repr,
+    ) == [
+        (None, b"2", 1, []),
+        (b"a", b"1", 0, [("h", b"x")]),
+        (b"c", None, 1, [("h1", None), ("h2", b"")]),
+    ]
+
+
+@pytest.mark.spark
+def test_write_routes_rows_by_their_topic_column(
+    spark: SparkSession, bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    first, second = new_topic(), new_topic()
+    df = spark.createDataFrame(
+        [(first, "one"), (second, "two"), (first, "three")], "topic string, value string"
+    )
+    df.write.format("odradek").mode("append").option("bootstrap", bootstrap).save()
+    back = read(spark, bootstrap, f"{first},{second}").select("topic", "value").collect()
+    assert sorted(tuple(r) for r in back) == [
+        (first, b"one"),
+        (first, b"three"),
+        (second, b"two"),
+    ]
+
+
+@pytest.mark.spark
+def test_a_record_the_broker_refuses_fails_the_write_clearly(
+    spark: SparkSession, bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    topic = new_topic(configs={"max.message.bytes": "1024"})
+    df = spark.createDataFrame([(b"small",), (b"x" * 4000,)], "value binary")
+    with pytest.raises(Exception, match=f"broker refused a record for topic '{topic}'.*TOO_LARGE"):
+        df.write.format("odradek").mode("append").option("bootstrap", bootstrap).option(
+            "topic", topic
+        ).save()
+
+
+@pytest.mark.spark
+def test_write_without_a_value_column_is_refused_up_front(
+    spark: SparkSession, bootstrap: str
+) -> None:
+    df = spark.createDataFrame([("k",)], "key string")
+    with pytest.raises(Exception, match="needs a value column"):
+        df.write.format("odradek").mode("append").option("bootstrap", bootstrap).option(
+            "topic", "anything"
+        ).save()
+
+
+# -- streaming ---------------------------------------------------------------------------------
+
+
+class Batches:
+    """A foreachBatch sink: per micro-batch, the (topic, partition, offset) of its rows."""
+
+    def __init__(self) -> None:
+        self.seen: list[list[tuple[str, int, int]]] = []
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        self.seen.append(positions(df))
+
+    def offsets(self) -> list[tuple[str, int, int]]:
+        return sorted(itertools.chain.from_iterable(self.seen))
+
+
+def stream(spark: SparkSession, bootstrap: str, topics: str, **options: Any) -> DataFrame:
+    reader = spark.readStream.format("odradek").option("bootstrap", bootstrap)
+    return reader.option("subscribe", topics).options(**options).load()
+
+
+def run_available_now(df: DataFrame, sink: Batches, checkpoint: Path) -> None:
+    """Run the query until it has read what its topics held when it started."""
+    writer = df.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
+    query = writer.trigger(availableNow=True).start()
+    try:
+        query.awaitTermination(120)
+    finally:
+        query.stop()
+
+
+@pytest.mark.spark
+def test_stream_reads_in_bounded_batches_and_restarts_where_it_stopped(
+    spark: SparkSession, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=2)
+    produce(bootstrap, topic, SAMPLES[:10], partitions=2)
+    df = stream(spark, bootstrap, topic, startingOffsets="earliest", maxOffsetsPerTrigger=4)
+    first = Batches()
+    run_available_now(df, first, tmp_path / "checkpoint")
+    assert [len(batch) for batch in first.seen] == [4, 4, 2]
+    assert first.offsets() == [(topic, p, o) for p in (0, 1) for o in range(5)]
+
+    produce(bootstrap, topic, SAMPLES[:6], partitions=2)
+    second = Batches()
+    run_available_now(df, second, tmp_path / "checkpoint")
+    assert second.offsets() == [(topic, p, o) for p in (0, 1) for o in range(5, 8)]
+
+
+@pytest.mark.spark
+def test_stream_from_latest_reads_only_what_comes_after_it_started(
+    spark: SparkSession, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic()
+    produce(bootstrap, topic, SAMPLES[:3])
+    sink = Batches()
+    writer = stream(spark, bootstrap, topic).writeStream.foreachBatch(sink)
+    query = writer.option("checkpointLocation", str(tmp_path / "checkpoint")).start()
+    try:
+        query.processAllAvailable()
+        produce(bootstrap, topic, SAMPLES[:2])
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert sink.offsets() == [(topic, 0, 3), (topic, 0, 4)]
+
+
+@pytest.mark.spark
+def test_stream_picks_up_a_subscribed_topic_created_later(
+    spark: SparkSession, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    present = new_topic()
+    later = f"{present}-later"
+    produce(bootstrap, present, SAMPLES[:2])
+    df = stream(spark, bootstrap, f"{present},{later}", startingOffsets="earliest")
+    first = Batches()
+    run_available_now(df, first, tmp_path / "checkpoint")
+    assert first.offsets() == [(present, 0, 0), (present, 0, 1)]
+
+    with Admin(bootstrap_servers=bootstrap) as admin:
+        admin.create_topics([NewTopic(later, 2)])
+    produce(bootstrap, later, SAMPLES[:4], partitions=2)
+    second = Batches()
+    run_available_now(df, second, tmp_path / "checkpoint")
+    assert second.offsets() == [(later, p, o) for p in (0, 1) for o in range(2)]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
+def test_stream_records_deleted_before_they_were_read(
+    spark: SparkSession,
+    bootstrap: str,
+    new_topic: Callable[..., str],
+    tmp_path: Path,
+    fail_on_data_loss: str,
+) -> None:
+    topic = new_topic()
+    produce(bootstrap, topic, SAMPLES[:5])
+    df = stream(
+        spark, bootstrap, topic, startingOffsets="earliest", failOnDataLoss=fail_on_data_loss
+    )
+    run_available_now(df, Batches(), tmp_path / "checkpoint")
+    produce(bootstrap, topic, SAMPLES[:5])
+    with Admin(bootstrap_servers=bootstrap) as admin:
+        admin.delete_records({TopicPartition(topic, 0): 8})
+    after = Batches()
+    if fail_on_data_loss == "true":
+        with pytest.raises(Exception, match=f"offsets 5 to 7 of {topic}-0 are gone"):
+            run_available_now(df, after, tmp_path / "checkpoint")
+    else:
+        run_available_now(df, after, tmp_path / "checkpoint")
+        assert after.offsets() == [(topic, 0, 8), (topic, 0, 9)]
+
+
+@pytest.mark.spark
+def test_write_stream_copies_a_topic(
+    spark: SparkSession, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    source, target = new_topic(partitions=2), new_topic()
+    produced = produce(bootstrap, source, SAMPLES[:50], partitions=2)
+    df = stream(spark, bootstrap, source, startingOffsets="earliest", maxOffsetsPerTrigger=20)
+    writer = df.select("key", "value", "headers").writeStream.format("odradek")
+    writer = writer.option("bootstrap", bootstrap).option("topic", target)
+    query = writer.option("checkpointLocation", str(tmp_path / "checkpoint"))
+    query = query.trigger(availableNow=True).start()
+    try:
+        query.awaitTermination(120)
+    finally:
+        query.stop()
+    copied = read(spark, bootstrap, target).select("key", "value", "headers").collect()
+    as_tuples = sorted(
+        ((r.key, r.value, tuple((h.key, h.value) for h in r.headers)) for r in copied), key=repr
+    )
+    assert as_tuples == sorted(((k, v, h) for k, v, _, _, _, _, _, h in produced), key=repr)
