@@ -1,22 +1,25 @@
 """The broker's Prometheus metrics, served at ``/metrics`` on the metrics port.
 
-Every name has the ``odradek_`` prefix. Request, network and event-loop figures are kept by the
-server as it runs; per-partition figures are read from the LogManager at scrape time by
-:class:`PartitionCollector`, so a deleted topic's series disappear with it. Each broker has its
-own registry, so several brokers can live in one process (tests).
+Every name has the ``odradek_`` prefix; ``docs/metrics.md`` lists them with the Kafka metric
+each mirrors. Request, network and event-loop figures are kept by the server as it runs;
+per-partition, start-up and cleaner figures are read at scrape time by collectors, so a
+deleted topic's series disappear with it. Each broker has its own registry, so several brokers
+can live in one process (tests); flush and retention figures are process-wide
+(:mod:`odradek.storage.log_stats`) and appear in every broker's registry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.metrics_core import Metric
-from prometheus_client.registry import Collector
 
+from odradek.cleaner.log_cleaner import LogCleaner
+from odradek.server.cleaner_collector import CleanerCollector
+from odradek.server.log_manager_collector import LogManagerCollector
+from odradek.server.partition_collector import PartitionCollector
 from odradek.storage.log_manager import LogManager
+from odradek.storage.log_stats import LOG_STATS
 
 LATENCY_BUCKETS = (
     0.0001,
@@ -103,36 +106,20 @@ class BrokerMetrics:
         )
         for path in (SENDFILE, COPIED):
             self.fetch_bytes.labels(path)
+        for collector in LOG_STATS:
+            registry.register(collector)
 
     def watch(self, log_manager: LogManager) -> None:
-        """Report the partitions of ``log_manager`` at every scrape."""
+        """Report the partitions, last start-up and offline directories of ``log_manager`` at
+        every scrape."""
         self.registry.register(PartitionCollector(log_manager))
+        self.registry.register(LogManagerCollector(log_manager))
+
+    def watch_cleaner(self, cleaner: LogCleaner) -> None:
+        """Report the figures of the broker's log cleaner at every scrape."""
+        self.registry.register(CleanerCollector(cleaner))
 
     def serve(self, host: str, port: int) -> WSGIServer:
         """Serve ``/metrics`` on ``host:port`` (0 picks a free port) from a daemon thread."""
         server, _thread = start_http_server(port, host, self.registry)
         return server
-
-
-class PartitionCollector(Collector):
-    """Each online partition's offsets, size and segment count, read at scrape time."""
-
-    _GAUGES = (
-        ("odradek_log_start_offset", "First offset visible to readers.", "log_start_offset"),
-        ("odradek_log_end_offset", "Offset the next appended record will get.", "log_end_offset"),
-        ("odradek_high_watermark", "Offset up to which records are committed.", "high_watermark"),
-        ("odradek_log_size_bytes", "Bytes of the partition's segments.", "size_in_bytes"),
-        ("odradek_log_segments", "Segments of the partition's log.", "number_of_segments"),
-    )
-
-    def __init__(self, log_manager: LogManager) -> None:
-        self._log_manager = log_manager
-
-    def collect(self) -> Iterator[Metric]:
-        logs = self._log_manager.all_logs()
-        for name, documentation, attribute in self._GAUGES:
-            family = GaugeMetricFamily(name, documentation, labels=["topic", "partition"])
-            for log in logs:
-                tp = log.topic_partition
-                family.add_metric([tp.topic, str(tp.partition)], getattr(log, attribute))
-            yield family
