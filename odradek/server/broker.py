@@ -120,6 +120,7 @@ class Broker:
         self.log_manager.attach_cleaner(self.log_cleaner)
         self.log_cleaner.startup()
         self.metrics.watch(self.log_manager)
+        self.metrics.watch_cleaner(self.log_cleaner)
         self.replica_manager.startup()
 
     async def _stop_storage(self) -> None:
