@@ -1,0 +1,266 @@
+"""The Spark format's planning without Spark: options, offset specs, ranges, rate limits, rows."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("pyspark")
+pa = pytest.importorskip("pyarrow")
+
+from pyspark.sql.types import (  # noqa: E402
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from odradek.client import ConsumerRecord  # noqa: E402
+from odradek.client.config import ProducerConfig  # noqa: E402
+from odradek.spark.arrow_records import records_to_batch  # noqa: E402
+from odradek.spark.client_options import client_configs  # noqa: E402
+from odradek.spark.offset_range import OffsetRange, offset_ranges, split_ranges  # noqa: E402
+from odradek.spark.offset_spec import EARLIEST, LATEST, OffsetSpec  # noqa: E402
+from odradek.spark.partition_offsets import offsets_from_json, offsets_to_json  # noqa: E402
+from odradek.spark.rate_limit import rate_limit  # noqa: E402
+from odradek.spark.record_sender import rows  # noqa: E402
+from odradek.spark.schema import HEADER  # noqa: E402
+from odradek.spark.sink_options import SinkOptions  # noqa: E402
+from odradek.spark.source_options import SourceOptions  # noqa: E402
+from odradek.storage.record_batch import TimestampType  # noqa: E402
+from odradek.storage.topic_partition import TopicPartition  # noqa: E402
+
+A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
+
+
+def source(streaming: bool = False, **options: str) -> SourceOptions:
+    return SourceOptions.parse({"bootstrap": "h:1", "subscribe": "a", **options}, streaming)
+
+
+# -- offsets -----------------------------------------------------------------------------------
+
+
+def test_offsets_json_round_trips_in_sparks_layout() -> None:
+    offsets = {A1: 7, A0: 3, B0: 0}
+    assert offsets_to_json(offsets) == {"a": {"0": 3, "1": 7}, "b": {"0": 0}}
+    assert offsets_from_json(offsets_to_json(offsets)) == offsets
+
+
+def test_offset_spec_resolves_keywords_and_json_against_the_log_bounds() -> None:
+    earliest, latest = {A0: 2, A1: 0}, {A0: 9, A1: 5}
+    assert OffsetSpec.parse("Earliest", "o").resolve([A0, A1], earliest, latest) == earliest
+    assert OffsetSpec.parse("latest", "o").resolve([A0, A1], earliest, latest) == latest
+    spec = OffsetSpec.parse('{"a": {"0": -2, "1": 4}}', "o")
+    assert spec.resolve([A0, A1], earliest, latest) == {A0: 2, A1: 4}
+    assert OffsetSpec.parse('{"a": {"0": -1}}', "o").resolve([A0], earliest, latest) == {A0: 9}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("soonest", "must be earliest, latest or JSON"),
+        ('["a"]', "must be earliest, latest or JSON"),
+        ('{"a": {"x": 1}}', "must be earliest, latest or JSON"),
+        ('{"a": {"0": -3}}', "a-0 has offset -3, below -2"),
+    ],
+)
+def test_offset_spec_rejects_what_is_not_an_offset(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        OffsetSpec.parse(text, "startingOffsets")
+
+
+def test_offset_spec_json_must_name_exactly_the_partitions_read() -> None:
+    spec = OffsetSpec.parse('{"a": {"0": 1}}', "startingOffsets")
+    with pytest.raises(ValueError, match="startingOffsets names no offset for a-1"):
+        spec.resolve([A0, A1], {}, {})
+    spec = OffsetSpec.parse('{"a": {"0": 1}, "b": {"0": 2}}', "startingOffsets")
+    with pytest.raises(ValueError, match="names a-0, not a partition of the topics read"):
+        spec.resolve([B0], {}, {})
+
+
+# -- options -----------------------------------------------------------------------------------
+
+
+def test_source_options_have_sparks_defaults() -> None:
+    batch, stream = source(), source(streaming=True)
+    assert (batch.starting.keyword, batch.ending.keyword) == (EARLIEST, LATEST)
+    assert stream.starting.keyword == LATEST
+    assert batch.fail_on_data_loss is True
+    assert batch.min_partitions is None and batch.max_offsets_per_trigger is None
+
+
+def test_source_options_read_any_case_and_pass_kafka_settings_typed() -> None:
+    given = {
+        "bootstrap": "h:1",
+        "topic": "a, b ,a",
+        "minPartitions": "8",
+        "FAILONDATALOSS": "False",
+        "kafka.max.poll.records": "50",
+        "kafka.check.crcs": "false",
+    }
+    options = SourceOptions.parse(given, streaming=False)
+    assert options.topics == ("a", "b")
+    assert options.min_partitions == 8
+    assert options.fail_on_data_loss is False
+    assert options.client_configs() == {
+        "bootstrap_servers": "h:1",
+        "max_poll_records": 50,
+        "check_crcs": False,
+    }
+
+
+def test_kafka_bootstrap_servers_stands_in_for_bootstrap() -> None:
+    options = SourceOptions.parse({"kafka.bootstrap.servers": "k:2", "subscribe": "a"}, False)
+    assert options.client_configs() == {"bootstrap_servers": "k:2"}
+
+
+@pytest.mark.parametrize(
+    ("options", "streaming", "message"),
+    [
+        ({"bootstrap": ""}, False, "option bootstrap .* is required"),
+        ({"topic": "b"}, False, "exactly one of the options topic and subscribe"),
+        ({"subscribe": " , "}, False, "option subscribe names no topic"),
+        ({"startingOffsets": "latest"}, False, "startingOffsets cannot be latest"),
+        ({"startingOffsets": '{"a": {"0": -1}}'}, False, "startingOffsets cannot be latest"),
+        ({"endingOffsets": "earliest"}, False, "endingOffsets cannot be earliest"),
+        ({"endingOffsets": "latest"}, True, "endingOffsets is for batch reads"),
+        ({"minPartitions": "0"}, False, "minPartitions must be > 0"),
+        ({"maxOffsetsPerTrigger": "many"}, True, "maxOffsetsPerTrigger must be an integer"),
+        ({"failOnDataLoss": "maybe"}, False, "failOnDataLoss must be true or false"),
+        ({"kafka.fetch.max.wait.ms": "x"}, False, "kafka.fetch.max.wait.ms must be an integer"),
+        ({"kafka.linger.ms": "5"}, False, "kafka.linger.ms is not a setting of ConsumerConfig"),
+    ],
+)
+def test_source_options_say_what_is_wrong(
+    options: dict[str, str], streaming: bool, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        source(streaming, **options)
+
+
+def test_producer_settings_are_typed_after_their_defaults() -> None:
+    options = {"kafka.acks": "1", "kafka.linger.ms": "20", "kafka.compression.type": "zstd"}
+    assert client_configs(options, ProducerConfig) == {
+        "acks": "1",
+        "linger_ms": 20,
+        "compression_type": "zstd",
+    }
+
+
+def sink_schema(*fields: tuple[str, object]) -> StructType:
+    return StructType([StructField(name, data_type) for name, data_type in fields])
+
+
+def test_sink_options_accept_sparks_kafka_columns() -> None:
+    schema = sink_schema(
+        ("key", StringType()),
+        ("value", BinaryType()),
+        ("partition", IntegerType()),
+        ("headers", ArrayType(HEADER)),
+        ("extra", IntegerType()),
+    )
+    sink = SinkOptions.parse({"bootstrap": "h:1", "topic": "t", "kafka.linger.ms": "0"}, schema)
+    assert sink == SinkOptions("h:1", "t", {"linger_ms": 0})
+
+
+@pytest.mark.parametrize(
+    ("fields", "options", "message"),
+    [
+        ((("key", StringType()),), {"topic": "t"}, "needs a value column"),
+        ((("value", StringType()),), {}, "the option topic, or a topic column"),
+        ((("value", IntegerType()),), {"topic": "t"}, "column value is int; it must be binary"),
+        (
+            (("value", StringType()), ("partition", StringType())),
+            {"topic": "t"},
+            "column partition is string; it must be int",
+        ),
+    ],
+)
+def test_sink_options_refuse_columns_a_write_cannot_use(
+    fields: tuple, options: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        SinkOptions.parse({"bootstrap": "h:1", **options}, sink_schema(*fields))
+
+
+# -- ranges and limits -------------------------------------------------------------------------
+
+
+def test_ranges_leave_out_empty_partitions() -> None:
+    assert offset_ranges({A0: 3, A1: 5}, {A0: 6, A1: 5}) == [OffsetRange("a", 0, 3, 6)]
+
+
+def test_split_ranges_divides_like_sparks_kafka_source() -> None:
+    ranges = [OffsetRange("a", 0, 0, 5), OffsetRange("a", 1, 100, 110)]
+    assert split_ranges(ranges, 6) == [
+        OffsetRange("a", 0, 0, 2),
+        OffsetRange("a", 0, 2, 5),
+        OffsetRange("a", 1, 100, 102),
+        OffsetRange("a", 1, 102, 104),
+        OffsetRange("a", 1, 104, 107),
+        OffsetRange("a", 1, 107, 110),
+    ]
+    assert split_ranges(ranges, 2) == ranges
+    assert split_ranges(ranges, None) == ranges
+
+
+def test_split_ranges_keeps_a_part_for_a_tiny_range() -> None:
+    ranges = [OffsetRange("a", 0, 0, 1), OffsetRange("a", 1, 0, 99)]
+    split = split_ranges(ranges, 4)
+    assert split[0] == OffsetRange("a", 0, 0, 1)
+    assert len(split) == 5
+
+
+def test_rate_limit_shares_the_limit_by_backlog_without_starving_small_partitions() -> None:
+    starts = {A0: 0, A1: 10, B0: 5}
+    ends = {A0: 90, A1: 19, B0: 6}
+    assert rate_limit(starts, ends, 10) == {A0: 9, A1: 11, B0: 6}
+    assert rate_limit(starts, ends, 1000) == ends
+
+
+def test_rate_limit_leaves_partitions_without_backlog_alone() -> None:
+    assert rate_limit({A0: 4}, {A0: 4}, 10) == {A0: 4}
+
+
+# -- rows --------------------------------------------------------------------------------------
+
+
+def test_records_become_a_batch_in_the_source_schema() -> None:
+    records = [
+        ConsumerRecord("a", 1, 7, 1500, TimestampType.LOG_APPEND_TIME, b"k", b"v", (("h", b"x"),)),
+        ConsumerRecord("a", 1, 8, 1501, TimestampType.CREATE_TIME, None, None, ()),
+    ]
+    batch = records_to_batch(records)
+    columns = batch.to_pydict()
+    assert columns["offset"] == [7, 8]
+    assert columns["partition"] == [1, 1]
+    assert [t.timestamp() for t in columns["timestamp"]] == [1.5, 1.501]
+    assert columns["timestampType"] == [1, 0]
+    assert columns["key"] == [b"k", None] and columns["value"] == [b"v", None]
+    assert columns["headers"] == [[{"key": "h", "value": b"x"}], []]
+
+
+def test_rows_take_strings_as_utf8_and_the_topic_option_over_the_column() -> None:
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "value": pa.array(["é", None]),
+            "key": pa.array([b"k", None]),
+            "topic": pa.array(["ignored", "ignored"]),
+            "partition": pa.array([3, None], pa.int32()),
+            "headers": pa.array(
+                [[{"key": "h", "value": b"1"}], None],
+                pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])),
+            ),
+        }
+    )
+    assert list(rows(batch, "t")) == [
+        ("t", "é".encode(), b"k", (("h", b"1"),), 3),
+        ("t", None, None, (), None),
+    ]
+
+
+def test_rows_without_a_topic_refuse_a_null_one() -> None:
+    batch = pa.RecordBatch.from_pydict({"value": [b"v"], "topic": pa.array([None], pa.string())})
+    with pytest.raises(ValueError, match="a row has a null topic"):
+        list(rows(batch, None))
