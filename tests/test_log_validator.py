@@ -495,6 +495,57 @@ def test_walk_matches_the_reference(
     _same_as_reference(bytes(mutated), count + count_error, keys_required)
 
 
+# Records of any layout: the walk's inline one- and two-byte varints and the longer ones.
+varied_records = st.lists(
+    st.tuples(
+        st.integers(-70, 8200) | st.integers(-(2**40), 2**40),
+        st.none() | st.binary(max_size=80),
+        st.none() | st.binary(max_size=200) | st.just(b"v" * 8200),
+        st.just(()) | st.just((("h", b"x"),)),
+    ),
+    min_size=1,
+    max_size=100,
+).map(
+    lambda records: (
+        b"".join(encode_record(index, *record) for index, record in enumerate(records)),
+        len(records),
+    )
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    generated=varied_records,
+    flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), max_size=2),
+    count_error=st.sampled_from([0, 0, 0, 1, -1]),
+    keys_required=st.booleans(),
+)
+def test_walk_of_any_layout_matches_the_reference(
+    generated: tuple[bytes, int],
+    flips: list[tuple[int, int]],
+    count_error: int,
+    keys_required: bool,
+) -> None:
+    data, count = generated
+    mutated = bytearray(data)
+    for at, mask in flips:
+        mutated[at % len(mutated)] ^= mask
+    _same_as_reference(bytes(mutated), count + count_error, keys_required)
+
+
+@pytest.mark.parametrize("victim", [255, 256, 257, 1000, 1500])
+def test_long_runs_are_checked_past_their_first_window(victim: int) -> None:
+    """A run is measured in growing windows: break a framing byte around their edges."""
+    records = [encode_record(i, i % 7, b"key", b"v" * 20) for i in range(1600)]
+    start = sum(len(record) for record in records[:victim])
+    data = b"".join(records)
+    assert _walk(data, 1600, True) == RecordFraming(0, 6, 6)
+    for at in (start, start + len(records[victim]) - 1):  # its length and its header count
+        mutated = bytearray(data)
+        mutated[at] ^= 0x01
+        _same_as_reference(bytes(mutated), 1600)
+
+
 @pytest.mark.parametrize("victim", [1, 30, 63, 64, 65, 100, 149])
 def test_every_framing_byte_of_a_run_is_checked(victim: int) -> None:
     """Break each byte of one record in a run of identical layouts, one at a time."""

@@ -1,4 +1,7 @@
-"""Zigzag varints and one record's body: known encodings, round trips, broken input."""
+"""Zigzag varints and one record's body: known encodings, round trips, broken input.
+
+Also the hot paths (write_record, decode_records) against the plain codec they must agree with.
+"""
 
 from __future__ import annotations
 
@@ -15,11 +18,13 @@ from odradek.storage.record import (
     INT64_MIN,
     Record,
     decode_record,
+    decode_records,
     decode_varint,
     decode_varlong,
     encode_record,
     encode_varint,
     encode_varlong,
+    write_record,
 )
 
 KNOWN_VARINTS = [
@@ -168,3 +173,104 @@ def _corrupt(body: bytes) -> bytes:
 def test_broken_records(encoded: bytes, match: str) -> None:
     with pytest.raises(CorruptRecordError, match=match):
         decode_record(encoded, 0, 0, 0)
+
+
+# ---------------------------------------------------------------- hot paths vs the plain codec
+
+# Small values (the table's range and its edges) most of the time, any value sometimes.
+small_or_any_int32 = st.integers(-70, 8200) | st.integers(INT32_MIN, INT32_MAX)
+small_or_any_int64 = st.integers(-70, 8200) | st.integers(INT64_MIN, INT64_MAX)
+payloads = st.none() | st.binary(max_size=150) | st.binary(min_size=8185, max_size=8195)
+record_arguments = st.tuples(
+    small_or_any_int32,
+    small_or_any_int64,
+    payloads,
+    payloads,
+    st.just(()) | headers_strategy,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(arguments=record_arguments)
+def test_write_record_matches_encode_record(arguments: tuple) -> None:
+    out = bytearray(b"before")
+    write_record(out, *arguments)
+    assert out == b"before" + encode_record(*arguments)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        (INT32_MAX + 1, 0, b"k", b"v"),
+        (INT32_MIN - 1, 0, b"k", b"v"),
+        (0, INT64_MAX + 1, b"k", b"v"),
+        (0, INT64_MIN - 1, None, None),
+    ],
+)
+def test_write_record_refuses_what_encode_record_refuses(arguments: tuple) -> None:
+    out = bytearray()
+    with pytest.raises(ValueError):
+        write_record(out, *arguments)
+    assert out == b""
+
+
+def _decode_one_by_one(
+    data: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None
+) -> list[Record] | None:
+    """The plain decoder over a whole section; None where decode_records must say None."""
+    records, position = [], 0
+    try:
+        for _ in range(count):
+            record, position = decode_record(
+                data, position, base_offset, base_timestamp, log_append_time
+            )
+            records.append(record)
+    except CorruptRecordError:
+        return None
+    return records if position == len(data) else None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    records=st.lists(record_arguments, max_size=80),
+    base_offset=st.integers(0, 2**62),
+    base_timestamp=st.integers(-(2**62), 2**62),
+    log_append_time=st.none() | st.integers(0, 2**45),
+    flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), max_size=2),
+    cut=st.sampled_from([0, 0, 0, 1, 5]),
+    count_error=st.sampled_from([0, 0, 0, 1, -1]),
+)
+def test_decode_records_matches_decode_record(
+    records: list[tuple],
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+    flips: list[tuple[int, int]],
+    cut: int,
+    count_error: int,
+) -> None:
+    data = bytearray(b"".join(encode_record(*arguments) for arguments in records))
+    for at, mask in flips:
+        if data:
+            data[at % len(data)] ^= mask
+    data = bytes(data[: len(data) - cut])
+    count = len(records) + count_error
+    expected = _decode_one_by_one(data, count, base_offset, base_timestamp, log_append_time)
+    decoded = decode_records(data, count, base_offset, base_timestamp, log_append_time)
+    assert decoded == expected
+    if not flips and not cut and not count_error:
+        assert decoded is not None and len(decoded) == len(records)
+    for record in decoded or ():
+        assert type(record) is Record and hash(record) == hash(Record(*_fields(record)))
+        assert all(type(field) is bytes for field in (record.key, record.value) if field)
+
+
+def _fields(record: Record) -> tuple:
+    return record.offset, record.timestamp, record.key, record.value, record.headers
+
+
+def test_decode_records_of_a_bytearray_gives_bytes() -> None:
+    data = bytearray(encode_record(0, 3, b"key", b"value", [("h", b"x")]))
+    (record,) = decode_records(memoryview(data), 1, 10, 100)
+    assert record == Record(10, 103, b"key", b"value", (("h", b"x"),))
+    assert type(record.key) is bytes and type(record.value) is bytes

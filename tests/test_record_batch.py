@@ -195,6 +195,22 @@ def test_records_count_below_the_records_present() -> None:
         list(RecordBatch(data).records())
 
 
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.LZ4])
+def test_records_before_a_corrupt_one_come_first(codec: CompressionType) -> None:
+    good = build_batch(RECORDS)
+    section = bytearray(good[RECORDS_OFFSET:])
+    section[-1] = 0x7E  # the last record's last header value claims 63 more bytes
+    batch = bytearray(HEADER_SIZE) + codec.compress(section)
+    batch[:HEADER_SIZE] = good[:HEADER_SIZE]
+    struct.pack_into(">i", batch, 8, len(batch) - LOG_OVERHEAD)
+    struct.pack_into(">h", batch, ATTRIBUTES_OFFSET, int(codec))
+    write_crc(batch, 0)
+    records = RecordBatch(batch).records()
+    assert [next(records), next(records)] == list(RecordBatch(good).records())[:2]
+    with pytest.raises(CorruptRecordError, match=r"byte 0\): record 2: "):
+        next(records)
+
+
 def test_corrupt_compressed_block() -> None:
     data = bytearray(_batch(compression=CompressionType.GZIP))
     data[-5:] = b"\x00" * 5

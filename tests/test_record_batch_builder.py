@@ -7,12 +7,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from odradek.storage.compression import CompressionType
-from odradek.storage.record import INT32_MAX, Record
+from odradek.storage.record import INT32_MAX, Record, encode_record
 from odradek.storage.record_batch import (
     CONTROL_FLAG_MASK,
     HEADER_SIZE,
+    HEADER_STRUCT,
+    LOG_OVERHEAD,
     RecordBatch,
     TimestampType,
+    write_crc,
 )
 from odradek.storage.record_batch_builder import RecordBatchBuilder, build_batch
 
@@ -139,3 +142,53 @@ def test_round_trip(
     assert list(batch.records()) == [
         Record(base_offset + index, *record) for index, record in enumerate(records)
     ]
+
+
+def _reference_batch(records: list[tuple], base_offset: int) -> bytes:
+    """An uncompressed batch laid out by hand from encode_record, the plain encoder."""
+    body = b"".join(
+        encode_record(index, timestamp - records[0][0], key, value, headers)
+        for index, (timestamp, key, value, headers) in enumerate(records)
+    )
+    batch = bytearray(HEADER_SIZE) + body
+    HEADER_STRUCT.pack_into(
+        batch,
+        0,
+        base_offset,
+        len(batch) - LOG_OVERHEAD,
+        -1,
+        2,
+        0,
+        0,
+        len(records) - 1,
+        records[0][0],
+        max(record[0] for record in records),
+        -1,
+        -1,
+        -1,
+        len(records),
+    )
+    write_crc(batch, 0)
+    return bytes(batch)
+
+
+@settings(max_examples=100, deadline=None)
+@given(records=record_tuples, base_offset=st.integers(0, 2**50))
+def test_builder_writes_what_the_plain_encoder_writes(
+    records: list[tuple], base_offset: int
+) -> None:
+    builder = RecordBatchBuilder(base_offset=base_offset)
+    for record in records:
+        builder.append(*record)
+    expected = _reference_batch(records, base_offset)
+    assert builder.estimated_size_in_bytes == len(expected)
+    assert builder.build() == expected
+
+
+def test_appends_after_a_build_go_into_the_next_build() -> None:
+    builder = RecordBatchBuilder(CompressionType.NONE)
+    builder.append(10, b"a", b"1")
+    first = builder.build()
+    builder.append(12, b"b", None)
+    assert builder.build() == build_batch([(10, b"a", b"1", ()), (12, b"b", None, ())])
+    assert RecordBatch(first).records_count == 1 and builder.build() == builder.build()

@@ -27,6 +27,7 @@ from odradek.storage.record_batch import (
     COMPRESSION_CODEC_MASK,
     CONTROL_FLAG_MASK,
     HEADER_SIZE,
+    HEADER_STRUCT,
     LOG_OVERHEAD,
     MAGIC,
     NO_TIMESTAMP,
@@ -35,6 +36,7 @@ from odradek.storage.record_batch import (
     TRANSACTIONAL_FLAG_MASK,
     RecordBatch,
     TimestampType,
+    crc_of,
     set_base_offset,
     set_max_timestamp,
     set_partition_leader_epoch,
@@ -44,7 +46,7 @@ from odradek.storage.record_framing import RecordFraming, check_framing
 
 Buffer = bytes | bytearray | memoryview
 
-_CODEC_IDS = frozenset(CompressionType)
+_CODECS = tuple(CompressionType)  # indexed by codec id
 
 
 @dataclass(frozen=True)
@@ -82,12 +84,10 @@ def validate_and_assign_offsets(
     first_offset = next_offset
     max_timestamp, offset_of_max_timestamp = NO_TIMESTAMP, -1
     first_batch_max_timestamp = NO_TIMESTAMP
-    positions = _batch_positions(records)
-    for index, position in enumerate(positions):
-        batch = RecordBatch(records, position)
-        header = batch.header()
+    headers = _batch_headers(records)
+    for index, (position, header) in enumerate(headers):
         timestamp_type, batch_max, index_of_max = _validate_batch(
-            records, batch, header, f"batch {index} at byte {position}", config, now_ms
+            records, position, header, f"batch {index} at byte {position}", config, now_ms
         )
         _assign(
             records,
@@ -104,7 +104,7 @@ def validate_and_assign_offsets(
             max_timestamp, offset_of_max_timestamp = batch_max, next_offset + index_of_max
         next_offset += header.records_count
     if target is not None:
-        records = _recompress(records, positions, target, config)
+        records = _recompress(records, [position for position, _ in headers], target, config)
     return ValidationResult(
         records=records,
         first_offset=first_offset,
@@ -112,7 +112,7 @@ def validate_and_assign_offsets(
         max_timestamp=max_timestamp,
         offset_of_max_timestamp=offset_of_max_timestamp,
         record_count=next_offset - first_offset,
-        batch_count=len(positions),
+        batch_count=len(headers),
         size_in_bytes=len(records),
         first_batch_max_timestamp=first_batch_max_timestamp,
     )
@@ -127,58 +127,64 @@ def _target_compression(config: LogConfig) -> CompressionType | None:
     return CompressionType.for_name(config.compression_type)
 
 
-def _batch_positions(records: bytearray) -> list[int]:
-    """Where each batch starts; the request must be a whole number of batches, at least one."""
+def _batch_headers(records: bytearray) -> list[tuple[int, BatchHeader]]:
+    """Where each batch starts, and its header.
+
+    The request must be a whole number of batches, at least one.
+    """
     if not records:
         raise CorruptRecordError("the request holds no record batch")
-    positions = []
+    headers = []
     position = 0
-    while position < len(records):
-        remaining = len(records) - position
+    total = len(records)
+    while position < total:
+        remaining = total - position
         if remaining < HEADER_SIZE:
             raise CorruptRecordError(
                 f"{remaining} trailing bytes at byte {position} are not a whole batch"
             )
-        batch = RecordBatch(records, position)
-        size = batch.size_in_bytes
+        header = BatchHeader._make(HEADER_STRUCT.unpack_from(records, position))
+        size = header.batch_length + LOG_OVERHEAD
         if size < HEADER_SIZE:
             raise CorruptRecordError(
-                f"batch {len(positions)} at byte {position}: batchLength {batch.batch_length} "
+                f"batch {len(headers)} at byte {position}: batchLength {header.batch_length} "
                 f"is shorter than the batch header"
             )
         if size > remaining:
             raise CorruptRecordError(
-                f"batch {len(positions)} at byte {position}: batchLength {batch.batch_length} "
+                f"batch {len(headers)} at byte {position}: batchLength {header.batch_length} "
                 f"says {size} bytes but only {remaining} remain"
             )
-        positions.append(position)
+        headers.append((position, header))
         position += size
-    return positions
+    return headers
 
 
 def _validate_batch(
     records: bytearray,
-    batch: RecordBatch,
+    position: int,
     header: BatchHeader,
     where: str,
     config: LogConfig,
     now_ms: int,
 ) -> tuple[TimestampType, int, int]:
-    """Every check of one batch.
+    """Every check of the batch at ``position``.
 
     Returns the timestamp type and max timestamp the topic will store for it, and the index
     of the record holding that timestamp.
     """
-    _check_header(batch, header, where, config)
-    framing = _check_records(records, batch, header, where, config.compact)
+    _check_header(records, position, header, where, config)
+    framing = _check_records(records, position, header, where, config.compact)
     if config.log_append_time:
         return TimestampType.LOG_APPEND_TIME, now_ms, 0
-    _check_timestamps(records, batch, framing, where, config, now_ms)
+    _check_timestamps(records, position, header, framing, where, config, now_ms)
     max_timestamp = header.base_timestamp + framing.max_timestamp_delta
     return TimestampType.CREATE_TIME, max_timestamp, framing.index_of_max_timestamp
 
 
-def _check_header(batch: RecordBatch, header: BatchHeader, where: str, config: LogConfig) -> None:
+def _check_header(
+    records: bytearray, position: int, header: BatchHeader, where: str, config: LogConfig
+) -> None:
     """The checks a batch header allows: format, size, CRC, codec, flags and counts."""
     if header.magic != MAGIC:
         raise CorruptRecordError(f"{where}: magic is {header.magic}, only {MAGIC} is supported")
@@ -187,13 +193,13 @@ def _check_header(batch: RecordBatch, header: BatchHeader, where: str, config: L
         raise MessageTooLargeError(
             f"{where}: {size} bytes is larger than max.message.bytes {config.max_message_bytes}"
         )
-    computed = batch.compute_crc()
+    computed = crc_of(records, position, size)
     if computed != header.crc:
         raise CorruptRecordError(
             f"{where}: CRC mismatch: stored {header.crc:#010x}, computed {computed:#010x}"
         )
     codec = header.attributes & COMPRESSION_CODEC_MASK
-    if codec not in _CODEC_IDS:
+    if codec >= len(_CODECS):
         raise UnsupportedCompressionTypeError(f"{where}: unknown compression codec id {codec}")
     if header.attributes & CONTROL_FLAG_MASK:
         raise InvalidRecordError(f"{where}: clients may not write control batches")
@@ -213,12 +219,12 @@ def _check_header(batch: RecordBatch, header: BatchHeader, where: str, config: L
 
 
 def _check_records(
-    records: bytearray, batch: RecordBatch, header: BatchHeader, where: str, keys_required: bool
+    records: bytearray, position: int, header: BatchHeader, where: str, keys_required: bool
 ) -> RecordFraming:
     """Walk the batch's records (decompressed if need be) and prove their framing."""
-    start = batch.position + RECORDS_OFFSET
-    end = batch.position + header.batch_length + LOG_OVERHEAD
-    codec = batch.compression_type
+    start = position + RECORDS_OFFSET
+    end = position + header.batch_length + LOG_OVERHEAD
+    codec = _CODECS[header.attributes & COMPRESSION_CODEC_MASK]
     data = records
     try:
         if codec is not CompressionType.NONE:
@@ -254,7 +260,8 @@ def _assign(
 
 def _check_timestamps(
     records: bytearray,
-    batch: RecordBatch,
+    position: int,
+    header: BatchHeader,
     framing: RecordFraming,
     where: str,
     config: LogConfig,
@@ -263,10 +270,10 @@ def _check_timestamps(
     """CreateTime: every record's timestamp within [now - before.max, now + after.max]."""
     low = now_ms - config.message_timestamp_before_max_ms
     high = now_ms + config.message_timestamp_after_max_ms
-    base = batch.base_timestamp
+    base = header.base_timestamp
     if low <= base + framing.min_timestamp_delta and base + framing.max_timestamp_delta <= high:
         return
-    for index, timestamp in enumerate(_record_timestamps(records, batch)):
+    for index, timestamp in enumerate(_record_timestamps(records, position, header)):
         if not low <= timestamp <= high:
             raise InvalidTimestampError(
                 f"{where}: record {index} has timestamp {timestamp}, "
@@ -276,15 +283,15 @@ def _check_timestamps(
             )
 
 
-def _record_timestamps(records: bytearray, batch: RecordBatch) -> list[int]:
+def _record_timestamps(records: bytearray, position: int, header: BatchHeader) -> list[int]:
     """The records' own timestamps (base + delta), read only to name a culprit."""
-    data = batch.compression_type.decompress(
-        records[batch.position + RECORDS_OFFSET : batch.position + batch.size_in_bytes]
-    )
+    end = position + header.batch_length + LOG_OVERHEAD
+    codec = _CODECS[header.attributes & COMPRESSION_CODEC_MASK]
+    data = codec.decompress(records[position + RECORDS_OFFSET : end])
     timestamps = []
-    position = 0
-    for _ in range(batch.records_count):
-        record, position = decode_record(data, position, 0, batch.base_timestamp)
+    offset = 0
+    for _ in range(header.records_count):
+        record, offset = decode_record(data, offset, 0, header.base_timestamp)
         timestamps.append(record.timestamp)
     return timestamps
 

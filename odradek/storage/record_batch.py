@@ -17,7 +17,7 @@ import crc32c
 from odradek.errors import CorruptRecordError, UnsupportedCompressionTypeError
 from odradek.storage.batch_header import BatchHeader
 from odradek.storage.compression import CompressionType
-from odradek.storage.record import Record, decode_record
+from odradek.storage.record import Record, decode_record, decode_records
 
 Buffer = bytes | bytearray | memoryview
 
@@ -190,7 +190,7 @@ class RecordBatch:
     def compute_crc(self) -> int:
         """CRC-32C of attributes..end, as it should be stored; the whole batch must be present."""
         self._ensure_complete()
-        return _crc_of(self._buffer, self._position, self.size_in_bytes)
+        return crc_of(self._buffer, self._position, self.size_in_bytes)
 
     def is_valid(self) -> bool:
         """Whether the batch is complete, magic 2, and its stored CRC matches its bytes."""
@@ -205,7 +205,7 @@ class RecordBatch:
         self._ensure_complete()
         if self.magic != MAGIC:
             raise self._corrupt(f"magic is {self.magic}, only {MAGIC} is supported")
-        computed = _crc_of(self._buffer, self._position, self.size_in_bytes)
+        computed = crc_of(self._buffer, self._position, self.size_in_bytes)
         if computed != self.crc:
             raise self._corrupt(f"CRC mismatch: stored {self.crc:#010x}, computed {computed:#010x}")
 
@@ -213,24 +213,36 @@ class RecordBatch:
         """The records with absolute offsets and timestamps, decompressed as needed.
 
         In a LogAppendTime batch every record's timestamp is the batch's max timestamp.
-        CorruptRecordError if the records do not parse or do not fill the batch exactly.
+        CorruptRecordError if the records do not parse or do not fill the batch exactly; the
+        records before the fault are yielded first.
         """
         data = self._records_section()
-        base_offset = self.base_offset
-        base_timestamp = self.base_timestamp
-        log_append_time = self.max_timestamp if self.attributes & TIMESTAMP_TYPE_MASK else None
+        header = self.header()
+        log_append_time = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
+        records = decode_records(
+            data, header.records_count, header.base_offset, header.base_timestamp, log_append_time
+        )
+        if records is None:
+            records = self._records_one_by_one(data, header, log_append_time)
+        yield from records
+
+    def _records_one_by_one(
+        self, data: bytes, header: BatchHeader, log_append_time: int | None
+    ) -> Iterator[Record]:
+        """The plain decoder, which names the fault decode_records only detects."""
         position = 0
-        for index in range(self.records_count):
+        for index in range(header.records_count):
             try:
                 record, position = decode_record(
-                    data, position, base_offset, base_timestamp, log_append_time
+                    data, position, header.base_offset, header.base_timestamp, log_append_time
                 )
             except CorruptRecordError as error:
                 raise self._corrupt(f"record {index}: {error.message}") from None
             yield record
         if position != len(data):
             raise self._corrupt(
-                f"{len(data) - position} bytes follow the {self.records_count} records it declares"
+                f"{len(data) - position} bytes follow the {header.records_count} records it "
+                "declares"
             )
 
     def to_bytes(self) -> bytes:
@@ -266,8 +278,11 @@ class RecordBatch:
         return CorruptRecordError(f"batch at offset {base_offset} (byte {self._position}): {what}")
 
 
-def _crc_of(buffer: Buffer, position: int, size: int) -> int:
-    """CRC-32C over attributes..end of the batch of ``size`` bytes at ``position``."""
+def crc_of(buffer: Buffer, position: int, size: int) -> int:
+    """CRC-32C over attributes..end of the batch of ``size`` bytes at ``position``.
+
+    The caller has checked that the buffer holds the whole batch.
+    """
     with memoryview(buffer) as view:
         return crc32c.crc32c(view[position + ATTRIBUTES_OFFSET : position + size])
 
@@ -275,7 +290,7 @@ def _crc_of(buffer: Buffer, position: int, size: int) -> int:
 def write_crc(buffer: bytearray | memoryview, position: int) -> None:
     """Compute the CRC of the whole batch at ``position`` and store it in its header."""
     size = _INT32.unpack_from(buffer, position + BATCH_LENGTH_OFFSET)[0] + LOG_OVERHEAD
-    _UINT32.pack_into(buffer, position + CRC_OFFSET, _crc_of(buffer, position, size))
+    _UINT32.pack_into(buffer, position + CRC_OFFSET, crc_of(buffer, position, size))
 
 
 def set_base_offset(buffer: bytearray | memoryview, position: int, base_offset: int) -> None:

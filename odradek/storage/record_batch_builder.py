@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from odradek.storage.compression import CompressionType
-from odradek.storage.record import INT32_MAX, Record, encode_record
+from odradek.storage.record import INT32_MAX, Record, write_record
 from odradek.storage.record_batch import (
     CONTROL_FLAG_MASK,
     HEADER_SIZE,
@@ -35,6 +35,23 @@ class RecordBatchBuilder:
     timestamp; for a LogAppendTime batch pass the append time as every record's timestamp.
     """
 
+    __slots__ = (
+        "_compression",
+        "_base_offset",
+        "_timestamp_type",
+        "_producer_id",
+        "_producer_epoch",
+        "_base_sequence",
+        "_partition_leader_epoch",
+        "_is_transactional",
+        "_is_control",
+        "_records",
+        "_num_records",
+        "_last_offset",
+        "_base_timestamp",
+        "_max_timestamp",
+    )
+
     def __init__(
         self,
         compression: CompressionType = CompressionType.NONE,
@@ -56,7 +73,7 @@ class RecordBatchBuilder:
         self._partition_leader_epoch = partition_leader_epoch
         self._is_transactional = is_transactional
         self._is_control = is_control
-        self._records = bytearray()
+        self._records = bytearray(HEADER_SIZE)  # room for the header, written by build
         self._num_records = 0
         self._last_offset: int | None = None
         self._base_timestamp = NO_TIMESTAMP
@@ -81,7 +98,7 @@ class RecordBatchBuilder:
     @property
     def estimated_size_in_bytes(self) -> int:
         """Header plus uncompressed records: an upper bound for all but incompressible data."""
-        return HEADER_SIZE + len(self._records)
+        return len(self._records)
 
     def append(
         self,
@@ -104,19 +121,22 @@ class RecordBatchBuilder:
         headers: HeaderSequence = (),
     ) -> None:
         """Add a record at ``offset``: above the previous one and within int32 of base_offset."""
-        if self._last_offset is not None and offset <= self._last_offset:
-            raise ValueError(f"offset {offset} is not above the previous {self._last_offset}")
-        if not self._base_offset <= offset <= self._base_offset + INT32_MAX:
+        last_offset = self._last_offset
+        if last_offset is None:
+            self._base_timestamp = timestamp
+        elif offset <= last_offset:
+            raise ValueError(f"offset {offset} is not above the previous {last_offset}")
+        offset_delta = offset - self._base_offset
+        if not 0 <= offset_delta <= INT32_MAX:
             raise ValueError(
                 f"offset {offset} is outside [base_offset, base_offset + 2^31 - 1] "
                 f"with base_offset {self._base_offset}"
             )
-        if self._num_records == 0:
-            self._base_timestamp = timestamp
-        self._records += encode_record(
-            offset - self._base_offset, timestamp - self._base_timestamp, key, value, headers
+        write_record(
+            self._records, offset_delta, timestamp - self._base_timestamp, key, value, headers
         )
-        self._max_timestamp = max(self._max_timestamp, timestamp)
+        if timestamp > self._max_timestamp:
+            self._max_timestamp = timestamp
         self._last_offset = offset
         self._num_records += 1
 
@@ -124,8 +144,10 @@ class RecordBatchBuilder:
         """The batch: header, CRC and (compressed) records. An empty builder builds ``b""``."""
         if self._num_records == 0:
             return b""
-        records = self._compression.compress(self._records)
-        batch = bytearray(HEADER_SIZE + len(records))
+        batch = self._records  # uncompressed records follow the header's room: no copy
+        if self._compression is not CompressionType.NONE:
+            with memoryview(batch) as view:
+                batch = bytearray(HEADER_SIZE) + self._compression.compress(view[HEADER_SIZE:])
         HEADER_STRUCT.pack_into(
             batch,
             0,
@@ -143,7 +165,6 @@ class RecordBatchBuilder:
             self._base_sequence,
             self._num_records,
         )
-        batch[HEADER_SIZE:] = records
         write_crc(batch, 0)
         return bytes(batch)
 

@@ -8,14 +8,16 @@ inline (one- and two-byte forms without a call) and creates no object per record
 Records that repeat one layout (same length, same key and value lengths, one-byte timestamp
 delta, no headers: fixed-size payloads, as from many producers and every benchmark) are
 checked a run at a time instead: one strided slice per framing byte compares the whole run
-in C. A run passes only if every framing byte equals the template record's, every offsetDelta
-is its index and every timestamp delta is one byte, which proves each record frames exactly
-as the template does.
+in C. A run holds the records, from the template's successor on, whose framing bytes all
+equal the template's and whose timestamp delta is one byte, which proves each frames exactly
+as the template does; its length is measured in C too (the leading bytes each slice shares
+with the template), in windows that grow fourfold, so a run costs what its records do. Every
+offsetDelta of the run must then be its index.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from odradek.errors import CorruptRecordError, InvalidRecordError
 from odradek.storage.record import decode_varint, decode_varlong
@@ -25,6 +27,11 @@ Buffer = bytes | bytearray
 MIN_RECORD_SIZE = 7  # length, attributes, timestampDelta, offsetDelta, key/value lengths, headers
 MAX_FAILED_RUNS = 16  # bounds the cost of near-uniform batches crafted to fail every run
 
+_FIRST_WINDOW = 256  # records a run is first measured over; a slice costs little more
+
+_ZIGZAG = [(code >> 1) ^ -(code & 1) for code in range(0x80)]  # one-byte varint -> value
+_ONE_BYTE_CODES = bytes(range(0x80))  # the bytes a one-byte timestamp delta may hold
+_BYTES = [bytes((value,)) for value in range(0x100)]  # [b]: the one byte b
 _ONE_BYTE_OFFSET_DELTAS = bytes(2 * index for index in range(64))
 _TWO_BYTE_OFFSET_DELTAS_LOW = bytes(((2 * index) & 0x7F) | 0x80 for index in range(8192))
 _TWO_BYTE_OFFSET_DELTAS_HIGH = bytes((2 * index) >> 7 for index in range(8192))
@@ -36,9 +43,12 @@ _AT_LEAST = [bytes(range(code, 128)) for code in range(128)]
 _ZIGZAG_TO_ORDER = bytes(((code >> 1) ^ -(code & 1)) + 64 for code in range(128)) + bytes(128)
 
 
-@dataclass(frozen=True)
-class RecordFraming:
-    """What the walk learned: the spread of timestamp deltas and where the largest is."""
+class RecordFraming(NamedTuple):
+    """What the walk learned: the spread of timestamp deltas and where the largest is.
+
+    A named tuple: one is made per batch on the append path, and a tuple is made in a tenth
+    of the time a frozen dataclass takes.
+    """
 
     min_timestamp_delta: int
     max_timestamp_delta: int
@@ -64,7 +74,12 @@ def check_framing(
 
 
 def _walk(data: Buffer, position: int, end: int, count: int, keys_required: bool) -> RecordFraming:
-    """The per-record loop; see the module docstring for why it is written out by hand."""
+    """The per-record loop, written out in one function as the append path's hot loop.
+
+    Varints of one and two bytes are read inline, longer ones by decode_varint; see the module
+    docstring for the runs.
+    """
+    zigzag = _ZIGZAG
     decode = decode_varint
     min_delta = _ABOVE_ANY_DELTA
     max_delta = _BELOW_ANY_DELTA
@@ -75,22 +90,24 @@ def _walk(data: Buffer, position: int, end: int, count: int, keys_required: bool
         start = position
         byte = data[position]
         if byte < 0x80:
-            length = (byte >> 1) ^ -(byte & 1)
+            length = zigzag[byte]
             position += 1
-        elif data[position + 1] < 0x80:
-            length = (byte & 0x7F) | (data[position + 1] << 7)
-            length = (length >> 1) ^ -(length & 1)
-            position += 2
         else:
-            length, position = decode(data, position)
+            following = data[position + 1]
+            if following < 0x80:
+                length = (byte & 0x7F) | (following << 7)
+                length = (length >> 1) ^ -(length & 1)
+                position += 2
+            else:
+                length, position = decode(data, position)
         record_end = position + length
         if length < 0 or record_end > end:
             raise _fault(index, start, f"length {length} overruns the batch end at byte {end}")
         timestamp_at = position + 1  # after the attributes byte, which Kafka ignores
         byte = data[timestamp_at]
         if byte < 0x80:
-            delta = (byte >> 1) ^ -(byte & 1)
-            position = timestamp_at + 1
+            delta = zigzag[byte]
+            position += 2
         else:
             delta, position = decode_varlong(data, timestamp_at)
         if delta > max_delta:
@@ -100,23 +117,31 @@ def _walk(data: Buffer, position: int, end: int, count: int, keys_required: bool
             min_delta = delta
         byte = data[position]
         if byte < 0x80:
-            offset_delta = (byte >> 1) ^ -(byte & 1)
+            offset_delta = zigzag[byte]
             position += 1
         else:
-            offset_delta, position = decode(data, position)
+            following = data[position + 1]
+            if following < 0x80:
+                offset_delta = (byte & 0x7F) | (following << 7)
+                offset_delta = (offset_delta >> 1) ^ -(offset_delta & 1)
+                position += 2
+            else:
+                offset_delta, position = decode(data, position)
         if offset_delta != index:
             raise _fault(index, start, f"offsetDelta is {offset_delta}, expected {index}")
         key_at = position
         byte = data[position]
         if byte < 0x80:
-            length = (byte >> 1) ^ -(byte & 1)
+            length = zigzag[byte]
             position += 1
-        elif data[position + 1] < 0x80:
-            length = (byte & 0x7F) | (data[position + 1] << 7)
-            length = (length >> 1) ^ -(length & 1)
-            position += 2
         else:
-            length, position = decode(data, position)
+            following = data[position + 1]
+            if following < 0x80:
+                length = (byte & 0x7F) | (following << 7)
+                length = (length >> 1) ^ -(length & 1)
+                position += 2
+            else:
+                length, position = decode(data, position)
         if length >= 0:
             position += length
         elif length != -1:
@@ -128,14 +153,16 @@ def _walk(data: Buffer, position: int, end: int, count: int, keys_required: bool
         value_at = position
         byte = data[position]
         if byte < 0x80:
-            length = (byte >> 1) ^ -(byte & 1)
+            length = zigzag[byte]
             position += 1
-        elif data[position + 1] < 0x80:
-            length = (byte & 0x7F) | (data[position + 1] << 7)
-            length = (length >> 1) ^ -(length & 1)
-            position += 2
         else:
-            length, position = decode(data, position)
+            following = data[position + 1]
+            if following < 0x80:
+                length = (byte & 0x7F) | (following << 7)
+                length = (length >> 1) ^ -(length & 1)
+                position += 2
+            else:
+                length, position = decode(data, position)
         if length >= 0:
             position += length
         elif length != -1:
@@ -161,7 +188,7 @@ def _walk(data: Buffer, position: int, end: int, count: int, keys_required: bool
                 data,
                 start,
                 stride,
-                _fixed_offsets(data, start, key_at, value_at, record_end),
+                _layout_columns(data, start, timestamp_at, key_at, value_at, stride),
                 index,
                 min(count - index, (end - record_end) // stride),
             )
@@ -201,35 +228,43 @@ def _skip_headers(data: Buffer, position: int, record_end: int, index: int, star
     return position
 
 
-def _fixed_offsets(data: Buffer, start: int, key_at: int, value_at: int, end: int) -> list[int]:
-    """Offsets in the record at ``start`` of the bytes a run must share with it.
+def _layout_columns(
+    data: Buffer, start: int, timestamp_at: int, key_at: int, value_at: int, stride: int
+) -> list[tuple[int, bytes]]:
+    """The bytes a run must share with the record at ``start``, as (offset, allowed bytes).
 
-    They are the framing bytes that do not vary from record to record: the length, key length
-    and value length varints and the header count (the last byte).
+    They are the framing bytes that do not vary from record to record (the length, key length
+    and value length varints, and the header count 0 as its last byte), each as the template
+    has it, and last a timestamp delta of one byte, any value.
     """
-    fixed = [*range(_varint_size(data, start)), end - 1 - start]
-    fixed += range(key_at - start, key_at - start + _varint_size(data, key_at))
-    fixed += range(value_at - start, value_at - start + _varint_size(data, value_at))
-    return fixed
-
-
-def _varint_size(data: Buffer, at: int) -> int:
-    size = 1
-    while data[at + size - 1] >= 0x80:
-        size += 1
-    return size
+    columns = [(stride - 1, _BYTES[0])]
+    for at in (start, key_at, value_at):
+        while True:
+            byte = data[at]
+            columns.append((at - start, _BYTES[byte]))
+            if byte < 0x80:
+                break
+            at += 1
+    columns.append((timestamp_at - start, _ONE_BYTE_CODES))
+    return columns
 
 
 def _uniform_run(
-    data: Buffer, template: int, stride: int, fixed: list[int], first_index: int, limit: int
+    data: Buffer,
+    template: int,
+    stride: int,
+    columns: list[tuple[int, bytes]],
+    first_index: int,
+    limit: int,
 ) -> tuple[int, int, int, int] | None:
     """Check the records after ``template`` that repeat its layout, as one run.
 
     The template (of ``stride`` bytes) is known good, with a one-byte timestamp delta and no
-    headers. The run holds at most ``limit`` records and stays within one offsetDelta width
-    (1 byte below index 64, 2 below 8192). Returns (records in the run, min timestamp delta,
-    max timestamp delta, index of the max within the run), or None when no run of at least
-    two records holds; a run that fails is halved until it holds.
+    headers; ``columns`` are its layout (the last one the timestamp delta). The run holds at
+    most ``limit`` records and stays within one offsetDelta width (1 byte below index 64, 2
+    below 8192). Returns (records in the run, min timestamp delta, max timestamp delta,
+    index of the max within the run), or None when the run is shorter than two records or
+    one of its offsetDeltas is wrong (the walk then finds it).
     """
     template_index = first_index - 1
     if template_index < 64:
@@ -240,50 +275,53 @@ def _uniform_run(
         return None
     if limit < 2:
         return None
-    timestamp_offset = _varint_size(data, template) + 1
-    size = limit
-    while size >= 2:
-        deltas = _run_timestamp_deltas(
-            data, template, stride, fixed, timestamp_offset, first_index, size
-        )
-        if deltas is not None:
-            low, high = _bounds(deltas)
-            return size, low - 64, high - 64, deltas.index(high)
-        size //= 2
-    return None
-
-
-def _run_timestamp_deltas(
-    data: Buffer,
-    template: int,
-    stride: int,
-    fixed: list[int],
-    timestamp_offset: int,
-    first_index: int,
-    size: int,
-) -> bytes | bytearray | None:
-    """Check ``size`` records after the template; their timestamp deltas (+64) if they hold."""
-    run_start = template + stride
-    run_stop = run_start + size * stride
-    for offset in fixed:
-        if data[run_start + offset : run_stop : stride].count(data[template + offset]) != size:
-            return None
-    offset_delta_at = run_start + timestamp_offset + 1
-    if first_index < 64:
-        expected = _ONE_BYTE_OFFSET_DELTAS[first_index : first_index + size]
-        if data[offset_delta_at:run_stop:stride] != expected:
-            return None
-    else:
-        expected = _TWO_BYTE_OFFSET_DELTAS_LOW[first_index : first_index + size]
-        if data[offset_delta_at:run_stop:stride] != expected:
-            return None
-        expected = _TWO_BYTE_OFFSET_DELTAS_HIGH[first_index : first_index + size]
-        if data[offset_delta_at + 1 : run_stop : stride] != expected:
-            return None
-    deltas = data[run_start + timestamp_offset : run_stop : stride]
-    if not deltas.isascii():
+    size = _run_length(data, template, stride, columns, limit)
+    timestamp_at = template + stride + columns[-1][0]
+    if size < 2 or not _offset_deltas_hold(data, timestamp_at + 1, stride, first_index, size):
         return None
-    return deltas.translate(_ZIGZAG_TO_ORDER)
+    deltas = data[timestamp_at : timestamp_at + size * stride : stride].translate(_ZIGZAG_TO_ORDER)
+    low, high = _bounds(deltas)
+    return size, low - 64, high - 64, deltas.index(high)
+
+
+def _run_length(
+    data: Buffer, template: int, stride: int, columns: list[tuple[int, bytes]], limit: int
+) -> int:
+    """How many records after the template, up to ``limit``, pass every column check.
+
+    A column is a byte offset within the record and the bytes allowed there; each window of
+    records is one strided slice per column, and the run ends at the first byte not allowed.
+    """
+    run = 0
+    window = _FIRST_WINDOW
+    while True:
+        size = min(window, limit - run)
+        start = template + (run + 1) * stride
+        stop = start + size * stride
+        for offset, allowed in columns:
+            failed = data[start + offset : stop : stride].lstrip(allowed)
+            if failed:
+                size -= len(failed)
+                stop = start + size * stride
+        run += size
+        if run == limit or size < window:
+            return run
+        window *= 4
+
+
+def _offset_deltas_hold(
+    data: Buffer, first_at: int, stride: int, first_index: int, size: int
+) -> bool:
+    """Whether the ``size`` records whose offsetDelta starts at ``first_at`` (then every
+    ``stride`` bytes) hold the indexes from ``first_index`` on, all of one width."""
+    stop = first_at + size * stride
+    indexes = slice(first_index, first_index + size)
+    if first_index < 64:
+        return data[first_at:stop:stride] == _ONE_BYTE_OFFSET_DELTAS[indexes]
+    return (
+        data[first_at:stop:stride] == _TWO_BYTE_OFFSET_DELTAS_LOW[indexes]
+        and data[first_at + 1 : stop : stride] == _TWO_BYTE_OFFSET_DELTAS_HIGH[indexes]
+    )
 
 
 def _bounds(codes: bytes | bytearray) -> tuple[int, int]:
