@@ -64,18 +64,18 @@ class CleaningReport:
         return self.bytes_written / max(self.bytes_read, 1)
 
     def describe(self) -> str:
-        """A multi-line summary for the broker log."""
+        """A one-line summary for the broker log (one line per event, for log shippers)."""
         seconds = max(self.seconds, 1e-9)
         map_seconds = max(self.map_seconds, 1e-9)
         return (
             f"[{self.topic_partition}] cleaned offsets [{self.first_dirty_offset}, "
             f"{self.end_offset}): {self.bytes_read / MB:,.1f} MB of log processed in "
             f"{self.seconds:,.1f} seconds ({self.bytes_read / MB / seconds:,.1f} MB/sec, "
-            f"{self.throttled_seconds:,.1f} seconds throttled)\n"
-            f"  indexed {self.map_bytes_read / MB:,.1f} MB in {self.map_seconds:,.1f} seconds "
+            f"{self.throttled_seconds:,.1f} seconds throttled); "
+            f"indexed {self.map_bytes_read / MB:,.1f} MB in {self.map_seconds:,.1f} seconds "
             f"({self.map_bytes_read / MB / map_seconds:,.1f} MB/sec); buffer utilization "
-            f"{100 * self.buffer_utilization:.1f}%\n"
-            f"  start size {self.bytes_read / MB:,.1f} MB ({self.records_read:,} records), end "
+            f"{100 * self.buffer_utilization:.1f}%; "
+            f"start size {self.bytes_read / MB:,.1f} MB ({self.records_read:,} records), end "
             f"size {self.bytes_written / MB:,.1f} MB ({self.records_kept:,} records), "
             f"{100 * (1 - self.recopy_ratio):.1f}% size reduction; dirty ratio "
             f"{100 * self.dirty_ratio_before:.1f}% -> {100 * self.dirty_ratio_after:.1f}%"
