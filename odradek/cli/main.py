@@ -6,6 +6,7 @@ import click
 
 from odradek.cli.consume import consume
 from odradek.cli.dump_log import dump_log
+from odradek.cli.health import health
 from odradek.cli.produce import produce
 from odradek.cli.serve import serve
 from odradek.cli.topics import topics
@@ -19,6 +20,7 @@ def cli() -> None:
 
 cli.add_command(consume)
 cli.add_command(dump_log)
+cli.add_command(health)
 cli.add_command(produce)
 cli.add_command(serve)
 cli.add_command(topics)
