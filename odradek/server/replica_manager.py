@@ -1,11 +1,10 @@
 """ReplicaManager: the partitions this broker leads and the data paths over them.
 
 Produce, fetch, list-offsets and delete-records land here (Kafka's ``ReplicaManager``).
-Appends run on the event loop: a validated append is a write to the page cache, cheaper than
-a hop to a thread, and doing it in the handler's first step applies one connection's produce
-requests in arrival order. Everything that can wait on the disk runs on a thread: fsyncs
-(on the flush executor, through each partition's group commit), reads starting in an older
-segment (the data likely to be cold), timestamp lookups and record deletion.
+Small appends run on the event loop (a write to the page cache, cheaper than a hop to a
+thread) and large ones on append threads, each partition's in arrival order (see Partition).
+Everything else that can wait on the disk runs on a thread: fsyncs (through each partition's
+group commit), reads of data not in the page cache, timestamp lookups and record deletion.
 """
 
 from __future__ import annotations
@@ -43,11 +42,14 @@ from odradek.protocol.produce import (
 from odradek.server.delayed_fetch import DelayedFetch, FetchPartitionStatus
 from odradek.server.delayed_fetch_purgatory import DelayedFetchPurgatory
 from odradek.server.log_read_result import LogReadResult
+from odradek.server.page_cache import is_resident
 from odradek.server.partition import Partition
 from odradek.server.request_context import RequestContext
 from odradek.storage.fetch_data_info import FetchIsolation
+from odradek.storage.log import Log
 from odradek.storage.log_append_info import LogAppendInfo
 from odradek.storage.log_manager import LogManager
+from odradek.storage.record_batch import HEADER_SIZE
 from odradek.storage.topic_partition import TopicPartition, validate_topic_name
 
 logger = logging.getLogger(__name__)
@@ -258,7 +260,7 @@ class ReplicaManager:
         try:
             partition = self.partition(entry.topic, entry.partition)
             log = partition.log
-            if entry.fetch_offset < log.active_segment.base_offset:
+            if _may_wait_on_disk(log, entry.fetch_offset):
                 info = await self._in_thread(
                     log.read, entry.fetch_offset, max_bytes, isolation, min_one
                 )
@@ -330,6 +332,19 @@ def _produce_error(
 ) -> ProducePartitionResponse:
     message = error.message if isinstance(error, KafkaError) else str(error)
     return ProducePartitionResponse(data.topic, data.partition, error_code_for(error), message)
+
+
+def _may_wait_on_disk(log: Log, offset: int) -> bool:
+    """Whether a read from ``offset`` may wait on the disk: it starts in an older segment (the
+    data likely to be cold), or the pages its offset lookup scans are not in the page cache
+    (the active segment of a log not written since the broker started, or evicted)."""
+    segment = log.segments.floor_segment(offset)
+    if segment is None:
+        return False  # below the log start: refused without reading
+    if segment.base_offset != log.active_segment.base_offset:
+        return True
+    position = segment.offset_index.lookup(offset).position
+    return not is_resident(segment.log.fd, position, segment.index_interval_bytes + HEADER_SIZE)
 
 
 def _label(topic: str, partition: int) -> str:
