@@ -1,5 +1,6 @@
-"""The figures /metrics reads from storage and the cleaner: flush latency, retention deletions,
-the last start-up's recovery, offline log directories, and the log cleaner's runs."""
+"""The figures /metrics reads from storage, the cleaner and the process: flush latency,
+retention deletions, the last start-up's recovery, offline log directories, the log cleaner's
+runs, open file descriptors."""
 
 from __future__ import annotations
 
@@ -87,6 +88,7 @@ def test_a_broker_reports_its_last_start_up_and_its_cleaner(tmp_path: Path) -> N
     assert figures["odradek_startup_seconds"] > 0
     assert figures["odradek_offline_log_dirs"] == 0
     assert figures["odradek_cleaner_dead_threads"] == 0
+    assert 0 < figures["process_open_fds"] < figures["process_max_fds"]
 
 
 def test_offline_log_dirs_are_counted(tmp_path: Path) -> None:

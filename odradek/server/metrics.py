@@ -1,18 +1,26 @@
 """The broker's Prometheus metrics, served at ``/metrics`` on the metrics port.
 
-Every name has the ``odradek_`` prefix; ``docs/metrics.md`` lists them with the Kafka metric
-each mirrors. Request, network and event-loop figures are kept by the server as it runs;
-per-partition, start-up and cleaner figures are read at scrape time by collectors, so a
-deleted topic's series disappear with it. Each broker has its own registry, so several brokers
-can live in one process (tests); flush and retention figures are process-wide
-(:mod:`odradek.storage.log_stats`) and appear in every broker's registry.
+odradek's own figures have the ``odradek_`` prefix; ``docs/metrics.md`` lists them with the
+Kafka metric each mirrors. Request, network and event-loop figures are kept by the server as
+it runs; per-partition, start-up and cleaner figures are read at scrape time by collectors, so
+a deleted topic's series disappear with it. Each broker has its own registry, so several
+brokers can live in one process (tests); flush and retention figures are process-wide
+(:mod:`odradek.storage.log_stats`) and appear in every broker's registry, as do the process's
+own (``process_*``: memory, CPU, open file descriptors).
 """
 
 from __future__ import annotations
 
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    start_http_server,
+)
 
 from odradek.cleaner.log_cleaner import LogCleaner
 from odradek.server.cleaner_collector import CleanerCollector
@@ -108,6 +116,7 @@ class BrokerMetrics:
             self.fetch_bytes.labels(path)
         for collector in LOG_STATS:
             registry.register(collector)
+        ProcessCollector(registry=registry)  # memory, CPU, open files against their limit
 
     def watch(self, log_manager: LogManager) -> None:
         """Report the partitions, last start-up and offline directories of ``log_manager`` at
