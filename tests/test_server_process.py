@@ -26,24 +26,21 @@ SERVING = re.compile(r"serving on [^:]+:(\d+)")
 PARTITIONS = 4
 
 
+def serve_command(data_dir: Path) -> list[str]:
+    """``odradek serve`` on ``data_dir``, both ports chosen by the system."""
+    ports = ["--port", "0", "--metrics-port", "0"]
+    return [sys.executable, "-m", "odradek.cli.main", "serve", "--data-dir", str(data_dir), *ports]
+
+
 class BrokerProcess:
     """``odradek serve`` on ``data_dir`` with ephemeral ports; its log lines are kept."""
 
     def __init__(self, data_dir: Path) -> None:
-        command = [
-            sys.executable,
-            "-m",
-            "odradek.cli.main",
-            "serve",
-            "--data-dir",
-            str(data_dir),
-            "--port",
-            "0",
-            "--metrics-port",
-            "0",
-        ]
         self.process = subprocess.Popen(
-            command, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+            serve_command(data_dir),
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         self.lines: list[str] = []
         self.port = self._wait_for_port()
@@ -149,3 +146,18 @@ def test_signal_stops_cleanly_and_the_next_start_skips_recovery(
     startup = "".join(restarted.lines)
     assert "(clean shutdown)" in startup
     assert "recovered 0 segments" in startup
+
+
+def test_a_second_broker_on_the_same_log_dir_is_refused_in_one_line(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "data")
+    try:
+        second = subprocess.run(
+            serve_command(tmp_path / "data"), capture_output=True, text=True, timeout=60
+        )
+    finally:
+        broker.stop(signal.SIGTERM)
+    assert second.returncode == 1
+    assert (
+        "cannot start the broker" in second.stderr and "in use by another broker" in second.stderr
+    )
+    assert "Traceback" not in second.stderr

@@ -16,7 +16,12 @@ import uvloop
 from odradek.config.broker_config import BrokerConfig
 from odradek.config.broker_config_loader import load_broker_config
 from odradek.config.broker_configs import LOG_LEVELS
-from odradek.errors import InvalidConfigError
+from odradek.errors import (
+    InconsistentClusterIdError,
+    InvalidConfigError,
+    KafkaError,
+    LogDirLockedError,
+)
 from odradek.server.broker import Broker
 from odradek.server.json_log_formatter import JsonLogFormatter
 
@@ -24,6 +29,9 @@ logger = logging.getLogger("odradek.serve")
 
 DEFAULT_DATA_DIR = "./data"
 TEXT_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+STARTUP_ERRORS = (OSError, LogDirLockedError, InconsistentClusterIdError, KafkaError)
+"""What a bad environment raises at start (a locked or foreign log directory, a port in
+use): reported in one line, without a traceback."""
 
 
 @click.command("serve")
@@ -83,8 +91,11 @@ def serve(
     _configure_logging(config)
     try:
         uvloop.run(_run(config))
-    except Exception as error:
-        logger.critical("broker failed: %s", error, exc_info=not isinstance(error, OSError))
+    except STARTUP_ERRORS as error:
+        logger.critical("cannot start the broker: %s", error)
+        sys.exit(1)
+    except Exception:
+        logger.critical("the broker failed", exc_info=True)
         sys.exit(1)
 
 
