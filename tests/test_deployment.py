@@ -14,6 +14,7 @@ import click
 import pytest
 import yaml
 from serve_process import ServeProcess
+from server_helpers import running_broker
 
 from odradek.cli.main import cli
 from odradek.config.broker_config_loader import load_broker_config
@@ -21,6 +22,13 @@ from odradek.config.broker_config_loader import load_broker_config
 ROOT = Path(__file__).resolve().parent.parent
 DATA_VOLUME = "/var/lib/odradek"
 ODRADEK = Path(sys.executable).with_name("odradek")
+SAMPLE_SUFFIXES = {
+    "counter": ("_total",),
+    "histogram": ("_bucket", "_sum", "_count"),
+    "gauge": (),
+    "unknown": (),
+}
+"""The series names a metric family of each type exports, beside its own name."""
 
 
 def dockerfile() -> dict[str, list[str]]:
@@ -133,6 +141,27 @@ def test_compose_prometheus_scrapes_the_broker_metrics_port() -> None:
     (targets,) = [static["targets"] for static in job["static_configs"]]
     _, params = odradek_params(stack["services"]["broker"]["command"])
     assert targets == [f"broker:{params['metrics_port']}"]
+
+
+def test_compose_mounts_the_rule_files_beside_the_prometheus_config() -> None:
+    volumes = compose()["services"]["prometheus"]["volumes"]
+    scrape = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())
+    assert scrape["rule_files"]
+    for rule_file in scrape["rule_files"]:
+        assert (ROOT / "deploy" / rule_file).is_file()
+        assert f"./deploy/{rule_file}:/etc/prometheus/{rule_file}:ro" in volumes
+
+
+def test_alerts_use_only_metrics_the_broker_exports(tmp_path: Path) -> None:
+    alerts = yaml.safe_load((ROOT / "deploy" / "alerts.yml").read_text())
+    expressions = [rule["expr"] for group in alerts["groups"] for rule in group["rules"]]
+    used = set(re.findall(r"\b(?:odradek|process)_\w+", " ".join(expressions)))
+    with running_broker(tmp_path) as broker:
+        families = list(broker.broker.metrics.registry.collect())
+    exported = {family.name for family in families}
+    for family in families:
+        exported.update(family.name + suffix for suffix in SAMPLE_SUFFIXES[family.type])
+    assert used and used <= exported, used - exported
 
 
 def test_dockerignore_sends_only_what_the_image_build_copies() -> None:

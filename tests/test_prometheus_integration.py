@@ -1,5 +1,6 @@
 """A real Prometheus (Debian's ``prometheus`` binary) scrapes ``odradek serve``: the target is up
-and a partition's log end offset is what the test produced.
+and a partition's log end offset is what the test produced. ``promtool`` accepts the config and
+alerts that docker-compose.yml gives Prometheus.
 
 Skipped when ``prometheus`` is not installed, except in CI (``CI=true``), where that fails.
 """
@@ -24,18 +25,21 @@ from odradek.client import Admin, NewTopic, Producer
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
 
+ROOT = Path(__file__).resolve().parent.parent
 SCRAPE_INTERVAL = "1s"
 WAIT_S = 60.0
 RECORDS = 25
 
 
-def prometheus_binary() -> str:
-    binary = shutil.which("prometheus")
+def installed(program: str) -> str:
+    """The path of ``program`` (a part of Debian's prometheus package): skip the test without
+    it, or fail in CI, where it must be there."""
+    binary = shutil.which(program)
     if binary:
         return binary
     if os.environ.get("CI") == "true":
-        pytest.fail("prometheus is not installed; CI installs Debian's package (.ci/run)")
-    pytest.skip("Debian's prometheus is not installed: apt-get install prometheus")
+        pytest.fail(f"{program} is not installed; CI installs Debian's prometheus (.ci/run)")
+    pytest.skip(f"{program} is not installed: apt-get install prometheus (Debian's package)")
 
 
 @contextmanager
@@ -93,7 +97,7 @@ def wait_for_value(base_url: str, promql: str, expected: float, log: Path) -> No
 
 
 def test_prometheus_scrapes_the_broker(tmp_path: Path) -> None:
-    binary = prometheus_binary()
+    binary = installed("prometheus")
     with ServeProcess(tmp_path / "data") as broker:
         with Admin(bootstrap_servers=broker.bootstrap) as admin:
             admin.create_topics([NewTopic("scraped", 2)])
@@ -111,3 +115,13 @@ def test_prometheus_scrapes_the_broker(tmp_path: Path) -> None:
             end_offset = 'odradek_log_end_offset{topic="scraped",partition="%d"}'
             wait_for_value(url, end_offset % 1, RECORDS, log)
             wait_for_value(url, end_offset % 0, 0, log)
+
+
+def test_promtool_accepts_the_deployed_config_and_alerts() -> None:
+    promtool = installed("promtool")
+    config = ROOT / "deploy" / "prometheus.yml"
+    result = subprocess.run(
+        [promtool, "check", "config", str(config)], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS: 1 rule files found" in result.stdout
