@@ -1,9 +1,10 @@
 """The figures /metrics reads from storage, the cleaner and the process: flush latency,
-retention deletions, the last start-up's recovery, offline log directories, the log cleaner's
-runs, open file descriptors."""
+retention deletions, the last start-up's recovery, log directories' space and state, the log
+cleaner's runs, open file descriptors."""
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 
@@ -91,13 +92,20 @@ def test_a_broker_reports_its_last_start_up_and_its_cleaner(tmp_path: Path) -> N
     assert 0 < figures["process_open_fds"] < figures["process_max_fds"]
 
 
-def test_offline_log_dirs_are_counted(tmp_path: Path) -> None:
+def test_log_dirs_report_their_space_until_they_go_offline(tmp_path: Path) -> None:
     metrics = BrokerMetrics()
     with running(broker_config(tmp_path, dirs=2)) as manager:
         metrics.watch(manager)
+        usage = shutil.disk_usage(tmp_path / "d1")
+        d1 = {"log_dir": str(tmp_path / "d1")}
+        assert sample(metrics, "odradek_log_dir_total_bytes", **d1) == usage.total
+        assert 0 < sample(metrics, "odradek_log_dir_free_bytes", **d1) <= usage.total
         assert sample(metrics, "odradek_offline_log_dirs") == 0
         manager.failure_channel.maybe_add_offline_log_dir(tmp_path / "d1", "disk gone")
         assert sample(metrics, "odradek_offline_log_dirs") == 1
+        assert metrics.registry.get_sample_value("odradek_log_dir_free_bytes", d1) is None
+        d0 = {"log_dir": str(tmp_path / "d0")}
+        assert sample(metrics, "odradek_log_dir_free_bytes", **d0) > 0
 
 
 def test_cleaner_figures_follow_its_last_run(tmp_path: Path) -> None:
