@@ -1,5 +1,6 @@
-"""The Dockerfile, docker-compose.yml and deploy/prometheus.yml: lint-clean, consistent with each
-other and with the CLI, and a health check that tells a live broker from a stopped one."""
+"""The Dockerfile, docker-compose.yml and deploy/ (Prometheus config and alerts): lint-clean,
+consistent with each other, with the CLI and with the metrics a broker exports, and a health
+check that tells a live broker from a stopped one."""
 
 from __future__ import annotations
 
@@ -26,7 +27,6 @@ SAMPLE_SUFFIXES = {
     "counter": ("_total",),
     "histogram": ("_bucket", "_sum", "_count"),
     "gauge": (),
-    "unknown": (),
 }
 """The series names a metric family of each type exports, beside its own name."""
 
@@ -62,10 +62,6 @@ def odradek_params(args: list[str]) -> tuple[str, dict]:
     assert command is not None, f"odradek has no command {name}"
     with command.make_context(name, list(rest)) as context:
         return name, context.params
-
-
-def option_value(args: list[str], option: str) -> str:
-    return args[args.index(option) + 1]
 
 
 def test_hadolint_finds_nothing() -> None:
