@@ -392,3 +392,29 @@ def test_reopen_restores_the_checkpointed_high_watermark(partition_dir: Path) ->
         assert log.high_watermark == 3
     with open_log(partition_dir, high_watermark=99, had_clean_shutdown=True) as log:
         assert log.high_watermark == 5
+
+
+def test_flush_syncs_indexes_only_of_segments_wholly_below_the_recovery_point(
+    partition_dir: Path, monkeypatch
+) -> None:
+    from odradek.storage.abstract_index import AbstractIndex
+
+    synced: list[Path] = []
+    real_flush = AbstractIndex.flush
+    monkeypatch.setattr(
+        AbstractIndex, "flush", lambda index: (synced.append(index.path), real_flush(index))
+    )
+    with open_log(partition_dir, LogConfig(index_interval_bytes=64)) as log:
+        append(log, batch(3, value_size=100))
+        log.flush()
+        assert synced == []  # the active segment is rebuilt by recovery anyway
+        first = log.active_segment
+        log.roll()  # the rolled segment is flushed whole in the background
+        deadline = time.monotonic() + 5
+        while len(synced) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert set(synced) == {first.offset_index_path, first.time_index_path}
+        append(log, batch(2))
+        log.flush()
+        assert len(synced) == 2
+        assert log.recovery_point == log.log_end_offset

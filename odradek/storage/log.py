@@ -275,9 +275,19 @@ class Log:
                 "[%s] rolled new log segment at offset %d", self.topic_partition, new_offset
             )
             self._scheduler.schedule(
-                f"flush-{self.topic_partition}", lambda: self.flush(new_offset)
+                f"flush-{self.topic_partition}",
+                lambda: self._flush_rolled_segment(active, new_offset),
             )
             return segment
+
+    def _flush_rolled_segment(self, rolled: LogSegment, new_offset: int) -> None:
+        """After a roll: make the segment that stopped taking writes durable, indexes included
+        (an acks=all flush may have moved the recovery point past it without its indexes)."""
+        try:
+            rolled.flush()
+        except OSError as error:
+            raise self._storage_error("flush", error) from error
+        self.flush(new_offset)
 
     def _remove_leftover_segment_files(self, base_offset: int) -> None:
         for path in (
@@ -460,7 +470,12 @@ class Log:
         try:
             with LOG_FLUSH_SECONDS.time():
                 for segment in to_flush:
-                    segment.flush()
+                    # Recovery rebuilds the indexes of the segment holding the recovery point,
+                    # so only segments wholly below it need durable indexes: acks=all saves an
+                    # msync and fsync of the active segment's index maps on every flush.
+                    following = self._segments.higher_segment(segment.base_offset)
+                    wholly_below = following is not None and following.base_offset <= offset
+                    segment.flush(include_indexes=wholly_below)
         except OSError as error:
             raise self._storage_error("flush", error) from error
         with self._lock:

@@ -387,12 +387,15 @@ class LogSegment:
 
     # --- files -------------------------------------------------------------------------------
 
-    def flush(self) -> None:
-        """fsync the log and loaded indexes; a segment closed or deleted meanwhile is skipped."""
+    def flush(self, include_indexes: bool = True) -> None:
+        """fsync the log and (unless told not to) the loaded indexes; a segment closed or
+        deleted meanwhile is skipped."""
         with self._close_lock:
             if self._closed:
                 return
             self.log.flush()
+            if not include_indexes:
+                return
             for index in (self._offset_index, self._time_index):
                 if index.is_loaded:
                     index.get().flush()
