@@ -284,7 +284,8 @@ class Log:
         """After a roll: make the segment that stopped taking writes durable, indexes included
         (an acks=all flush may have moved the recovery point past it without its indexes)."""
         try:
-            rolled.flush()
+            with LOG_FLUSH_SECONDS.time():
+                rolled.flush()
         except OSError as error:
             raise self._storage_error("flush", error) from error
         self.flush(new_offset)
