@@ -7,6 +7,7 @@ through the ``pyspark_odradek`` module, as it is for an installed odradek.
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import operator
 import os
@@ -17,6 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -31,6 +33,7 @@ from odradek.client import Admin, NewTopic, Producer  # noqa: E402
 from odradek.storage.topic_partition import TopicPartition  # noqa: E402
 
 ODRADEK = Path(sys.executable).with_name("odradek")
+EXAMPLES = Path(__file__).parents[1] / "examples"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 # Recent: retention would delete records stamped more than retention.ms (7 days) ago.
 BASE_TIMESTAMP = int(time.time() * 1000)
@@ -475,3 +478,39 @@ def test_write_stream_copies_a_topic(
         ((r.key, r.value, tuple((h.key, h.value) for h in r.headers)) for r in copied), key=repr
     )
     assert as_tuples == sorted(((k, v, h) for k, v, _, _, _, _, _, h in produced), key=repr)
+
+
+# -- the example pipeline ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def example(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], ModuleType]:
+    """Imports a module of examples/ by name."""
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    return importlib.import_module
+
+
+@pytest.mark.spark
+def test_example_pipeline_counts_clicks_in_batch_and_in_a_restarted_stream(
+    spark: SparkSession,
+    bootstrap: str,
+    example: Callable[[str], ModuleType],
+    tmp_path: Path,
+) -> None:
+    topics, generator, job = map(example, ("click_topics", "generate_clicks", "count_clicks"))
+    topics.ensure_pipeline_topics(bootstrap, "clicks", "counts-batch")
+    topics.ensure_pipeline_topics(bootstrap, "clicks", "counts-stream")
+    with Admin(bootstrap_servers=bootstrap) as admin:
+        configs = admin.describe_configs(["counts-batch"])["counts-batch"]
+    assert configs["cleanup.policy"].value == "compact"
+    sent = generator.generate_clicks(bootstrap, 3000, "clicks")
+
+    job.count_batch(spark, bootstrap, "clicks", "counts-batch")
+    assert job.latest_counts(spark, bootstrap, "counts-batch") == sent
+
+    checkpoint = str(tmp_path / "checkpoint")
+    for _ in range(2):  # the second run starts from the first one's checkpoint
+        query = job.count_stream(spark, bootstrap, checkpoint, True, "clicks", "counts-stream")
+        query.awaitTermination(120)
+        assert job.latest_counts(spark, bootstrap, "counts-stream") == sent
+        sent += generator.generate_clicks(bootstrap, 1000, "clicks", seed=len(sent))
