@@ -24,6 +24,12 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def serve_command(data_dir: Path, port: int, metrics_port: int, *args: str) -> list[str]:
+    """``odradek serve`` on ``data_dir`` and the given ports."""
+    command = [sys.executable, "-m", "odradek.cli.main", "serve", "--data-dir", str(data_dir)]
+    return command + ["--port", str(port), "--metrics-port", str(metrics_port), *args]
+
+
 class ServeProcess:
     """``odradek serve --data-dir DATA_DIR --port P --metrics-port M *ARGS`` on free ports,
     ready once its metrics endpoint accepts connections (it binds that after the Kafka
@@ -32,8 +38,7 @@ class ServeProcess:
 
     def __init__(self, data_dir: Path, *args: str) -> None:
         self.port, self.metrics_port = free_port(), free_port()
-        command = [sys.executable, "-m", "odradek.cli.main", "serve", "--data-dir", str(data_dir)]
-        command += ["--port", str(self.port), "--metrics-port", str(self.metrics_port), *args]
+        command = serve_command(data_dir, self.port, self.metrics_port, *args)
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
         self.lines: list[str] = []
@@ -60,10 +65,10 @@ class ServeProcess:
         for line in self.process.stderr:
             self.lines.append(line)
 
-    def stop(self) -> int:
-        """SIGTERM, then the exit status once it has shut down."""
+    def stop(self, signum: int = signal.SIGTERM) -> int:
+        """Send ``signum`` (SIGTERM by default), then the exit status once it has stopped."""
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+            self.process.send_signal(signum)
         code = self.process.wait(timeout=30)
         self._reader.join(timeout=5)
         return code

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from serve_process import ServeProcess, free_port
 
 from odradek.cli.main import cli
 from odradek.client import Producer
@@ -22,25 +22,6 @@ from odradek.client.partitioner import partition_for_key
 
 ODRADEK = Path(sys.executable).with_name("odradek")
 IDLE_MS = "1000"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_until_listening(process: subprocess.Popen, port: int, log: Path) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"odradek serve exited with {process.returncode}:\n{log.read_text()}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    pytest.fail(f"odradek serve did not listen on {port} within 30s:\n{log.read_text()}")
 
 
 @dataclass(frozen=True)
@@ -51,18 +32,9 @@ class Broker:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    root = tmp_path_factory.mktemp("broker")
-    port, log = free_port(), root / "serve.log"
-    command = [ODRADEK, "serve", "--data-dir", root / "data", "--port", port]
-    command += ["--metrics-port", free_port()]
-    with log.open("w") as output:
-        process = subprocess.Popen(list(map(str, command)), stdout=output, stderr=output)
-    try:
-        wait_until_listening(process, port, log)
-        yield Broker(f"127.0.0.1:{port}", root / "data")
-    finally:
-        process.terminate()
-        process.wait(30)
+    data_dir = tmp_path_factory.mktemp("broker") / "data"
+    with ServeProcess(data_dir) as process:
+        yield Broker(process.bootstrap, data_dir)
 
 
 def odradek(broker: Broker, *args: object, input: str | bytes | None = None) -> Result:
