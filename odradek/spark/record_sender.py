@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import itertools
+from collections import deque
 from collections.abc import Iterable, Iterator
 from types import TracebackType
 from typing import Any, Self
@@ -29,15 +29,16 @@ class RecordRejectedError(RuntimeError):
 class RecordSender:
     """Sends rows (value, and optional key, topic, partition, headers) and checks delivery.
 
-    The producer batches and compresses as configured; the first delivery error fails the
-    write at the next batch of rows or at :meth:`finish`.
+    The producer batches and compresses as configured; a delivery error fails the write at
+    a later batch of rows or at :meth:`finish`. Outcomes are checked oldest first, as far as
+    they are known, which is cheaper than a callback per record.
     """
 
     def __init__(self, options: SinkOptions) -> None:
         self._topic = options.topic
         self._producer = Producer(**{**WRITE_DEFAULTS, **options.client_configs()})
         self._sent = 0
-        self._failure: RecordRejectedError | None = None
+        self._unchecked: deque[tuple[str, FutureRecordMetadata]] = deque()
 
     def __enter__(self) -> Self:
         return self
@@ -57,25 +58,24 @@ class RecordSender:
                 future = self._producer.send(topic, value, key, headers, partition)
             except KafkaError as error:
                 raise RecordRejectedError(_refusal(topic, error)) from error
-            future.add_done_callback(functools.partial(self._delivered, topic))
+            self._unchecked.append((topic, future))
             self._sent += 1
-        self._raise_failure()
+        self._check_outcomes()
 
     def finish(self) -> int:
         """Wait until every record is acknowledged; how many were written."""
         self._producer.flush()
-        self._raise_failure()
+        self._check_outcomes()
         return self._sent
 
-    def _delivered(self, topic: str, future: FutureRecordMetadata) -> None:
-        error = future.exception(0)
-        if error is not None and self._failure is None:
-            self._failure = RecordRejectedError(_refusal(topic, error))
-            self._failure.__cause__ = error
-
-    def _raise_failure(self) -> None:
-        if self._failure is not None:
-            raise self._failure
+    def _check_outcomes(self) -> None:
+        """Raise RecordRejectedError for a failed record, up to the first one still in flight."""
+        unchecked = self._unchecked
+        while unchecked and unchecked[0][1].done():
+            topic, future = unchecked.popleft()
+            error = future.exception(0)
+            if error is not None:
+                raise RecordRejectedError(_refusal(topic, error)) from error
 
 
 def send_batches(batches: Iterable[pa.RecordBatch], options: SinkOptions) -> int:
