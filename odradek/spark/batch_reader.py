@@ -33,12 +33,11 @@ class BatchReader(DataSourceReader):
             latest = lookup.latest(partitions)
         starts = options.starting.resolve(partitions, earliest, latest)
         ends = options.ending.resolve(partitions, earliest, latest)
-        backwards = sorted(tp for tp in partitions if starts[tp] > ends[tp])
-        if backwards:
-            tp = backwards[0]
-            raise ValueError(
-                f"{tp}: startingOffsets {starts[tp]} is after endingOffsets {ends[tp]}"
-            )
+        for tp in partitions:
+            if starts[tp] > ends[tp]:
+                raise ValueError(
+                    f"{tp}: startingOffsets {starts[tp]} is after endingOffsets {ends[tp]}"
+                )
         return offset_ranges(starts, ends, options.min_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
