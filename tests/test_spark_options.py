@@ -21,6 +21,7 @@ from pyspark.sql.types import (  # noqa: E402
 
 from odradek.client import ConsumerRecord  # noqa: E402
 from odradek.client.config import ProducerConfig  # noqa: E402
+from odradek.errors import InvalidConfigError, UnsupportedCompressionTypeError  # noqa: E402
 from odradek.spark.arrow_records import records_to_batch  # noqa: E402
 from odradek.spark.client_options import client_configs  # noqa: E402
 from odradek.spark.offset_range import OffsetRange, offset_ranges, split_ranges  # noqa: E402
@@ -149,6 +150,16 @@ def test_producer_settings_are_typed_after_their_defaults() -> None:
         "linger_ms": 20,
         "compression_type": "zstd",
     }
+
+
+def test_bad_client_settings_fail_where_the_options_are_read() -> None:
+    with pytest.raises(InvalidConfigError, match="max_poll_records must be > 0"):
+        source(**{"kafka.max.poll.records": "0"})
+    schema = sink_schema(("value", BinaryType()))
+    with pytest.raises(UnsupportedCompressionTypeError, match="unknown compression type 'brotli'"):
+        SinkOptions.parse(
+            {"bootstrap": "h:1", "topic": "t", "kafka.compression.type": "brotli"}, schema
+        )
 
 
 def sink_schema(*fields: tuple[str, object]) -> StructType:

@@ -35,11 +35,15 @@ class SinkOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str], schema: StructType) -> SinkOptions:
-        """Check ``options`` and the DataFrame's ``schema``; ValueError says what is wrong."""
+        """Check ``options`` and the DataFrame's ``schema``.
+
+        ValueError, or the client's error for a bad ``kafka.*`` value, says what is wrong.
+        """
         options = {name.lower(): value for name, value in options.items()}
         configs = client_configs(options, ProducerConfig)
         sink = cls(take_bootstrap(options, configs), options.get("topic"), configs)
         _check_columns(schema, sink.topic)
+        ProducerConfig(**sink.client_configs())  # a bad setting fails now, not in every task
         return sink
 
     def client_configs(self) -> dict[str, Any]:

@@ -30,10 +30,13 @@ class SourceOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool) -> SourceOptions:
-        """Check ``options`` (keys in any case); ValueError says what is wrong."""
+        """Check ``options`` (keys in any case).
+
+        ValueError, or the client's error for a bad ``kafka.*`` value, says what is wrong.
+        """
         options = {name.lower(): value for name, value in options.items()}
         configs = client_configs(options, ConsumerConfig)
-        return cls(
+        source = cls(
             bootstrap=take_bootstrap(options, configs),
             topics=_topics(options),
             starting=_starting(options, streaming),
@@ -43,6 +46,8 @@ class SourceOptions:
             max_offsets_per_trigger=_optional_positive(options, "maxOffsetsPerTrigger"),
             consumer_configs=configs,
         )
+        ConsumerConfig(**source.client_configs())  # a bad setting fails now, not in every task
+        return source
 
     def client_configs(self) -> dict[str, Any]:
         """Keyword arguments for a consumer reading with these options."""
