@@ -188,7 +188,8 @@ def _walk(data: Buffer, position: int, end: int, count: int, keys_required: bool
                 data,
                 start,
                 stride,
-                _layout_columns(data, start, timestamp_at, key_at, value_at, stride),
+                _layout_columns(data, start, key_at, value_at, stride),
+                timestamp_at - start,
                 index,
                 min(count - index, (end - record_end) // stride),
             )
@@ -229,13 +230,12 @@ def _skip_headers(data: Buffer, position: int, record_end: int, index: int, star
 
 
 def _layout_columns(
-    data: Buffer, start: int, timestamp_at: int, key_at: int, value_at: int, stride: int
+    data: Buffer, start: int, key_at: int, value_at: int, stride: int
 ) -> list[tuple[int, bytes]]:
-    """The bytes a run must share with the record at ``start``, as (offset, allowed bytes).
+    """The framing bytes a run must share with the record at ``start``, as (offset, byte).
 
-    They are the framing bytes that do not vary from record to record (the length, key length
-    and value length varints, and the header count 0 as its last byte), each as the template
-    has it, and last a timestamp delta of one byte, any value.
+    They are the bytes that do not vary from record to record: the length, key length and
+    value length varints, and the header count 0 as its last byte.
     """
     columns = [(stride - 1, _BYTES[0])]
     for at in (start, key_at, value_at):
@@ -245,7 +245,6 @@ def _layout_columns(
             if byte < 0x80:
                 break
             at += 1
-    columns.append((timestamp_at - start, _ONE_BYTE_CODES))
     return columns
 
 
@@ -254,13 +253,14 @@ def _uniform_run(
     template: int,
     stride: int,
     columns: list[tuple[int, bytes]],
+    timestamp_offset: int,
     first_index: int,
     limit: int,
 ) -> tuple[int, int, int, int] | None:
     """Check the records after ``template`` that repeat its layout, as one run.
 
-    The template (of ``stride`` bytes) is known good, with a one-byte timestamp delta and no
-    headers; ``columns`` are its layout (the last one the timestamp delta). The run holds at
+    The template (of ``stride`` bytes) is known good, with a one-byte timestamp delta at
+    ``timestamp_offset`` and no headers; ``columns`` are its framing bytes. The run holds at
     most ``limit`` records and stays within one offsetDelta width (1 byte below index 64, 2
     below 8192). Returns (records in the run, min timestamp delta, max timestamp delta,
     index of the max within the run), or None when the run is shorter than two records or
@@ -275,8 +275,8 @@ def _uniform_run(
         return None
     if limit < 2:
         return None
-    size = _run_length(data, template, stride, columns, limit)
-    timestamp_at = template + stride + columns[-1][0]
+    size = _run_length(data, template, stride, columns, timestamp_offset, limit)
+    timestamp_at = template + stride + timestamp_offset
     if size < 2 or not _offset_deltas_hold(data, timestamp_at + 1, stride, first_index, size):
         return None
     deltas = data[timestamp_at : timestamp_at + size * stride : stride].translate(_ZIGZAG_TO_ORDER)
@@ -285,12 +285,19 @@ def _uniform_run(
 
 
 def _run_length(
-    data: Buffer, template: int, stride: int, columns: list[tuple[int, bytes]], limit: int
+    data: Buffer,
+    template: int,
+    stride: int,
+    columns: list[tuple[int, bytes]],
+    timestamp_offset: int,
+    limit: int,
 ) -> int:
-    """How many records after the template, up to ``limit``, pass every column check.
+    """How many records after the template, up to ``limit``, share its framing bytes and
+    have a timestamp delta of one byte.
 
-    A column is a byte offset within the record and the bytes allowed there; each window of
-    records is one strided slice per column, and the run ends at the first byte not allowed.
+    Each window of records is one strided slice per column (a byte offset in the record): it
+    passes whole in one comparison, else the run ends where its leading run of the template's
+    byte does.
     """
     run = 0
     window = _FIRST_WINDOW
@@ -298,11 +305,14 @@ def _run_length(
         size = min(window, limit - run)
         start = template + (run + 1) * stride
         stop = start + size * stride
-        for offset, allowed in columns:
-            failed = data[start + offset : stop : stride].lstrip(allowed)
-            if failed:
-                size -= len(failed)
+        for offset, byte in columns:
+            column = data[start + offset : stop : stride]
+            if column != byte * size:
+                size -= len(column.lstrip(byte))
                 stop = start + size * stride
+        column = data[start + timestamp_offset : stop : stride]
+        if not column.isascii():
+            size -= len(column.lstrip(_ONE_BYTE_CODES))
         run += size
         if run == limit or size < window:
             return run
