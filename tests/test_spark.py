@@ -12,8 +12,6 @@ import itertools
 import operator
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -28,12 +26,12 @@ if os.environ.get("CI") != "true":  # in CI a missing PySpark fails, as a missin
 
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
+from serve_process import ServeProcess  # noqa: E402
 
 import pyspark_odradek  # noqa: E402
 from odradek.client import Admin, NewTopic, Producer  # noqa: E402
 from odradek.storage.topic_partition import TopicPartition  # noqa: E402
 
-ODRADEK = Path(sys.executable).with_name("odradek")
 EXAMPLES = Path(__file__).parents[1] / "examples"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 # Recent: retention would delete records stamped more than retention.ms (7 days) ago.
@@ -51,40 +49,11 @@ Row = tuple[Any, ...]
 by_position = operator.itemgetter(2, 3, 4)  # a row's topic, partition and offset
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_until_listening(process: subprocess.Popen, port: int, log: Path) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"odradek serve exited with {process.returncode}:\n{log.read_text()}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    pytest.fail(f"odradek serve did not listen on {port} within 30s:\n{log.read_text()}")
-
-
 @pytest.fixture(scope="module")
 def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A broker in a subprocess; its host:port."""
-    root = tmp_path_factory.mktemp("broker")
-    port, log = free_port(), root / "serve.log"
-    command = [ODRADEK, "serve", "--data-dir", root / "data", "--port", port]
-    command += ["--metrics-port", free_port()]
-    with log.open("w") as output:
-        process = subprocess.Popen(list(map(str, command)), stdout=output, stderr=output)
-    try:
-        wait_until_listening(process, port, log)
-        yield f"127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(30)
+    """``odradek serve`` in a subprocess; its host:port."""
+    with ServeProcess(tmp_path_factory.mktemp("broker") / "data") as broker:
+        yield broker.bootstrap
 
 
 def require_java() -> None:
