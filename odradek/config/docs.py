@@ -29,7 +29,7 @@ Later sources override earlier ones: defaults < properties file < environment < 
 
 - **Properties file** (Kafka's `server.properties`): Java properties as Kafka reads them:
   `key=value`, `key: value` or `key value`; `#` and `!` start comment lines; a trailing `\\`
-  continues a line; `\\t`, `\\n`, `\\uXXXX` escapes. A key given twice keeps its last value.
+  continues a line; `\\t`, `\\n`, `\\uHHHH` escapes. A key given twice keeps its last value.
 - **Environment**: `{ENV_PREFIX}` plus the key in upper case with `_` for `.`, e.g.
   `{env_variable("log.retention.ms")}=1000`. An `{ENV_PREFIX}` variable that names no broker key
   is ignored with a warning (clients share the prefix, e.g. `{ENV_PREFIX}BOOTSTRAP`), unless it

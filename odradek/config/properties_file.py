@@ -3,7 +3,7 @@
 The rules are ``java.util.Properties.load``'s: ``key=value``, ``key: value`` or ``key value``;
 lines whose first non-blank character is ``#`` or ``!`` are comments; a line ending in an odd
 number of backslashes continues on the next one (whose leading blanks are dropped); ``\\t``,
-``\\n``, ``\\r``, ``\\f`` and ``\\uXXXX`` are escapes and a backslash before any other character
+``\\n``, ``\\r``, ``\\f`` and ``\\uHHHH`` are escapes and a backslash before any other character
 stands for that character. A key given twice keeps its last value. Files are read as UTF-8.
 """
 
@@ -78,7 +78,7 @@ def _unescape(text: str, where: str) -> str:
     def replace(match: re.Match[str]) -> str:
         escaped = match.group(1)
         if escaped == "u":
-            raise InvalidConfigError(f"malformed \\uXXXX escape at {where}")
+            raise InvalidConfigError(f"malformed \\uHHHH escape at {where}")
         if len(escaped) == 5:
             return chr(int(escaped[1:], 16))
         return _ESCAPED_CONTROLS.get(escaped, escaped)

@@ -43,7 +43,9 @@ class TopicPartition:
     def __post_init__(self) -> None:
         validate_topic_name(self.topic)
         if not isinstance(self.partition, int) or self.partition < 0:
-            raise InvalidTopicError(f"partition must be a non-negative integer, not {self.partition!r}")
+            raise InvalidTopicError(
+                f"partition must be a non-negative integer, not {self.partition!r}"
+            )
 
     @property
     def dir_name(self) -> str:
@@ -59,5 +61,7 @@ class TopicPartition:
             name = name[: -len(DELETE_DIR_SUFFIX)].rsplit(".", 1)[0]
         topic, sep, partition = name.rpartition("-")
         if not sep or not partition.isdigit():
-            raise InvalidTopicError(f"directory name {name!r} is not of the form <topic>-<partition>")
+            raise InvalidTopicError(
+                f"directory name {name!r} is not of the form <topic>-<partition>"
+            )
         return cls(topic, int(partition))
