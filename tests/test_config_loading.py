@@ -80,7 +80,7 @@ def test_properties_settings_know_their_line() -> None:
 
 
 def test_malformed_unicode_escape_names_the_line() -> None:
-    with pytest.raises(InvalidConfigError, match="malformed \\\\uXXXX escape at f:2"):
+    with pytest.raises(InvalidConfigError, match="malformed \\\\uHHHH escape at f:2"):
         parse_properties("a=1\nb=\\u12g4", "f")
 
 
