@@ -201,10 +201,11 @@ class LogSegment:
         position_in_records = 0
         total = len(records)
         while position_in_records < total:
-            batch = RecordBatch(records, position_in_records)
-            size = batch.size_in_bytes
-            self._observe_batch(batch.max_timestamp, batch.last_offset)
-            self._maybe_add_index_entry(batch.last_offset, physical_position + position_in_records)
+            header = RecordBatch(records, position_in_records).header()
+            last_offset = header.base_offset + header.last_offset_delta
+            self._observe_batch(header.max_timestamp, last_offset)
+            self._maybe_add_index_entry(last_offset, physical_position + position_in_records)
+            size = header.batch_length + LOG_OVERHEAD
             self._bytes_since_last_index_entry += size
             position_in_records += size
 
