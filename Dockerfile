@@ -3,8 +3,14 @@
 # `docker run -p 9092:9092 -p 9644:9644 -v odradek-data:/var/lib/odradek odradek`.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
-# Stage 1: wheels of odradek and its dependencies (no compiler: every dependency ships wheels).
+# Stage 1: wheels of odradek and its dependencies. The compiler builds odradek's C walks
+# (docs/native.md); every dependency ships wheels. Nothing of this stage reaches the image.
 FROM ${PYTHON_IMAGE} AS build
+# Debian's compiler of the base image's release; only a build tool, so not pinned.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY odradek ./odradek

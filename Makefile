@@ -8,13 +8,16 @@ METRICS_PORT ?= 9644
 
 .PHONY: run test install install-test lint bench clean
 
-$(VENV)/.installed: pyproject.toml
+# The C sources are prerequisites: an editable install compiles them into the source tree.
+NATIVE_SOURCES := $(wildcard odradek/*/*.c)
+
+$(VENV)/.installed: pyproject.toml $(NATIVE_SOURCES)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
+$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml $(NATIVE_SOURCES)
 	$(PY) -m pip install --quiet -e '.[test,spark]'
 	touch $@
 
@@ -35,4 +38,4 @@ bench: install
 	$(PY) bench/storage.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache odradek/*/*.so

@@ -1,12 +1,14 @@
 """LogValidator: every rejection of SPEC 4 step 1 on a crafted request, and offset assignment.
 
-Also the framing walk (record_framing), checked against a reference built on decode_record,
-including its run-at-a-time path for records of one layout.
+Also the framing walk (record_framing), checked against a reference built on decode_record:
+both the C walk (with the Python walk naming the fault) and the Python walk alone, which does
+all the work where the C module is not built.
 """
 
 from __future__ import annotations
 
 import struct
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -21,6 +23,7 @@ from odradek.errors import (
     MessageTooLargeError,
     UnsupportedCompressionTypeError,
 )
+from odradek.storage import record_framing
 from odradek.storage.compression import CompressionType
 from odradek.storage.log_validator import validate_and_assign_offsets
 from odradek.storage.memory_records import MemoryRecords
@@ -440,9 +443,15 @@ def _walk(data: bytes, count: int, keys_required: bool) -> RecordFraming:
     return check_framing(data, 0, len(data), count, keys_required=keys_required)
 
 
+def _python_walk(data: bytes, count: int, keys_required: bool) -> RecordFraming:
+    with mock.patch.object(record_framing, "_native_walk", None):
+        return _walk(data, count, keys_required)
+
+
 def _same_as_reference(data: bytes, count: int, keys_required: bool = False) -> None:
     expected = _outcome(_reference, data, count, keys_required)
     assert _outcome(_walk, data, count, keys_required) == expected
+    assert _outcome(_python_walk, data, count, keys_required) == expected
     # The walk must also hold in the middle of a larger buffer, as in a request.
     padded = b"\xff" * 9 + data + b"\xff" * 9
     try:
@@ -452,9 +461,15 @@ def _same_as_reference(data: bytes, count: int, keys_required: bool = False) -> 
     assert got == expected
 
 
+def test_the_c_walk_is_built() -> None:
+    """The package builds the C walk wherever a compiler is (CI has one): without it every
+    append pays the Python walk."""
+    assert record_framing._native_walk is not None
+
+
 @st.composite
 def uniform_records(draw: st.DrawFn) -> tuple[bytes, int]:
-    """Records of one layout (what the run path handles), maybe with one odd record."""
+    """Records of one layout (as most producers send), maybe with one odd record."""
     count = draw(st.integers(1, 150))
     key = draw(st.sampled_from([None, b"", b"key-0001", b"k" * 70]))
     value = draw(st.sampled_from([None, b"", b"v" * 10, b"v" * 100, b"v" * 300]))
@@ -534,8 +549,8 @@ def test_walk_of_any_layout_matches_the_reference(
 
 
 @pytest.mark.parametrize("victim", [255, 256, 257, 1000, 1500])
-def test_long_runs_are_checked_past_their_first_window(victim: int) -> None:
-    """A run is measured in growing windows: break a framing byte around their edges."""
+def test_long_batches_are_checked_to_the_end(victim: int) -> None:
+    """Break a framing byte of one record deep in a long batch."""
     records = [encode_record(i, i % 7, b"key", b"v" * 20) for i in range(1600)]
     start = sum(len(record) for record in records[:victim])
     data = b"".join(records)
@@ -547,8 +562,8 @@ def test_long_runs_are_checked_past_their_first_window(victim: int) -> None:
 
 
 @pytest.mark.parametrize("victim", [1, 30, 63, 64, 65, 100, 149])
-def test_every_framing_byte_of_a_run_is_checked(victim: int) -> None:
-    """Break each byte of one record in a run of identical layouts, one at a time."""
+def test_every_framing_byte_is_checked(victim: int) -> None:
+    """Break each byte of one record among identical layouts, one at a time."""
     records = [encode_record(i, i // 10, b"key-%04d" % i, b"v" * 100) for i in range(150)]
     start = sum(len(record) for record in records[:victim])
     data = b"".join(records)
@@ -560,7 +575,7 @@ def test_every_framing_byte_of_a_run_is_checked(victim: int) -> None:
             _same_as_reference(bytes(mutated), 150)
 
 
-def test_runs_beyond_8192_records() -> None:
+def test_offset_deltas_of_three_bytes() -> None:
     records = [encode_record(i, 0, None, b"") for i in range(8300)]
     data = b"".join(records)
     assert _walk(data, 8300, False) == RecordFraming(0, 0, 0)
@@ -568,7 +583,7 @@ def test_runs_beyond_8192_records() -> None:
     _same_as_reference(broken, 8300)
 
 
-def test_run_timestamp_bounds_when_timestamps_go_back() -> None:
+def test_timestamp_bounds_when_timestamps_go_back() -> None:
     deltas = [5, 9, 2, 9, 1, 7] * 20
     data = b"".join(encode_record(i, d, b"k", b"v") for i, d in enumerate(deltas))
     assert _walk(data, len(deltas), True) == RecordFraming(1, 9, 1)
@@ -579,3 +594,38 @@ def test_walk_names_the_record_and_position() -> None:
     records[3] = encode_record(7, 0, b"k", b"v")
     with pytest.raises(CorruptRecordError, match="record 3 at byte 27: offsetDelta is 7"):
         _walk(b"".join(records), 5, False)
+
+
+def _framed(body: bytes) -> bytes:
+    return encode_varint(len(body)) + body
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        _framed(b"\x00" + b"\xff" * 9 + b"\x02" + b"\x00\x01\x01\x00"),  # timestamp over 64 bits
+        _framed(b"\x00" + b"\xff" * 10 + b"\x00\x01\x01\x00"),  # varlong of 11 bytes
+        _framed(b"\x00\x00" + b"\xff" * 4 + b"\x1f" + b"\x01\x01\x00"),  # offsetDelta over 32 bits
+        _framed(b"\x00\x00\x00" + encode_varint(2**31 - 1) + b"\x01\x00"),  # key past the end
+        _framed(b"\x00\x00\x00\x01" + encode_varint(-(2**31)) + b"\x00"),  # value length min int
+        _framed(b"\x00\x00\x00\x01\x01" + encode_varint(2**31 - 1)),  # header count huge
+        _framed(b"\x00\x00\x00\x01\x01\x02" + encode_varint(2**31 - 1) + b"\x00"),  # header key
+        _framed(b"\x00\x00\x00\x01\x01\x02\x00\x03"),  # header value length -2
+        _framed(b"\x00\x00\x00\x01\x01"),  # no header count
+        _framed(b""),  # no attributes
+        encode_varint(-5) + b"\x00" * 8,  # negative record length
+        b"\xff\xff\xff\xff\xff\x01" + b"\x00" * 6,  # record length of six bytes
+    ],
+)
+def test_malformed_records_are_rejected_by_both_walks(record: bytes) -> None:
+    for walk in (_walk, _python_walk):
+        with pytest.raises(CorruptRecordError):
+            walk(record + b"\x00" * 8, 1, False)
+        with pytest.raises(CorruptRecordError):
+            walk(record, 1, False)
+
+
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
+def test_the_walk_reads_any_buffer(kind: type) -> None:
+    data = b"".join(encode_record(i, i, b"k", b"v" * i) for i in range(40))
+    assert check_framing(kind(data), 0, len(data), 40, keys_required=True) == (0, 39, 39)
