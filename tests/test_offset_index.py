@@ -170,6 +170,9 @@ def test_truncate_and_reset(path: Path) -> None:
     assert (index.entries, index.length) == (0, 2 * ENTRY)
     index.reset()
     assert (index.entries, index.length) == (0, 16 * ENTRY)
+    assert index.last_offset == BASE  # the last entry is not remembered past a reset
+    index.append(100, 0)
+    assert index.last_offset == 100
 
 
 def test_trim_and_resize_back_keep_the_entries(path: Path) -> None:
@@ -455,3 +458,23 @@ OffsetIndexModel.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestOffsetIndexModel = OffsetIndexModel.TestCase
+
+
+def test_append_all_writes_what_appends_one_by_one_would(tmp_path: Path) -> None:
+    one_by_one = filled(tmp_path / "a.index", [100, 103, 110])
+    at_once = open_index(tmp_path / "b.index")
+    at_once.append_all([(100, 0), (103, 30), (110, 100)])
+    assert at_once.entries == 3 and at_once.last_offset == 110
+    one_by_one.flush(), at_once.flush()
+    assert (tmp_path / "a.index").read_bytes() == (tmp_path / "b.index").read_bytes()
+    at_once.append(111, 110)  # single appends go on after the bulk
+    assert at_once.lookup(111) == OffsetPosition(111, 110)
+
+
+def test_append_all_checks_order_and_room(path: Path) -> None:
+    index = filled(path, [105], max_entries=3)
+    with pytest.raises(InvalidOffsetError, match="offset 105 .*not above the last offset 106"):
+        index.append_all([(106, 60), (105, 70)])
+    with pytest.raises(ValueError, match="full"):
+        index.append_all([(106, 60), (107, 70), (108, 80)])
+    assert index.entries == 1 and index.last_offset == 105

@@ -182,6 +182,8 @@ def test_truncate_and_reset(path: Path) -> None:
     assert (index.entries, index.last_entry, index.length) == (0, EMPTY, 3 * ENTRY)
     index.reset()
     assert (index.entries, index.length) == (0, 16 * ENTRY)
+    index.maybe_append(1, BASE)  # a timestamp below the dropped ones is accepted again
+    assert index.last_entry == TimestampOffset(1, BASE)
 
 
 def test_trim_and_resize_back_keep_the_entries(path: Path) -> None:
@@ -357,3 +359,24 @@ TimeIndexModel.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestTimeIndexModel = TimeIndexModel.TestCase
+
+
+def test_maybe_append_all_keeps_what_maybe_append_would(tmp_path: Path) -> None:
+    entries = [(NO_TIMESTAMP, 100), (1000, 105), (1000, 107), (2000, 110), (3000, 120)]
+    one_by_one = filled(tmp_path / "a.timeindex", entries)
+    at_once = open_index(tmp_path / "b.timeindex")
+    at_once.maybe_append_all(entries)
+    assert entries_of(at_once) == entries_of(one_by_one) == SAMPLE
+    assert at_once.last_entry == TimestampOffset(3000, 120)
+
+
+def test_maybe_append_all_checks_order_and_keeps_the_roll_slot(path: Path) -> None:
+    index = filled(path, SAMPLE[:1], max_entries=3)
+    with pytest.raises(InvalidOffsetError, match="below the last entry"):
+        index.maybe_append_all([(1500, 104)])
+    with pytest.raises(InvalidOffsetError, match="below the last entry"):
+        index.maybe_append_all([(900, 106)])
+    with pytest.raises(ValueError, match="full"):
+        index.maybe_append_all(SAMPLE[1:])
+    index.maybe_append_all(SAMPLE[1:2])
+    assert entries_of(index) == SAMPLE[:2]

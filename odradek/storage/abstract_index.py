@@ -16,7 +16,7 @@ import threading
 from abc import ABC, abstractmethod
 from array import array
 from collections.abc import Callable
-from itertools import compress, count, islice
+from itertools import chain, compress, count, islice
 from pathlib import Path
 from typing import ClassVar
 
@@ -69,6 +69,9 @@ class AbstractIndex(ABC):
         self._lock = threading.RLock()
         self._mmap: mmap.mmap | None = None
         self._closed = False
+        # The last entry's fields, kept so that appends (one per index.interval.bytes) do not
+        # read it back from the map; None when it must be read.
+        self._last: tuple[int, int] | None = None
         if writable and not self._path.exists():
             if max_index_size < self.entry_size:
                 raise ValueError(f"max index size {max_index_size} is below one entry")
@@ -162,6 +165,7 @@ class AbstractIndex(ABC):
         with self._lock:
             self._current_map()
             self._entries = 0
+            self._last = None
 
     def truncate_to(self, offset: int) -> None:
         """Drop every entry whose offset is ``offset`` or above."""
@@ -169,6 +173,7 @@ class AbstractIndex(ABC):
             index_map = self._current_map()
             relative_target = offset - self._base_offset
             self._entries = self._count_at_most(index_map, relative_target - 1, self._OFFSET_FIELD)
+            self._last = None
 
     def flush(self) -> None:
         """Write the entries and the file's size to disk."""
@@ -284,12 +289,36 @@ class AbstractIndex(ABC):
     def _fields(self, index_map: mmap.mmap | None, slot: int) -> tuple[int, int]:
         return self._ENTRY.unpack_from(index_map, slot * self.entry_size)
 
+    def _last_fields(self) -> tuple[int, int] | None:
+        """The stored fields of the last entry, None when there is none; the caller holds the
+        lock."""
+        if self._last is None and self._entries:
+            self._last = self._fields(self._current_map(), self._entries - 1)
+        return self._last
+
     def _append_fields(self, index_map: mmap.mmap | None, first: int, second: int) -> None:
         """Write one entry after the last; the caller holds the lock and has checked order."""
         if self._entries >= self.max_entries:
             raise ValueError(f"cannot append to {self!r}: it is full")
         self._ENTRY.pack_into(index_map, self.size_in_bytes, first, second)
         self._entries += 1
+        self._last = (first, second)
+
+    def _append_all_fields(
+        self, index_map: mmap.mmap | None, fields: list[tuple[int, int]]
+    ) -> None:
+        """Write ``fields`` as entries after the last, in one go (recovery rebuilds an index this
+        way); the caller holds the lock and has checked order."""
+        if not fields:
+            return
+        if self._entries + len(fields) > self.max_entries:
+            raise ValueError(f"cannot append {len(fields)} entries to {self!r}: it is full")
+        codes = self._ENTRY.format.lstrip(">")
+        packed = struct.pack(">" + codes * len(fields), *chain.from_iterable(fields))
+        start = self.size_in_bytes
+        index_map[start : start + len(packed)] = packed
+        self._entries += len(fields)
+        self._last = fields[-1]
 
     def _count_at_most(self, index_map: mmap.mmap | None, target: int, field: int) -> int:
         """How many entries have ``field`` <= ``target`` (the field must be sorted)."""

@@ -8,7 +8,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from odradek.storage.record_batch import HEADER_SIZE, LOG_OVERHEAD, RecordBatch
+from odradek.storage.batch_header import BatchHeader
+from odradek.storage.record_batch import (
+    HEADER_SIZE,
+    HEADER_STRUCT,
+    LOG_OVERHEAD,
+    RecordBatch,
+    crc_of,
+)
 
 _SCAN_CHUNK_BYTES = 1024 * 1024
 
@@ -173,6 +180,50 @@ class FileRecords:
                 yield position, RecordBatch(self.read(position, size))
                 consumed = size
             position += consumed
+
+    def checked_batch_headers(
+        self, start_position: int = 0
+    ) -> Iterator[tuple[int, BatchHeader, bool]]:
+        """``(position, header, whether its CRC matches)`` of each whole batch from
+        ``start_position``; stops at a short or impossible length (recovery's scan).
+
+        The file is read in large chunks into one buffer that is reused, so a scan allocates
+        (and page-faults) nothing per chunk; nothing of a batch but its header outlives its
+        step.
+        """
+        buffer = bytearray(_SCAN_CHUNK_BYTES)
+        position, end = start_position, self._size
+        unpack_header = HEADER_STRUCT.unpack_from
+        while position + HEADER_SIZE <= end:
+            read = self._read_into(buffer, position, min(len(buffer), end - position))
+            consumed = 0
+            while consumed + HEADER_SIZE <= read:
+                header = BatchHeader._make(unpack_header(buffer, consumed))
+                size = header.batch_length + LOG_OVERHEAD
+                if size < HEADER_SIZE:
+                    return
+                if consumed + size > read:
+                    break
+                yield position + consumed, header, crc_of(buffer, consumed, size) == header.crc
+                consumed += size
+            if consumed == 0:
+                # The first batch is larger than the buffer, or runs past the end of the file.
+                size = BatchHeader._make(unpack_header(buffer, 0)).batch_length + LOG_OVERHEAD
+                if read < HEADER_SIZE or position + size > end:
+                    return
+                buffer = bytearray(size)
+            position += consumed
+
+    def _read_into(self, buffer: bytearray, position: int, size: int) -> int:
+        """Fill ``buffer[:size]`` from ``position``; the bytes read (fewer at the file end)."""
+        read = 0
+        with memoryview(buffer) as view:
+            while read < size:
+                count = os.preadv(self._fd, [view[read:size]], position + read)
+                if count == 0:
+                    break
+                read += count
+        return read
 
     def search_for_offset_with_size(
         self, target_offset: int, starting_position: int

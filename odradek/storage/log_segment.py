@@ -324,9 +324,10 @@ class LogSegment:
         self._bytes_since_last_index_entry = 0
         valid_bytes = 0
         next_offset = self.base_offset
-        for position, batch in self.log.batches():
-            header = batch.header()
-            problem = self._batch_problem(batch, header, next_offset)
+        offset_entries: list[tuple[int, int]] = []  # written in one go at the end
+        time_entries: list[tuple[int, int]] = []
+        for position, header, crc_matches in self.log.checked_batch_headers():
+            problem = self._batch_problem(header, crc_matches, next_offset)
             if problem:
                 logger.warning(
                     "%s: invalid batch at position %d: %s", self.log.path, position, problem
@@ -335,10 +336,16 @@ class LogSegment:
             size = header.batch_length + LOG_OVERHEAD
             last_offset = header.base_offset + header.last_offset_delta
             self._observe_batch(header.max_timestamp, last_offset)
-            self._maybe_add_index_entry(last_offset, position)
+            if self._bytes_since_last_index_entry > self.index_interval_bytes:
+                offset_entries.append((last_offset, position))
+                latest = self.max_timestamp_and_offset_so_far
+                time_entries.append((latest.timestamp, latest.offset))
+                self._bytes_since_last_index_entry = 0
             self._bytes_since_last_index_entry += size
             valid_bytes = position + size
             next_offset = last_offset + 1
+        self.offset_index.append_all(offset_entries)
+        self.time_index.maybe_append_all(time_entries)
         truncated = self.log.size_in_bytes - valid_bytes
         if truncated > 0:
             logger.warning(
@@ -354,8 +361,8 @@ class LogSegment:
         self._rolling_based_timestamp = None
         return truncated
 
-    def _batch_problem(self, batch: RecordBatch, header: BatchHeader, min_offset: int) -> str:
-        """Why ``batch`` cannot be trusted during recovery, or '' when it can."""
+    def _batch_problem(self, header: BatchHeader, crc_matches: bool, min_offset: int) -> str:
+        """Why the batch of ``header`` cannot be trusted during recovery, or '' when it can."""
         last_offset = header.base_offset + header.last_offset_delta
         if header.magic != MAGIC:
             return f"magic {header.magic}, expected {MAGIC}"
@@ -363,8 +370,8 @@ class LogSegment:
             return f"base offset {header.base_offset} below the expected {min_offset}"
         if header.last_offset_delta < 0 or not self.can_convert_to_relative_offset(last_offset):
             return f"offsets {header.base_offset}..{last_offset} do not fit the segment"
-        if not batch.is_valid():
-            return f"CRC mismatch (stored {header.crc}, computed {batch.compute_crc()})"
+        if not crc_matches:
+            return f"CRC mismatch (stored {header.crc:#010x})"
         return ""
 
     def truncate_to(self, offset: int) -> int:

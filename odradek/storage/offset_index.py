@@ -35,22 +35,40 @@ class OffsetIndex(AbstractIndex):
     def last_offset(self) -> int:
         """The offset of the last entry, or the base offset when there is none."""
         with self._lock:
-            if self._entries == 0:
-                return self._base_offset
-            return self.entry(self._entries - 1).offset
+            last = self._last_fields()
+            return self._base_offset if last is None else self._base_offset + last[0]
 
     def append(self, offset: int, position: int) -> None:
         """Add ``offset`` at byte ``position``; the offset must be above the last one."""
         with self._lock:
             index_map = self._current_map()
-            if self._entries and offset <= self.last_offset:
+            last = self._last_fields()
+            if last is not None and offset <= self._base_offset + last[0]:
                 raise InvalidOffsetError(
                     f"cannot append offset {offset} to {self._path}: it is not above the last "
-                    f"offset {self.last_offset}"
+                    f"offset {self._base_offset + last[0]}"
                 )
             if not 0 <= position <= INT32_MAX:
                 raise ValueError(f"position {position} does not fit an int32 index entry")
             self._append_fields(index_map, self.relative_offset(offset), position)
+
+    def append_all(self, entries: list[tuple[int, int]]) -> None:
+        """Add each (offset, position) of ``entries`` as :meth:`append` would, in one write."""
+        with self._lock:
+            index_map = self._current_map()
+            last_offset = self.last_offset if self._entries else self._base_offset - 1
+            fields = []
+            for offset, position in entries:
+                if offset <= last_offset:
+                    raise InvalidOffsetError(
+                        f"cannot append offset {offset} to {self._path}: it is not above the "
+                        f"last offset {last_offset}"
+                    )
+                if not 0 <= position <= INT32_MAX:
+                    raise ValueError(f"position {position} does not fit an int32 index entry")
+                fields.append((self.relative_offset(offset), position))
+                last_offset = offset
+            self._append_all_fields(index_map, fields)
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The last entry whose offset is <= ``target_offset``, else (base offset, 0)."""

@@ -43,9 +43,10 @@ class TimeIndex(AbstractIndex):
     def last_entry(self) -> TimestampOffset:
         """The last entry, or (-1, base offset) when there is none."""
         with self._lock:
-            if self._entries == 0:
+            last = self._last_fields()
+            if last is None:
                 return TimestampOffset(NO_TIMESTAMP, self._base_offset)
-            return self.entry(self._entries - 1)
+            return self._as_timestamp_offset(last)
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Add (``timestamp``, ``offset``) if the timestamp is above the last entry's.
@@ -58,19 +59,45 @@ class TimeIndex(AbstractIndex):
             index_map = self._current_map()
             if not skip_full_check and self.is_full:
                 raise ValueError(f"cannot append to {self!r}: it is full")
-            last = self.last_entry
-            if self._entries and offset < last.offset:
+            last = self._last_fields()
+            if last is None:
+                if timestamp > NO_TIMESTAMP:
+                    self._append_fields(index_map, timestamp, self.relative_offset(offset))
+                return
+            last_timestamp, last_offset = last[0], self._base_offset + last[1]
+            if offset < last_offset:
                 raise InvalidOffsetError(
                     f"cannot append offset {offset} to {self._path}: it is below the last "
-                    f"offset {last.offset}"
+                    f"offset {last_offset}"
                 )
-            if self._entries and timestamp < last.timestamp:
+            if timestamp < last_timestamp:
                 raise ValueError(
                     f"cannot append timestamp {timestamp} to {self._path}: it is below the last "
-                    f"timestamp {last.timestamp}"
+                    f"timestamp {last_timestamp}"
                 )
-            if timestamp > last.timestamp:
+            if timestamp > last_timestamp:
                 self._append_fields(index_map, timestamp, self.relative_offset(offset))
+
+    def maybe_append_all(self, entries: list[tuple[int, int]]) -> None:
+        """Add each (timestamp, offset) of ``entries`` as :meth:`maybe_append` would, in one
+        write: those whose timestamp is above the one before."""
+        with self._lock:
+            index_map = self._current_map()
+            last = self.last_entry
+            last_timestamp, last_offset = last.timestamp, last.offset
+            fields = []
+            for timestamp, offset in entries:
+                if offset < last_offset or timestamp < last_timestamp:
+                    raise InvalidOffsetError(
+                        f"cannot append ({timestamp}, {offset}) to {self._path}: it is below "
+                        f"the last entry ({last_timestamp}, {last_offset})"
+                    )
+                if timestamp > last_timestamp:
+                    fields.append((timestamp, self.relative_offset(offset)))
+                    last_timestamp, last_offset = timestamp, offset
+            if self._entries + len(fields) > self.max_entries - 1:
+                raise ValueError(f"cannot append {len(fields)} entries to {self!r}: it is full")
+            self._append_all_fields(index_map, fields)
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The last entry whose timestamp is <= ``target_timestamp``, else (-1, base offset)."""
