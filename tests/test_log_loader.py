@@ -162,6 +162,28 @@ def test_missing_index_is_rebuilt(partition_dir: Path) -> None:
     log.close()
 
 
+def test_an_empty_active_segment_without_index_files_opens_quietly(
+    partition_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A segment rolled but never written creates its index files on first use, so a clean
+    shutdown can leave none: that is no damage to warn about."""
+    values = write_log(partition_dir, batches=3)
+    log = reopen(partition_dir)
+    log.roll()
+    log.close()
+    empty = log_files(partition_dir)[-1]
+    assert empty.stat().st_size == 0
+    assert not names.offset_index_file(partition_dir, segment_base(empty)).exists()
+    caplog.clear()  # write_log stops as a crash would: the first reopen rebuilt its indexes
+    with caplog.at_level("WARNING"):
+        log = reopen(partition_dir, recovery_point=len(values), had_clean_shutdown=True)
+        append(log, batch(values=[b"after"]))
+    assert not caplog.records
+    assert [r.value for r in read_all(log)] == [*values, b"after"]
+    assert names.offset_index_file(partition_dir, segment_base(empty)).exists()
+    log.close()
+
+
 @pytest.mark.parametrize(
     "damage",
     ["odd_size", "unsorted", "below_base"],

@@ -173,6 +173,8 @@ class LogLoader:
         start-up with thousands of segments opens no index; the full sanity check (order,
         last offset) runs when an index is first used."""
         prefix = names.filename_prefix_from_offset(base_offset)
+        if file_sizes.get(prefix + names.LOG_FILE_SUFFIX) == 0:
+            return ""  # nothing to index: the files appear when the segment is first used
         for suffix, entry_size in (
             (names.INDEX_FILE_SUFFIX, OffsetIndex.entry_size),
             (names.TIME_INDEX_FILE_SUFFIX, TimeIndex.entry_size),
