@@ -14,7 +14,7 @@ from odradek.cleaner.throttler import Throttler
 from odradek.errors import CorruptRecordError
 from odradek.storage.compression import CompressionType
 from odradek.storage.record import Record
-from odradek.storage.record_batch import RecordBatch, TimestampType
+from odradek.storage.record_batch import RecordBatch
 from odradek.storage.record_batch_builder import build_batch
 
 # --- SkimpyOffsetMap ---------------------------------------------------------------------------
@@ -103,15 +103,6 @@ def test_batch_keys_agree_with_the_full_record_decoder(records, codec, base_offs
     assert keys.offsets == [r.offset for r in decoded]
     assert keys.keys == [r.key for r in decoded]
     assert keys.tombstones == [r.value is None for r in decoded]
-    assert keys.records(range(len(decoded))) == decoded
-
-
-def test_batch_keys_decode_log_append_time_records_at_the_append_time() -> None:
-    data = bytearray(
-        build_batch([(5, b"k", b"v", ())], timestamp_type=TimestampType.LOG_APPEND_TIME)
-    )
-    batch = RecordBatch(bytes(data))
-    assert BatchKeys.read(batch).records([0]) == list(batch.records())
 
 
 def test_batch_keys_refuse_records_that_do_not_fill_the_batch() -> None:

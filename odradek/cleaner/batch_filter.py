@@ -1,11 +1,17 @@
 """BatchFilter: which records of a batch a cleaned segment keeps (Kafka's ``shouldRetainRecord``
-applied through ``MemoryRecords.filterTo``)."""
+applied through ``MemoryRecords.filterTo``), one batch at a time.
+
+The cleaner's second pass hands whole chunks to the offset map's ``filter_batches``, which
+decides uncompressed batches that keep all of their records or none; the rest (compressed
+batches, batches that keep some records, and any it finds fault with) come here.
+"""
 
 from __future__ import annotations
 
-from odradek.cleaner.batch_keys import BatchKeys
+from odradek.cleaner.batch_keys import records_section
 from odradek.cleaner.cleaner_stats import CleanerStats
-from odradek.cleaner.skimpy_offset_map import SkimpyOffsetMap
+from odradek.cleaner.offset_map import OffsetMap
+from odradek.errors import CorruptRecordError
 from odradek.storage.record_batch import RecordBatch
 from odradek.storage.record_batch_builder import build_batch
 
@@ -18,11 +24,9 @@ class BatchFilter:
     dropped (``retain_deletes`` is False once the segment is past the delete horizon).
     """
 
-    def __init__(
-        self, offset_map: SkimpyOffsetMap, retain_deletes: bool, stats: CleanerStats
-    ) -> None:
-        self._offset_map = offset_map
-        self._retain_deletes = retain_deletes
+    def __init__(self, offset_map: OffsetMap, retain_deletes: bool, stats: CleanerStats) -> None:
+        self.offset_map = offset_map
+        self.retain_deletes = retain_deletes
         self._stats = stats
 
     def filter(self, batch: RecordBatch) -> bytes:
@@ -32,42 +36,30 @@ class BatchFilter:
         batch.ensure_valid()
         count = batch.records_count
         self._stats.read_records(batch.size_in_bytes, count)
-        if batch.base_offset > self._offset_map.latest_offset:
+        if batch.base_offset > self.offset_map.latest_offset:
             kept_bytes = batch.to_bytes()
             self._stats.recopy_records(len(kept_bytes), count)
             return kept_bytes
-        keys = BatchKeys.read(batch)
-        kept = self._kept_indexes(keys)
-        if not kept:
-            return b""
-        kept_bytes = batch.to_bytes() if len(kept) == count else _rebuild(keys, kept)
-        self._stats.recopy_records(len(kept_bytes), len(kept))
-        return kept_bytes
-
-    def _kept_indexes(self, keys: BatchKeys) -> list[int]:
-        latest = self._offset_map.latest_offset
-        offset_of = self._offset_map.get
-        retain_deletes = self._retain_deletes
-        kept = []
-        keyless = 0
-        for index, (offset, key, tombstone) in enumerate(
-            zip(keys.offsets, keys.keys, keys.tombstones, strict=True)
-        ):
-            if offset > latest:
-                kept.append(index)
-            elif key is None:
-                keyless += 1
-            elif offset >= offset_of(key) and (retain_deletes or not tombstone):
-                kept.append(index)
+        data, position = records_section(batch)
+        retained = self.offset_map.retain_records(
+            data, position, len(data), count, batch.base_offset, self.retain_deletes
+        )
+        if retained is None:
+            raise CorruptRecordError(f"{batch}: its records do not frame")
+        mask, keyless = retained
         if keyless:
             self._stats.invalid_records(keyless)
-        return kept
+        kept = sum(mask)
+        if not kept:
+            return b""
+        kept_bytes = batch.to_bytes() if kept == count else _rebuild(batch, mask)
+        self._stats.recopy_records(len(kept_bytes), kept)
+        return kept_bytes
 
 
-def _rebuild(keys: BatchKeys, kept: list[int]) -> bytes:
-    batch = keys.batch
+def _rebuild(batch: RecordBatch, mask: bytes) -> bytes:
     return build_batch(
-        keys.records(kept),
+        [record for record, keep in zip(batch.records(), mask, strict=True) if keep],
         compression=batch.compression_type,
         base_offset=batch.base_offset,
         timestamp_type=batch.timestamp_type,

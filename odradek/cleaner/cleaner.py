@@ -11,21 +11,28 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from odradek.cleaner import batch_scan
+from odradek.cleaner.batch_crcs import verify_crcs
 from odradek.cleaner.batch_filter import BatchFilter
-from odradek.cleaner.batch_keys import BatchKeys
+from odradek.cleaner.batch_keys import records_section
+from odradek.cleaner.batch_scan import FilterProgress
+from odradek.cleaner.cleaned_writer import CleanedWriter
 from odradek.cleaner.cleaner_stats import CleanerStats
 from odradek.cleaner.cleaning_result import CleaningResult
 from odradek.cleaner.cleaning_task import CleaningTask
 from odradek.cleaner.errors import LogCleaningAbortedError, LogCleaningError
+from odradek.cleaner.offset_map import OffsetMap, create_offset_map
+from odradek.cleaner.segment_chunks import read_chunk
 from odradek.cleaner.segment_groups import group_segments_by_size
 from odradek.cleaner.segment_snapshot import SegmentSnapshot
-from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY, SkimpyOffsetMap
+from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY
 from odradek.cleaner.throttler import Throttler
+from odradek.errors import CorruptRecordError
 from odradek.storage import log_file_names as names
 from odradek.storage.atomic_file import fsync_directory
 from odradek.storage.clock import SYSTEM_CLOCK
-from odradek.storage.file_records import FileRecords
 from odradek.storage.log_segment import LogSegment
+from odradek.storage.record_batch import RecordBatch
 
 
 class Cleaner:
@@ -38,7 +45,7 @@ class Cleaner:
 
     def clean(self) -> CleaningResult:
         """Map, then rewrite; the ``.swap`` segments are on disk (and durable) on return."""
-        offset_map = SkimpyOffsetMap(self._map_memory(), self.task.load_factor)
+        offset_map = create_offset_map(self._map_memory(), self.task.load_factor)
         end_offset = self._build_offset_map(offset_map)
         self.stats.index_done()
         self.stats.buffer_utilization = (
@@ -70,7 +77,7 @@ class Cleaner:
 
     # --- pass 1: the offset map --------------------------------------------------------------
 
-    def _build_offset_map(self, offset_map: SkimpyOffsetMap) -> int:
+    def _build_offset_map(self, offset_map: OffsetMap) -> int:
         """Map the dirty section's keys; return the offset the map covers up to (exclusive)."""
         start = self.task.first_dirty_offset
         for segment, upper_bound in zip(self.task.segments, self.task.upper_bounds(), strict=True):
@@ -78,7 +85,7 @@ class Cleaner:
                 continue
             if self._map_segment(segment, offset_map, start):
                 break
-            offset_map.update_latest_offset(upper_bound - 1)
+            offset_map.latest_offset = upper_bound - 1
         end_offset = offset_map.latest_offset + 1
         if end_offset <= start:
             raise LogCleaningError(
@@ -88,34 +95,64 @@ class Cleaner:
             )
         return end_offset
 
-    def _map_segment(
-        self, segment: SegmentSnapshot, offset_map: SkimpyOffsetMap, start: int
-    ) -> bool:
+    def _map_segment(self, segment: SegmentSnapshot, offset_map: OffsetMap, start: int) -> bool:
         """Add the segment's keys from ``start`` on; True when the map filled up first."""
-        records = self._open(segment)
+        fd = self._open(segment)
         try:
-            for _, batch in records.batches():
-                size = batch.size_in_bytes
-                self.throttler.maybe_throttle(size)
-                self.stats.index_bytes_read(size, batch.records_count)
-                if batch.last_offset < start:
-                    continue
-                keys = BatchKeys.read(batch)
-                for offset, key in zip(keys.offsets, keys.keys, strict=True):
-                    if key is not None and offset >= start:
-                        if offset_map.is_full:
-                            return True
-                        offset_map.put(key, offset)
-                offset_map.update_latest_offset(batch.last_offset)
+            file_position = 0
+            while (chunk := read_chunk(fd, file_position, segment.size)) is not None:
+                position, status = self._map_chunk(chunk, offset_map, start)
+                if status == batch_scan.FULL:
+                    return True
+                if status == batch_scan.BAD_LENGTH:
+                    break
+                file_position += position
         finally:
-            records.close_handler()
+            os.close(fd)
         return False
+
+    def _map_chunk(self, chunk: bytes, offset_map: OffsetMap, start: int) -> tuple[int, int]:
+        """Map the whole batches of ``chunk``: the C map takes uncompressed batches in bulk,
+        this loop the others one by one. Where it stopped, and why."""
+        position = 0
+        while True:
+            position, status, records, size = offset_map.map_batches(
+                chunk, position, len(chunk), start
+            )
+            self.stats.index_bytes_read(size, records)
+            self.throttler.maybe_throttle(size)
+            if status != batch_scan.OTHER:
+                return position, status
+            batch = RecordBatch(chunk, position)
+            if not self._map_batch(batch, offset_map, start):
+                return position, batch_scan.FULL
+            position += batch.size_in_bytes
+
+    def _map_batch(self, batch: RecordBatch, offset_map: OffsetMap, start: int) -> bool:
+        """Map one batch (compressed, or one the bulk walk refused); False when the map filled
+        up first. CorruptRecordError when its records do not frame."""
+        size = batch.size_in_bytes
+        self.throttler.maybe_throttle(size)
+        self.stats.index_bytes_read(size, batch.records_count)
+        last_offset = batch.last_offset
+        if last_offset < start:
+            return True
+        data, position = records_section(batch)
+        status = offset_map.map_records(
+            data, position, len(data), batch.records_count, batch.base_offset, start
+        )
+        if status == batch_scan.CORRUPT:
+            raise CorruptRecordError(
+                f"[{self.task.topic_partition}] {batch}: its records do not frame"
+            )
+        if status == batch_scan.FULL:
+            return False
+        offset_map.latest_offset = last_offset
+        return True
 
     # --- pass 2: the cleaned segments --------------------------------------------------------
 
-    def _clean_segments(
-        self, group: Sequence[SegmentSnapshot], offset_map: SkimpyOffsetMap
-    ) -> None:
+    def _clean_segments(self, group: Sequence[SegmentSnapshot], offset_map: OffsetMap) -> None:
         """Write ``group`` as one ``.cleaned`` segment, make it durable, rename it ``.swap``."""
         cleaned = self._create_cleaned_segment(group[0].base_offset)
         try:
@@ -135,27 +172,46 @@ class Cleaner:
             raise
 
     def _clean_into(self, source: SegmentSnapshot, cleaned: LogSegment, keep: BatchFilter) -> None:
-        records = self._open(source)
-        pending = bytearray()
-        last_offset = -1
+        fd = self._open(source)
+        writer = CleanedWriter(cleaned, self.task.io_buffer_size, self.throttler)
         try:
-            for _, batch in records.batches():
-                self.throttler.maybe_throttle(batch.size_in_bytes)
-                kept = keep.filter(batch)
-                if kept:
-                    pending += kept
-                    last_offset = batch.last_offset
-                if len(pending) >= self.task.io_buffer_size:
-                    self._write(cleaned, last_offset, pending)
-                    pending = bytearray()
-            self._write(cleaned, last_offset, pending)
+            file_position = 0
+            while (chunk := read_chunk(fd, file_position, source.size)) is not None:
+                position, status = self._filter_chunk(chunk, keep, writer)
+                if status == batch_scan.BAD_LENGTH:
+                    break
+                file_position += position
+            writer.flush()
         finally:
-            records.close_handler()
+            os.close(fd)
 
-    def _write(self, cleaned: LogSegment, last_offset: int, data: bytearray) -> None:
-        if data:
-            cleaned.append(last_offset, data)
-            self.throttler.maybe_throttle(len(data))
+    def _filter_chunk(
+        self, chunk: bytes, keep: BatchFilter, writer: CleanedWriter
+    ) -> tuple[int, int]:
+        """Filter the whole batches of ``chunk`` into ``writer``: the C map decides batches that
+        keep all of their records or none in bulk, ``keep`` the others one by one."""
+        view = memoryview(chunk)
+        position = 0
+        while True:
+            progress = FilterProgress._make(
+                keep.offset_map.filter_batches(chunk, position, len(chunk), keep.retain_deletes)
+            )
+            self.throttler.maybe_throttle(progress.bytes_read)
+            verify_crcs(chunk, progress.crc_checks)
+            self.stats.read_records(progress.bytes_read, progress.records_read)
+            self.stats.invalid_records(progress.keyless)
+            self.stats.recopy_records(progress.bytes_kept, progress.records_kept)
+            for start, end in progress.kept_spans:
+                writer.add(view[start:end], progress.last_kept_offset)
+            position = progress.position
+            if progress.status != batch_scan.OTHER:
+                return position, progress.status
+            batch = RecordBatch(chunk, position)
+            size = batch.size_in_bytes
+            self.throttler.maybe_throttle(size)
+            if kept := keep.filter(batch):
+                writer.add(kept, batch.last_offset)
+            position += size
 
     def _create_cleaned_segment(self, base_offset: int) -> LogSegment:
         """A new, empty ``.cleaned`` segment (any left by an earlier failed run goes first)."""
@@ -170,14 +226,14 @@ class Cleaner:
             directory, base_offset, self.task.log_config, SYSTEM_CLOCK, file_suffix=suffix
         )
 
-    def _open(self, segment: SegmentSnapshot) -> FileRecords:
-        """The segment's ``.log``, read-only and as long as it was when the run was planned."""
+    def _open(self, segment: SegmentSnapshot) -> int:
+        """The segment's ``.log``, read-only (read only as far as it was when the run was
+        planned)."""
         path = names.log_file(self.task.directory, segment.base_offset)
         try:
-            fd = os.open(path, os.O_RDONLY)
+            return os.open(path, os.O_RDONLY)
         except FileNotFoundError:
             raise LogCleaningAbortedError(
                 f"[{self.task.topic_partition}] segment {segment.base_offset} was deleted "
                 f"while the log was being cleaned"
             ) from None
-        return FileRecords(path, fd, segment.size)

@@ -9,11 +9,17 @@ lookups are most of the cleaner's work. SipHash is keyed with a secret drawn at 
 start, so, unlike MD5, nobody can craft two keys that share a hash and make the cleaner drop
 one for the other. Open addressing with double hashing over a prime number of slots finds a
 key in about two probes at the default load factor of 0.9.
+
+This is the Python map: the fallback where the C map (``_offset_map.c``, the same table) is not
+built, and the oracle the C map is tested against. Its bulk operations are :mod:`batch_scan`'s.
 """
 
 from __future__ import annotations
 
 from array import array
+
+from odradek.cleaner import batch_scan
+from odradek.cleaner.batch_keys import Buffer
 
 HASH_BYTES = 16
 OFFSET_BYTES = 8
@@ -27,8 +33,7 @@ class SkimpyOffsetMap:
     """Maps keys (by their 128-bit hash) to offsets; holds at most ``max_entries`` keys."""
 
     def __init__(self, memory: int, load_factor: float = 0.9) -> None:
-        self.slots = _largest_prime_at_most(memory // BYTES_PER_ENTRY)
-        self.max_entries = min(int(self.slots * load_factor), self.slots - 1)
+        self.slots, self.max_entries = table_size(memory, load_factor)
         self._first_hashes = array("q", bytes(OFFSET_BYTES * self.slots))
         self._second_hashes = array("q", bytes(OFFSET_BYTES * self.slots))
         self._offsets = array("q", [NOT_FOUND]) * self.slots
@@ -51,6 +56,8 @@ class SkimpyOffsetMap:
 
     def put(self, key: bytes, offset: int) -> None:
         """Map ``key`` to ``offset``; ValueError when the key is new and the map is full."""
+        if offset < 0:
+            raise ValueError("offsets are not negative")
         first, second = hash(key), hash(key + _SECOND_HASH_SUFFIX)
         slots = self.slots
         slot = first % slots
@@ -89,6 +96,41 @@ class SkimpyOffsetMap:
         self._offsets = array("q", [NOT_FOUND]) * self.slots
         self._entries = 0
         self.latest_offset = NOT_FOUND
+
+    def map_records(
+        self, data: Buffer, position: int, end: int, count: int, base_offset: int, start: int
+    ) -> int:
+        return batch_scan.map_records(self, data, position, end, count, base_offset, start)
+
+    def retain_records(
+        self,
+        data: Buffer,
+        position: int,
+        end: int,
+        count: int,
+        base_offset: int,
+        retain_deletes: bool,
+    ) -> tuple[bytes, int] | None:
+        return batch_scan.retain_records(
+            self, data, position, end, count, base_offset, retain_deletes
+        )
+
+    def map_batches(
+        self, data: Buffer, position: int, end: int, start: int
+    ) -> tuple[int, int, int, int]:
+        return batch_scan.map_batches(self, data, position, end, start)
+
+    def filter_batches(
+        self, data: Buffer, position: int, end: int, retain_deletes: bool
+    ) -> tuple[int, int, list, list, int, int, int, int, int, int]:
+        return batch_scan.filter_batches(self, data, position, end, retain_deletes)
+
+
+def table_size(memory: int, load_factor: float) -> tuple[int, int]:
+    """(slots, max_entries) of a map in ``memory`` bytes: a prime number of slots, filled at
+    most to ``load_factor`` and never to the last slot, so a probe always ends."""
+    slots = _largest_prime_at_most(memory // BYTES_PER_ENTRY)
+    return slots, min(int(slots * load_factor), slots - 1)
 
 
 def _largest_prime_at_most(n: int) -> int:

@@ -1,0 +1,735 @@
+/*
+ * The log cleaner's offset map and its per-record loops, in C (odradek.cleaner.offset_map).
+ *
+ * Cleaning reads every record twice: once to map each key to its latest offset, once to decide
+ * which records stay. In Python each record costs about 1.5 us (walk, hash, probe); here a few
+ * tens of nanoseconds. The map is SkimpyOffsetMap's (skimpy_offset_map.py, the fallback and the
+ * test oracle): 24 bytes a slot (two 64-bit hashes of the key and its offset), open addressing
+ * with double hashing over a prime number of slots, keys hashed with Python's own keyed hash
+ * (SipHash, secret per process) of the key and of the key followed by a zero byte, so both
+ * implementations find the same keys equal and fill up at the same moment.
+ *
+ * The batch loops handle only the common case, uncompressed batches, and stop at any batch they
+ * cannot finish alone (compressed, wrong magic, records that do not frame, some but not all
+ * records kept), returning its position so Python handles that batch, raises the error naming
+ * it, or rebuilds it. Every read is bounded by the end of the batch or record it belongs to, so
+ * no input can make this module read out of bounds.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Status codes; batch_scan.py defines the same numbers. */
+#define STATUS_END 0        /* no whole batch left in the buffer (or: records mapped) */
+#define STATUS_BAD_LENGTH 1 /* a batch length shorter than a header: the segment ends here */
+#define STATUS_OTHER 2      /* a batch for Python to handle */
+#define STATUS_FULL 3       /* the map has no room for another key */
+#define STATUS_CORRUPT 4    /* records that do not frame */
+
+#define HEADER_SIZE 61
+#define LOG_OVERHEAD 12
+#define MIN_BATCH_LENGTH (HEADER_SIZE - LOG_OVERHEAD)
+#define CRC_START 21
+#define STACK_KEY_BYTES 256
+
+/* --- big-endian header fields -------------------------------------------------------------- */
+
+static int64_t be64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    return (int64_t)v;
+}
+
+static int32_t be32(const uint8_t *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) |
+                     (uint32_t)p[3]);
+}
+
+static uint32_t be32u(const uint8_t *p) { return (uint32_t)be32(p); }
+
+typedef struct {
+    int64_t base_offset;
+    int64_t last_offset;
+    Py_ssize_t size;
+    int32_t count;
+    int magic;
+    int codec;
+} Header;
+
+/* STATUS_END when no whole batch starts at pos, STATUS_BAD_LENGTH for an impossible length,
+ * else -1 with the header read (the whole batch lies in data[pos:end]). */
+static int read_header(const uint8_t *data, Py_ssize_t pos, Py_ssize_t end, Header *h)
+{
+    if (end - pos < HEADER_SIZE)
+        return STATUS_END;
+    const uint8_t *p = data + pos;
+    int32_t batch_length = be32(p + 8);
+    if (batch_length < MIN_BATCH_LENGTH)
+        return STATUS_BAD_LENGTH;
+    h->size = (Py_ssize_t)batch_length + LOG_OVERHEAD;
+    if (h->size > end - pos)
+        return STATUS_END;
+    h->base_offset = be64(p);
+    int32_t last_delta = be32(p + 23);
+    h->last_offset = (int64_t)((uint64_t)h->base_offset + (uint64_t)(int64_t)last_delta);
+    h->magic = (int8_t)p[16];
+    h->codec = p[22] & 0x07; /* low byte of the big-endian attributes */
+    h->count = be32(p + 57);
+    return -1;
+}
+
+/* --- records ------------------------------------------------------------------------------- */
+
+/* A zigzag varint of at most `bits` bits at *pos, not reading at or past `limit`. */
+static int read_varint(const uint8_t *data, Py_ssize_t *pos, Py_ssize_t limit, int bits,
+                       int64_t *value)
+{
+    uint64_t code = 0;
+    int max_bytes = (bits + 6) / 7;
+    Py_ssize_t at = *pos;
+    for (int i = 0; i < max_bytes; i++, at++) {
+        if (at >= limit)
+            return -1;
+        uint8_t byte = data[at];
+        uint64_t part = (uint64_t)(byte & 0x7F);
+        int shift = 7 * i;
+        if (shift == 63 && part > 1)
+            return -1;
+        code |= part << shift;
+        if (byte < 0x80) {
+            if (bits < 64 && (code >> bits) != 0)
+                return -1;
+            *value = (int64_t)(code >> 1) ^ -(int64_t)(code & 1);
+            *pos = at + 1;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+typedef struct {
+    int64_t offset;
+    const uint8_t *key; /* NULL: no key */
+    Py_ssize_t key_length;
+    int tombstone;
+} RecordKey;
+
+/* Read the record at *pos (which ends by `end`) as batch_keys.py does; -1 if it does not
+ * frame. The value and headers are not read: the record's length steps over them. */
+static int read_record(const uint8_t *data, Py_ssize_t *pos, Py_ssize_t end, int64_t base_offset,
+                       RecordKey *record)
+{
+    int64_t value;
+    Py_ssize_t at = *pos;
+    if (read_varint(data, &at, end, 32, &value) < 0 || value < 0 || value > end - at)
+        return -1;
+    Py_ssize_t record_end = at + (Py_ssize_t)value;
+    if (at >= record_end)
+        return -1;
+    at++; /* attributes */
+    if (read_varint(data, &at, record_end, 64, &value) < 0) /* timestamp delta */
+        return -1;
+    if (read_varint(data, &at, record_end, 32, &value) < 0) /* offset delta */
+        return -1;
+    if (__builtin_add_overflow(base_offset, value, &record->offset))
+        return -1;
+    if (read_varint(data, &at, record_end, 32, &value) < 0 || value < -1)
+        return -1;
+    if (value >= 0) {
+        if (value > record_end - at)
+            return -1;
+        record->key = data + at;
+        record->key_length = (Py_ssize_t)value;
+        at += (Py_ssize_t)value;
+    } else {
+        record->key = NULL;
+        record->key_length = 0;
+    }
+    if (read_varint(data, &at, record_end, 32, &value) < 0 || value < -1)
+        return -1;
+    record->tombstone = value == -1;
+    *pos = record_end;
+    return 0;
+}
+
+/* --- the map ------------------------------------------------------------------------------- */
+
+typedef struct {
+    int64_t first;
+    int64_t second;
+    uint64_t stored; /* offset + 1; 0 marks an empty slot */
+} Entry;
+
+typedef struct {
+    PyObject_HEAD
+    Entry *entries;
+    Py_ssize_t slots;
+    Py_ssize_t max_entries;
+    Py_ssize_t size;
+    long long latest_offset;
+} OffsetMap;
+
+static Py_hash_t hash_bytes(const void *data, Py_ssize_t length)
+{
+#if PY_VERSION_HEX >= 0x030E0000
+    return Py_HashBuffer(data, length);
+#else
+    return _Py_HashBytes(data, length);
+#endif
+}
+
+/* hash(key) and hash(key + b"\0"), as SkimpyOffsetMap computes them; -1 on MemoryError. */
+static int key_hashes(const uint8_t *key, Py_ssize_t length, int64_t *first, int64_t *second)
+{
+    uint8_t stack[STACK_KEY_BYTES + 1];
+    uint8_t *suffixed = stack;
+    *first = hash_bytes(key, length);
+    if (length > STACK_KEY_BYTES) {
+        suffixed = PyMem_Malloc((size_t)length + 1);
+        if (suffixed == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    if (length > 0)
+        memcpy(suffixed, key, (size_t)length);
+    suffixed[length] = 0;
+    *second = hash_bytes(suffixed, length + 1);
+    if (suffixed != stack)
+        PyMem_Free(suffixed);
+    return 0;
+}
+
+static Py_ssize_t floor_mod(int64_t value, Py_ssize_t modulus)
+{
+    int64_t r = value % (int64_t)modulus;
+    return (Py_ssize_t)(r < 0 ? r + modulus : r);
+}
+
+/* The slot holding the key, or the empty slot where it would go (max_entries < slots, so there
+ * is always one, and with a prime slot count the probe sequence visits every slot). */
+static Entry *find(OffsetMap *self, int64_t first, int64_t second)
+{
+    Py_ssize_t slots = self->slots;
+    Py_ssize_t slot = floor_mod(first, slots);
+    Py_ssize_t step = 1 + floor_mod(second, slots - 1);
+    for (;;) {
+        Entry *entry = &self->entries[slot];
+        if (entry->stored == 0 || (entry->first == first && entry->second == second))
+            return entry;
+        slot += step;
+        if (slot >= slots)
+            slot -= slots;
+    }
+}
+
+/* 0 when mapped, STATUS_FULL for a new key with no room left, -1 on MemoryError. */
+static int map_put(OffsetMap *self, const uint8_t *key, Py_ssize_t length, int64_t offset)
+{
+    int64_t first, second;
+    if (key_hashes(key, length, &first, &second) < 0)
+        return -1;
+    Entry *entry = find(self, first, second);
+    if (entry->stored == 0) {
+        if (self->size >= self->max_entries)
+            return STATUS_FULL;
+        entry->first = first;
+        entry->second = second;
+        self->size++;
+    }
+    entry->stored = (uint64_t)offset + 1;
+    return 0;
+}
+
+/* The key's offset, -1 when absent, -2 on MemoryError. */
+static int64_t map_get(OffsetMap *self, const uint8_t *key, Py_ssize_t length)
+{
+    int64_t first, second;
+    if (key_hashes(key, length, &first, &second) < 0)
+        return -2;
+    Entry *entry = find(self, first, second);
+    return (int64_t)entry->stored - 1;
+}
+
+/* Map the keyed records of data[pos:end] with offsets from start on (a batch's records
+ * section); STATUS_END when all are mapped, STATUS_FULL, STATUS_CORRUPT, or -1 on error. */
+static int map_section(OffsetMap *self, const uint8_t *data, Py_ssize_t pos, Py_ssize_t end,
+                       int64_t count, int64_t base_offset, int64_t start)
+{
+    RecordKey record;
+    Py_ssize_t at = pos;
+    if (count < 0)
+        return STATUS_CORRUPT;
+    /* Frame every record before mapping any, so a corrupt batch changes nothing. */
+    for (int64_t i = 0; i < count; i++) {
+        if (read_record(data, &at, end, base_offset, &record) < 0)
+            return STATUS_CORRUPT;
+    }
+    if (at != end)
+        return STATUS_CORRUPT;
+    for (int64_t i = 0; i < count; i++) {
+        read_record(data, &pos, end, base_offset, &record);
+        if (record.key == NULL || record.offset < start)
+            continue;
+        if (self->size >= self->max_entries)
+            return STATUS_FULL;
+        int status = map_put(self, record.key, record.key_length, record.offset);
+        if (status != 0)
+            return status;
+    }
+    return STATUS_END;
+}
+
+/* Which records of data[pos:end] stay: mask[i] = 1 for a kept record (mask may be NULL).
+ * STATUS_END with the counts, STATUS_CORRUPT, or -1 on error. */
+static int retain_section(OffsetMap *self, const uint8_t *data, Py_ssize_t pos, Py_ssize_t end,
+                          int64_t count, int64_t base_offset, int retain_deletes, char *mask,
+                          int64_t *kept, int64_t *keyless)
+{
+    RecordKey record;
+    *kept = 0;
+    *keyless = 0;
+    if (count < 0)
+        return STATUS_CORRUPT;
+    for (int64_t i = 0; i < count; i++) {
+        if (read_record(data, &pos, end, base_offset, &record) < 0)
+            return STATUS_CORRUPT;
+        int keep;
+        if (record.offset > self->latest_offset) {
+            keep = 1;
+        } else if (record.key == NULL) {
+            keep = 0;
+            (*keyless)++;
+        } else {
+            int64_t mapped = map_get(self, record.key, record.key_length);
+            if (mapped == -2)
+                return -1;
+            keep = record.offset >= mapped && (retain_deletes || !record.tombstone);
+        }
+        *kept += keep;
+        if (mask != NULL)
+            mask[i] = (char)keep;
+    }
+    return pos == end ? STATUS_END : STATUS_CORRUPT;
+}
+
+/* --- the Python type ----------------------------------------------------------------------- */
+
+static int OffsetMap_init(OffsetMap *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"slots", "max_entries", NULL};
+    Py_ssize_t slots, max_entries;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "nn", keywords, &slots, &max_entries))
+        return -1;
+    if (slots < 3 || max_entries < 0 || max_entries >= slots ||
+        (size_t)slots > PY_SSIZE_T_MAX / sizeof(Entry)) {
+        PyErr_SetString(PyExc_ValueError, "OffsetMap needs 3 <= slots and max_entries < slots");
+        return -1;
+    }
+    Entry *entries = PyMem_Calloc((size_t)slots, sizeof(Entry));
+    if (entries == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    PyMem_Free(self->entries);
+    self->entries = entries;
+    self->slots = slots;
+    self->max_entries = max_entries;
+    self->size = 0;
+    self->latest_offset = -1;
+    return 0;
+}
+
+static void OffsetMap_dealloc(OffsetMap *self)
+{
+    PyMem_Free(self->entries);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int ready(OffsetMap *self)
+{
+    if (self->entries == NULL) {
+        PyErr_SetString(PyExc_ValueError, "OffsetMap is not initialized");
+        return -1;
+    }
+    return 0;
+}
+
+/* Parse (buffer, position, end) where 0 <= position <= end <= len(buffer). */
+static int get_span(PyObject *const *args, Py_buffer *buffer, Py_ssize_t *position,
+                    Py_ssize_t *end)
+{
+    if (PyObject_GetBuffer(args[0], buffer, PyBUF_SIMPLE) < 0)
+        return -1;
+    *position = PyLong_AsSsize_t(args[1]);
+    *end = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred()) {
+        PyBuffer_Release(buffer);
+        return -1;
+    }
+    if (*position < 0 || *end > buffer->len || *position > *end) {
+        PyBuffer_Release(buffer);
+        PyErr_SetString(PyExc_ValueError, "position and end must lie in the buffer");
+        return -1;
+    }
+    return 0;
+}
+
+static int check_nargs(const char *name, Py_ssize_t nargs, Py_ssize_t expected)
+{
+    if (nargs != expected) {
+        PyErr_Format(PyExc_TypeError, "%s takes %zd arguments (%zd given)", name, expected,
+                     nargs);
+        return -1;
+    }
+    return 0;
+}
+
+static int get_key(PyObject *object, Py_buffer *key)
+{
+    return PyObject_GetBuffer(object, key, PyBUF_SIMPLE);
+}
+
+static PyObject *OffsetMap_put(OffsetMap *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer key;
+    if (ready(self) < 0 || check_nargs("put", nargs, 2) < 0)
+        return NULL;
+    long long offset = PyLong_AsLongLong(args[1]);
+    if (offset == -1 && PyErr_Occurred())
+        return NULL;
+    if (offset < 0) {
+        PyErr_SetString(PyExc_ValueError, "offsets are not negative");
+        return NULL;
+    }
+    if (get_key(args[0], &key) < 0)
+        return NULL;
+    int status = map_put(self, key.buf, key.len, offset);
+    PyBuffer_Release(&key);
+    if (status < 0)
+        return NULL;
+    if (status == STATUS_FULL) {
+        PyErr_Format(PyExc_ValueError, "offset map of %zd entries is full", self->max_entries);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *OffsetMap_get(OffsetMap *self, PyObject *object)
+{
+    Py_buffer key;
+    if (ready(self) < 0 || get_key(object, &key) < 0)
+        return NULL;
+    int64_t offset = map_get(self, key.buf, key.len);
+    PyBuffer_Release(&key);
+    if (offset == -2)
+        return NULL;
+    return PyLong_FromLongLong(offset);
+}
+
+static PyObject *OffsetMap_clear(OffsetMap *self, PyObject *unused)
+{
+    if (ready(self) < 0)
+        return NULL;
+    memset(self->entries, 0, (size_t)self->slots * sizeof(Entry));
+    self->size = 0;
+    self->latest_offset = -1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *OffsetMap_map_records(OffsetMap *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer buffer;
+    Py_ssize_t position, end;
+    if (ready(self) < 0 || check_nargs("map_records", nargs, 6) < 0 ||
+        get_span(args, &buffer, &position, &end) < 0)
+        return NULL;
+    long long count = PyLong_AsLongLong(args[3]);
+    long long base_offset = PyLong_AsLongLong(args[4]);
+    long long start = PyLong_AsLongLong(args[5]);
+    int status = -1;
+    if (!PyErr_Occurred())
+        status = map_section(self, buffer.buf, position, end, count, base_offset, start);
+    PyBuffer_Release(&buffer);
+    return status < 0 ? NULL : PyLong_FromLong(status);
+}
+
+static PyObject *OffsetMap_retain_records(OffsetMap *self, PyObject *const *args,
+                                          Py_ssize_t nargs)
+{
+    Py_buffer buffer;
+    Py_ssize_t position, end;
+    int64_t kept, keyless;
+    if (ready(self) < 0 || check_nargs("retain_records", nargs, 6) < 0 ||
+        get_span(args, &buffer, &position, &end) < 0)
+        return NULL;
+    long long count = PyLong_AsLongLong(args[3]);
+    long long base_offset = PyLong_AsLongLong(args[4]);
+    int retain_deletes = PyObject_IsTrue(args[5]);
+    if (PyErr_Occurred() || retain_deletes < 0) {
+        PyBuffer_Release(&buffer);
+        return NULL;
+    }
+    if (count < 0 || count > end - position) { /* a record takes at least one byte */
+        PyBuffer_Release(&buffer);
+        Py_RETURN_NONE;
+    }
+    PyObject *mask = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count);
+    if (mask == NULL) {
+        PyBuffer_Release(&buffer);
+        return NULL;
+    }
+    int status = retain_section(self, buffer.buf, position, end, count, base_offset,
+                                retain_deletes, PyBytes_AS_STRING(mask), &kept, &keyless);
+    PyBuffer_Release(&buffer);
+    if (status != STATUS_END) {
+        Py_DECREF(mask);
+        if (status < 0)
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    return Py_BuildValue("(NL)", mask, (long long)keyless);
+}
+
+PyDoc_STRVAR(map_batches_doc,
+"map_batches(buffer, position, end, start_offset, /)\n--\n\n"
+"Map the keyed records (offset >= start_offset) of the whole batches in buffer[position:end],\n"
+"moving latest_offset past each batch mapped; stop at the first batch Python must handle.\n"
+"Returns (position, status, records, bytes): where it stopped, why, and what it read.");
+
+static PyObject *OffsetMap_map_batches(OffsetMap *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer buffer;
+    Py_ssize_t position, end;
+    Header h;
+    long long records = 0, bytes = 0;
+    int status;
+    if (ready(self) < 0 || check_nargs("map_batches", nargs, 4) < 0 ||
+        get_span(args, &buffer, &position, &end) < 0)
+        return NULL;
+    long long start = PyLong_AsLongLong(args[3]);
+    if (start == -1 && PyErr_Occurred()) {
+        PyBuffer_Release(&buffer);
+        return NULL;
+    }
+    const uint8_t *data = buffer.buf;
+    for (;;) {
+        status = read_header(data, position, end, &h);
+        if (status >= 0)
+            break;
+        if (h.codec != 0) {
+            status = STATUS_OTHER;
+            break;
+        }
+        if (h.last_offset >= start) {
+            status = map_section(self, data, position + HEADER_SIZE, position + h.size,
+                                 h.count, h.base_offset, start);
+            if (status == STATUS_CORRUPT)
+                status = STATUS_OTHER; /* Python names the fault */
+            if (status != STATUS_END) {
+                if (status == STATUS_FULL) {
+                    records += h.count;
+                    bytes += h.size;
+                }
+                break;
+            }
+            self->latest_offset = h.last_offset;
+        }
+        records += h.count;
+        bytes += h.size;
+        position += h.size;
+    }
+    PyBuffer_Release(&buffer);
+    if (status < 0)
+        return NULL;
+    return Py_BuildValue("(niLL)", position, status, records, bytes);
+}
+
+PyDoc_STRVAR(filter_batches_doc,
+"filter_batches(buffer, position, end, retain_deletes, /)\n--\n\n"
+"Decide the whole batches of buffer[position:end] that keep all or none of their records;\n"
+"stop at the first batch Python must handle (compressed, magic not 2, records that do not\n"
+"frame, some records kept). Returns (position, status, kept_spans, crc_checks, records_read,\n"
+"bytes_read, records_kept, bytes_kept, keyless, last_kept_offset): kept_spans are (start,\n"
+"end) runs of whole batches to copy, crc_checks (batch position, size, stored CRC) of every\n"
+"batch decided, which the caller verifies.");
+
+static PyObject *OffsetMap_filter_batches(OffsetMap *self, PyObject *const *args,
+                                          Py_ssize_t nargs)
+{
+    Py_buffer buffer;
+    Py_ssize_t position, end, span_start = -1;
+    Header h;
+    long long records = 0, bytes = 0, records_kept = 0, bytes_kept = 0, keyless_total = 0;
+    long long last_kept = -1;
+    int64_t kept, keyless;
+    int status;
+    if (ready(self) < 0 || check_nargs("filter_batches", nargs, 4) < 0 ||
+        get_span(args, &buffer, &position, &end) < 0)
+        return NULL;
+    int retain_deletes = PyObject_IsTrue(args[3]);
+    PyObject *spans = PyList_New(0);
+    PyObject *checks = PyList_New(0);
+    if (retain_deletes < 0 || spans == NULL || checks == NULL)
+        goto error;
+    const uint8_t *data = buffer.buf;
+    for (;;) {
+        status = read_header(data, position, end, &h);
+        if (status >= 0)
+            break;
+        if (h.codec != 0 || h.magic != 2) {
+            status = STATUS_OTHER;
+            break;
+        }
+        int keep_all;
+        if (h.base_offset > self->latest_offset) {
+            keep_all = 1;
+            kept = h.count;
+            keyless = 0;
+        } else {
+            status = retain_section(self, data, position + HEADER_SIZE, position + h.size,
+                                    h.count, h.base_offset, retain_deletes, NULL, &kept,
+                                    &keyless);
+            if (status < 0)
+                goto error;
+            if (status != STATUS_END || (kept != 0 && kept != h.count)) {
+                status = STATUS_OTHER;
+                break;
+            }
+            keep_all = kept != 0;
+        }
+        PyObject *check = Py_BuildValue("(nnk)", position, h.size,
+                                        (unsigned long)be32u(data + position + 17));
+        if (check == NULL || PyList_Append(checks, check) < 0) {
+            Py_XDECREF(check);
+            goto error;
+        }
+        Py_DECREF(check);
+        if (keep_all) {
+            if (span_start < 0)
+                span_start = position;
+            records_kept += kept;
+            bytes_kept += h.size;
+            last_kept = h.last_offset;
+        } else if (span_start >= 0) {
+            PyObject *span = Py_BuildValue("(nn)", span_start, position);
+            if (span == NULL || PyList_Append(spans, span) < 0) {
+                Py_XDECREF(span);
+                goto error;
+            }
+            Py_DECREF(span);
+            span_start = -1;
+        }
+        keyless_total += keyless;
+        records += h.count;
+        bytes += h.size;
+        position += h.size;
+    }
+    if (span_start >= 0) {
+        PyObject *span = Py_BuildValue("(nn)", span_start, position);
+        if (span == NULL || PyList_Append(spans, span) < 0) {
+            Py_XDECREF(span);
+            goto error;
+        }
+        Py_DECREF(span);
+    }
+    PyBuffer_Release(&buffer);
+    return Py_BuildValue("(niNNLLLLLL)", position, status, spans, checks, records, bytes,
+                         records_kept, bytes_kept, keyless_total, last_kept);
+error:
+    PyBuffer_Release(&buffer);
+    Py_XDECREF(spans);
+    Py_XDECREF(checks);
+    return NULL;
+}
+
+static PyObject *OffsetMap_get_size(OffsetMap *self, void *closure)
+{
+    return PyLong_FromSsize_t(self->size);
+}
+
+static PyObject *OffsetMap_get_is_full(OffsetMap *self, void *closure)
+{
+    return PyBool_FromLong(self->size >= self->max_entries);
+}
+
+static PyObject *OffsetMap_get_utilization(OffsetMap *self, void *closure)
+{
+    return PyFloat_FromDouble(self->slots ? (double)self->size / (double)self->slots : 0.0);
+}
+
+static PyGetSetDef getset[] = {
+    {"size", (getter)OffsetMap_get_size, NULL, "The number of keys in the map.", NULL},
+    {"is_full", (getter)OffsetMap_get_is_full, NULL, "No room for one more key.", NULL},
+    {"utilization", (getter)OffsetMap_get_utilization, NULL, "Keys per slot.", NULL},
+    {NULL},
+};
+
+static PyMemberDef members[] = {
+    {"slots", T_PYSSIZET, offsetof(OffsetMap, slots), READONLY, "Slots in the table."},
+    {"max_entries", T_PYSSIZET, offsetof(OffsetMap, max_entries), READONLY,
+     "Keys the map holds at most."},
+    {"latest_offset", T_LONGLONG, offsetof(OffsetMap, latest_offset), 0,
+     "The map covers every offset up to this one."},
+    {NULL},
+};
+
+static PyMethodDef OffsetMap_methods[] = {
+    {"put", (PyCFunction)(void (*)(void))OffsetMap_put, METH_FASTCALL,
+     "put(key, offset): map key to offset; ValueError for a new key when the map is full."},
+    {"get", (PyCFunction)OffsetMap_get, METH_O,
+     "get(key): the key's offset, or -1 when the map does not have it."},
+    {"clear", (PyCFunction)OffsetMap_clear, METH_NOARGS, "Forget every key and latest_offset."},
+    {"map_records", (PyCFunction)(void (*)(void))OffsetMap_map_records, METH_FASTCALL,
+     "map_records(data, position, end, count, base_offset, start_offset): map one batch's\n"
+     "records section; a status (0 mapped, 3 full, 4 records that do not frame)."},
+    {"retain_records", (PyCFunction)(void (*)(void))OffsetMap_retain_records, METH_FASTCALL,
+     "retain_records(data, position, end, count, base_offset, retain_deletes): (mask, keyless)\n"
+     "for one batch's records section, mask[i] 1 where record i stays; None if they do not\n"
+     "frame."},
+    {"map_batches", (PyCFunction)(void (*)(void))OffsetMap_map_batches, METH_FASTCALL,
+     map_batches_doc},
+    {"filter_batches", (PyCFunction)(void (*)(void))OffsetMap_filter_batches, METH_FASTCALL,
+     filter_batches_doc},
+    {NULL},
+};
+
+static PyTypeObject OffsetMapType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "odradek.cleaner._offset_map.OffsetMap",
+    .tp_doc = PyDoc_STR("OffsetMap(slots, max_entries): key -> latest offset, 24 bytes a slot."),
+    .tp_basicsize = sizeof(OffsetMap),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)OffsetMap_init,
+    .tp_dealloc = (destructor)OffsetMap_dealloc,
+    .tp_methods = OffsetMap_methods,
+    .tp_members = members,
+    .tp_getset = getset,
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_offset_map",
+    "The log cleaner's offset map and per-record loops, in C (see offset_map.py).", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__offset_map(void)
+{
+    if (PyType_Ready(&OffsetMapType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&OffsetMapType);
+    if (PyModule_AddObject(m, "OffsetMap", (PyObject *)&OffsetMapType) < 0) {
+        Py_DECREF(&OffsetMapType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
