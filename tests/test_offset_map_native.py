@@ -1,0 +1,238 @@
+"""The C offset map (_offset_map.c) agrees with the Python one (SkimpyOffsetMap, batch_scan.py)
+on every input, corrupt ones included, and never reads outside its buffer."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from odradek.cleaner import batch_scan
+from odradek.cleaner.batch_keys import records_section
+from odradek.cleaner.offset_map import NativeOffsetMap, create_offset_map
+from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY, SkimpyOffsetMap
+from odradek.storage.compression import CompressionType
+from odradek.storage.record import Record
+from odradek.storage.record_batch import RECORDS_OFFSET, RecordBatch
+from odradek.storage.record_batch_builder import build_batch
+
+KEYS = [b"", b"a", b"b", b"key-1", b"key-2", b"k" * 300, None]
+
+
+def test_the_c_map_is_built() -> None:
+    """CI has a C compiler: the cleaner must not fall back to Python there unnoticed."""
+    assert NativeOffsetMap is not None
+    assert isinstance(create_offset_map(1000 * BYTES_PER_ENTRY, 0.9), NativeOffsetMap)
+    assert isinstance(create_offset_map(1000, 0.9, native=False), SkimpyOffsetMap)
+
+
+def _pair(memory: int = 200 * BYTES_PER_ENTRY, load_factor: float = 0.9) -> tuple:
+    return (
+        create_offset_map(memory, load_factor),
+        create_offset_map(memory, load_factor, native=False),
+    )
+
+
+def _state(offset_map, keys) -> tuple:
+    return (
+        offset_map.size,
+        offset_map.is_full,
+        offset_map.latest_offset,
+        [offset_map.get(k) for k in keys],
+    )
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.binary(max_size=300), st.integers(0, 2**62)), max_size=60),
+    st.integers(3, 40),
+)
+def test_put_and_get_agree_up_to_a_full_map(puts, slots) -> None:
+    native, python = _pair(slots * BYTES_PER_ENTRY)
+    assert (native.slots, native.max_entries) == (python.slots, python.max_entries)
+    for key, offset in puts:
+        outcomes = []
+        for offset_map in (native, python):
+            try:
+                offset_map.put(key, offset)
+                outcomes.append(None)
+            except ValueError as error:
+                outcomes.append(str(error))
+        assert outcomes[0] == outcomes[1]
+    keys = [k for k, _ in puts] + [b"absent"]
+    assert _state(native, keys) == _state(python, keys)
+    native.clear()
+    assert (native.size, native.get(keys[0]), native.latest_offset) == (0, -1, -1)
+
+
+def test_negative_offsets_are_refused() -> None:
+    for offset_map in _pair():
+        with pytest.raises(ValueError):
+            offset_map.put(b"k", -1)
+
+
+_record = st.tuples(st.sampled_from(KEYS), st.one_of(st.none(), st.binary(max_size=30)))
+_batch = st.tuples(
+    st.lists(_record, min_size=1, max_size=8),
+    st.sampled_from([CompressionType.NONE] * 3 + [CompressionType.GZIP, CompressionType.LZ4]),
+    st.integers(0, 3),  # gap before the batch
+)
+
+
+def _chunk(batches) -> tuple[bytes, list[bytes]]:
+    """The batches laid end to end at increasing offsets, some records with headers."""
+    offset = 0
+    parts = []
+    for records, codec, gap in batches:
+        offset += gap
+        built = build_batch(
+            [
+                Record(offset + i, 1000 + i, key, value, (("h", b"v"),) if i % 3 else ())
+                for i, (key, value) in enumerate(records)
+            ],
+            compression=codec,
+        )
+        parts.append(built)
+        offset += len(records)
+    return b"".join(parts), parts
+
+
+def _run_map_batches(offset_map, chunk: bytes, start: int) -> list:
+    """What map_batches reports, call after call, handling each OTHER batch as the cleaner
+    does (its records section through map_records)."""
+    position, reports = 0, []
+    while True:
+        progress = tuple(offset_map.map_batches(chunk, position, len(chunk), start))
+        reports.append(progress)
+        position, status = progress[0], progress[1]
+        if status != batch_scan.OTHER:
+            return reports
+        batch = RecordBatch(chunk, position)
+        data, at = records_section(batch)
+        outcome = offset_map.map_records(
+            data, at, len(data), batch.records_count, batch.base_offset, start
+        )
+        reports.append(("records", outcome))
+        if outcome != batch_scan.END:
+            return reports
+        offset_map.latest_offset = batch.last_offset
+        position += batch.size_in_bytes
+
+
+def _run_filter_batches(offset_map, chunk: bytes, retain_deletes: bool) -> list:
+    position, reports = 0, []
+    while True:
+        progress = tuple(offset_map.filter_batches(chunk, position, len(chunk), retain_deletes))
+        reports.append(progress)
+        position, status = progress[0], progress[1]
+        if status != batch_scan.OTHER:
+            return reports
+        batch = RecordBatch(chunk, position)
+        data, at = records_section(batch)
+        reports.append(
+            offset_map.retain_records(
+                data, at, len(data), batch.records_count, batch.base_offset, retain_deletes
+            )
+        )
+        position += batch.size_in_bytes
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(_batch, min_size=1, max_size=8),
+    st.integers(0, 10),
+    st.integers(3, 12),
+    st.booleans(),
+    st.integers(-1, 40),
+)
+def test_bulk_operations_agree_on_valid_batches(batches, start, slots, retain, latest) -> None:
+    chunk, _ = _chunk(batches)
+    native, python = _pair(slots * BYTES_PER_ENTRY)
+    assert _run_map_batches(native, chunk, start) == _run_map_batches(python, chunk, start)
+    assert _state(native, KEYS[:-1]) == _state(python, KEYS[:-1])
+    for offset_map in (native, python):
+        offset_map.latest_offset = max(offset_map.latest_offset, latest)
+    filtered = _run_filter_batches(native, chunk, retain)
+    assert filtered == _run_filter_batches(python, chunk, retain)
+
+
+def test_filter_batches_reports_runs_of_whole_batches_and_their_crcs() -> None:
+    chunk, parts = _chunk(
+        [([(b"a", b"1")], CompressionType.NONE, 0)] * 2
+        + [([(b"b", b"2")], CompressionType.NONE, 0)] * 2
+        + [([(b"a", b"3")], CompressionType.NONE, 0)]
+    )
+    for offset_map in _pair():
+        for offset, key in [(1, b"a"), (3, b"b")]:
+            offset_map.put(key, offset)
+        offset_map.latest_offset = 3  # offset 4 lies past the map: kept whatever its key
+        progress = batch_scan.FilterProgress._make(
+            offset_map.filter_batches(chunk, 0, len(chunk), True)
+        )
+        size = len(parts[0])
+        assert progress.position == len(chunk) and progress.status == batch_scan.END
+        assert progress.kept_spans == [(size, 2 * size), (3 * size, 5 * size)]
+        assert [(p, s) for p, s, _ in progress.crc_checks] == [(n * size, size) for n in range(5)]
+        assert (progress.records_read, progress.records_kept, progress.last_kept_offset) == (
+            5,
+            3,
+            4,
+        )
+
+
+def _mutate(data: bytes, seed: int) -> bytes:
+    """``data`` with a few bytes changed, a slice cut out or the end cut off."""
+    rng = random.Random(seed)
+    mutated = bytearray(data)
+    kind = rng.randrange(3)
+    if kind == 0:
+        for _ in range(rng.randint(1, 4)):
+            mutated[rng.randrange(len(mutated))] = rng.choice([0, 1, 0x7F, 0x80, 0xFF, 2, 3])
+    elif kind == 1:
+        start = rng.randrange(len(mutated))
+        del mutated[start : start + rng.randint(1, 8)]
+    else:
+        del mutated[rng.randrange(len(mutated)) :]
+    return bytes(mutated)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_batch.map(lambda b: (b[0], CompressionType.NONE, b[2])), min_size=1, max_size=5),
+    st.integers(0, 2**32),
+    st.booleans(),
+)
+def test_bulk_operations_agree_on_corrupt_batches(batches, seed, retain) -> None:
+    """Whatever the bytes, both maps report the same and the C map reads nothing outside its
+    buffer (a bad read would crash this process or show under valgrind/ASan)."""
+    chunk = _mutate(_chunk(batches)[0], seed)
+    native, python = _pair(6 * BYTES_PER_ENTRY)
+    position = 0
+    reports = []
+    for offset_map in (native, python):
+        reports.append(offset_map.map_batches(chunk, position, len(chunk), 0))
+    assert tuple(reports[0]) == tuple(reports[1])
+    assert _state(native, KEYS[:-1]) == _state(python, KEYS[:-1])
+    filtered = [tuple(m.filter_batches(chunk, 0, len(chunk), retain)) for m in (native, python)]
+    assert filtered[0] == filtered[1]
+    # the records section of the first batch read as one batch's records, any count
+    section = chunk[RECORDS_OFFSET:]
+    for count in (0, 1, 3, 8, -1, 2**31 - 1):
+        outcomes = [m.map_records(section, 0, len(section), count, 5, 0) for m in (native, python)]
+        assert outcomes[0] == outcomes[1]
+        retained = [
+            m.retain_records(section, 0, len(section), count, 5, retain) for m in (native, python)
+        ]
+        assert retained[0] == retained[1]
+    assert _state(native, KEYS[:-1]) == _state(python, KEYS[:-1])
+
+
+def test_spans_outside_the_buffer_are_refused() -> None:
+    native, _ = _pair()
+    for position, end in [(-1, 5), (0, 11), (6, 5)]:
+        with pytest.raises(ValueError):
+            native.map_batches(b"0123456789", position, end, 0)
+        with pytest.raises(ValueError):
+            native.filter_batches(b"0123456789", position, end, True)
