@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import errno
 import os
+import struct
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from odradek.storage.batch_header import BatchHeader
 from odradek.storage.record_batch import (
+    BATCH_LENGTH_OFFSET,
     HEADER_SIZE,
     HEADER_STRUCT,
     LOG_OVERHEAD,
@@ -18,6 +21,7 @@ from odradek.storage.record_batch import (
 )
 
 _SCAN_CHUNK_BYTES = 1024 * 1024
+_INT32 = struct.Struct(">i")
 
 
 @dataclass(frozen=True)
@@ -187,32 +191,37 @@ class FileRecords:
         """``(position, header, whether its CRC matches)`` of each whole batch from
         ``start_position``; stops at a short or impossible length (recovery's scan).
 
-        The file is read in large chunks into one buffer that is reused, so a scan allocates
-        (and page-faults) nothing per chunk; nothing of a batch but its header outlives its
-        step.
+        The file is read in large chunks into two buffers that take turns: a thread reads the
+        next chunk while this one checks the CRCs of the current one (both calls release the
+        GIL), and nothing is allocated (or page-faulted) per chunk. Nothing of a batch but its
+        header outlives its step.
         """
-        buffer = bytearray(_SCAN_CHUNK_BYTES)
         position, end = start_position, self._size
-        unpack_header = HEADER_STRUCT.unpack_from
-        while position + HEADER_SIZE <= end:
+        buffer, spare = bytearray(_SCAN_CHUNK_BYTES), bytearray(_SCAN_CHUNK_BYTES)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-read-ahead") as reader:
             read = self._read_into(buffer, position, min(len(buffer), end - position))
-            consumed = 0
-            while consumed + HEADER_SIZE <= read:
-                header = BatchHeader._make(unpack_header(buffer, consumed))
-                size = header.batch_length + LOG_OVERHEAD
-                if size < HEADER_SIZE:
+            while position + HEADER_SIZE <= end:
+                batches, consumed, impossible = _whole_batches(buffer, read)
+                if not batches:
+                    # The first batch is larger than the buffer, or runs past the end of the file.
+                    size = _size_at(buffer, 0) if read >= HEADER_SIZE else 0
+                    if impossible or read < HEADER_SIZE or position + size > end:
+                        return
+                    buffer = bytearray(size)
+                    read = self._read_into(buffer, position, size)
+                    continue
+                next_position = position + consumed
+                ahead = None
+                if not impossible and next_position + HEADER_SIZE <= end:
+                    size = min(len(spare), end - next_position)
+                    ahead = reader.submit(self._read_into, spare, next_position, size)
+                for offset, size, header in batches:
+                    yield position + offset, header, crc_of(buffer, offset, size) == header.crc
+                if ahead is None:
                     return
-                if consumed + size > read:
-                    break
-                yield position + consumed, header, crc_of(buffer, consumed, size) == header.crc
-                consumed += size
-            if consumed == 0:
-                # The first batch is larger than the buffer, or runs past the end of the file.
-                size = BatchHeader._make(unpack_header(buffer, 0)).batch_length + LOG_OVERHEAD
-                if read < HEADER_SIZE or position + size > end:
-                    return
-                buffer = bytearray(size)
-            position += consumed
+                read = ahead.result()
+                buffer, spare = spare, buffer
+                position = next_position
 
     def _read_into(self, buffer: bytearray, position: int, size: int) -> int:
         """Fill ``buffer[:size]`` from ``position``; the bytes read (fewer at the file end)."""
@@ -307,3 +316,28 @@ class FileRecords:
 
     def __repr__(self) -> str:
         return f"FileRecords({self._path}, size={self._size})"
+
+
+def _size_at(buffer: bytearray, offset: int) -> int:
+    """The size of the batch whose header starts at ``offset``, length field and all."""
+    return _INT32.unpack_from(buffer, offset + BATCH_LENGTH_OFFSET)[0] + LOG_OVERHEAD
+
+
+def _whole_batches(
+    buffer: bytearray, read: int
+) -> tuple[list[tuple[int, int, BatchHeader]], int, bool]:
+    """The (offset, size, header) of each whole batch in ``buffer[:read]``, the bytes they
+    take, and whether a header with an impossible length ends them."""
+    unpack_header = HEADER_STRUCT.unpack_from
+    batches = []
+    consumed = 0
+    while consumed + HEADER_SIZE <= read:
+        header = BatchHeader._make(unpack_header(buffer, consumed))
+        size = header.batch_length + LOG_OVERHEAD
+        if size < HEADER_SIZE:
+            return batches, consumed, True
+        if consumed + size > read:
+            break
+        batches.append((consumed, size, header))
+        consumed += size
+    return batches, consumed, False
