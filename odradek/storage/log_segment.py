@@ -6,8 +6,8 @@ import logging
 import os
 import random
 import threading
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from odradek.config.log_config import LogConfig
 from odradek.errors import CorruptIndexError, LogSegmentOffsetOverflowError
@@ -32,9 +32,9 @@ INT32_MAX = 2**31 - 1
 _UNKNOWN = TimestampAndOffset(-1, -1)
 
 
-@dataclass(frozen=True)
-class RollParams:
-    """What ``should_roll`` needs to know about the append about to happen."""
+class RollParams(NamedTuple):
+    """What ``should_roll`` needs to know about the append about to happen (a named tuple:
+    one is made per append)."""
 
     max_segment_ms: int
     max_segment_bytes: int
