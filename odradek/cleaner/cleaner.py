@@ -35,6 +35,7 @@ from odradek.errors import CorruptRecordError
 from odradek.storage import log_file_names as names
 from odradek.storage.atomic_file import fsync_directory
 from odradek.storage.clock import SYSTEM_CLOCK
+from odradek.storage.file_records import FileRecords
 from odradek.storage.log_segment import LogSegment
 from odradek.storage.record_batch import RecordBatch
 
@@ -101,10 +102,10 @@ class Cleaner:
 
     def _map_segment(self, segment: SegmentSnapshot, offset_map: OffsetMap, start: int) -> bool:
         """Add the segment's keys from ``start`` on; True when the map filled up first."""
-        fd = self._open(segment)
+        records = self._open(segment)
         try:
             file_position = 0
-            while (chunk := read_chunk(fd, file_position, segment.size)) is not None:
+            while (chunk := read_chunk(records, file_position)) is not None:
                 position, status = self._map_chunk(chunk, offset_map, start)
                 if status == batch_scan.FULL:
                     return True
@@ -112,7 +113,7 @@ class Cleaner:
                     break
                 file_position += position
         finally:
-            os.close(fd)
+            records.close_handler()
         return False
 
     def _map_chunk(self, chunk: bytes, offset_map: OffsetMap, start: int) -> tuple[int, int]:
@@ -176,18 +177,18 @@ class Cleaner:
             raise
 
     def _clean_into(self, source: SegmentSnapshot, cleaned: LogSegment, keep: BatchFilter) -> None:
-        fd = self._open(source)
+        records = self._open(source)
         writer = CleanedWriter(cleaned, self.task.io_buffer_size, self.throttler)
         try:
             file_position = 0
-            while (chunk := read_chunk(fd, file_position, source.size)) is not None:
+            while (chunk := read_chunk(records, file_position)) is not None:
                 position, status = self._filter_chunk(chunk, keep, writer)
                 if status == batch_scan.BAD_LENGTH:
                     break
                 file_position += position
             writer.flush()
         finally:
-            os.close(fd)
+            records.close_handler()
 
     def _filter_chunk(
         self, chunk: bytes, keep: BatchFilter, writer: CleanedWriter
@@ -230,14 +231,14 @@ class Cleaner:
             directory, base_offset, self.task.log_config, SYSTEM_CLOCK, file_suffix=suffix
         )
 
-    def _open(self, segment: SegmentSnapshot) -> int:
-        """The segment's ``.log``, read-only (read only as far as it was when the run was
-        planned)."""
+    def _open(self, segment: SegmentSnapshot) -> FileRecords:
+        """The segment's ``.log``, read-only and as long as it was when the run was planned."""
         path = names.log_file(self.task.directory, segment.base_offset)
         try:
-            return os.open(path, os.O_RDONLY)
+            fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:
             raise LogCleaningAbortedError(
                 f"[{self.task.topic_partition}] segment {segment.base_offset} was deleted "
                 f"while the log was being cleaned"
             ) from None
+        return FileRecords(path, fd, segment.size)
