@@ -32,7 +32,6 @@ Buffer = bytes | bytearray
 
 MIN_RECORD_SIZE = 7  # length, attributes, timestampDelta, offsetDelta, key/value lengths, headers
 
-_ZIGZAG = [(code >> 1) ^ -(code & 1) for code in range(0x80)]  # one-byte varint -> value
 _ABOVE_ANY_DELTA = 2**64
 _BELOW_ANY_DELTA = -(2**64)
 
@@ -65,108 +64,32 @@ def check_framing(
         framing = _native_walk(data, position, end, count, keys_required)
         if framing is not None:
             return RecordFraming._make(framing)
-    try:
-        framing = _walk(data, position, end, count, keys_required)
-    except IndexError:
-        raise CorruptRecordError(f"records run past the end of the data at byte {end}") from None
+    framing = _walk(data, position, end, count, keys_required)
     if _native_walk is not None:  # the two walks disagree: trust the stricter
         raise CorruptRecordError(f"records at byte {position} do not frame")
     return framing
 
 
 def _walk(data: Buffer, position: int, end: int, count: int, keys_required: bool) -> RecordFraming:
-    """The per-record loop, written out in one function: varints of one and two bytes are
-    read inline, longer ones by decode_varint."""
-    zigzag = _ZIGZAG
-    decode = decode_varint
+    """The per-record loop: it raises the error naming the fault, and is the whole check where
+    the C walk is not built."""
     min_delta = _ABOVE_ANY_DELTA
     max_delta = _BELOW_ANY_DELTA
     index_of_max = 0
     for index in range(count):
         start = position
-        byte = data[position]
-        if byte < 0x80:
-            length = zigzag[byte]
-            position += 1
-        else:
-            following = data[position + 1]
-            if following < 0x80:
-                length = (byte & 0x7F) | (following << 7)
-                length = (length >> 1) ^ -(length & 1)
-                position += 2
-            else:
-                length, position = decode(data, position)
-        record_end = position + length
-        if length < 0 or record_end > end:
-            raise _fault(index, start, f"length {length} overruns the batch end at byte {end}")
-        timestamp_at = position + 1  # after the attributes byte, which Kafka ignores
-        byte = data[timestamp_at]
-        if byte < 0x80:
-            delta = zigzag[byte]
-            position += 2
-        else:
-            delta, position = decode_varlong(data, timestamp_at)
-        if delta > max_delta:
-            max_delta = delta
-            index_of_max = index
-        if delta < min_delta:
-            min_delta = delta
-        byte = data[position]
-        if byte < 0x80:
-            offset_delta = zigzag[byte]
-            position += 1
-        else:
-            following = data[position + 1]
-            if following < 0x80:
-                offset_delta = (byte & 0x7F) | (following << 7)
-                offset_delta = (offset_delta >> 1) ^ -(offset_delta & 1)
-                position += 2
-            else:
-                offset_delta, position = decode(data, position)
-        if offset_delta != index:
-            raise _fault(index, start, f"offsetDelta is {offset_delta}, expected {index}")
-        byte = data[position]
-        if byte < 0x80:
-            length = zigzag[byte]
-            position += 1
-        else:
-            following = data[position + 1]
-            if following < 0x80:
-                length = (byte & 0x7F) | (following << 7)
-                length = (length >> 1) ^ -(length & 1)
-                position += 2
-            else:
-                length, position = decode(data, position)
-        if length >= 0:
-            position += length
-        elif length != -1:
-            raise _fault(index, start, f"key length {length} is negative")
-        elif keys_required:
+        try:
+            delta, has_key, position = _check_record(data, position, end, index)
+        except CorruptRecordError as error:
+            raise CorruptRecordError(f"record {index} at byte {start}: {error.message}") from None
+        if keys_required and not has_key:
             raise InvalidRecordError(
                 f"record {index} at byte {start} has no key, which a compacted topic requires"
             )
-        byte = data[position]
-        if byte < 0x80:
-            length = zigzag[byte]
-            position += 1
-        else:
-            following = data[position + 1]
-            if following < 0x80:
-                length = (byte & 0x7F) | (following << 7)
-                length = (length >> 1) ^ -(length & 1)
-                position += 2
-            else:
-                length, position = decode(data, position)
-        if length >= 0:
-            position += length
-        elif length != -1:
-            raise _fault(index, start, f"value length {length} is negative")
-        if data[position]:
-            position = _skip_headers(data, position, record_end, index, start)
-        else:
-            position += 1
-        if position != record_end:
-            raise _fault(index, start, f"fields end at byte {position}, length says {record_end}")
+        if delta > max_delta:
+            max_delta = delta
+            index_of_max = index
+        min_delta = min(min_delta, delta)
     if position != end:
         raise CorruptRecordError(
             f"{end - position} bytes at byte {position} follow the {count} declared records"
@@ -174,24 +97,37 @@ def _walk(data: Buffer, position: int, end: int, count: int, keys_required: bool
     return RecordFraming(min_delta, max_delta, index_of_max)
 
 
-def _skip_headers(data: Buffer, position: int, record_end: int, index: int, start: int) -> int:
-    """Step over a record's headers, checking each length lies inside the record."""
+def _check_record(data: Buffer, position: int, end: int, index: int) -> tuple[int, bool, int]:
+    """Prove the record at ``position`` frames; its timestamp delta, whether it has a key,
+    and where the next record starts."""
+    length, position = decode_varint(data, position)
+    record_end = position + length
+    if length < 0 or record_end > end:
+        raise CorruptRecordError(f"length {length} overruns the batch end at byte {end}")
+    delta, position = decode_varlong(data, position + 1)  # after the attributes byte
+    offset_delta, position = decode_varint(data, position)
+    if offset_delta != index:
+        raise CorruptRecordError(f"offsetDelta is {offset_delta}, expected {index}")
+    key_length, position = _skip_field(data, position, "key")
+    _, position = _skip_field(data, position, "value")
     count, position = decode_varint(data, position)
     if count < 0:
-        raise _fault(index, start, f"header count {count} is negative")
+        raise CorruptRecordError(f"header count {count} is negative")
     for header in range(count):
         length, position = decode_varint(data, position)
         if length < 0:
-            raise _fault(index, start, f"header {header} has key length {length}")
-        position += length
-        length, position = decode_varint(data, position)
-        if length < -1:
-            raise _fault(index, start, f"header {header} has value length {length}")
-        position += max(length, 0)
+            raise CorruptRecordError(f"header {header} has key length {length}")
+        _, position = _skip_field(data, position + length, f"header {header} value")
         if position > record_end:
-            raise _fault(index, start, f"header {header} overruns the record end")
-    return position
+            raise CorruptRecordError(f"header {header} overruns the record end")
+    if position != record_end:
+        raise CorruptRecordError(f"fields end at byte {position}, length says {record_end}")
+    return delta, key_length >= 0, position
 
 
-def _fault(index: int, start: int, what: str) -> CorruptRecordError:
-    return CorruptRecordError(f"record {index} at byte {start}: {what}")
+def _skip_field(data: Buffer, position: int, name: str) -> tuple[int, int]:
+    """Step over a length-prefixed field that may be null; its length and where it ends."""
+    length, position = decode_varint(data, position)
+    if length < -1:
+        raise CorruptRecordError(f"{name} length {length} is negative")
+    return length, position + max(length, 0)
