@@ -349,6 +349,11 @@ class AbstractIndex(ABC):
             length = os.fstat(file.fileno()).st_size
             access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
             self._mmap = mmap.mmap(file.fileno(), length, access=access) if length else None
+        if self._mmap is not None:
+            # Lookups are binary searches and appends touch one page at a time: readahead
+            # only costs here. Without this the first touch of a fresh, preallocated index
+            # reads ahead its whole sparse length (~2 ms for the default 10 MB).
+            self._mmap.madvise(mmap.MADV_RANDOM)
         self._length = length
 
     def _unmap(self) -> None:
