@@ -200,6 +200,23 @@ def test_full_disk_cuts_the_partial_write_back_and_recovers(
         assert [r.offset for r in read_all(log)] == [0, 1, 2]
 
 
+def test_short_writes_are_finished(partition_dir: Path, monkeypatch) -> None:
+    with open_log(partition_dir) as log:
+        real_pwrite = os.pwrite
+        calls = []
+
+        def at_most_20_bytes(fd, data, position):
+            calls.append(len(data))
+            return real_pwrite(fd, bytes(data)[:20], position)
+
+        monkeypatch.setattr(os, "pwrite", at_most_20_bytes)
+        append(log, batch(3))
+        monkeypatch.setattr(os, "pwrite", real_pwrite)
+        assert len(calls) > 2
+        assert log.active_segment.size == len(batch(3))
+        assert [r.offset for r in read_all(log)] == [0, 1, 2]
+
+
 def test_io_error_is_reported_to_the_owner_except_enospc(partition_dir: Path, monkeypatch) -> None:
     with open_log(partition_dir) as log:
         reported = []

@@ -23,7 +23,7 @@ from odradek.errors import (
     MessageTooLargeError,
     UnsupportedCompressionTypeError,
 )
-from odradek.storage import record_framing
+from odradek.storage import log_validator, record_framing
 from odradek.storage.compression import CompressionType
 from odradek.storage.log_validator import validate_and_assign_offsets
 from odradek.storage.memory_records import MemoryRecords
@@ -629,3 +629,105 @@ def test_malformed_records_are_rejected_by_both_walks(record: bytes) -> None:
 def test_the_walk_reads_any_buffer(kind: type) -> None:
     data = b"".join(encode_record(i, i, b"k", b"v" * i) for i in range(40))
     assert check_framing(kind(data), 0, len(data), 40, keys_required=True) == (0, 39, 39)
+
+
+# --- the C batch scan (scan_batches) against the Python format checks ----------------------
+
+
+def test_the_c_scan_is_built() -> None:
+    """Without it every append runs the Python header checks (docs/native.md)."""
+    assert log_validator._native_scan is not None
+
+
+def _python_layouts(data: bytearray, keys_required: bool) -> object:
+    """The Python checks' verdict on the batches' format alone: the CRC is taken as stored
+    and max.message.bytes as unbounded, which the C scan leaves to its caller."""
+    config = LogConfig(
+        cleanup_policy=("compact",) if keys_required else ("delete",),
+        max_message_bytes=2**31 - 1,
+    )
+    with mock.patch.object(
+        log_validator, "crc_of", lambda buffer, position, size: _stored(buffer, position)
+    ):
+        try:
+            layouts = log_validator._scan_in_python(data, config)
+        except KafkaError:
+            return "rejected"
+    return [
+        tuple(layout[:7]) + (None if layout[7] is None else tuple(layout[7]),) for layout in layouts
+    ]
+
+
+def _stored(buffer: bytearray, position: int) -> int:
+    return HEADER_STRUCT.unpack_from(buffer, position)[4]
+
+
+def _c_layouts(data: bytearray, keys_required: bool) -> object:
+    layouts = log_validator._native_scan(data, keys_required)
+    return "rejected" if layouts is None else layouts
+
+
+@st.composite
+def requests(draw: st.DrawFn) -> bytearray:
+    """One to three batches, some compressed, some with flags or sequences set."""
+    batches = []
+    for _ in range(draw(st.integers(1, 3))):
+        count = draw(st.integers(1, 20))
+        key = draw(st.sampled_from([None, b"k", b"key" * 20]))
+        codec = draw(st.sampled_from([CompressionType.NONE] * 3 + [CompressionType.GZIP]))
+        batches.append(build_batch(_records(count, key=key), compression=codec))
+    return bytearray(b"".join(batches))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    request=requests(),
+    flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), max_size=3),
+    cut=st.sampled_from([0, 0, 0, 1, 7, 61]),
+    keys_required=st.booleans(),
+)
+def test_the_c_scan_agrees_with_the_python_checks(
+    request: bytearray, flips: list[tuple[int, int]], cut: int, keys_required: bool
+) -> None:
+    for at, mask in flips:
+        request[at % len(request)] ^= mask
+    if cut:
+        del request[-cut:]
+    assert _c_layouts(request, keys_required) == _python_layouts(request, keys_required)
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda b: b.__setitem__(MAGIC_OFFSET, 1),
+        lambda b: b.__setitem__(ATTRIBUTES_OFFSET + 1, 0x07),  # codec id 7
+        lambda b: b.__setitem__(ATTRIBUTES_OFFSET + 1, 0x10),  # transactional
+        lambda b: b.__setitem__(ATTRIBUTES_OFFSET + 1, 0x20),  # control
+        lambda b: struct.pack_into(">q", b, 43, 7),  # a producer id with base sequence -1
+        lambda b: struct.pack_into(">i", b, 57, 3),  # recordsCount off lastOffsetDelta
+        lambda b: struct.pack_into(">i", b, 8, 2**31 - 1),  # batchLength past the end
+        lambda b: struct.pack_into(">i", b, 8, -12),  # batchLength below a header
+    ],
+)
+def test_the_c_scan_rejects_each_header_fault(mutate) -> None:  # noqa: ANN001
+    request = bytearray(build_batch(_records(2)))
+    mutate(request)
+    assert log_validator._native_scan(request, False) is None
+    assert _python_layouts(request, False) == "rejected"
+
+
+def test_a_request_the_c_scan_rejects_gets_the_python_error() -> None:
+    request = bytearray(build_batch(_records(2)))
+    request[MAGIC_OFFSET] = 1
+    write_crc(request, 0)
+    with pytest.raises(CorruptRecordError, match="batch 0 at byte 0: magic is 1"):
+        validate_and_assign_offsets(request, next_offset=0, config=CONFIG, now_ms=NOW)
+
+
+def test_without_the_c_scan_the_python_checks_do_the_work() -> None:
+    good = build_batch(_records(3)) + build_batch(_records(2, key=None))
+    with mock.patch.object(log_validator, "_native_scan", None):
+        result = validate_and_assign_offsets(good, next_offset=10, config=CONFIG, now_ms=NOW)
+        assert (result.first_offset, result.last_offset, result.batch_count) == (10, 14, 2)
+        with pytest.raises(InvalidRecordError, match="batch 1 at byte .*record 0"):
+            validate_and_assign_offsets(good, next_offset=10, config=COMPACT, now_ms=NOW)

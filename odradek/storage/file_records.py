@@ -116,11 +116,13 @@ class FileRecords:
         """Write ``data`` at the end; return the bytes written. All or nothing as far as the
         size readers see: on a failed or short write the tail is cut back and the error raised."""
         position = self._size
-        view = memoryview(data)
         written = 0
         try:
-            while written < len(view):
-                written += os.pwrite(self._fd, view[written:], position + written)
+            written = os.pwrite(self._fd, data, position)
+            if written < len(data):  # a short write (disk nearly full): finish it or fail
+                with memoryview(data) as view:
+                    while written < len(view):
+                        written += os.pwrite(self._fd, view[written:], position + written)
         except OSError:
             self._truncate_file(position)
             raise

@@ -9,7 +9,9 @@ recompression when the topic's ``compression.type`` is not ``producer``.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
+
+from crc32c import crc32c
 
 from odradek.config.log_config import LogConfig
 from odradek.errors import (
@@ -24,6 +26,7 @@ from odradek.storage.batch_header import BatchHeader
 from odradek.storage.compression import CompressionType
 from odradek.storage.record import decode_record
 from odradek.storage.record_batch import (
+    ATTRIBUTES_OFFSET,
     COMPRESSION_CODEC_MASK,
     CONTROL_FLAG_MASK,
     HEADER_SIZE,
@@ -43,6 +46,11 @@ from odradek.storage.record_batch import (
 )
 from odradek.storage.record_batch_builder import build_batch
 from odradek.storage.record_framing import RecordFraming, check_framing
+
+try:
+    from odradek.storage._record_scan import scan_batches as _native_scan
+except ImportError:  # record_framing warns once that the C checks are not built
+    _native_scan = None
 
 Buffer = bytes | bytearray | memoryview
 
@@ -66,6 +74,23 @@ class ValidationResult(NamedTuple):
     first_batch_max_timestamp: int
 
 
+class BatchLayout(NamedTuple):
+    """A well-formed batch of a request: where it lies and the header fields validation reads.
+
+    ``scan_batches`` (C) returns plain tuples in this order, one per batch; ``framing`` is None
+    for a compressed batch, whose records are walked once its CRC has been checked.
+    """
+
+    position: int
+    size: int
+    crc: int
+    attributes: int
+    records_count: int
+    base_timestamp: int
+    max_timestamp: int
+    framing: RecordFraming | tuple[int, int, int] | None
+
+
 def validate_and_assign_offsets(
     buffer: Buffer,
     *,
@@ -82,48 +107,95 @@ def validate_and_assign_offsets(
     whole. ``buffer`` itself is never modified.
     """
     records = bytearray(buffer)
-    target = _target_compression(config)
+    layouts = _scan(records, config)
+    log_append_time = config.log_append_time
+    low = now_ms - config.message_timestamp_before_max_ms
+    high = now_ms + config.message_timestamp_after_max_ms
     first_offset = next_offset
     max_timestamp, offset_of_max_timestamp = NO_TIMESTAMP, -1
     first_batch_max_timestamp = NO_TIMESTAMP
-    headers = _batch_headers(records)
-    for index, (position, header) in enumerate(headers):
-        timestamp_type, batch_max, index_of_max = _validate_batch(
-            records, position, header, f"batch {index} at byte {position}", config, now_ms
-        )
-        _assign(
-            records,
-            position,
-            header,
-            next_offset,
-            partition_leader_epoch,
-            timestamp_type,
-            batch_max,
-        )
-        if index == 0:
-            first_batch_max_timestamp = batch_max
-        if batch_max > max_timestamp:
-            max_timestamp, offset_of_max_timestamp = batch_max, next_offset + index_of_max
-        next_offset += header.records_count
-    if target is not None:
-        records = _recompress(records, [position for position, _ in headers], target, config)
+    with memoryview(records) as view:
+        for index, layout in enumerate(layouts):
+            position, size, crc, _, count, base_timestamp, _, framing = layout
+            if size > config.max_message_bytes or crc != crc32c(
+                view[position + ATTRIBUTES_OFFSET : position + size]
+            ):
+                _check_size_and_crc(records, position, size, crc, _where(index, position), config)
+            if framing is None:
+                framing = _check_records(records, layout, _where(index, position), config)
+            min_delta, max_delta, index_of_max = framing
+            if log_append_time:
+                timestamp_type, batch_max, index_of_max = TimestampType.LOG_APPEND_TIME, now_ms, 0
+            elif low <= base_timestamp + min_delta and base_timestamp + max_delta <= high:
+                timestamp_type, batch_max = TimestampType.CREATE_TIME, base_timestamp + max_delta
+            else:
+                _raise_for_timestamps(records, layout, _where(index, position), config, now_ms)
+            _assign(records, layout, next_offset, partition_leader_epoch, timestamp_type, batch_max)
+            if index == 0:
+                first_batch_max_timestamp = batch_max
+            if batch_max > max_timestamp:
+                max_timestamp, offset_of_max_timestamp = batch_max, next_offset + index_of_max
+            next_offset += count
+    if config.compression_type != "producer":
+        records = _recompress(records, [layout[0] for layout in layouts], config)
     return ValidationResult(
-        records=records,
-        first_offset=first_offset,
-        last_offset=next_offset - 1,
-        max_timestamp=max_timestamp,
-        offset_of_max_timestamp=offset_of_max_timestamp,
-        record_count=next_offset - first_offset,
-        batch_count=len(headers),
-        size_in_bytes=len(records),
-        first_batch_max_timestamp=first_batch_max_timestamp,
+        records,
+        first_offset,
+        next_offset - 1,
+        max_timestamp,
+        offset_of_max_timestamp,
+        next_offset - first_offset,
+        len(layouts),
+        len(records),
+        first_batch_max_timestamp,
     )
 
 
-def _target_compression(config: LogConfig) -> CompressionType | None:
-    """The codec the topic stores, or None for ``producer`` (keep the producer's)."""
-    if config.compression_type == "producer":
-        return None
+def _where(index: int, position: int) -> str:
+    """How errors name a batch of the request."""
+    return f"batch {index} at byte {position}"
+
+
+def _scan(records: bytearray, config: LogConfig) -> list[tuple]:
+    """The layout of each batch (BatchLayout's fields), once every format check has passed.
+
+    The C scan gives the verdict; when it finds a fault, or is not built, the Python checks
+    run and raise the error that names it.
+    """
+    if _native_scan is not None:
+        layouts = _native_scan(records, config.compact)
+        if layouts is not None:
+            return layouts
+    layouts = _scan_in_python(records, config)
+    if _native_scan is not None:  # the C and Python checks disagree: trust the stricter
+        raise CorruptRecordError("the request's record batches are malformed")
+    return layouts
+
+
+def _scan_in_python(records: bytearray, config: LogConfig) -> list[BatchLayout]:
+    """The format checks batch by batch, each error naming its batch, record and byte."""
+    layouts = []
+    for index, (position, header) in enumerate(_batch_headers(records)):
+        where = _where(index, position)
+        _check_header(records, position, header, where, config)
+        layout = BatchLayout(
+            position,
+            header.batch_length + LOG_OVERHEAD,
+            header.crc,
+            header.attributes,
+            header.records_count,
+            header.base_timestamp,
+            header.max_timestamp,
+            None,
+        )
+        if not header.attributes & COMPRESSION_CODEC_MASK:
+            layout = layout._replace(framing=_check_records(records, layout, where, config))
+        layouts.append(layout)
+    return layouts
+
+
+def _target_compression(config: LogConfig) -> CompressionType:
+    """The codec a topic with a ``compression.type`` other than ``producer`` stores."""
     if config.compression_type == "uncompressed":
         return CompressionType.NONE
     return CompressionType.for_name(config.compression_type)
@@ -162,28 +234,6 @@ def _batch_headers(records: bytearray) -> list[tuple[int, BatchHeader]]:
     return headers
 
 
-def _validate_batch(
-    records: bytearray,
-    position: int,
-    header: BatchHeader,
-    where: str,
-    config: LogConfig,
-    now_ms: int,
-) -> tuple[TimestampType, int, int]:
-    """Every check of the batch at ``position``.
-
-    Returns the timestamp type and max timestamp the topic will store for it, and the index
-    of the record holding that timestamp.
-    """
-    _check_header(records, position, header, where, config)
-    framing = _check_records(records, position, header, where, config.compact)
-    if config.log_append_time:
-        return TimestampType.LOG_APPEND_TIME, now_ms, 0
-    _check_timestamps(records, position, header, framing, where, config, now_ms)
-    max_timestamp = header.base_timestamp + framing.max_timestamp_delta
-    return TimestampType.CREATE_TIME, max_timestamp, framing.index_of_max_timestamp
-
-
 def _check_header(
     records: bytearray, position: int, header: BatchHeader, where: str, config: LogConfig
 ) -> None:
@@ -191,15 +241,7 @@ def _check_header(
     if header.magic != MAGIC:
         raise CorruptRecordError(f"{where}: magic is {header.magic}, only {MAGIC} is supported")
     size = header.batch_length + LOG_OVERHEAD
-    if size > config.max_message_bytes:
-        raise MessageTooLargeError(
-            f"{where}: {size} bytes is larger than max.message.bytes {config.max_message_bytes}"
-        )
-    computed = crc_of(records, position, size)
-    if computed != header.crc:
-        raise CorruptRecordError(
-            f"{where}: CRC mismatch: stored {header.crc:#010x}, computed {computed:#010x}"
-        )
+    _check_size_and_crc(records, position, size, header.crc, where, config)
     codec = header.attributes & COMPRESSION_CODEC_MASK
     if codec >= len(_CODECS):
         raise UnsupportedCompressionTypeError(f"{where}: unknown compression codec id {codec}")
@@ -220,13 +262,28 @@ def _check_header(
         )
 
 
+def _check_size_and_crc(
+    records: bytearray, position: int, size: int, crc: int, where: str, config: LogConfig
+) -> None:
+    """At most max.message.bytes, and the CRC-32C the producer computed."""
+    if size > config.max_message_bytes:
+        raise MessageTooLargeError(
+            f"{where}: {size} bytes is larger than max.message.bytes {config.max_message_bytes}"
+        )
+    computed = crc_of(records, position, size)
+    if computed != crc:
+        raise CorruptRecordError(
+            f"{where}: CRC mismatch: stored {crc:#010x}, computed {computed:#010x}"
+        )
+
+
 def _check_records(
-    records: bytearray, position: int, header: BatchHeader, where: str, keys_required: bool
+    records: bytearray, layout: tuple, where: str, config: LogConfig
 ) -> RecordFraming:
     """Walk the batch's records (decompressed if need be) and prove their framing."""
-    start = position + RECORDS_OFFSET
-    end = position + header.batch_length + LOG_OVERHEAD
-    codec = _CODECS[header.attributes & COMPRESSION_CODEC_MASK]
+    position, size, _, attributes, count, _, _, _ = layout
+    start, end = position + RECORDS_OFFSET, position + size
+    codec = _CODECS[attributes & COMPRESSION_CODEC_MASK]
     data = records
     try:
         if codec is not CompressionType.NONE:
@@ -234,15 +291,14 @@ def _check_records(
             with memoryview(records) as view:
                 data = codec.decompress(view[start:end])
             start, end = 0, len(data)
-        return check_framing(data, start, end, header.records_count, keys_required=keys_required)
+        return check_framing(data, start, end, count, keys_required=config.compact)
     except KafkaError as error:
         raise type(error)(f"{where}: {error.message}") from None
 
 
 def _assign(
     records: bytearray,
-    position: int,
-    header: BatchHeader,
+    layout: tuple,
     base_offset: int,
     partition_leader_epoch: int,
     timestamp_type: TimestampType,
@@ -253,58 +309,52 @@ def _assign(
     Base offset and leader epoch lie outside the CRC; the timestamp type and max timestamp lie
     inside it, so they (and the CRC) are rewritten only when they differ from the producer's.
     """
+    position, _, _, attributes, _, _, stored_max_timestamp, _ = layout
     set_base_offset(records, position, base_offset)
     set_partition_leader_epoch(records, position, partition_leader_epoch)
-    stored_type = (header.attributes & TIMESTAMP_TYPE_MASK) >> 3
-    if stored_type != timestamp_type or header.max_timestamp != max_timestamp:
+    stored_type = (attributes & TIMESTAMP_TYPE_MASK) >> 3
+    if stored_type != timestamp_type or stored_max_timestamp != max_timestamp:
         set_max_timestamp(records, position, timestamp_type, max_timestamp)
 
 
-def _check_timestamps(
-    records: bytearray,
-    position: int,
-    header: BatchHeader,
-    framing: RecordFraming,
-    where: str,
-    config: LogConfig,
-    now_ms: int,
-) -> None:
-    """CreateTime: every record's timestamp within [now - before.max, now + after.max]."""
+def _raise_for_timestamps(
+    records: bytearray, layout: tuple, where: str, config: LogConfig, now_ms: int
+) -> NoReturn:
+    """CreateTime: name the first record timestamped outside [now - before.max, now + after.max]."""
     low = now_ms - config.message_timestamp_before_max_ms
     high = now_ms + config.message_timestamp_after_max_ms
-    base = header.base_timestamp
-    if low <= base + framing.min_timestamp_delta and base + framing.max_timestamp_delta <= high:
-        return
-    for index, timestamp in enumerate(_record_timestamps(records, position, header)):
+    bounds = (
+        f"[{low}, {high}] (now {now_ms}, message.timestamp.before.max.ms "
+        f"{config.message_timestamp_before_max_ms}, message.timestamp.after.max.ms "
+        f"{config.message_timestamp_after_max_ms})"
+    )
+    for index, timestamp in enumerate(_record_timestamps(records, layout)):
         if not low <= timestamp <= high:
             raise InvalidTimestampError(
-                f"{where}: record {index} has timestamp {timestamp}, "
-                f"outside [{low}, {high}] (now {now_ms}, message.timestamp.before.max.ms "
-                f"{config.message_timestamp_before_max_ms}, message.timestamp.after.max.ms "
-                f"{config.message_timestamp_after_max_ms})"
+                f"{where}: record {index} has timestamp {timestamp}, outside {bounds}"
             )
+    raise InvalidTimestampError(f"{where}: a record's timestamp is outside {bounds}")
 
 
-def _record_timestamps(records: bytearray, position: int, header: BatchHeader) -> list[int]:
+def _record_timestamps(records: bytearray, layout: tuple) -> list[int]:
     """The records' own timestamps (base + delta), read only to name a culprit."""
-    end = position + header.batch_length + LOG_OVERHEAD
-    codec = _CODECS[header.attributes & COMPRESSION_CODEC_MASK]
-    data = codec.decompress(records[position + RECORDS_OFFSET : end])
+    position, size, _, attributes, count, base_timestamp, _, _ = layout
+    codec = _CODECS[attributes & COMPRESSION_CODEC_MASK]
+    data = codec.decompress(records[position + RECORDS_OFFSET : position + size])
     timestamps = []
     offset = 0
-    for _ in range(header.records_count):
-        record, offset = decode_record(data, offset, 0, header.base_timestamp)
+    for _ in range(count):
+        record, offset = decode_record(data, offset, 0, base_timestamp)
         timestamps.append(record.timestamp)
     return timestamps
 
 
-def _recompress(
-    records: bytearray, positions: list[int], target: CompressionType, config: LogConfig
-) -> bytearray:
+def _recompress(records: bytearray, positions: list[int], config: LogConfig) -> bytearray:
     """The batches rebuilt with the topic's codec, keeping offsets, timestamps and producer.
 
     Batches already in that codec are kept as they are.
     """
+    target = _target_compression(config)
     parts = []
     for index, position in enumerate(positions):
         batch = RecordBatch(records, position)
