@@ -75,7 +75,7 @@ class LogSegment:
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
         self._max_timestamp_and_offset: TimestampAndOffset | None = None
-        self._indexes_checked = False
+        self._checked_indexes: tuple[OffsetIndex, TimeIndex] | None = None
         self._index_check_lock = threading.Lock()
         self._closed = False
         self._close_lock = threading.Lock()  # a background flush never meets a half-closed file
@@ -118,29 +118,27 @@ class LogSegment:
 
     @property
     def offset_index(self) -> OffsetIndex:
-        self._check_indexes_once()
-        return self._offset_index.get()
+        return (self._checked_indexes or self._check_indexes())[0]
 
     @property
     def time_index(self) -> TimeIndex:
-        self._check_indexes_once()
-        return self._time_index.get()
+        return (self._checked_indexes or self._check_indexes())[1]
 
-    def _check_indexes_once(self) -> None:
-        """Sanity-check both indexes the first time they are used (SPEC 5); rebuild them from
-        the ``.log`` when either is corrupt. Lazy so opening thousands of segments stays fast."""
-        if self._indexes_checked:
-            return
+    def _check_indexes(self) -> tuple[OffsetIndex, TimeIndex]:
+        """Open and sanity-check both indexes the first time either is used (SPEC 5); rebuild
+        them from the ``.log`` when either is corrupt. Lazy so opening thousands of segments
+        stays fast; afterwards the pair is one attribute read away."""
         with self._index_check_lock:
-            if self._indexes_checked:
-                return
-            self._indexes_checked = True
-            try:
-                self._offset_index.get().sanity_check()
-                self._time_index.get().sanity_check()
-            except CorruptIndexError as error:
-                logger.warning("%s: %s; rebuilding the indexes", self.log.path, error)
-                self.recover()
+            if self._checked_indexes is None:
+                indexes = (self._offset_index.get(), self._time_index.get())
+                self._checked_indexes = indexes  # before recover(), which uses them
+                try:
+                    for index in indexes:
+                        index.sanity_check()
+                except CorruptIndexError as error:
+                    logger.warning("%s: %s; rebuilding the indexes", self.log.path, error)
+                    self.recover()
+            return self._checked_indexes
 
     @property
     def offset_index_path(self) -> Path:
