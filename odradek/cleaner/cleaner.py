@@ -12,13 +12,12 @@ without returning to Python; this module handles the batches it hands back one a
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 from odradek.cleaner import batch_scan
 from odradek.cleaner.batch_crcs import verify_crcs
 from odradek.cleaner.batch_filter import BatchFilter
-from odradek.cleaner.batch_keys import records_section
+from odradek.cleaner.batch_keys import Buffer, records_section
 from odradek.cleaner.batch_scan import FilterProgress
 from odradek.cleaner.cleaned_writer import CleanedWriter
 from odradek.cleaner.cleaner_stats import CleanerStats
@@ -26,7 +25,7 @@ from odradek.cleaner.cleaning_result import CleaningResult
 from odradek.cleaner.cleaning_task import CleaningTask
 from odradek.cleaner.errors import LogCleaningAbortedError, LogCleaningError
 from odradek.cleaner.offset_map import OffsetMap, create_offset_map
-from odradek.cleaner.segment_chunks import read_chunk
+from odradek.cleaner.segment_chunks import SegmentShrankError, chunk_end, map_log
 from odradek.cleaner.segment_groups import group_segments_by_size
 from odradek.cleaner.segment_snapshot import SegmentSnapshot
 from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY
@@ -35,7 +34,6 @@ from odradek.errors import CorruptRecordError
 from odradek.storage import log_file_names as names
 from odradek.storage.atomic_file import fsync_directory
 from odradek.storage.clock import SYSTEM_CLOCK
-from odradek.storage.file_records import FileRecords
 from odradek.storage.log_segment import LogSegment
 from odradek.storage.record_batch import RecordBatch
 
@@ -47,9 +45,16 @@ class Cleaner:
         self.task = task
         self.throttler = throttler or Throttler(task.io_bytes_per_second)
         self.stats = CleanerStats()
+        self._maps: dict[int, Buffer] = {}  # base offset -> the segment's mapped .log
 
     def clean(self) -> CleaningResult:
         """Map, then rewrite; the ``.swap`` segments are on disk (and durable) on return."""
+        try:
+            return self._clean()
+        finally:
+            self._maps.clear()  # unmapped as their last views go
+
+    def _clean(self) -> CleaningResult:
         offset_map = create_offset_map(self._map_memory(), self.task.load_factor)
         end_offset = self._build_offset_map(offset_map)
         self.stats.index_done()
@@ -102,33 +107,28 @@ class Cleaner:
 
     def _map_segment(self, segment: SegmentSnapshot, offset_map: OffsetMap, start: int) -> bool:
         """Add the segment's keys from ``start`` on; True when the map filled up first."""
-        records = self._open(segment)
-        try:
-            file_position = 0
-            while (chunk := read_chunk(records, file_position)) is not None:
-                position, status = self._map_chunk(chunk, offset_map, start)
-                if status == batch_scan.FULL:
-                    return True
-                if status == batch_scan.BAD_LENGTH:
-                    break
-                file_position += position
-        finally:
-            records.close_handler()
+        data = self._mapped(segment)
+        position = 0
+        while (end := chunk_end(data, position)) is not None:
+            position, status = self._map_chunk(data, position, end, offset_map, start)
+            if status == batch_scan.FULL:
+                return True
+            if status == batch_scan.BAD_LENGTH:
+                break
         return False
 
-    def _map_chunk(self, chunk: bytes, offset_map: OffsetMap, start: int) -> tuple[int, int]:
-        """Map the whole batches of ``chunk``: the C map takes uncompressed batches in bulk,
-        this loop the others one by one. Where it stopped, and why."""
-        position = 0
+    def _map_chunk(
+        self, data: Buffer, position: int, end: int, offset_map: OffsetMap, start: int
+    ) -> tuple[int, int]:
+        """Map the whole batches of ``data[position:end]``: the C map takes uncompressed
+        batches in bulk, this loop the others one by one. Where it stopped, and why."""
         while True:
-            position, status, records, size = offset_map.map_batches(
-                chunk, position, len(chunk), start
-            )
+            position, status, records, size = offset_map.map_batches(data, position, end, start)
             self.stats.index_bytes_read(size, records)
             self.throttler.maybe_throttle(size)
             if status != batch_scan.OTHER:
                 return position, status
-            batch = RecordBatch(chunk, position)
+            batch = RecordBatch(data, position)
             if not self._map_batch(batch, offset_map, start):
                 return position, batch_scan.FULL
             position += batch.size_in_bytes
@@ -177,41 +177,38 @@ class Cleaner:
             raise
 
     def _clean_into(self, source: SegmentSnapshot, cleaned: LogSegment, keep: BatchFilter) -> None:
-        records = self._open(source)
+        data = self._mapped(source)
         writer = CleanedWriter(cleaned, self.task.io_buffer_size, self.throttler)
-        try:
-            file_position = 0
-            while (chunk := read_chunk(records, file_position)) is not None:
-                position, status = self._filter_chunk(chunk, keep, writer)
-                if status == batch_scan.BAD_LENGTH:
-                    break
-                file_position += position
-            writer.flush()
-        finally:
-            records.close_handler()
+        position = 0
+        while (end := chunk_end(data, position)) is not None:
+            position, status = self._filter_chunk(data, position, end, keep, writer)
+            if status == batch_scan.BAD_LENGTH:
+                break
+        writer.flush()
+        del self._maps[source.base_offset]  # its last view is gone: this unmaps it
 
     def _filter_chunk(
-        self, chunk: bytes, keep: BatchFilter, writer: CleanedWriter
+        self, data: Buffer, position: int, end: int, keep: BatchFilter, writer: CleanedWriter
     ) -> tuple[int, int]:
-        """Filter the whole batches of ``chunk`` into ``writer``: the C map decides batches that
-        keep all of their records or none in bulk, ``keep`` the others one by one."""
-        view = memoryview(chunk)
-        position = 0
+        """Filter the whole batches of ``data[position:end]`` into ``writer``: the C map decides
+        batches that keep all of their records or none in bulk, ``keep`` the others one by
+        one. Where it stopped, and why."""
+        view = memoryview(data)
         while True:
             progress = FilterProgress._make(
-                keep.offset_map.filter_batches(chunk, position, len(chunk), keep.retain_deletes)
+                keep.offset_map.filter_batches(data, position, end, keep.retain_deletes)
             )
             self.throttler.maybe_throttle(progress.bytes_read)
-            verify_crcs(chunk, progress.crc_checks)
+            verify_crcs(data, progress.crc_checks)
             self.stats.read_records(progress.bytes_read, progress.records_read)
             self.stats.invalid_records(progress.keyless)
             self.stats.recopy_records(progress.bytes_kept, progress.records_kept)
-            for start, end in progress.kept_spans:
-                writer.add(view[start:end], progress.last_kept_offset)
+            for start, stop in progress.kept_spans:
+                writer.add(view[start:stop], progress.last_kept_offset)
             position = progress.position
             if progress.status != batch_scan.OTHER:
                 return position, progress.status
-            batch = RecordBatch(chunk, position)
+            batch = RecordBatch(data, position)
             size = batch.size_in_bytes
             self.throttler.maybe_throttle(size)
             if kept := keep.filter(batch):
@@ -231,14 +228,24 @@ class Cleaner:
             directory, base_offset, self.task.log_config, SYSTEM_CLOCK, file_suffix=suffix
         )
 
-    def _open(self, segment: SegmentSnapshot) -> FileRecords:
-        """The segment's ``.log``, read-only and as long as it was when the run was planned."""
+    def _mapped(self, segment: SegmentSnapshot) -> Buffer:
+        """The segment's ``.log``, as long as it was when the run was planned, mapped once a
+        run (segment_chunks.py): pass 1 maps it, pass 2 reads the same map and drops it."""
+        data = self._maps.get(segment.base_offset)
+        if data is not None:
+            return data
         path = names.log_file(self.task.directory, segment.base_offset)
         try:
-            fd = os.open(path, os.O_RDONLY)
+            data = map_log(path, segment.size)
         except FileNotFoundError:
             raise LogCleaningAbortedError(
                 f"[{self.task.topic_partition}] segment {segment.base_offset} was deleted "
                 f"while the log was being cleaned"
             ) from None
-        return FileRecords(path, fd, segment.size)
+        except SegmentShrankError as error:
+            raise LogCleaningAbortedError(
+                f"[{self.task.topic_partition}] segment {segment.base_offset} shrank while the "
+                f"log was being cleaned: {error}"
+            ) from None
+        self._maps[segment.base_offset] = data
+        return data
