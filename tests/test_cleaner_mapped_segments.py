@@ -47,7 +47,8 @@ def test_a_segment_cut_under_the_map_kills_only_the_cleaning_process(tmp_path: P
     _write_log(directory)
     with open_log(directory, CONFIG) as log:
         task = plan(log)
-    assert task.first_dirty_offset == 0 and len(task.segments) >= 2  # pass 1 maps it, pass 2 reads it
+    # the first segment is dirty: pass 1 maps it, and pass 2 reads it through that map
+    assert task.first_dirty_offset == 0 and len(task.segments) >= 2
     child = multiprocessing.get_context("spawn").Process(
         target=_clean_with_the_first_segment_cut, args=(task,)
     )
