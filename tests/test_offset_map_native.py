@@ -13,6 +13,7 @@ from odradek.cleaner import batch_scan
 from odradek.cleaner.batch_keys import records_section
 from odradek.cleaner.offset_map import NativeOffsetMap, create_offset_map
 from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY, SkimpyOffsetMap
+from odradek.errors import CorruptRecordError
 from odradek.storage.compression import CompressionType
 from odradek.storage.record import Record
 from odradek.storage.record_batch import RECORDS_OFFSET, RecordBatch
@@ -158,7 +159,7 @@ def test_bulk_operations_agree_on_valid_batches(batches, start, slots, retain, l
     assert filtered == _run_filter_batches(python, chunk, retain)
 
 
-def test_filter_batches_reports_runs_of_whole_batches_and_their_crcs() -> None:
+def test_filter_batches_reports_runs_of_whole_batches() -> None:
     chunk, parts = _chunk(
         [([(b"a", b"1")], CompressionType.NONE, 0)] * 2
         + [([(b"b", b"2")], CompressionType.NONE, 0)] * 2
@@ -174,12 +175,34 @@ def test_filter_batches_reports_runs_of_whole_batches_and_their_crcs() -> None:
         size = len(parts[0])
         assert progress.position == len(chunk) and progress.status == batch_scan.END
         assert progress.kept_spans == [(size, 2 * size), (3 * size, 5 * size)]
-        assert [(p, s) for p, s, _ in progress.crc_checks] == [(n * size, size) for n in range(5)]
         assert (progress.records_read, progress.records_kept, progress.last_kept_offset) == (
             5,
             3,
             4,
         )
+
+
+@pytest.mark.parametrize("where", ["crc", "attributes", "last record"])
+def test_filter_batches_stops_at_a_batch_whose_crc_does_not_match(where: str) -> None:
+    """Every byte from the attributes on is covered, whether the batch would be kept or
+    dropped; the cleaner then has the batch checked one at a time, which names the fault."""
+    chunk, parts = _chunk([([(b"a", b"1"), (b"b", b"2")], CompressionType.NONE, 0)] * 3)
+    size = len(parts[0])
+    flipped = {"crc": size + 17, "attributes": size + 22, "last record": 2 * size - 1}[where]
+    corrupt = bytearray(chunk)
+    corrupt[flipped] ^= 0x01
+    for offset_map in _pair():
+        offset_map.put(b"a", 2)  # the first batch would be dropped, the second kept
+        offset_map.put(b"b", 3)
+        offset_map.latest_offset = 3
+        progress = batch_scan.FilterProgress._make(
+            offset_map.filter_batches(bytes(corrupt), 0, len(chunk), True)
+        )
+        assert (progress.position, progress.status) == (size, batch_scan.OTHER)
+        assert (progress.records_read, progress.bytes_read) == (2, size)
+        assert progress.kept_spans == []
+        with pytest.raises(CorruptRecordError, match="CRC mismatch"):
+            RecordBatch(bytes(corrupt), size).ensure_valid()
 
 
 def _mutate(data: bytes, seed: int) -> bytes:

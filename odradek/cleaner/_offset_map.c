@@ -10,9 +10,10 @@
  * implementations find the same keys equal and fill up at the same moment.
  *
  * The batch loops handle only the common case, uncompressed batches, and stop at any batch they
- * cannot finish alone (compressed, wrong magic, records that do not frame, some but not all
- * records kept), returning its position so Python handles that batch, raises the error naming
- * it, or rebuilds it. Every read is bounded by the end of the batch or record it belongs to, so
+ * cannot finish alone (compressed, wrong magic, a CRC that does not match, records that do not
+ * frame, some but not all records kept), returning its position so Python handles that batch,
+ * raises the error naming it, or rebuilds it. The CRC of a batch is computed by the function
+ * record_batch.crc_of calls (crc32c.crc32c), called from here. Every read is bounded by the end of the batch or record it belongs to, so
  * no input can make this module read out of bounds.
  */
 #define PY_SSIZE_T_CLEAN
@@ -31,7 +32,8 @@
 #define HEADER_SIZE 61
 #define LOG_OVERHEAD 12
 #define MIN_BATCH_LENGTH (HEADER_SIZE - LOG_OVERHEAD)
-#define CRC_START 21
+#define CRC_OFFSET 17
+#define CRC_START 21 /* the CRC covers the attributes to the end of the batch */
 #define STACK_KEY_BYTES 256
 
 /* --- big-endian header fields -------------------------------------------------------------- */
@@ -81,6 +83,28 @@ static int read_header(const uint8_t *data, Py_ssize_t pos, Py_ssize_t end, Head
     h->codec = p[22] & 0x07; /* low byte of the big-endian attributes */
     h->count = be32(p + 57);
     return -1;
+}
+
+/* crc32c.crc32c, set when the module is imported. */
+static PyObject *crc32c_function;
+
+/* 1 when the stored CRC of the whole batch at `batch` matches its bytes, 0 when not, -1 on
+ * error. */
+static int crc_matches(const uint8_t *batch, Py_ssize_t size)
+{
+    PyObject *view =
+        PyMemoryView_FromMemory((char *)batch + CRC_START, size - CRC_START, PyBUF_READ);
+    if (view == NULL)
+        return -1;
+    PyObject *crc = PyObject_CallOneArg(crc32c_function, view);
+    Py_DECREF(view);
+    if (crc == NULL)
+        return -1;
+    unsigned long computed = PyLong_AsUnsignedLong(crc);
+    Py_DECREF(crc);
+    if (computed == (unsigned long)-1 && PyErr_Occurred())
+        return -1;
+    return computed == be32u(batch + CRC_OFFSET);
 }
 
 /* --- records ------------------------------------------------------------------------------- */
@@ -553,11 +577,10 @@ static PyObject *OffsetMap_map_batches(OffsetMap *self, PyObject *const *args, P
 PyDoc_STRVAR(filter_batches_doc,
 "filter_batches(buffer, position, end, retain_deletes, /)\n--\n\n"
 "Decide the whole batches of buffer[position:end] that keep all or none of their records;\n"
-"stop at the first batch Python must handle (compressed, magic not 2, records that do not\n"
-"frame, some records kept). Returns (position, status, kept_spans, crc_checks, records_read,\n"
-"bytes_read, records_kept, bytes_kept, keyless, last_kept_offset): kept_spans are (start,\n"
-"end) runs of whole batches to copy, crc_checks (batch position, size, stored CRC) of every\n"
-"batch decided, which the caller verifies.");
+"stop at the first batch Python must handle (compressed, magic not 2, a CRC that does not\n"
+"match, records that do not frame, some records kept). Returns (position, status,\n"
+"kept_spans, records_read, bytes_read, records_kept, bytes_kept, keyless, last_kept_offset):\n"
+"kept_spans are (start, end) runs of whole batches to copy.");
 
 static PyObject *OffsetMap_filter_batches(OffsetMap *self, PyObject *const *args,
                                           Py_ssize_t nargs)
@@ -574,8 +597,7 @@ static PyObject *OffsetMap_filter_batches(OffsetMap *self, PyObject *const *args
         return NULL;
     int retain_deletes = PyObject_IsTrue(args[3]);
     PyObject *spans = PyList_New(0);
-    PyObject *checks = PyList_New(0);
-    if (retain_deletes < 0 || spans == NULL || checks == NULL)
+    if (retain_deletes < 0 || spans == NULL)
         goto error;
     const uint8_t *data = buffer.buf;
     for (;;) {
@@ -584,6 +606,14 @@ static PyObject *OffsetMap_filter_batches(OffsetMap *self, PyObject *const *args
             break;
         if (h.codec != 0 || h.magic != 2) {
             status = STATUS_OTHER;
+            break;
+        }
+        /* The CRC first: it reads the whole batch into the cache the record walk reads. */
+        int crc_ok = crc_matches(data + position, h.size);
+        if (crc_ok < 0)
+            goto error;
+        if (!crc_ok) {
+            status = STATUS_OTHER; /* Python names the fault */
             break;
         }
         int keep_all;
@@ -603,13 +633,6 @@ static PyObject *OffsetMap_filter_batches(OffsetMap *self, PyObject *const *args
             }
             keep_all = kept != 0;
         }
-        PyObject *check = Py_BuildValue("(nnk)", position, h.size,
-                                        (unsigned long)be32u(data + position + 17));
-        if (check == NULL || PyList_Append(checks, check) < 0) {
-            Py_XDECREF(check);
-            goto error;
-        }
-        Py_DECREF(check);
         if (keep_all) {
             if (span_start < 0)
                 span_start = position;
@@ -639,12 +662,11 @@ static PyObject *OffsetMap_filter_batches(OffsetMap *self, PyObject *const *args
         Py_DECREF(span);
     }
     PyBuffer_Release(&buffer);
-    return Py_BuildValue("(niNNLLLLLL)", position, status, spans, checks, records, bytes,
-                         records_kept, bytes_kept, keyless_total, last_kept);
+    return Py_BuildValue("(niNLLLLLL)", position, status, spans, records, bytes, records_kept,
+                         bytes_kept, keyless_total, last_kept);
 error:
     PyBuffer_Release(&buffer);
     Py_XDECREF(spans);
-    Py_XDECREF(checks);
     return NULL;
 }
 
@@ -722,6 +744,15 @@ PyMODINIT_FUNC PyInit__offset_map(void)
 {
     if (PyType_Ready(&OffsetMapType) < 0)
         return NULL;
+    if (crc32c_function == NULL) {
+        PyObject *crc32c_module = PyImport_ImportModule("crc32c");
+        if (crc32c_module == NULL)
+            return NULL;
+        crc32c_function = PyObject_GetAttrString(crc32c_module, "crc32c");
+        Py_DECREF(crc32c_module);
+        if (crc32c_function == NULL)
+            return NULL;
+    }
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;

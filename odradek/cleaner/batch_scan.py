@@ -20,12 +20,14 @@ from odradek.storage.record_batch import (
     LOG_OVERHEAD,
     MAGIC,
     RECORDS_OFFSET,
+    crc_of,
 )
 
 # Why a bulk operation stopped; _offset_map.c uses the same numbers.
 END = 0  # no whole batch left in the buffer (for one batch's records: all mapped)
 BAD_LENGTH = 1  # a batch length shorter than a header: the segment ends here
-OTHER = 2  # a batch the caller handles itself (compressed, wrong magic, corrupt, partly kept)
+OTHER = 2  # a batch the caller handles itself (compressed, wrong magic, bad CRC, corrupt, partly
+# kept)
 FULL = 3  # the map has no room for one more key
 CORRUPT = 4  # records that do not frame
 
@@ -56,14 +58,12 @@ class MapProgress(NamedTuple):
 
 class FilterProgress(NamedTuple):
     """Where :func:`filter_batches` stopped and why; ``kept_spans`` are ``(start, end)`` runs of
-    whole batches to copy as they are, ``crc_checks`` ``(position, size, stored CRC)`` of every
-    batch it decided, for the caller to verify; then its counts, and the last offset of the
-    last batch kept (-1 if none)."""
+    whole batches to copy as they are; then its counts, and the last offset of the last batch
+    kept (-1 if none)."""
 
     position: int
     status: int
     kept_spans: list[tuple[int, int]]
-    crc_checks: list[tuple[int, int, int]]
     records_read: int
     bytes_read: int
     records_kept: int
@@ -187,10 +187,9 @@ def filter_batches(
     offset_map: KeyMap, data: Buffer, position: int, end: int, retain_deletes: bool
 ) -> FilterProgress:
     """Decide the whole batches of ``data[position:end]`` that keep all of their records or
-    none; stop (OTHER) at the first that is compressed, not magic 2, does not frame, or keeps
-    some records but not all."""
+    none; stop (OTHER) at the first that is compressed, not magic 2, has a CRC that does not
+    match, does not frame, or keeps some records but not all."""
     spans: list[tuple[int, int]] = []
-    checks: list[tuple[int, int, int]] = []
     records = size = records_kept = bytes_kept = keyless_total = 0
     last_kept = -1
     span_start = -1
@@ -201,6 +200,9 @@ def filter_batches(
             break
         if header.codec or header.magic != MAGIC:
             status = OTHER
+            break
+        if crc_of(data, position, header.size) != header.crc:
+            status = OTHER  # the caller names the fault
             break
         if header.base_offset > offset_map.latest_offset:
             keep_all, kept, keyless = True, header.count, 0
@@ -223,7 +225,6 @@ def filter_batches(
                 status = OTHER
                 break
             keep_all = kept > 0
-        checks.append((position, header.size, header.crc))
         if keep_all:
             if span_start < 0:
                 span_start = position
@@ -243,7 +244,6 @@ def filter_batches(
         position,
         status,
         spans,
-        checks,
         records,
         size,
         records_kept,

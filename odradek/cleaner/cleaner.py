@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from odradek.cleaner import batch_scan
-from odradek.cleaner.batch_crcs import verify_crcs
 from odradek.cleaner.batch_filter import BatchFilter
 from odradek.cleaner.batch_keys import Buffer, records_section
 from odradek.cleaner.batch_scan import FilterProgress
@@ -199,7 +198,6 @@ class Cleaner:
                 keep.offset_map.filter_batches(data, position, end, keep.retain_deletes)
             )
             self.throttler.maybe_throttle(progress.bytes_read)
-            verify_crcs(data, progress.crc_checks)
             self.stats.read_records(progress.bytes_read, progress.records_read)
             self.stats.invalid_records(progress.keyless)
             self.stats.recopy_records(progress.bytes_kept, progress.records_kept)

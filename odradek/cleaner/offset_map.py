@@ -61,7 +61,7 @@ class OffsetMap(Protocol):
 
     def filter_batches(
         self, data: Buffer, position: int, end: int, retain_deletes: bool
-    ) -> tuple[int, int, list, list, int, int, int, int, int, int]: ...
+    ) -> tuple[int, int, list, int, int, int, int, int, int]: ...
 
 
 def create_offset_map(memory: int, load_factor: float, *, native: bool = True) -> OffsetMap:

@@ -122,7 +122,7 @@ class SkimpyOffsetMap:
 
     def filter_batches(
         self, data: Buffer, position: int, end: int, retain_deletes: bool
-    ) -> tuple[int, int, list, list, int, int, int, int, int, int]:
+    ) -> tuple[int, int, list, int, int, int, int, int, int]:
         return batch_scan.filter_batches(self, data, position, end, retain_deletes)
 
 
