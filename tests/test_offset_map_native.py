@@ -15,6 +15,7 @@ from odradek.cleaner.offset_map import NativeOffsetMap, create_offset_map
 from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY, SkimpyOffsetMap
 from odradek.errors import CorruptRecordError
 from odradek.storage.compression import CompressionType
+from odradek.storage.memory_records import MemoryRecords
 from odradek.storage.record import Record
 from odradek.storage.record_batch import RECORDS_OFFSET, RecordBatch
 from odradek.storage.record_batch_builder import build_batch
@@ -78,7 +79,7 @@ _record = st.tuples(st.sampled_from(KEYS), st.one_of(st.none(), st.binary(max_si
 _batch = st.tuples(
     st.lists(_record, min_size=1, max_size=8),
     st.sampled_from([CompressionType.NONE] * 3 + [CompressionType.GZIP, CompressionType.LZ4]),
-    st.integers(0, 3),  # gap before the batch
+    st.integers(-2, 3),  # gap before the batch; below 0, offsets that come again
 )
 
 
@@ -87,7 +88,7 @@ def _chunk(batches) -> tuple[bytes, list[bytes]]:
     offset = 0
     parts = []
     for records, codec, gap in batches:
-        offset += gap
+        offset = max(0, offset + gap)
         built = build_batch(
             [
                 Record(offset + i, 1000 + i, key, value, (("h", b"v"),) if i % 3 else ())
@@ -147,10 +148,17 @@ def _run_filter_batches(offset_map, chunk: bytes, retain_deletes: bool) -> list:
     st.integers(3, 12),
     st.booleans(),
     st.integers(-1, 40),
+    st.integers(0, 50),
 )
-def test_bulk_operations_agree_on_valid_batches(batches, start, slots, retain, latest) -> None:
+def test_bulk_operations_agree_on_valid_batches(
+    batches, start, slots, retain, latest, tracked
+) -> None:
+    """Whether or not the C map tracks records (all, some, or none of those mapped), small
+    maps that fill, offsets that come again, a latest offset moved past what was mapped."""
     chunk, _ = _chunk(batches)
     native, python = _pair(slots * BYTES_PER_ENTRY)
+    for offset_map in (native, python):
+        offset_map.track_records(start, tracked)
     assert _run_map_batches(native, chunk, start) == _run_map_batches(python, chunk, start)
     assert _state(native, KEYS[:-1]) == _state(python, KEYS[:-1])
     for offset_map in (native, python):
@@ -232,6 +240,8 @@ def test_bulk_operations_agree_on_corrupt_batches(batches, seed, retain) -> None
     buffer (a bad read would crash this process or show under valgrind/ASan)."""
     chunk = _mutate(_chunk(batches)[0], seed)
     native, python = _pair(6 * BYTES_PER_ENTRY)
+    for offset_map in (native, python):
+        offset_map.track_records(0, 64)
     position = 0
     reports = []
     for offset_map in (native, python):
@@ -250,6 +260,65 @@ def test_bulk_operations_agree_on_corrupt_batches(batches, seed, retain) -> None
         ]
         assert retained[0] == retained[1]
     assert _state(native, KEYS[:-1]) == _state(python, KEYS[:-1])
+
+
+def _headers_only(chunk: bytes) -> bytes:
+    """``chunk`` with everything but each batch's header overwritten: records, CRCs and all."""
+    blanked = bytearray(chunk)
+    for batch in MemoryRecords(chunk).batches():
+        start = batch.position
+        blanked[start + 17 : start + 21] = bytes(4)  # the CRC
+        blanked[start + RECORDS_OFFSET : start + batch.size_in_bytes] = bytes(
+            batch.size_in_bytes - RECORDS_OFFSET
+        )
+    return bytes(blanked)
+
+
+def test_tracked_batches_are_decided_without_reading_them_again() -> None:
+    """After map_batches checked and settled their records, filter_batches decides the
+    batches from their headers alone: the second pass does not read the dirty section again."""
+    chunk, parts = _chunk(
+        [([(b"a", b"1"), (b"b", b"2")], CompressionType.NONE, 0)] * 2
+        + [([(b"a", b"3"), (b"c", b"4")], CompressionType.NONE, 0)]
+    )
+    native = create_offset_map(200 * BYTES_PER_ENTRY, 0.9)
+    native.track_records(0, 100)
+    assert native.map_batches(chunk, 0, len(chunk), 0)[:2] == (len(chunk), batch_scan.END)
+    size = len(parts[0])
+    # all of the first batch superseded; the second keeps b, not a: Python rebuilds it
+    first = native.filter_batches(_headers_only(chunk), 0, len(chunk), True)
+    assert first[:3] == (size, batch_scan.OTHER, [])
+    # none of the third superseded
+    progress = batch_scan.FilterProgress._make(
+        native.filter_batches(_headers_only(chunk), 2 * size, len(chunk), True)
+    )
+    assert progress.status == batch_scan.END and progress.kept_spans == [(2 * size, 3 * size)]
+    python = create_offset_map(200 * BYTES_PER_ENTRY, 0.9, native=False)
+    python.map_batches(chunk, 0, len(chunk), 0)
+    assert python.filter_batches(chunk, 0, len(chunk), True) == first
+
+
+@pytest.mark.parametrize(
+    "what",
+    ["untracked", "a tombstone", "a record without a key", "offsets again"],
+)
+def test_batches_the_tracked_bits_do_not_settle_are_read(what: str) -> None:
+    """With their records blanked out, such batches are refused (CRC): they were read."""
+    records = [(b"a", b"1"), (b"b", b"2")]
+    batches = [(records, CompressionType.NONE, 0), ([(b"c", b"3")], CompressionType.NONE, 0)]
+    if what == "a tombstone":
+        batches[1] = ([(b"c", None)], CompressionType.NONE, 0)
+    elif what == "a record without a key":
+        batches[1] = ([(None, b"3")], CompressionType.NONE, 0)
+    elif what == "offsets again":
+        batches.append(([(b"d", b"4")], CompressionType.NONE, -2))
+    chunk, parts = _chunk(batches)
+    native = create_offset_map(200 * BYTES_PER_ENTRY, 0.9)
+    native.track_records(0, 0 if what == "untracked" else 100)
+    _run_map_batches(native, chunk, 0)
+    second = len(parts[0])
+    progress = native.filter_batches(_headers_only(chunk), second, len(chunk), True)
+    assert progress[:2] == (second, batch_scan.OTHER)
 
 
 def test_spans_outside_the_buffer_are_refused() -> None:

@@ -13,8 +13,18 @@
  * cannot finish alone (compressed, wrong magic, a CRC that does not match, records that do not
  * frame, some but not all records kept), returning its position so Python handles that batch,
  * raises the error naming it, or rebuilds it. The CRC of a batch is computed by the function
- * record_batch.crc_of calls (crc32c.crc32c), called from here. Every read is bounded by the end of the batch or record it belongs to, so
- * no input can make this module read out of bounds.
+ * record_batch.crc_of calls (crc32c.crc32c), called from here. Every read is bounded by the end
+ * of the batch or record it belongs to, so no input can make this module read out of bounds.
+ *
+ * Tracked records (track_records): while map_batches maps the dirty section it also notes, per
+ * offset, which records it settled (a keyed record, not a tombstone, of a batch whose CRC it
+ * checked and whose records hold exactly its offsets) and which a later record of the same key
+ * superseded. filter_batches then decides a batch whose records were all settled from those
+ * two bits alone, without reading it again: all superseded, it goes; none, it stays (the rule
+ * of retain_section: offset >= the map's offset for the key). The bits hold only while records
+ * come in increasing offsets, so that the last offset put for a key is its largest, and while
+ * filter_batches meets batches in increasing offsets, so that the batch it decides is the one
+ * map_batches settled; the first record or batch out of order stops their use.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -196,7 +206,93 @@ typedef struct {
     Py_ssize_t max_entries;
     Py_ssize_t size;
     long long latest_offset;
+    /* Tracked records (see the top of this file): bit i is about offset tracked_first + i. */
+    uint64_t *settled;
+    uint64_t *superseded;
+    int64_t tracked_first;
+    Py_ssize_t tracked_count; /* 0: none */
+    int64_t last_tracked;     /* the last record offset map_batches saw */
+    int64_t last_decided;     /* the last offset of the batches filter_batches saw */
+    int tracking;             /* 0 when none, or once records or batches came out of order */
 } OffsetMap;
+
+/* --- tracked records ----------------------------------------------------------------------- */
+
+static size_t tracked_words(Py_ssize_t count)
+{
+    return (size_t)(count / 64) + 1;
+}
+
+/* The bits of one 64-bit word that lie in [first, last] (bit numbers of the whole bitset). */
+static uint64_t word_mask(Py_ssize_t word, Py_ssize_t first, Py_ssize_t last)
+{
+    uint64_t mask = ~(uint64_t)0;
+    if (word == first >> 6)
+        mask &= ~(uint64_t)0 << (first & 63);
+    if (word == last >> 6)
+        mask &= ~(uint64_t)0 >> (63 - (last & 63));
+    return mask;
+}
+
+static int all_set(const uint64_t *bits, Py_ssize_t first, Py_ssize_t last)
+{
+    for (Py_ssize_t word = first >> 6; word <= last >> 6; word++) {
+        uint64_t mask = word_mask(word, first, last);
+        if ((bits[word] & mask) != mask)
+            return 0;
+    }
+    return 1;
+}
+
+static Py_ssize_t count_set(const uint64_t *bits, Py_ssize_t first, Py_ssize_t last)
+{
+    Py_ssize_t count = 0;
+    for (Py_ssize_t word = first >> 6; word <= last >> 6; word++)
+        count += __builtin_popcountll(bits[word] & word_mask(word, first, last));
+    return count;
+}
+
+/* The bit of `offset`, or -1 when it is not tracked. */
+static Py_ssize_t tracked_bit(const OffsetMap *self, int64_t offset)
+{
+    if (!self->tracking || offset < self->tracked_first ||
+        offset - self->tracked_first >= self->tracked_count)
+        return -1;
+    return (Py_ssize_t)(offset - self->tracked_first);
+}
+
+static void set_bit(uint64_t *bits, Py_ssize_t bit)
+{
+    bits[bit >> 6] |= (uint64_t)1 << (bit & 63);
+}
+
+/* A record at `offset` is about to be mapped: the bits stop holding if it is not past the last
+ * one. */
+static void see_record(OffsetMap *self, int64_t offset)
+{
+    if (!self->tracking)
+        return;
+    if (offset <= self->last_tracked)
+        self->tracking = 0;
+    else
+        self->last_tracked = offset;
+}
+
+/* How many records of the batch `h` stay, from the tracked bits alone; -1 when they do not
+ * settle it (a record not settled, or a batch outside what is tracked or past latest_offset). */
+static int64_t settled_kept(const OffsetMap *self, const Header *h)
+{
+    if (!self->tracking || h->count <= 0 || h->base_offset < self->tracked_first ||
+        h->last_offset < h->base_offset || h->last_offset > self->latest_offset ||
+        h->last_offset - self->tracked_first >= self->tracked_count ||
+        h->last_offset - h->base_offset + 1 != h->count)
+        return -1;
+    Py_ssize_t first = (Py_ssize_t)(h->base_offset - self->tracked_first);
+    Py_ssize_t last = (Py_ssize_t)(h->last_offset - self->tracked_first);
+    if (!all_set(self->settled, first, last))
+        return -1;
+    return h->count - count_set(self->superseded, first, last);
+}
 
 static Py_hash_t hash_bytes(const void *data, Py_ssize_t length)
 {
@@ -265,6 +361,10 @@ static int map_put(OffsetMap *self, const uint8_t *key, Py_ssize_t length, int64
         entry->first = first;
         entry->second = second;
         self->size++;
+    } else {
+        Py_ssize_t bit = tracked_bit(self, (int64_t)entry->stored - 1);
+        if (bit >= 0)
+            set_bit(self->superseded, bit);
     }
     entry->stored = (uint64_t)offset + 1;
     return 0;
@@ -281,30 +381,42 @@ static int64_t map_get(OffsetMap *self, const uint8_t *key, Py_ssize_t length)
 }
 
 /* Map the keyed records of data[pos:end] with offsets from start on (a batch's records
- * section); STATUS_END when all are mapped, STATUS_FULL, STATUS_CORRUPT, or -1 on error. */
+ * section); STATUS_END when all are mapped, STATUS_FULL, STATUS_CORRUPT, or -1 on error.
+ * `checked` is the header of the batch when map_batches checked its CRC (else NULL): its
+ * records can be settled if they hold exactly its offsets. */
 static int map_section(OffsetMap *self, const uint8_t *data, Py_ssize_t pos, Py_ssize_t end,
-                       int64_t count, int64_t base_offset, int64_t start)
+                       int64_t count, int64_t base_offset, int64_t start, const Header *checked)
 {
     RecordKey record;
     Py_ssize_t at = pos;
     if (count < 0)
         return STATUS_CORRUPT;
+    int settles = checked != NULL && checked->count == count &&
+                  (uint64_t)checked->last_offset - (uint64_t)checked->base_offset + 1 ==
+                      (uint64_t)count;
     /* Frame every record before mapping any, so a corrupt batch changes nothing. */
     for (int64_t i = 0; i < count; i++) {
         if (read_record(data, &at, end, base_offset, &record) < 0)
             return STATUS_CORRUPT;
+        settles = settles && record.offset - base_offset == i;
     }
     if (at != end)
         return STATUS_CORRUPT;
     for (int64_t i = 0; i < count; i++) {
         read_record(data, &pos, end, base_offset, &record);
-        if (record.key == NULL || record.offset < start)
+        if (record.offset < start)
+            continue;
+        see_record(self, record.offset);
+        if (record.key == NULL)
             continue;
         if (self->size >= self->max_entries)
             return STATUS_FULL;
         int status = map_put(self, record.key, record.key_length, record.offset);
         if (status != 0)
             return status;
+        Py_ssize_t bit = tracked_bit(self, record.offset);
+        if (settles && !record.tombstone && bit >= 0)
+            set_bit(self->settled, bit);
     }
     return STATUS_END;
 }
@@ -344,6 +456,18 @@ static int retain_section(OffsetMap *self, const uint8_t *data, Py_ssize_t pos, 
 
 /* --- the Python type ----------------------------------------------------------------------- */
 
+static void stop_tracking(OffsetMap *self)
+{
+    PyMem_Free(self->settled);
+    PyMem_Free(self->superseded);
+    self->settled = self->superseded = NULL;
+    self->tracked_first = 0;
+    self->tracked_count = 0;
+    self->last_tracked = -1;
+    self->last_decided = -1;
+    self->tracking = 0;
+}
+
 static int OffsetMap_init(OffsetMap *self, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"slots", "max_entries", NULL};
@@ -366,12 +490,14 @@ static int OffsetMap_init(OffsetMap *self, PyObject *args, PyObject *kwargs)
     self->max_entries = max_entries;
     self->size = 0;
     self->latest_offset = -1;
+    stop_tracking(self);
     return 0;
 }
 
 static void OffsetMap_dealloc(OffsetMap *self)
 {
     PyMem_Free(self->entries);
+    stop_tracking(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -433,6 +559,7 @@ static PyObject *OffsetMap_put(OffsetMap *self, PyObject *const *args, Py_ssize_
     }
     if (get_key(args[0], &key) < 0)
         return NULL;
+    see_record(self, offset);
     int status = map_put(self, key.buf, key.len, offset);
     PyBuffer_Release(&key);
     if (status < 0)
@@ -463,6 +590,48 @@ static PyObject *OffsetMap_clear(OffsetMap *self, PyObject *unused)
     memset(self->entries, 0, (size_t)self->slots * sizeof(Entry));
     self->size = 0;
     self->latest_offset = -1;
+    if (self->tracked_count > 0) {
+        size_t bytes = tracked_words(self->tracked_count) * sizeof(uint64_t);
+        memset(self->settled, 0, bytes);
+        memset(self->superseded, 0, bytes);
+        self->last_tracked = -1;
+        self->last_decided = -1;
+        self->tracking = 1;
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(track_records_doc,
+"track_records(first_offset, count, /)\n--\n\n"
+"From now on, note which records at offsets [first_offset, first_offset + count) map_batches\n"
+"settles and which a later record supersedes, so that filter_batches decides their batches\n"
+"without reading them (2 bits an offset); count 0 stops it. Forgets what was noted.");
+
+static PyObject *OffsetMap_track_records(OffsetMap *self, PyObject *const *args,
+                                         Py_ssize_t nargs)
+{
+    if (ready(self) < 0 || check_nargs("track_records", nargs, 2) < 0)
+        return NULL;
+    long long first = PyLong_AsLongLong(args[0]);
+    Py_ssize_t count = PyLong_AsSsize_t(args[1]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (first < 0 || count < 0) {
+        PyErr_SetString(PyExc_ValueError, "first_offset and count are not negative");
+        return NULL;
+    }
+    stop_tracking(self);
+    if (count == 0)
+        Py_RETURN_NONE;
+    self->settled = PyMem_Calloc(tracked_words(count), sizeof(uint64_t));
+    self->superseded = PyMem_Calloc(tracked_words(count), sizeof(uint64_t));
+    if (self->settled == NULL || self->superseded == NULL) {
+        stop_tracking(self);
+        return PyErr_NoMemory();
+    }
+    self->tracked_first = first;
+    self->tracked_count = count;
+    self->tracking = 1;
     Py_RETURN_NONE;
 }
 
@@ -478,7 +647,7 @@ static PyObject *OffsetMap_map_records(OffsetMap *self, PyObject *const *args, P
     long long start = PyLong_AsLongLong(args[5]);
     int status = -1;
     if (!PyErr_Occurred())
-        status = map_section(self, buffer.buf, position, end, count, base_offset, start);
+        status = map_section(self, buffer.buf, position, end, count, base_offset, start, NULL);
     PyBuffer_Release(&buffer);
     return status < 0 ? NULL : PyLong_FromLong(status);
 }
@@ -523,8 +692,9 @@ static PyObject *OffsetMap_retain_records(OffsetMap *self, PyObject *const *args
 PyDoc_STRVAR(map_batches_doc,
 "map_batches(buffer, position, end, start_offset, /)\n--\n\n"
 "Map the keyed records (offset >= start_offset) of the whole batches in buffer[position:end],\n"
-"moving latest_offset past each batch mapped; stop at the first batch Python must handle.\n"
-"Returns (position, status, records, bytes): where it stopped, why, and what it read.");
+"moving latest_offset past each batch mapped; stop at the first batch Python must handle\n"
+"(compressed, a CRC that does not match, records that do not frame). Returns (position,\n"
+"status, records, bytes): where it stopped, why, and what it read.");
 
 static PyObject *OffsetMap_map_batches(OffsetMap *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -551,8 +721,14 @@ static PyObject *OffsetMap_map_batches(OffsetMap *self, PyObject *const *args, P
             break;
         }
         if (h.last_offset >= start) {
+            /* The CRC first: it reads the whole batch into the cache the record walk reads. */
+            int crc_ok = crc_matches(data + position, h.size);
+            if (crc_ok <= 0) {
+                status = crc_ok < 0 ? -1 : STATUS_OTHER; /* Python names the fault */
+                break;
+            }
             status = map_section(self, data, position + HEADER_SIZE, position + h.size,
-                                 h.count, h.base_offset, start);
+                                 h.count, h.base_offset, start, &h);
             if (status == STATUS_CORRUPT)
                 status = STATUS_OTHER; /* Python names the fault */
             if (status != STATUS_END) {
@@ -572,6 +748,41 @@ static PyObject *OffsetMap_map_batches(OffsetMap *self, PyObject *const *args, P
     if (status < 0)
         return NULL;
     return Py_BuildValue("(niLL)", position, status, records, bytes);
+}
+
+/* Whether the whole batch `h` at data[position] keeps all of its records (*keep_all 1) or none
+ * (0), with how many it keeps and how many have no key: STATUS_END when that is decided,
+ * STATUS_OTHER for a batch Python must handle, -1 on error. */
+static int decide_batch(OffsetMap *self, const uint8_t *data, Py_ssize_t position,
+                        const Header *h, int retain_deletes, int *keep_all, int64_t *kept,
+                        int64_t *keyless)
+{
+    *keyless = 0;
+    if (h->base_offset <= self->last_decided)
+        self->tracking = 0; /* batches out of order: which of them was settled? */
+    if (h->last_offset > self->last_decided)
+        self->last_decided = h->last_offset;
+    *kept = settled_kept(self, h); /* map_batches checked its CRC */
+    if (*kept < 0) {
+        /* The CRC first: it reads the whole batch into the cache the record walk reads. */
+        int crc_ok = crc_matches(data + position, h->size);
+        if (crc_ok <= 0)
+            return crc_ok < 0 ? -1 : STATUS_OTHER; /* Python names the fault */
+        if (h->base_offset > self->latest_offset) {
+            *keep_all = 1;
+            *kept = h->count;
+            return STATUS_END;
+        }
+        int status = retain_section(self, data, position + HEADER_SIZE, position + h->size,
+                                    h->count, h->base_offset, retain_deletes, NULL, kept,
+                                    keyless);
+        if (status != STATUS_END)
+            return status < 0 ? -1 : STATUS_OTHER;
+    }
+    if (*kept != 0 && *kept != h->count)
+        return STATUS_OTHER;
+    *keep_all = *kept != 0;
+    return STATUS_END;
 }
 
 PyDoc_STRVAR(filter_batches_doc,
@@ -608,31 +819,13 @@ static PyObject *OffsetMap_filter_batches(OffsetMap *self, PyObject *const *args
             status = STATUS_OTHER;
             break;
         }
-        /* The CRC first: it reads the whole batch into the cache the record walk reads. */
-        int crc_ok = crc_matches(data + position, h.size);
-        if (crc_ok < 0)
-            goto error;
-        if (!crc_ok) {
-            status = STATUS_OTHER; /* Python names the fault */
-            break;
-        }
         int keep_all;
-        if (h.base_offset > self->latest_offset) {
-            keep_all = 1;
-            kept = h.count;
-            keyless = 0;
-        } else {
-            status = retain_section(self, data, position + HEADER_SIZE, position + h.size,
-                                    h.count, h.base_offset, retain_deletes, NULL, &kept,
-                                    &keyless);
-            if (status < 0)
-                goto error;
-            if (status != STATUS_END || (kept != 0 && kept != h.count)) {
-                status = STATUS_OTHER;
-                break;
-            }
-            keep_all = kept != 0;
-        }
+        status = decide_batch(self, data, position, &h, retain_deletes, &keep_all, &kept,
+                              &keyless);
+        if (status < 0)
+            goto error;
+        if (status != STATUS_END)
+            break;
         if (keep_all) {
             if (span_start < 0)
                 span_start = position;
@@ -706,7 +899,10 @@ static PyMethodDef OffsetMap_methods[] = {
      "put(key, offset): map key to offset; ValueError for a new key when the map is full."},
     {"get", (PyCFunction)OffsetMap_get, METH_O,
      "get(key): the key's offset, or -1 when the map does not have it."},
-    {"clear", (PyCFunction)OffsetMap_clear, METH_NOARGS, "Forget every key and latest_offset."},
+    {"clear", (PyCFunction)OffsetMap_clear, METH_NOARGS,
+     "Forget every key, latest_offset and what track_records noted."},
+    {"track_records", (PyCFunction)(void (*)(void))OffsetMap_track_records, METH_FASTCALL,
+     track_records_doc},
     {"map_records", (PyCFunction)(void (*)(void))OffsetMap_map_records, METH_FASTCALL,
      "map_records(data, position, end, count, base_offset, start_offset): map one batch's\n"
      "records section; a status (0 mapped, 3 full, 4 records that do not frame)."},

@@ -154,8 +154,8 @@ def map_batches(
 ) -> MapProgress:
     """Map the keyed records (from ``start_offset`` on) of the whole batches in
     ``data[position:end]``, moving ``latest_offset`` past each batch mapped; stop at the first
-    compressed batch or one whose records do not frame (OTHER), or when the map fills (FULL,
-    counting that batch as read)."""
+    compressed batch or one whose CRC does not match or whose records do not frame (OTHER), or
+    when the map fills (FULL, counting that batch as read)."""
     records = size = 0
     while True:
         header = _header(data, position, end)
@@ -164,6 +164,8 @@ def map_batches(
         if header.codec:
             return MapProgress(position, OTHER, records, size)
         if header.last_offset >= start_offset:
+            if crc_of(data, position, header.size) != header.crc:
+                return MapProgress(position, OTHER, records, size)  # the caller names the fault
             status = map_records(
                 offset_map,
                 data,

@@ -8,6 +8,9 @@ the broker then swaps the ``.swap`` segments into the live log (``Log.replace_se
 Both passes read a segment in chunks of whole batches (segment_chunks.py) and hand each chunk
 to the offset map (offset_map.py), which in its C form walks every uncompressed batch of it
 without returning to Python; this module handles the batches it hands back one at a time.
+The first pass checks the CRC of every batch it maps; the C map also notes which records of
+the dirty section it settled and which a later record superseded (``track_records``), so the
+second pass decides those batches from their headers without reading them again.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ class Cleaner:
 
     def _clean(self) -> CleaningResult:
         offset_map = create_offset_map(self._map_memory(), self.task.load_factor)
+        offset_map.track_records(self.task.first_dirty_offset, self._tracked_offsets())
         end_offset = self._build_offset_map(offset_map)
         self.stats.index_done()
         self.stats.buffer_utilization = (
@@ -83,6 +87,13 @@ class Cleaner:
         dirty_offsets = self.task.first_uncleanable_offset - self.task.first_dirty_offset
         roomy = (2 * dirty_offsets + 3) * BYTES_PER_ENTRY
         return min(self.task.dedupe_buffer_size, roomy)
+
+    def _tracked_offsets(self) -> int:
+        """How many offsets from the first dirty one the C map notes what pass 1 learns of, so
+        that pass 2 need not read their batches again: 2 bits each (_offset_map.c), for the
+        whole dirty section up to 1/32 of the dedupe buffer."""
+        dirty_offsets = self.task.first_uncleanable_offset - self.task.first_dirty_offset
+        return min(dirty_offsets, self.task.dedupe_buffer_size // 8)
 
     # --- pass 1: the offset map --------------------------------------------------------------
 
@@ -134,13 +145,14 @@ class Cleaner:
 
     def _map_batch(self, batch: RecordBatch, offset_map: OffsetMap, start: int) -> bool:
         """Map one batch (compressed, or one the bulk walk refused); False when the map filled
-        up first. CorruptRecordError when its records do not frame."""
+        up first. CorruptRecordError when it is corrupt or its records do not frame."""
         size = batch.size_in_bytes
         self.throttler.maybe_throttle(size)
         self.stats.index_bytes_read(size, batch.records_count)
         last_offset = batch.last_offset
         if last_offset < start:
             return True
+        batch.ensure_valid()
         data, position = records_section(batch)
         status = offset_map.map_records(
             data, position, len(data), batch.records_count, batch.base_offset, start

@@ -97,6 +97,10 @@ class SkimpyOffsetMap:
         self._entries = 0
         self.latest_offset = NOT_FOUND
 
+    def track_records(self, first_offset: int, count: int) -> None:
+        """Nothing: this map decides every batch from its records (the C map can remember
+        what its first pass learned of them, see _offset_map.c)."""
+
     def map_records(
         self, data: Buffer, position: int, end: int, count: int, base_offset: int, start: int
     ) -> int:
