@@ -331,12 +331,30 @@ static Py_ssize_t floor_mod(int64_t value, Py_ssize_t modulus)
     return (Py_ssize_t)(r < 0 ? r + modulus : r);
 }
 
+/* A key's hashes and the slot its probe starts at. */
+typedef struct {
+    int64_t first;
+    int64_t second;
+    Py_ssize_t slot;
+} KeyHash;
+
+/* hash(key) and hash(key + b"\0"), as SkimpyOffsetMap computes them, and the key's first slot;
+ * -1 on MemoryError. */
+static int hash_key(const OffsetMap *self, const uint8_t *key, Py_ssize_t length, KeyHash *hash)
+{
+    if (key_hashes(key, length, &hash->first, &hash->second) < 0)
+        return -1;
+    hash->slot = floor_mod(hash->first, self->slots);
+    return 0;
+}
+
 /* The slot holding the key, or the empty slot where it would go (max_entries < slots, so there
  * is always one, and with a prime slot count the probe sequence visits every slot). */
-static Entry *find(OffsetMap *self, int64_t first, int64_t second)
+static Entry *find(OffsetMap *self, const KeyHash *hash)
 {
+    int64_t first = hash->first, second = hash->second;
     Py_ssize_t slots = self->slots;
-    Py_ssize_t slot = floor_mod(first, slots);
+    Py_ssize_t slot = hash->slot;
     Py_ssize_t step = 1 + floor_mod(second, slots - 1);
     for (;;) {
         Entry *entry = &self->entries[slot];
@@ -348,18 +366,15 @@ static Entry *find(OffsetMap *self, int64_t first, int64_t second)
     }
 }
 
-/* 0 when mapped, STATUS_FULL for a new key with no room left, -1 on MemoryError. */
-static int map_put(OffsetMap *self, const uint8_t *key, Py_ssize_t length, int64_t offset)
+/* 0 when mapped, STATUS_FULL for a new key with no room left. */
+static int map_put(OffsetMap *self, const KeyHash *hash, int64_t offset)
 {
-    int64_t first, second;
-    if (key_hashes(key, length, &first, &second) < 0)
-        return -1;
-    Entry *entry = find(self, first, second);
+    Entry *entry = find(self, hash);
     if (entry->stored == 0) {
         if (self->size >= self->max_entries)
             return STATUS_FULL;
-        entry->first = first;
-        entry->second = second;
+        entry->first = hash->first;
+        entry->second = hash->second;
         self->size++;
     } else {
         Py_ssize_t bit = tracked_bit(self, (int64_t)entry->stored - 1);
@@ -370,14 +385,68 @@ static int map_put(OffsetMap *self, const uint8_t *key, Py_ssize_t length, int64
     return 0;
 }
 
-/* The key's offset, -1 when absent, -2 on MemoryError. */
-static int64_t map_get(OffsetMap *self, const uint8_t *key, Py_ssize_t length)
+/* The key's offset, -1 when absent. */
+static int64_t map_get(OffsetMap *self, const KeyHash *hash)
 {
-    int64_t first, second;
-    if (key_hashes(key, length, &first, &second) < 0)
-        return -2;
-    Entry *entry = find(self, first, second);
-    return (int64_t)entry->stored - 1;
+    return (int64_t)find(self, hash)->stored - 1;
+}
+
+/* --- records read ahead -------------------------------------------------------------------- */
+
+/* The batch loops read and hash a few records ahead of the one they look up, and fetch the
+ * slot each probe starts at meanwhile: the table is far larger than the cache, and the batch
+ * just read (its CRC) has pushed out what the last lookups brought in. */
+#define READ_AHEAD 4
+
+typedef struct {
+    RecordKey record;
+    int framed;   /* 0: it does not frame (no record after it is read) */
+    KeyHash hash; /* when it has a key and an offset in the range hashed */
+} AheadRecord;
+
+typedef struct {
+    OffsetMap *map;
+    const uint8_t *data;
+    Py_ssize_t pos, end; /* where the next record to read starts; the records' end */
+    int64_t base_offset, count, read;
+    int64_t hash_from, hash_to; /* the keys of records at offsets in [hash_from, hash_to] */
+    AheadRecord ring[READ_AHEAD];
+} RecordsAhead;
+
+static void records_ahead(RecordsAhead *it, OffsetMap *map, const uint8_t *data, Py_ssize_t pos,
+                          Py_ssize_t end, int64_t count, int64_t base_offset, int64_t hash_from,
+                          int64_t hash_to)
+{
+    it->map = map;
+    it->data = data;
+    it->pos = pos;
+    it->end = end;
+    it->base_offset = base_offset;
+    it->count = count;
+    it->read = 0;
+    it->hash_from = hash_from;
+    it->hash_to = hash_to;
+}
+
+/* Record i (records before it were taken), with up to READ_AHEAD - 1 after it read and hashed;
+ * NULL on MemoryError. */
+static AheadRecord *take_record(RecordsAhead *it, int64_t i)
+{
+    while (it->read < it->count && it->read < i + READ_AHEAD) {
+        AheadRecord *next = &it->ring[it->read % READ_AHEAD];
+        next->framed =
+            read_record(it->data, &it->pos, it->end, it->base_offset, &next->record) == 0;
+        if (!next->framed) {
+            it->count = it->read + 1; /* nothing after it can be read */
+        } else if (next->record.key != NULL && next->record.offset >= it->hash_from &&
+                   next->record.offset <= it->hash_to) {
+            if (hash_key(it->map, next->record.key, next->record.key_length, &next->hash) < 0)
+                return NULL;
+            __builtin_prefetch(&it->map->entries[next->hash.slot]);
+        }
+        it->read++;
+    }
+    return &it->ring[i % READ_AHEAD];
 }
 
 /* Map the keyed records of data[pos:end] with offsets from start on (a batch's records
@@ -402,20 +471,24 @@ static int map_section(OffsetMap *self, const uint8_t *data, Py_ssize_t pos, Py_
     }
     if (at != end)
         return STATUS_CORRUPT;
+    RecordsAhead records;
+    records_ahead(&records, self, data, pos, end, count, base_offset, start, INT64_MAX);
     for (int64_t i = 0; i < count; i++) {
-        read_record(data, &pos, end, base_offset, &record);
-        if (record.offset < start)
+        AheadRecord *next = take_record(&records, i);
+        if (next == NULL)
+            return -1;
+        if (next->record.offset < start)
             continue;
-        see_record(self, record.offset);
-        if (record.key == NULL)
+        see_record(self, next->record.offset);
+        if (next->record.key == NULL)
             continue;
         if (self->size >= self->max_entries)
             return STATUS_FULL;
-        int status = map_put(self, record.key, record.key_length, record.offset);
+        int status = map_put(self, &next->hash, next->record.offset);
         if (status != 0)
             return status;
-        Py_ssize_t bit = tracked_bit(self, record.offset);
-        if (settles && !record.tombstone && bit >= 0)
+        Py_ssize_t bit = tracked_bit(self, next->record.offset);
+        if (settles && !next->record.tombstone && bit >= 0)
             set_bit(self->settled, bit);
     }
     return STATUS_END;
@@ -427,31 +500,35 @@ static int retain_section(OffsetMap *self, const uint8_t *data, Py_ssize_t pos, 
                           int64_t count, int64_t base_offset, int retain_deletes, char *mask,
                           int64_t *kept, int64_t *keyless)
 {
-    RecordKey record;
     *kept = 0;
     *keyless = 0;
     if (count < 0)
         return STATUS_CORRUPT;
+    RecordsAhead records;
+    records_ahead(&records, self, data, pos, end, count, base_offset, INT64_MIN,
+                  self->latest_offset);
     for (int64_t i = 0; i < count; i++) {
-        if (read_record(data, &pos, end, base_offset, &record) < 0)
+        AheadRecord *next = take_record(&records, i);
+        if (next == NULL)
+            return -1;
+        if (!next->framed)
             return STATUS_CORRUPT;
+        RecordKey *record = &next->record;
         int keep;
-        if (record.offset > self->latest_offset) {
+        if (record->offset > self->latest_offset) {
             keep = 1;
-        } else if (record.key == NULL) {
+        } else if (record->key == NULL) {
             keep = 0;
             (*keyless)++;
         } else {
-            int64_t mapped = map_get(self, record.key, record.key_length);
-            if (mapped == -2)
-                return -1;
-            keep = record.offset >= mapped && (retain_deletes || !record.tombstone);
+            keep = record->offset >= map_get(self, &next->hash) &&
+                   (retain_deletes || !record->tombstone);
         }
         *kept += keep;
         if (mask != NULL)
             mask[i] = (char)keep;
     }
-    return pos == end ? STATUS_END : STATUS_CORRUPT;
+    return records.pos == end ? STATUS_END : STATUS_CORRUPT;
 }
 
 /* --- the Python type ----------------------------------------------------------------------- */
@@ -559,8 +636,12 @@ static PyObject *OffsetMap_put(OffsetMap *self, PyObject *const *args, Py_ssize_
     }
     if (get_key(args[0], &key) < 0)
         return NULL;
-    see_record(self, offset);
-    int status = map_put(self, key.buf, key.len, offset);
+    KeyHash hash;
+    int status = hash_key(self, key.buf, key.len, &hash);
+    if (status == 0) {
+        see_record(self, offset);
+        status = map_put(self, &hash, offset);
+    }
     PyBuffer_Release(&key);
     if (status < 0)
         return NULL;
@@ -576,11 +657,12 @@ static PyObject *OffsetMap_get(OffsetMap *self, PyObject *object)
     Py_buffer key;
     if (ready(self) < 0 || get_key(object, &key) < 0)
         return NULL;
-    int64_t offset = map_get(self, key.buf, key.len);
+    KeyHash hash;
+    int status = hash_key(self, key.buf, key.len, &hash);
     PyBuffer_Release(&key);
-    if (offset == -2)
+    if (status < 0)
         return NULL;
-    return PyLong_FromLongLong(offset);
+    return PyLong_FromLongLong(map_get(self, &hash));
 }
 
 static PyObject *OffsetMap_clear(OffsetMap *self, PyObject *unused)
