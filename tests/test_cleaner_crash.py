@@ -25,7 +25,7 @@ from test_cleaner_helpers import (
 from odradek.cleaner.cleaned_segment_swap import swap_in
 from odradek.cleaner.cleaner import Cleaner
 from odradek.cleaner.cleaner_config import CleanerConfig
-from odradek.cleaner.cleaner_process import START_METHOD, CleanerProcess
+from odradek.cleaner.cleaner_process import CleanerProcess
 from odradek.cleaner.cleaning_task import CleaningTask
 from odradek.cleaner.errors import LogCleaningError
 from odradek.config.log_config import LogConfig
@@ -40,6 +40,7 @@ from odradek.storage.scheduler import Scheduler
 CONFIG = compact_config(segment_bytes=2048, index_interval_bytes=64)
 ONE_BATCH_AT_A_TIME = CleanerConfig(dedupe_buffer_size=1024 * 1024, io_buffer_size=1)
 TEMP_SUFFIXES = (names.CLEANED_FILE_SUFFIX, names.SWAP_FILE_SUFFIX, names.DELETED_FILE_SUFFIX)
+START_METHOD = "forkserver"
 
 
 class Crash(BaseException):
@@ -156,15 +157,22 @@ def test_cleaning_process_killed_while_writing_is_reported_and_recoverable(
     second = names.log_file(directory, segments[1].base_offset)
     second.rename(second.with_name("aside"))
     os.mkfifo(second)
-    process = CleanerProcess(task)
+    process = CleanerProcess()
+    process.start()
+    worker = process.pid
     deadline = time.monotonic() + 20
     cleaned = names.log_file(directory, 0, names.CLEANED_FILE_SUFFIX)
-    while not cleaned.exists() or cleaned.stat().st_size == 0:
-        assert time.monotonic() < deadline, "the cleaning process wrote nothing"
-        time.sleep(0.01)
-    os.kill(process.pid, signal.SIGKILL)
+
+    def kill_once_writing() -> bool:
+        """Polled while the run goes on: SIGKILL the worker once .cleaned has bytes."""
+        assert time.monotonic() < deadline, "the cleaner worker wrote nothing"
+        if cleaned.exists() and cleaned.stat().st_size > 0:
+            os.kill(worker, signal.SIGKILL)
+        return False
+
     with pytest.raises(LogCleaningError, match="died"):
-        process.result(lambda: False)
+        process.clean(task, kill_once_writing, poll_interval_s=0.01)
+    assert process.pid is None
     second.unlink()
     second.with_name("aside").rename(second)
     _check_recovered(directory, original, log.log_end_offset)

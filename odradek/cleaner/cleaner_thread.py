@@ -19,11 +19,12 @@ logger = logging.getLogger(__name__)
 
 
 class CleanerThread:
-    """A daemon thread that, until shut down, takes the filthiest log from the manager, has a
-    :class:`CleanerProcess` clean it and swaps the result in, then applies the retention of
-    the compacted logs; it sleeps ``log.cleaner.backoff.ms`` whenever no log needed cleaning.
+    """A daemon thread that, until shut down, takes the filthiest log from the manager, has its
+    :class:`CleanerProcess` (a worker process living as long as the thread) clean it and swaps
+    the result in, then applies the retention of the compacted logs; it sleeps
+    ``log.cleaner.backoff.ms`` whenever no log needed cleaning.
 
-    The thread itself only waits on the child and renames files, so it holds the GIL briefly.
+    The thread itself only waits on the worker and renames files, so it holds the GIL briefly.
     """
 
     def __init__(self, thread_id: int, config: CleanerConfig, manager: LogCleanerManager) -> None:
@@ -32,6 +33,7 @@ class CleanerThread:
         self._config = config
         self._manager = manager
         self._stopping = threading.Event()
+        self._process = CleanerProcess()
         self._thread = threading.Thread(
             target=self._run, name=f"kafka-log-cleaner-thread-{thread_id}", daemon=True
         )
@@ -52,14 +54,18 @@ class CleanerThread:
 
     def _run(self) -> None:
         logger.info("log cleaner thread %d started", self.thread_id)
-        while not self._stopping.is_set():
-            try:
-                cleaned = self.try_clean_filthiest_log()
-            except Exception:
-                logger.exception("log cleaner thread %d: unexpected error", self.thread_id)
-                cleaned = False
-            if not cleaned:
-                self._stopping.wait(self._config.backoff_ms / 1000)
+        try:
+            self._process.start()
+            while not self._stopping.is_set():
+                try:
+                    cleaned = self.try_clean_filthiest_log()
+                except Exception:
+                    logger.exception("log cleaner thread %d: unexpected error", self.thread_id)
+                    cleaned = False
+                if not cleaned:
+                    self._stopping.wait(self._config.backoff_ms / 1000)
+        finally:
+            self._process.stop()
         logger.info("log cleaner thread %d stopped", self.thread_id)
 
     def try_clean_filthiest_log(self) -> bool:
@@ -104,7 +110,7 @@ class CleanerThread:
         def should_abort() -> bool:
             return self._stopping.is_set() or self._manager.is_cleaning_aborted(tp)
 
-        result = CleanerProcess(CleaningTask.plan(cleanable, self._config)).result(should_abort)
+        result = self._process.clean(CleaningTask.plan(cleanable, self._config), should_abort)
         swap_in(cleanable.log, result, should_abort)
         after = LogToClean.of(cleanable.log, result.end_offset, cleanable.first_uncleanable_offset)
         return CleaningReport.of(cleanable, result, after)
