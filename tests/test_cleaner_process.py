@@ -33,6 +33,7 @@ from odradek.cleaner.cleaner_process import CleanerProcess
 from odradek.cleaner.cleaning_task import CleaningTask
 from odradek.cleaner.errors import LogCleaningAbortedError, LogCleaningError
 from odradek.cleaner.throttler import CHECK_INTERVAL_S
+from odradek.client import Admin, NewTopic, Producer
 from odradek.storage import log_file_names as names
 from odradek.storage.log import Log
 
@@ -216,9 +217,16 @@ def test_memory_stays_bounded_over_many_runs(tmp_path: Path) -> None:
         process.stop()
 
 
+@pytest.mark.slow
 def test_a_killed_broker_takes_its_cleaner_worker_along(tmp_path: Path) -> None:
-    broker = ServeProcess(tmp_path / "data")
+    broker = ServeProcess(tmp_path / "data", "--set", "log.cleaner.backoff.ms=50")
     try:
+        compacted = {"cleanup.policy": "compact", "segment.bytes": "1024"}
+        with Admin(bootstrap_servers=broker.bootstrap) as admin:
+            admin.create_topics([NewTopic("compacted", 1, compacted)])
+        with Producer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=0) as producer:
+            for number in range(12):  # a few segments, so the cleaner has a run to do
+                producer.send("compacted", b"v" * 300, key=b"key-%d" % (number % 3)).result(30)
         (worker,) = await_workers(broker.process.pid, 1)
     finally:
         broker.stop(signal.SIGKILL)
