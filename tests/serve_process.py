@@ -32,9 +32,9 @@ def serve_command(data_dir: Path, port: int, metrics_port: int, *args: str) -> l
 
 class ServeProcess:
     """``odradek serve --data-dir DATA_DIR --port P --metrics-port M *ARGS`` on free ports,
-    ready once its metrics endpoint accepts connections (it binds that after the Kafka
-    listener), whatever its log level. Every line it logs is kept in ``lines``; a context
-    manager that stops it with SIGTERM."""
+    ready once both its metrics endpoint and its Kafka listener accept connections (the
+    metrics port is bound before the listener serves), whatever its log level. Every line it
+    logs is kept in ``lines``; a context manager that stops it with SIGTERM."""
 
     def __init__(self, data_dir: Path, *args: str) -> None:
         self.port, self.metrics_port = free_port(), free_port()
@@ -54,7 +54,8 @@ class ServeProcess:
         deadline = time.monotonic() + START_TIMEOUT_S
         while self.process.poll() is None and time.monotonic() < deadline:
             try:
-                socket.create_connection(("127.0.0.1", self.metrics_port), timeout=1).close()
+                for port in (self.metrics_port, self.port):
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
                 return
             except OSError:
                 time.sleep(0.05)

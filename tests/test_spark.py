@@ -73,6 +73,9 @@ def spark() -> Iterator[SparkSession]:
     shim_root = str(Path(pyspark_odradek.__file__).parents[1])
     with pytest.MonkeyPatch.context() as env:
         env.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+        # Spark looks data sources up by running PYSPARK_PYTHON (else python3 from PATH), not
+        # spark.pyspark.python: without this the tests pass only from inside the venv.
+        env.setenv("PYSPARK_PYTHON", sys.executable)
         # Where an installed odradek puts pyspark_odradek: on the Python workers' path.
         env.setenv(
             "PYTHONPATH", os.pathsep.join(filter(None, [shim_root, os.getenv("PYTHONPATH")]))

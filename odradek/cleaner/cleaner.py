@@ -82,8 +82,8 @@ class Cleaner:
 
     def _map_memory(self) -> int:
         """The dedupe buffer, or less when the dirty section has fewer offsets: room for all
-        of them at a load of one half, where a lookup takes little more than one probe (each
-        run is a fresh process, so nothing is gained by allocating more)."""
+        of them at a load of one half, where a lookup takes little more than one probe (the map
+        is made for one run and freed after it, so nothing is gained by allocating more)."""
         dirty_offsets = self.task.first_uncleanable_offset - self.task.first_dirty_offset
         roomy = (2 * dirty_offsets + 3) * BYTES_PER_ENTRY
         return min(self.task.dedupe_buffer_size, roomy)
