@@ -8,8 +8,8 @@ METRICS_PORT ?= 9644
 
 .PHONY: run test install install-test lint bench clean
 
-# The C sources are prerequisites: an editable install compiles them into the source tree.
-NATIVE_SOURCES := $(wildcard odradek/*/*.c)
+# The C sources and their shared header are prerequisites: an editable install compiles them into the source tree.
+NATIVE_SOURCES := $(wildcard odradek/*/*.c odradek/*/*.h)
 
 $(VENV)/.installed: pyproject.toml $(NATIVE_SOURCES)
 	$(PYTHON) -m venv $(VENV)

@@ -32,6 +32,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kafka_format.h"
+
 /* Status codes; batch_scan.py defines the same numbers. */
 #define STATUS_END 0        /* no whole batch left in the buffer (or: records mapped) */
 #define STATUS_BAD_LENGTH 1 /* a batch length shorter than a header: the segment ends here */
@@ -39,30 +41,10 @@
 #define STATUS_FULL 3       /* the map has no room for another key */
 #define STATUS_CORRUPT 4    /* records that do not frame */
 
-#define HEADER_SIZE 61
-#define LOG_OVERHEAD 12
 #define MIN_BATCH_LENGTH (HEADER_SIZE - LOG_OVERHEAD)
-#define CRC_OFFSET 17
-#define CRC_START 21 /* the CRC covers the attributes to the end of the batch */
 #define STACK_KEY_BYTES 256
 
 /* --- big-endian header fields -------------------------------------------------------------- */
-
-static int64_t be64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = (v << 8) | p[i];
-    return (int64_t)v;
-}
-
-static int32_t be32(const uint8_t *p)
-{
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) |
-                     (uint32_t)p[3]);
-}
-
-static uint32_t be32u(const uint8_t *p) { return (uint32_t)be32(p); }
 
 typedef struct {
     int64_t base_offset;
@@ -80,18 +62,18 @@ static int read_header(const uint8_t *data, Py_ssize_t pos, Py_ssize_t end, Head
     if (end - pos < HEADER_SIZE)
         return STATUS_END;
     const uint8_t *p = data + pos;
-    int32_t batch_length = be32(p + 8);
+    int32_t batch_length = be32(p + BATCH_LENGTH_AT);
     if (batch_length < MIN_BATCH_LENGTH)
         return STATUS_BAD_LENGTH;
     h->size = (Py_ssize_t)batch_length + LOG_OVERHEAD;
     if (h->size > end - pos)
         return STATUS_END;
     h->base_offset = be64(p);
-    int32_t last_delta = be32(p + 23);
+    int32_t last_delta = be32(p + LAST_OFFSET_DELTA_AT);
     h->last_offset = (int64_t)((uint64_t)h->base_offset + (uint64_t)(int64_t)last_delta);
-    h->magic = (int8_t)p[16];
-    h->codec = p[22] & 0x07; /* low byte of the big-endian attributes */
-    h->count = be32(p + 57);
+    h->magic = (int8_t)p[MAGIC_AT];
+    h->codec = p[ATTRIBUTES_AT + 1] & CODEC_MASK; /* the low byte of the attributes */
+    h->count = be32(p + RECORDS_COUNT_AT);
     return -1;
 }
 
@@ -103,7 +85,7 @@ static PyObject *crc32c_function;
 static int crc_matches(const uint8_t *batch, Py_ssize_t size)
 {
     PyObject *view =
-        PyMemoryView_FromMemory((char *)batch + CRC_START, size - CRC_START, PyBUF_READ);
+        PyMemoryView_FromMemory((char *)batch + ATTRIBUTES_AT, size - ATTRIBUTES_AT, PyBUF_READ);
     if (view == NULL)
         return -1;
     PyObject *crc = PyObject_CallOneArg(crc32c_function, view);
@@ -114,37 +96,10 @@ static int crc_matches(const uint8_t *batch, Py_ssize_t size)
     Py_DECREF(crc);
     if (computed == (unsigned long)-1 && PyErr_Occurred())
         return -1;
-    return computed == be32u(batch + CRC_OFFSET);
+    return computed == be32u(batch + CRC_AT);
 }
 
 /* --- records ------------------------------------------------------------------------------- */
-
-/* A zigzag varint of at most `bits` bits at *pos, not reading at or past `limit`. */
-static int read_varint(const uint8_t *data, Py_ssize_t *pos, Py_ssize_t limit, int bits,
-                       int64_t *value)
-{
-    uint64_t code = 0;
-    int max_bytes = (bits + 6) / 7;
-    Py_ssize_t at = *pos;
-    for (int i = 0; i < max_bytes; i++, at++) {
-        if (at >= limit)
-            return -1;
-        uint8_t byte = data[at];
-        uint64_t part = (uint64_t)(byte & 0x7F);
-        int shift = 7 * i;
-        if (shift == 63 && part > 1)
-            return -1;
-        code |= part << shift;
-        if (byte < 0x80) {
-            if (bits < 64 && (code >> bits) != 0)
-                return -1;
-            *value = (int64_t)(code >> 1) ^ -(int64_t)(code & 1);
-            *pos = at + 1;
-            return 0;
-        }
-    }
-    return -1;
-}
 
 typedef struct {
     int64_t offset;

@@ -17,33 +17,7 @@
 #include <Python.h>
 #include <stdint.h>
 
-/* Read a zigzag varint of at most `bits` (32 or 64) bits at *pos, not reading at or past
- * `limit`. Returns 0 and advances *pos on success, -1 on a malformed or truncated varint. */
-static int read_varint(const uint8_t *data, Py_ssize_t *pos, Py_ssize_t limit, int bits,
-                       int64_t *value)
-{
-    uint64_t code = 0;
-    int max_bytes = (bits + 6) / 7;
-    Py_ssize_t at = *pos;
-    for (int i = 0; i < max_bytes; i++, at++) {
-        if (at >= limit)
-            return -1;
-        uint8_t byte = data[at];
-        uint64_t part = (uint64_t)(byte & 0x7F);
-        int shift = 7 * i;
-        if (shift == 63 && part > 1)
-            return -1; /* a value of more than 64 bits */
-        code |= part << shift;
-        if (byte < 0x80) {
-            if (bits < 64 && (code >> bits) != 0)
-                return -1;
-            *value = (int64_t)(code >> 1) ^ -(int64_t)(code & 1);
-            *pos = at + 1;
-            return 0;
-        }
-    }
-    return -1;
-}
+#include "kafka_format.h"
 
 /* Step over a length-prefixed field (key, value, header key or value); `min_length` is the
  * least length allowed (-1 where null is allowed, 0 where not). */
@@ -157,37 +131,12 @@ static PyObject *walk_records(PyObject *module, PyObject *const *args, Py_ssize_
                          framing.index_of_max);
 }
 
-/* The v2 batch header (SPEC 3): field positions from the batch's first byte. */
 enum {
-    BATCH_LENGTH_AT = 8,
-    MAGIC_AT = 16,
-    CRC_AT = 17,
-    ATTRIBUTES_AT = 21,
-    LAST_OFFSET_DELTA_AT = 23,
-    BASE_TIMESTAMP_AT = 27,
-    MAX_TIMESTAMP_AT = 35,
-    PRODUCER_ID_AT = 43,
-    BASE_SEQUENCE_AT = 53,
-    RECORDS_COUNT_AT = 57,
-    HEADER_SIZE = 61,
-    LOG_OVERHEAD = 12,
     MIN_RECORD_SIZE = 7,
     SUPPORTED_MAGIC = 2,
-    CODEC_MASK = 0x07,
     CODEC_COUNT = 5,
     TRANSACTIONAL_OR_CONTROL = 0x30,
 };
-
-static uint64_t big_endian(const uint8_t *at, int bytes)
-{
-    uint64_t value = 0;
-    for (int i = 0; i < bytes; i++)
-        value = (value << 8) | at[i];
-    return value;
-}
-
-static int32_t int32_at(const uint8_t *at) { return (int32_t)(uint32_t)big_endian(at, 4); }
-static int64_t int64_at(const uint8_t *at) { return (int64_t)big_endian(at, 8); }
 
 /* The layout tuple of the well-formed batch at data[position:], or NULL with no exception set
  * when it is malformed (NULL with an exception on a memory error). */
@@ -197,18 +146,18 @@ static PyObject *scan_batch(const uint8_t *data, Py_ssize_t position, Py_ssize_t
     const uint8_t *batch = data + position;
     if (total - position < HEADER_SIZE)
         return NULL;
-    int64_t batch_size = (int64_t)int32_at(batch + BATCH_LENGTH_AT) + LOG_OVERHEAD;
+    int64_t batch_size = (int64_t)be32(batch + BATCH_LENGTH_AT) + LOG_OVERHEAD;
     if (batch_size < HEADER_SIZE || batch_size > total - position)
         return NULL;
     *size = (Py_ssize_t)batch_size;
-    int attributes = (int16_t)big_endian(batch + ATTRIBUTES_AT, 2);
-    int32_t count = int32_at(batch + RECORDS_COUNT_AT);
+    int attributes = be16(batch + ATTRIBUTES_AT);
+    int32_t count = be32(batch + RECORDS_COUNT_AT);
     if (batch[MAGIC_AT] != SUPPORTED_MAGIC || (attributes & CODEC_MASK) >= CODEC_COUNT
         || (attributes & TRANSACTIONAL_OR_CONTROL) != 0)
         return NULL;
-    if (int64_at(batch + PRODUCER_ID_AT) >= 0 && int32_at(batch + BASE_SEQUENCE_AT) < 0)
+    if (be64(batch + PRODUCER_ID_AT) >= 0 && be32(batch + BASE_SEQUENCE_AT) < 0)
         return NULL;
-    if (count <= 0 || int32_at(batch + LAST_OFFSET_DELTA_AT) != count - 1)
+    if (count <= 0 || be32(batch + LAST_OFFSET_DELTA_AT) != count - 1)
         return NULL;
     PyObject *framing;
     if ((attributes & CODEC_MASK) != 0) {
@@ -226,9 +175,9 @@ static PyObject *scan_batch(const uint8_t *data, Py_ssize_t position, Py_ssize_t
             return NULL;
     }
     return Py_BuildValue("(nnkiiLLN)", position, *size,
-                         (unsigned long)(uint32_t)big_endian(batch + CRC_AT, 4), attributes,
-                         (int)count, (long long)int64_at(batch + BASE_TIMESTAMP_AT),
-                         (long long)int64_at(batch + MAX_TIMESTAMP_AT), framing);
+                         (unsigned long)be32u(batch + CRC_AT), attributes,
+                         (int)count, (long long)be64(batch + BASE_TIMESTAMP_AT),
+                         (long long)be64(batch + MAX_TIMESTAMP_AT), framing);
 }
 
 PyDoc_STRVAR(scan_batches_doc,
