@@ -139,15 +139,15 @@ def validate_and_assign_offsets(
     if config.compression_type != "producer":
         records = _recompress(records, [layout[0] for layout in layouts], config)
     return ValidationResult(
-        records,
-        first_offset,
-        next_offset - 1,
-        max_timestamp,
-        offset_of_max_timestamp,
-        next_offset - first_offset,
-        len(layouts),
-        len(records),
-        first_batch_max_timestamp,
+        records=records,
+        first_offset=first_offset,
+        last_offset=next_offset - 1,
+        max_timestamp=max_timestamp,
+        offset_of_max_timestamp=offset_of_max_timestamp,
+        record_count=next_offset - first_offset,
+        batch_count=len(layouts),
+        size_in_bytes=len(records),
+        first_batch_max_timestamp=first_batch_max_timestamp,
     )
 
 
