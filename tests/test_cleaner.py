@@ -24,6 +24,7 @@ from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY
 from odradek.cleaner.throttler import Throttler
 from odradek.config.log_config import LogConfig
 from odradek.errors import CorruptRecordError, InvalidRecordError
+from odradek.storage import file_records as file_records_module
 from odradek.storage import log_file_names as names
 from odradek.storage.clock import MockClock
 from odradek.storage.compression import CompressionType
@@ -290,6 +291,28 @@ def test_cleaning_is_throttled_to_the_io_rate(tmp_path: Path) -> None:
         io_bytes = result.stats.map_bytes_read + result.stats.bytes_read
         assert result.stats.throttled_s > 0
         assert result.stats.elapsed_secs >= 0.9 * io_bytes / 1_000_000
+
+
+def test_cleaned_segments_are_written_through_to_disk_as_they_are_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    written_back: list[tuple[int, int]] = []
+    monkeypatch.setattr(
+        file_records_module,
+        "write_back",
+        lambda fd, position, length: written_back.append((position, length)),
+    )
+    with open_log(tmp_path / "t-0", compact_config(segment_bytes=100_000)) as log:
+        write(log, [(_key(n), b"x" * 1000) for n in range(60)])
+        log.roll()
+        clean_once(log)
+        cleaned_size = log.segments.first_segment.size
+    assert cleaned_size > 0
+    covered = 0
+    for position, length in written_back:  # the whole file, in order, as it was written
+        assert position == covered
+        covered += length
+    assert covered == cleaned_size
 
 
 def test_a_cleaned_log_recovers_as_it_was(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from odradek.storage.record_batch import (
     RecordBatch,
     crc_of,
 )
+from odradek.storage.writeback import MAX_WRITE_BYTES, write_back
 
 _SCAN_CHUNK_BYTES = 1024 * 1024
 _INT32 = struct.Struct(">i")
@@ -112,21 +113,40 @@ class FileRecords:
     def size_in_bytes(self) -> int:
         return self._size
 
-    def append(self, data: bytes | bytearray | memoryview) -> int:
+    def append(self, data: bytes | bytearray | memoryview, *, write_through: bool = False) -> int:
         """Write ``data`` at the end; return the bytes written. All or nothing as far as the
-        size readers see: on a failed or short write the tail is cut back and the error raised."""
+        size readers see: on a failed or short write the tail is cut back and the error raised.
+
+        At most ``MAX_WRITE_BYTES`` go in one write call. ``write_through`` also sends each
+        piece to disk before the next is written (``writeback``): for the cleaner's large
+        segments, so their writing does not hold up the broker's; it is not an fsync.
+        """
         position = self._size
-        written = 0
         try:
-            written = os.pwrite(self._fd, data, position)
-            if written < len(data):  # a short write (disk nearly full): finish it or fail
-                with memoryview(data) as view:
-                    while written < len(view):
-                        written += os.pwrite(self._fd, view[written:], position + written)
+            if len(data) <= MAX_WRITE_BYTES and not write_through:
+                written = os.pwrite(self._fd, data, position)
+                if written < len(data):  # a short write (disk nearly full): finish it or fail
+                    written = self._write_pieces(data, written, position, write_through=False)
+            else:
+                written = self._write_pieces(data, 0, position, write_through)
         except OSError:
             self._truncate_file(position)
             raise
         self._size = position + written
+        return written
+
+    def _write_pieces(
+        self, data: bytes | bytearray | memoryview, written: int, position: int, write_through: bool
+    ) -> int:
+        """Write ``data[written:]`` at ``position + written`` in pieces; return len(data)."""
+        with memoryview(data) as view:
+            while written < len(view):
+                piece = os.pwrite(
+                    self._fd, view[written : written + MAX_WRITE_BYTES], position + written
+                )
+                if write_through:
+                    write_back(self._fd, position + written, piece)
+                written += piece
         return written
 
     def read(self, position: int, size: int) -> bytes:

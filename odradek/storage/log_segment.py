@@ -182,8 +182,15 @@ class LogSegment:
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= INT32_MAX
 
-    def append(self, largest_offset: int, records: bytes | bytearray | memoryview) -> None:
-        """Write whole, validated batches at the end of the file and add sparse index entries."""
+    def append(
+        self,
+        largest_offset: int,
+        records: bytes | bytearray | memoryview,
+        *,
+        write_through: bool = False,
+    ) -> None:
+        """Write whole, validated batches at the end of the file and add sparse index entries
+        (``write_through``: see ``FileRecords.append``)."""
         if not records:
             return
         if not self.can_convert_to_relative_offset(largest_offset):
@@ -193,7 +200,7 @@ class LogSegment:
         physical_position = self.log.size_in_bytes
         if physical_position == 0:
             self._rolling_based_timestamp = RecordBatch(records).max_timestamp
-        self.log.append(records)
+        self.log.append(records, write_through=write_through)
         self._index_batches(records, physical_position)
 
     def _index_batches(
