@@ -143,3 +143,17 @@ def test_cleaner_offsets_are_kept_per_dir_and_dropped_with_the_topic(tmp_path):
         assert checkpoint(tmp_path, "d1", CLEANER_OFFSET_CHECKPOINT_FILE) == {ORDERS_1: 20}
         manager.delete_topic("orders")
         assert manager.cleaner_offsets() == {keep: 5}
+
+
+def test_cleaner_offsets_are_written_from_memory_and_read_back_after_a_restart(tmp_path):
+    config = broker_config(tmp_path)
+    with running(config) as manager:
+        manager.create_topic("orders", 2)
+        manager.update_cleaner_offsets({ORDERS_0: 10, ORDERS_1: 20})
+        path = manager.get_log(ORDERS_0).dir.parent / CLEANER_OFFSET_CHECKPOINT_FILE
+        path.write_text("0\n2\norders 0 999\nghost 0 7\n")  # the file is not read back
+        manager.update_cleaner_offsets({ORDERS_0: 11})
+        assert OffsetCheckpointFile(path).read() == {ORDERS_0: 11}
+        assert manager.cleaner_offsets() == {ORDERS_0: 11, ORDERS_1: 20}
+    with running(config) as manager:
+        assert manager.cleaner_offsets() == {ORDERS_0: 11, ORDERS_1: 20}

@@ -111,6 +111,9 @@ class LogManager:
         self._lock = threading.Lock()  # guards the partition maps; held briefly, never for I/O
         self._topic_lock = threading.Lock()  # serialises topic creation, deletion, config changes
         self._checkpoint_lock = threading.Lock()  # a checkpoint snapshot and its write are one step
+        # Each directory's cleaner offsets, read from its file once: this is the file's only
+        # writer, so a cleaning run updates them without reading the file back (checkpoint lock).
+        self._cleaner_offsets: dict[Path, dict[TopicPartition, int]] = {}
         self.meta_properties: MetaProperties | None = None
         self.load_summary: LogLoadSummary | None = None
         self.cleaner: CleaningControl | None = None
@@ -370,8 +373,9 @@ class LogManager:
         """The log cleaner's first dirty offsets (``cleaner-offset-checkpoint``) of every online
         directory."""
         offsets: dict[TopicPartition, int] = {}
-        for log_dir in self._online_dirs():
-            offsets.update(self._checkpoint_files[(log_dir, CLEANER_OFFSET_CHECKPOINT_FILE)].read())
+        with self._checkpoint_lock:
+            for log_dir in self._online_dirs():
+                offsets.update(self._cleaner_offsets_in(log_dir))
         return offsets
 
     def update_cleaner_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
@@ -391,13 +395,21 @@ class LogManager:
         updates: Mapping[TopicPartition, int],
         removed: Iterable[TopicPartition],
     ) -> None:
-        checkpoint = self._checkpoint_files[(log_dir, CLEANER_OFFSET_CHECKPOINT_FILE)]
         with self._checkpoint_lock:
-            offsets = checkpoint.read()
+            offsets = self._cleaner_offsets_in(log_dir)
             for tp in removed:
                 offsets.pop(tp, None)
             offsets.update(updates)
             self._write_checkpoint(log_dir, CLEANER_OFFSET_CHECKPOINT_FILE, offsets)
+
+    def _cleaner_offsets_in(self, log_dir: Path) -> dict[TopicPartition, int]:
+        """``log_dir``'s cleaner offsets, its file read on first use; call with the checkpoint
+        lock held."""
+        offsets = self._cleaner_offsets.get(log_dir)
+        if offsets is None:
+            checkpoint = self._checkpoint_files[(log_dir, CLEANER_OFFSET_CHECKPOINT_FILE)]
+            offsets = self._cleaner_offsets[log_dir] = checkpoint.read()
+        return offsets
 
     # --- partitions --------------------------------------------------------------------------
 
