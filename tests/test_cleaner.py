@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from test_cleaner_helpers import (
 from odradek.cleaner.cleaner import Cleaner
 from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.cleaner.errors import LogCleaningError
+from odradek.cleaner.segment_snapshot import SegmentSnapshot
 from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY
 from odradek.cleaner.throttler import Throttler
 from odradek.config.log_config import LogConfig
@@ -28,6 +30,7 @@ from odradek.storage import file_records as file_records_module
 from odradek.storage import log_file_names as names
 from odradek.storage.clock import MockClock
 from odradek.storage.compression import CompressionType
+from odradek.storage.lazy_index import LazyIndex
 from odradek.storage.log import Log
 from odradek.storage.record_batch import TimestampType
 from odradek.storage.record_batch_builder import build_batch
@@ -341,3 +344,40 @@ def test_plan_describes_every_segment_below_the_uncleanable_offset(tmp_path: Pat
             log.active_segment.base_offset
         ]
         assert task.delete_horizon_ms == 0
+
+
+def _index_bytes(segments: Sequence[SegmentSnapshot]) -> list[tuple[int, int]]:
+    return [(s.offset_index_bytes, s.time_index_bytes) for s in segments]
+
+
+def test_plan_takes_index_sizes_from_the_files_without_opening_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with open_log(tmp_path / "t-0", compact_config()) as log:
+        write(log, [(_key(n % 7), b"v%d" % n) for n in range(80)])
+        clean_once(log)  # the segments swapped in have their indexes still closed
+        with monkeypatch.context() as patched:
+            patched.setattr(LazyIndex, "get", lambda index: pytest.fail(f"{index} opened"))
+            planned = plan(log).segments
+        opened = log.segments.non_active()
+        assert _index_bytes(planned) == [
+            (s.offset_index.size_in_bytes, s.time_index.size_in_bytes) for s in opened
+        ]
+        assert any(offset_bytes > 0 for offset_bytes, _ in _index_bytes(planned))
+
+
+def test_plan_opens_the_indexes_of_recovered_segments_and_missing_index_files(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "t-0"
+    with open_log(directory, compact_config()) as log:
+        write(log, [(_key(n % 7), b"v%d" % n) for n in range(80)])
+        trimmed = _index_bytes(plan(log).segments)
+    # Recovered (no clean shutdown): the rebuilt index files stay at full size until closed.
+    with open_log(directory, compact_config()) as log:
+        assert _index_bytes(plan(log).segments) == trimmed
+    with open_log(directory, compact_config(), had_clean_shutdown=True) as log:
+        first = log.segments.non_active()[0]
+        first.offset_index_path.unlink()
+        planned = plan(log).segments[0].offset_index_bytes
+        assert planned == first.offset_index.size_in_bytes  # what opening it found

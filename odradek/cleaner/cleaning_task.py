@@ -44,7 +44,9 @@ class CleaningTask:
             directory=log.dir,
             topic_partition=log.topic_partition,
             log_config=log.config,
-            segments=tuple(SegmentSnapshot.of(segment) for segment in segments),
+            segments=tuple(
+                SegmentSnapshot.of(segment, log.config.segment_index_bytes) for segment in segments
+            ),
             first_dirty_offset=cleanable.first_dirty_offset,
             first_uncleanable_offset=cleanable.first_uncleanable_offset,
             delete_horizon_ms=horizon,
