@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
+import pytest
 from log_helpers import append, batch, open_log, read_all
 
 from odradek.config.log_config import LogConfig
+from odradek.storage import log as log_module
 from odradek.storage import log_file_names as names
 from odradek.storage.clock import MockClock
 from odradek.storage.log import Log
@@ -67,3 +70,32 @@ def test_replace_segments_leaves_segments_already_deleted_alone(tmp_path: Path) 
         log.replace_segments(swap, old)
         assert gone.log.path == names.log_file(log.dir, gone.base_offset)
         assert gone.log.path.exists()
+
+
+def test_the_swap_is_made_durable_step_by_step_and_appends_need_not_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with open_log(tmp_path / "t-0", CONFIG) as log:
+        _fill(log, [b"a", b"b", b"a", b"c", b"b", b"d", b"a", b"e"])
+        old = log.segments.non_active()
+        swap = _swap_segment_keeping(log, old, keep={3, 4})
+        swap_file = swap.log.path
+        final_file = names.log_file(log.dir, old[0].base_offset)
+        synced: list[tuple[bool, bool]] = []  # (old segments .deleted, .swap renamed) per fsync
+        appended = threading.Event()
+
+        def fsync_directory(directory: Path) -> None:
+            deleted = all(not names.log_file(directory, s.base_offset).exists() for s in old[1:])
+            synced.append((deleted, final_file.exists() and not swap_file.exists()))
+            if len(synced) == 2:  # after the last rename: another thread may use the log
+                appender = threading.Thread(target=lambda: (_fill(log, [b"f"]), appended.set()))
+                appender.start()
+                assert appended.wait(10), "an append waited for the swap's last fsync"
+                appender.join()
+
+        monkeypatch.setattr(log_module, "fsync_directory", fsync_directory)
+        log.replace_segments(swap, old)
+        # The old segments' .deleted renames are durable before the .swap suffix goes, and
+        # that rename before replace_segments returns (before the next run's .cleaned files).
+        assert synced == [(True, False), (True, True)]
+        assert read_all(log)[-1].key == b"f"

@@ -600,6 +600,10 @@ class Log:
         so readers never find a hole), the old segments leave it and their files go ``.deleted``
         for a delayed delete, and only once that rename is durable do the new files drop their
         ``.swap`` suffix. Old segments no longer in the map (deleted meanwhile) are left alone.
+
+        That last rename is made durable after the log's lock is let go (appends need not wait
+        on it), but before this returns: the loader deletes a ``.swap`` file at or above a
+        ``.cleaned`` one, so it must not outlive the next run's first ``.cleaned`` file.
         """
         with self._lock:
             old = [s for s in old_segments if self._segments.get(s.base_offset) is s]
@@ -610,9 +614,12 @@ class Log:
                 )
                 fsync_directory(self.dir)
                 new_segment.change_file_suffixes(names.SWAP_FILE_SUFFIX, "")
-                fsync_directory(self.dir)
             except OSError as error:
                 raise self._storage_error("segment swap", error) from error
+        try:
+            fsync_directory(self.dir)
+        except OSError as error:
+            raise self._storage_error("segment swap", error) from error
 
     # --- truncation --------------------------------------------------------------------------
 
