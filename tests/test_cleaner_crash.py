@@ -96,8 +96,10 @@ def _clean_and_die(task: CleaningTask, step: str) -> None:
     finish_writing = LogSegment.on_become_inactive_segment
     finished: list[int] = []
 
-    def dying_append(segment: LogSegment, largest_offset: int, records: bytes) -> None:
-        append(segment, largest_offset, records)
+    def dying_append(
+        segment: LogSegment, largest_offset: int, records: bytes, write_through: bool = False
+    ) -> None:
+        append(segment, largest_offset, records, write_through=write_through)
         if step == "writing .cleaned":
             _die()
 
