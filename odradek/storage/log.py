@@ -601,9 +601,8 @@ class Log:
         for a delayed delete, and only once that rename is durable do the new files drop their
         ``.swap`` suffix. Old segments no longer in the map (deleted meanwhile) are left alone.
 
-        That last rename is made durable after the log's lock is let go (appends need not wait
-        on it), but before this returns: the loader deletes a ``.swap`` file at or above a
-        ``.cleaned`` one, so it must not outlive the next run's first ``.cleaned`` file.
+        That last rename is durable before this returns: the loader deletes a ``.swap`` file at
+        or above a ``.cleaned`` one, so it must not outlive the next run's first ``.cleaned``.
         """
         with self._lock:
             old = [s for s in old_segments if self._segments.get(s.base_offset) is s]
@@ -614,12 +613,9 @@ class Log:
                 )
                 fsync_directory(self.dir)
                 new_segment.change_file_suffixes(names.SWAP_FILE_SUFFIX, "")
+                fsync_directory(self.dir)
             except OSError as error:
                 raise self._storage_error("segment swap", error) from error
-        try:
-            fsync_directory(self.dir)
-        except OSError as error:
-            raise self._storage_error("segment swap", error) from error
 
     # --- truncation --------------------------------------------------------------------------
 
