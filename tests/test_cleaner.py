@@ -296,6 +296,19 @@ def test_cleaning_is_throttled_to_the_io_rate(tmp_path: Path) -> None:
         assert result.stats.elapsed_secs >= 0.9 * io_bytes / 1_000_000
 
 
+def test_a_run_reports_only_its_own_throttling_with_a_longer_lived_throttler(
+    tmp_path: Path,
+) -> None:
+    with open_log(tmp_path / "t-0", compact_config(segment_bytes=100_000)) as log:
+        write(log, [(_key(n % 10), b"x" * 1000) for n in range(60)])
+        log.roll()
+        task = plan(log)
+        throttler = Throttler(task.io_bytes_per_second)
+        throttler.slept_s = 5.0  # what the worker's earlier runs slept
+        result = Cleaner(task, throttler).clean()
+    assert result.stats.throttled_s == 0
+
+
 def test_cleaned_segments_are_written_through_to_disk_as_they_are_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

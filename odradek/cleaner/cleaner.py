@@ -57,6 +57,7 @@ class Cleaner:
             self._maps.clear()  # unmapped as their last views go
 
     def _clean(self) -> CleaningResult:
+        slept_before_s = self.throttler.slept_s  # a worker's throttler outlives its runs
         offset_map = create_offset_map(self._map_memory(), self.task.load_factor)
         offset_map.track_records(self.task.first_dirty_offset, self._tracked_offsets())
         end_offset = self._build_offset_map(offset_map)
@@ -74,7 +75,7 @@ class Cleaner:
         )
         for group in groups:
             self._clean_segments(group, offset_map)
-        self.stats.throttled_s = self.throttler.slept_s
+        self.stats.throttled_s = self.throttler.slept_s - slept_before_s
         self.stats.all_done()
         return CleaningResult(
             end_offset, tuple(tuple(s.base_offset for s in group) for group in groups), self.stats

@@ -60,8 +60,7 @@ def run(task: CleaningTask, throttler: Throttler) -> CleaningResult | Exception:
     ``throttler`` lives as long as the worker, as Kafka's does: it checks the I/O rate every
     300 ms, so one made per run would never hold back runs shorter than that, and
     ``log.cleaner.io.max.bytes.per.second`` would not bound a cleaner going through many
-    small logs. Its sleeping is counted per run."""
-    throttler.slept_s = 0.0
+    small logs."""
     try:
         return Cleaner(task, throttler).clean()
     except LogCleaningAbortedError as error:

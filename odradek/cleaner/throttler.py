@@ -25,7 +25,7 @@ class Throttler:
         self._sleep = sleep
         self._period_start = monotonic()
         self._observed = 0.0
-        self.slept_s = 0.0
+        self.slept_s = 0.0  # in all, since it was made
 
     def maybe_throttle(self, observed: float) -> None:
         self._observed += observed
