@@ -105,6 +105,7 @@ def test_scheduler_runs_the_tasks_on_their_intervals(tmp_path):
         log_flush_scheduler_interval_ms=20,
         log_flush_offset_checkpoint_interval_ms=20,
         log_flush_start_offset_checkpoint_interval_ms=20,
+        replica_high_watermark_checkpoint_interval_ms=20,
     )
     clock = MockClock()
     with running(config, clock, initial_task_delay_ms=0) as manager:
@@ -113,7 +114,14 @@ def test_scheduler_runs_the_tasks_on_their_intervals(tmp_path):
         log, flushed = manager.get_log(ORDERS_0), manager.get_log(TopicPartition("flushed", 0))
         fill_segments(log, 3)
         append(flushed, batch(2))
+        log.update_high_watermark(log.log_end_offset)
         clock.sleep(2000)
+        wait_until(
+            lambda: (
+                checkpoint(tmp_path, "d0", HIGH_WATERMARK_CHECKPOINT_FILE).get(ORDERS_0)
+                == log.log_end_offset
+            )
+        )
         wait_until(lambda: log.number_of_segments == 1)
         wait_until(lambda: flushed.recovery_point == 2)
         wait_until(

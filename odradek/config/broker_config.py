@@ -64,6 +64,9 @@ class BrokerConfig:
     log_flush_start_offset_checkpoint_interval_ms: int = _default(
         "log.flush.start.offset.checkpoint.interval.ms"
     )
+    replica_high_watermark_checkpoint_interval_ms: int = _default(
+        "replica.high.watermark.checkpoint.interval.ms"
+    )
     log_segment_delete_delay_ms: int = _default("log.segment.delete.delay.ms")
     log_preallocate: bool = _default("log.preallocate")
     log_cleaner_enable: bool = _default("log.cleaner.enable")

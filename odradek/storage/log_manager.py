@@ -73,7 +73,6 @@ LOG_CHECKPOINTS: dict[str, Callable[[Log], int]] = {
     HIGH_WATERMARK_CHECKPOINT_FILE: attrgetter("high_watermark"),
 }
 INITIAL_TASK_DELAY_MS = 30_000  # Kafka's LogManager.InitialTaskDelayMs
-HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS = 5_000  # replica.high.watermark.checkpoint.interval.ms
 BACKGROUND_THREADS = 4
 MAX_FILE_NAME_LENGTH = 255
 # ``<topic>-<partition>.<32 hex digits>-delete``: what delete_topic renames a partition to.
@@ -281,7 +280,7 @@ class LogManager:
             (
                 "highwatermark-checkpoint",
                 self.checkpoint_high_watermarks,
-                HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS,
+                config.replica_high_watermark_checkpoint_interval_ms,
             ),
         ]
         self._tasks = [
