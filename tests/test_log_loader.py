@@ -333,3 +333,19 @@ def test_preallocated_index_left_by_a_crash_is_recovered(partition_dir: Path) ->
     append(log, batch(values=[b"after"]))
     assert read_all(log)[-1].value == b"after"
     log.close()
+
+
+def test_recovered_segments_have_indexes_trimmed_and_the_active_one_grows_again(
+    partition_dir: Path,
+) -> None:
+    values = write_log(partition_dir)
+    log = reopen(partition_dir)  # a crash: every segment is recovered
+    assert log.load_summary.recovered_segments == log.number_of_segments
+    for segment in log.segments.non_active():
+        for index in (segment.offset_index, segment.time_index):
+            assert index.entries > 0
+            assert index.path.stat().st_size == index.size_in_bytes  # as Kafka's recover leaves it
+    for n in range(20):  # more index entries than the recovered active segment held
+        append(log, batch(values=[b"more-%d" % n]))
+    assert [r.value for r in read_all(log)] == values + [b"more-%d" % n for n in range(20)]
+    log.close()

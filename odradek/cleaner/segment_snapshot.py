@@ -32,10 +32,11 @@ class SegmentSnapshot:
         ``max_index_size`` bytes (``segment.index.bytes``).
 
         Index sizes are read from the files' lengths: a segment's indexes are trimmed to their
-        entries when it stops being active, and they open lazily; opening and checking them
-        here would cost the broker about a tenth of a millisecond for every segment a previous
-        run swapped in. A file with no room left (a segment recovered after a crash keeps its
-        rebuilt indexes at full size until it is closed) or none is opened instead.
+        entries when it stops being active or is recovered, and they open lazily; opening and
+        checking them here would cost the broker about a tenth of a millisecond for every
+        segment a previous run swapped in. A length can only overstate the entries (which then
+        makes groups smaller, never too big); a file with no room left (one still preallocated,
+        as a crash leaves it before recovery) or none is opened instead.
         """
         return cls(
             base_offset=segment.base_offset,

@@ -329,7 +329,8 @@ class LogSegment:
     # --- recovery and truncation -------------------------------------------------------------
 
     def recover(self) -> int:
-        """Rebuild both indexes from the ``.log`` and cut it at the first invalid batch.
+        """Rebuild both indexes from the ``.log`` (trimmed to their entries, as Kafka's) and cut
+        it at the first invalid batch.
 
         Returns the number of bytes truncated. A batch is valid when it is whole, has magic 2, a
         matching CRC, and offsets that follow the previous batch and fit this segment.
@@ -374,6 +375,8 @@ class LogSegment:
         latest = self.max_timestamp_and_offset_so_far
         if latest.timestamp >= 0:
             self.time_index.maybe_append(latest.timestamp, latest.offset, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()  # as a closed segment's; the loader resizes the
+        self.time_index.trim_to_valid_size()  # active one's again
         self._rolling_based_timestamp = None
         return truncated
 
