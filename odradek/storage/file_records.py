@@ -122,13 +122,11 @@ class FileRecords:
         segments, so their writing does not hold up the broker's; it is not an fsync.
         """
         position = self._size
+        one_call = len(data) <= MAX_WRITE_BYTES and not write_through
         try:
-            if len(data) <= MAX_WRITE_BYTES and not write_through:
-                written = os.pwrite(self._fd, data, position)
-                if written < len(data):  # a short write (disk nearly full): finish it or fail
-                    written = self._write_pieces(data, written, position, write_through=False)
-            else:
-                written = self._write_pieces(data, 0, position, write_through)
+            written = os.pwrite(self._fd, data, position) if one_call else 0
+            if written < len(data):  # in pieces, or a short write (disk nearly full) to finish
+                written = self._write_pieces(data, written, position, write_through)
         except OSError:
             self._truncate_file(position)
             raise
