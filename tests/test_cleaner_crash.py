@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from log_helpers import open_log, read_all
 from test_cleaner_helpers import (
+    ONE_BATCH_AT_A_TIME,
+    SMALL_SEGMENTS,
     clean_fully,
-    compact_config,
     final_values,
     latest_records,
     plan,
@@ -24,7 +25,6 @@ from test_cleaner_helpers import (
 
 from odradek.cleaner.cleaned_segment_swap import swap_in
 from odradek.cleaner.cleaner import Cleaner
-from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.cleaner.cleaner_process import CleanerProcess
 from odradek.cleaner.cleaning_task import CleaningTask
 from odradek.cleaner.errors import LogCleaningError
@@ -37,8 +37,6 @@ from odradek.storage.log_segment import LogSegment
 from odradek.storage.record import Record
 from odradek.storage.scheduler import Scheduler
 
-CONFIG = compact_config(segment_bytes=2048, index_interval_bytes=64)
-ONE_BATCH_AT_A_TIME = CleanerConfig(dedupe_buffer_size=1024 * 1024, io_buffer_size=1)
 TEMP_SUFFIXES = (names.CLEANED_FILE_SUFFIX, names.SWAP_FILE_SUFFIX, names.DELETED_FILE_SUFFIX)
 START_METHOD = "forkserver"
 
@@ -48,7 +46,7 @@ class Crash(BaseException):
 
 
 def _crashable_log(
-    directory: Path, config: LogConfig = CONFIG, value_size: int = 8
+    directory: Path, config: LogConfig = SMALL_SEGMENTS, value_size: int = 8
 ) -> tuple[Log, list[Record]]:
     """A flushed compacted log of small segments (several to a cleaning group), with
     tombstones; its scheduler never runs, as after a crash no delayed delete would."""
@@ -65,7 +63,7 @@ def _crashable_log(
 
 
 def _check_recovered(
-    directory: Path, original: list[Record], end_offset: int, config: LogConfig = CONFIG
+    directory: Path, original: list[Record], end_offset: int, config: LogConfig = SMALL_SEGMENTS
 ) -> None:
     """Reopen as after a crash and check what a consumer reads."""
     with open_log(directory, config) as log:

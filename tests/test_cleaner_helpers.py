@@ -38,6 +38,11 @@ def compact_config(**overrides: object) -> LogConfig:
     return replace(COMPACT, **overrides)
 
 
+# Small segments, and a cleaner writing each kept batch on its own: many steps to stop at.
+SMALL_SEGMENTS = compact_config(segment_bytes=2048, index_interval_bytes=64)
+ONE_BATCH_AT_A_TIME = CleanerConfig(dedupe_buffer_size=1024 * 1024, io_buffer_size=1)
+
+
 def write(
     log: Log,
     pairs: Iterable[KeyValue],

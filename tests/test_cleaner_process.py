@@ -25,7 +25,14 @@ from process_helpers import (
     state,
 )
 from serve_process import ServeProcess
-from test_cleaner_helpers import compact_config, latest_records, plan, write
+from test_cleaner_helpers import (
+    ONE_BATCH_AT_A_TIME,
+    SMALL_SEGMENTS,
+    compact_config,
+    latest_records,
+    plan,
+    write,
+)
 
 from odradek.cleaner.cleaned_segment_swap import delete_leftovers, swap_in
 from odradek.cleaner.cleaner_config import CleanerConfig
@@ -36,9 +43,6 @@ from odradek.cleaner.throttler import CHECK_INTERVAL_S
 from odradek.client import Admin, NewTopic, Producer
 from odradek.storage import log_file_names as names
 from odradek.storage.log import Log
-
-CONFIG = compact_config(segment_bytes=2048, index_interval_bytes=64)
-ONE_BATCH_AT_A_TIME = CleanerConfig(dedupe_buffer_size=1024 * 1024, io_buffer_size=1)
 
 PARENT_SCRIPT = """
 import pickle, sys
@@ -93,90 +97,87 @@ def once_written(cleaned: Path) -> Callable[[], bool]:
     return should_abort
 
 
-def test_one_worker_runs_every_task(tmp_path: Path) -> None:
+@pytest.fixture
+def process() -> Iterator[CleanerProcess]:
+    """A cleaner thread's worker handle, stopped after the test."""
     process = CleanerProcess()
-    try:
-        with (
-            open_log(tmp_path / "a-0", compact_config()) as a,
-            open_log(tmp_path / "b-0", compact_config()) as b,
-        ):
-            before = {a: _dirty(a), b: _dirty(b, rounds=8)}
-            process.start()
-            worker = process.pid
-            for log in (a, b, a):
-                swap_in(log, process.clean(plan(log), lambda: False), lambda: False)
-                assert process.pid == worker
-            for log in (a, b):
-                assert read_all(log) == latest_records(before[log])
-    finally:
-        process.stop()
+    yield process
+    process.stop()
+
+
+def test_one_worker_runs_every_task(tmp_path: Path, process: CleanerProcess) -> None:
+    with (
+        open_log(tmp_path / "a-0", compact_config()) as a,
+        open_log(tmp_path / "b-0", compact_config()) as b,
+    ):
+        before = {a: _dirty(a), b: _dirty(b, rounds=8)}
+        process.start()
+        worker = process.pid
+        for log in (a, b, a):
+            swap_in(log, process.clean(plan(log), lambda: False), lambda: False)
+            assert process.pid == worker
+        for log in (a, b):
+            assert read_all(log) == latest_records(before[log])
+    process.stop()
     assert process.pid is None
     await_gone(worker)
 
 
-def test_abort_kills_the_worker_and_the_next_run_gets_a_fresh_one(tmp_path: Path) -> None:
-    process = CleanerProcess()
-    try:
-        with open_log(tmp_path / "a-0", CONFIG) as log:
-            before = _dirty(log)
-            with stuck_task(log) as (task, cleaned):
-                process.start()
-                stuck = process.pid
-                with pytest.raises(LogCleaningAbortedError):
-                    process.clean(task, once_written(cleaned), poll_interval_s=0.01)
-                assert process.pid is None
-                await_gone(stuck)
-            delete_leftovers(log.dir)
-            swap_in(log, process.clean(plan(log), lambda: False), lambda: False)
-            assert process.pid not in (None, stuck)
-            assert read_all(log) == latest_records(before)
-    finally:
-        process.stop()
-
-
-def test_a_failed_run_is_reported_and_the_worker_stays(tmp_path: Path) -> None:
-    process = CleanerProcess()
-    try:
-        with (
-            open_log(tmp_path / "bad-0", compact_config()) as bad,
-            open_log(tmp_path / "good-0", compact_config()) as good,
-        ):
-            _dirty(bad)
-            path = names.log_file(bad.dir, 0)
-            data = bytearray(path.read_bytes())
-            data[-3] ^= 0xFF  # corrupt the first segment's last batch
-            path.write_bytes(bytes(data))
-            before = _dirty(good)
+def test_abort_kills_the_worker_and_the_next_run_gets_a_fresh_one(
+    tmp_path: Path, process: CleanerProcess
+) -> None:
+    with open_log(tmp_path / "a-0", SMALL_SEGMENTS) as log:
+        before = _dirty(log)
+        with stuck_task(log) as (task, cleaned):
             process.start()
-            worker = process.pid
-            with pytest.raises(LogCleaningError, match="cleaning failed"):
-                process.clean(plan(bad), lambda: False)
-            swap_in(good, process.clean(plan(good), lambda: False), lambda: False)
-            assert process.pid == worker
-            assert read_all(good) == latest_records(before)
-    finally:
-        process.stop()
+            stuck = process.pid
+            with pytest.raises(LogCleaningAbortedError):
+                process.clean(task, once_written(cleaned), poll_interval_s=0.01)
+            assert process.pid is None
+            await_gone(stuck)
+        delete_leftovers(log.dir)
+        swap_in(log, process.clean(plan(log), lambda: False), lambda: False)
+        assert process.pid not in (None, stuck)
+        assert read_all(log) == latest_records(before)
 
 
-def test_a_worker_killed_between_runs_is_replaced(tmp_path: Path) -> None:
-    process = CleanerProcess()
-    try:
-        with open_log(tmp_path / "a-0", compact_config()) as log:
-            before = _dirty(log)
-            process.start()
-            killed = process.pid
-            os.kill(killed, signal.SIGKILL)
-            await_state(killed, "Z")
-            swap_in(log, process.clean(plan(log), lambda: False), lambda: False)
-            assert process.pid not in (None, killed)
-            assert state(killed) is None  # waited for when replaced
-            assert read_all(log) == latest_records(before)
-    finally:
-        process.stop()
+def test_a_failed_run_is_reported_and_the_worker_stays(
+    tmp_path: Path, process: CleanerProcess
+) -> None:
+    with (
+        open_log(tmp_path / "bad-0", compact_config()) as bad,
+        open_log(tmp_path / "good-0", compact_config()) as good,
+    ):
+        _dirty(bad)
+        path = names.log_file(bad.dir, 0)
+        data = bytearray(path.read_bytes())
+        data[-3] ^= 0xFF  # corrupt the first segment's last batch
+        path.write_bytes(bytes(data))
+        before = _dirty(good)
+        process.start()
+        worker = process.pid
+        with pytest.raises(LogCleaningError, match="cleaning failed"):
+            process.clean(plan(bad), lambda: False)
+        swap_in(good, process.clean(plan(good), lambda: False), lambda: False)
+        assert process.pid == worker
+        assert read_all(good) == latest_records(before)
+
+
+def test_a_worker_killed_between_runs_is_replaced(tmp_path: Path, process: CleanerProcess) -> None:
+    with open_log(tmp_path / "a-0", compact_config()) as log:
+        before = _dirty(log)
+        process.start()
+        killed = process.pid
+        os.kill(killed, signal.SIGKILL)
+        await_state(killed, "Z")
+        swap_in(log, process.clean(plan(log), lambda: False), lambda: False)
+        assert process.pid not in (None, killed)
+        assert state(killed) is None  # waited for when replaced
+        assert read_all(log) == latest_records(before)
 
 
 def test_the_worker_dies_with_its_parent(tmp_path: Path) -> None:
-    with open_log(tmp_path / "a-0", CONFIG) as log:
+    with open_log(tmp_path / "a-0", SMALL_SEGMENTS) as log:
         _dirty(log)
         with stuck_task(log) as (task, cleaned):
             task_file = tmp_path / "task.pickle"
@@ -197,24 +198,20 @@ def test_the_worker_dies_with_its_parent(tmp_path: Path) -> None:
             await_dead(worker)  # not left writing into the log directory
 
 
-def test_memory_stays_bounded_over_many_runs(tmp_path: Path) -> None:
-    process = CleanerProcess()
+def test_memory_stays_bounded_over_many_runs(tmp_path: Path, process: CleanerProcess) -> None:
     config = CleanerConfig(dedupe_buffer_size=64 * 1024 * 1024)
-    try:
-        with open_log(tmp_path / "a-0", compact_config(segment_bytes=1024 * 1024)) as log:
-            write(log, [(b"key-%d" % n, b"v") for n in range(50_000)], per_batch=500)
-            log.roll()
-            task = plan(log, config)
-            map_kib = 50_000 * 2 * 24 // 1024  # each run's offset map: about 2.3 MiB
-            for run in range(12):
-                process.clean(task, lambda: False)
-                delete_leftovers(log.dir)
-                if run == 1:
-                    settled = resident_kib(process.pid)
-            grown = resident_kib(process.pid) - settled
-            assert grown < 2 * map_kib, f"grew {grown} KiB over 10 runs of a {map_kib} KiB map"
-    finally:
-        process.stop()
+    with open_log(tmp_path / "a-0", compact_config(segment_bytes=1024 * 1024)) as log:
+        write(log, [(b"key-%d" % n, b"v") for n in range(50_000)], per_batch=500)
+        log.roll()
+        task = plan(log, config)
+        map_kib = 50_000 * 2 * 24 // 1024  # each run's offset map: about 2.3 MiB
+        for run in range(12):
+            process.clean(task, lambda: False)
+            delete_leftovers(log.dir)
+            if run == 1:
+                settled = resident_kib(process.pid)
+        grown = resident_kib(process.pid) - settled
+        assert grown < 2 * map_kib, f"grew {grown} KiB over 10 runs of a {map_kib} KiB map"
 
 
 @pytest.mark.slow
@@ -233,20 +230,18 @@ def test_a_killed_broker_takes_its_cleaner_worker_along(tmp_path: Path) -> None:
     await_dead(worker)
 
 
-def test_the_io_limit_holds_across_runs_shorter_than_its_check_interval(tmp_path: Path) -> None:
-    process = CleanerProcess()
-    try:
-        with open_log(tmp_path / "a-0", compact_config()) as log:
-            _dirty(log)
-            size = sum(segment.size for segment in log.segments.non_active())
-            task = plan(log, CleanerConfig(max_io_bytes_per_second=size))  # a run a second
-            process.start()
-            first = process.clean(task, lambda: False)  # far quicker than the 300 ms check
-            delete_leftovers(log.dir)
-            time.sleep(CHECK_INTERVAL_S + 0.05)
-            second = process.clean(task, lambda: False)  # checks, and pays for both runs
-            delete_leftovers(log.dir)
-    finally:
-        process.stop()
+def test_the_io_limit_holds_across_runs_shorter_than_its_check_interval(
+    tmp_path: Path, process: CleanerProcess
+) -> None:
+    with open_log(tmp_path / "a-0", compact_config()) as log:
+        _dirty(log)
+        size = sum(segment.size for segment in log.segments.non_active())
+        task = plan(log, CleanerConfig(max_io_bytes_per_second=size))  # a run a second
+        process.start()
+        first = process.clean(task, lambda: False)  # far quicker than the 300 ms check
+        delete_leftovers(log.dir)
+        time.sleep(CHECK_INTERVAL_S + 0.05)
+        second = process.clean(task, lambda: False)  # checks, and pays for both runs
+        delete_leftovers(log.dir)
     assert first.stats.throttled_s == 0
     assert second.stats.throttled_s > 0
