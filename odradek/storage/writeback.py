@@ -2,10 +2,11 @@
 
 A large file written whole and then fsynced sends all its pages to the disk in one burst. On this
 project's reference machine (a VM with a non-preemptible kernel) that burst, and write calls of
-several MB, each held a neighbouring process's wake-ups back by about 1 ms (the p99 of a socket
-ping-pong beside such a writer). Writing at most ``MAX_WRITE_BYTES`` per call and sending each
-piece to disk before the next (``sync_file_range`` with wait) kept it near 0.15-0.19 ms, for
-about 15% of the writer's own throughput. For the cleaner beside a broker the gain is smaller
+several MB, each hold a neighbouring process's wake-ups back (bench/writeback.py: the p99 of a
+socket ping-pong beside a nice-19 writer of 50 MB files was 0.35-0.6 ms with 4 MB writes, 0.22-0.32
+ms with ``MAX_WRITE_BYTES`` writes, 0.04-0.05 ms alone). Sending each piece to disk before the
+next (``sync_file_range`` with wait) brought it to 0.15 ms, for about a third of the writer's own
+throughput (405 vs 615 MB/s). For the cleaner beside a broker the gain is smaller
 (bench/cleaner.py, docs/operations.md): most of what remains is its CPU time in the kernel.
 
 This is not a durability point: ``sync_file_range`` leaves the file's metadata and the disk's
