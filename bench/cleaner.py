@@ -10,7 +10,8 @@
    Two key mixes: updates of 1% of the keys (most records dropped) and unique keys (every
    record kept and recopied, the most work per byte).
 2. The broker while cleaning, as a user runs it: ``odradek.server``'s Broker in its own
-   process (this script with ``--serve-broker``), with its own log cleaner (back-off 50 ms),
+   process (this script with ``--serve-broker``), with its own log cleaner (back-off 50 ms;
+   replaced segments deleted without delay, so their deletion counts in the cleaning phase),
    and a producer in this process sending 1 KB records one at a time (acks=1) to a compacted
    topic. The cleaner recleans a large log of another topic over and over during the cleaning
    phases (the first dirty offset it checkpoints is replaced by 0), not during the idle ones;
@@ -209,6 +210,10 @@ class BenchBroker:
             "port": "0",
             "metrics.port": "0",
             "log.cleaner.backoff.ms": "50",
+            # Segments a swap replaced are deleted at once, in the cleaning phase that caused
+            # it: with Kafka's minute of delay, a short run would never delete them and a long
+            # one would delete them during the idle phases.
+            "log.segment.delete.delay.ms": "0",
         }
         if io_rate is not None:
             overrides["log.cleaner.io.max.bytes.per.second"] = str(io_rate)
