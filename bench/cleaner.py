@@ -235,15 +235,19 @@ class BenchBroker:
         cleaner.resume_cleaning([dirty])
         self._await_clean()
         self._probe = LagProbe(self._loop_thread.loop)
+        self._cpu_s = time.process_time()
         self.port = self._broker.port
 
     def _await_clean(self) -> None:
         if not self._broker.log_cleaner.await_cleaned(self._recleaner.tp, 1, timeout_s=60):
             raise RuntimeError("the cleaner did not clean the dirty log")
 
-    def lag(self) -> list[float]:
-        """The event loop's lag samples since the last call, in seconds."""
-        return self._probe.take()
+    def sample(self) -> tuple[list[float], float]:
+        """Since the last call: the event loop's lag samples and the broker process's CPU time
+        (its cleaner worker's apart), in seconds."""
+        cpu_s = time.process_time()
+        used, self._cpu_s = cpu_s - self._cpu_s, cpu_s
+        return self._probe.take(), used
 
     def reclean(self, on: bool) -> None:
         """Start recleaning, or stop it: then return once the run in progress is done."""
@@ -283,8 +287,8 @@ class BrokerProcess:
             raise RuntimeError(f"the broker process exited ({self._process.wait()})")
         return json.loads(line)
 
-    def lag(self) -> list[float]:
-        return self._ask("lag")
+    def sample(self) -> tuple[list[float], float]:
+        return tuple(self._ask("sample"))
 
     def reclean(self, on: bool) -> None:
         self._ask("reclean", on)
@@ -300,7 +304,7 @@ def serve_broker(directory: Path, megabytes: int, mix: str, io_rate: float | Non
     broker = BenchBroker(directory, megabytes, mix, io_rate)
     commands: dict[str, Callable[..., object]] = {
         "port": lambda: broker.port,
-        "lag": broker.lag,
+        "sample": broker.sample,
         "reclean": broker.reclean,
         "stop": broker.stop,
     }
@@ -342,15 +346,18 @@ def broker_while_cleaning(
     busy: list[float] = []
     idle_lag: list[float] = []
     busy_lag: list[float] = []
+    idle_cpu_s = busy_cpu_s = 0.0
     for _ in range(ROUNDS):
-        broker.lag()
+        broker.sample()
         idle += produce_for(producer, seconds / ROUNDS)
-        idle_lag += broker.lag()
+        lag, cpu_s = broker.sample()
+        idle_lag, idle_cpu_s = idle_lag + lag, idle_cpu_s + cpu_s
         broker.reclean(True)
         time.sleep(0.2)  # the first run is under way
-        broker.lag()
+        broker.sample()
         busy += produce_for(producer, seconds / ROUNDS)
-        busy_lag += broker.lag()
+        lag, cpu_s = broker.sample()
+        busy_lag, busy_cpu_s = busy_lag + lag, busy_cpu_s + cpu_s
         broker.reclean(False)
     producer.close()
     runs, rate = broker.stop()
@@ -368,6 +375,15 @@ def broker_while_cleaning(
             f"p99 {p(lag, 99):5.2f} ms  max {1000 * max(lag, default=0):6.2f} ms"
         )
     print(f"  produce p99 while cleaning / idle: {p(busy, 99) / max(p(idle, 99), 1e-9):.2f}x")
+    # The broker's CPU per run: what the cleaning phases used beyond serving their sends at the
+    # idle phases' cost per send.
+    per_send_s = idle_cpu_s / max(len(idle), 1)
+    per_run_s = (busy_cpu_s - per_send_s * len(busy)) / max(runs, 1)
+    print(
+        f"  broker process CPU (its worker apart): idle {idle_cpu_s / seconds:.2f} s/s, "
+        f"cleaning {busy_cpu_s / seconds:.2f} s/s; {runs / seconds:.1f} runs/s, about "
+        f"{per_run_s * 1000:.2f} ms of it per run"
+    )
 
 
 def start_worker(directory: Path) -> CleanerProcess:
