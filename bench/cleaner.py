@@ -17,12 +17,14 @@
    phases (the first dirty offset it checkpoints is replaced by 0), not during the idle ones;
    the two alternate ``ROUNDS`` times, so a noisy neighbour's drift hits both alike. Produce
    latency p50/p99 and the broker's event-loop lag (overshoot of a 5 ms sleep on its loop),
-   idle and while cleaning, in the same run. ``--broker-mix updates`` recleans a log that
-   has shrunk to 1% instead: runs follow each other back to back (about a hundred a second),
-   so what it shows is each run's cost in the broker process (planning, swap, checkpoint,
-   their fsyncs). ``--same-process`` runs the broker beside the producer (one GIL), as this
-   bench did before; ``--io-max-bytes-per-second`` sets the broker's
-   ``log.cleaner.io.max.bytes.per.second`` (default: unlimited, as in Kafka).
+   idle and while cleaning, in the same run, and the broker process's CPU time (its share per
+   run: the cleaning phases' CPU beyond their sends at the idle cost per send).
+   ``--broker-mix updates`` recleans a log that has shrunk to 1% instead: runs follow each
+   other back to back (about a hundred a second), so what it shows is each run's cost in the
+   broker process (planning, swap, checkpoint, their fsyncs). ``--same-process`` runs the
+   broker beside the producer (one GIL), as this bench did before;
+   ``--io-max-bytes-per-second`` sets the broker's ``log.cleaner.io.max.bytes.per.second``
+   (default: unlimited, as in Kafka).
 
 Usage: python bench/cleaner.py [--dir DIR] [--megabytes N] [--seconds S]
                                [--broker-mix unique|updates] [--broker-only] [--same-process]
@@ -380,7 +382,8 @@ def broker_while_cleaning(
     per_send_s = idle_cpu_s / max(len(idle), 1)
     per_run_s = (busy_cpu_s - per_send_s * len(busy)) / max(runs, 1)
     print(
-        f"  broker process CPU (its worker apart): idle {idle_cpu_s / seconds:.2f} s/s, "
+        f"  {'bench' if same_process else 'broker'} process CPU (the worker apart): "
+        f"idle {idle_cpu_s / seconds:.2f} s/s, "
         f"cleaning {busy_cpu_s / seconds:.2f} s/s; {runs / seconds:.1f} runs/s, about "
         f"{per_run_s * 1000:.2f} ms of it per run"
     )
