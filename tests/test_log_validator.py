@@ -726,7 +726,10 @@ def test_a_request_the_c_scan_rejects_gets_the_python_error() -> None:
 
 def test_without_the_c_scan_the_python_checks_do_the_work() -> None:
     good = build_batch(_records(3)) + build_batch(_records(2, key=None))
-    with mock.patch.object(log_validator, "_native_scan", None):
+    with (
+        mock.patch.object(log_validator, "_native_scan", None),
+        mock.patch.object(log_validator, "_native_validate", None),
+    ):
         result = validate_and_assign_offsets(good, next_offset=10, config=CONFIG, now_ms=NOW)
         assert (result.first_offset, result.last_offset, result.batch_count) == (10, 14, 2)
         with pytest.raises(InvalidRecordError, match="batch 1 at byte .*record 0"):

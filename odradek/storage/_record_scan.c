@@ -7,16 +7,22 @@
  * 0.2-1 us a record, several times the cost of writing the batch to the page cache; here it
  * costs a few nanoseconds a record.
  *
+ * validate_batches is the common case in one call: a request of uncompressed batches is
+ * checked whole (format, size, CRC-32C, timestamps) and only then given its offsets, in place.
+ * scan_batches and walk_records are the pieces the Python validation uses for the rest
+ * (compressed batches).
+ *
  * This module only gives a verdict. When it says "invalid" the Python checks run over the same
  * bytes and raise the error naming the batch, record and byte at fault, so the messages live
- * in one place, and the two are tested to agree on every input (tests/test_log_validator.py).
- * Every read is bounded by the buffer, the batch's end or the record's end, so no input can
- * make it read out of bounds.
+ * in one place, and the two are tested to agree on every input (tests/test_log_validator.py,
+ * tests/test_record_scan_native.py). Every read is bounded by the buffer, the batch's end or
+ * the record's end, so no input can make it read out of bounds.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 
+#include "crc32c.h"
 #include "kafka_format.h"
 
 /* Step over a length-prefixed field (key, value, header key or value); `min_length` is the
@@ -135,48 +141,75 @@ enum {
     MIN_RECORD_SIZE = 7,
     SUPPORTED_MAGIC = 2,
     CODEC_COUNT = 5,
+    TIMESTAMP_TYPE_MASK = 0x08,
     TRANSACTIONAL_OR_CONTROL = 0x30,
+    PARTITION_LEADER_EPOCH_AT = 12,
 };
+
+/* What the format checks learn of a batch. */
+typedef struct {
+    Py_ssize_t size;
+    int attributes;
+    int32_t count;
+    Framing framing; /* set for an uncompressed batch only */
+} BatchFormat;
+
+/* 0 when the batch at data[position:] is well formed (the checks scan_batches lists), -1
+ * otherwise; format->size is set as soon as the batch's length is known to fit. */
+static int check_format(const uint8_t *data, Py_ssize_t position, Py_ssize_t total,
+                        int keys_required, BatchFormat *format)
+{
+    const uint8_t *batch = data + position;
+    if (total - position < HEADER_SIZE)
+        return -1;
+    int64_t batch_size = (int64_t)be32(batch + BATCH_LENGTH_AT) + LOG_OVERHEAD;
+    if (batch_size < HEADER_SIZE || batch_size > total - position)
+        return -1;
+    format->size = (Py_ssize_t)batch_size;
+    format->attributes = be16(batch + ATTRIBUTES_AT);
+    format->count = be32(batch + RECORDS_COUNT_AT);
+    int attributes = format->attributes;
+    int32_t count = format->count;
+    if (batch[MAGIC_AT] != SUPPORTED_MAGIC || (attributes & CODEC_MASK) >= CODEC_COUNT
+        || (attributes & TRANSACTIONAL_OR_CONTROL) != 0)
+        return -1;
+    if (be64(batch + PRODUCER_ID_AT) >= 0 && be32(batch + BASE_SEQUENCE_AT) < 0)
+        return -1;
+    if (count <= 0 || be32(batch + LAST_OFFSET_DELTA_AT) != count - 1)
+        return -1;
+    if ((attributes & CODEC_MASK) == 0) {
+        Py_ssize_t start = position + HEADER_SIZE, end = position + format->size;
+        if (count > (end - start) / MIN_RECORD_SIZE
+            || walk(data, start, end, count, keys_required, &format->framing) < 0)
+            return -1;
+    }
+    return 0;
+}
 
 /* The layout tuple of the well-formed batch at data[position:], or NULL with no exception set
  * when it is malformed (NULL with an exception on a memory error). */
 static PyObject *scan_batch(const uint8_t *data, Py_ssize_t position, Py_ssize_t total,
                             int keys_required, Py_ssize_t *size)
 {
+    BatchFormat format = {0};
+    int status = check_format(data, position, total, keys_required, &format);
+    *size = format.size;
+    if (status < 0)
+        return NULL;
     const uint8_t *batch = data + position;
-    if (total - position < HEADER_SIZE)
-        return NULL;
-    int64_t batch_size = (int64_t)be32(batch + BATCH_LENGTH_AT) + LOG_OVERHEAD;
-    if (batch_size < HEADER_SIZE || batch_size > total - position)
-        return NULL;
-    *size = (Py_ssize_t)batch_size;
-    int attributes = be16(batch + ATTRIBUTES_AT);
-    int32_t count = be32(batch + RECORDS_COUNT_AT);
-    if (batch[MAGIC_AT] != SUPPORTED_MAGIC || (attributes & CODEC_MASK) >= CODEC_COUNT
-        || (attributes & TRANSACTIONAL_OR_CONTROL) != 0)
-        return NULL;
-    if (be64(batch + PRODUCER_ID_AT) >= 0 && be32(batch + BASE_SEQUENCE_AT) < 0)
-        return NULL;
-    if (count <= 0 || be32(batch + LAST_OFFSET_DELTA_AT) != count - 1)
-        return NULL;
     PyObject *framing;
-    if ((attributes & CODEC_MASK) != 0) {
+    if ((format.attributes & CODEC_MASK) != 0) {
         framing = Py_NewRef(Py_None);
     }
     else {
-        Framing walked;
-        Py_ssize_t start = position + HEADER_SIZE, end = position + *size;
-        if (count > (end - start) / MIN_RECORD_SIZE
-            || walk(data, start, end, count, keys_required, &walked) < 0)
-            return NULL;
-        framing = Py_BuildValue("(LLn)", (long long)walked.min_delta,
-                                (long long)walked.max_delta, walked.index_of_max);
+        framing = Py_BuildValue("(LLn)", (long long)format.framing.min_delta,
+                                (long long)format.framing.max_delta, format.framing.index_of_max);
         if (framing == NULL)
             return NULL;
     }
-    return Py_BuildValue("(nnkiiLLN)", position, *size,
-                         (unsigned long)be32u(batch + CRC_AT), attributes,
-                         (int)count, (long long)be64(batch + BASE_TIMESTAMP_AT),
+    return Py_BuildValue("(nnkiiLLN)", position, format.size,
+                         (unsigned long)be32u(batch + CRC_AT), format.attributes,
+                         (int)format.count, (long long)be64(batch + BASE_TIMESTAMP_AT),
                          (long long)be64(batch + MAX_TIMESTAMP_AT), framing);
 }
 
@@ -219,11 +252,267 @@ static PyObject *scan_batches(PyObject *module, PyObject *const *args, Py_ssize_
     Py_RETURN_NONE;
 }
 
+/* Big-endian stores into a batch header. */
+static inline void put_be16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+}
+
+static inline void put_be32(uint8_t *p, uint32_t v)
+{
+    for (int i = 3; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+static inline void put_be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+/* What the topic's config and the clock let through, and what the broker stamps. */
+typedef struct {
+    int keys_required;
+    int64_t max_message_bytes;
+    int64_t now_ms;
+    int64_t before_max_ms; /* message.timestamp.before.max.ms */
+    int64_t after_max_ms;  /* message.timestamp.after.max.ms */
+    int log_append_time;
+    int32_t partition_leader_epoch;
+} Rules;
+
+/* A batch that passed every check, and the maxTimestamp it is to carry. */
+typedef struct {
+    Py_ssize_t position;
+    Py_ssize_t size;
+    int attributes;
+    int32_t count;
+    int64_t max_timestamp;
+    int64_t index_of_max;
+} CheckedBatch;
+
+/* 0 when the batch at data[position:] passes every check the Python validation makes of an
+ * uncompressed batch; -1 on any fault, on a compressed batch, or where a sum would overflow
+ * (the Python checks then decide). */
+static int check_batch(const uint8_t *data, Py_ssize_t position, Py_ssize_t total,
+                       const Rules *rules, CheckedBatch *checked)
+{
+    BatchFormat format = {0};
+    const uint8_t *batch = data + position;
+    if (check_format(data, position, total, rules->keys_required, &format) < 0
+        || (format.attributes & CODEC_MASK) != 0 || format.size > rules->max_message_bytes
+        || be32u(batch + CRC_AT)
+               != crc32c(0, batch + ATTRIBUTES_AT, (size_t)(format.size - ATTRIBUTES_AT)))
+        return -1;
+    checked->position = position;
+    checked->size = format.size;
+    checked->attributes = format.attributes;
+    checked->count = format.count;
+    if (rules->log_append_time) {
+        checked->max_timestamp = rules->now_ms;
+        checked->index_of_max = 0;
+        return 0;
+    }
+    int64_t base_timestamp = be64(batch + BASE_TIMESTAMP_AT), lowest, highest, early, late;
+    if (__builtin_add_overflow(base_timestamp, format.framing.min_delta, &lowest)
+        || __builtin_add_overflow(base_timestamp, format.framing.max_delta, &highest)
+        || __builtin_sub_overflow(rules->now_ms, lowest, &early)
+        || __builtin_sub_overflow(highest, rules->now_ms, &late) || early > rules->before_max_ms
+        || late > rules->after_max_ms)
+        return -1;
+    checked->max_timestamp = highest;
+    checked->index_of_max = format.framing.index_of_max;
+    return 0;
+}
+
+/* Stamp base offset and leader epoch; set the timestamp type and maxTimestamp (both inside the
+ * CRC, so the CRC too) only where they differ from the producer's, as log_validator._assign. */
+static void assign(uint8_t *data, const CheckedBatch *checked, int64_t base_offset,
+                   const Rules *rules)
+{
+    uint8_t *batch = data + checked->position;
+    put_be64(batch, (uint64_t)base_offset);
+    put_be32(batch + PARTITION_LEADER_EPOCH_AT, (uint32_t)rules->partition_leader_epoch);
+    int timestamp_type = rules->log_append_time ? TIMESTAMP_TYPE_MASK : 0;
+    if ((checked->attributes & TIMESTAMP_TYPE_MASK) != timestamp_type
+        || be64(batch + MAX_TIMESTAMP_AT) != checked->max_timestamp) {
+        put_be16(batch + ATTRIBUTES_AT,
+                 (uint16_t)((checked->attributes & ~TIMESTAMP_TYPE_MASK) | timestamp_type));
+        put_be64(batch + MAX_TIMESTAMP_AT, (uint64_t)checked->max_timestamp);
+        put_be32(batch + CRC_AT,
+                 crc32c(0, batch + ATTRIBUTES_AT, (size_t)(checked->size - ATTRIBUTES_AT)));
+    }
+}
+
+/* Check every batch of data[0:total] (into `checked`, room for `room`), then assign offsets
+ * from `next_offset`. Fills `summary` with ValidationResult's numbers; returns -1 without
+ * having written a byte when any batch fails, -2 when there are more than `room` batches. */
+static int validate(uint8_t *data, Py_ssize_t total, const Rules *rules, int64_t next_offset,
+                    CheckedBatch *checked, Py_ssize_t room, int64_t summary[7])
+{
+    Py_ssize_t batches = 0;
+    int64_t last_offset = next_offset - 1;
+    for (Py_ssize_t position = 0; position < total; position += checked[batches++].size) {
+        if (batches == room)
+            return -2;
+        if (check_batch(data, position, total, rules, &checked[batches]) < 0
+            || __builtin_add_overflow(last_offset, (int64_t)checked[batches].count, &last_offset))
+            return -1;
+    }
+    if (batches == 0)
+        return -1;
+    int64_t max_timestamp = -1, offset_of_max_timestamp = -1, base_offset = next_offset;
+    for (Py_ssize_t index = 0; index < batches; index++) {
+        assign(data, &checked[index], base_offset, rules);
+        if (checked[index].max_timestamp > max_timestamp) {
+            max_timestamp = checked[index].max_timestamp;
+            offset_of_max_timestamp = base_offset + checked[index].index_of_max;
+        }
+        base_offset += checked[index].count;
+    }
+    summary[0] = next_offset;
+    summary[1] = last_offset;
+    summary[2] = max_timestamp;
+    summary[3] = offset_of_max_timestamp;
+    summary[4] = last_offset - next_offset + 1;
+    summary[5] = batches;
+    summary[6] = checked[0].max_timestamp;
+    return 0;
+}
+
+/* An int argument as int64; 0 on success, -1 (no exception set) when it does not fit, -2 with
+ * an exception set when it is no int. */
+static int as_int64(PyObject *argument, int64_t *value)
+{
+    int overflow;
+    long long result = PyLong_AsLongLongAndOverflow(argument, &overflow);
+    if (result == -1 && PyErr_Occurred())
+        return -2;
+    if (overflow)
+        return -1;
+    *value = (int64_t)result;
+    return 0;
+}
+
+PyDoc_STRVAR(validate_batches_doc,
+"validate_batches(records, keys_required, max_message_bytes, now_ms, before_max_ms,\n"
+"                 after_max_ms, log_append_time, next_offset, partition_leader_epoch, /)\n--\n\n"
+"Validate the uncompressed batches of the bytearray ``records`` and assign their offsets in\n"
+"place, in one pass: the checks of scan_batches, then max.message.bytes, the CRC-32C and the\n"
+"CreateTime bounds [now_ms - before_max_ms, now_ms + after_max_ms]; then base offsets from\n"
+"``next_offset``, the leader epoch, and where needed the timestamp type, maxTimestamp (now_ms\n"
+"under LogAppendTime) and CRC. Returns ValidationResult's numbers after ``records``:\n"
+"(first_offset, last_offset, max_timestamp, offset_of_max_timestamp, record_count,\n"
+"batch_count, size_in_bytes, first_batch_max_timestamp). Returns None, having changed\n"
+"nothing, on any fault, a compressed batch or a value out of range: the Python checks then\n"
+"decide, and name the fault.");
+
+static PyObject *validate_batches(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Rules rules;
+    int64_t next_offset, epoch, summary[7];
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "validate_batches takes 9 arguments");
+        return NULL;
+    }
+    if (!PyByteArray_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "validate_batches: records must be a bytearray");
+        return NULL;
+    }
+    rules.keys_required = PyObject_IsTrue(args[1]);
+    rules.log_append_time = PyObject_IsTrue(args[6]);
+    if (rules.keys_required < 0 || rules.log_append_time < 0)
+        return NULL;
+    int status = 0;
+    int64_t *targets[] = {&rules.max_message_bytes, &rules.now_ms, &rules.before_max_ms,
+                          &rules.after_max_ms, &next_offset, &epoch};
+    PyObject *sources[] = {args[2], args[3], args[4], args[5], args[7], args[8]};
+    for (int i = 0; i < 6 && status == 0; i++)
+        status = as_int64(sources[i], targets[i]);
+    if (status == -2)
+        return NULL;
+    if (status == -1 || epoch < INT32_MIN || epoch > INT32_MAX)
+        Py_RETURN_NONE;
+    rules.partition_leader_epoch = (int32_t)epoch;
+    uint8_t *data = (uint8_t *)PyByteArray_AS_STRING(args[0]);
+    Py_ssize_t total = PyByteArray_GET_SIZE(args[0]);
+    CheckedBatch few[16], *checked = few;
+    Py_ssize_t room = 16;
+    status = validate(data, total, &rules, next_offset, checked, room, summary);
+    if (status == -2) { /* many small batches: room for as many as the bytes can hold */
+        room = total / HEADER_SIZE;
+        checked = PyMem_New(CheckedBatch, room);
+        if (checked == NULL)
+            return PyErr_NoMemory();
+        status = validate(data, total, &rules, next_offset, checked, room, summary);
+        PyMem_Free(checked);
+    }
+    if (status < 0)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(LLLLLLnL)", (long long)summary[0], (long long)summary[1],
+                         (long long)summary[2], (long long)summary[3], (long long)summary[4],
+                         (long long)summary[5], total, (long long)summary[6]);
+}
+
+PyDoc_STRVAR(crc32c_doc,
+"crc32c(data, crc=0, /)\n--\n\n"
+"The CRC-32C of ``data`` continued from ``crc``, as validate_batches computes it (the same\n"
+"values as crc32c.crc32c).");
+
+PyDoc_STRVAR(crc32c_portable_doc,
+"crc32c_portable(data, crc=0, /)\n--\n\n"
+"crc32c by the table loop used where the CPU has no CRC instruction; exposed so that its\n"
+"values are tested on every machine.");
+
+static PyObject *checksum(PyObject *const *args, Py_ssize_t nargs, int portable)
+{
+    Py_buffer buffer;
+    uint32_t crc = 0;
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "crc32c takes 1 or 2 arguments");
+        return NULL;
+    }
+    if (nargs == 2) {
+        unsigned long value = PyLong_AsUnsignedLong(args[1]);
+        if (PyErr_Occurred())
+            return NULL;
+        if (value > UINT32_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "crc32c: crc must fit 32 bits");
+            return NULL;
+        }
+        crc = (uint32_t)value;
+    }
+    if (PyObject_GetBuffer(args[0], &buffer, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const uint8_t *data = (const uint8_t *)buffer.buf;
+    size_t length = (size_t)buffer.len;
+    crc = portable ? ~crc32c_portable(~crc, data, length) : crc32c(crc, data, length);
+    PyBuffer_Release(&buffer);
+    return PyLong_FromUnsignedLong(crc);
+}
+
+static PyObject *crc32c_function(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    return checksum(args, nargs, 0);
+}
+
+static PyObject *crc32c_portable_function(PyObject *module, PyObject *const *args,
+                                          Py_ssize_t nargs)
+{
+    return checksum(args, nargs, 1);
+}
+
 static PyMethodDef methods[] = {
     {"walk_records", (PyCFunction)(void (*)(void))walk_records, METH_FASTCALL,
      walk_records_doc},
     {"scan_batches", (PyCFunction)(void (*)(void))scan_batches, METH_FASTCALL,
      scan_batches_doc},
+    {"validate_batches", (PyCFunction)(void (*)(void))validate_batches, METH_FASTCALL,
+     validate_batches_doc},
+    {"crc32c", (PyCFunction)(void (*)(void))crc32c_function, METH_FASTCALL, crc32c_doc},
+    {"crc32c_portable", (PyCFunction)(void (*)(void))crc32c_portable_function, METH_FASTCALL,
+     crc32c_portable_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -234,5 +523,6 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__record_scan(void)
 {
+    crc32c_init();
     return PyModule_Create(&module);
 }

@@ -5,6 +5,11 @@ Step 1 of the append path rejects a malformed request whole, with an error namin
 written. Steps 2's edits are then made on one private copy of the request: base offsets from
 the log end offset, the partition leader epoch, LogAppendTime when the topic wants it, and a
 recompression when the topic's ``compression.type`` is not ``producer``.
+
+A request of uncompressed batches kept as the producer sent them (the common case) is checked
+and given its offsets in one C call (``_record_scan.validate_batches``); when that call
+declines (a fault, a compressed batch, or the C module not built) the Python checks below do
+the work and name the fault.
 """
 
 from __future__ import annotations
@@ -49,8 +54,9 @@ from odradek.storage.record_framing import RecordFraming, check_framing
 
 try:
     from odradek.storage._record_scan import scan_batches as _native_scan
+    from odradek.storage._record_scan import validate_batches as _native_validate
 except ImportError:  # record_framing warns once that the C checks are not built
-    _native_scan = None
+    _native_scan = _native_validate = None
 
 Buffer = bytes | bytearray | memoryview
 
@@ -107,6 +113,20 @@ def validate_and_assign_offsets(
     whole. ``buffer`` itself is never modified.
     """
     records = bytearray(buffer)
+    if _native_validate is not None and config.compression_type == "producer":
+        summary = _native_validate(
+            records,
+            config.compact,
+            config.max_message_bytes,
+            now_ms,
+            config.message_timestamp_before_max_ms,
+            config.message_timestamp_after_max_ms,
+            config.log_append_time,
+            next_offset,
+            partition_leader_epoch,
+        )
+        if summary is not None:
+            return ValidationResult(records, *summary)
     layouts = _scan(records, config)
     log_append_time = config.log_append_time
     low = now_ms - config.message_timestamp_before_max_ms
