@@ -101,11 +101,11 @@ class AbstractIndex(ABC):
     @property
     def max_entries(self) -> int:
         """How many entries the file holds at its current length."""
-        return self._length // self.entry_size
+        return self._max_entries
 
     @property
     def is_full(self) -> bool:
-        return self._entries >= self.max_entries
+        return self._entries >= self._max_entries
 
     @property
     def length(self) -> int:
@@ -119,12 +119,13 @@ class AbstractIndex(ABC):
 
     def relative_offset(self, offset: int) -> int:
         """``offset - base_offset``, which must fit a non-negative int32."""
-        if not self.can_append_offset(offset):
+        relative = offset - self._base_offset
+        if not 0 <= relative <= INT32_MAX:
             raise IndexOffsetOverflowError(
                 f"offset {offset} is not within int32 above base offset {self._base_offset} "
                 f"of {self._path}"
             )
-        return offset - self._base_offset
+        return relative
 
     def can_append_offset(self, offset: int) -> bool:
         return 0 <= offset - self._base_offset <= INT32_MAX
@@ -298,10 +299,11 @@ class AbstractIndex(ABC):
 
     def _append_fields(self, index_map: mmap.mmap | None, first: int, second: int) -> None:
         """Write one entry after the last; the caller holds the lock and has checked order."""
-        if self._entries >= self.max_entries:
+        entries = self._entries
+        if entries >= self._max_entries:
             raise ValueError(f"cannot append to {self!r}: it is full")
-        self._ENTRY.pack_into(index_map, self.size_in_bytes, first, second)
-        self._entries += 1
+        self._ENTRY.pack_into(index_map, entries * self.entry_size, first, second)
+        self._entries = entries + 1
         self._last = (first, second)
 
     def _append_all_fields(
@@ -311,7 +313,7 @@ class AbstractIndex(ABC):
         way); the caller holds the lock and has checked order."""
         if not fields:
             return
-        if self._entries + len(fields) > self.max_entries:
+        if self._entries + len(fields) > self._max_entries:
             raise ValueError(f"cannot append {len(fields)} entries to {self!r}: it is full")
         codes = self._ENTRY.format.lstrip(">")
         packed = struct.pack(">" + codes * len(fields), *chain.from_iterable(fields))
@@ -355,6 +357,7 @@ class AbstractIndex(ABC):
             # reads ahead its whole sparse length (~2 ms for the default 10 MB).
             self._mmap.madvise(mmap.MADV_RANDOM)
         self._length = length
+        self._max_entries = length // self.entry_size  # read on every append: kept, not computed
 
     def _unmap(self) -> None:
         if self._mmap is not None:

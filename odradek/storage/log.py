@@ -192,39 +192,45 @@ class Log:
             config = self._config
             validated = validate_and_assign_offsets(
                 records,
-                next_offset=self.log_end_offset,
+                next_offset=self._next_offset_metadata.message_offset,
                 config=config,
                 now_ms=now_ms,
                 partition_leader_epoch=leader_epoch,
             )
-            if validated.size_in_bytes > config.segment_bytes:
+            size_in_bytes, last_offset = validated.size_in_bytes, validated.last_offset
+            if size_in_bytes > config.segment_bytes:
                 raise RecordListTooLargeError(
-                    f"append of {validated.size_in_bytes} bytes to {self.topic_partition} does not "
+                    f"append of {size_in_bytes} bytes to {self.topic_partition} does not "
                     f"fit a segment of segment.bytes={config.segment_bytes}"
                 )
             try:
-                segment = self._maybe_roll(validated.size_in_bytes, validated.last_offset, now_ms)
-                segment.append(validated.last_offset, validated.records)
+                segment = self._maybe_roll(size_in_bytes, last_offset, now_ms)
+                segment.append(last_offset, validated.records)
             except OSError as error:
                 raise self._storage_error("append", error) from error
-            self._update_log_end_offset(validated.last_offset + 1)
-            if self.unflushed_messages >= config.flush_messages:
-                self.flush(self.log_end_offset)
+            self._update_log_end_offset(last_offset + 1, segment)
+            if last_offset + 1 - self._recovery_point >= config.flush_messages:
+                self.flush(last_offset + 1)
             return LogAppendInfo(
-                first_offset=validated.first_offset,
-                last_offset=validated.last_offset,
-                max_timestamp=validated.max_timestamp,
-                offset_of_max_timestamp=validated.offset_of_max_timestamp,
-                log_append_time_ms=now_ms if config.log_append_time else -1,
-                log_start_offset=self._log_start_offset,
-                record_count=validated.record_count,
-                batch_count=validated.batch_count,
-                valid_bytes=validated.size_in_bytes,
+                validated.first_offset,
+                last_offset,
+                validated.max_timestamp,
+                validated.offset_of_max_timestamp,
+                now_ms if config.log_append_time else -1,  # log_append_time_ms
+                self._log_start_offset,
+                validated.record_count,
+                validated.batch_count,
+                size_in_bytes,  # valid_bytes
             )
 
-    def _update_log_end_offset(self, offset: int) -> None:
-        active = self._segments.active_segment
-        self._next_offset_metadata = LogOffsetMetadata(offset, active.base_offset, active.size)
+    def _update_log_end_offset(self, offset: int, active: LogSegment | None = None) -> None:
+        """Move the log end to ``offset``, in ``active`` (the active segment, when the caller
+        has it at hand)."""
+        if active is None:
+            active = self._segments.active_segment
+        self._next_offset_metadata = LogOffsetMetadata(
+            offset, active.base_offset, active.log.size_in_bytes
+        )
         if self._high_watermark.message_offset >= offset:
             self._high_watermark = self._next_offset_metadata
         if self._recovery_point > offset:
@@ -233,16 +239,18 @@ class Log:
     def _maybe_roll(
         self, messages_size: int, max_offset_in_messages: int, now_ms: int
     ) -> LogSegment:
+        """The segment this append goes to: the active one, or a new one if it must roll."""
         segment = self._segments.active_segment
         config = self._config
-        params = RollParams(
-            max_segment_ms=config.segment_ms,
-            max_segment_bytes=config.segment_bytes,
-            max_offset_in_messages=max_offset_in_messages,
-            messages_size=messages_size,
-            now_ms=now_ms,
-        )
-        if segment.should_roll(params):
+        if segment.should_roll(
+            RollParams(
+                config.segment_ms,
+                config.segment_bytes,
+                max_offset_in_messages,
+                messages_size,
+                now_ms,
+            )
+        ):
             return self.roll()
         return segment
 

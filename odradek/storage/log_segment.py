@@ -193,7 +193,7 @@ class LogSegment:
         (``write_through``: see ``FileRecords.append``)."""
         if not records:
             return
-        if not self.can_convert_to_relative_offset(largest_offset):
+        if not 0 <= largest_offset - self.base_offset <= INT32_MAX:
             raise LogSegmentOffsetOverflowError(
                 f"offset {largest_offset} does not fit segment {self.base_offset} ({self.log.path})"
             )
@@ -206,7 +206,11 @@ class LogSegment:
     def _index_batches(
         self, records: bytes | bytearray | memoryview, physical_position: int
     ) -> None:
-        """Add index entries for the batches just written at ``physical_position``."""
+        """Add index entries for the batches just written at ``physical_position``: one entry in
+        each index once more than ``index.interval.bytes`` were written since the last (SPEC 5).
+
+        Runs on every append, so the indexes are reached only when an entry is due.
+        """
         unpack_from = _INDEXED_FIELDS.unpack_from
         position_in_records = 0
         total = len(records)
@@ -215,30 +219,29 @@ class LogSegment:
                 records, position_in_records
             )
             last_offset = base_offset + last_offset_delta
-            self._observe_batch(max_timestamp, last_offset)
-            self._maybe_add_index_entry(last_offset, physical_position + position_in_records)
+            latest = self._observe_batch(max_timestamp, last_offset)
+            if self._bytes_since_last_index_entry > self.index_interval_bytes:
+                offset_index, time_index = self._checked_indexes or self._check_indexes()
+                offset_index.append(last_offset, physical_position + position_in_records)
+                time_index.maybe_append(latest.timestamp, latest.offset)
+                self._bytes_since_last_index_entry = 0
             size = batch_length + LOG_OVERHEAD
             self._bytes_since_last_index_entry += size
             position_in_records += size
 
-    def _observe_batch(self, max_timestamp: int, last_offset: int) -> None:
-        if max_timestamp > self.max_timestamp_so_far:
-            self._max_timestamp_and_offset = TimestampAndOffset(max_timestamp, last_offset)
-
-    def _maybe_add_index_entry(self, last_offset: int, position: int) -> None:
-        """One entry in each index once more than ``index.interval.bytes`` were written since
-        the last (SPEC 5)."""
-        if self._bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(last_offset, position)
-            latest = self.max_timestamp_and_offset_so_far
-            self.time_index.maybe_append(latest.timestamp, latest.offset)
-            self._bytes_since_last_index_entry = 0
+    def _observe_batch(self, max_timestamp: int, last_offset: int) -> TimestampAndOffset:
+        """Take a batch's max timestamp into the segment's; return the segment's."""
+        latest = self._max_timestamp_and_offset or self.max_timestamp_and_offset_so_far
+        if max_timestamp > latest.timestamp:
+            latest = self._max_timestamp_and_offset = TimestampAndOffset(max_timestamp, last_offset)
+        return latest
 
     # --- roll --------------------------------------------------------------------------------
 
     def should_roll(self, params: RollParams) -> bool:
         """SPEC 4 step 4: size, age (with jitter), full index, or relative offset overflow."""
         size = self.log.size_in_bytes
+        offset_index, time_index = self._checked_indexes or self._check_indexes()
         return (
             size > params.max_segment_bytes - params.messages_size
             or (
@@ -246,8 +249,8 @@ class LogSegment:
                 and self.time_waited_for_roll(params.now_ms)
                 > params.max_segment_ms - self.roll_jitter_ms
             )
-            or self.offset_index.is_full
-            or self.time_index.is_full
+            or offset_index.is_full
+            or time_index.is_full
             or not self.can_convert_to_relative_offset(params.max_offset_in_messages)
         )
 
@@ -352,10 +355,9 @@ class LogSegment:
                 break
             size = header.batch_length + LOG_OVERHEAD
             last_offset = header.base_offset + header.last_offset_delta
-            self._observe_batch(header.max_timestamp, last_offset)
+            latest = self._observe_batch(header.max_timestamp, last_offset)
             if self._bytes_since_last_index_entry > self.index_interval_bytes:
                 offset_entries.append((last_offset, position))
-                latest = self.max_timestamp_and_offset_so_far
                 time_entries.append((latest.timestamp, latest.offset))
                 self._bytes_since_last_index_entry = 0
             self._bytes_since_last_index_entry += size

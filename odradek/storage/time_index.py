@@ -37,7 +37,7 @@ class TimeIndex(AbstractIndex):
     @property
     def is_full(self) -> bool:
         """Full one entry early: the last slot is kept for the entry a roll appends."""
-        return self._entries >= self.max_entries - 1
+        return self._entries >= self._max_entries - 1
 
     @property
     def last_entry(self) -> TimestampOffset:
@@ -95,7 +95,7 @@ class TimeIndex(AbstractIndex):
                 if timestamp > last_timestamp:
                     fields.append((timestamp, self.relative_offset(offset)))
                     last_timestamp, last_offset = timestamp, offset
-            if self._entries + len(fields) > self.max_entries - 1:
+            if self._entries + len(fields) > self._max_entries - 1:
                 raise ValueError(f"cannot append {len(fields)} entries to {self!r}: it is full")
             self._append_all_fields(index_map, fields)
 
