@@ -27,7 +27,7 @@ from odradek.storage.file_records import TimestampAndOffset
 from odradek.storage.log_append_info import LogAppendInfo
 from odradek.storage.log_loader import LoadedLogOffsets, LogLoader
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
-from odradek.storage.log_segment import LogSegment, RollParams
+from odradek.storage.log_segment import LogSegment
 from odradek.storage.log_segments import LogSegments
 from odradek.storage.log_stats import (
     LOG_FLUSH_SECONDS,
@@ -241,16 +241,7 @@ class Log:
     ) -> LogSegment:
         """The segment this append goes to: the active one, or a new one if it must roll."""
         segment = self._segments.active_segment
-        config = self._config
-        if segment.should_roll(
-            RollParams(
-                config.segment_ms,
-                config.segment_bytes,
-                max_offset_in_messages,
-                messages_size,
-                now_ms,
-            )
-        ):
+        if segment.should_roll(self._config, messages_size, max_offset_in_messages, now_ms):
             return self.roll()
         return segment
 

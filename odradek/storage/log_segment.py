@@ -8,7 +8,6 @@ import random
 import struct
 import threading
 from pathlib import Path
-from typing import NamedTuple
 
 from odradek.config.log_config import LogConfig
 from odradek.errors import CorruptIndexError, LogSegmentOffsetOverflowError
@@ -34,17 +33,6 @@ INT32_MAX = 2**31 - 1
 # one unpack (a whole BatchHeader costs three times as much, once per append).
 _INDEXED_FIELDS = struct.Struct(">qi11xi8xq")
 _UNKNOWN = TimestampAndOffset(-1, -1)
-
-
-class RollParams(NamedTuple):
-    """What ``should_roll`` needs to know about the append about to happen (a named tuple:
-    one is made per append)."""
-
-    max_segment_ms: int
-    max_segment_bytes: int
-    max_offset_in_messages: int
-    messages_size: int
-    now_ms: int
 
 
 class LogSegment:
@@ -193,7 +181,7 @@ class LogSegment:
         (``write_through``: see ``FileRecords.append``)."""
         if not records:
             return
-        if not 0 <= largest_offset - self.base_offset <= INT32_MAX:
+        if not self.can_convert_to_relative_offset(largest_offset):
             raise LogSegmentOffsetOverflowError(
                 f"offset {largest_offset} does not fit segment {self.base_offset} ({self.log.path})"
             )
@@ -238,20 +226,27 @@ class LogSegment:
 
     # --- roll --------------------------------------------------------------------------------
 
-    def should_roll(self, params: RollParams) -> bool:
-        """SPEC 4 step 4: size, age (with jitter), full index, or relative offset overflow."""
+    def should_roll(
+        self, config: LogConfig, messages_size: int, max_offset_in_messages: int, now_ms: int
+    ) -> bool:
+        """SPEC 4 step 4, before an append of ``messages_size`` bytes up to offset
+        ``max_offset_in_messages`` at ``now_ms``: size (segment.bytes), age (segment.ms, with
+        jitter), a full index, or a relative offset overflow.
+
+        Kafka passes these in a RollParams; they come as arguments here because the check runs
+        on every append and building the object cost a third of it.
+        """
         size = self.log.size_in_bytes
         offset_index, time_index = self._checked_indexes or self._check_indexes()
         return (
-            size > params.max_segment_bytes - params.messages_size
+            size > config.segment_bytes - messages_size
             or (
                 size > 0
-                and self.time_waited_for_roll(params.now_ms)
-                > params.max_segment_ms - self.roll_jitter_ms
+                and self.time_waited_for_roll(now_ms) > config.segment_ms - self.roll_jitter_ms
             )
             or offset_index.is_full
             or time_index.is_full
-            or not self.can_convert_to_relative_offset(params.max_offset_in_messages)
+            or not self.can_convert_to_relative_offset(max_offset_in_messages)
         )
 
     def time_waited_for_roll(self, now_ms: int) -> int:
