@@ -10,7 +10,10 @@ same bytes, because absolute times on a shared 2-core machine are noisy:
 - recovery scan MB/s (LogSegment.recover over every segment) vs raw sequential read;
 - open time of a log with 1,000 segments (clean shutdown).
 
-Usage: python bench/storage.py [--dir DIR] [--megabytes N]
+Each figure is the median of interleaved rounds (raw, then measured, then raw again ...), so
+a burst of noise from a neighbour lands on both sides or on one round, not on the figure.
+
+Usage: python bench/storage.py [--dir DIR] [--megabytes N] [--rounds N]
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import argparse
 import mmap
 import os
 import shutil
+import statistics
 import struct
 import tempfile
 import time
@@ -95,6 +99,8 @@ def python_floor_seconds(directory: Path, batches: list[bytes]) -> float:
     for index_map in maps:
         index_map.close()
     os.close(fd)
+    for name in ("floor.log", "floor.index", "floor.timeindex"):
+        (directory / name).unlink()  # as raw_write_seconds does: no dirty pages left behind
     return elapsed
 
 
@@ -185,16 +191,72 @@ def open_seconds(directory: Path, segments: int) -> float:
     return elapsed
 
 
+def ratio_line(label: str, rounds: list[tuple[float, float]], total: int, raw_name: str) -> str:
+    """One figure: median MB/s of the measured and of the raw operation over interleaved
+    rounds, and the median (min-max) of the per-round ratios raw time / measured time."""
+    measured = statistics.median(total / MB / seconds for seconds, _ in rounds)
+    raw = statistics.median(total / MB / raw_seconds for _, raw_seconds in rounds)
+    ratios = sorted(raw_seconds / seconds for seconds, raw_seconds in rounds)
+    return (
+        f"{label}: {measured:8.1f} MB/s   {raw_name} {raw:8.1f} MB/s   "
+        f"ratio {statistics.median(ratios):.2f} ({ratios[0]:.2f}-{ratios[-1]:.2f})"
+    )
+
+
+def append_workload(
+    workload: Path, label: str, batches: list[bytes], config: LogConfig, rounds: int
+) -> Log:
+    """Print the append figures; return the log of the last round for the read figures."""
+    total = sum(len(b) for b in batches)
+    appends, floors = [], []
+    log = None
+    for round_number in range(rounds):
+        if log is not None:
+            log.close()
+            shutil.rmtree(log.dir)
+        raw = raw_write_seconds(workload, batches)
+        floors.append((python_floor_seconds(workload, batches), raw))
+        appended, log = log_append_seconds(workload / f"bench-{round_number}", batches, config)
+        appends.append((appended, raw))
+    print(ratio_line(f"append {label}", appends, total, "raw os.write"))
+    print(ratio_line("  Python floor (C-level work only)", floors, total, "raw os.write"))
+    assert log is not None
+    return log
+
+
+def read_workloads(log: Log, rounds: int) -> None:
+    """Print the sequential read and recovery scan figures of ``log``."""
+    paths = [s.log.path for s in log.segments.values()]
+    reads, recoveries = [], []
+    total = 0
+    for _ in range(rounds):
+        raw_read, total = raw_read_seconds(paths)
+        # Log.read re-reads the partial batch at the end of each 1 MB fetch (a few KB more than
+        # the raw read): the figure is conservative by that much.
+        read, _ = log_read_seconds(log)
+        reads.append((read, raw_read))
+        raw_read, _ = raw_read_seconds(paths)
+        recoveries.append((recovery_seconds(log), raw_read))
+    print(ratio_line("sequential read", reads, total, "raw pread"))
+    print(ratio_line("recovery scan", recoveries, total, "raw read"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--dir", type=Path, default=None, help="where to write (default: a temp dir)"
     )
     parser.add_argument("--megabytes", type=int, default=256, help="bytes appended per workload")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="interleaved raw/measured rounds per figure"
+    )
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="odradek-bench-", dir=args.dir))
     config = LogConfig(segment_bytes=64 * MB)
-    print(f"storage benchmark in {root} ({args.megabytes} MB per workload)")
+    print(
+        f"storage benchmark in {root} ({args.megabytes} MB per workload, median of "
+        f"{args.rounds} interleaved rounds; ratio = raw time / measured time, min-max in brackets)"
+    )
     try:
         for label, record_size, batch_size in (
             ("1 KB records, 64 KB batches", 1024, 64 * 1024),
@@ -203,33 +265,15 @@ def main() -> None:
             workload = root / label.split(",")[0].replace(" ", "_")
             workload.mkdir()
             batches = make_batches(record_size, batch_size, args.megabytes * MB)
-            total = sum(len(b) for b in batches)
-            raw = raw_write_seconds(workload, batches)
-            floor = python_floor_seconds(workload, batches)
-            appended, log = log_append_seconds(workload / "bench-0", batches, config)
-            print(
-                f"append {label}: {total / MB / appended:8.1f} MB/s   raw os.write "
-                f"{total / MB / raw:8.1f} MB/s   ratio {raw / appended:.2f}   "
-                f"(Python floor {total / MB / floor:.1f} MB/s, ratio {raw / floor:.2f})"
-            )
+            log = append_workload(workload, label, batches, config, args.rounds)
             if record_size == 1024:
-                read, read_bytes = log_read_seconds(log)
-                paths = [s.log.path for s in log.segments.values()]
-                raw_read, raw_bytes = raw_read_seconds(paths)
-                print(
-                    f"sequential read: {read_bytes / MB / read:8.1f} MB/s   raw pread "
-                    f"{raw_bytes / MB / raw_read:8.1f} MB/s   ratio {raw_read / read:.2f}"
-                )
-                recovered = recovery_seconds(log)
-                raw_read, raw_bytes = raw_read_seconds(paths)
-                print(
-                    f"recovery scan: {raw_bytes / MB / recovered:8.1f} MB/s   raw read "
-                    f"{raw_bytes / MB / raw_read:8.1f} MB/s   ratio {raw_read / recovered:.2f}"
-                )
+                read_workloads(log, args.rounds)
             log.close()
             shutil.rmtree(workload)
-        seconds = open_seconds(root / "open-0", 1000)
-        print(f"open a log of 1,000 segments (clean shutdown): {seconds:.3f} s")
+        seconds = statistics.median(
+            open_seconds(root / f"open-{n}", 1000) for n in range(args.rounds)
+        )
+        print(f"open a log of 1,000 segments (clean shutdown): {seconds:.3f} s (median)")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
