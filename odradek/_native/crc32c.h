@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define CRC32C_POLY 0x82f63b78u /* reflected */
 #define CRC32C_LONG 8192        /* bytes per stream in a long block of three */
@@ -93,12 +94,14 @@ static uint32_t crc32c_portable(uint32_t crc, const uint8_t *data, size_t length
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <nmmintrin.h>
-#include <string.h>
 #define CRC32C_X86 1
 
-/* Three streams of `block` bytes each from `data`, joined; on the raw CRC register. */
+/* Three streams of `block` bytes each from `data`, joined; on the raw CRC register. Each word
+ * is also stored at the same place in `copy` unless it is NULL (the compiler makes the two
+ * versions: `copy` is a constant in each caller). */
 __attribute__((target("sse4.2"))) static inline uint64_t
-crc32c_three_streams(uint64_t crc0, const uint8_t *data, size_t block, uint32_t shift[4][256])
+crc32c_three_streams(uint64_t crc0, const uint8_t *data, uint8_t *copy, size_t block,
+                     uint32_t shift[4][256])
 {
     uint64_t crc1 = 0, crc2 = 0, word0, word1, word2;
     for (const uint8_t *end = data + block; data < end; data += 8) {
@@ -108,28 +111,61 @@ crc32c_three_streams(uint64_t crc0, const uint8_t *data, size_t block, uint32_t 
         crc0 = _mm_crc32_u64(crc0, word0);
         crc1 = _mm_crc32_u64(crc1, word1);
         crc2 = _mm_crc32_u64(crc2, word2);
+        if (copy != NULL) {
+            memcpy(copy, &word0, 8);
+            memcpy(copy + block, &word1, 8);
+            memcpy(copy + 2 * block, &word2, 8);
+            copy += 8;
+        }
     }
     crc0 = crc32c_shift(shift, (uint32_t)crc0) ^ crc1;
     return crc32c_shift(shift, (uint32_t)crc0) ^ crc2;
 }
 
-__attribute__((target("sse4.2"))) static uint32_t
-crc32c_sse42(uint32_t crc, const uint8_t *data, size_t length)
+/* The raw CRC register over data[0:length], copying the bytes to `copy` unless it is NULL. */
+__attribute__((target("sse4.2"))) static inline uint32_t
+crc32c_sse42_copying(uint32_t crc, const uint8_t *data, uint8_t *copy, size_t length)
 {
     uint64_t crc0 = crc, word;
-    for (; length && ((uintptr_t)data & 7); data++, length--)
+    for (; length && ((uintptr_t)data & 7); data++, length--) {
         crc0 = _mm_crc32_u8((uint32_t)crc0, *data);
-    for (; length >= 3 * CRC32C_LONG; data += 3 * CRC32C_LONG, length -= 3 * CRC32C_LONG)
-        crc0 = crc32c_three_streams(crc0, data, CRC32C_LONG, crc32c_long_shift);
-    for (; length >= 3 * CRC32C_SHORT; data += 3 * CRC32C_SHORT, length -= 3 * CRC32C_SHORT)
-        crc0 = crc32c_three_streams(crc0, data, CRC32C_SHORT, crc32c_short_shift);
+        if (copy != NULL)
+            *copy++ = *data;
+    }
+    for (; length >= 3 * CRC32C_LONG; data += 3 * CRC32C_LONG, length -= 3 * CRC32C_LONG) {
+        crc0 = crc32c_three_streams(crc0, data, copy, CRC32C_LONG, crc32c_long_shift);
+        copy = copy != NULL ? copy + 3 * CRC32C_LONG : NULL;
+    }
+    for (; length >= 3 * CRC32C_SHORT; data += 3 * CRC32C_SHORT, length -= 3 * CRC32C_SHORT) {
+        crc0 = crc32c_three_streams(crc0, data, copy, CRC32C_SHORT, crc32c_short_shift);
+        copy = copy != NULL ? copy + 3 * CRC32C_SHORT : NULL;
+    }
     for (; length >= 8; data += 8, length -= 8) {
         memcpy(&word, data, 8);
         crc0 = _mm_crc32_u64(crc0, word);
+        if (copy != NULL) {
+            memcpy(copy, &word, 8);
+            copy += 8;
+        }
     }
-    for (; length; data++, length--)
+    for (; length; data++, length--) {
         crc0 = _mm_crc32_u8((uint32_t)crc0, *data);
+        if (copy != NULL)
+            *copy++ = *data;
+    }
     return (uint32_t)crc0;
+}
+
+__attribute__((target("sse4.2"))) static uint32_t
+crc32c_sse42(uint32_t crc, const uint8_t *data, size_t length)
+{
+    return crc32c_sse42_copying(crc, data, NULL, length);
+}
+
+__attribute__((target("sse4.2"))) static uint32_t
+crc32c_sse42_copy(uint32_t crc, const uint8_t *data, uint8_t *copy, size_t length)
+{
+    return crc32c_sse42_copying(crc, data, copy, length);
 }
 #endif
 
@@ -163,6 +199,20 @@ static inline uint32_t crc32c(uint32_t crc, const uint8_t *data, size_t length)
     if (crc32c_hardware)
         return ~crc32c_sse42(~crc, data, length);
 #endif
+    return ~crc32c_portable(~crc, data, length);
+}
+
+/* crc32c() of data[0:length] that also copies it to `copy` (not overlapping), reading each byte
+ * once: the append path copies every request it stamps, and the CRC then costs little more
+ * than the copy. */
+static inline uint32_t crc32c_copy(uint32_t crc, const uint8_t *data, uint8_t *copy,
+                                   size_t length)
+{
+#ifdef CRC32C_X86
+    if (crc32c_hardware)
+        return ~crc32c_sse42_copy(~crc, data, copy, length);
+#endif
+    memcpy(copy, data, length);
     return ~crc32c_portable(~crc, data, length);
 }
 

@@ -316,17 +316,15 @@ typedef struct {
 } CheckedBatch;
 
 /* 0 when the batch at data[position:] passes every check the Python validation makes of an
- * uncompressed batch; -1 on any fault, on a compressed batch, or where a sum would overflow
- * (the Python checks then decide). */
+ * uncompressed batch but the CRC's (checked as the batch is copied); -1 on any fault, on a
+ * compressed batch, or where a sum would overflow (the Python checks then decide). */
 static int check_batch(const uint8_t *data, Py_ssize_t position, Py_ssize_t total,
                        const Rules *rules, CheckedBatch *checked)
 {
     BatchFormat format = {0};
     const uint8_t *batch = data + position;
     if (check_format(data, position, total, rules->keys_required, &format) < 0
-        || (format.attributes & CODEC_MASK) != 0 || format.size > rules->max_message_bytes
-        || be32u(batch + CRC_AT)
-               != crc32c(0, batch + ATTRIBUTES_AT, (size_t)(format.size - ATTRIBUTES_AT)))
+        || (format.attributes & CODEC_MASK) != 0 || format.size > rules->max_message_bytes)
         return -1;
     checked->position = position;
     checked->size = format.size;
@@ -368,11 +366,13 @@ static void assign(uint8_t *data, const CheckedBatch *checked, int64_t base_offs
     }
 }
 
-/* Check every batch of data[0:total] (into `checked`, room for `room`), then assign offsets
- * from `next_offset`. Fills `summary` with ValidationResult's numbers; returns -1 without
- * having written a byte when any batch fails, -2 when there are more than `room` batches. */
-static int validate(uint8_t *data, Py_ssize_t total, const Rules *rules, int64_t next_offset,
-                    CheckedBatch *checked, Py_ssize_t room, int64_t summary[7])
+/* Check every batch of data[0:total] (into `checked`, room for `room`), then copy each to
+ * `copy` checking its CRC on the way, and assign offsets in the copy from `next_offset`. Fills
+ * `summary` with ValidationResult's numbers; returns -1 when any batch fails (the copy is then
+ * not to be used), -2 when there are more than `room` batches. */
+static int validate(const uint8_t *data, uint8_t *copy, Py_ssize_t total, const Rules *rules,
+                    int64_t next_offset, CheckedBatch *checked, Py_ssize_t room,
+                    int64_t summary[7])
 {
     Py_ssize_t batches = 0;
     int64_t last_offset = next_offset - 1;
@@ -385,9 +385,18 @@ static int validate(uint8_t *data, Py_ssize_t total, const Rules *rules, int64_t
     }
     if (batches == 0)
         return -1;
+    for (Py_ssize_t index = 0; index < batches; index++) {
+        const uint8_t *batch = data + checked[index].position;
+        uint8_t *batch_copy = copy + checked[index].position;
+        memcpy(batch_copy, batch, ATTRIBUTES_AT);
+        size_t covered = (size_t)(checked[index].size - ATTRIBUTES_AT);
+        if (crc32c_copy(0, batch + ATTRIBUTES_AT, batch_copy + ATTRIBUTES_AT, covered)
+            != be32u(batch + CRC_AT))
+            return -1;
+    }
     int64_t max_timestamp = -1, offset_of_max_timestamp = -1, base_offset = next_offset;
     for (Py_ssize_t index = 0; index < batches; index++) {
-        assign(data, &checked[index], base_offset, rules);
+        assign(copy, &checked[index], base_offset, rules);
         if (checked[index].max_timestamp > max_timestamp) {
             max_timestamp = checked[index].max_timestamp;
             offset_of_max_timestamp = base_offset + checked[index].index_of_max;
@@ -421,15 +430,15 @@ static int as_int64(PyObject *argument, int64_t *value)
 PyDoc_STRVAR(validate_batches_doc,
 "validate_batches(records, keys_required, max_message_bytes, now_ms, before_max_ms,\n"
 "                 after_max_ms, log_append_time, next_offset, partition_leader_epoch, /)\n--\n\n"
-"Validate the uncompressed batches of the bytearray ``records`` and assign their offsets in\n"
-"place, in one pass: the checks of scan_batches, then max.message.bytes, the CRC-32C and the\n"
-"CreateTime bounds [now_ms - before_max_ms, now_ms + after_max_ms]; then base offsets from\n"
-"``next_offset``, the leader epoch, and where needed the timestamp type, maxTimestamp (now_ms\n"
-"under LogAppendTime) and CRC. Returns ValidationResult's numbers after ``records``:\n"
-"(first_offset, last_offset, max_timestamp, offset_of_max_timestamp, record_count,\n"
-"batch_count, size_in_bytes, first_batch_max_timestamp). Returns None, having changed\n"
-"nothing, on any fault, a compressed batch or a value out of range: the Python checks then\n"
-"decide, and name the fault.");
+"Validate the uncompressed batches of ``records`` (any buffer, left unchanged) and return a\n"
+"copy with their offsets assigned: the checks of scan_batches, then max.message.bytes and the\n"
+"CreateTime bounds [now_ms - before_max_ms, now_ms + after_max_ms], then the CRC-32C, checked\n"
+"as the bytes are copied (one pass); in the copy, base offsets from ``next_offset``, the leader\n"
+"epoch, and where needed the timestamp type, maxTimestamp (now_ms under LogAppendTime) and\n"
+"CRC. Returns ValidationResult's fields: (copy, first_offset, last_offset, max_timestamp,\n"
+"offset_of_max_timestamp, record_count, batch_count, size_in_bytes,\n"
+"first_batch_max_timestamp). Returns None on any fault, a compressed batch or a value out of\n"
+"range: the Python checks then decide, and name the fault.");
 
 static PyObject *validate_batches(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -437,10 +446,6 @@ static PyObject *validate_batches(PyObject *module, PyObject *const *args, Py_ss
     int64_t next_offset, epoch, summary[7];
     if (nargs != 9) {
         PyErr_SetString(PyExc_TypeError, "validate_batches takes 9 arguments");
-        return NULL;
-    }
-    if (!PyByteArray_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "validate_batches: records must be a bytearray");
         return NULL;
     }
     rules.keys_required = PyObject_IsTrue(args[1]);
@@ -458,22 +463,37 @@ static PyObject *validate_batches(PyObject *module, PyObject *const *args, Py_ss
     if (status == -1 || epoch < INT32_MIN || epoch > INT32_MAX)
         Py_RETURN_NONE;
     rules.partition_leader_epoch = (int32_t)epoch;
-    uint8_t *data = (uint8_t *)PyByteArray_AS_STRING(args[0]);
-    Py_ssize_t total = PyByteArray_GET_SIZE(args[0]);
+    Py_buffer buffer;
+    if (PyObject_GetBuffer(args[0], &buffer, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *copy = PyByteArray_FromStringAndSize(NULL, buffer.len);
+    if (copy == NULL) {
+        PyBuffer_Release(&buffer);
+        return NULL;
+    }
+    const uint8_t *data = (const uint8_t *)buffer.buf;
+    uint8_t *copy_data = (uint8_t *)PyByteArray_AS_STRING(copy);
+    Py_ssize_t total = buffer.len;
     CheckedBatch few[16], *checked = few;
     Py_ssize_t room = 16;
-    status = validate(data, total, &rules, next_offset, checked, room, summary);
+    status = validate(data, copy_data, total, &rules, next_offset, checked, room, summary);
     if (status == -2) { /* many small batches: room for as many as the bytes can hold */
         room = total / HEADER_SIZE;
         checked = PyMem_New(CheckedBatch, room);
-        if (checked == NULL)
+        if (checked == NULL) {
+            PyBuffer_Release(&buffer);
+            Py_DECREF(copy);
             return PyErr_NoMemory();
-        status = validate(data, total, &rules, next_offset, checked, room, summary);
+        }
+        status = validate(data, copy_data, total, &rules, next_offset, checked, room, summary);
         PyMem_Free(checked);
     }
-    if (status < 0)
+    PyBuffer_Release(&buffer);
+    if (status < 0) {
+        Py_DECREF(copy);
         Py_RETURN_NONE;
-    return Py_BuildValue("(LLLLLLnL)", (long long)summary[0], (long long)summary[1],
+    }
+    return Py_BuildValue("(NLLLLLLnL)", copy, (long long)summary[0], (long long)summary[1],
                          (long long)summary[2], (long long)summary[3], (long long)summary[4],
                          (long long)summary[5], total, (long long)summary[6]);
 }

@@ -6,10 +6,10 @@ written. Steps 2's edits are then made on one private copy of the request: base 
 the log end offset, the partition leader epoch, LogAppendTime when the topic wants it, and a
 recompression when the topic's ``compression.type`` is not ``producer``.
 
-A request of uncompressed batches kept as the producer sent them (the common case) is checked
-and given its offsets in one C call (``_record_scan.validate_batches``); when that call
-declines (a fault, a compressed batch, or the C module not built) the Python checks below do
-the work and name the fault.
+A request of uncompressed batches kept as the producer sent them (the common case) is checked,
+copied (its CRC checked in the same pass over the bytes) and given its offsets in one C call
+(``_record_scan.validate_batches``); when that call declines (a fault, a compressed batch, or
+the C module not built) the Python checks below do the work and name the fault.
 """
 
 from __future__ import annotations
@@ -112,10 +112,9 @@ def validate_and_assign_offsets(
     InvalidTimestampError or UnsupportedCompressionTypeError; the request is then rejected
     whole. ``buffer`` itself is never modified.
     """
-    records = bytearray(buffer)
     if _native_validate is not None and config.compression_type == "producer":
-        summary = _native_validate(
-            records,
+        validated = _native_validate(
+            buffer,
             config.compact,
             config.max_message_bytes,
             now_ms,
@@ -125,8 +124,9 @@ def validate_and_assign_offsets(
             next_offset,
             partition_leader_epoch,
         )
-        if summary is not None:
-            return ValidationResult(records, *summary)
+        if validated is not None:
+            return ValidationResult._make(validated)
+    records = bytearray(buffer)
     layouts = _scan(records, config)
     log_append_time = config.log_append_time
     low = now_ms - config.message_timestamp_before_max_ms
