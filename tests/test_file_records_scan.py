@@ -1,7 +1,8 @@
-"""FileRecords.checked_batch_headers: recovery's scan, with its chunks read ahead in a thread.
+"""FileRecords.checked_batch_headers: recovery's scan, a chunk at a time.
 
 Each test lays batches out on disk so that chunk edges, oversized batches, torn and impossible
-tails fall where the double-buffered read must get them right.
+tails fall where the chunked read must get them right; each runs with the chunk check
+in C and with its Python fallback, and the two must agree on any bytes.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ import struct
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from odradek.storage import file_records
+from odradek.storage import _record_scan, file_records
 from odradek.storage.file_records import FileRecords
 from odradek.storage.record_batch import LOG_OVERHEAD, RecordBatch
 from odradek.storage.record_batch_builder import build_batch
@@ -47,6 +50,50 @@ def scan(path: Path, start: int = 0) -> list[tuple[int, int, bool]]:
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks of 4 KiB, so a few small batches cross several chunk edges."""
     monkeypatch.setattr(file_records, "_SCAN_CHUNK_BYTES", 4096)
+
+
+@pytest.fixture(autouse=True, params=["C", "Python"])
+def chunk_check(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test with the C chunk check and with the Python fallback."""
+    if request.param == "Python":
+        monkeypatch.setattr(file_records, "_whole_batches", file_records._python_whole_batches)
+        monkeypatch.setattr(file_records, "_crc_matches", file_records._python_crc_matches)
+    else:
+        assert file_records._whole_batches is _record_scan.whole_batches
+        assert file_records._crc_matches is _record_scan.crc_matches
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 300), max_size=6),
+    cut=st.integers(0, 2000),
+    flips=st.lists(st.integers(0, 2000), max_size=3),
+)
+def test_the_c_chunk_checks_agree_with_python(sizes: list[int], cut: int, flips: list[int]) -> None:
+    """Valid batches, then a random cut and flipped bytes (CRCs, lengths, anything)."""
+    data = bytearray(b"".join(batch_at(index, size) for index, size in enumerate(sizes)))
+    for flip in flips:
+        if flip < len(data):
+            data[flip] ^= 0x40
+    length = min(cut, len(data))
+    buffer = data + bytearray(64)  # bytes past ``length`` must not count
+    walked = _record_scan.whole_batches(buffer, length)
+    assert walked == file_records._python_whole_batches(buffer, length)
+    batches = walked[0]
+    assert _record_scan.crc_matches(buffer, batches) == file_records._python_crc_matches(
+        buffer, batches
+    )
+
+
+def test_the_c_chunk_checks_refuse_what_is_outside_their_buffer() -> None:
+    with pytest.raises(ValueError, match="length outside the buffer"):
+        _record_scan.whole_batches(bytearray(10), 11)
+    with pytest.raises(ValueError, match="length outside the buffer"):
+        _record_scan.whole_batches(bytearray(10), -1)
+    with pytest.raises(ValueError, match="a batch outside the buffer"):
+        _record_scan.crc_matches(bytearray(100), [(50, 61)])
+    with pytest.raises(TypeError):
+        _record_scan.crc_matches(bytearray(100), [(0,)])
 
 
 def test_every_batch_across_chunk_edges(tmp_path: Path) -> None:
@@ -89,12 +136,12 @@ def test_an_impossible_or_overlong_length_ends_the_scan(tmp_path: Path, length: 
     assert scan(tmp_path / "a.log") == [(p, n, True) for n, p in enumerate(positions)]
 
 
-def test_a_scan_left_early_stops_its_read_ahead(tmp_path: Path) -> None:
+def test_a_scan_left_early_leaves_the_file_to_close(tmp_path: Path) -> None:
     write(tmp_path / "a.log", [batch_at(n, 800) for n in range(40)])
     records = FileRecords.open(tmp_path / "a.log", file_already_exists=True)
     scanner = records.checked_batch_headers()
     next(scanner)
-    scanner.close()  # waits for the pending read; the file can then be closed
+    scanner.close()
     records.close_handler()
 
 
@@ -107,3 +154,4 @@ def test_an_empty_or_tiny_file(tmp_path: Path) -> None:
     assert RecordBatch(one).size_in_bytes == len(one) > LOG_OVERHEAD
     (tmp_path / "c.log").write_bytes(one)
     assert scan(tmp_path / "c.log") == [(0, 0, True)]
+

@@ -546,6 +546,104 @@ static PyObject *crc32c_portable_function(PyObject *module, PyObject *const *arg
     return checksum(args, nargs, 1);
 }
 
+PyDoc_STRVAR(whole_batches_doc,
+"whole_batches(buffer, length, /)\n--\n\n"
+"Recovery's walk of one chunk read from a segment: the (offset, size) of each whole batch at\n"
+"the start of ``buffer[:length]``, the bytes they take, and whether a header with an\n"
+"impossible length (below a header's) ends them. Nothing but the lengths is looked at.");
+
+static PyObject *whole_batches(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "whole_batches takes 2 arguments");
+        return NULL;
+    }
+    Py_ssize_t length = PyLong_AsSsize_t(args[1]);
+    if (length == -1 && PyErr_Occurred())
+        return NULL;
+    Py_buffer buffer;
+    if (PyObject_GetBuffer(args[0], &buffer, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (length < 0 || length > buffer.len) {
+        PyBuffer_Release(&buffer);
+        PyErr_SetString(PyExc_ValueError, "whole_batches: length outside the buffer");
+        return NULL;
+    }
+    const uint8_t *data = (const uint8_t *)buffer.buf;
+    Py_ssize_t consumed = 0;
+    int impossible = 0;
+    PyObject *batches = PyList_New(0);
+    while (batches != NULL && consumed + HEADER_SIZE <= length) {
+        Py_ssize_t size = (Py_ssize_t)be32(data + consumed + BATCH_LENGTH_AT) + LOG_OVERHEAD;
+        if (size < HEADER_SIZE) {
+            impossible = 1;
+            break;
+        }
+        if (size > length - consumed)
+            break;
+        PyObject *batch = Py_BuildValue("(nn)", consumed, size);
+        if (batch == NULL || PyList_Append(batches, batch) < 0)
+            Py_CLEAR(batches);
+        Py_XDECREF(batch);
+        consumed += size;
+    }
+    PyBuffer_Release(&buffer);
+    if (batches == NULL)
+        return NULL;
+    return Py_BuildValue("(NnO)", batches, consumed, impossible ? Py_True : Py_False);
+}
+
+PyDoc_STRVAR(crc_matches_doc,
+"crc_matches(buffer, batches, /)\n--\n\n"
+"For each (offset, size) of ``batches`` (whole batches in ``buffer``, as whole_batches gives\n"
+"them), whether the batch's CRC-32C matches its header's. Computed without the GIL, so the\n"
+"threads recovering other logs at startup run meanwhile.");
+
+static PyObject *crc_matches(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "crc_matches takes a buffer and a list");
+        return NULL;
+    }
+    Py_buffer buffer;
+    if (PyObject_GetBuffer(args[0], &buffer, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(args[1]);
+    Py_ssize_t *spans = PyMem_New(Py_ssize_t, 2 * count + 1);
+    uint8_t *matches = PyMem_New(uint8_t, count + 1);
+    PyObject *result = NULL;
+    if (spans == NULL || matches == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t index = 0; index < count; index++) {
+        PyObject *batch = PyList_GET_ITEM(args[1], index);
+        if (!PyArg_ParseTuple(batch, "nn", &spans[2 * index], &spans[2 * index + 1]))
+            goto done;
+        if (spans[2 * index] < 0 || spans[2 * index + 1] < HEADER_SIZE
+            || spans[2 * index + 1] > buffer.len - spans[2 * index]) {
+            PyErr_SetString(PyExc_ValueError, "crc_matches: a batch outside the buffer");
+            goto done;
+        }
+    }
+    const uint8_t *data = (const uint8_t *)buffer.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t index = 0; index < count; index++) {
+        const uint8_t *batch = data + spans[2 * index];
+        size_t covered = (size_t)(spans[2 * index + 1] - ATTRIBUTES_AT);
+        matches[index] = be32u(batch + CRC_AT) == crc32c(0, batch + ATTRIBUTES_AT, covered);
+    }
+    Py_END_ALLOW_THREADS
+    result = PyList_New(count);
+    for (Py_ssize_t index = 0; result != NULL && index < count; index++)
+        PyList_SET_ITEM(result, index, Py_NewRef(matches[index] ? Py_True : Py_False));
+done:
+    PyMem_Free(spans);
+    PyMem_Free(matches);
+    PyBuffer_Release(&buffer);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"walk_records", (PyCFunction)(void (*)(void))walk_records, METH_FASTCALL,
      walk_records_doc},
@@ -553,6 +651,9 @@ static PyMethodDef methods[] = {
      scan_batches_doc},
     {"validate_batches", (PyCFunction)(void (*)(void))validate_batches, METH_FASTCALL,
      validate_batches_doc},
+    {"whole_batches", (PyCFunction)(void (*)(void))whole_batches, METH_FASTCALL,
+     whole_batches_doc},
+    {"crc_matches", (PyCFunction)(void (*)(void))crc_matches, METH_FASTCALL, crc_matches_doc},
     {"crc32c", (PyCFunction)(void (*)(void))crc32c_function, METH_FASTCALL, crc32c_doc},
     {"crc32c_portable", (PyCFunction)(void (*)(void))crc32c_portable_function, METH_FASTCALL,
      crc32c_portable_doc},
@@ -561,7 +662,8 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_record_scan",
-    "The batch and record checks of the append path, in C (see log_validator.py).", -1, methods,
+    "The batch and record checks of the append and recovery paths, in C (see log_validator.py).",
+    -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__record_scan(void)

@@ -6,13 +6,13 @@ import errno
 import os
 import struct
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from odradek.storage.batch_header import BatchHeader
 from odradek.storage.record_batch import (
     BATCH_LENGTH_OFFSET,
+    CRC_OFFSET,
     HEADER_SIZE,
     HEADER_STRUCT,
     LOG_OVERHEAD,
@@ -21,8 +21,14 @@ from odradek.storage.record_batch import (
 )
 from odradek.storage.writeback import MAX_WRITE_BYTES, write_back
 
+try:
+    from odradek.storage import _record_scan
+except ImportError:  # record_framing warns once that the C checks are not built
+    _record_scan = None
+
 _SCAN_CHUNK_BYTES = 1024 * 1024
 _INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
 
 
 @dataclass(frozen=True)
@@ -211,37 +217,31 @@ class FileRecords:
         """``(position, header, whether its CRC matches)`` of each whole batch from
         ``start_position``; stops at a short or impossible length (recovery's scan).
 
-        The file is read in large chunks into two buffers that take turns: a thread reads the
-        next chunk while this one checks the CRCs of the current one (both calls release the
-        GIL), and nothing is allocated (or page-faulted) per chunk. Nothing of a batch but its
-        header outlives its step.
+        The file is read in large chunks into one buffer, allocated (and page-faulted) once, in
+        this thread: the kernel's own read-ahead keeps a sequential scan of a cold file going,
+        and a second thread to read ahead lost more to waking each other than it overlapped
+        (docs/native.md). Nothing of a batch but its header outlives its step.
         """
         position, end = start_position, self._size
-        buffer, spare = bytearray(_SCAN_CHUNK_BYTES), bytearray(_SCAN_CHUNK_BYTES)
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-read-ahead") as reader:
+        buffer = bytearray(_SCAN_CHUNK_BYTES)
+        unpack_header = HEADER_STRUCT.unpack_from
+        while position + HEADER_SIZE <= end:
             read = self._read_into(buffer, position, min(len(buffer), end - position))
-            while position + HEADER_SIZE <= end:
-                batches, consumed, impossible = _whole_batches(buffer, read)
-                if not batches:
-                    # The first batch is larger than the buffer, or runs past the end of the file.
-                    size = _size_at(buffer, 0) if read >= HEADER_SIZE else 0
-                    if impossible or read < HEADER_SIZE or position + size > end:
-                        return
-                    buffer = bytearray(size)
-                    read = self._read_into(buffer, position, size)
-                    continue
-                next_position = position + consumed
-                ahead = None
-                if not impossible and next_position + HEADER_SIZE <= end:
-                    size = min(len(spare), end - next_position)
-                    ahead = reader.submit(self._read_into, spare, next_position, size)
-                for offset, size, header in batches:
-                    yield position + offset, header, crc_of(buffer, offset, size) == header.crc
-                if ahead is None:
+            batches, consumed, impossible = _whole_batches(buffer, read)
+            if not batches:
+                # The first batch is larger than the buffer, or runs past the end of the file.
+                size = _size_at(buffer, 0) if read >= HEADER_SIZE else 0
+                if impossible or read < HEADER_SIZE or position + size > end:
                     return
-                read = ahead.result()
-                buffer, spare = spare, buffer
-                position = next_position
+                buffer = bytearray(size)
+                continue
+            matches = _crc_matches(buffer, batches)
+            for (offset, _), crc_matches in zip(batches, matches, strict=True):
+                header = BatchHeader._make(unpack_header(buffer, offset))
+                yield position + offset, header, crc_matches
+            if impossible:
+                return
+            position += consumed
 
     def _read_into(self, buffer: bytearray, position: int, size: int) -> int:
         """Fill ``buffer[:size]`` from ``position``; the bytes read (fewer at the file end)."""
@@ -343,21 +343,32 @@ def _size_at(buffer: bytearray, offset: int) -> int:
     return _INT32.unpack_from(buffer, offset + BATCH_LENGTH_OFFSET)[0] + LOG_OVERHEAD
 
 
-def _whole_batches(
-    buffer: bytearray, read: int
-) -> tuple[list[tuple[int, int, BatchHeader]], int, bool]:
-    """The (offset, size, header) of each whole batch in ``buffer[:read]``, the bytes they
-    take, and whether a header with an impossible length ends them."""
-    unpack_header = HEADER_STRUCT.unpack_from
+def _python_whole_batches(buffer: bytearray, read: int) -> tuple[list[tuple[int, int]], int, bool]:
+    """The (offset, size) of each whole batch in ``buffer[:read]``, the bytes they take, and
+    whether a header with an impossible length ends them (``whole_batches`` in C)."""
     batches = []
     consumed = 0
     while consumed + HEADER_SIZE <= read:
-        header = BatchHeader._make(unpack_header(buffer, consumed))
-        size = header.batch_length + LOG_OVERHEAD
+        size = _size_at(buffer, consumed)
         if size < HEADER_SIZE:
             return batches, consumed, True
         if consumed + size > read:
             break
-        batches.append((consumed, size, header))
+        batches.append((consumed, size))
         consumed += size
     return batches, consumed, False
+
+
+def _python_crc_matches(buffer: bytearray, batches: list[tuple[int, int]]) -> list[bool]:
+    """Whether each of the whole ``batches`` has the CRC its header says (``crc_matches``
+    in C)."""
+    return [
+        crc_of(buffer, offset, size) == _UINT32.unpack_from(buffer, offset + CRC_OFFSET)[0]
+        for offset, size in batches
+    ]
+
+
+if _record_scan is not None:
+    _whole_batches, _crc_matches = _record_scan.whole_batches, _record_scan.crc_matches
+else:
+    _whole_batches, _crc_matches = _python_whole_batches, _python_crc_matches
