@@ -6,6 +6,7 @@ import bisect
 import os
 import re
 import struct
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -478,3 +479,51 @@ def test_append_all_checks_order_and_room(path: Path) -> None:
     with pytest.raises(ValueError, match="full"):
         index.append_all([(106, 60), (107, 70), (108, 80)])
     assert index.entries == 1 and index.last_offset == 105
+
+
+def test_a_lookup_answers_while_a_flush_syncs(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fsync of a flush can take milliseconds (longer on a busy disk); it runs outside the
+    index lock, so a fetch looking up an offset meanwhile is not held up."""
+    index = filled(path, [100, 105])
+    in_fsync, release = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def slow_fsync(descriptor: int) -> None:
+        in_fsync.set()
+        assert release.wait(10)
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    found: list[OffsetPosition] = []
+    flusher = threading.Thread(target=index.flush)
+    looker = threading.Thread(target=lambda: found.append(index.lookup(106)))
+    flusher.start()
+    try:
+        assert in_fsync.wait(10)
+        looker.start()
+        looker.join(5)
+        assert found == [OffsetPosition(105, 50)], "the lookup waited for the flush's fsync"
+    finally:
+        release.set()
+        flusher.join()
+        if looker.is_alive():
+            looker.join()
+
+
+def test_a_flush_does_not_msync_where_fsync_writes_the_map(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """msync (``mmap.flush``) holds the GIL until the pages are on disk, stalling every thread,
+    the event loop's included. On Linux an fsync also writes what the map changed, so a flush
+    does not msync there; elsewhere it must."""
+    index = filled(path, [100, 105])
+    index_map, msyncs = index._current_map(), []
+
+    class RecordingMap:
+        def flush(self) -> None:
+            msyncs.append(None)
+            index_map.flush()
+
+    monkeypatch.setattr(index, "_current_map", RecordingMap)
+    index.flush()
+    assert len(msyncs) == (0 if sys.platform.startswith("linux") else 1)

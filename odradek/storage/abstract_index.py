@@ -32,6 +32,9 @@ WARM_SECTION_BYTES = 8192
 
 _TYPECODE_FOR_WIDTH = {4: "i", 8: "q"}  # array typecodes of the signed integers entries hold
 
+# Linux keeps one page cache for reads, writes and shared maps: an fsync writes what a map changed.
+_FSYNC_WRITES_MAPPED_PAGES = sys.platform.startswith("linux")
+
 
 def delete_file_if_exists(path: Path) -> bool:
     """Unlink ``path``; return whether there was a file to delete."""
@@ -177,16 +180,22 @@ class AbstractIndex(ABC):
             self._last = None
 
     def flush(self) -> None:
-        """Write the entries and the file's size to disk."""
+        """Write the entries and the file's size to disk.
+
+        ``mmap.flush`` (msync) holds the GIL until the pages are on disk, stalling every thread
+        of the broker, its event loop included. On Linux an fsync of the file also writes the
+        pages changed through a shared map, so only the fsync runs there; it releases the GIL,
+        and runs outside the index lock so lookups go on meanwhile.
+        """
         with self._lock:
             index_map = self._current_map()
-            if index_map is not None:
+            if index_map is not None and not _FSYNC_WRITES_MAPPED_PAGES:
                 index_map.flush()
             descriptor = os.open(self._path, os.O_RDONLY)
-            try:
-                os.fsync(descriptor)
-            finally:
-                os.close(descriptor)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
 
     def close(self) -> None:
         """Trim the file to its entries and release the map; closing twice does nothing."""
