@@ -143,8 +143,10 @@ def produce(
 
 
 def read(spark: SparkSession, bootstrap: str, topics: str, **options: Any) -> DataFrame:
+    """A batch read of ``topics``, with headers unless ``options`` say otherwise."""
     reader = spark.read.format("odradek").option("bootstrap", bootstrap)
-    return reader.option("subscribe", topics).options(**options).load()
+    reader = reader.option("subscribe", topics).option("includeHeaders", "true")
+    return reader.options(**options).load()
 
 
 def rows_of(df: DataFrame) -> list[Row]:
@@ -175,6 +177,26 @@ def test_batch_read_gives_back_what_was_produced(
         "timestamp:timestamp,timestampType:int,headers:array<struct<key:string,value:binary>>>"
     )
     assert rows_of(df) == sorted(expected, key=by_position)
+
+
+@pytest.mark.spark
+def test_a_read_has_no_headers_column_unless_asked(
+    spark: SparkSession, bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    """As Spark's Kafka source: includeHeaders defaults to false, batch and streaming."""
+    topic = new_topic(partitions=1)
+    expected = produce(bootstrap, topic, SAMPLES[:5])
+    df = read(spark, bootstrap, topic, includeHeaders="false")
+    assert df.schema.simpleString() == (
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
+        "timestamp:timestamp,timestampType:int>"
+    )
+    columns = ["key", "value", "topic", "partition", "offset"]
+    rows = df.select(*columns, F.unix_millis("timestamp"), "timestampType").collect()
+    assert sorted((tuple(row) for row in rows), key=repr) == sorted(
+        (row[:7] for row in expected), key=repr
+    )
+    assert "headers" not in stream(spark, bootstrap, topic, includeHeaders="false").columns
 
 
 @pytest.mark.spark
@@ -346,8 +368,10 @@ class Batches:
 
 
 def stream(spark: SparkSession, bootstrap: str, topics: str, **options: Any) -> DataFrame:
+    """A streaming read of ``topics``, with headers unless ``options`` say otherwise."""
     reader = spark.readStream.format("odradek").option("bootstrap", bootstrap)
-    return reader.option("subscribe", topics).options(**options).load()
+    reader = reader.option("subscribe", topics).option("includeHeaders", "true")
+    return reader.options(**options).load()
 
 
 def run_available_now(df: DataFrame, sink: Batches, checkpoint: Path) -> None:

@@ -29,9 +29,9 @@ from odradek.spark.offset_spec import EARLIEST, LATEST, OffsetSpec  # noqa: E402
 from odradek.spark.partition_offsets import offsets_from_json, offsets_to_json  # noqa: E402
 from odradek.spark.rate_limit import rate_limit  # noqa: E402
 from odradek.spark.record_sender import rows  # noqa: E402
-from odradek.spark.schema import HEADER  # noqa: E402
+from odradek.spark.schema import HEADER, source_schema  # noqa: E402
 from odradek.spark.sink_options import SinkOptions  # noqa: E402
-from odradek.spark.source_options import SourceOptions  # noqa: E402
+from odradek.spark.source_options import SourceOptions, include_headers  # noqa: E402
 from odradek.storage.record_batch import TimestampType  # noqa: E402
 from odradek.storage.topic_partition import TopicPartition  # noqa: E402
 
@@ -92,6 +92,16 @@ def test_source_options_have_sparks_defaults() -> None:
     assert stream.starting.keyword == LATEST
     assert batch.fail_on_data_loss is True
     assert batch.min_partitions is None and batch.max_offsets_per_trigger is None
+    assert batch.include_headers is False
+
+
+def test_include_headers_adds_the_headers_column_to_the_schema() -> None:
+    """Spark's Kafka source has no headers column unless includeHeaders is true."""
+    assert "headers" not in source_schema(include_headers({"subscribe": "a"})).names
+    with_headers = source_schema(include_headers({"INCLUDEHEADERS": "True"}))
+    assert with_headers.names[-1] == "headers"
+    assert with_headers.fields[:-1] == source_schema(False).fields
+    assert source(includeHeaders="true").include_headers is True
 
 
 def test_source_options_read_any_case_and_pass_kafka_settings_typed() -> None:
@@ -132,6 +142,7 @@ def test_kafka_bootstrap_servers_stands_in_for_bootstrap() -> None:
         ({"minPartitions": "0"}, False, "minPartitions must be > 0"),
         ({"maxOffsetsPerTrigger": "many"}, True, "maxOffsetsPerTrigger must be an integer"),
         ({"failOnDataLoss": "maybe"}, False, "failOnDataLoss must be true or false"),
+        ({"includeHeaders": "yes"}, False, "includeHeaders must be true or false"),
         ({"kafka.fetch.max.wait.ms": "x"}, False, "kafka.fetch.max.wait.ms must be an integer"),
         ({"kafka.linger.ms": "5"}, False, "kafka.linger.ms is not a setting of ConsumerConfig"),
     ],
@@ -245,7 +256,9 @@ def test_records_become_a_batch_in_the_source_schema() -> None:
         ConsumerRecord("a", 1, 7, 1500, TimestampType.LOG_APPEND_TIME, b"k", b"v", (("h", b"x"),)),
         ConsumerRecord("a", 1, 8, 1501, TimestampType.CREATE_TIME, None, None, ()),
     ]
-    batch = records_to_batch(records)
+    assert records_to_batch(records).schema.names == source_schema(False).names
+    batch = records_to_batch(records, include_headers=True)
+    assert batch.schema.names == source_schema(True).names
     columns = batch.to_pydict()
     assert columns["offset"] == [7, 8]
     assert columns["partition"] == [1, 1]

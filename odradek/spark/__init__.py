@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 from odradek.spark.data_loss import DataLossError
 from odradek.spark.data_source import OdradekDataSource
 from odradek.spark.record_sender import RecordRejectedError
-from odradek.spark.schema import SCHEMA
+from odradek.spark.schema import SCHEMA, SCHEMA_WITH_HEADERS
 
 
 def register(spark: SparkSession) -> None:
@@ -22,4 +22,11 @@ def register(spark: SparkSession) -> None:
     spark.dataSource.register(OdradekDataSource)
 
 
-__all__ = ["SCHEMA", "DataLossError", "OdradekDataSource", "RecordRejectedError", "register"]
+__all__ = [
+    "SCHEMA",
+    "SCHEMA_WITH_HEADERS",
+    "DataLossError",
+    "OdradekDataSource",
+    "RecordRejectedError",
+    "register",
+]

@@ -43,8 +43,7 @@ class BatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The records of one OffsetRange; when no range has any, Spark passes a bare one."""
         if isinstance(partition, OffsetRange):
-            options = self._options
-            yield from read_range(partition, options.client_configs(), options.fail_on_data_loss)
+            yield from read_range(partition, self._options)
 
 
 def _check_topics_exist(topics: Sequence[str], partitions: Sequence[TopicPartition]) -> None:

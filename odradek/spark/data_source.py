@@ -12,9 +12,9 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from odradek.spark.batch_reader import BatchReader
-from odradek.spark.schema import SCHEMA
+from odradek.spark.schema import source_schema
 from odradek.spark.sink_options import SinkOptions
-from odradek.spark.source_options import SourceOptions
+from odradek.spark.source_options import SourceOptions, include_headers
 from odradek.spark.stream_reader import StreamReader
 from odradek.spark.writer import BatchWriter, StreamWriter
 
@@ -31,14 +31,14 @@ class OdradekDataSource(DataSource):
         return "odradek"
 
     def schema(self) -> StructType:
-        return SCHEMA
+        return source_schema(include_headers(self.options))
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        _check_schema(schema)
+        self._check_schema(schema)
         return BatchReader(SourceOptions.parse(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        _check_schema(schema)
+        self._check_schema(schema)
         return StreamReader(SourceOptions.parse(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
@@ -50,8 +50,10 @@ class OdradekDataSource(DataSource):
         return StreamWriter(SinkOptions.parse(self.options, schema))
 
 
-def _check_schema(schema: StructType) -> None:
-    if schema != SCHEMA:
-        raise ValueError(
-            f"the odradek source has a fixed schema ({SCHEMA.simpleString()}); do not set one"
-        )
+    def _check_schema(self, schema: StructType) -> None:
+        expected = self.schema()
+        if schema != expected:
+            raise ValueError(
+                f"the odradek source has a fixed schema ({expected.simpleString()}, headers "
+                "with includeHeaders=true); do not set one"
+            )

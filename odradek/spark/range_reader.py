@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pyarrow as pa
 
@@ -12,6 +11,7 @@ from odradek.errors import OffsetOutOfRangeError
 from odradek.spark.arrow_records import records_to_batch
 from odradek.spark.data_loss import report_data_loss
 from odradek.spark.offset_range import OffsetRange
+from odradek.spark.source_options import SourceOptions
 
 # Larger polls and fetches than a consumer's defaults: a range is read end to end at once.
 # Options kafka.max.poll.records and kafka.max.partition.fetch.bytes override these.
@@ -20,16 +20,15 @@ BATCH_ROWS = 10_000
 POLL_TIMEOUT_MS = 500
 
 
-def read_range(
-    offset_range: OffsetRange, configs: dict[str, Any], fail_on_data_loss: bool
-) -> Iterator[pa.RecordBatch]:
-    """The records of ``offset_range`` in batches of about BATCH_ROWS rows.
-
-    ``configs`` are the consumer's settings. Records gone before they could be read raise
-    DataLossError or are skipped, per ``fail_on_data_loss``.
-    """
-    with Consumer(**{**READ_DEFAULTS, **configs, "auto_offset_reset": "none"}) as consumer:
-        yield from RangeCursor(consumer, offset_range, fail_on_data_loss).batches()
+def read_range(offset_range: OffsetRange, options: SourceOptions) -> Iterator[pa.RecordBatch]:
+    """The records of ``offset_range`` in batches of about BATCH_ROWS rows, read with the
+    read's ``options``: its consumer settings, ``includeHeaders``, and ``failOnDataLoss``
+    (records gone before they could be read raise DataLossError or are skipped)."""
+    configs = {**READ_DEFAULTS, **options.client_configs(), "auto_offset_reset": "none"}
+    with Consumer(**configs) as consumer:
+        cursor = RangeCursor(consumer, offset_range, options.fail_on_data_loss)
+        for records in cursor.batches():
+            yield records_to_batch(records, options.include_headers)
 
 
 class RangeCursor:
@@ -44,15 +43,16 @@ class RangeCursor:
         consumer.assign([self._tp])
         consumer.seek(self._tp, offset_range.start)
 
-    def batches(self) -> Iterator[pa.RecordBatch]:
+    def batches(self) -> Iterator[list[ConsumerRecord]]:
+        """The range's records, about BATCH_ROWS at a time."""
         pending: list[ConsumerRecord] = []
         while self._position < self._range.end:
             pending += self._poll()
             if len(pending) >= BATCH_ROWS:
-                yield records_to_batch(pending)
+                yield pending
                 pending = []
         if pending:
-            yield records_to_batch(pending)
+            yield pending
 
     def _poll(self) -> list[ConsumerRecord]:
         end = self._range.end

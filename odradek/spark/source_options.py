@@ -26,6 +26,7 @@ class SourceOptions:
     min_partitions: int | None = None
     fail_on_data_loss: bool = True
     max_offsets_per_trigger: int | None = None
+    include_headers: bool = False
     consumer_configs: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -44,6 +45,7 @@ class SourceOptions:
             min_partitions=_optional_positive(options, "minPartitions"),
             fail_on_data_loss=parse_bool(options.get("failondataloss", "true"), "failOnDataLoss"),
             max_offsets_per_trigger=_optional_positive(options, "maxOffsetsPerTrigger"),
+            include_headers=include_headers(options),
             consumer_configs=configs,
         )
         ConsumerConfig(**source.client_configs())  # a bad setting fails now, not in every task
@@ -52,6 +54,13 @@ class SourceOptions:
     def client_configs(self) -> dict[str, Any]:
         """Keyword arguments for a consumer reading with these options."""
         return {"bootstrap_servers": self.bootstrap, **self.consumer_configs}
+
+
+def include_headers(options: Mapping[str, str]) -> bool:
+    """The option includeHeaders (default false, as Spark's Kafka source): whether rows have a
+    headers column. Needed before the other options are checked, for the schema."""
+    given = [value for name, value in options.items() if name.lower() == "includeheaders"]
+    return bool(given) and parse_bool(given[-1], "includeHeaders")
 
 
 def _topics(options: Mapping[str, str]) -> tuple[str, ...]:

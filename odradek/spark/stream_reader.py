@@ -70,8 +70,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return offset_ranges(starts, ends, self._options.min_partitions)
 
     def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
-        options = self._options
-        yield from read_range(partition, options.client_configs(), options.fail_on_data_loss)
+        yield from read_range(partition, self._options)
 
     def stop(self) -> None:
         if self._lookup is not None:
