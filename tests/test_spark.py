@@ -11,6 +11,7 @@ import importlib
 import itertools
 import operator
 import os
+import re
 import shutil
 import sys
 import time
@@ -24,7 +25,7 @@ import pytest
 if os.environ.get("CI") != "true":  # in CI a missing PySpark fails, as a missing Java does
     pytest.importorskip("pyspark", reason="the Spark tests need pip install -e '.[spark]'")
 
-from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+from pyspark.sql import DataFrame, DataFrameReader, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 from serve_process import ServeProcess  # noqa: E402
 
@@ -258,6 +259,30 @@ def test_an_empty_topic_reads_as_no_rows(
     spark: SparkSession, bootstrap: str, new_topic: Callable[..., str]
 ) -> None:
     assert read(spark, bootstrap, new_topic()).count() == 0
+
+
+@pytest.mark.spark
+def test_assign_and_subscribe_pattern_choose_what_is_read(
+    spark: SparkSession, bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    first, second = new_topic(partitions=2), new_topic(partitions=1)
+    produce(bootstrap, first, SAMPLES[:10], partitions=2)
+    produce(bootstrap, second, SAMPLES[:3])
+
+    def reader() -> DataFrameReader:  # a new one each time: option() changes the reader
+        return spark.read.format("odradek").option("bootstrap", bootstrap)
+
+    assigned = reader().option("assign", f'{{"{first}": [1], "{second}": [0]}}').load()
+    assert {(topic, partition) for topic, partition, _ in positions(assigned)} == {
+        (first, 1),
+        (second, 0),
+    }
+    assert len(positions(assigned)) == 5 + 3
+    prefix = first.rsplit("-", 1)[0]  # both topics are named after this test
+    matched = reader().option("subscribePattern", re.escape(prefix) + "-[0-9]+").load()
+    assert len(positions(matched)) == 10 + 3
+    with pytest.raises(Exception, match="assign names partitions that do not exist"):
+        reader().option("assign", f'{{"{first}": [5]}}').load().count()
 
 
 @pytest.mark.spark

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 import pytest
 
@@ -32,6 +33,7 @@ from odradek.spark.record_sender import rows  # noqa: E402
 from odradek.spark.schema import HEADER, source_schema  # noqa: E402
 from odradek.spark.sink_options import SinkOptions  # noqa: E402
 from odradek.spark.source_options import SourceOptions, include_headers  # noqa: E402
+from odradek.spark.subscription import Subscription  # noqa: E402
 from odradek.storage.record_batch import TimestampType  # noqa: E402
 from odradek.storage.topic_partition import TopicPartition  # noqa: E402
 
@@ -114,7 +116,7 @@ def test_source_options_read_any_case_and_pass_kafka_settings_typed() -> None:
         "kafka.check.crcs": "false",
     }
     options = SourceOptions.parse(given, streaming=False)
-    assert options.topics == ("a", "b")
+    assert options.subscription == Subscription(topics=("a", "b"))
     assert options.min_partitions == 8
     assert options.fail_on_data_loss is False
     assert options.client_configs() == {
@@ -133,7 +135,8 @@ def test_kafka_bootstrap_servers_stands_in_for_bootstrap() -> None:
     ("options", "streaming", "message"),
     [
         ({"bootstrap": ""}, False, "option bootstrap .* is required"),
-        ({"topic": "b"}, False, "exactly one of the options topic and subscribe"),
+        ({"topic": "b"}, False, "exactly one of the options subscribe .*, subscribePattern and"),
+        ({"assign": '{"a": [0]}'}, False, "exactly one of the options subscribe"),
         ({"subscribe": " , "}, False, "option subscribe names no topic"),
         ({"startingOffsets": "latest"}, False, "startingOffsets cannot be latest"),
         ({"startingOffsets": '{"a": {"0": -1}}'}, False, "startingOffsets cannot be latest"),
@@ -152,6 +155,60 @@ def test_source_options_say_what_is_wrong(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         source(streaming, **options)
+
+
+class FakeLookup:
+    """The partitions a broker with topics a (2 partitions), ab and b (1 each) has."""
+
+    PARTITIONS = (A0, A1, TopicPartition("ab", 0), B0)
+
+    def partitions(self, topics: Iterable[str] | None) -> list[TopicPartition]:
+        wanted = None if topics is None else set(topics)
+        return [tp for tp in self.PARTITIONS if wanted is None or tp.topic in wanted]
+
+
+def subscription(**options: str) -> Subscription:
+    return Subscription.parse({name.lower(): value for name, value in options.items()})
+
+
+def test_subscribe_pattern_matches_whole_topic_names_at_each_lookup() -> None:
+    pattern = subscription(subscribePattern="a.*")
+    matched = pattern.partitions(FakeLookup(), require_topics=True)
+    assert matched == [A0, A1, TopicPartition("ab", 0)]
+    assert subscription(subscribePattern="b").partitions(FakeLookup(), True) == [B0]
+    assert subscription(subscribePattern="x").partitions(FakeLookup(), True) == []
+
+
+def test_assign_reads_exactly_the_named_partitions_which_must_exist() -> None:
+    assigned = subscription(assign='{"a": [1], "b": [0]}')
+    assert assigned.partitions(FakeLookup(), require_topics=False) == [A1, B0]
+    with pytest.raises(ValueError, match=r"assign names partitions that do not exist: \['a-7'\]"):
+        subscription(assign='{"a": [1, 7]}').partitions(FakeLookup(), require_topics=False)
+
+
+def test_subscribe_needs_its_topics_only_in_a_batch_read() -> None:
+    subscribed = subscription(subscribe="a,nowhere")
+    assert subscribed.partitions(FakeLookup(), require_topics=False) == [A0, A1]
+    with pytest.raises(ValueError, match="no such topic: nowhere"):
+        subscribed.partitions(FakeLookup(), require_topics=True)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"assign": "a:0"}, "option assign must be JSON like"),
+        ({"assign": '{"a": 0}'}, "option assign must be JSON like"),
+        ({"assign": '{"a": [-1]}'}, "option assign must be JSON like"),
+        ({"assign": '{"a": [true]}'}, "option assign must be JSON like"),
+        ({"assign": '{"a": []}'}, "option assign names no partition"),
+        ({"subscribePattern": " "}, "option subscribePattern is empty"),
+        ({"subscribePattern": "a("}, "'a\\(' is no regular expression"),
+        ({"subscribe": "a", "subscribePattern": "a"}, "exactly one of the options"),
+    ],
+)
+def test_subscription_options_say_what_is_wrong(options: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        subscription(**options)
 
 
 def test_producer_settings_are_typed_after_their_defaults() -> None:

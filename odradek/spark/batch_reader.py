@@ -12,7 +12,6 @@ from odradek.spark.offset_range import OffsetRange, offset_ranges
 from odradek.spark.range_reader import read_range
 from odradek.spark.source_options import SourceOptions
 from odradek.spark.topic_offsets import TopicOffsets
-from odradek.storage.topic_partition import TopicPartition
 
 
 class BatchReader(DataSourceReader):
@@ -27,8 +26,7 @@ class BatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         options = self._options
         with TopicOffsets(**common_configs(options.client_configs())) as lookup:
-            partitions = lookup.partitions(options.topics)
-            _check_topics_exist(options.topics, partitions)
+            partitions = options.subscription.partitions(lookup, require_topics=True)
             earliest = lookup.earliest(partitions)
             latest = lookup.latest(partitions)
         starts = options.starting.resolve(partitions, earliest, latest)
@@ -45,8 +43,3 @@ class BatchReader(DataSourceReader):
         if isinstance(partition, OffsetRange):
             yield from read_range(partition, self._options)
 
-
-def _check_topics_exist(topics: Sequence[str], partitions: Sequence[TopicPartition]) -> None:
-    missing = sorted(set(topics) - {tp.topic for tp in partitions})
-    if missing:
-        raise ValueError(f"no such topic: {', '.join(missing)}")

@@ -10,6 +10,7 @@ from odradek.client.config import ConsumerConfig
 from odradek.spark.client_options import client_configs, take_bootstrap
 from odradek.spark.offset_spec import EARLIEST, LATEST, OffsetSpec
 from odradek.spark.option_values import parse_bool, parse_positive_int
+from odradek.spark.subscription import Subscription
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,7 @@ class SourceOptions:
     """
 
     bootstrap: str
-    topics: tuple[str, ...]
+    subscription: Subscription
     starting: OffsetSpec
     ending: OffsetSpec
     min_partitions: int | None = None
@@ -39,7 +40,7 @@ class SourceOptions:
         configs = client_configs(options, ConsumerConfig)
         source = cls(
             bootstrap=take_bootstrap(options, configs),
-            topics=_topics(options),
+            subscription=Subscription.parse(options),
             starting=_starting(options, streaming),
             ending=_ending(options, streaming),
             min_partitions=_optional_positive(options, "minPartitions"),
@@ -61,16 +62,6 @@ def include_headers(options: Mapping[str, str]) -> bool:
     headers column. Needed before the other options are checked, for the schema."""
     given = [value for name, value in options.items() if name.lower() == "includeheaders"]
     return bool(given) and parse_bool(given[-1], "includeHeaders")
-
-
-def _topics(options: Mapping[str, str]) -> tuple[str, ...]:
-    given = [name for name in ("topic", "subscribe") if name in options]
-    if len(given) != 1:
-        raise ValueError("give exactly one of the options topic and subscribe")
-    topics = tuple(dict.fromkeys(t.strip() for t in options[given[0]].split(",") if t.strip()))
-    if not topics:
-        raise ValueError(f"option {given[0]} names no topic")
-    return topics
 
 
 def _starting(options: Mapping[str, str], streaming: bool) -> OffsetSpec:

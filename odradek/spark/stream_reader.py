@@ -41,7 +41,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> OffsetsJson:
         lookup = self._topic_offsets()
-        partitions = lookup.partitions(self._options.topics)
+        partitions = self._options.subscription.partitions(lookup, require_topics=False)
         earliest, latest = lookup.earliest(partitions), lookup.latest(partitions)
         return offsets_to_json(self._options.starting.resolve(partitions, earliest, latest))
 
@@ -84,7 +84,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _latest(self) -> dict[TopicPartition, int]:
         lookup = self._topic_offsets()
-        return lookup.latest(lookup.partitions(self._options.topics))
+        return lookup.latest(self._options.subscription.partitions(lookup, require_topics=False))
 
     def _with_new_partitions(
         self, starts: Mapping[TopicPartition, int], ends: Mapping[TopicPartition, int]

@@ -32,8 +32,9 @@ class TopicOffsets:
     ) -> None:
         self.close()
 
-    def partitions(self, topics: Iterable[str]) -> list[TopicPartition]:
-        """Every partition of those of ``topics`` that exist; other broker errors raise."""
+    def partitions(self, topics: Iterable[str] | None) -> list[TopicPartition]:
+        """Every partition of those of ``topics`` (None: of all topics) that exist; other
+        broker errors raise."""
         response = self._admin.metadata(topics)
         found = []
         for topic in response.topics:
