@@ -286,6 +286,37 @@ def test_assign_and_subscribe_pattern_choose_what_is_read(
 
 
 @pytest.mark.spark
+def test_timestamps_choose_where_a_read_starts_and_ends(
+    spark: SparkSession, bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    """Record i has timestamp BASE_TIMESTAMP + i: a read starts at the first record at or
+    after startingTimestamp and ends before the first at or after endingOffsetsByTimestamp."""
+    topic = new_topic(partitions=1)
+    produce(bootstrap, topic, SAMPLES[:10])
+    df = read(
+        spark,
+        bootstrap,
+        topic,
+        startingTimestamp=str(BASE_TIMESTAMP + 3),
+        endingOffsetsByTimestamp=f'{{"{topic}": {{"0": {BASE_TIMESTAMP + 7}}}}}',
+    )
+    assert [offset for _, _, offset in positions(df)] == [3, 4, 5, 6]
+    past_the_end = str(BASE_TIMESTAMP + 100)
+    to_the_end = read(spark, bootstrap, topic, startingTimestamp="0", endingTimestamp=past_the_end)
+    assert len(positions(to_the_end)) == 10  # no record at or after it: the end is the latest
+    with pytest.raises(Exception, match="no record of .* has a timestamp at or after"):
+        read(spark, bootstrap, topic, startingTimestamp=past_the_end).count()
+    lenient = read(
+        spark,
+        bootstrap,
+        topic,
+        startingTimestamp=past_the_end,
+        startingOffsetsByTimestampStrategy="latest",
+    )
+    assert lenient.count() == 0
+
+
+@pytest.mark.spark
 def test_reading_a_missing_topic_fails_naming_it(spark: SparkSession, bootstrap: str) -> None:
     with pytest.raises(Exception, match="no such topic: nowhere"):
         read(spark, bootstrap, "nowhere").count()

@@ -76,6 +76,50 @@ def test_offset_spec_rejects_what_is_not_an_offset(text: str, message: str) -> N
         OffsetSpec.parse(text, "startingOffsets")
 
 
+def test_timestamp_specs_resolve_to_the_offsets_found_or_fail_or_take_the_latest() -> None:
+    latest = {A0: 9, A1: 5}
+    spec = OffsetSpec.at_timestamp("1500", "startingTimestamp", latest_when_no_match=False)
+    assert spec.timestamps_for([A0, A1]) == {A0: 1500, A1: 1500}
+    assert spec.resolve([A0, A1], {}, latest, {A0: 3, A1: 0}) == {A0: 3, A1: 0}
+    with pytest.raises(ValueError, match="startingTimestamp: no record of a-1 has a timestamp"):
+        spec.resolve([A0, A1], {}, latest, {A0: 3, A1: -1})
+    lenient = OffsetSpec.by_timestamps('{"a": {"0": 7, "1": 8}}', "o", latest_when_no_match=True)
+    assert lenient.timestamps_for([A0, A1]) == {A0: 7, A1: 8}
+    assert lenient.resolve([A0, A1], {}, latest, {A0: 4, A1: -1}) == {A0: 4, A1: 5}
+    with pytest.raises(ValueError, match="o names no timestamp for a-1; name every partition$"):
+        OffsetSpec.by_timestamps('{"a": {"0": 7}}', "o", False).timestamps_for([A0, A1])
+    assert OffsetSpec.parse("earliest", "o").timestamps_for([A0]) == {}
+
+
+@pytest.mark.parametrize(
+    ("options", "streaming", "option", "timestamp"),
+    [
+        (
+            {"startingTimestamp": "5", "startingOffsetsByTimestamp": '{"a": {"0": 6}}'},
+            False,
+            "startingTimestamp",
+            5,
+        ),
+        (
+            {"startingOffsetsByTimestamp": '{"a": {"0": 6}}', "startingOffsets": "earliest"},
+            True,
+            "startingOffsetsByTimestamp",
+            None,
+        ),
+        ({"endingTimestamp": "9", "endingOffsets": "latest"}, False, "endingTimestamp", 9),
+    ],
+)
+def test_timestamps_beat_offsets_as_in_spark(
+    options: dict[str, str], streaming: bool, option: str, timestamp: int | None
+) -> None:
+    parsed = source(streaming, **options)
+    spec = parsed.ending if option.startswith("ending") else parsed.starting
+    assert (spec.option, spec.timestamp) == (option, timestamp)
+    assert spec.latest_when_no_match is option.startswith("ending")
+    strategy = source(startingTimestamp="5", startingOffsetsByTimestampStrategy="Latest")
+    assert strategy.starting.latest_when_no_match is True
+
+
 def test_offset_spec_json_must_name_exactly_the_partitions_read() -> None:
     spec = OffsetSpec.parse('{"a": {"0": 1}}', "startingOffsets")
     with pytest.raises(ValueError, match="startingOffsets names no offset for a-1"):
@@ -146,6 +190,16 @@ def test_kafka_bootstrap_servers_stands_in_for_bootstrap() -> None:
         ({"maxOffsetsPerTrigger": "many"}, True, "maxOffsetsPerTrigger must be an integer"),
         ({"failOnDataLoss": "maybe"}, False, "failOnDataLoss must be true or false"),
         ({"includeHeaders": "yes"}, False, "includeHeaders must be true or false"),
+        ({"startingTimestamp": "soon"}, False, "startingTimestamp must be an integer"),
+        ({"startingTimestamp": "-1"}, False, "startingTimestamp must be a timestamp >= 0"),
+        ({"endingOffsetsByTimestamp": "[]"}, False, "endingOffsetsByTimestamp must be JSON like"),
+        ({"startingOffsetsByTimestamp": '{"a": {"0": -5}}'}, False, "a-0 has timestamp -5"),
+        ({"endingTimestamp": "5"}, True, "endingTimestamp is for batch reads"),
+        (
+            {"startingTimestamp": "5", "startingOffsetsByTimestampStrategy": "skip"},
+            False,
+            "startingOffsetsByTimestampStrategy must be error or latest",
+        ),
         ({"kafka.fetch.max.wait.ms": "x"}, False, "kafka.fetch.max.wait.ms must be an integer"),
         ({"kafka.linger.ms": "5"}, False, "kafka.linger.ms is not a setting of ConsumerConfig"),
     ],

@@ -29,8 +29,10 @@ class BatchReader(DataSourceReader):
             partitions = options.subscription.partitions(lookup, require_topics=True)
             earliest = lookup.earliest(partitions)
             latest = lookup.latest(partitions)
-        starts = options.starting.resolve(partitions, earliest, latest)
-        ends = options.ending.resolve(partitions, earliest, latest)
+            found_start = lookup.found_for(options.starting, partitions)
+            found_end = lookup.found_for(options.ending, partitions)
+        starts = options.starting.resolve(partitions, earliest, latest, found_start)
+        ends = options.ending.resolve(partitions, earliest, latest, found_end)
         for tp in partitions:
             if starts[tp] > ends[tp]:
                 raise ValueError(
@@ -42,4 +44,3 @@ class BatchReader(DataSourceReader):
         """The records of one OffsetRange; when no range has any, Spark passes a bare one."""
         if isinstance(partition, OffsetRange):
             yield from read_range(partition, self._options)
-

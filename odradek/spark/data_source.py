@@ -49,7 +49,6 @@ class OdradekDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         return StreamWriter(SinkOptions.parse(self.options, schema))
 
-
     def _check_schema(self, schema: StructType) -> None:
         expected = self.schema()
         if schema != expected:

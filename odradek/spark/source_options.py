@@ -65,6 +65,14 @@ def include_headers(options: Mapping[str, str]) -> bool:
 
 
 def _starting(options: Mapping[str, str], streaming: bool) -> OffsetSpec:
+    strategy = options.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise ValueError(
+            f"option startingOffsetsByTimestampStrategy must be error or latest, not {strategy!r}"
+        )
+    by_timestamp = _timestamp_spec(options, "starting", latest_when_no_match=strategy == "latest")
+    if by_timestamp is not None:
+        return by_timestamp
     default = "latest" if streaming else "earliest"
     spec = OffsetSpec.parse(options.get("startingoffsets", default), "startingOffsets")
     if not streaming and spec.mentions(LATEST):
@@ -74,13 +82,34 @@ def _starting(options: Mapping[str, str], streaming: bool) -> OffsetSpec:
 
 def _ending(options: Mapping[str, str], streaming: bool) -> OffsetSpec:
     if streaming:
-        if "endingoffsets" in options:
-            raise ValueError("option endingOffsets is for batch reads; a stream has no end")
+        given = [name for name in _ENDING_OPTIONS if name.lower() in options]
+        if given:
+            raise ValueError(f"option {given[0]} is for batch reads; a stream has no end")
         return OffsetSpec("endingOffsets", LATEST)
+    # As Spark: an ending timestamp with no record at or after it ends at the latest offset.
+    by_timestamp = _timestamp_spec(options, "ending", latest_when_no_match=True)
+    if by_timestamp is not None:
+        return by_timestamp
     spec = OffsetSpec.parse(options.get("endingoffsets", "latest"), "endingOffsets")
     if spec.mentions(EARLIEST):
         raise ValueError("option endingOffsets cannot be earliest (-2)")
     return spec
+
+
+_ENDING_OPTIONS = ("endingOffsets", "endingOffsetsByTimestamp", "endingTimestamp")
+
+
+def _timestamp_spec(
+    options: Mapping[str, str], side: str, latest_when_no_match: bool
+) -> OffsetSpec | None:
+    """``<side>Timestamp`` (it wins, as in Spark) or ``<side>OffsetsByTimestamp``, if given."""
+    for name, make in (
+        (f"{side}Timestamp", OffsetSpec.at_timestamp),
+        (f"{side}OffsetsByTimestamp", OffsetSpec.by_timestamps),
+    ):
+        if name.lower() in options:
+            return make(options[name.lower()], name, latest_when_no_match)
+    return None
 
 
 def _optional_positive(options: Mapping[str, str], name: str) -> int | None:

@@ -43,7 +43,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         lookup = self._topic_offsets()
         partitions = self._options.subscription.partitions(lookup, require_topics=False)
         earliest, latest = lookup.earliest(partitions), lookup.latest(partitions)
-        return offsets_to_json(self._options.starting.resolve(partitions, earliest, latest))
+        starting = self._options.starting
+        found = lookup.found_for(starting, partitions)
+        return offsets_to_json(starting.resolve(partitions, earliest, latest, found))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self._options.max_offsets_per_trigger

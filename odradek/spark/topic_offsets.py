@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any, Self
 
 from odradek.client import Admin
 from odradek.errors import UnknownTopicOrPartitionError, error_for_code
 from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from odradek.spark.offset_spec import OffsetSpec
 from odradek.storage.topic_partition import TopicPartition
 
 
@@ -53,13 +54,24 @@ class TopicOffsets:
         """The high watermark of each partition."""
         return self._offsets(partitions, LATEST_TIMESTAMP)
 
+    def found_for(
+        self, spec: OffsetSpec, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """For a timestamp ``spec``, the first offset of each partition whose record has a
+        timestamp at or after the spec's (-1: none); empty for any other spec."""
+        return self._offsets_at(spec.timestamps_for(list(partitions)))
+
     def close(self) -> None:
         self._admin.close()
 
     def _offsets(
         self, partitions: Iterable[TopicPartition], target: int
     ) -> dict[TopicPartition, int]:
-        targets = dict.fromkeys(partitions, target)
+        return self._offsets_at(dict.fromkeys(partitions, target))
+
+    def _offsets_at(self, targets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """The offset the broker lists for each partition's target timestamp (or EARLIEST /
+        LATEST)."""
         if not targets:
             return {}
         found = self._admin.list_offsets(targets)
