@@ -477,6 +477,18 @@ def test_stream_from_latest_reads_only_what_comes_after_it_started(
 
 
 @pytest.mark.spark
+def test_stream_from_a_timestamp_starts_at_the_first_record_that_late(
+    spark: SparkSession, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic()
+    produce(bootstrap, topic, SAMPLES[:6])  # record i has timestamp BASE_TIMESTAMP + i
+    df = stream(spark, bootstrap, topic, startingTimestamp=str(BASE_TIMESTAMP + 4))
+    sink = Batches()
+    run_available_now(df, sink, tmp_path / "checkpoint")
+    assert sink.offsets() == [(topic, 0, 4), (topic, 0, 5)]
+
+
+@pytest.mark.spark
 def test_stream_picks_up_a_subscribed_topic_created_later(
     spark: SparkSession, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
 ) -> None:
