@@ -489,6 +489,29 @@ def test_stream_from_a_timestamp_starts_at_the_first_record_that_late(
 
 
 @pytest.mark.spark
+def test_min_offsets_per_trigger_holds_a_batch_back_until_enough_are_waiting(
+    spark: SparkSession, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic()
+    produce(bootstrap, topic, SAMPLES[:2])
+    options = {"startingOffsets": "earliest", "minOffsetsPerTrigger": "3"}
+    sink = Batches()
+    writer = stream(spark, bootstrap, topic, **options).writeStream.foreachBatch(sink)
+    query = writer.option("checkpointLocation", str(tmp_path / "checkpoint")).start()
+    try:
+        query.processAllAvailable()  # the first batch runs at once, with what there is
+        produce(bootstrap, topic, SAMPLES[:2])
+        query.processAllAvailable()  # 2 waiting, fewer than 3, within maxTriggerDelay (15m)
+        held_back = len(sink.seen)
+        produce(bootstrap, topic, SAMPLES[:1])
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert held_back == 1
+    assert [[offset for _, _, offset in batch] for batch in sink.seen] == [[0, 1], [2, 3, 4]]
+
+
+@pytest.mark.spark
 def test_stream_picks_up_a_subscribed_topic_created_later(
     spark: SparkSession, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
 ) -> None:

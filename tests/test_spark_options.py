@@ -27,6 +27,7 @@ from odradek.spark.arrow_records import records_to_batch  # noqa: E402
 from odradek.spark.client_options import client_configs  # noqa: E402
 from odradek.spark.offset_range import OffsetRange, offset_ranges, split_ranges  # noqa: E402
 from odradek.spark.offset_spec import EARLIEST, LATEST, OffsetSpec  # noqa: E402
+from odradek.spark.option_values import parse_duration_ms  # noqa: E402
 from odradek.spark.partition_offsets import offsets_from_json, offsets_to_json  # noqa: E402
 from odradek.spark.rate_limit import rate_limit  # noqa: E402
 from odradek.spark.record_sender import rows  # noqa: E402
@@ -34,6 +35,7 @@ from odradek.spark.schema import HEADER, source_schema  # noqa: E402
 from odradek.spark.sink_options import SinkOptions  # noqa: E402
 from odradek.spark.source_options import SourceOptions, include_headers  # noqa: E402
 from odradek.spark.subscription import Subscription  # noqa: E402
+from odradek.spark.trigger_delay import TriggerDelay  # noqa: E402
 from odradek.storage.record_batch import TimestampType  # noqa: E402
 from odradek.storage.topic_partition import TopicPartition  # noqa: E402
 
@@ -263,6 +265,33 @@ def test_subscribe_needs_its_topics_only_in_a_batch_read() -> None:
 def test_subscription_options_say_what_is_wrong(options: dict[str, str], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         subscription(**options)
+
+
+def test_min_offsets_per_trigger_waits_for_enough_offsets_or_the_delay() -> None:
+    now = [100.0]
+    delay = TriggerDelay(min_offsets=10, max_delay_s=60, clock=lambda: now[0])
+    assert not delay.holds_back(3)  # the first batch runs at once
+    now[0] += 1
+    assert not delay.holds_back(0)  # nothing waiting: no batch, and none counted
+    assert delay.holds_back(9)
+    assert not delay.holds_back(10)  # enough waiting
+    now[0] += 59
+    assert delay.holds_back(1)
+    now[0] += 1
+    assert not delay.holds_back(1)  # a minute since the last batch ran
+    assert delay.holds_back(1)
+
+
+def test_trigger_options_take_sparks_durations() -> None:
+    options = source(True, minOffsetsPerTrigger="500", maxTriggerDelay="30s")
+    assert (options.min_offsets_per_trigger, options.max_trigger_delay_ms) == (500, 30_000)
+    assert source(True).max_trigger_delay_ms == 15 * 60_000
+    for text, ms in (("250", 250), ("2 min", 120_000), ("1h", 3_600_000), ("10ms", 10)):
+        assert parse_duration_ms(text, "o") == ms
+    with pytest.raises(ValueError, match="maxTriggerDelay must be a duration such as"):
+        source(True, maxTriggerDelay="soon")
+    with pytest.raises(ValueError, match="minOffsetsPerTrigger must be > 0"):
+        source(True, minOffsetsPerTrigger="0")
 
 
 def test_producer_settings_are_typed_after_their_defaults() -> None:

@@ -9,8 +9,10 @@ from typing import Any
 from odradek.client.config import ConsumerConfig
 from odradek.spark.client_options import client_configs, take_bootstrap
 from odradek.spark.offset_spec import EARLIEST, LATEST, OffsetSpec
-from odradek.spark.option_values import parse_bool, parse_positive_int
+from odradek.spark.option_values import parse_bool, parse_duration_ms, parse_positive_int
 from odradek.spark.subscription import Subscription
+
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000  # maxTriggerDelay, as Spark's Kafka source
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,8 @@ class SourceOptions:
     min_partitions: int | None = None
     fail_on_data_loss: bool = True
     max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
     include_headers: bool = False
     consumer_configs: Mapping[str, Any] = field(default_factory=dict)
 
@@ -46,6 +50,10 @@ class SourceOptions:
             min_partitions=_optional_positive(options, "minPartitions"),
             fail_on_data_loss=parse_bool(options.get("failondataloss", "true"), "failOnDataLoss"),
             max_offsets_per_trigger=_optional_positive(options, "maxOffsetsPerTrigger"),
+            min_offsets_per_trigger=_optional_positive(options, "minOffsetsPerTrigger"),
+            max_trigger_delay_ms=parse_duration_ms(
+                options.get("maxtriggerdelay", "15m"), "maxTriggerDelay"
+            ),
             include_headers=include_headers(options),
             consumer_configs=configs,
         )

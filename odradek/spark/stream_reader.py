@@ -21,6 +21,7 @@ from odradek.spark.range_reader import read_range
 from odradek.spark.rate_limit import rate_limit
 from odradek.spark.source_options import SourceOptions
 from odradek.spark.topic_offsets import TopicOffsets
+from odradek.spark.trigger_delay import TriggerDelay
 from odradek.storage.topic_partition import TopicPartition
 
 
@@ -38,6 +39,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._options = options
         self._lookup: TopicOffsets | None = None
         self._target: dict[TopicPartition, int] | None = None
+        minimum = options.min_offsets_per_trigger
+        self._delay = (
+            None if minimum is None else TriggerDelay(minimum, options.max_trigger_delay_ms / 1000)
+        )
 
     def initialOffset(self) -> OffsetsJson:
         lookup = self._topic_offsets()
@@ -56,12 +61,18 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = self._latest()
 
     def latestOffset(self, start: OffsetsJson, limit: ReadLimit) -> OffsetsJson:
+        """Where the next micro-batch ends: the latest offsets, as far as an availableNow run's
+        target, maxOffsetsPerTrigger and minOffsetsPerTrigger (``start`` itself: no batch
+        yet) let it."""
         ends = self._latest()
         if self._target is not None:
             target = self._target
             ends = {tp: min(end, target[tp]) for tp, end in ends.items() if tp in target}
+        starts = self._with_new_partitions(offsets_from_json(start), ends)
+        waiting = sum(max(0, end - starts[tp]) for tp, end in ends.items())
+        if self._delay is not None and self._target is None and self._delay.holds_back(waiting):
+            return start
         if isinstance(limit, ReadMaxRows):
-            starts = self._with_new_partitions(offsets_from_json(start), ends)
             ends = rate_limit(starts, ends, limit.max_rows)
         return offsets_to_json(ends)
 
