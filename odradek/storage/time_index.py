@@ -57,9 +57,11 @@ class TimeIndex(AbstractIndex):
         """
         with self._lock:
             index_map = self._current_map()
+            last = self._last or self._last_fields()
+            if last is not None and timestamp == last[0] and offset >= self._base_offset + last[1]:
+                return  # the segment's max timestamp has not grown: the usual case, kept cheap
             if not skip_full_check and self.is_full:
                 raise ValueError(f"cannot append to {self!r}: it is full")
-            last = self._last_fields()
             if last is None:
                 if timestamp > NO_TIMESTAMP:
                     self._append_fields(index_map, timestamp, self.relative_offset(offset))
