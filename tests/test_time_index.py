@@ -93,10 +93,11 @@ def test_no_timestamp_is_never_appended(path: Path) -> None:
     assert index.last_entry == TimestampOffset(0, 105)
 
 
-def test_an_offset_going_backwards_is_refused(path: Path) -> None:
+@pytest.mark.parametrize("timestamp", [2000, 1000], ids=["later", "the last one"])
+def test_an_offset_going_backwards_is_refused(path: Path, timestamp: int) -> None:
     index = filled(path, [(1000, 105)])
     with pytest.raises(InvalidOffsetError, match=naming(path, "below the last offset 105")):
-        index.maybe_append(2000, 104)
+        index.maybe_append(timestamp, 104)
     assert index.entries == 1
 
 
@@ -112,6 +113,7 @@ def test_is_full_keeps_the_last_slot_for_the_roll(path: Path) -> None:
     assert index.is_full
     with pytest.raises(ValueError, match="full"):
         index.maybe_append(3000, 102)
+    index.maybe_append(2000, 101)  # adds nothing, so a full index does not refuse it
     index.maybe_append(3000, 102, skip_full_check=True)
     assert index.entries == index.max_entries == 3
     with pytest.raises(ValueError, match="full"):

@@ -181,7 +181,7 @@ class LogSegment:
         (``write_through``: see ``FileRecords.append``)."""
         if not records:
             return
-        if not 0 <= largest_offset - self.base_offset <= INT32_MAX:  # can_convert_..., inline
+        if not self.can_convert_to_relative_offset(largest_offset):
             raise LogSegmentOffsetOverflowError(
                 f"offset {largest_offset} does not fit segment {self.base_offset} ({self.log.path})"
             )
@@ -197,35 +197,25 @@ class LogSegment:
         """Add index entries for the batches just written at ``physical_position``: one entry in
         each index once more than ``index.interval.bytes`` were written since the last (SPEC 5).
 
-        Runs on every append (a produce request is usually one batch, so the loop runs once):
-        the segment's counters are read into locals once, and the indexes reached only when an
-        entry is due.
+        Runs on every append, so the indexes are reached only when an entry is due.
         """
         unpack_from = _INDEXED_FIELDS.unpack_from
-        interval = self.index_interval_bytes
-        since_last_entry = self._bytes_since_last_index_entry
-        latest = self._max_timestamp_and_offset or self.max_timestamp_and_offset_so_far
         position_in_records = 0
         total = len(records)
-        try:
-            while position_in_records < total:
-                base_offset, batch_length, last_offset_delta, max_timestamp = unpack_from(
-                    records, position_in_records
-                )
-                last_offset = base_offset + last_offset_delta
-                if max_timestamp > latest.timestamp:
-                    latest = TimestampAndOffset(max_timestamp, last_offset)
-                if since_last_entry > interval:
-                    offset_index, time_index = self._checked_indexes or self._check_indexes()
-                    offset_index.append(last_offset, physical_position + position_in_records)
-                    time_index.maybe_append(latest.timestamp, latest.offset)
-                    since_last_entry = 0
-                size = batch_length + LOG_OVERHEAD
-                since_last_entry += size
-                position_in_records += size
-        finally:
-            self._max_timestamp_and_offset = latest
-            self._bytes_since_last_index_entry = since_last_entry
+        while position_in_records < total:
+            base_offset, batch_length, last_offset_delta, max_timestamp = unpack_from(
+                records, position_in_records
+            )
+            last_offset = base_offset + last_offset_delta
+            latest = self._observe_batch(max_timestamp, last_offset)
+            if self._bytes_since_last_index_entry > self.index_interval_bytes:
+                offset_index, time_index = self._checked_indexes or self._check_indexes()
+                offset_index.append(last_offset, physical_position + position_in_records)
+                time_index.maybe_append(latest.timestamp, latest.offset)
+                self._bytes_since_last_index_entry = 0
+            size = batch_length + LOG_OVERHEAD
+            self._bytes_since_last_index_entry += size
+            position_in_records += size
 
     def _observe_batch(self, max_timestamp: int, last_offset: int) -> TimestampAndOffset:
         """Take a batch's max timestamp into the segment's; return the segment's."""
