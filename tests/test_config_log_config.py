@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import pytest
 from hypothesis import given
@@ -46,7 +46,10 @@ def test_defaults_are_kafkas() -> None:
 
 def test_every_key_is_a_field_and_every_field_a_key() -> None:
     attributes = [key.attribute for key in TOPIC_CONFIG_DEF]
-    assert [field.name for field in fields(LogConfig)] == attributes
+    settings = [field.name for field in fields(LogConfig) if field.init]
+    derived = [field.name for field in fields(LogConfig) if not field.init]
+    assert settings == attributes
+    assert derived == ["compact", "delete", "log_append_time"]
 
 
 def test_direct_construction_keeps_working() -> None:
@@ -223,3 +226,10 @@ def test_config_source_values_are_describe_configs_wire_ids() -> None:
     assert ConfigSource.DYNAMIC_TOPIC_CONFIG == 1
     assert ConfigSource.STATIC_BROKER_CONFIG == 4
     assert ConfigSource.DEFAULT_CONFIG == 5
+
+
+def test_derived_values_follow_replace_and_stay_out_of_equality() -> None:
+    compacted = replace(LogConfig(), cleanup_policy=("compact", "delete"))
+    assert compacted.compact and compacted.delete
+    assert replace(compacted, cleanup_policy=("delete",)).compact is False
+    assert LogConfig() == LogConfig() and " compact=" not in repr(LogConfig())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from odradek.config.config_entry import ConfigEntry
 from odradek.config.config_source import ConfigSource
@@ -49,17 +49,21 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = _default("min.cleanable.dirty.ratio")
     compression_type: str = _default("compression.type")
 
-    @property
-    def compact(self) -> bool:
-        return "compact" in self.cleanup_policy
+    # Derived once: the append path reads these on every request. Set as plain attributes
+    # (not fields: equality, repr and replace() ignore them) so that reading any attribute of
+    # the config stays a fast instance-slot read, which a cached_property's __dict__ spoils.
+    compact: bool = field(init=False, repr=False, compare=False)
+    delete: bool = field(init=False, repr=False, compare=False)
+    log_append_time: bool = field(init=False, repr=False, compare=False)
 
-    @property
-    def delete(self) -> bool:
-        return "delete" in self.cleanup_policy
-
-    @property
-    def log_append_time(self) -> bool:
-        return self.message_timestamp_type == "LogAppendTime"
+    def __post_init__(self) -> None:
+        derived = {
+            "compact": "compact" in self.cleanup_policy,
+            "delete": "delete" in self.cleanup_policy,
+            "log_append_time": self.message_timestamp_type == "LogAppendTime",
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)  # the dataclass is frozen
 
     @classmethod
     def from_props(
