@@ -429,7 +429,8 @@ static int as_int64(PyObject *argument, int64_t *value)
 
 PyDoc_STRVAR(validate_batches_doc,
 "validate_batches(records, keys_required, max_message_bytes, now_ms, before_max_ms,\n"
-"                 after_max_ms, log_append_time, next_offset, partition_leader_epoch, /)\n--\n\n"
+"                 after_max_ms, log_append_time, next_offset, partition_leader_epoch,\n"
+"                 result_type=tuple, /)\n--\n\n"
 "Validate the uncompressed batches of ``records`` (any buffer, left unchanged) and return a\n"
 "copy with their offsets assigned: the checks of scan_batches, then max.message.bytes and the\n"
 "CreateTime bounds [now_ms - before_max_ms, now_ms + after_max_ms], then the CRC-32C, checked\n"
@@ -437,15 +438,22 @@ PyDoc_STRVAR(validate_batches_doc,
 "epoch, and where needed the timestamp type, maxTimestamp (now_ms under LogAppendTime) and\n"
 "CRC. Returns ValidationResult's fields: (copy, first_offset, last_offset, max_timestamp,\n"
 "offset_of_max_timestamp, record_count, batch_count, size_in_bytes,\n"
-"first_batch_max_timestamp). Returns None on any fault, a compressed batch or a value out of\n"
-"range: the Python checks then decide, and name the fault.");
+"first_batch_max_timestamp), as an instance of ``result_type`` when given (a tuple subclass\n"
+"such as ValidationResult: building it here saves the append path a call). Returns None on\n"
+"any fault, a compressed batch or a value out of range: the Python checks then decide, and\n"
+"name the fault.");
 
 static PyObject *validate_batches(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     Rules rules;
     int64_t next_offset, epoch, summary[7];
-    if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError, "validate_batches takes 9 arguments");
+    if (nargs != 9 && nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "validate_batches takes 9 or 10 arguments");
+        return NULL;
+    }
+    PyTypeObject *result_type = nargs == 10 ? (PyTypeObject *)args[9] : &PyTuple_Type;
+    if (!PyType_Check(result_type) || !PyType_IsSubtype(result_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "validate_batches: result_type must be a tuple type");
         return NULL;
     }
     rules.keys_required = PyObject_IsTrue(args[1]);
@@ -493,9 +501,19 @@ static PyObject *validate_batches(PyObject *module, PyObject *const *args, Py_ss
         Py_DECREF(copy);
         Py_RETURN_NONE;
     }
-    return Py_BuildValue("(NLLLLLLnL)", copy, (long long)summary[0], (long long)summary[1],
-                         (long long)summary[2], (long long)summary[3], (long long)summary[4],
-                         (long long)summary[5], total, (long long)summary[6]);
+    PyObject *fields = Py_BuildValue("(NLLLLLLnL)", copy, (long long)summary[0],
+                                     (long long)summary[1], (long long)summary[2],
+                                     (long long)summary[3], (long long)summary[4],
+                                     (long long)summary[5], total, (long long)summary[6]);
+    if (fields == NULL || result_type == &PyTuple_Type)
+        return fields;
+    /* A tuple subclass instance holding the same items, as tuple.__new__(result_type, ...). */
+    PyObject *result = result_type->tp_alloc(result_type, PyTuple_GET_SIZE(fields));
+    if (result != NULL)
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields); i++)
+            PyTuple_SET_ITEM(result, i, Py_NewRef(PyTuple_GET_ITEM(fields, i)));
+    Py_DECREF(fields);
+    return result;
 }
 
 PyDoc_STRVAR(crc32c_doc,

@@ -123,9 +123,10 @@ def validate_and_assign_offsets(
             config.log_append_time,
             next_offset,
             partition_leader_epoch,
+            ValidationResult,
         )
         if validated is not None:
-            return ValidationResult._make(validated)
+            return validated
     records = bytearray(buffer)
     layouts = _scan(records, config)
     log_append_time = config.log_append_time
