@@ -204,7 +204,9 @@ class Log:
                     f"fit a segment of segment.bytes={config.segment_bytes}"
                 )
             try:
-                segment = self._maybe_roll(size_in_bytes, last_offset, now_ms)
+                segment = self._segments.active_segment
+                if segment.should_roll(config, size_in_bytes, last_offset, now_ms):
+                    segment = self.roll()
                 segment.append(last_offset, validated.records)
             except OSError as error:
                 raise self._storage_error("append", error) from error
@@ -235,15 +237,6 @@ class Log:
             self._high_watermark = self._next_offset_metadata
         if self._recovery_point > offset:
             self._recovery_point = offset
-
-    def _maybe_roll(
-        self, messages_size: int, max_offset_in_messages: int, now_ms: int
-    ) -> LogSegment:
-        """The segment this append goes to: the active one, or a new one if it must roll."""
-        segment = self._segments.active_segment
-        if segment.should_roll(self._config, messages_size, max_offset_in_messages, now_ms):
-            return self.roll()
-        return segment
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset (SPEC 4 step 4)."""

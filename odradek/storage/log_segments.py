@@ -89,10 +89,10 @@ class LogSegments:
 
     @property
     def active_segment(self) -> LogSegment:
-        segment = self.last_segment
-        if segment is None:
+        bases, by_base = self._snapshot  # as last_segment, without its call: read every append
+        if not bases:
             raise LookupError("the log has no segment")
-        return segment
+        return by_base[bases[-1]]
 
     def floor_segment(self, offset: int) -> LogSegment | None:
         """The segment with the largest base offset <= ``offset``."""
