@@ -25,6 +25,12 @@ from odradek.storage.log_offset_metadata import LogOffsetMetadata
 from odradek.storage.offset_index import OffsetIndex
 from odradek.storage.record_batch import LOG_OVERHEAD, MAGIC, RecordBatch
 from odradek.storage.time_index import TimeIndex
+from odradek.storage.writeback import MAX_WRITE_BYTES
+
+try:
+    from odradek.storage import _segment_append
+except ImportError:  # built with the package where a C compiler is found; Python otherwise
+    _segment_append = None
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +38,6 @@ INT32_MAX = 2**31 - 1
 # baseOffset, batchLength, lastOffsetDelta and maxTimestamp: what indexing a batch reads, in
 # one unpack (a whole BatchHeader costs three times as much, once per append).
 _INDEXED_FIELDS = struct.Struct(">qi11xi8xq")
-_UNKNOWN = TimestampAndOffset(-1, -1)
 
 
 class LogSegment:
@@ -62,7 +67,10 @@ class LogSegment:
         self._created_ms = clock.milliseconds()
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
-        self._max_timestamp_and_offset: TimestampAndOffset | None = None
+        # The largest batch timestamp so far and its offset, replaced whole so readers never
+        # see half of a change; None until first needed (then read from the time index). A
+        # plain tuple, not a TimestampAndOffset: most appends make one.
+        self._max_timestamp_and_offset: tuple[int, int] | None = None
         self._checked_indexes: tuple[OffsetIndex, TimeIndex] | None = None
         self._index_check_lock = threading.Lock()
         self._closed = False
@@ -143,14 +151,18 @@ class LogSegment:
     @property
     def max_timestamp_and_offset_so_far(self) -> TimestampAndOffset:
         """The largest batch timestamp in the segment and the offset it came with."""
-        if self._max_timestamp_and_offset is None:
-            last = self.time_index.last_entry
-            self._max_timestamp_and_offset = TimestampAndOffset(last.timestamp, last.offset)
-        return self._max_timestamp_and_offset
+        return TimestampAndOffset(*self._max_timestamp_and_offset_pair())
 
     @property
     def max_timestamp_so_far(self) -> int:
-        return self.max_timestamp_and_offset_so_far.timestamp
+        return self._max_timestamp_and_offset_pair()[0]
+
+    def _max_timestamp_and_offset_pair(self) -> tuple[int, int]:
+        latest = self._max_timestamp_and_offset
+        if latest is None:
+            last = self.time_index.last_entry
+            latest = self._max_timestamp_and_offset = (last.timestamp, last.offset)
+        return latest
 
     @property
     def largest_timestamp(self) -> int:
@@ -178,7 +190,17 @@ class LogSegment:
         write_through: bool = False,
     ) -> None:
         """Write whole, validated batches at the end of the file and add sparse index entries
-        (``write_through``: see ``FileRecords.append``)."""
+        (``write_through``: see ``FileRecords.append``).
+
+        The C module does the common case (see ``_segment_append.c``); it declines, changing
+        nothing, wherever the steps below must decide.
+        """
+        if (
+            _segment_append is not None
+            and not write_through
+            and _segment_append.append(self, largest_offset, records, MAX_WRITE_BYTES)
+        ):
+            return
         if not records:
             return
         if not self.can_convert_to_relative_offset(largest_offset):
@@ -207,22 +229,20 @@ class LogSegment:
                 records, position_in_records
             )
             last_offset = base_offset + last_offset_delta
-            latest = self._observe_batch(max_timestamp, last_offset)
+            self._observe_batch(max_timestamp, last_offset)
             if self._bytes_since_last_index_entry > self.index_interval_bytes:
                 offset_index, time_index = self._checked_indexes or self._check_indexes()
                 offset_index.append(last_offset, physical_position + position_in_records)
-                time_index.maybe_append(latest.timestamp, latest.offset)
+                time_index.maybe_append(*self._max_timestamp_and_offset)
                 self._bytes_since_last_index_entry = 0
             size = batch_length + LOG_OVERHEAD
             self._bytes_since_last_index_entry += size
             position_in_records += size
 
-    def _observe_batch(self, max_timestamp: int, last_offset: int) -> TimestampAndOffset:
-        """Take a batch's max timestamp into the segment's; return the segment's."""
-        latest = self._max_timestamp_and_offset or self.max_timestamp_and_offset_so_far
-        if max_timestamp > latest.timestamp:
-            latest = self._max_timestamp_and_offset = TimestampAndOffset(max_timestamp, last_offset)
-        return latest
+    def _observe_batch(self, max_timestamp: int, last_offset: int) -> None:
+        """Take a batch's max timestamp into the segment's."""
+        if max_timestamp > self._max_timestamp_and_offset_pair()[0]:
+            self._max_timestamp_and_offset = (max_timestamp, last_offset)
 
     # --- roll --------------------------------------------------------------------------------
 
@@ -234,8 +254,20 @@ class LogSegment:
         jitter), a full index, or a relative offset overflow.
 
         Kafka passes these in a RollParams; they come as arguments here because the check runs
-        on every append and building the object cost a third of it.
+        on every append and building the object cost a third of it. The C module answers the
+        common case (see ``_segment_append.c``).
         """
+        if _segment_append is not None:
+            verdict = _segment_append.should_roll(
+                self,
+                messages_size,
+                max_offset_in_messages,
+                now_ms,
+                config.segment_bytes,
+                config.segment_ms,
+            )
+            if verdict is not None:
+                return verdict
         size = self.log.size_in_bytes
         offset_index, time_index = self._checked_indexes or self._check_indexes()
         return (
@@ -335,7 +367,7 @@ class LogSegment:
         """
         self.offset_index.reset()
         self.time_index.reset()
-        self._max_timestamp_and_offset = _UNKNOWN
+        self._max_timestamp_and_offset = (-1, -1)
         self._bytes_since_last_index_entry = 0
         valid_bytes = 0
         next_offset = self.base_offset
@@ -350,10 +382,10 @@ class LogSegment:
                 break
             size = header.batch_length + LOG_OVERHEAD
             last_offset = header.base_offset + header.last_offset_delta
-            latest = self._observe_batch(header.max_timestamp, last_offset)
+            self._observe_batch(header.max_timestamp, last_offset)
             if self._bytes_since_last_index_entry > self.index_interval_bytes:
                 offset_entries.append((last_offset, position))
-                time_entries.append((latest.timestamp, latest.offset))
+                time_entries.append(self._max_timestamp_and_offset)
                 self._bytes_since_last_index_entry = 0
             self._bytes_since_last_index_entry += size
             valid_bytes = position + size
@@ -404,9 +436,8 @@ class LogSegment:
             self._created_ms = self._clock.milliseconds()
             self._rolling_based_timestamp = None
         self._bytes_since_last_index_entry = 0
-        if self.max_timestamp_and_offset_so_far.offset >= offset:
-            last = self.time_index.last_entry
-            self._max_timestamp_and_offset = TimestampAndOffset(last.timestamp, last.offset)
+        if self._max_timestamp_and_offset_pair()[1] >= offset:
+            self._max_timestamp_and_offset = None  # read again from the truncated time index
         return removed
 
     # --- files -------------------------------------------------------------------------------
@@ -439,8 +470,8 @@ class LogSegment:
             if self._closed:
                 return
             latest = self._max_timestamp_and_offset
-            if latest is not None and latest.timestamp >= 0:
-                self.time_index.maybe_append(latest.timestamp, latest.offset, skip_full_check=True)
+            if latest is not None and latest[0] >= 0:
+                self.time_index.maybe_append(*latest, skip_full_check=True)
             self._closed = True
             self._offset_index.close()
             self._time_index.close()

@@ -1,0 +1,269 @@
+"""The active segment's append and roll check in C (_segment_append.c) against LogSegment's
+Python path: the same appends leave the same files, index entries and counters, the same
+errors are raised, and a write the kernel cuts short leaves nothing behind."""
+
+from __future__ import annotations
+
+import errno
+import os
+import resource
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from odradek.config.log_config import LogConfig
+from odradek.storage import log_segment
+from odradek.storage.clock import MockClock
+from odradek.storage.log_segment import LogSegment
+from odradek.storage.log_validator import validate_and_assign_offsets
+from tests.log_helpers import BASE_TIME_MS, batch
+
+WIDE_OPEN = LogConfig(message_timestamp_before_max_ms=2**62, message_timestamp_after_max_ms=2**62)
+
+
+def test_the_c_append_is_built() -> None:
+    """Without it every append runs LogSegment's Python steps (docs/native.md)."""
+    assert log_segment._segment_append is not None
+
+
+@contextmanager
+def python_path() -> Iterator[None]:
+    native = log_segment._segment_append
+    log_segment._segment_append = None
+    try:
+        yield
+    finally:
+        log_segment._segment_append = native
+
+
+def assigned(request: bytes, next_offset: int) -> tuple[bytearray, int]:
+    """The request as the Log writes it: offsets from ``next_offset``; and its last offset."""
+    result = validate_and_assign_offsets(
+        request, next_offset=next_offset, config=WIDE_OPEN, now_ms=BASE_TIME_MS
+    )
+    return result.records, result.last_offset
+
+
+def request_of(shapes: list[tuple[int, int, int]]) -> bytes:
+    """Batches of (records, value size, timestamp step from the base time) back to back."""
+    return b"".join(
+        batch(count, value_size=size, timestamp=BASE_TIME_MS + step) for count, size, step in shapes
+    )
+
+
+def state(segment: LogSegment) -> dict[str, object]:
+    """All an append changes: the files' bytes in use, the index entries and the counters."""
+    offset_index, time_index = segment.offset_index, segment.time_index
+    return {
+        "log": segment.log.read(0, segment.size),
+        "offset entries": [offset_index.entry(n) for n in range(offset_index.entries)],
+        "time entries": [time_index.entry(n) for n in range(time_index.entries)],
+        "bytes since last index entry": segment._bytes_since_last_index_entry,
+        "max timestamp": segment.max_timestamp_and_offset_so_far,
+        "rolling timestamp": segment._rolling_based_timestamp,
+    }
+
+
+def take_step(segment: LogSegment, step: tuple, next_offset: int, config: LogConfig) -> str:
+    """Do ``step`` to ``segment``; what it returned or raised, as text to compare."""
+    kind = step[0]
+    if kind == "forget last entries":  # as after a reopen: the C path declines once
+        segment.offset_index._last = segment.time_index._last = None
+        return "forgotten"
+    try:
+        if kind == "append":
+            records, last_offset = assigned(request_of(step[1]), next_offset)
+            return repr(segment.append(last_offset, records))
+        if kind == "truncate":
+            return repr(segment.truncate_to(step[1]))
+        messages_size, waited_ms = step[1], step[2]
+        now_ms = BASE_TIME_MS + waited_ms
+        return repr(segment.should_roll(config, messages_size, next_offset, now_ms))
+    except Exception as error:  # noqa: BLE001 - the two paths must fail alike
+        message = str(error).replace("/native/", "/").replace("/python/", "/")
+        return f"{type(error).__name__}: {message}"
+
+
+request_shapes = st.lists(
+    st.tuples(
+        st.integers(1, 6),  # records
+        st.integers(0, 300),  # value size
+        st.integers(-50, 200),  # timestamp step: may go back
+    ),
+    min_size=1,
+    max_size=3,
+)
+appends = st.tuples(st.just("append"), request_shapes)
+steps = st.lists(
+    st.one_of(
+        appends,
+        appends,  # appends are most of what a segment sees
+        appends,
+        st.tuples(st.just("forget last entries"), st.none()),
+        st.tuples(st.just("truncate"), st.integers(0, 40)),
+        st.tuples(st.just("roll check"), st.integers(0, 3000), st.integers(0, 400)),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    steps=steps,
+    index_interval_bytes=st.sampled_from([0, 200, 700, 4096]),
+    index_entries=st.sampled_from([2, 5, 64]),
+)
+def test_both_paths_leave_the_same_segment(
+    tmp_path: Path, steps: list[tuple], index_interval_bytes: int, index_entries: int
+) -> None:
+    config = LogConfig(
+        index_interval_bytes=index_interval_bytes,
+        segment_index_bytes=12 * index_entries,
+        segment_bytes=4000,
+        segment_ms=300,
+    )
+    clock = MockClock(BASE_TIME_MS)
+    run = len(list(tmp_path.iterdir()))
+    segments = {}
+    for name in ("native", "python"):
+        directory = tmp_path / str(run) / name
+        directory.mkdir(parents=True)
+        segments[name] = LogSegment.open(directory, 0, config, clock)
+    next_offset = 0
+    for step in steps:
+        with python_path():
+            python = take_step(segments["python"], step, next_offset, config)
+        native = take_step(segments["native"], step, next_offset, config)
+        assert native == python, step
+        assert state(segments["native"]) == state(segments["python"]), step
+        next_offset = segments["native"].read_next_offset()
+    for segment in segments.values():
+        segment.close()
+
+
+def filled_segment(directory: Path, config: LogConfig, appends: int) -> tuple[LogSegment, int]:
+    segment = LogSegment.open(directory, 0, config, MockClock(BASE_TIME_MS))
+    next_offset = 0
+    for _ in range(appends):
+        records, last_offset = assigned(batch(3, value_size=100), next_offset)
+        segment.append(last_offset, records)
+        next_offset = last_offset + 1
+    return segment, next_offset
+
+
+def test_a_full_offset_index_fails_the_append_as_in_python(tmp_path: Path) -> None:
+    config = LogConfig(index_interval_bytes=0, segment_index_bytes=8 * 3)
+    segment, next_offset = filled_segment(tmp_path, config, 4)  # 3 entries after the first
+    assert segment.offset_index.is_full
+    records, last_offset = assigned(batch(1), next_offset)
+    with pytest.raises(ValueError, match="it is full"):
+        segment.append(last_offset, records)
+
+
+def test_an_offset_past_the_segment_fails_the_append_as_in_python(tmp_path: Path) -> None:
+    from odradek.errors import LogSegmentOffsetOverflowError
+
+    segment, _ = filled_segment(tmp_path, LogConfig(), 2)
+    records, last_offset = assigned(batch(1), 2**31)
+    with pytest.raises(LogSegmentOffsetOverflowError, match="does not fit segment 0"):
+        segment.append(last_offset, records)
+    assert segment.size == 2 * len(assigned(batch(3, value_size=100), 0)[0])
+
+
+@contextmanager
+def file_size_limit(limit: int) -> Iterator[None]:
+    """Writes past ``limit`` bytes of any file fail with EFBIG (cut short first), as a full
+    disk fails them: a real failure of the kernel's write, not a faked one."""
+    previous_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    previous_limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, previous_limit[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, previous_limit)
+        signal.signal(signal.SIGXFSZ, previous_handler)
+
+
+def test_a_write_cut_short_by_the_kernel_leaves_nothing_behind(tmp_path: Path) -> None:
+    segment, next_offset = filled_segment(tmp_path, LogConfig(index_interval_bytes=0), 3)
+    before = state(segment)
+    records, last_offset = assigned(batch(20, value_size=200), next_offset)
+    with file_size_limit(segment.size + len(records) // 2):
+        with pytest.raises(OSError) as failure:
+            segment.append(last_offset, records)
+    assert failure.value.errno == errno.EFBIG
+    assert state(segment) == before
+    assert os.path.getsize(segment.log.path) == segment.size
+    segment.append(last_offset, records)  # the same offsets, now that there is room
+    assert segment.read_next_offset() == last_offset + 1
+    assert segment.offset_index.lookup(last_offset).position == before["log"].__len__()
+
+
+@pytest.fixture(params=["native", "python"])
+def either_path(request: pytest.FixtureRequest) -> Iterator[str]:
+    with python_path() if request.param == "python" else nullcontext():
+        yield request.param
+
+
+def test_an_index_entry_needs_more_than_the_interval(tmp_path: Path, either_path: str) -> None:
+    """SPEC 5: an entry once *more than* index.interval.bytes were written since the last."""
+    one, _ = assigned(batch(2, value_size=30), 0)
+    segment, _ = filled_segment(tmp_path, LogConfig(index_interval_bytes=len(one)), 0)
+    next_offset = 0
+    for _ in range(6):
+        records, last_offset = assigned(batch(2, value_size=30), next_offset)
+        segment.append(last_offset, records)
+        next_offset = last_offset + 1
+    # bytes since the last entry after batches 1..6: one, 2*one (> interval: entry at batch 3),
+    # then one, 2*one (entry at batch 5), one
+    index = segment.offset_index
+    positions = [index.entry(n).position for n in range(index.entries)]
+    assert positions == [2 * len(one), 4 * len(one)]
+
+
+def test_the_roll_check_at_the_segment_size_edge(tmp_path: Path, either_path: str) -> None:
+    config = LogConfig(segment_bytes=1000)
+    segment, next_offset = filled_segment(tmp_path, config, 2)
+    room = config.segment_bytes - segment.size
+    assert not segment.should_roll(config, room, next_offset, BASE_TIME_MS)
+    assert segment.should_roll(config, room + 1, next_offset, BASE_TIME_MS)
+
+
+def test_the_roll_check_at_the_segment_age_edge(tmp_path: Path, either_path: str) -> None:
+    config = LogConfig(segment_ms=500)
+    segment, next_offset = filled_segment(tmp_path, config, 2)
+    first_batch_max_timestamp = segment._rolling_based_timestamp
+    assert first_batch_max_timestamp == BASE_TIME_MS + 2  # batch(3): timestamps base..base+2
+    now = first_batch_max_timestamp + config.segment_ms
+    assert not segment.should_roll(config, 1, next_offset, now)
+    assert segment.should_roll(config, 1, next_offset, now + 1)
+
+
+def test_the_roll_check_when_an_index_is_full(tmp_path: Path, either_path: str) -> None:
+    config = LogConfig(index_interval_bytes=0, segment_index_bytes=12 * 4)  # 4 and 6 entries
+    segment, next_offset = filled_segment(tmp_path, config, 0)
+    for step in range(4):  # rising timestamps: every append after the first adds to both
+        assert not segment.should_roll(config, 1, next_offset, BASE_TIME_MS)
+        request = batch(3, value_size=100, timestamp=BASE_TIME_MS + 10 * step)
+        records, last_offset = assigned(request, next_offset)
+        segment.append(last_offset, records)
+        next_offset = last_offset + 1
+    # the time index keeps its last slot for the roll's entry: full at 3 of 4
+    assert segment.time_index.entries == 3 and segment.time_index.is_full
+    assert not segment.offset_index.is_full
+    assert segment.should_roll(config, 1, next_offset, BASE_TIME_MS)
+
+
+def test_the_roll_check_when_offsets_outgrow_the_segment(tmp_path: Path, either_path: str) -> None:
+    config = LogConfig()
+    segment, _ = filled_segment(tmp_path, config, 1)
+    assert not segment.should_roll(config, 1, 2**31 - 1, BASE_TIME_MS)
+    assert segment.should_roll(config, 1, 2**31, BASE_TIME_MS)
