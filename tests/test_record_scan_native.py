@@ -9,6 +9,7 @@ portable table loop alike.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 from unittest import mock
@@ -39,27 +40,50 @@ INT64_MAX = 2**63 - 1
 # --- CRC-32C -----------------------------------------------------------------------------------
 
 
+def assert_every_implementation_gives(view: memoryview, start: int, expected: int) -> None:
+    """The CRC the append path uses, and each implementation this CPU runs, plain and copying
+    (and the copy is the data)."""
+    assert _record_scan.crc32c(view, start) == expected
+    results = _record_scan.crc32c_each(view, start)
+    assert "portable" in results
+    for name, result in results.items():
+        if name.endswith(" copying"):
+            assert result == (expected, bytes(view)), name
+        else:
+            assert result == expected, name
+
+
 @settings(max_examples=300, deadline=None)
 @given(data=st.binary(max_size=3000), start=st.integers(0, 2**32 - 1), skip=st.integers(0, 7))
 def test_crc32c_matches_the_package(data: bytes, start: int, skip: int) -> None:
     view = memoryview(data)[skip:]  # every alignment of the first byte
-    expected = crc32c_package.crc32c(view, start)
-    assert _record_scan.crc32c(view, start) == expected
-    assert _record_scan.crc32c_portable(view, start) == expected
+    assert_every_implementation_gives(view, start, crc32c_package.crc32c(view, start))
 
 
 @pytest.mark.parametrize(
     "size",
-    # around the three-stream blocks: 3 x 256 and 3 x 8192 bytes, and batch sizes
-    [0, 1, 7, 8, 767, 768, 769, 3 * 768 + 5, 24575, 24576, 24577, 65536, 3 * 24576 + 777],
+    # around the three-stream blocks (3 x 256 and 3 x 8192 bytes), the folding passes (256
+    # bytes at least, then 256 and 64 at a time) and batch sizes
+    [0, 1, 7, 8, 63, 64, 255, 256, 257, 319, 320, 511, 512, 513, 767, 768, 769]
+    + [3 * 768 + 5, 24575, 24576, 24577, 65536, 3 * 24576 + 777],
 )
 def test_crc32c_of_long_buffers_matches_the_package(size: int) -> None:
     data = os.urandom(size + 7)
     for skip in (0, 3, 7):
         view = memoryview(data)[skip : skip + size]
-        expected = crc32c_package.crc32c(view)
-        assert _record_scan.crc32c(view) == expected
-        assert _record_scan.crc32c_portable(view) == expected
+        for start in (0, 0xFFFFFFFF, 0x12345678):
+            assert_every_implementation_gives(view, start, crc32c_package.crc32c(view, start))
+
+
+def test_crc32c_runs_in_the_fastest_way_the_cpu_has() -> None:
+    """Folding where the CPU has AVX-512 and VPCLMULQDQ, else the crc32 instruction."""
+    flags = set()
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as cpuinfo:
+        flags = next((set(line.split()) for line in cpuinfo if line.startswith("flags")), set())
+    results = _record_scan.crc32c_each(bytes(4096))
+    assert ("sse4.2" in results) == ("sse4_2" in flags)
+    folding_flags = {"sse4_2", "avx512f", "vpclmulqdq", "pclmulqdq"}
+    assert ("folding" in results) == (folding_flags <= flags)
 
 
 def test_crc32c_checks_its_arguments() -> None:

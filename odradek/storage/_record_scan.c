@@ -521,47 +521,100 @@ PyDoc_STRVAR(crc32c_doc,
 "The CRC-32C of ``data`` continued from ``crc``, as validate_batches computes it (the same\n"
 "values as crc32c.crc32c).");
 
-PyDoc_STRVAR(crc32c_portable_doc,
-"crc32c_portable(data, crc=0, /)\n--\n\n"
-"crc32c by the table loop used where the CPU has no CRC instruction; exposed so that its\n"
-"values are tested on every machine.");
+PyDoc_STRVAR(crc32c_each_doc,
+"crc32c_each(data, crc=0, /)\n--\n\n"
+"crc32c by each implementation this CPU can run, so that each is tested wherever the tests\n"
+"run: {name: crc} for 'portable', 'sse4.2' and 'folding', and {name + ' copying': (crc,\n"
+"copy)} for the variants that copy as they go. 'folding' is absent below its least length.");
 
-static PyObject *checksum(PyObject *const *args, Py_ssize_t nargs, int portable)
+/* The arguments of crc32c and crc32c_each: a buffer (to release) and a starting CRC. */
+static int checksum_arguments(PyObject *const *args, Py_ssize_t nargs, Py_buffer *buffer,
+                              uint32_t *crc)
 {
-    Py_buffer buffer;
-    uint32_t crc = 0;
+    *crc = 0;
     if (nargs < 1 || nargs > 2) {
         PyErr_SetString(PyExc_TypeError, "crc32c takes 1 or 2 arguments");
-        return NULL;
+        return -1;
     }
     if (nargs == 2) {
         unsigned long value = PyLong_AsUnsignedLong(args[1]);
         if (PyErr_Occurred())
-            return NULL;
+            return -1;
         if (value > UINT32_MAX) {
             PyErr_SetString(PyExc_OverflowError, "crc32c: crc must fit 32 bits");
-            return NULL;
+            return -1;
         }
-        crc = (uint32_t)value;
+        *crc = (uint32_t)value;
     }
-    if (PyObject_GetBuffer(args[0], &buffer, PyBUF_SIMPLE) < 0)
-        return NULL;
-    const uint8_t *data = (const uint8_t *)buffer.buf;
-    size_t length = (size_t)buffer.len;
-    crc = portable ? ~crc32c_portable(~crc, data, length) : crc32c(crc, data, length);
-    PyBuffer_Release(&buffer);
-    return PyLong_FromUnsignedLong(crc);
+    return PyObject_GetBuffer(args[0], buffer, PyBUF_SIMPLE);
 }
 
 static PyObject *crc32c_function(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    return checksum(args, nargs, 0);
+    Py_buffer buffer;
+    uint32_t crc;
+    if (checksum_arguments(args, nargs, &buffer, &crc) < 0)
+        return NULL;
+    crc = crc32c(crc, (const uint8_t *)buffer.buf, (size_t)buffer.len);
+    PyBuffer_Release(&buffer);
+    return PyLong_FromUnsignedLong(crc);
 }
 
-static PyObject *crc32c_portable_function(PyObject *module, PyObject *const *args,
-                                          Py_ssize_t nargs)
+typedef uint32_t (*Checksum)(uint32_t, const uint8_t *, size_t);
+typedef uint32_t (*CopyingChecksum)(uint32_t, const uint8_t *, uint8_t *, size_t);
+
+/* Add name: crc and name + " copying": (crc, copy) to `results`; 0, or -1 with an exception. */
+static int add_checksums(PyObject *results, const char *name, const char *copying_name,
+                         Checksum checksum, CopyingChecksum copying, uint32_t crc,
+                         const Py_buffer *buffer)
 {
-    return checksum(args, nargs, 1);
+    const uint8_t *data = (const uint8_t *)buffer->buf;
+    size_t length = (size_t)buffer->len;
+    PyObject *copy = PyBytes_FromStringAndSize(NULL, buffer->len);
+    if (copy == NULL)
+        return -1;
+    uint32_t copied = ~copying(~crc, data, (uint8_t *)PyBytes_AS_STRING(copy), length);
+    PyObject *plain = PyLong_FromUnsignedLong(~checksum(~crc, data, length));
+    PyObject *pair = Py_BuildValue("(kN)", (unsigned long)copied, copy);
+    int status = plain == NULL || pair == NULL || PyDict_SetItemString(results, name, plain) < 0
+                         || PyDict_SetItemString(results, copying_name, pair) < 0
+                     ? -1
+                     : 0;
+    Py_XDECREF(plain);
+    Py_XDECREF(pair);
+    return status;
+}
+
+static uint32_t portable_copy(uint32_t crc, const uint8_t *data, uint8_t *copy, size_t length)
+{
+    memcpy(copy, data, length);
+    return crc32c_portable(crc, data, length);
+}
+
+static PyObject *crc32c_each(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer buffer;
+    uint32_t crc;
+    if (checksum_arguments(args, nargs, &buffer, &crc) < 0)
+        return NULL;
+    PyObject *results = PyDict_New();
+    int status = results == NULL ? -1
+                                 : add_checksums(results, "portable", "portable copying",
+                                                 crc32c_portable, portable_copy, crc, &buffer);
+#ifdef CRC32C_X86
+    if (status == 0 && crc32c_hardware)
+        status = add_checksums(results, "sse4.2", "sse4.2 copying", crc32c_sse42,
+                               crc32c_sse42_copy, crc, &buffer);
+    if (status == 0 && crc32c_folding_hardware && buffer.len >= CRC32C_FOLDING_MIN)
+        status = add_checksums(results, "folding", "folding copying", crc32c_folding,
+                               crc32c_folding_copy, crc, &buffer);
+#endif
+    PyBuffer_Release(&buffer);
+    if (status < 0) {
+        Py_XDECREF(results);
+        return NULL;
+    }
+    return results;
 }
 
 PyDoc_STRVAR(whole_batches_doc,
@@ -673,8 +726,7 @@ static PyMethodDef methods[] = {
      whole_batches_doc},
     {"crc_matches", (PyCFunction)(void (*)(void))crc_matches, METH_FASTCALL, crc_matches_doc},
     {"crc32c", (PyCFunction)(void (*)(void))crc32c_function, METH_FASTCALL, crc32c_doc},
-    {"crc32c_portable", (PyCFunction)(void (*)(void))crc32c_portable_function, METH_FASTCALL,
-     crc32c_portable_doc},
+    {"crc32c_each", (PyCFunction)(void (*)(void))crc32c_each, METH_FASTCALL, crc32c_each_doc},
     {NULL, NULL, 0, NULL},
 };
 
