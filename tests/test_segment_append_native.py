@@ -1,6 +1,6 @@
-"""The active segment's append and roll check in C (_segment_append.c) against LogSegment's
-Python path: the same appends leave the same files, index entries and counters, the same
-errors are raised, and a write the kernel cuts short leaves nothing behind."""
+"""LogSegment.try_append, the Log's append path, in C (_segment_append.c) against its Python
+steps (should_roll, then append): the same appends are refused for a roll or leave the same
+files, index entries and counters, and a write the kernel cuts short leaves nothing behind."""
 
 from __future__ import annotations
 
@@ -63,6 +63,7 @@ def state(segment: LogSegment) -> dict[str, object]:
         "log": segment.log.read(0, segment.size),
         "offset entries": [offset_index.entry(n) for n in range(offset_index.entries)],
         "time entries": [time_index.entry(n) for n in range(time_index.entries)],
+        "cached last entries": (offset_index._last, time_index._last),
         "bytes since last index entry": segment._bytes_since_last_index_entry,
         "max timestamp": segment.max_timestamp_and_offset_so_far,
         "rolling timestamp": segment._rolling_based_timestamp,
@@ -77,13 +78,10 @@ def take_step(segment: LogSegment, step: tuple, next_offset: int, config: LogCon
         return "forgotten"
     try:
         if kind == "append":
-            records, last_offset = assigned(request_of(step[1]), next_offset)
-            return repr(segment.append(last_offset, records))
-        if kind == "truncate":
-            return repr(segment.truncate_to(step[1]))
-        messages_size, waited_ms = step[1], step[2]
-        now_ms = BASE_TIME_MS + waited_ms
-        return repr(segment.should_roll(config, messages_size, next_offset, now_ms))
+            _, shapes, offset_gap, waited_ms = step
+            records, last_offset = assigned(request_of(shapes), next_offset + offset_gap)
+            return repr(segment.try_append(config, last_offset, records, BASE_TIME_MS + waited_ms))
+        return repr(segment.truncate_to(step[1]))
     except Exception as error:  # noqa: BLE001 - the two paths must fail alike
         message = str(error).replace("/native/", "/").replace("/python/", "/")
         return f"{type(error).__name__}: {message}"
@@ -98,7 +96,12 @@ request_shapes = st.lists(
     min_size=1,
     max_size=3,
 )
-appends = st.tuples(st.just("append"), request_shapes)
+appends = st.tuples(
+    st.just("append"),
+    request_shapes,
+    st.sampled_from([0, 0, 0, 2**31 - 20]),  # offset gap: past the segment's int32 range
+    st.integers(0, 400),  # ms since the base time: past segment.ms (300) rolls
+)
 steps = st.lists(
     st.one_of(
         appends,
@@ -106,7 +109,6 @@ steps = st.lists(
         appends,
         st.tuples(st.just("forget last entries"), st.none()),
         st.tuples(st.just("truncate"), st.integers(0, 40)),
-        st.tuples(st.just("roll check"), st.integers(0, 3000), st.integers(0, 400)),
     ),
     min_size=1,
     max_size=40,
@@ -144,7 +146,9 @@ def test_both_paths_leave_the_same_segment(
         native = take_step(segments["native"], step, next_offset, config)
         assert native == python, step
         assert state(segments["native"]) == state(segments["python"]), step
-        next_offset = segments["native"].read_next_offset()
+        next_offsets = {segment.read_next_offset() for segment in segments.values()}
+        assert len(next_offsets) == 1
+        next_offset = next_offsets.pop()
     for segment in segments.values():
         segment.close()
 
@@ -157,25 +161,6 @@ def filled_segment(directory: Path, config: LogConfig, appends: int) -> tuple[Lo
         segment.append(last_offset, records)
         next_offset = last_offset + 1
     return segment, next_offset
-
-
-def test_a_full_offset_index_fails_the_append_as_in_python(tmp_path: Path) -> None:
-    config = LogConfig(index_interval_bytes=0, segment_index_bytes=8 * 3)
-    segment, next_offset = filled_segment(tmp_path, config, 4)  # 3 entries after the first
-    assert segment.offset_index.is_full
-    records, last_offset = assigned(batch(1), next_offset)
-    with pytest.raises(ValueError, match="it is full"):
-        segment.append(last_offset, records)
-
-
-def test_an_offset_past_the_segment_fails_the_append_as_in_python(tmp_path: Path) -> None:
-    from odradek.errors import LogSegmentOffsetOverflowError
-
-    segment, _ = filled_segment(tmp_path, LogConfig(), 2)
-    records, last_offset = assigned(batch(1), 2**31)
-    with pytest.raises(LogSegmentOffsetOverflowError, match="does not fit segment 0"):
-        segment.append(last_offset, records)
-    assert segment.size == 2 * len(assigned(batch(3, value_size=100), 0)[0])
 
 
 @contextmanager
@@ -198,11 +183,12 @@ def test_a_write_cut_short_by_the_kernel_leaves_nothing_behind(tmp_path: Path) -
     records, last_offset = assigned(batch(20, value_size=200), next_offset)
     with file_size_limit(segment.size + len(records) // 2):
         with pytest.raises(OSError) as failure:
-            segment.append(last_offset, records)
+            segment.try_append(LogConfig(), last_offset, records, BASE_TIME_MS)
     assert failure.value.errno == errno.EFBIG
     assert state(segment) == before
     assert os.path.getsize(segment.log.path) == segment.size
-    segment.append(last_offset, records)  # the same offsets, now that there is room
+    # the same offsets, now that there is room
+    assert segment.try_append(LogConfig(), last_offset, records, BASE_TIME_MS)
     assert segment.read_next_offset() == last_offset + 1
     assert segment.offset_index.lookup(last_offset).position == before["log"].__len__()
 
@@ -220,7 +206,7 @@ def test_an_index_entry_needs_more_than_the_interval(tmp_path: Path, either_path
     next_offset = 0
     for _ in range(6):
         records, last_offset = assigned(batch(2, value_size=30), next_offset)
-        segment.append(last_offset, records)
+        assert segment.try_append(LogConfig(), last_offset, records, BASE_TIME_MS)
         next_offset = last_offset + 1
     # bytes since the last entry after batches 1..6: one, 2*one (> interval: entry at batch 3),
     # then one, 2*one (entry at batch 5), one
@@ -229,41 +215,49 @@ def test_an_index_entry_needs_more_than_the_interval(tmp_path: Path, either_path
     assert positions == [2 * len(one), 4 * len(one)]
 
 
-def test_the_roll_check_at_the_segment_size_edge(tmp_path: Path, either_path: str) -> None:
-    config = LogConfig(segment_bytes=1000)
-    segment, next_offset = filled_segment(tmp_path, config, 2)
-    room = config.segment_bytes - segment.size
-    assert not segment.should_roll(config, room, next_offset, BASE_TIME_MS)
-    assert segment.should_roll(config, room + 1, next_offset, BASE_TIME_MS)
+def appended(segment: LogSegment, config: LogConfig, next_offset: int, now_ms: int = 0) -> bool:
+    """try_append of a one-record batch with offset ``next_offset``; checks that the segment
+    grew by it exactly when it says so."""
+    records, last_offset = assigned(batch(1), next_offset)
+    before = segment.size
+    result = segment.try_append(config, last_offset, records, now_ms or BASE_TIME_MS)
+    assert segment.size == before + (len(records) if result else 0)
+    return result
 
 
-def test_the_roll_check_at_the_segment_age_edge(tmp_path: Path, either_path: str) -> None:
+def test_a_roll_at_the_segment_size_edge(tmp_path: Path, either_path: str) -> None:
+    segment, next_offset = filled_segment(tmp_path, LogConfig(), 2)
+    fitting = segment.size + len(assigned(batch(1), next_offset)[0])
+    assert not appended(segment, LogConfig(segment_bytes=fitting - 1), next_offset)
+    assert appended(segment, LogConfig(segment_bytes=fitting), next_offset)
+
+
+def test_a_roll_at_the_segment_age_edge(tmp_path: Path, either_path: str) -> None:
     config = LogConfig(segment_ms=500)
     segment, next_offset = filled_segment(tmp_path, config, 2)
     first_batch_max_timestamp = segment._rolling_based_timestamp
     assert first_batch_max_timestamp == BASE_TIME_MS + 2  # batch(3): timestamps base..base+2
     now = first_batch_max_timestamp + config.segment_ms
-    assert not segment.should_roll(config, 1, next_offset, now)
-    assert segment.should_roll(config, 1, next_offset, now + 1)
+    assert not appended(segment, config, next_offset, now_ms=now + 1)
+    assert appended(segment, config, next_offset, now_ms=now)
 
 
-def test_the_roll_check_when_an_index_is_full(tmp_path: Path, either_path: str) -> None:
+def test_a_roll_when_an_index_is_full(tmp_path: Path, either_path: str) -> None:
     config = LogConfig(index_interval_bytes=0, segment_index_bytes=12 * 4)  # 4 and 6 entries
     segment, next_offset = filled_segment(tmp_path, config, 0)
     for step in range(4):  # rising timestamps: every append after the first adds to both
-        assert not segment.should_roll(config, 1, next_offset, BASE_TIME_MS)
         request = batch(3, value_size=100, timestamp=BASE_TIME_MS + 10 * step)
         records, last_offset = assigned(request, next_offset)
-        segment.append(last_offset, records)
+        assert segment.try_append(config, last_offset, records, BASE_TIME_MS)
         next_offset = last_offset + 1
     # the time index keeps its last slot for the roll's entry: full at 3 of 4
     assert segment.time_index.entries == 3 and segment.time_index.is_full
     assert not segment.offset_index.is_full
-    assert segment.should_roll(config, 1, next_offset, BASE_TIME_MS)
+    assert not appended(segment, config, next_offset)
 
 
-def test_the_roll_check_when_offsets_outgrow_the_segment(tmp_path: Path, either_path: str) -> None:
+def test_a_roll_when_offsets_outgrow_the_segment(tmp_path: Path, either_path: str) -> None:
     config = LogConfig()
     segment, _ = filled_segment(tmp_path, config, 1)
-    assert not segment.should_roll(config, 1, 2**31 - 1, BASE_TIME_MS)
-    assert segment.should_roll(config, 1, 2**31, BASE_TIME_MS)
+    assert not appended(segment, config, 2**31)  # one record: last offset 2**31
+    assert appended(segment, config, 2**31 - 1)

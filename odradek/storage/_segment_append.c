@@ -1,19 +1,20 @@
 /*
- * The active segment's append path in C: LogSegment.should_roll and LogSegment.append
- * (odradek.storage.log_segment), done on the segment's own Python attributes.
+ * The Log's append to its active segment in C: LogSegment.try_append (the roll check, then the
+ * write and its sparse index entries, odradek.storage.log_segment) in one call, done on the
+ * segment's own Python attributes.
  *
- * An append of a 16 KB batch writes it in ~10 us; validating it in C costs ~2.4 us. The Python
+ * An append of a 16 KB batch writes it in ~10 us and validates it (in C) in ~2 us. The Python
  * around those two calls (the roll check, the write's bookkeeping, one entry in each index and
- * the segment's counters) cost ~4 us more, through a dozen method calls: the append ran at
- * about half the speed of a raw write. Here the same steps take well under a microsecond.
+ * the segment's counters) cost ~4 us more through a dozen method calls, so that the append ran
+ * at half the speed of a raw write. Here the same steps take ~0.5 us.
  *
- * Each function reads and writes the attributes the Python methods use (listed in `names`),
- * so the segment's state lives in one place and either path may run next. Anything but the
- * common case is declined (the function returns None) before any state changes, and the
- * Python method then runs and decides: the first append to a segment, indexes not yet opened,
- * an index's last entry not cached, values out of int64, a failed or short write, and every
- * case where the Python path raises. A declined append may have written bytes past the file's
- * size; no reader looks there, and the Python path writes the same bytes at the same position.
+ * It reads and writes the attributes the Python methods use (listed in `names`), so the
+ * segment's state lives in one place and either path may run next. Anything but the common
+ * case is declined (None is returned) before any state changes, and the Python steps then run
+ * and decide: the first append to a segment, indexes not yet opened, an index's last entry not
+ * cached, values out of int64, a failed or short write, and every case where the Python steps
+ * raise. A declined append may have written bytes past the file's size; no reader looks there,
+ * and the Python steps write the same bytes at the same position.
  *
  * No index lock is taken. The state is read and the index entries planned before the
  * write(2), which runs without the GIL; nothing read can change meanwhile, since every other
@@ -23,7 +24,7 @@
  * or after an append, never an entry half written.
  *
  * tests/test_segment_append_native.py drives both paths with the same appends and compares
- * the files, the index entries and the segment's counters after each.
+ * the verdicts, the files, the index entries and the segment's counters after each.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -128,20 +129,14 @@ typedef struct {
     int has_last;
 } IndexState;
 
-/* How full the index is: what the roll check reads. */
-static int read_index_room(PyObject *index, IndexState *state)
-{
-    state->index = index;
-    state->map = NULL;
-    int status = get_int64(index, names.entries, &state->entries);
-    return status == DONE ? get_int64(index, names.max_entries, &state->max_entries) : status;
-}
-
-/* All an append reads: room, base offset, the map (None once closed: DECLINE), last entry. */
+/* All a roll check and an append read: the entries and room, the base offset, the map (None
+ * once closed: DECLINE) and the last entry. */
 static int read_index(PyObject *index, IndexState *state)
 {
     int status;
-    if ((status = read_index_room(index, state)) != DONE
+    state->index = index;
+    if ((status = get_int64(index, names.entries, &state->entries)) != DONE
+        || (status = get_int64(index, names.max_entries, &state->max_entries)) != DONE
         || (status = get_int64(index, names.index_base_offset, &state->base_offset)) != DONE)
         return status;
     state->map = PyObject_GetAttr(index, names.mmap);
@@ -290,20 +285,17 @@ static int commit_entries(IndexState *index, const Entry *entries, int count, in
     return set_pair(index->index, names.last, index->last_first, index->last_second);
 }
 
-/* The segment's two indexes, once opened and checked (LogSegment._checked_indexes), read by
- * `read` (read_index_room or read_index). */
-static int read_indexes(PyObject *segment, int (*read)(PyObject *, IndexState *),
-                        IndexState *offset_index, IndexState *time_index)
+/* The segment's two indexes, once opened and checked (LogSegment._checked_indexes). */
+static int read_indexes(PyObject *segment, IndexState *offset_index, IndexState *time_index)
 {
-    offset_index->map = time_index->map = NULL;
     PyObject *indexes = PyObject_GetAttr(segment, names.checked_indexes);
     if (indexes == NULL)
         return FAILED;
     int status = DECLINE;
     if (PyTuple_CheckExact(indexes) && PyTuple_GET_SIZE(indexes) == 2) {
-        status = read(PyTuple_GET_ITEM(indexes, 0), offset_index);
+        status = read_index(PyTuple_GET_ITEM(indexes, 0), offset_index);
         if (status == DONE)
-            status = read(PyTuple_GET_ITEM(indexes, 1), time_index);
+            status = read_index(PyTuple_GET_ITEM(indexes, 1), time_index);
     }
     Py_DECREF(indexes); /* the segment keeps the tuple, and so the indexes, alive */
     return status;
@@ -330,86 +322,43 @@ static int argument_int64(PyObject *argument, int64_t *value)
     return DONE;
 }
 
-static int should_roll_status(PyObject *segment, PyObject *const *args, int *roll)
+/* LogSegment.should_roll for an append of `messages_size` bytes up to `max_offset` at
+ * `now_ms`, on a segment of `size` bytes (more than 0) whose indexes were read. */
+static int must_roll(PyObject *segment, int64_t size, int64_t base_offset,
+                     const IndexState *offset_index, const IndexState *time_index,
+                     int64_t messages_size, int64_t max_offset, int64_t now_ms,
+                     int64_t segment_bytes, int64_t segment_ms, int *roll)
 {
-    int64_t messages_size, max_offset, now_ms, segment_bytes, segment_ms, size, base_offset;
-    int64_t *targets[] = {&messages_size, &max_offset, &now_ms, &segment_bytes, &segment_ms};
+    int64_t rolling_based_timestamp, since, jitter, waited;
     int status;
-    for (int i = 0; i < 5; i++)
-        if ((status = argument_int64(args[i + 1], targets[i])) != DONE)
-            return status;
-    PyObject *log = PyObject_GetAttr(segment, names.log);
-    if (log == NULL)
-        return FAILED;
-    status = get_int64(log, names.size, &size);
-    Py_DECREF(log);
-    IndexState offset_index, time_index;
-    if (status != DONE
-        || (status = read_indexes(segment, read_index_room, &offset_index, &time_index)) != DONE
-        || (status = get_int64(segment, names.base_offset, &base_offset)) != DONE)
-        return status;
     *roll = 1;
     if (size > segment_bytes - messages_size)
         return DONE;
-    if (size > 0) {
-        int64_t rolling_based_timestamp, since, jitter;
-        if ((status = get_int64(segment, names.rolling_based_timestamp,
-                                &rolling_based_timestamp))
-                != DONE
-            || (status = get_int64(segment, names.roll_jitter_ms, &jitter)) != DONE)
-            return status; /* None: the Python path reads it from the first batch */
-        if (rolling_based_timestamp >= 0)
-            since = rolling_based_timestamp;
-        else if ((status = get_int64(segment, names.created_ms, &since)) != DONE)
-            return status;
-        int64_t waited;
-        if (__builtin_sub_overflow(now_ms, since, &waited))
-            return DECLINE;
-        if (waited > segment_ms - jitter)
-            return DONE;
-    }
-    *roll = offset_index.entries >= offset_index.max_entries
-            || time_index.entries >= time_index.max_entries - 1
+    if ((status = get_int64(segment, names.rolling_based_timestamp, &rolling_based_timestamp))
+            != DONE
+        || (status = get_int64(segment, names.roll_jitter_ms, &jitter)) != DONE)
+        return status; /* None: the Python path reads it from the first batch */
+    if (rolling_based_timestamp >= 0)
+        since = rolling_based_timestamp;
+    else if ((status = get_int64(segment, names.created_ms, &since)) != DONE)
+        return status;
+    if (__builtin_sub_overflow(now_ms, since, &waited))
+        return DECLINE;
+    *roll = waited > segment_ms - jitter || offset_index->entries >= offset_index->max_entries
+            || time_index->entries >= time_index->max_entries - 1 /* TimeIndex.is_full */
             || !is_int32(max_offset - base_offset);
     return DONE;
 }
 
-PyDoc_STRVAR(should_roll_doc,
-"should_roll(segment, messages_size, max_offset_in_messages, now_ms, segment_bytes,\n"
-"            segment_ms, /)\n--\n\n"
-"LogSegment.should_roll of the segment: True or False, or None where the Python method must\n"
-"decide (indexes not yet opened, the first batch's timestamp not yet read).");
-
-static PyObject *should_roll(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* The segment's counters, and the entries an append of data[0:total] at `position` adds,
+ * planned before the write. */
+static int plan_append(PyObject *segment, const uint8_t *data, Py_ssize_t total,
+                       int64_t position, IndexState *offset_index, IndexState *time_index,
+                       Plan *plan)
 {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "should_roll takes 6 arguments");
-        return NULL;
-    }
-    int roll = 0;
-    int status = should_roll_status(args[0], args, &roll);
-    return verdict(status, roll ? Py_True : Py_False);
-}
-
-/* The segment's counters and indexes, and the entries this append adds, read and planned
- * before the write. */
-static int plan_append(PyObject *segment, PyObject *log, const uint8_t *data, Py_ssize_t total,
-                       int64_t largest_offset, int64_t *position, IndexState *offset_index,
-                       IndexState *time_index, Plan *plan)
-{
-    int64_t base_offset, index_interval_bytes;
+    int64_t index_interval_bytes;
     int status;
-    if ((status = get_int64(segment, names.base_offset, &base_offset)) != DONE)
-        return status;
-    if (!is_int32(largest_offset - base_offset))
-        return DECLINE; /* LogSegmentOffsetOverflowError */
-    if ((status = get_int64(log, names.size, position)) != DONE)
-        return status;
-    if (*position == 0)
-        return DECLINE; /* the first batch also sets the segment's rolling timestamp */
-    if ((status = read_indexes(segment, read_index, offset_index, time_index)) != DONE
-        || (status = get_int64(segment, names.index_interval_bytes, &index_interval_bytes))
-               != DONE
+    if ((status = get_int64(segment, names.index_interval_bytes, &index_interval_bytes)) != DONE
         || (status = get_int64(segment, names.bytes_since_last_index_entry,
                                &plan->bytes_since_last_index_entry))
                != DONE
@@ -419,7 +368,7 @@ static int plan_append(PyObject *segment, PyObject *log, const uint8_t *data, Py
         return status;
     plan->read_bytes_since_last_index_entry = plan->bytes_since_last_index_entry;
     plan->read_max_timestamp = plan->max_timestamp;
-    return plan_index_entries(data, total, *position, index_interval_bytes, offset_index,
+    return plan_index_entries(data, total, position, index_interval_bytes, offset_index,
                               time_index, plan);
 }
 
@@ -460,60 +409,95 @@ static int commit_append(PyObject *segment, PyObject *log, int64_t new_size,
     return DONE;
 }
 
-static int append_status(PyObject *segment, PyObject *const *args)
+/* Arguments after the segment and the records, as try_append's docstring lists them. */
+typedef struct {
+    int64_t largest_offset, now_ms, segment_bytes, segment_ms, max_write_bytes;
+} AppendArguments;
+
+/* The roll check, then the append unless the segment (of `size` bytes) must roll:
+ * *appended says which. */
+static int roll_check_and_append(PyObject *segment, PyObject *log, int64_t size,
+                                 const Py_buffer *records, const AppendArguments *arguments,
+                                 IndexState *offset_index, IndexState *time_index,
+                                 int *appended)
 {
-    int64_t largest_offset, max_write_bytes, position, fd;
-    int status;
-    if ((status = argument_int64(args[1], &largest_offset)) != DONE
-        || (status = argument_int64(args[3], &max_write_bytes)) != DONE)
+    int64_t base_offset, fd;
+    int roll, status;
+    if ((status = get_int64(segment, names.base_offset, &base_offset)) != DONE
+        || (status = read_indexes(segment, offset_index, time_index)) != DONE
+        || (status = must_roll(segment, size, base_offset, offset_index, time_index,
+                               records->len, arguments->largest_offset, arguments->now_ms,
+                               arguments->segment_bytes, arguments->segment_ms, &roll))
+               != DONE)
         return status;
-    Py_buffer records;
-    if (PyObject_GetBuffer(args[2], &records, PyBUF_SIMPLE) < 0)
-        return FAILED;
-    PyObject *log = PyObject_GetAttr(segment, names.log);
-    if (log == NULL) {
-        PyBuffer_Release(&records);
-        return FAILED;
-    }
-    IndexState offset_index = {.map = NULL}, time_index = {.map = NULL};
+    *appended = !roll;
+    if (roll)
+        return DONE;
+    const uint8_t *data = (const uint8_t *)records->buf;
     Plan plan = {.offset_count = 0, .time_count = 0};
-    status = DECLINE;
-    if (records.len > 0 && records.len <= max_write_bytes)
-        status = plan_append(segment, log, (const uint8_t *)records.buf, records.len,
-                             largest_offset, &position, &offset_index, &time_index, &plan);
-    if (status == DONE && (status = get_int64(log, names.fd, &fd)) == DONE && fd >= 0
-        && fd <= INT32_MAX)
-        status = write_at((int)fd, (const uint8_t *)records.buf, records.len, position);
-    else if (status == DONE)
-        status = DECLINE;
-    if (status == DONE)
-        status = commit_append(segment, log, position + records.len, &offset_index, &time_index,
-                               &plan);
+    if ((status = plan_append(segment, data, records->len, size, offset_index, time_index,
+                              &plan))
+            != DONE
+        || (status = get_int64(log, names.fd, &fd)) != DONE)
+        return status;
+    if (fd < 0 || fd > INT32_MAX)
+        return DECLINE; /* closed */
+    if ((status = write_at((int)fd, data, records->len, size)) != DONE)
+        return status;
+    return commit_append(segment, log, size + records->len, offset_index, time_index, &plan);
+}
+
+static int try_append_status(PyObject *segment, PyObject *log, const Py_buffer *records,
+                             const AppendArguments *arguments, int *appended)
+{
+    int64_t size;
+    int status = get_int64(log, names.size, &size);
+    if (status != DONE)
+        return status;
+    if (size == 0 || records->len == 0 || records->len > arguments->max_write_bytes)
+        return DECLINE; /* a segment's first batch also sets its rolling timestamp */
+    IndexState offset_index = {.map = NULL}, time_index = {.map = NULL};
+    status = roll_check_and_append(segment, log, size, records, arguments, &offset_index,
+                                   &time_index, appended);
     Py_XDECREF(offset_index.map);
     Py_XDECREF(time_index.map);
-    Py_DECREF(log);
-    PyBuffer_Release(&records);
     return status;
 }
 
-PyDoc_STRVAR(append_doc,
-"append(segment, largest_offset, records, max_write_bytes, /)\n--\n\n"
-"LogSegment.append(largest_offset, records) of the segment, in one write(2) of at most\n"
-"max_write_bytes: True once done, or None (nothing changed) where the Python method must do\n"
-"it.");
+PyDoc_STRVAR(try_append_doc,
+"try_append(segment, largest_offset, records, now_ms, segment_bytes, segment_ms,\n"
+"           max_write_bytes, /)\n--\n\n"
+"LogSegment.try_append of the segment in one call: False when it must roll first (nothing\n"
+"written), True once the records are written and indexed in one write(2), or None (nothing\n"
+"changed) where the Python method must decide.");
 
-static PyObject *append(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *try_append(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "append takes 4 arguments");
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "try_append takes 7 arguments");
         return NULL;
     }
-    return verdict(append_status(args[0], args), Py_True);
+    AppendArguments arguments;
+    int64_t *targets[] = {&arguments.largest_offset, &arguments.now_ms, &arguments.segment_bytes,
+                          &arguments.segment_ms, &arguments.max_write_bytes};
+    PyObject *sources[] = {args[1], args[3], args[4], args[5], args[6]};
+    int status = DONE, appended = 0;
+    for (int i = 0; i < 5 && status == DONE; i++)
+        status = argument_int64(sources[i], targets[i]);
+    if (status != DONE)
+        return verdict(status, Py_None);
+    Py_buffer records;
+    if (PyObject_GetBuffer(args[2], &records, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *log = PyObject_GetAttr(args[0], names.log);
+    status = log == NULL ? FAILED : try_append_status(args[0], log, &records, &arguments, &appended);
+    Py_XDECREF(log);
+    PyBuffer_Release(&records);
+    return verdict(status, appended ? Py_True : Py_False);
 }
 
 static PyMethodDef methods[] = {
-    {"should_roll", (PyCFunction)(void (*)(void))should_roll, METH_FASTCALL, should_roll_doc},
-    {"append", (PyCFunction)(void (*)(void))append, METH_FASTCALL, append_doc},
+    {"try_append", (PyCFunction)(void (*)(void))try_append, METH_FASTCALL, try_append_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -205,9 +205,9 @@ class Log:
                 )
             try:
                 segment = self._segments.active_segment
-                if segment.should_roll(config, size_in_bytes, last_offset, now_ms):
+                if not segment.try_append(config, last_offset, validated.records, now_ms):
                     segment = self.roll()
-                segment.append(last_offset, validated.records)
+                    segment.append(last_offset, validated.records)
             except OSError as error:
                 raise self._storage_error("append", error) from error
             self._update_log_end_offset(last_offset + 1, segment)

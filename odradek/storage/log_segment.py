@@ -190,17 +190,7 @@ class LogSegment:
         write_through: bool = False,
     ) -> None:
         """Write whole, validated batches at the end of the file and add sparse index entries
-        (``write_through``: see ``FileRecords.append``).
-
-        The C module does the common case (see ``_segment_append.c``); it declines, changing
-        nothing, wherever the steps below must decide.
-        """
-        if (
-            _segment_append is not None
-            and not write_through
-            and _segment_append.append(self, largest_offset, records, MAX_WRITE_BYTES)
-        ):
-            return
+        (``write_through``: see ``FileRecords.append``)."""
         if not records:
             return
         if not self.can_convert_to_relative_offset(largest_offset):
@@ -244,6 +234,32 @@ class LogSegment:
         if max_timestamp > self._max_timestamp_and_offset_pair()[0]:
             self._max_timestamp_and_offset = (max_timestamp, last_offset)
 
+    def try_append(
+        self, config: LogConfig, largest_offset: int, records: bytes | bytearray, now_ms: int
+    ) -> bool:
+        """``append`` unless the segment must roll first (``should_roll``): whether it did.
+
+        The Log's append path, in one call to the C module where it is built: it does the
+        common case (see ``_segment_append.c``) and declines, changing nothing, wherever these
+        two steps must decide.
+        """
+        if _segment_append is not None:
+            appended = _segment_append.try_append(
+                self,
+                largest_offset,
+                records,
+                now_ms,
+                config.segment_bytes,
+                config.segment_ms,
+                MAX_WRITE_BYTES,
+            )
+            if appended is not None:
+                return appended
+        if self.should_roll(config, len(records), largest_offset, now_ms):
+            return False
+        self.append(largest_offset, records)
+        return True
+
     # --- roll --------------------------------------------------------------------------------
 
     def should_roll(
@@ -254,20 +270,8 @@ class LogSegment:
         jitter), a full index, or a relative offset overflow.
 
         Kafka passes these in a RollParams; they come as arguments here because the check runs
-        on every append and building the object cost a third of it. The C module answers the
-        common case (see ``_segment_append.c``).
+        on every append and building the object cost a third of it.
         """
-        if _segment_append is not None:
-            verdict = _segment_append.should_roll(
-                self,
-                messages_size,
-                max_offset_in_messages,
-                now_ms,
-                config.segment_bytes,
-                config.segment_ms,
-            )
-            if verdict is not None:
-                return verdict
         size = self.log.size_in_bytes
         offset_index, time_index = self._checked_indexes or self._check_indexes()
         return (
