@@ -261,3 +261,21 @@ def test_a_roll_when_offsets_outgrow_the_segment(tmp_path: Path, either_path: st
     segment, _ = filled_segment(tmp_path, config, 1)
     assert not appended(segment, config, 2**31)  # one record: last offset 2**31
     assert appended(segment, config, 2**31 - 1)
+
+
+def test_the_common_case_never_reaches_the_python_steps(tmp_path: Path, monkeypatch) -> None:
+    """A change to the segment's attributes that made the C path decline every time would
+    leave every test green and every append slower; this one would fail."""
+    segment, next_offset = filled_segment(tmp_path, LogConfig(index_interval_bytes=100), 1)
+
+    def python_step(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the C path declined the common case")
+
+    monkeypatch.setattr(LogSegment, "should_roll", python_step)
+    monkeypatch.setattr(LogSegment, "append", python_step)
+    for step in range(20):  # rising timestamps: entries in both indexes
+        request = batch(3, value_size=100, timestamp=BASE_TIME_MS + step)
+        records, last_offset = assigned(request, next_offset)
+        assert segment.try_append(LogConfig(), last_offset, records, BASE_TIME_MS)
+        next_offset = last_offset + 1
+    assert segment.offset_index.entries > 10 and segment.time_index.entries > 10
