@@ -243,6 +243,30 @@ def test_flush_moves_the_recovery_point(partition_dir: Path) -> None:
         assert log.unflushed_messages == 0
 
 
+def test_a_truncation_during_a_flush_keeps_the_recovery_point_at_or_below_it(
+    partition_dir: Path, monkeypatch
+) -> None:
+    """The records a flush synced may be truncated and written again while it syncs: the
+    recovery point must not then move over the new, unsynced ones."""
+    from odradek.storage.log_segment import LogSegment
+
+    with open_log(partition_dir) as log:
+        for _ in range(5):
+            append(log, batch(2))
+        real_flush = LogSegment.flush
+
+        def truncate_and_rewrite_meanwhile(segment, include_indexes=True):  # noqa: ANN001
+            real_flush(segment, include_indexes)
+            monkeypatch.setattr(LogSegment, "flush", real_flush)
+            log.truncate_to(4)
+            append(log, batch(3))  # offsets 4-6 again, not synced
+
+        monkeypatch.setattr(LogSegment, "flush", truncate_and_rewrite_meanwhile)
+        log.flush()  # of offsets up to 10
+        assert log.log_end_offset == 7
+        assert log.recovery_point <= 4
+
+
 def test_flush_messages_forces_a_flush(partition_dir: Path) -> None:
     with open_log(partition_dir, LogConfig(flush_messages=3)) as log:
         append(log, batch(2))

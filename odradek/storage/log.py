@@ -72,6 +72,10 @@ class Log:
         self._lock = threading.RLock()
         self._log_start_offset = offsets.log_start_offset
         self._recovery_point = offsets.recovery_point
+        # Flushes move the recovery point under this lock, not the log's (see flush); each
+        # truncation counts itself here, so a flush knows if the records it synced went.
+        self._recovery_point_lock = threading.Lock()
+        self._truncations = 0
         self._next_offset_metadata = offsets.next_offset_metadata
         self._load_summary = offsets
         self._high_watermark = LogOffsetMetadata(self._log_start_offset)
@@ -235,8 +239,13 @@ class Log:
         )
         if self._high_watermark.message_offset >= offset:
             self._high_watermark = self._next_offset_metadata
-        if self._recovery_point > offset:
-            self._recovery_point = offset
+
+    def _note_truncation(self, recovery_point_at_most: int) -> None:
+        """Count a truncation and bring the recovery point down to ``recovery_point_at_most``
+        (the new log end): a flush that began before it moves the recovery point no more."""
+        with self._recovery_point_lock:
+            self._truncations += 1
+            self._recovery_point = min(self._recovery_point, recovery_point_at_most)
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset (SPEC 4 step 4)."""
@@ -453,13 +462,21 @@ class Log:
 
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding offsets in [recovery point, ``offset``), then move the
-        recovery point to ``offset``. Blocking: call it from a thread, never an event loop."""
-        with self._lock:
-            end = self.log_end_offset
-            offset = end if offset is None else min(offset, end)
-            if self._closed or offset <= self._recovery_point:
-                return
-            to_flush = self._segments.values_between(self._recovery_point, offset)
+        recovery point to ``offset``, unless a truncation came meanwhile (the records synced
+        may be gone, and others written in their place). Blocking: call it from a thread,
+        never an event loop.
+
+        It never takes the log's lock. Appends hold that lock back to back, and a flush
+        waiting for it (after every roll, on every acks=all request) made each of them wake
+        it, for milliseconds. What it reads comes from atomic snapshots: the log end, and
+        the segment map.
+        """
+        truncations = self._truncations  # before the log end: a truncation moves both
+        end = self.log_end_offset
+        offset = end if offset is None else min(offset, end)
+        if self._closed or offset <= self._recovery_point:
+            return
+        to_flush = self._segments.values_between(self._recovery_point, offset)
         try:
             with LOG_FLUSH_SECONDS.time():
                 for segment in to_flush:
@@ -471,8 +488,8 @@ class Log:
                     segment.flush(include_indexes=wholly_below)
         except OSError as error:
             raise self._storage_error("flush", error) from error
-        with self._lock:
-            if offset > self._recovery_point:
+        with self._recovery_point_lock:
+            if self._truncations == truncations and offset > self._recovery_point:
                 self._recovery_point = offset
             self._last_flush_ms = self._clock.milliseconds()
 
@@ -629,6 +646,7 @@ class Log:
             active.truncate_to(target_offset)
             active.resize_indexes(self._config.segment_index_bytes)
             self._update_log_end_offset(active.read_next_offset())
+            self._note_truncation(self.log_end_offset)
             if self.log_end_offset < self._log_start_offset:
                 # The cut went through a batch straddling the log start offset: nothing visible
                 # is left, and the log start offset is never lowered, so restart the log there.
@@ -656,7 +674,9 @@ class Log:
             )
             self._segments.add(segment)
             self._log_start_offset = new_offset
-            self._recovery_point = new_offset
+            with self._recovery_point_lock:
+                self._truncations += 1
+                self._recovery_point = new_offset
             self._next_offset_metadata = LogOffsetMetadata(new_offset, new_offset, 0)
             self._high_watermark = self._next_offset_metadata
 
