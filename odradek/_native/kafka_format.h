@@ -1,6 +1,6 @@
 /*
- * The v2 record batch format (SPEC 3) as odradek's C modules read it: header field positions,
- * big-endian integers and zigzag varints. One definition for the append path's checks
+ * The v2 record batch format (SPEC 3) as odradek's C modules read and write it: header field
+ * positions, big-endian integers and zigzag varints. One definition for the append path's checks
  * (odradek/storage/_record_scan.c) and the cleaner's offset map (odradek/cleaner/_offset_map.c).
  * Every reader is bounded by a limit the caller passes, or reads fixed header fields the caller
  * has checked are there.
@@ -42,6 +42,24 @@ static inline uint32_t be32u(const uint8_t *p)
 static inline int32_t be32(const uint8_t *p) { return (int32_t)be32u(p); }
 
 static inline int16_t be16(const uint8_t *p) { return (int16_t)(((uint16_t)p[0] << 8) | p[1]); }
+
+static inline void put_be16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+}
+
+static inline void put_be32(uint8_t *p, uint32_t v)
+{
+    for (int i = 3; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+static inline void put_be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
 
 /* Read a zigzag varint of at most `bits` (32 or 64) bits at *pos, not reading at or past
  * `limit`. Returns 0 and advances *pos on success, -1 on a malformed or truncated varint. */

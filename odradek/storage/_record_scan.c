@@ -276,24 +276,6 @@ static PyObject *scan_batches(PyObject *module, PyObject *const *args, Py_ssize_
 }
 
 /* Big-endian stores into a batch header. */
-static inline void put_be16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)(v >> 8);
-    p[1] = (uint8_t)v;
-}
-
-static inline void put_be32(uint8_t *p, uint32_t v)
-{
-    for (int i = 3; i >= 0; i--, v >>= 8)
-        p[i] = (uint8_t)v;
-}
-
-static inline void put_be64(uint8_t *p, uint64_t v)
-{
-    for (int i = 7; i >= 0; i--, v >>= 8)
-        p[i] = (uint8_t)v;
-}
-
 /* What the topic's config and the clock let through, and what the broker stamps. */
 typedef struct {
     int keys_required;

@@ -164,6 +164,17 @@ typedef struct {
     int64_t read_bytes_since_last_index_entry, read_max_timestamp;
 } Plan;
 
+/* Add the entry (first, second) to `entries` and make it the index's last one. */
+static void add_planned_entry(IndexState *index, Entry *entries, int *count, int64_t first,
+                              int64_t second)
+{
+    entries[(*count)++] = (Entry){first, second};
+    index->entries++;
+    index->has_last = 1;
+    index->last_first = first;
+    index->last_second = second;
+}
+
 /* OffsetIndex.append(offset, position), planned: DECLINE wherever the Python one raises. */
 static int plan_offset_entry(IndexState *index, Plan *plan, int64_t offset, int64_t position)
 {
@@ -172,11 +183,7 @@ static int plan_offset_entry(IndexState *index, Plan *plan, int64_t offset, int6
         || !is_int32(relative) || index->entries >= index->max_entries
         || plan->offset_count == MAX_PLANNED_ENTRIES)
         return DECLINE;
-    plan->offsets[plan->offset_count++] = (Entry){relative, position};
-    index->entries++;
-    index->has_last = 1;
-    index->last_first = relative;
-    index->last_second = position;
+    add_planned_entry(index, plan->offsets, &plan->offset_count, relative, position);
     return DONE;
 }
 
@@ -198,11 +205,7 @@ static int plan_time_entry(IndexState *index, Plan *plan, int64_t timestamp, int
     }
     if (!is_int32(relative) || plan->time_count == MAX_PLANNED_ENTRIES)
         return DECLINE;
-    plan->times[plan->time_count++] = (Entry){timestamp, relative};
-    index->entries++;
-    index->has_last = 1;
-    index->last_first = timestamp;
-    index->last_second = relative;
+    add_planned_entry(index, plan->times, &plan->time_count, timestamp, relative);
     return DONE;
 }
 
@@ -239,18 +242,6 @@ static int plan_index_entries(const uint8_t *data, Py_ssize_t total, int64_t pos
         at += size;
     }
     return DONE;
-}
-
-static void put_be32(uint8_t *p, uint32_t v)
-{
-    for (int i = 3; i >= 0; i--, v >>= 8)
-        p[i] = (uint8_t)v;
-}
-
-static void put_be64(uint8_t *p, uint64_t v)
-{
-    for (int i = 7; i >= 0; i--, v >>= 8)
-        p[i] = (uint8_t)v;
 }
 
 /* Write the planned entries into the index's map and move its count and cached last entry. */
