@@ -267,6 +267,31 @@ def test_a_truncation_during_a_flush_keeps_the_recovery_point_at_or_below_it(
         assert log.recovery_point <= 4
 
 
+def test_a_flush_does_not_wait_for_the_appends_lock(partition_dir: Path) -> None:
+    """Appends hold the log's lock back to back; a flush (after a roll, for acks=all) must not
+    queue behind them."""
+    with open_log(partition_dir) as log:
+        append(log, batch(3))
+        holding, release = threading.Event(), threading.Event()
+
+        def hold_the_lock() -> None:
+            with log._lock:
+                holding.set()
+                release.wait(10)
+
+        holder = threading.Thread(target=hold_the_lock)
+        holder.start()
+        holding.wait(10)
+        flusher = threading.Thread(target=log.flush)
+        flusher.start()
+        flusher.join(5)
+        flushed = not flusher.is_alive()
+        release.set()
+        holder.join()
+        flusher.join()
+        assert flushed and log.recovery_point == 3
+
+
 def test_flush_messages_forces_a_flush(partition_dir: Path) -> None:
     with open_log(partition_dir, LogConfig(flush_messages=3)) as log:
         append(log, batch(2))

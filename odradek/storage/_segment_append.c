@@ -50,24 +50,29 @@ static struct {
         *max_entries, *last, *index_base_offset;
 } names;
 
-/* getattr(owner, name) as int64: DONE, DECLINE when it is None or does not fit, FAILED with
- * an exception set. */
+/* A Python int as int64: DONE, DECLINE when it is no int or does not fit, FAILED with an
+ * exception set. */
+static int to_int64(PyObject *number, int64_t *value)
+{
+    if (!PyLong_Check(number))
+        return DECLINE;
+    int overflow;
+    long long result = PyLong_AsLongLongAndOverflow(number, &overflow);
+    if (result == -1 && PyErr_Occurred())
+        return FAILED;
+    if (overflow)
+        return DECLINE;
+    *value = (int64_t)result;
+    return DONE;
+}
+
+/* getattr(owner, name) as int64, as to_int64 (None: DECLINE). */
 static int get_int64(PyObject *owner, PyObject *name, int64_t *value)
 {
     PyObject *attribute = PyObject_GetAttr(owner, name);
     if (attribute == NULL)
         return FAILED;
-    int status = DECLINE;
-    if (PyLong_Check(attribute)) {
-        int overflow;
-        long long result = PyLong_AsLongLongAndOverflow(attribute, &overflow);
-        if (result == -1 && PyErr_Occurred())
-            status = FAILED;
-        else if (!overflow) {
-            *value = (int64_t)result;
-            status = DONE;
-        }
-    }
+    int status = to_int64(attribute, value);
     Py_DECREF(attribute);
     return status;
 }
@@ -101,19 +106,8 @@ static int get_pair(PyObject *owner, PyObject *name, int64_t *first, int64_t *se
         return FAILED;
     int status = DECLINE;
     if (PyTuple_CheckExact(pair) && PyTuple_GET_SIZE(pair) == 2
-        && PyLong_CheckExact(PyTuple_GET_ITEM(pair, 0))
-        && PyLong_CheckExact(PyTuple_GET_ITEM(pair, 1))) {
-        int overflow_first, overflow_second;
-        long long a = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(pair, 0), &overflow_first);
-        long long b = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(pair, 1), &overflow_second);
-        if ((a == -1 || b == -1) && PyErr_Occurred())
-            status = FAILED;
-        else if (!overflow_first && !overflow_second) {
-            *first = (int64_t)a;
-            *second = (int64_t)b;
-            status = DONE;
-        }
-    }
+        && (status = to_int64(PyTuple_GET_ITEM(pair, 0), first)) == DONE)
+        status = to_int64(PyTuple_GET_ITEM(pair, 1), second);
     Py_DECREF(pair);
     return status;
 }
@@ -301,18 +295,6 @@ static PyObject *verdict(int status, PyObject *done)
     return Py_NewRef(done);
 }
 
-static int argument_int64(PyObject *argument, int64_t *value)
-{
-    int overflow;
-    long long result = PyLong_AsLongLongAndOverflow(argument, &overflow);
-    if (result == -1 && PyErr_Occurred())
-        return FAILED;
-    if (overflow)
-        return DECLINE;
-    *value = (int64_t)result;
-    return DONE;
-}
-
 /* LogSegment.should_roll for an append of `messages_size` bytes up to `max_offset` at
  * `now_ms`, on a segment of `size` bytes (more than 0) whose indexes were read. */
 static int must_roll(PyObject *segment, int64_t size, int64_t base_offset,
@@ -474,7 +456,7 @@ static PyObject *try_append(PyObject *module, PyObject *const *args, Py_ssize_t 
     PyObject *sources[] = {args[1], args[3], args[4], args[5], args[6]};
     int status = DONE, appended = 0;
     for (int i = 0; i < 5 && status == DONE; i++)
-        status = argument_int64(sources[i], targets[i]);
+        status = to_int64(sources[i], targets[i]);
     if (status != DONE)
         return verdict(status, Py_None);
     Py_buffer records;

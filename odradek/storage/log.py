@@ -240,12 +240,12 @@ class Log:
         if self._high_watermark.message_offset >= offset:
             self._high_watermark = self._next_offset_metadata
 
-    def _note_truncation(self, recovery_point_at_most: int) -> None:
-        """Count a truncation and bring the recovery point down to ``recovery_point_at_most``
-        (the new log end): a flush that began before it moves the recovery point no more."""
+    def _note_truncation(self, recovery_point: int) -> None:
+        """Count a truncation and set the recovery point it leaves: a flush that began before
+        it moves the recovery point no more."""
         with self._recovery_point_lock:
             self._truncations += 1
-            self._recovery_point = min(self._recovery_point, recovery_point_at_most)
+            self._recovery_point = recovery_point
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset (SPEC 4 step 4)."""
@@ -646,7 +646,7 @@ class Log:
             active.truncate_to(target_offset)
             active.resize_indexes(self._config.segment_index_bytes)
             self._update_log_end_offset(active.read_next_offset())
-            self._note_truncation(self.log_end_offset)
+            self._note_truncation(min(self._recovery_point, self.log_end_offset))
             if self.log_end_offset < self._log_start_offset:
                 # The cut went through a batch straddling the log start offset: nothing visible
                 # is left, and the log start offset is never lowered, so restart the log there.
@@ -674,9 +674,7 @@ class Log:
             )
             self._segments.add(segment)
             self._log_start_offset = new_offset
-            with self._recovery_point_lock:
-                self._truncations += 1
-                self._recovery_point = new_offset
+            self._note_truncation(new_offset)
             self._next_offset_metadata = LogOffsetMetadata(new_offset, new_offset, 0)
             self._high_watermark = self._next_offset_metadata
 
