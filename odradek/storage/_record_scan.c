@@ -95,11 +95,14 @@ static int walk(const uint8_t *data, Py_ssize_t position, Py_ssize_t end, Py_ssi
     for (Py_ssize_t index = 0; index < count; index++) {
         if (next_varint(data, &pos, end, 32, &value) < 0 || value < 0 || value > end - pos)
             return -1;
-        Py_ssize_t record_end = pos + (Py_ssize_t)value;
-        if (pos >= record_end)
+        /* The fields are walked from `field`, and the next record starts at record_end once
+         * they end there: so the next record's length does not wait for this record's walk,
+         * and the CPU overlaps the two. */
+        Py_ssize_t record_end = pos + (Py_ssize_t)value, field = pos;
+        if (field >= record_end)
             return -1; /* no attributes byte */
-        pos++; /* attributes, which Kafka ignores */
-        if (next_varint(data, &pos, record_end, 64, &value) < 0)
+        field++; /* attributes, which Kafka ignores */
+        if (next_varint(data, &field, record_end, 64, &value) < 0)
             return -1;
         if (value > framing->max_delta) {
             framing->max_delta = value;
@@ -107,16 +110,17 @@ static int walk(const uint8_t *data, Py_ssize_t position, Py_ssize_t end, Py_ssi
         }
         if (value < framing->min_delta)
             framing->min_delta = value;
-        if (next_varint(data, &pos, record_end, 32, &value) < 0 || value != index)
+        if (next_varint(data, &field, record_end, 32, &value) < 0 || value != index)
             return -1;
-        if (skip_field(data, &pos, record_end, -1, &value) < 0)
+        if (skip_field(data, &field, record_end, -1, &value) < 0)
             return -1;
         if (value == -1 && keys_required)
             return -1;
-        if (skip_field(data, &pos, record_end, -1, &value) < 0)
+        if (skip_field(data, &field, record_end, -1, &value) < 0)
             return -1;
-        if (skip_headers(data, &pos, record_end) < 0 || pos != record_end)
+        if (skip_headers(data, &field, record_end) < 0 || field != record_end)
             return -1;
+        pos = record_end;
     }
     return pos == end ? 0 : -1;
 }
