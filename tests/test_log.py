@@ -177,7 +177,7 @@ def test_invalid_batch_writes_nothing(partition_dir: Path) -> None:
         assert log.active_segment.size == len(batch(1))
 
 
-@pytest.mark.usefixtures("python_segment_append")
+@pytest.mark.usefixtures("python_append_path")
 def test_full_disk_cuts_the_partial_write_back_and_recovers(
     partition_dir: Path, monkeypatch
 ) -> None:

@@ -34,13 +34,12 @@
 #include <unistd.h>
 
 #include "kafka_format.h"
+#include "python_values.h"
 
 #define INDEXED_HEADER_BYTES (MAX_TIMESTAMP_AT + 8) /* what indexing a batch reads */
 #define MAX_PLANNED_ENTRIES 32 /* more in one append (many small batches): Python does it */
 #define OFFSET_ENTRY_SIZE 8    /* relative offset int32, position int32 */
 #define TIME_ENTRY_SIZE 12     /* timestamp int64, relative offset int32 */
-
-enum { DONE = 0, DECLINE = 1, FAILED = -1 };
 
 /* Attribute names, interned once. */
 static struct {
@@ -49,33 +48,6 @@ static struct {
         *rolling_based_timestamp, *created_ms, *roll_jitter_ms, *fd, *size, *mmap, *entries,
         *max_entries, *last, *index_base_offset;
 } names;
-
-/* A Python int as int64: DONE, DECLINE when it is no int or does not fit, FAILED with an
- * exception set. */
-static int to_int64(PyObject *number, int64_t *value)
-{
-    if (!PyLong_Check(number))
-        return DECLINE;
-    int overflow;
-    long long result = PyLong_AsLongLongAndOverflow(number, &overflow);
-    if (result == -1 && PyErr_Occurred())
-        return FAILED;
-    if (overflow)
-        return DECLINE;
-    *value = (int64_t)result;
-    return DONE;
-}
-
-/* getattr(owner, name) as int64, as to_int64 (None: DECLINE). */
-static int get_int64(PyObject *owner, PyObject *name, int64_t *value)
-{
-    PyObject *attribute = PyObject_GetAttr(owner, name);
-    if (attribute == NULL)
-        return FAILED;
-    int status = to_int64(attribute, value);
-    Py_DECREF(attribute);
-    return status;
-}
 
 static int set_int64(PyObject *owner, PyObject *name, int64_t value)
 {
@@ -481,10 +453,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__segment_append(void)
 {
-    struct {
-        PyObject **slot;
-        const char *name;
-    } table[] = {
+    static const InternedName table[] = {
         {&names.log, "log"},
         {&names.checked_indexes, "_checked_indexes"},
         {&names.base_offset, "base_offset"},
@@ -501,9 +470,9 @@ PyMODINIT_FUNC PyInit__segment_append(void)
         {&names.max_entries, "_max_entries"},
         {&names.last, "_last"},
         {&names.index_base_offset, "_base_offset"},
+        {NULL, NULL},
     };
-    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
-        if ((*table[i].slot = PyUnicode_InternFromString(table[i].name)) == NULL)
-            return NULL;
+    if (intern_names(table) < 0)
+        return NULL;
     return PyModule_Create(&module);
 }
