@@ -352,6 +352,68 @@ def test_header_lengths_are_checked() -> None:
     _rejects(_craft(encode_varint(len(body)) + body, 1), CorruptRecordError, "header 0")
 
 
+def _record_with_header_key(raw_key: bytes, offset_delta: int = 0) -> bytes:
+    """A record whose one header has the key bytes ``raw_key``, UTF-8 or not."""
+    body = (
+        bytes(1)  # attributes
+        + encode_varint(0)  # timestampDelta
+        + encode_varint(offset_delta)
+        + encode_varint(1) + b"k"
+        + encode_varint(1) + b"v"
+        + encode_varint(1)  # one header
+        + encode_varint(len(raw_key)) + raw_key
+        + encode_varint(1) + b"x"
+    )
+    return encode_varint(len(body)) + body
+
+
+NOT_UTF8_KEYS = [
+    b"\xff",  # never in UTF-8
+    b"ok\x80",  # a continuation byte with no lead
+    b"\xc0\x80",  # overlong NUL
+    b"\xe0\x80\xaf",  # overlong '/'
+    b"\xed\xa0\x80",  # a surrogate
+    b"\xe2\x82",  # cut short
+    b"\xf4\x90\x80\x80",  # above U+10FFFF
+]
+
+
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.LZ4])
+@pytest.mark.parametrize("raw_key", NOT_UTF8_KEYS)
+def test_header_keys_must_be_utf8(raw_key: bytes, codec: CompressionType) -> None:
+    """Clients read header keys as strings, and some (kafka-python) fail the whole fetch on
+    one that does not decode: so none is stored."""
+    body = _record_with_header_key(b"fine") + _record_with_header_key(raw_key, offset_delta=1)
+    _rejects(
+        _craft(body, 2, codec=codec),
+        CorruptRecordError,
+        r"batch 0 at byte 0.*record 1 at byte \d+: header 0 key is not UTF-8",
+    )
+    _same_as_reference(body, 2)
+
+
+@pytest.mark.parametrize("key", ["ключ", "a\u0800", "\U0001f511", "\U0010ffff", "\ufffd"])
+def test_header_keys_beyond_ascii_are_accepted(key: str) -> None:
+    batch = build_batch([(NOW, b"k", b"v", ((key, b"x"),))])
+    assert _validate(batch).record_count == 1
+    record = _record_with_header_key(key.encode())
+    assert _walk(record, 1, False) == _python_walk(record, 1, False) == RecordFraming(0, 0, 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(raw_key=st.binary(max_size=12) | st.text(max_size=4).map(str.encode))
+def test_header_key_check_is_pythons_utf8(raw_key: bytes) -> None:
+    """The C walk's UTF-8 check takes exactly what Python's strict decoder takes."""
+    try:
+        raw_key.decode("utf-8")
+        expected: object = RecordFraming(0, 0, 0)
+    except UnicodeDecodeError:
+        expected = "rejected"
+    record = _record_with_header_key(raw_key)
+    assert _outcome(_walk, record, 1, False) == expected
+    assert _outcome(_python_walk, record, 1, False) == expected
+
+
 @pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.SNAPPY])
 def test_keyless_record_on_a_compacted_topic(codec: CompressionType) -> None:
     records = _records(2) + _records(1, start=2, key=None)
@@ -424,6 +486,10 @@ def _reference(data: bytes, count: int, keys_required: bool) -> RecordFraming:
         record, position = decode_record(data, position, 0, 0)
         if record.offset != index:
             raise CorruptRecordError("offset delta")
+        # decode_record reads a key that is not UTF-8 with U+FFFD in its place; no generated
+        # key holds U+FFFD itself, so one here marks such a key.
+        if any("\ufffd" in key for key, _ in record.headers):
+            raise CorruptRecordError("header key not UTF-8")
         if keys_required and record.key is None:
             raise InvalidRecordError("no key")
         deltas.append(record.timestamp)

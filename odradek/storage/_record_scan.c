@@ -63,13 +63,53 @@ static int skip_field(const uint8_t *data, Py_ssize_t *pos, Py_ssize_t limit,
     return 0;
 }
 
+/* 1 when text[0:length] is UTF-8 as Python's strict decoder reads it (no overlong forms, no
+ * surrogates, nothing above U+10FFFF), else 0. Header keys are strings to every client, and
+ * some (kafka-python among them) fail the whole fetch on a key that does not decode. */
+static int is_utf8(const uint8_t *text, Py_ssize_t length)
+{
+    Py_ssize_t at = 0;
+    while (at < length) {
+        uint8_t lead = text[at];
+        if (lead < 0x80) {
+            at++;
+            continue;
+        }
+        Py_ssize_t following;
+        uint32_t code_point;
+        if (lead >= 0xC2 && lead <= 0xDF)
+            following = 1, code_point = lead & 0x1F;
+        else if (lead >= 0xE0 && lead <= 0xEF)
+            following = 2, code_point = lead & 0x0F;
+        else if (lead >= 0xF0 && lead <= 0xF4)
+            following = 3, code_point = lead & 0x07;
+        else
+            return 0;
+        if (length - at <= following)
+            return 0;
+        for (Py_ssize_t k = 1; k <= following; k++) {
+            if ((text[at + k] & 0xC0) != 0x80)
+                return 0;
+            code_point = (code_point << 6) | (text[at + k] & 0x3F);
+        }
+        if (following == 2
+            && (code_point < 0x800 || (code_point >= 0xD800 && code_point <= 0xDFFF)))
+            return 0;
+        if (following == 3 && (code_point < 0x10000 || code_point > 0x10FFFF))
+            return 0;
+        at += following + 1;
+    }
+    return 1;
+}
+
 static int skip_headers(const uint8_t *data, Py_ssize_t *pos, Py_ssize_t limit)
 {
     int64_t count, length;
     if (next_varint(data, pos, limit, 32, &count) < 0 || count < 0)
         return -1;
     for (int64_t header = 0; header < count; header++) {
-        if (skip_field(data, pos, limit, 0, &length) < 0)
+        if (skip_field(data, pos, limit, 0, &length) < 0
+            || !is_utf8(data + *pos - length, (Py_ssize_t)length))
             return -1;
         if (skip_field(data, pos, limit, -1, &length) < 0)
             return -1;

@@ -117,12 +117,25 @@ def _check_record(data: Buffer, position: int, end: int, index: int) -> tuple[in
         length, position = decode_varint(data, position)
         if length < 0:
             raise CorruptRecordError(f"header {header} has key length {length}")
+        _check_header_key(data, position, length, header)
         _, position = _skip_field(data, position + length, f"header {header} value")
         if position > record_end:
             raise CorruptRecordError(f"header {header} overruns the record end")
     if position != record_end:
         raise CorruptRecordError(f"fields end at byte {position}, length says {record_end}")
     return delta, key_length >= 0, position
+
+
+def _check_header_key(data: Buffer, position: int, length: int, header: int) -> None:
+    """A header key is a string to every client: some (kafka-python) fail a whole fetch on
+    one that does not decode, so none is stored."""
+    try:
+        bytes(data[position : position + length]).decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise CorruptRecordError(
+            f"header {header} key is not UTF-8 ({error.reason} at byte "
+            f"{position + error.start})"
+        ) from None
 
 
 def _skip_field(data: Buffer, position: int, name: str) -> tuple[int, int]:
