@@ -23,6 +23,7 @@ from odradek.storage import log_file_names as names
 from odradek.storage.clock import MockClock
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from odradek.storage.record_batch import NO_TIMESTAMP
 
 SMALL = LogConfig(
     segment_bytes=1024, index_interval_bytes=64, segment_index_bytes=4096, file_delete_delay_ms=0
@@ -121,7 +122,7 @@ def test_roll_by_size_creates_named_segments(partition_dir: Path) -> None:
         assert first.offset_index_path.stat().st_size == first.offset_index.entries * 8
 
 
-def test_roll_by_time_uses_first_batch_timestamp_and_jitter(partition_dir: Path) -> None:
+def test_roll_by_time_uses_the_first_batch_timestamp(partition_dir: Path) -> None:
     clock = MockClock(BASE_TIME_MS)
     config = LogConfig(segment_ms=1000)
     with open_log(partition_dir, config, clock) as log:
@@ -317,6 +318,27 @@ def test_retention_by_time(partition_dir: Path) -> None:
         assert read_all(log)[0].offset == log.log_start_offset
 
 
+def test_retention_by_time_dates_a_segment_without_timestamps_by_its_file(
+    partition_dir: Path,
+) -> None:
+    """SPEC 10: records with no timestamp (-1) leave the time index empty; the segment's
+    largest timestamp is then its .log file's mtime."""
+    clock = MockClock(BASE_TIME_MS)
+    config = LogConfig(retention_ms=10_000, file_delete_delay_ms=0)
+    with open_log(partition_dir, config, clock) as log:
+        for _ in range(2):
+            append(log, batch(1, timestamp=NO_TIMESTAMP))
+            log.roll()
+        old, recent, _active = log.segments.values()
+        assert old.time_index.entries == 0 and old.max_timestamp_so_far == NO_TIMESTAMP
+        old.set_last_modified(clock.milliseconds() - 3_600_000)
+        recent.set_last_modified(clock.milliseconds() - 1000)
+        assert log.delete_old_segments() == 1
+        assert [s.base_offset for s in log.segments.values()] == [1, 2]
+        assert log.log_start_offset == 1
+        assert [r.offset for r in read_all(log)] == [1]
+
+
 def test_retention_by_size(partition_dir: Path) -> None:
     config = LogConfig(segment_bytes=1024, retention_bytes=2048, file_delete_delay_ms=0)
     with open_log(partition_dir, config) as log:
@@ -397,6 +419,37 @@ def test_offset_for_timestamp(partition_dir: Path) -> None:
         found = log.fetch_offset_by_timestamp(BASE_TIME_MS + 550)
         assert found.offset == 12
         assert log.fetch_offset_by_timestamp(BASE_TIME_MS + 10**6) is None
+
+
+def test_list_offsets_latest_is_the_high_watermark_for_consumers(partition_dir: Path) -> None:
+    """SPEC 6: ListOffsets "latest" is the HW for consumers (Kafka's READ_UNCOMMITTED: no offset
+    they cannot fetch yet), the LEO for replicas; "earliest" is the log start offset, also once
+    delete-records raised it."""
+    consumer, replica = FetchIsolation.HIGH_WATERMARK, FetchIsolation.LOG_END
+    with open_log(partition_dir, SMALL) as log:
+
+        def offset_for(target: int, isolation: FetchIsolation) -> int:
+            found = log.fetch_offset_by_timestamp(target, isolation)
+            assert found is not None and found.timestamp == NO_TIMESTAMP
+            return found.offset
+
+        for _ in range(10):
+            append(log, batch(2, value_size=100))
+        log.append(batch(3))  # not committed yet
+        assert (log.high_watermark, log.log_end_offset) == (20, 23)
+        assert offset_for(LATEST_TIMESTAMP, consumer) == 20
+        assert offset_for(LATEST_TIMESTAMP, replica) == 23
+        assert offset_for(EARLIEST_TIMESTAMP, consumer) == 0
+        target = log.segments.values()[1].base_offset + 1
+        log.delete_records(target)
+        log.delete_old_segments()
+        assert log.segments.first_segment.base_offset < target  # not a segment boundary
+        for isolation in (consumer, replica):
+            assert offset_for(EARLIEST_TIMESTAMP, isolation) == target
+        assert offset_for(LATEST_TIMESTAMP, consumer) == 20
+        log.delete_records(20)  # up to the HW: nothing left to consume
+        assert offset_for(EARLIEST_TIMESTAMP, consumer) == offset_for(LATEST_TIMESTAMP, consumer)
+        assert offset_for(LATEST_TIMESTAMP, replica) == 23
 
 
 def test_truncate_to_removes_later_batches_and_segments(partition_dir: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import struct
 from pathlib import Path
@@ -13,6 +14,8 @@ from odradek.config.log_config import LogConfig
 from odradek.storage import log_file_names as names
 from odradek.storage.clock import MockClock
 from odradek.storage.log import Log
+from odradek.storage.log_segment import LogSegment
+from odradek.storage.memory_records import MemoryRecords
 from odradek.storage.scheduler import Scheduler
 
 CONFIG = LogConfig(segment_bytes=1024, index_interval_bytes=64, segment_index_bytes=4096)
@@ -219,62 +222,99 @@ def test_orphan_index_is_deleted(partition_dir: Path) -> None:
     assert not orphan.exists() and not orphan_time.exists()
 
 
-def test_deleted_and_cleaned_leftovers_are_removed(partition_dir: Path) -> None:
-    values = write_log(partition_dir)
-    first = log_files(partition_dir)[0]
-    deleted = first.with_name(first.name + names.DELETED_FILE_SUFFIX)
-    cleaned = partition_dir / (names.filename_prefix_from_offset(0) + ".log.cleaned")
-    deleted.write_bytes(b"old")
-    cleaned.write_bytes(b"half-written cleaner output")
-    log = reopen(partition_dir)
-    assert not deleted.exists() and not cleaned.exists()
-    assert [r.value for r in read_all(log)] == values
-    log.close()
-
-
-def _make_swap(partition_dir: Path, covered: list[Path]) -> Path:
-    """Cleaner-like output: the records of ``covered`` segments in one ``.log.swap`` file."""
-    data = b"".join(path.read_bytes() for path in covered)
-    swap = covered[0].with_name(covered[0].name + names.SWAP_FILE_SUFFIX)
-    swap.write_bytes(data)
-    return swap
-
-
-def test_finished_swap_replaces_the_segments_it_covers(partition_dir: Path) -> None:
-    values = write_log(partition_dir)
-    files = log_files(partition_dir)
-    swap = _make_swap(partition_dir, files[:2])
-    # The crash happened after the old second segment was renamed .deleted.
-    files[1].rename(files[1].with_name(files[1].name + names.DELETED_FILE_SUFFIX))
-    log = reopen(partition_dir)
-    assert not swap.exists()
-    assert files[0].exists() and not files[1].exists()
-    assert [r.value for r in read_all(log)] == values
-    assert log.number_of_segments == len(files) - 1
-    log.close()
-
-
-def test_finished_swap_with_old_segments_still_present(partition_dir: Path) -> None:
-    values = write_log(partition_dir)
-    files = log_files(partition_dir)
-    swap = _make_swap(partition_dir, files[:3])
-    log = reopen(partition_dir)
-    assert not swap.exists()
-    assert [p.name for p in log_files(partition_dir)] == [files[0].name] + [
-        f.name for f in files[3:]
+def segment_files(directory: Path, base: int, suffix: str = "") -> list[Path]:
+    """The three files of the segment at ``base``, their names ending in ``suffix``."""
+    return [
+        name_of(directory, base, suffix)
+        for name_of in (names.log_file, names.offset_index_file, names.time_index_file)
     ]
-    assert [r.value for r in read_all(log)] == values
+
+
+def rename_segment(directory: Path, base: int, old_suffix: str, new_suffix: str) -> None:
+    new_files = segment_files(directory, base, new_suffix)
+    for old, new in zip(segment_files(directory, base, old_suffix), new_files, strict=True):
+        old.rename(new)
+
+
+def cleaner_output(directory: Path, covered: list[Path], suffix: str) -> set[int]:
+    """What the cleaner writes for the ``covered`` segments: one segment at the first one's base,
+    its three files ending in ``suffix``, with their batches but the first of each (compacted
+    away). Returns the offsets it dropped."""
+    output = LogSegment.open(
+        directory, segment_base(covered[0]), CONFIG, MockClock(), file_suffix=suffix
+    )
+    dropped: set[int] = set()
+    for path in covered:
+        first, *kept = MemoryRecords(path.read_bytes()).batches()
+        dropped.update(range(first.base_offset, first.last_offset + 1))
+        for kept_batch in kept:
+            output.append(kept_batch.last_offset, kept_batch.to_bytes())
+    output.close()
+    return dropped
+
+
+TEMPORARY_SUFFIXES = (names.DELETED_FILE_SUFFIX, names.CLEANED_FILE_SUFFIX, names.SWAP_FILE_SUFFIX)
+
+
+@pytest.mark.parametrize(
+    "leftovers",
+    [
+        "+".join(suffix.lstrip(".") for suffix in suffixes)
+        for count in (1, 2, 3)
+        for suffixes in itertools.combinations(TEMPORARY_SUFFIXES, count)
+    ],
+)
+def test_temporary_files_left_by_a_crash(partition_dir: Path, leftovers: str) -> None:
+    """SPEC 8 step 1, in each combination. A crash cuts two cleanings, of segments 1-2 into one
+    segment and of segments 3-4:
+    - .cleaned: the second is half written;
+    - .swap: the first is written and renamed .swap, not swapped in yet;
+    - .deleted: the first is swapped in, its old files await their delayed delete; with .swap,
+      the crash came amid the swap (Log.replace_segments), after segment 1 was renamed .deleted.
+    A .swap below every .cleaned is finished: it replaces the segments it covers."""
+    values = write_log(partition_dir, batches=80)
+    files = log_files(partition_dir)
+    assert len(files) > 5
+    bases = [segment_base(path) for path in files]
+    swapped: set[int] = set()  # the offsets the swapped-in segment dropped
+    if "swap" in leftovers or "deleted" in leftovers:
+        swapped = cleaner_output(partition_dir, files[1:3], names.SWAP_FILE_SUFFIX)
+    if "deleted" in leftovers:
+        rename_segment(partition_dir, bases[1], "", names.DELETED_FILE_SUFFIX)
+        if "swap" not in leftovers:
+            rename_segment(partition_dir, bases[2], "", names.DELETED_FILE_SUFFIX)
+            rename_segment(partition_dir, bases[1], names.SWAP_FILE_SUFFIX, "")
+    if "cleaned" in leftovers:
+        cleaner_output(partition_dir, files[3:5], names.CLEANED_FILE_SUFFIX)
+        torn = names.log_file(partition_dir, bases[3], names.CLEANED_FILE_SUFFIX)
+        os.truncate(torn, torn.stat().st_size // 2)
+    found = {
+        suffix.lstrip(".") for suffix in TEMPORARY_SUFFIXES if any(partition_dir.glob("*" + suffix))
+    }
+    assert found == set(leftovers.split("+"))  # the state is the one named
+
+    log = reopen(partition_dir)
+    kept_bases = [base for base in bases if not (swapped and base == bases[2])]
+    assert [segment.base_offset for segment in log.segments.values()] == kept_bases
+    assert sorted(partition_dir.iterdir()) == sorted(
+        path for base in kept_bases for path in segment_files(partition_dir, base)
+    )
+    records = read_all(log)
+    assert [r.offset for r in records] == [o for o in range(len(values)) if o not in swapped]
+    assert [r.value for r in records] == [v for o, v in enumerate(values) if o not in swapped]
+    assert (log.log_start_offset, log.log_end_offset) == (0, len(values))
     log.close()
 
 
 def test_swap_of_unfinished_operation_is_deleted(partition_dir: Path) -> None:
+    """A .swap at or above a .cleaned is part of the same unfinished operation (Kafka renames a
+    split's .cleaned files .swap from the last one): deleted, the old segments stay."""
     values = write_log(partition_dir)
     files = log_files(partition_dir)
-    cleaned = files[0].with_name(files[0].name + names.CLEANED_FILE_SUFFIX)
-    cleaned.write_bytes(b"partial")
-    swap = _make_swap(partition_dir, files[1:3])  # at/after the smallest .cleaned offset
+    cleaner_output(partition_dir, files[:1], names.CLEANED_FILE_SUFFIX)
+    cleaner_output(partition_dir, files[1:3], names.SWAP_FILE_SUFFIX)
     log = reopen(partition_dir)
-    assert not swap.exists() and not cleaned.exists()
+    assert not [p for p in partition_dir.iterdir() if p.name.endswith(TEMPORARY_SUFFIXES)]
     assert [p.name for p in log_files(partition_dir)] == [f.name for f in files]
     assert [r.value for r in read_all(log)] == values
     log.close()

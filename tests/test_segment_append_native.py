@@ -242,6 +242,26 @@ def test_a_roll_at_the_segment_age_edge(tmp_path: Path, either_path: str) -> Non
     assert appended(segment, config, next_offset, now_ms=now)
 
 
+def test_a_roll_at_the_segment_age_edge_less_the_jitter(
+    tmp_path: Path, either_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SPEC 4: the age edge is segment.ms - the segment's jitter, drawn in [0,
+    segment.jitter.ms) when it is opened; pinned here, as a draw of 0 would show nothing."""
+    bounds: list[int] = []
+
+    def draw(bound: int) -> int:
+        bounds.append(bound)
+        return 600
+
+    monkeypatch.setattr(log_segment.random, "randrange", draw)
+    config = LogConfig(segment_ms=1000, segment_jitter_ms=900)
+    segment, next_offset = filled_segment(tmp_path, config, 2)
+    assert bounds == [900] and segment.roll_jitter_ms == 600
+    now = segment._rolling_based_timestamp + config.segment_ms - segment.roll_jitter_ms
+    assert not appended(segment, config, next_offset, now_ms=now + 1)
+    assert appended(segment, config, next_offset, now_ms=now)
+
+
 def test_a_roll_when_an_index_is_full(tmp_path: Path, either_path: str) -> None:
     config = LogConfig(index_interval_bytes=0, segment_index_bytes=12 * 4)  # 4 and 6 entries
     segment, next_offset = filled_segment(tmp_path, config, 0)
