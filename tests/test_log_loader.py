@@ -187,6 +187,31 @@ def test_an_empty_active_segment_without_index_files_opens_quietly(
     log.close()
 
 
+def test_a_crash_recovers_each_unflushed_segment_once_and_calls_no_index_corrupt(
+    partition_dir: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash leaves the active segment's indexes preallocated, zeros past their entries:
+    the normal state of an unflushed segment, which recovery rebuilds anyway. Its sanity check
+    would call them corrupt and rebuild them once more."""
+    values = write_log(partition_dir)
+    active = log_files(partition_dir)[-1]
+    assert names.offset_index_file(partition_dir, segment_base(active)).stat().st_size == 4096
+    recovered: list[int] = []
+    real_recover = LogSegment.recover
+
+    def counting_recover(segment: LogSegment) -> int:
+        recovered.append(segment.base_offset)
+        return real_recover(segment)
+
+    monkeypatch.setattr(LogSegment, "recover", counting_recover)
+    with caplog.at_level("WARNING"):
+        log = reopen(partition_dir, recovery_point=segment_base(active))
+    assert recovered == [segment_base(active)]
+    assert not [r for r in caplog.records if "corrupt" in r.getMessage()]
+    assert [r.value for r in read_all(log)] == values
+    log.close()
+
+
 @pytest.mark.parametrize(
     "damage",
     ["odd_size", "unsorted", "below_base"],

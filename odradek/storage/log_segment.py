@@ -369,8 +369,9 @@ class LogSegment:
         Returns the number of bytes truncated. A batch is valid when it is whole, has magic 2, a
         matching CRC, and offsets that follow the previous batch and fit this segment.
         """
-        self.offset_index.reset()
-        self.time_index.reset()
+        offset_index, time_index = self._checked_indexes or self._unchecked_indexes()
+        offset_index.reset()
+        time_index.reset()
         self._max_timestamp_and_offset = (-1, -1)
         self._bytes_since_last_index_entry = 0
         valid_bytes = 0
@@ -394,8 +395,8 @@ class LogSegment:
             self._bytes_since_last_index_entry += size
             valid_bytes = position + size
             next_offset = last_offset + 1
-        self.offset_index.append_all(offset_entries)
-        self.time_index.maybe_append_all(time_entries)
+        offset_index.append_all(offset_entries)
+        time_index.maybe_append_all(time_entries)
         truncated = self.log.size_in_bytes - valid_bytes
         if truncated > 0:
             logger.warning(
@@ -407,11 +408,20 @@ class LogSegment:
             self.log.truncate_to(valid_bytes)
         latest = self.max_timestamp_and_offset_so_far
         if latest.timestamp >= 0:
-            self.time_index.maybe_append(latest.timestamp, latest.offset, skip_full_check=True)
-        self.offset_index.trim_to_valid_size()  # as a closed segment's; the loader resizes the
-        self.time_index.trim_to_valid_size()  # active one's again
+            time_index.maybe_append(latest.timestamp, latest.offset, skip_full_check=True)
+        offset_index.trim_to_valid_size()  # as a closed segment's; the loader resizes the
+        time_index.trim_to_valid_size()  # active one's again
         self._rolling_based_timestamp = None
         return truncated
+
+    def _unchecked_indexes(self) -> tuple[OffsetIndex, TimeIndex]:
+        """Both indexes opened without their sanity check, for recover(), which rebuilds them
+        whatever they hold: after a crash the active segment's are preallocated zeros, which
+        the check would report as corrupt, and recover them a second time."""
+        with self._index_check_lock:
+            if self._checked_indexes is None:
+                self._checked_indexes = (self._offset_index.get(), self._time_index.get())
+            return self._checked_indexes
 
     def _batch_problem(self, header: BatchHeader, crc_matches: bool, min_offset: int) -> str:
         """Why the batch of ``header`` cannot be trusted during recovery, or '' when it can."""
