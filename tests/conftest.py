@@ -12,3 +12,12 @@ def python_append_path(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(log, "_log_append", None)
     monkeypatch.setattr(log_segment, "_segment_append", None)
+
+
+@pytest.fixture(params=["native", "python"])
+def either_append_path(request: pytest.FixtureRequest) -> str:
+    """The test once on the C append path and once on Log's and LogSegment's Python steps,
+    for behaviour both implement."""
+    if request.param == "python":
+        request.getfixturevalue("python_append_path")
+    return request.param

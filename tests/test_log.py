@@ -136,6 +136,33 @@ def test_roll_by_time_uses_the_first_batch_timestamp(partition_dir: Path) -> Non
         assert log.active_segment.base_offset == 2
 
 
+@pytest.mark.usefixtures("either_append_path")
+def test_replayed_old_records_fill_segments_as_any_others(partition_dir: Path) -> None:
+    """Records a month old (a backfill, a mirror): a segment's age is record time, as in
+    Kafka's timeWaitedForRoll; by the clock every append would roll a segment of its own."""
+    clock = MockClock(BASE_TIME_MS + 30 * 24 * 3600 * 1000)
+    with open_log(partition_dir, LogConfig(), clock) as log:
+        for n in range(50):
+            append(log, batch(2, timestamp=BASE_TIME_MS + n))
+            clock.sleep(10)
+        assert log.number_of_segments == 1
+
+
+@pytest.mark.usefixtures("either_append_path")
+def test_log_append_time_ages_segments_by_the_broker_clock(partition_dir: Path) -> None:
+    clock = MockClock(BASE_TIME_MS)
+    config = LogConfig(segment_ms=1000, message_timestamp_type="LogAppendTime")
+    with open_log(partition_dir, config, clock) as log:
+        old = BASE_TIME_MS - 10**9  # the producer's timestamps do not count
+        append(log, batch(1, timestamp=old))
+        clock.sleep(1000)
+        append(log, batch(1, timestamp=old))
+        assert log.number_of_segments == 1
+        clock.sleep(1)
+        append(log, batch(1, timestamp=old))
+        assert log.number_of_segments == 2
+
+
 def test_roll_jitter_is_drawn_below_the_configured_bound(partition_dir: Path) -> None:
     with open_log(partition_dir, LogConfig(segment_jitter_ms=50)) as log:
         jitters = set()

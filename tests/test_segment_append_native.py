@@ -21,6 +21,7 @@ from odradek.storage import log_segment
 from odradek.storage.clock import MockClock
 from odradek.storage.log_segment import LogSegment
 from odradek.storage.log_validator import validate_and_assign_offsets
+from odradek.storage.record_batch import NO_TIMESTAMP
 from tests.log_helpers import BASE_TIME_MS, batch
 
 WIDE_OPEN = LogConfig(message_timestamp_before_max_ms=2**62, message_timestamp_after_max_ms=2**62)
@@ -41,12 +42,13 @@ def python_path() -> Iterator[None]:
         log_segment._segment_append = native
 
 
-def assigned(request: bytes, next_offset: int) -> tuple[bytearray, int]:
-    """The request as the Log writes it: offsets from ``next_offset``; and its last offset."""
+def assigned(request: bytes, next_offset: int) -> tuple[bytearray, int, int]:
+    """The request as the Log writes it: offsets from ``next_offset``; and its last offset and
+    max timestamp."""
     result = validate_and_assign_offsets(
         request, next_offset=next_offset, config=WIDE_OPEN, now_ms=BASE_TIME_MS
     )
-    return result.records, result.last_offset
+    return result.records, result.last_offset, result.max_timestamp
 
 
 def request_of(shapes: list[tuple[int, int, int]]) -> bytes:
@@ -79,8 +81,11 @@ def take_step(segment: LogSegment, step: tuple, next_offset: int, config: LogCon
     try:
         if kind == "append":
             _, shapes, offset_gap, waited_ms = step
-            records, last_offset = assigned(request_of(shapes), next_offset + offset_gap)
-            return repr(segment.try_append(config, last_offset, records, BASE_TIME_MS + waited_ms))
+            records, last_offset, max_timestamp = assigned(
+                request_of(shapes), next_offset + offset_gap
+            )
+            now_ms = BASE_TIME_MS + waited_ms
+            return repr(segment.try_append(config, last_offset, max_timestamp, records, now_ms))
         return repr(segment.truncate_to(step[1]))
     except Exception as error:  # noqa: BLE001 - the two paths must fail alike
         message = str(error).replace("/native/", "/").replace("/python/", "/")
@@ -91,7 +96,7 @@ request_shapes = st.lists(
     st.tuples(
         st.integers(1, 6),  # records
         st.integers(0, 300),  # value size
-        st.integers(-50, 200),  # timestamp step: may go back
+        st.integers(-50, 400),  # timestamp step: may go back; past segment.ms (300) rolls
     ),
     min_size=1,
     max_size=3,
@@ -100,7 +105,7 @@ appends = st.tuples(
     st.just("append"),
     request_shapes,
     st.sampled_from([0, 0, 0, 2**31 - 20]),  # offset gap: past the segment's int32 range
-    st.integers(0, 400),  # ms since the base time: past segment.ms (300) rolls
+    st.integers(0, 400),  # ms since the base time: rolls a segment without timestamps
 )
 steps = st.lists(
     st.one_of(
@@ -157,7 +162,7 @@ def filled_segment(directory: Path, config: LogConfig, appends: int) -> tuple[Lo
     segment = LogSegment.open(directory, 0, config, MockClock(BASE_TIME_MS))
     next_offset = 0
     for _ in range(appends):
-        records, last_offset = assigned(batch(3, value_size=100), next_offset)
+        records, last_offset, _ = assigned(batch(3, value_size=100), next_offset)
         segment.append(last_offset, records)
         next_offset = last_offset + 1
     return segment, next_offset
@@ -180,15 +185,15 @@ def file_size_limit(limit: int) -> Iterator[None]:
 def test_a_write_cut_short_by_the_kernel_leaves_nothing_behind(tmp_path: Path) -> None:
     segment, next_offset = filled_segment(tmp_path, LogConfig(index_interval_bytes=0), 3)
     before = state(segment)
-    records, last_offset = assigned(batch(20, value_size=200), next_offset)
+    records, last_offset, max_timestamp = assigned(batch(20, value_size=200), next_offset)
     with file_size_limit(segment.size + len(records) // 2):
         with pytest.raises(OSError) as failure:
-            segment.try_append(LogConfig(), last_offset, records, BASE_TIME_MS)
+            segment.try_append(LogConfig(), last_offset, max_timestamp, records, BASE_TIME_MS)
     assert failure.value.errno == errno.EFBIG
     assert state(segment) == before
     assert os.path.getsize(segment.log.path) == segment.size
     # the same offsets, now that there is room
-    assert segment.try_append(LogConfig(), last_offset, records, BASE_TIME_MS)
+    assert segment.try_append(LogConfig(), last_offset, max_timestamp, records, BASE_TIME_MS)
     assert segment.read_next_offset() == last_offset + 1
     assert segment.offset_index.lookup(last_offset).position == before["log"].__len__()
 
@@ -201,12 +206,12 @@ def either_path(request: pytest.FixtureRequest) -> Iterator[str]:
 
 def test_an_index_entry_needs_more_than_the_interval(tmp_path: Path, either_path: str) -> None:
     """SPEC 5: an entry once *more than* index.interval.bytes were written since the last."""
-    one, _ = assigned(batch(2, value_size=30), 0)
+    one, _, _ = assigned(batch(2, value_size=30), 0)
     segment, _ = filled_segment(tmp_path, LogConfig(index_interval_bytes=len(one)), 0)
     next_offset = 0
     for _ in range(6):
-        records, last_offset = assigned(batch(2, value_size=30), next_offset)
-        assert segment.try_append(LogConfig(), last_offset, records, BASE_TIME_MS)
+        records, last_offset, max_timestamp = assigned(batch(2, value_size=30), next_offset)
+        assert segment.try_append(LogConfig(), last_offset, max_timestamp, records, BASE_TIME_MS)
         next_offset = last_offset + 1
     # bytes since the last entry after batches 1..6: one, 2*one (> interval: entry at batch 3),
     # then one, 2*one (entry at batch 5), one
@@ -215,12 +220,18 @@ def test_an_index_entry_needs_more_than_the_interval(tmp_path: Path, either_path
     assert positions == [2 * len(one), 4 * len(one)]
 
 
-def appended(segment: LogSegment, config: LogConfig, next_offset: int, now_ms: int = 0) -> bool:
-    """try_append of a one-record batch with offset ``next_offset``; checks that the segment
-    grew by it exactly when it says so."""
-    records, last_offset = assigned(batch(1), next_offset)
+def appended(
+    segment: LogSegment,
+    config: LogConfig,
+    next_offset: int,
+    timestamp: int = BASE_TIME_MS,
+    now_ms: int = BASE_TIME_MS,
+) -> bool:
+    """try_append at ``now_ms`` of a one-record batch with offset ``next_offset`` and
+    ``timestamp``; checks that the segment grew by it exactly when it says so."""
+    records, last_offset, max_timestamp = assigned(batch(1, timestamp=timestamp), next_offset)
     before = segment.size
-    result = segment.try_append(config, last_offset, records, now_ms or BASE_TIME_MS)
+    result = segment.try_append(config, last_offset, max_timestamp, records, now_ms)
     assert segment.size == before + (len(records) if result else 0)
     return result
 
@@ -233,13 +244,38 @@ def test_a_roll_at_the_segment_size_edge(tmp_path: Path, either_path: str) -> No
 
 
 def test_a_roll_at_the_segment_age_edge(tmp_path: Path, either_path: str) -> None:
+    """SPEC 4, as Kafka's timeWaitedForRoll: the age is the incoming batch's max timestamp less
+    the first batch's; the clock does not enter into it."""
     config = LogConfig(segment_ms=500)
     segment, next_offset = filled_segment(tmp_path, config, 2)
     first_batch_max_timestamp = segment._rolling_based_timestamp
     assert first_batch_max_timestamp == BASE_TIME_MS + 2  # batch(3): timestamps base..base+2
-    now = first_batch_max_timestamp + config.segment_ms
-    assert not appended(segment, config, next_offset, now_ms=now + 1)
-    assert appended(segment, config, next_offset, now_ms=now)
+    edge = first_batch_max_timestamp + config.segment_ms
+    late = edge + 10 * config.segment_ms
+    assert not appended(segment, config, next_offset, timestamp=edge + 1, now_ms=edge)
+    assert appended(segment, config, next_offset, timestamp=edge, now_ms=late)
+
+
+def test_records_of_long_ago_roll_no_segment_by_age(tmp_path: Path, either_path: str) -> None:
+    """A producer replaying old records (a backfill, a mirror): measured by the clock, every
+    append would find the segment past segment.ms and roll."""
+    config = LogConfig(segment_ms=500)
+    segment, next_offset = filled_segment(tmp_path, config, 1)
+    now = BASE_TIME_MS + 1000 * config.segment_ms
+    for _ in range(5):
+        assert appended(segment, config, next_offset, timestamp=BASE_TIME_MS + 3, now_ms=now)
+        next_offset += 1
+
+
+def test_a_segment_without_timestamps_ages_by_the_clock(tmp_path: Path, either_path: str) -> None:
+    """A first batch without a timestamp (-1): the age runs from the segment's creation."""
+    config = LogConfig(segment_ms=500)
+    segment = LogSegment.open(tmp_path, 0, config, MockClock(BASE_TIME_MS))
+    records, last_offset, _ = assigned(batch(1, timestamp=NO_TIMESTAMP), 0)
+    segment.append(last_offset, records)
+    edge = BASE_TIME_MS + config.segment_ms
+    assert not appended(segment, config, 1, timestamp=NO_TIMESTAMP, now_ms=edge + 1)
+    assert appended(segment, config, 1, timestamp=NO_TIMESTAMP, now_ms=edge)
 
 
 def test_a_roll_at_the_segment_age_edge_less_the_jitter(
@@ -257,9 +293,9 @@ def test_a_roll_at_the_segment_age_edge_less_the_jitter(
     config = LogConfig(segment_ms=1000, segment_jitter_ms=900)
     segment, next_offset = filled_segment(tmp_path, config, 2)
     assert bounds == [900] and segment.roll_jitter_ms == 600
-    now = segment._rolling_based_timestamp + config.segment_ms - segment.roll_jitter_ms
-    assert not appended(segment, config, next_offset, now_ms=now + 1)
-    assert appended(segment, config, next_offset, now_ms=now)
+    edge = segment._rolling_based_timestamp + config.segment_ms - segment.roll_jitter_ms
+    assert not appended(segment, config, next_offset, timestamp=edge + 1)
+    assert appended(segment, config, next_offset, timestamp=edge)
 
 
 def test_a_roll_when_an_index_is_full(tmp_path: Path, either_path: str) -> None:
@@ -267,8 +303,8 @@ def test_a_roll_when_an_index_is_full(tmp_path: Path, either_path: str) -> None:
     segment, next_offset = filled_segment(tmp_path, config, 0)
     for step in range(4):  # rising timestamps: every append after the first adds to both
         request = batch(3, value_size=100, timestamp=BASE_TIME_MS + 10 * step)
-        records, last_offset = assigned(request, next_offset)
-        assert segment.try_append(config, last_offset, records, BASE_TIME_MS)
+        records, last_offset, max_timestamp = assigned(request, next_offset)
+        assert segment.try_append(config, last_offset, max_timestamp, records, BASE_TIME_MS)
         next_offset = last_offset + 1
     # the time index keeps its last slot for the roll's entry: full at 3 of 4
     assert segment.time_index.entries == 3 and segment.time_index.is_full
@@ -295,7 +331,7 @@ def test_the_common_case_never_reaches_the_python_steps(tmp_path: Path, monkeypa
     monkeypatch.setattr(LogSegment, "append", python_step)
     for step in range(20):  # rising timestamps: entries in both indexes
         request = batch(3, value_size=100, timestamp=BASE_TIME_MS + step)
-        records, last_offset = assigned(request, next_offset)
-        assert segment.try_append(LogConfig(), last_offset, records, BASE_TIME_MS)
+        records, last_offset, max_timestamp = assigned(request, next_offset)
+        assert segment.try_append(LogConfig(), last_offset, max_timestamp, records, BASE_TIME_MS)
         next_offset = last_offset + 1
     assert segment.offset_index.entries > 10 and segment.time_index.entries > 10

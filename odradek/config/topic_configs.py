@@ -29,7 +29,10 @@ TOPIC_CONFIG_DEF = ConfigDef(
                   Validator.at_least(MIN_SEGMENT_BYTES)),
         ConfigKey("segment.ms", LONG, WEEK_MS, MEDIUM,
                   "Age after which a non-empty active segment is rolled even if not full, so "
-                  "retention and compaction can act on it.",
+                  "retention and compaction can act on it. The age is record time, as in "
+                  "Kafka: from the max timestamp of the segment's first batch to that of the "
+                  "batch being appended (by the clock from the segment's creation when the "
+                  "first batch has no timestamp).",
                   Validator.at_least(1)),
         ConfigKey("segment.jitter.ms", LONG, 0, MEDIUM,
                   "Upper bound of a random amount taken off segment.ms per segment, so that many "

@@ -255,12 +255,13 @@ static int append_to_active_segment(PyObject *log, PyObject *validated, PyObject
         return DECLINE;
     PyObject *args[] = {*segment,
                         PyTuple_GET_ITEM(validated, LAST_OFFSET),
+                        PyTuple_GET_ITEM(validated, MAX_TIMESTAMP),
                         PyTuple_GET_ITEM(validated, RECORDS),
                         now_ms,
                         config->segment_bytes,
                         config->segment_ms,
                         bound.max_write_bytes};
-    PyObject *appended = PyObject_Vectorcall(bound.try_append, args, 7, NULL);
+    PyObject *appended = PyObject_Vectorcall(bound.try_append, args, 8, NULL);
     if (appended == NULL)
         return FAILED;
     status = appended == Py_True ? DONE : DECLINE; /* False: roll first; None: Python decides */

@@ -267,14 +267,15 @@ static PyObject *verdict(int status, PyObject *done)
     return Py_NewRef(done);
 }
 
-/* LogSegment.should_roll for an append of `messages_size` bytes up to `max_offset` at
- * `now_ms`, on a segment of `size` bytes (more than 0) whose indexes were read. */
+/* LogSegment.should_roll for an append of `messages_size` bytes up to `max_offset` and
+ * `max_timestamp` at `now_ms`, on a segment of `size` bytes (more than 0) whose indexes were
+ * read. The age is record time, as LogSegment.time_waited_for_roll says why. */
 static int must_roll(PyObject *segment, int64_t size, int64_t base_offset,
                      const IndexState *offset_index, const IndexState *time_index,
-                     int64_t messages_size, int64_t max_offset, int64_t now_ms,
-                     int64_t segment_bytes, int64_t segment_ms, int *roll)
+                     int64_t messages_size, int64_t max_offset, int64_t max_timestamp,
+                     int64_t now_ms, int64_t segment_bytes, int64_t segment_ms, int *roll)
 {
-    int64_t rolling_based_timestamp, since, jitter, waited;
+    int64_t rolling_based_timestamp, since, until, jitter, waited;
     int status;
     *roll = 1;
     if (size > segment_bytes - messages_size)
@@ -284,10 +285,12 @@ static int must_roll(PyObject *segment, int64_t size, int64_t base_offset,
         || (status = get_int64(segment, names.roll_jitter_ms, &jitter)) != DONE)
         return status; /* None: the Python path reads it from the first batch */
     if (rolling_based_timestamp >= 0)
-        since = rolling_based_timestamp;
-    else if ((status = get_int64(segment, names.created_ms, &since)) != DONE)
+        since = rolling_based_timestamp, until = max_timestamp;
+    else if ((status = get_int64(segment, names.created_ms, &since)) == DONE)
+        until = now_ms;
+    else
         return status;
-    if (__builtin_sub_overflow(now_ms, since, &waited))
+    if (__builtin_sub_overflow(until, since, &waited))
         return DECLINE;
     *roll = waited > segment_ms - jitter || offset_index->entries >= offset_index->max_entries
             || time_index->entries >= time_index->max_entries - 1 /* TimeIndex.is_full */
@@ -356,7 +359,8 @@ static int commit_append(PyObject *segment, PyObject *log, int64_t new_size,
 
 /* Arguments after the segment and the records, as try_append's docstring lists them. */
 typedef struct {
-    int64_t largest_offset, now_ms, segment_bytes, segment_ms, max_write_bytes;
+    int64_t largest_offset, largest_timestamp, now_ms, segment_bytes, segment_ms,
+        max_write_bytes;
 } AppendArguments;
 
 /* The roll check, then the append unless the segment (of `size` bytes) must roll:
@@ -371,7 +375,8 @@ static int roll_check_and_append(PyObject *segment, PyObject *log, int64_t size,
     if ((status = get_int64(segment, names.base_offset, &base_offset)) != DONE
         || (status = read_indexes(segment, offset_index, time_index)) != DONE
         || (status = must_roll(segment, size, base_offset, offset_index, time_index,
-                               records->len, arguments->largest_offset, arguments->now_ms,
+                               records->len, arguments->largest_offset,
+                               arguments->largest_timestamp, arguments->now_ms,
                                arguments->segment_bytes, arguments->segment_ms, &roll))
                != DONE)
         return status;
@@ -410,29 +415,30 @@ static int try_append_status(PyObject *segment, PyObject *log, const Py_buffer *
 }
 
 PyDoc_STRVAR(try_append_doc,
-"try_append(segment, largest_offset, records, now_ms, segment_bytes, segment_ms,\n"
-"           max_write_bytes, /)\n--\n\n"
+"try_append(segment, largest_offset, largest_timestamp, records, now_ms, segment_bytes,\n"
+"           segment_ms, max_write_bytes, /)\n--\n\n"
 "LogSegment.try_append of the segment in one call: False when it must roll first (nothing\n"
 "written), True once the records are written and indexed in one write(2), or None (nothing\n"
 "changed) where the Python method must decide.");
 
 static PyObject *try_append(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "try_append takes 7 arguments");
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "try_append takes 8 arguments");
         return NULL;
     }
     AppendArguments arguments;
-    int64_t *targets[] = {&arguments.largest_offset, &arguments.now_ms, &arguments.segment_bytes,
-                          &arguments.segment_ms, &arguments.max_write_bytes};
-    PyObject *sources[] = {args[1], args[3], args[4], args[5], args[6]};
+    int64_t *targets[] = {&arguments.largest_offset, &arguments.largest_timestamp,
+                          &arguments.now_ms,         &arguments.segment_bytes,
+                          &arguments.segment_ms,     &arguments.max_write_bytes};
+    PyObject *sources[] = {args[1], args[2], args[4], args[5], args[6], args[7]};
     int status = DONE, appended = 0;
-    for (int i = 0; i < 5 && status == DONE; i++)
+    for (int i = 0; i < 6 && status == DONE; i++)
         status = to_int64(sources[i], targets[i]);
     if (status != DONE)
         return verdict(status, Py_None);
     Py_buffer records;
-    if (PyObject_GetBuffer(args[2], &records, PyBUF_SIMPLE) < 0)
+    if (PyObject_GetBuffer(args[3], &records, PyBUF_SIMPLE) < 0)
         return NULL;
     PyObject *log = PyObject_GetAttr(args[0], names.log);
     status = log == NULL ? FAILED : try_append_status(args[0], log, &records, &arguments, &appended);

@@ -232,7 +232,9 @@ class Log:
             )
         try:
             segment = self._segments.active_segment
-            if not segment.try_append(config, last_offset, validated.records, now_ms):
+            if not segment.try_append(
+                config, last_offset, validated.max_timestamp, validated.records, now_ms
+            ):
                 segment = self.roll()
                 segment.append(last_offset, validated.records)
         except OSError as error:

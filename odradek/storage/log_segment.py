@@ -235,7 +235,12 @@ class LogSegment:
             self._max_timestamp_and_offset = (max_timestamp, last_offset)
 
     def try_append(
-        self, config: LogConfig, largest_offset: int, records: bytes | bytearray, now_ms: int
+        self,
+        config: LogConfig,
+        largest_offset: int,
+        largest_timestamp: int,
+        records: bytes | bytearray,
+        now_ms: int,
     ) -> bool:
         """``append`` unless the segment must roll first (``should_roll``): whether it did.
 
@@ -247,6 +252,7 @@ class LogSegment:
             appended = _segment_append.try_append(
                 self,
                 largest_offset,
+                largest_timestamp,
                 records,
                 now_ms,
                 config.segment_bytes,
@@ -255,7 +261,7 @@ class LogSegment:
             )
             if appended is not None:
                 return appended
-        if self.should_roll(config, len(records), largest_offset, now_ms):
+        if self.should_roll(config, len(records), largest_offset, largest_timestamp, now_ms):
             return False
         self.append(largest_offset, records)
         return True
@@ -263,11 +269,17 @@ class LogSegment:
     # --- roll --------------------------------------------------------------------------------
 
     def should_roll(
-        self, config: LogConfig, messages_size: int, max_offset_in_messages: int, now_ms: int
+        self,
+        config: LogConfig,
+        messages_size: int,
+        max_offset_in_messages: int,
+        max_timestamp_in_messages: int,
+        now_ms: int,
     ) -> bool:
         """SPEC 4 step 4, before an append of ``messages_size`` bytes up to offset
-        ``max_offset_in_messages`` at ``now_ms``: size (segment.bytes), age (segment.ms, with
-        jitter), a full index, or a relative offset overflow.
+        ``max_offset_in_messages`` and timestamp ``max_timestamp_in_messages`` at ``now_ms``:
+        size (segment.bytes), age (segment.ms, with jitter: ``time_waited_for_roll``), a full
+        index, or a relative offset overflow.
 
         Kafka passes these in a RollParams; they come as arguments here because the check runs
         on every append and building the object cost a third of it.
@@ -278,22 +290,29 @@ class LogSegment:
             size > config.segment_bytes - messages_size
             or (
                 size > 0
-                and self.time_waited_for_roll(now_ms) > config.segment_ms - self.roll_jitter_ms
+                and self.time_waited_for_roll(now_ms, max_timestamp_in_messages)
+                > config.segment_ms - self.roll_jitter_ms
             )
             or offset_index.is_full
             or time_index.is_full
             or not self.can_convert_to_relative_offset(max_offset_in_messages)
         )
 
-    def time_waited_for_roll(self, now_ms: int) -> int:
-        """How long this segment has been taking records: from its first batch's max timestamp,
-        else from when it was created."""
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """How much time the segment's records span once a batch of ``message_timestamp``
+        joins them: from its first batch's max timestamp to that one, as Kafka's
+        ``LogSegment.timeWaitedForRoll``; from the segment's creation to ``now_ms`` when its
+        first batch has no timestamp.
+
+        Record time, not the clock, from the first batch on: a producer replaying records of
+        last month (a backfill, a mirror) would otherwise roll a segment on every append.
+        """
         if self._rolling_based_timestamp is None and self.size > 0:
             first = next(self.log.batch_headers(0), None)
             if first is not None:
                 self._rolling_based_timestamp = first[1].max_timestamp
         if self._rolling_based_timestamp is not None and self._rolling_based_timestamp >= 0:
-            return now_ms - self._rolling_based_timestamp
+            return message_timestamp - self._rolling_based_timestamp
         return now_ms - self._created_ms
 
     def on_become_inactive_segment(self) -> None:
