@@ -124,6 +124,35 @@ def test_crc_flip_in_the_middle_truncates_there_and_drops_later_segments(
     log.close()
 
 
+@pytest.mark.parametrize("index_damage", ["time index missing", "offset index odd size"])
+@pytest.mark.parametrize("shutdown", ["unclean", "clean"])
+def test_a_torn_segment_whose_index_is_rebuilt_drops_later_segments(
+    partition_dir: Path, index_damage: str, shutdown: str
+) -> None:
+    """The index rebuild of step 3 recovers the segment too: when that cuts a torn batch,
+    later segments go as in step 4, which then finds the segment whole."""
+    values = write_log(partition_dir)
+    files = log_files(partition_dir)
+    victim = files[1]
+    first_size = struct.unpack_from(">i", victim.read_bytes(), 8)[0] + 12
+    os.truncate(victim, first_size + 10)  # its second batch torn
+    base = segment_base(victim)
+    dropped_bytes = 10 + sum(f.stat().st_size for f in files[2:])
+    if index_damage == "time index missing":
+        names.time_index_file(partition_dir, base).unlink()
+    else:
+        with open(names.offset_index_file(partition_dir, base), "ab") as index:
+            index.write(b"\x00")
+    log = reopen(partition_dir, recovery_point=0, had_clean_shutdown=shutdown == "clean")
+    assert [p.name for p in log_files(partition_dir)] == [f.name for f in files[:2]]
+    assert victim.stat().st_size == first_size
+    records = read_all(log)
+    assert [r.value for r in records] == values[: base + 2]
+    assert log.log_end_offset == base + 2
+    assert log.load_summary.truncated_bytes == dropped_bytes
+    log.close()
+
+
 def test_corruption_below_the_recovery_point_is_not_scanned(partition_dir: Path) -> None:
     values = write_log(partition_dir)
     files = log_files(partition_dir)

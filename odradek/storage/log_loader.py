@@ -6,6 +6,8 @@ Four steps, each repairing what a crash at any point can leave behind:
 3. load every ``.log`` as a segment, rebuilding missing or corrupt indexes and dropping orphans;
 4. unless the shutdown was clean, recover segments from the recovery point on: validate every
    batch, cut the log at the first invalid byte and drop every later segment.
+Wherever recovery cuts a segment (step 3's index rebuild recovers it too) every later segment
+goes: what follows a torn write cannot be trusted to follow it.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class LogLoader:
         self.recovery_point_checkpoint = recovery_point_checkpoint
         self.had_clean_shutdown = had_clean_shutdown
         self._name = directory.name
+        self._truncated_while_loading = 0  # bytes step 3's index rebuilds cut or dropped
 
     def load(self) -> LoadedLogOffsets:
         swap_files = self.remove_temp_files_and_collect_swap_files()
@@ -156,17 +159,23 @@ class LogLoader:
             if name.endswith((names.INDEX_FILE_SUFFIX, names.TIME_INDEX_FILE_SUFFIX)):
                 if names.offset_from_file_name(name) not in known:
                     self._delete(self.dir / name, "orphan index with no log file")
+        torn: LogSegment | None = None  # the first segment an index rebuild cut
         for base_offset in log_offsets:
             segment = LogSegment.open(
                 self.dir, base_offset, self.config, self.clock, file_already_exists=True
             )
+            self.segments.add(segment)
             problem = self._index_problem(base_offset, file_sizes)
             if problem:
                 logger.warning(
                     "[%s] segment %d: %s; rebuilding its indexes", self._name, base_offset, problem
                 )
-                segment.recover()
-            self.segments.add(segment)
+                truncated = segment.recover()
+                self._truncated_while_loading += truncated
+                if truncated > 0 and torn is None:
+                    torn = segment
+        if torn is not None:
+            self._truncated_while_loading += self._delete_segments_after(torn)
 
     def _index_problem(self, base_offset: int, file_sizes: dict[str, int]) -> str:
         """A cheap check of a segment's index files from the directory listing alone, so
@@ -206,11 +215,13 @@ class LogLoader:
 
     def recover_log(self) -> LoadedLogOffsets:
         """Validate the unflushed tail, create a first segment if none, settle the offsets."""
-        recovered_segments = recovered_bytes = truncated_bytes = 0
+        recovered_segments = recovered_bytes = 0
+        truncated_bytes = self._truncated_while_loading
         if not self.had_clean_shutdown:
-            recovered_segments, recovered_bytes, truncated_bytes = (
+            recovered_segments, recovered_bytes, truncated_in_recovery = (
                 self._recover_unflushed_segments()
             )
+            truncated_bytes += truncated_in_recovery
         log_start_offset = self.log_start_offset_checkpoint
         if self.segments.is_empty:
             self._create_segment(log_start_offset)
@@ -245,21 +256,12 @@ class LogLoader:
         truncation, later segments cannot be trusted to follow and are deleted."""
         recovered = scanned_bytes = truncated_bytes = 0
         unflushed = self.segments.values_between(self.recovery_point_checkpoint, 2**63 - 1)
-        for position, segment in enumerate(unflushed):
+        for segment in unflushed:
             scanned_bytes += segment.size
             truncated = segment.recover()
             recovered += 1
             if truncated > 0:
-                truncated_bytes += truncated
-                for later in unflushed[position + 1 :]:
-                    logger.warning(
-                        "[%s] deleting segment %d after a truncated segment",
-                        self._name,
-                        later.base_offset,
-                    )
-                    truncated_bytes += later.size
-                    self.segments.remove(later.base_offset)
-                    later.delete_if_exists()
+                truncated_bytes += truncated + self._delete_segments_after(segment)
                 break
         if recovered:
             logger.info(
@@ -270,6 +272,21 @@ class LogLoader:
                 truncated_bytes,
             )
         return recovered, scanned_bytes, truncated_bytes
+
+    def _delete_segments_after(self, torn: LogSegment) -> int:
+        """Delete every segment after ``torn``, which recovery cut; the bytes they held."""
+        deleted = 0
+        for later in self.segments.values():
+            if later.base_offset > torn.base_offset:
+                logger.warning(
+                    "[%s] deleting segment %d after a truncated segment",
+                    self._name,
+                    later.base_offset,
+                )
+                deleted += later.size
+                self.segments.remove(later.base_offset)
+                later.delete_if_exists()
+        return deleted
 
     def _create_segment(self, base_offset: int) -> None:
         self.segments.add(
