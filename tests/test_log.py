@@ -22,8 +22,9 @@ from odradek.errors import (
 from odradek.storage import log_file_names as names
 from odradek.storage.clock import MockClock
 from odradek.storage.fetch_data_info import FetchIsolation
-from odradek.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from odradek.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
 from odradek.storage.record_batch import NO_TIMESTAMP
+from odradek.storage.scheduler import Scheduler
 
 SMALL = LogConfig(
     segment_bytes=1024, index_interval_bytes=64, segment_index_bytes=4096, file_delete_delay_ms=0
@@ -418,6 +419,29 @@ def test_deleted_segments_are_renamed_then_removed_later(partition_dir: Path) ->
         while deleted.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not deleted.exists()
+
+
+def test_a_deleted_segment_takes_no_flush(partition_dir: Path) -> None:
+    """Two segments of one base offset deleted before either's delayed delete: the second's
+    .deleted names replace the first's, and the first's delete unlinks them. The second's
+    flush, scheduled by its roll and run after that (a scheduler that fell behind), found
+    its index gone and took the log directory offline."""
+    scheduler = Scheduler()  # not started: its queue runs, in order, at shutdown
+    log = Log.open(partition_dir, LogConfig(file_delete_delay_ms=0), scheduler)
+    io_errors: list[OSError] = []
+    log.io_error_handler = lambda _log, error: io_errors.append(error)
+    for _ in range(2):
+        append(log, batch(1))
+        log.roll()
+        append(log, batch(1))
+        log.roll()  # a flush of the segment at offset 1 waits in the queue
+        log.truncate_to(1)  # that segment and the next are deleted
+    scheduler.shutdown(run_pending_one_offs=True)
+    assert io_errors == []
+    assert sorted(p.name for p in partition_dir.glob("*.log*")) == [
+        names.log_file(partition_dir, base).name for base in (0, 1)
+    ]
+    log.close()
 
 
 def test_delete_records_raises_the_log_start_offset_and_drops_segments(partition_dir: Path) -> None:

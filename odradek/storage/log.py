@@ -616,7 +616,7 @@ class Log:
                 segment.size,
                 reason,
             )
-            segment.change_file_suffixes("", names.DELETED_FILE_SUFFIX)
+            segment.rename_for_deletion()
         self._scheduler.schedule(
             f"delete-segments-{self.topic_partition}",
             lambda: _delete_segment_files(segments),

@@ -497,6 +497,15 @@ class LogSegment:
     def has_suffix(self, suffix: str) -> bool:
         return self.log.path.name.endswith(suffix)
 
+    def rename_for_deletion(self) -> None:
+        """Rename the files ``.deleted`` until their delayed delete (SPEC 10). Reads in flight
+        go on through the open files; flushes stop, since the names may be gone before a
+        scheduled one runs: a later segment of the same base offset, deleted in its turn,
+        takes the same ones, and this segment's delete then unlinks them."""
+        with self._close_lock:
+            self._closed = True
+            self.change_file_suffixes("", names.DELETED_FILE_SUFFIX)
+
     def close(self) -> None:
         """Add the final time index entry, trim and close every file."""
         with self._close_lock:
