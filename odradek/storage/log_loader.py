@@ -63,13 +63,12 @@ class LogLoader:
         self.recovery_point_checkpoint = recovery_point_checkpoint
         self.had_clean_shutdown = had_clean_shutdown
         self._name = directory.name
-        self._truncated_while_loading = 0  # bytes step 3's index rebuilds cut or dropped
 
     def load(self) -> LoadedLogOffsets:
         swap_files = self.remove_temp_files_and_collect_swap_files()
         self.complete_swap_operations(swap_files)
-        self.load_segment_files()
-        return self.recover_log()
+        truncated_while_loading = self.load_segment_files()
+        return self.recover_log(truncated_while_loading)
 
     # --- step 1 ------------------------------------------------------------------------------
 
@@ -146,8 +145,9 @@ class LogLoader:
 
     # --- step 3 ------------------------------------------------------------------------------
 
-    def load_segment_files(self) -> None:
-        """Open every ``.log``; delete index files with no log; rebuild bad indexes."""
+    def load_segment_files(self) -> int:
+        """Open every ``.log``; delete index files with no log; rebuild bad indexes. Returns
+        the bytes those rebuilds cut, with the segments after a cut one."""
         file_sizes = self._file_sizes()
         log_offsets = sorted(
             names.offset_from_file_name(name)
@@ -160,6 +160,7 @@ class LogLoader:
                 if names.offset_from_file_name(name) not in known:
                     self._delete(self.dir / name, "orphan index with no log file")
         torn: LogSegment | None = None  # the first segment an index rebuild cut
+        truncated_bytes = 0
         for base_offset in log_offsets:
             segment = LogSegment.open(
                 self.dir, base_offset, self.config, self.clock, file_already_exists=True
@@ -171,11 +172,12 @@ class LogLoader:
                     "[%s] segment %d: %s; rebuilding its indexes", self._name, base_offset, problem
                 )
                 truncated = segment.recover()
-                self._truncated_while_loading += truncated
+                truncated_bytes += truncated
                 if truncated > 0 and torn is None:
                     torn = segment
         if torn is not None:
-            self._truncated_while_loading += self._delete_segments_after(torn)
+            truncated_bytes += self._delete_segments_after(torn)
+        return truncated_bytes
 
     def _index_problem(self, base_offset: int, file_sizes: dict[str, int]) -> str:
         """A cheap check of a segment's index files from the directory listing alone, so
@@ -213,10 +215,11 @@ class LogLoader:
 
     # --- step 4 ------------------------------------------------------------------------------
 
-    def recover_log(self) -> LoadedLogOffsets:
-        """Validate the unflushed tail, create a first segment if none, settle the offsets."""
+    def recover_log(self, truncated_while_loading: int) -> LoadedLogOffsets:
+        """Validate the unflushed tail, create a first segment if none, settle the offsets;
+        the summary counts ``truncated_while_loading`` (step 3) among the bytes truncated."""
         recovered_segments = recovered_bytes = 0
-        truncated_bytes = self._truncated_while_loading
+        truncated_bytes = truncated_while_loading
         if not self.had_clean_shutdown:
             recovered_segments, recovered_bytes, truncated_in_recovery = (
                 self._recover_unflushed_segments()
