@@ -44,8 +44,8 @@ from odradek.protocol.messages import encode_request
 from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
 from odradek.protocol.schema import Message
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
-from odradek.storage.record_batch_builder import build_batch
-from odradek.storage.topic_partition import TopicPartition
+from odradek.record.record_batch_builder import build_batch
+from odradek.topic_partition import TopicPartition
 
 MB = 1024 * 1024
 BATCH_LIMIT = 1_000_000  # under the default max.message.bytes (1048588)

@@ -56,16 +56,16 @@ from odradek.cleaner.cleaning_task import CleaningTask
 from odradek.cleaner.log_to_clean import LogToClean
 from odradek.client.event_loop_thread import EventLoopThread
 from odradek.client.producer import Producer
+from odradek.clock import SYSTEM_CLOCK
 from odradek.config.broker_config_loader import load_broker_config
 from odradek.config.log_config import LogConfig
+from odradek.record.record_batch_builder import build_batch
 from odradek.server.broker import Broker
-from odradek.storage.clock import SYSTEM_CLOCK
 from odradek.storage.file_records import FileRecords
 from odradek.storage.log import Log
 from odradek.storage.log_manager import LogManager
-from odradek.storage.record_batch_builder import build_batch
 from odradek.storage.scheduler import Scheduler
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 MB = 1024 * 1024
 RECORD_SIZE = 1000

@@ -23,9 +23,9 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from odradek.client.event_loop_thread import EventLoopThread
 from odradek.config.broker_config_loader import load_broker_config
+from odradek.record.record_batch_builder import build_batch
 from odradek.server.broker import Broker
-from odradek.storage.record_batch_builder import build_batch
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 PARTITIONS_PER_TOPIC = 100
 RECORDS_PER_PARTITION = 10

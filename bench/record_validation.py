@@ -25,10 +25,10 @@ from collections.abc import Callable
 import crc32c
 
 from odradek.config.log_config import LogConfig
-from odradek.storage.compression import CompressionType
+from odradek.record.compression import CompressionType
+from odradek.record.record_batch import RECORDS_OFFSET, RecordBatch
+from odradek.record.record_batch_builder import RecordBatchBuilder, RecordTuple, build_batch
 from odradek.storage.log_validator import validate_and_assign_offsets
-from odradek.storage.record_batch import RECORDS_OFFSET, RecordBatch
-from odradek.storage.record_batch_builder import RecordBatchBuilder, RecordTuple, build_batch
 
 CASES = [  # (record size, batch size, fixed record size?)
     (100, 16 * 1024, True),

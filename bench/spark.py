@@ -33,7 +33,7 @@ from pyspark.sql import functions as F
 import odradek.spark
 from odradek.client import Admin, Consumer, NewTopic, Producer
 from odradek.spark.range_reader import READ_DEFAULTS
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 VALUE_BYTES = 100
 ODRADEK = Path(sys.executable).with_name("odradek")

@@ -28,9 +28,9 @@ import time
 from pathlib import Path
 
 from odradek.config.broker_config import BrokerConfig
+from odradek.record.record_batch_builder import build_batch
 from odradek.storage.log_manager import CLEAN_SHUTDOWN_FILE_NAME, LogManager
-from odradek.storage.record_batch_builder import build_batch
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 TOPIC = "bench"
 BATCH_VALUE_BYTES = 900

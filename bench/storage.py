@@ -35,15 +35,15 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from odradek.clock import SYSTEM_CLOCK
 from odradek.config.log_config import LogConfig
-from odradek.storage.clock import SYSTEM_CLOCK
+from odradek.record.record_batch_builder import build_batch
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log import Log
-from odradek.storage.record_batch_builder import build_batch
 from odradek.storage.scheduler import Scheduler
 
 try:
-    from odradek.storage._record_scan import validate_batches
+    from odradek.record._record_scan import validate_batches
 except ImportError:  # built without a C compiler: there is no C-level floor to show
     validate_batches = None
 

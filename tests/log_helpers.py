@@ -6,14 +6,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from odradek.clock import Clock, MockClock
 from odradek.config.log_config import LogConfig
-from odradek.storage.clock import Clock, MockClock
+from odradek.record.memory_records import MemoryRecords
+from odradek.record.record import Record
+from odradek.record.record_batch_builder import build_batch
 from odradek.storage.fetch_data_info import FetchDataInfo
 from odradek.storage.log import Log
 from odradek.storage.log_append_info import LogAppendInfo
-from odradek.storage.memory_records import MemoryRecords
-from odradek.storage.record import Record
-from odradek.storage.record_batch_builder import build_batch
 from odradek.storage.scheduler import Scheduler
 
 BASE_TIME_MS = 1_700_000_000_000

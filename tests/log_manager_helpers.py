@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from odradek.clock import Clock, MockClock
 from odradek.config.broker_config import BrokerConfig
-from odradek.storage.clock import Clock, MockClock
 from odradek.storage.log_manager import LogManager
 
 

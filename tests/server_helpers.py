@@ -21,8 +21,8 @@ from odradek.protocol.frame import Frame, FrameDecoder, encode_frame
 from odradek.protocol.header import RequestHeader, ResponseHeader
 from odradek.protocol.messages import RESPONSE_TYPES, encode_request
 from odradek.protocol.schema import Message
+from odradek.record.memory_records import MemoryRecords
 from odradek.server.broker import Broker
-from odradek.storage.memory_records import MemoryRecords
 
 __all__ = ["RawClient", "RunningBroker", "batch", "read_partition", "running_broker"]
 

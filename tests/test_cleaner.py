@@ -24,16 +24,16 @@ from odradek.cleaner.errors import LogCleaningError
 from odradek.cleaner.segment_snapshot import SegmentSnapshot
 from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY
 from odradek.cleaner.throttler import Throttler
+from odradek.clock import MockClock
 from odradek.config.log_config import LogConfig
 from odradek.errors import CorruptRecordError, InvalidRecordError
+from odradek.record.compression import CompressionType
+from odradek.record.record_batch import TimestampType
+from odradek.record.record_batch_builder import build_batch
 from odradek.storage import file_records as file_records_module
 from odradek.storage import log_file_names as names
-from odradek.storage.clock import MockClock
-from odradek.storage.compression import CompressionType
 from odradek.storage.lazy_index import LazyIndex
 from odradek.storage.log import Log
-from odradek.storage.record_batch import TimestampType
-from odradek.storage.record_batch_builder import build_batch
 
 
 def _key(n: int) -> bytes:

@@ -13,9 +13,9 @@ from test_cleaner_helpers import compact_config, final_values
 from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.cleaner.log_cleaner import LogCleaner
 from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY
+from odradek.record.record import Record
+from odradek.record.record_batch_builder import build_batch
 from odradek.storage.log import Log
-from odradek.storage.record import Record
-from odradek.storage.record_batch_builder import build_batch
 
 KEYS = 120
 ROUNDS = 10

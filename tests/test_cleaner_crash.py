@@ -28,13 +28,13 @@ from odradek.cleaner.cleaner import Cleaner
 from odradek.cleaner.cleaner_process import CleanerProcess
 from odradek.cleaner.cleaning_task import CleaningTask
 from odradek.cleaner.errors import LogCleaningError
+from odradek.clock import MockClock
 from odradek.config.log_config import LogConfig
+from odradek.record.record import Record
 from odradek.storage import log_file_names as names
-from odradek.storage.clock import MockClock
 from odradek.storage.lazy_index import LazyIndex
 from odradek.storage.log import Log
 from odradek.storage.log_segment import LogSegment
-from odradek.storage.record import Record
 from odradek.storage.scheduler import Scheduler
 
 TEMP_SUFFIXES = (names.CLEANED_FILE_SUFFIX, names.SWAP_FILE_SUFFIX, names.DELETED_FILE_SUFFIX)

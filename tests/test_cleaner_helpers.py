@@ -16,10 +16,10 @@ from odradek.cleaner.cleaning_result import CleaningResult
 from odradek.cleaner.cleaning_task import CleaningTask
 from odradek.cleaner.log_to_clean import LogToClean
 from odradek.config.log_config import LogConfig
-from odradek.storage.compression import CompressionType
+from odradek.record.compression import CompressionType
+from odradek.record.record import Record
+from odradek.record.record_batch_builder import build_batch
 from odradek.storage.log import Log
-from odradek.storage.record import Record
-from odradek.storage.record_batch_builder import build_batch
 
 COMPACT = LogConfig(
     segment_bytes=1024,

@@ -19,8 +19,8 @@ from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.cleaner.cleaner_offset_checkpoints import CleanerOffsetCheckpoints
 from odradek.cleaner.log_cleaner import LogCleaner
 from odradek.cleaner.log_cleaning_state import paused
+from odradek.clock import MockClock
 from odradek.storage import log_file_names as names
-from odradek.storage.clock import MockClock
 from odradek.storage.log import Log
 
 FAST = CleanerConfig(dedupe_buffer_size=1024 * 1024, backoff_ms=20)

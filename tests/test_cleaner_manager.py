@@ -18,11 +18,11 @@ from odradek.cleaner.cleaner_offset_checkpoints import (
 )
 from odradek.cleaner.log_cleaner_manager import LogCleanerManager
 from odradek.cleaner.log_cleaning_state import ABORTED, IN_PROGRESS, paused
+from odradek.clock import MockClock
 from odradek.config.log_config import LogConfig
-from odradek.storage.clock import MockClock
 from odradek.storage.log import Log
 from odradek.storage.offset_checkpoint_file import OffsetCheckpointFile
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 NOW_MS = BASE_TIME_MS + 3_600_000
 

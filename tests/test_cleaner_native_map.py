@@ -16,11 +16,11 @@ from odradek.cleaner.cleaner import Cleaner
 from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY
 from odradek.errors import CorruptRecordError
+from odradek.record.compression import CompressionType
+from odradek.record.record_batch import RECORDS_OFFSET, write_crc
+from odradek.record.record_batch_builder import build_batch
 from odradek.storage import log_file_names as names
-from odradek.storage.compression import CompressionType
 from odradek.storage.log import Log
-from odradek.storage.record_batch import RECORDS_OFFSET, write_crc
-from odradek.storage.record_batch_builder import build_batch
 
 NATIVE = offset_map_module.NativeOffsetMap
 

@@ -12,10 +12,10 @@ from odradek.cleaner.segment_snapshot import SegmentSnapshot
 from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY, NOT_FOUND, SkimpyOffsetMap
 from odradek.cleaner.throttler import Throttler
 from odradek.errors import CorruptRecordError
-from odradek.storage.compression import CompressionType
-from odradek.storage.record import Record
-from odradek.storage.record_batch import RecordBatch
-from odradek.storage.record_batch_builder import build_batch
+from odradek.record.compression import CompressionType
+from odradek.record.record import Record
+from odradek.record.record_batch import RecordBatch
+from odradek.record.record_batch_builder import build_batch
 
 # --- SkimpyOffsetMap ---------------------------------------------------------------------------
 

@@ -21,9 +21,9 @@ from test_cleaner_helpers import (
 
 from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY
-from odradek.storage.compression import CompressionType
+from odradek.record.compression import CompressionType
+from odradek.record.record import Record
 from odradek.storage.log import Log
-from odradek.storage.record import Record
 
 DAY_MS = 24 * 3_600_000
 OLD_MS = NOW_MS - 3 * DAY_MS

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from log_helpers import append, batch, open_log, read_all
 
+from odradek.clock import MockClock
 from odradek.config.log_config import LogConfig
 from odradek.storage import log as log_module
 from odradek.storage import log_file_names as names
-from odradek.storage.clock import MockClock
 from odradek.storage.log import Log
 from odradek.storage.log_segment import LogSegment
 

@@ -15,10 +15,9 @@ from log_helpers import BASE_TIME_MS, open_log
 
 from odradek.cli.main import cli
 from odradek.config.log_config import LogConfig
-from odradek.storage import log_file_names as names
-from odradek.storage.compression import CompressionType
-from odradek.storage.memory_records import MemoryRecords
-from odradek.storage.record_batch import (
+from odradek.record.compression import CompressionType
+from odradek.record.memory_records import MemoryRecords
+from odradek.record.record_batch import (
     ATTRIBUTES_OFFSET,
     BATCH_LENGTH_OFFSET,
     LOG_OVERHEAD,
@@ -27,7 +26,8 @@ from odradek.storage.record_batch import (
     set_base_offset,
     write_crc,
 )
-from odradek.storage.record_batch_builder import build_batch
+from odradek.record.record_batch_builder import build_batch
+from odradek.storage import log_file_names as names
 
 CODECS = list(CompressionType)
 INDEXED = LogConfig(index_interval_bytes=64)

@@ -17,7 +17,7 @@ from odradek.protocol.configs import ConfigEntry, ConfigSource
 from odradek.protocol.delete_records import HIGH_WATERMARK_OFFSET
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 
 @async_test

@@ -23,7 +23,7 @@ from odradek.protocol.delete_records import DeleteRecordsRequest
 from odradek.protocol.fetch import FetchPartition, FetchRequest
 from odradek.protocol.metadata import MetadataRequest
 from odradek.protocol.produce import ProducePartitionData, ProduceRequest
-from odradek.storage.record_batch_builder import build_batch
+from odradek.record.record_batch_builder import build_batch
 
 
 def connection_to(broker: FakeBroker, timeout_ms: int = 2000) -> Connection:

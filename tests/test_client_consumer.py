@@ -20,10 +20,10 @@ from odradek.errors import (
 )
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.fetch import FetchPartitionResponse
-from odradek.storage.compression import CompressionType
-from odradek.storage.record_batch import TimestampType
-from odradek.storage.record_batch_builder import RecordBatchBuilder, build_batch
-from odradek.storage.topic_partition import TopicPartition
+from odradek.record.compression import CompressionType
+from odradek.record.record_batch import TimestampType
+from odradek.record.record_batch_builder import RecordBatchBuilder, build_batch
+from odradek.topic_partition import TopicPartition
 
 TP = TopicPartition("t", 0)
 

@@ -72,9 +72,9 @@ from odradek.protocol.topics import (
     DeleteTopicsResponse,
     TopicResult,
 )
-from odradek.storage.memory_records import MemoryRecords
-from odradek.storage.record_batch import RecordBatch, set_base_offset
-from odradek.storage.record_batch_builder import build_batch
+from odradek.record.memory_records import MemoryRecords
+from odradek.record.record_batch import RecordBatch, set_base_offset
+from odradek.record.record_batch_builder import build_batch
 
 DEFAULTS = {"retention.ms": "604800000", "cleanup.policy": "delete"}
 

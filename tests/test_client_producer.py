@@ -25,8 +25,8 @@ from odradek.errors import (
     UnsupportedCompressionTypeError,
 )
 from odradek.protocol.api_keys import ApiKey
-from odradek.storage.compression import CompressionType
-from odradek.storage.record_batch import RecordBatch
+from odradek.record.compression import CompressionType
+from odradek.record.record_batch import RecordBatch
 
 
 def stored_values(broker: FakeBroker, topic: str, partition: int = 0) -> list[bytes]:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from kafka import codec as kafka_codec
 
 from odradek.errors import CorruptRecordError, UnsupportedCompressionTypeError
-from odradek.storage.compression import (
+from odradek.record.compression import (
     XERIAL_BLOCK_SIZE,
     XERIAL_HEADER,
     CompressionType,

@@ -15,10 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from odradek.storage import _record_scan, file_records
+from odradek.record import _record_scan
+from odradek.record.record_batch import LOG_OVERHEAD, RecordBatch
+from odradek.record.record_batch_builder import build_batch
+from odradek.storage import file_records
 from odradek.storage.file_records import FileRecords
-from odradek.storage.record_batch import LOG_OVERHEAD, RecordBatch
-from odradek.storage.record_batch_builder import build_batch
 
 
 def batch_at(base_offset: int, value_size: int) -> bytes:

@@ -13,12 +13,12 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from kafka.record.memory_records import MemoryRecords as KafkaMemoryRecords
 
 from odradek.config.log_config import LogConfig
-from odradek.storage.compression import CompressionType
+from odradek.record.compression import CompressionType
+from odradek.record.memory_records import MemoryRecords
+from odradek.record.record import Record
+from odradek.record.record_batch import RecordBatch, set_log_append_time
+from odradek.record.record_batch_builder import build_batch
 from odradek.storage.log_validator import validate_and_assign_offsets
-from odradek.storage.memory_records import MemoryRecords
-from odradek.storage.record import Record
-from odradek.storage.record_batch import RecordBatch, set_log_append_time
-from odradek.storage.record_batch_builder import build_batch
 
 NOW = 1_700_000_000_000
 RECORDS = [

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from log_helpers import BASE_TIME_MS, append, batch, open_log, read_all, records_of
 
+from odradek.clock import MockClock
 from odradek.config.log_config import LogConfig
 from odradek.errors import (
     CorruptRecordError,
@@ -19,11 +20,10 @@ from odradek.errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
+from odradek.record.record_batch import NO_TIMESTAMP
 from odradek.storage import log_file_names as names
-from odradek.storage.clock import MockClock
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
-from odradek.storage.record_batch import NO_TIMESTAMP
 from odradek.storage.scheduler import Scheduler
 
 SMALL = LogConfig(

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from odradek.clock import MockClock
 from odradek.config.log_config import LogConfig
 from odradek.storage import log as log_module
-from odradek.storage.clock import MockClock
 from odradek.storage.log import Log
 from odradek.storage.scheduler import Scheduler
 from tests.log_helpers import BASE_TIME_MS, batch, open_log

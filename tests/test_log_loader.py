@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from log_helpers import append, batch, open_log, read_all
 
+from odradek.clock import MockClock
 from odradek.config.log_config import LogConfig
+from odradek.record.memory_records import MemoryRecords
 from odradek.storage import log_file_names as names
-from odradek.storage.clock import MockClock
 from odradek.storage.log import Log
 from odradek.storage.log_segment import LogSegment
-from odradek.storage.memory_records import MemoryRecords
 from odradek.storage.scheduler import Scheduler
 
 CONFIG = LogConfig(segment_bytes=1024, index_interval_bytes=64, segment_index_bytes=4096)

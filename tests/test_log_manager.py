@@ -27,7 +27,7 @@ from odradek.storage.log_manager import (
 )
 from odradek.storage.meta_properties import MetaProperties
 from odradek.storage.offset_checkpoint_file import OffsetCheckpointFile
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 # --- log directories --------------------------------------------------------------------------
 

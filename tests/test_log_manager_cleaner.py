@@ -10,10 +10,10 @@ from log_manager_helpers import broker_config, running, wait_until
 
 from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.cleaner.log_cleaner import LogCleaner
-from odradek.storage.clock import MockClock
+from odradek.clock import MockClock
+from odradek.record.record_batch_builder import build_batch
 from odradek.storage.log import Log
-from odradek.storage.record_batch_builder import build_batch
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 
 class RecordingCleaner:

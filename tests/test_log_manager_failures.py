@@ -13,7 +13,7 @@ from log_manager_helpers import broker_config, running, wait_until
 from odradek.config.broker_config import BrokerConfig
 from odradek.errors import KafkaStorageError
 from odradek.storage.log_manager import CLEAN_SHUTDOWN_FILE_NAME, RECOVERY_POINT_CHECKPOINT_FILE
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 ORDERS_0 = TopicPartition("orders", 0)
 ORDERS_1 = TopicPartition("orders", 1)

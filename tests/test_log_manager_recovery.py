@@ -22,7 +22,7 @@ from odradek.storage.log_manager import (
     LogManager,
 )
 from odradek.storage.offset_checkpoint_file import OffsetCheckpointFile
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 ORDERS_0 = TopicPartition("orders", 0)
 

@@ -7,7 +7,7 @@ import logging
 from log_helpers import append, batch
 from log_manager_helpers import broker_config, running, wait_until
 
-from odradek.storage.clock import MockClock
+from odradek.clock import MockClock
 from odradek.storage.log import Log
 from odradek.storage.log_manager import (
     CLEANER_OFFSET_CHECKPOINT_FILE,
@@ -16,7 +16,7 @@ from odradek.storage.log_manager import (
     RECOVERY_POINT_CHECKPOINT_FILE,
 )
 from odradek.storage.offset_checkpoint_file import OffsetCheckpointFile
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 ORDERS_0 = TopicPartition("orders", 0)
 ORDERS_1 = TopicPartition("orders", 1)

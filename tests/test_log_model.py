@@ -31,14 +31,14 @@ from hypothesis.stateful import (
 )
 from log_helpers import BASE_TIME_MS, records_of
 
+from odradek.clock import MockClock
 from odradek.config.log_config import LogConfig
 from odradek.errors import OffsetOutOfRangeError
-from odradek.storage.clock import MockClock
-from odradek.storage.compression import CompressionType
+from odradek.record.compression import CompressionType
+from odradek.record.record_batch_builder import build_batch
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log import Log
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
-from odradek.storage.record_batch_builder import build_batch
 from odradek.storage.scheduler import ScheduledTask, Scheduler
 
 CONFIG = LogConfig(

@@ -23,12 +23,11 @@ from odradek.errors import (
     MessageTooLargeError,
     UnsupportedCompressionTypeError,
 )
-from odradek.storage import log_validator, record_framing
-from odradek.storage.compression import CompressionType
-from odradek.storage.log_validator import validate_and_assign_offsets
-from odradek.storage.memory_records import MemoryRecords
-from odradek.storage.record import decode_record, encode_record, encode_varint
-from odradek.storage.record_batch import (
+from odradek.record import record_framing
+from odradek.record.compression import CompressionType
+from odradek.record.memory_records import MemoryRecords
+from odradek.record.record import decode_record, encode_record, encode_varint
+from odradek.record.record_batch import (
     ATTRIBUTES_OFFSET,
     HEADER_SIZE,
     HEADER_STRUCT,
@@ -39,8 +38,10 @@ from odradek.storage.record_batch import (
     TimestampType,
     write_crc,
 )
-from odradek.storage.record_batch_builder import RecordBatchBuilder, build_batch
-from odradek.storage.record_framing import RecordFraming, check_framing
+from odradek.record.record_batch_builder import RecordBatchBuilder, build_batch
+from odradek.record.record_framing import RecordFraming, check_framing
+from odradek.storage import log_validator
+from odradek.storage.log_validator import validate_and_assign_offsets
 
 NOW = 1_700_000_000_000
 CONFIG = LogConfig()

@@ -16,13 +16,13 @@ from test_cleaner_helpers import compact_config, latest_records, write
 
 from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.cleaner.log_cleaner import LogCleaner
+from odradek.clock import MockClock
 from odradek.config.broker_config import BrokerConfig
 from odradek.config.log_config import LogConfig
 from odradek.server.metrics import BrokerMetrics
 from odradek.storage import log_file_names as names
-from odradek.storage.clock import MockClock
 from odradek.storage.log_manager import CLEAN_SHUTDOWN_FILE_NAME
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 FAST_CLEANER = CleanerConfig(dedupe_buffer_size=1 << 20, backoff_ms=20)
 

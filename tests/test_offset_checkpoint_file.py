@@ -8,7 +8,7 @@ import os
 import pytest
 
 from odradek.storage.offset_checkpoint_file import OffsetCheckpointFile, parse_checkpoint
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 ORDERS_0 = TopicPartition("orders", 0)
 ORDERS_1 = TopicPartition("orders", 1)

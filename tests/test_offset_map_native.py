@@ -14,11 +14,11 @@ from odradek.cleaner.batch_keys import records_section
 from odradek.cleaner.offset_map import NativeOffsetMap, create_offset_map
 from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY, SkimpyOffsetMap
 from odradek.errors import CorruptRecordError
-from odradek.storage.compression import CompressionType
-from odradek.storage.memory_records import MemoryRecords
-from odradek.storage.record import Record
-from odradek.storage.record_batch import RECORDS_OFFSET, RecordBatch
-from odradek.storage.record_batch_builder import build_batch
+from odradek.record.compression import CompressionType
+from odradek.record.memory_records import MemoryRecords
+from odradek.record.record import Record
+from odradek.record.record_batch import RECORDS_OFFSET, RecordBatch
+from odradek.record.record_batch_builder import build_batch
 
 KEYS = [b"", b"a", b"b", b"key-1", b"key-2", b"k" * 300, None]
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from kafka.record import util as kafka_util
 
 from odradek.errors import CorruptRecordError
-from odradek.storage.record import (
+from odradek.record.record import (
     INT32_MAX,
     INT32_MIN,
     INT64_MAX,

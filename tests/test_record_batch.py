@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from odradek.errors import CorruptRecordError, UnsupportedCompressionTypeError
-from odradek.storage.batch_header import BatchHeader
-from odradek.storage.compression import CompressionType
-from odradek.storage.memory_records import MemoryRecords
-from odradek.storage.record import Record
-from odradek.storage.record_batch import (
+from odradek.record.batch_header import BatchHeader
+from odradek.record.compression import CompressionType
+from odradek.record.memory_records import MemoryRecords
+from odradek.record.record import Record
+from odradek.record.record_batch import (
     ATTRIBUTES_OFFSET,
     BASE_SEQUENCE_OFFSET,
     CRC_OFFSET,
@@ -35,7 +35,7 @@ from odradek.storage.record_batch import (
     set_partition_leader_epoch,
     write_crc,
 )
-from odradek.storage.record_batch_builder import RecordBatchBuilder, build_batch
+from odradek.record.record_batch_builder import RecordBatchBuilder, build_batch
 
 RECORDS = [
     (1000, b"k0", b"v0", ()),

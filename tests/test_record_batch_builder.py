@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from odradek.storage.compression import CompressionType
-from odradek.storage.record import INT32_MAX, Record, encode_record
-from odradek.storage.record_batch import (
+from odradek.record.compression import CompressionType
+from odradek.record.record import INT32_MAX, Record, encode_record
+from odradek.record.record_batch import (
     CONTROL_FLAG_MASK,
     HEADER_SIZE,
     HEADER_STRUCT,
@@ -17,7 +17,7 @@ from odradek.storage.record_batch import (
     TimestampType,
     write_crc,
 )
-from odradek.storage.record_batch_builder import RecordBatchBuilder, build_batch
+from odradek.record.record_batch_builder import RecordBatchBuilder, build_batch
 
 headers = st.lists(st.tuples(st.text(max_size=6), st.none() | st.binary(max_size=6)), max_size=2)
 record_tuples = st.lists(

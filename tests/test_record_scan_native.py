@@ -21,17 +21,18 @@ from hypothesis import strategies as st
 
 from odradek.config.log_config import LogConfig
 from odradek.errors import KafkaError
-from odradek.storage import _record_scan, log_validator, record_framing
-from odradek.storage.compression import CompressionType
-from odradek.storage.log_validator import ValidationResult, validate_and_assign_offsets
-from odradek.storage.record_batch import (
+from odradek.record import _record_scan, record_framing
+from odradek.record.compression import CompressionType
+from odradek.record.record_batch import (
     BATCH_LENGTH_OFFSET,
     MAX_TIMESTAMP_OFFSET,
     RecordBatch,
     TimestampType,
     write_crc,
 )
-from odradek.storage.record_batch_builder import build_batch
+from odradek.record.record_batch_builder import build_batch
+from odradek.storage import log_validator
+from odradek.storage.log_validator import ValidationResult, validate_and_assign_offsets
 
 NOW = 1_700_000_000_000
 INT64_MAX = 2**63 - 1

@@ -16,12 +16,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from odradek.clock import MockClock
 from odradek.config.log_config import LogConfig
+from odradek.record.record_batch import NO_TIMESTAMP
 from odradek.storage import log_segment
-from odradek.storage.clock import MockClock
 from odradek.storage.log_segment import LogSegment
 from odradek.storage.log_validator import validate_and_assign_offsets
-from odradek.storage.record_batch import NO_TIMESTAMP
 from tests.log_helpers import BASE_TIME_MS, batch
 
 WIDE_OPEN = LogConfig(message_timestamp_before_max_ms=2**62, message_timestamp_after_max_ms=2**62)

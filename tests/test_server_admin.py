@@ -20,7 +20,7 @@ from odradek.errors import (
 from odradek.protocol.configs import ConfigSource
 from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 
 @pytest.fixture(scope="module")

@@ -20,10 +20,10 @@ from odradek.protocol.fetch import FetchPartition, FetchRequest, FetchResponse
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
+from odradek.record.memory_records import MemoryRecords
+from odradek.record.record_batch_builder import build_batch
 from odradek.storage.log import Log
-from odradek.storage.memory_records import MemoryRecords
-from odradek.storage.record_batch_builder import build_batch
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 
 @pytest.fixture

@@ -17,10 +17,10 @@ from odradek.protocol.api_versions import ApiVersionsRequest
 from odradek.protocol.fetch import FetchPartition, FetchRequest
 from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
+from odradek.record.memory_records import MemoryRecords
 from odradek.server.page_cache import is_resident
 from odradek.storage.log import Log
-from odradek.storage.memory_records import MemoryRecords
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 SENDFILE = 'odradek_fetch_bytes_total{path="sendfile"}'
 COPIED = 'odradek_fetch_bytes_total{path="copied"}'

@@ -31,7 +31,7 @@ from serve_process import ServeProcess  # noqa: E402
 
 import pyspark_odradek  # noqa: E402
 from odradek.client import Admin, NewTopic, Producer  # noqa: E402
-from odradek.storage.topic_partition import TopicPartition  # noqa: E402
+from odradek.topic_partition import TopicPartition  # noqa: E402
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")

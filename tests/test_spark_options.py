@@ -23,6 +23,7 @@ from pyspark.sql.types import (  # noqa: E402
 from odradek.client import ConsumerRecord  # noqa: E402
 from odradek.client.config import ProducerConfig  # noqa: E402
 from odradek.errors import InvalidConfigError, UnsupportedCompressionTypeError  # noqa: E402
+from odradek.record.record_batch import TimestampType  # noqa: E402
 from odradek.spark.arrow_records import records_to_batch  # noqa: E402
 from odradek.spark.client_options import client_configs  # noqa: E402
 from odradek.spark.offset_range import OffsetRange, offset_ranges, split_ranges  # noqa: E402
@@ -36,8 +37,7 @@ from odradek.spark.sink_options import SinkOptions  # noqa: E402
 from odradek.spark.source_options import SourceOptions, include_headers  # noqa: E402
 from odradek.spark.subscription import Subscription  # noqa: E402
 from odradek.spark.trigger_delay import TriggerDelay  # noqa: E402
-from odradek.storage.record_batch import TimestampType  # noqa: E402
-from odradek.storage.topic_partition import TopicPartition  # noqa: E402
+from odradek.topic_partition import TopicPartition  # noqa: E402
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 

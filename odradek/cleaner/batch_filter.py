@@ -12,8 +12,8 @@ from odradek.cleaner.batch_keys import records_section
 from odradek.cleaner.cleaner_stats import CleanerStats
 from odradek.cleaner.offset_map import OffsetMap
 from odradek.errors import CorruptRecordError
-from odradek.storage.record_batch import RecordBatch
-from odradek.storage.record_batch_builder import build_batch
+from odradek.record.record_batch import RecordBatch
+from odradek.record.record_batch_builder import build_batch
 
 
 class BatchFilter:

@@ -3,7 +3,7 @@
 The cleaner reads every record twice (to build the offset map, then to filter the log) but
 needs only these fields of it. This is the Python reading of them, which the C module
 (``_offset_map.c``) mirrors field for field and is tested against: the fallback where that
-module is not built, and the oracle. Record bodies are laid out as :mod:`odradek.storage.record`
+module is not built, and the oracle. Record bodies are laid out as :mod:`odradek.record.record`
 describes; a record frames when its length lies inside the batch, its fields up to the value
 length lie inside the record, and the records fill the batch exactly.
 """
@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from odradek.errors import CorruptRecordError
-from odradek.storage.compression import CompressionType
-from odradek.storage.record import decode_varint, decode_varlong
-from odradek.storage.record_batch import RECORDS_OFFSET, RecordBatch
+from odradek.record.compression import CompressionType
+from odradek.record.record import decode_varint, decode_varlong
+from odradek.record.record_batch import RECORDS_OFFSET, RecordBatch
 
 Buffer = bytes | bytearray | memoryview
 

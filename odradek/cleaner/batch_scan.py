@@ -14,7 +14,7 @@ from typing import NamedTuple, Protocol
 
 from odradek.cleaner.batch_keys import Buffer, read_keys
 from odradek.errors import CorruptRecordError
-from odradek.storage.record_batch import (
+from odradek.record.record_batch import (
     HEADER_SIZE,
     HEADER_STRUCT,
     LOG_OVERHEAD,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from odradek.cleaner.cleaning_result import CleaningResult
 from odradek.cleaner.errors import LogCleaningAbortedError
+from odradek.clock import SYSTEM_CLOCK
 from odradek.storage import log_file_names as names
-from odradek.storage.clock import SYSTEM_CLOCK
 from odradek.storage.log import Log
 from odradek.storage.log_segment import LogSegment
 

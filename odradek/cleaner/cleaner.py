@@ -32,12 +32,12 @@ from odradek.cleaner.segment_groups import group_segments_by_size
 from odradek.cleaner.segment_snapshot import SegmentSnapshot
 from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY
 from odradek.cleaner.throttler import Throttler
+from odradek.clock import SYSTEM_CLOCK
 from odradek.errors import CorruptRecordError
+from odradek.record.record_batch import RecordBatch
 from odradek.storage import log_file_names as names
 from odradek.storage.atomic_file import fsync_directory
-from odradek.storage.clock import SYSTEM_CLOCK
 from odradek.storage.log_segment import LogSegment
-from odradek.storage.record_batch import RecordBatch
 
 
 class Cleaner:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from odradek.storage.log import Log
 from odradek.storage.offset_checkpoint_file import OffsetCheckpointFile
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 CLEANER_OFFSET_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 

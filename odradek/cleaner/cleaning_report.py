@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from odradek.cleaner.cleaning_result import CleaningResult
 from odradek.cleaner.log_to_clean import LogToClean
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 MB = 1024 * 1024
 

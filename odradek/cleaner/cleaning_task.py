@@ -9,7 +9,7 @@ from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.cleaner.log_to_clean import LogToClean
 from odradek.cleaner.segment_snapshot import SegmentSnapshot
 from odradek.config.log_config import LogConfig
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,9 @@ from odradek.cleaner.cleaner_offset_checkpoints import CleanerOffsetCheckpoints
 from odradek.cleaner.cleaner_thread import CleanerThread
 from odradek.cleaner.cleaning_report import CleaningReport
 from odradek.cleaner.log_cleaner_manager import LogCleanerManager
-from odradek.storage.clock import SYSTEM_CLOCK, Clock
+from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.storage.log import Log
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 AWAIT_POLL_S = 0.01
 

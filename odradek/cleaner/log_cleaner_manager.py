@@ -20,9 +20,9 @@ from odradek.cleaner.cleanable_offsets import cleanable_offsets, max_compaction_
 from odradek.cleaner.cleaner_checkpoint_store import CleanerCheckpointStore
 from odradek.cleaner.log_cleaning_state import LogCleaningState
 from odradek.cleaner.log_to_clean import LogToClean
-from odradek.storage.clock import SYSTEM_CLOCK, Clock
+from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.storage.log import Log
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from odradek.storage.log import Log
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 
 @dataclass(frozen=True)

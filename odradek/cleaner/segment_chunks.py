@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 
 from odradek.cleaner.batch_keys import Buffer
-from odradek.storage.record_batch import BATCH_LENGTH_OFFSET, HEADER_SIZE, LOG_OVERHEAD
+from odradek.record.record_batch import BATCH_LENGTH_OFFSET, HEADER_SIZE, LOG_OVERHEAD
 
 CHUNK_BYTES = 1024 * 1024
 

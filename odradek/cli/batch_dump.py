@@ -16,10 +16,10 @@ from pathlib import Path
 
 from odradek.cli.dump_output import DumpPrinter, Fields, display_bytes
 from odradek.errors import CorruptRecordError, UnsupportedCompressionTypeError
-from odradek.storage.compression import CompressionType
-from odradek.storage.memory_records import MemoryRecords
-from odradek.storage.record import Record
-from odradek.storage.record_batch import HEADER_SIZE, RecordBatch, TimestampType
+from odradek.record.compression import CompressionType
+from odradek.record.memory_records import MemoryRecords
+from odradek.record.record import Record
+from odradek.record.record_batch import HEADER_SIZE, RecordBatch, TimestampType
 
 _TIMESTAMP_TYPE_NAMES = {
     TimestampType.CREATE_TIME: "CreateTime",

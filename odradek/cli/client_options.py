@@ -10,7 +10,7 @@ import click
 
 from odradek.client import Admin
 from odradek.errors import KafkaError, UnknownTopicOrPartitionError, error_for_code
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 P = ParamSpec("P")
 R = TypeVar("R")

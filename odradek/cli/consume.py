@@ -12,7 +12,7 @@ import click
 from odradek.cli.client_options import bootstrap_option, reports_errors, topic_partitions
 from odradek.client import Admin, Consumer, ConsumerRecord
 from odradek.errors import UnknownTopicOrPartitionError
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 POLL_MS = 1000
 """How long one poll waits when there is no --timeout-ms."""

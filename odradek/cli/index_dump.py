@@ -16,10 +16,10 @@ from pathlib import Path
 from odradek.cli.batch_dump import map_read_only
 from odradek.cli.dump_output import DumpPrinter
 from odradek.errors import CorruptRecordError
+from odradek.record.memory_records import MemoryRecords
+from odradek.record.record_batch import NO_TIMESTAMP, RecordBatch
 from odradek.storage import log_file_names as names
-from odradek.storage.memory_records import MemoryRecords
 from odradek.storage.offset_index import OffsetIndex, OffsetPosition
-from odradek.storage.record_batch import NO_TIMESTAMP, RecordBatch
 from odradek.storage.time_index import TimeIndex, TimestampOffset
 
 Entry = OffsetPosition | TimestampOffset

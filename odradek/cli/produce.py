@@ -9,7 +9,7 @@ import click
 from odradek.cli.client_options import bootstrap_option, reports_errors, topic_partitions
 from odradek.client import Admin, FutureRecordMetadata, Producer
 from odradek.errors import KafkaError
-from odradek.storage.compression import CompressionType
+from odradek.record.compression import CompressionType
 
 
 class _Deliveries:

@@ -31,7 +31,7 @@ from odradek.protocol.describe_topic_partitions import (
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.metadata import MetadataRequest, MetadataResponse
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest, DeleteTopicsRequest
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from itertools import islice
 from odradek.client.consumer_record import ConsumerRecord
 from odradek.errors import KafkaError, MessageTooLargeError
 from odradek.protocol.fetch import FetchPartitionResponse
-from odradek.storage.memory_records import MemoryRecords
-from odradek.storage.topic_partition import TopicPartition
+from odradek.record.memory_records import MemoryRecords
+from odradek.topic_partition import TopicPartition
 
 
 class CompletedFetch:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from odradek.errors import InvalidConfigError
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.produce import Acks
-from odradek.storage.compression import CompressionType
+from odradek.record.compression import CompressionType
 
 INT32_MAX = 2**31 - 1
 _ACKS_BY_NAME = {"all": Acks.ALL, "-1": Acks.ALL, "0": Acks.NONE, "1": Acks.LEADER}

@@ -23,7 +23,7 @@ from odradek.client.offset_lookup import OffsetAndTimestamp, list_offsets
 from odradek.client.subscription_state import SubscriptionState
 from odradek.errors import KafkaError, OffsetOutOfRangeError
 from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from odradek.storage.record_batch import TimestampType
+from odradek.record.record_batch import TimestampType
 
 
 class ConsumerRecord(NamedTuple):

@@ -13,7 +13,7 @@ from odradek.client.network_client import NetworkClient
 from odradek.client.subscription_state import RESET_TIMESTAMPS, SubscriptionState
 from odradek.errors import KafkaError, OffsetOutOfRangeError, error_for_code
 from odradek.protocol.fetch import FetchPartition, FetchRequest, FetchResponse
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from odradek.client.network_client import NetworkClient
 from odradek.errors import error_for_code
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.list_offsets import ListOffsetsPartition, ListOffsetsRequest
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 
 @dataclass(frozen=True)

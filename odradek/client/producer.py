@@ -27,13 +27,13 @@ from odradek.client.producer_metadata import ProducerMetadata
 from odradek.client.record_accumulator import RecordAccumulator
 from odradek.client.record_metadata import FutureRecordMetadata, RecordMetadata
 from odradek.client.sender import Sender
+from odradek.clock import SYSTEM_CLOCK
 from odradek.errors import (
     MessageTooLargeError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
 )
-from odradek.storage.clock import SYSTEM_CLOCK
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 Headers = Sequence[tuple[str, bytes | None]]
 

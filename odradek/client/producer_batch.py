@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from odradek.client.produce_request_result import ProduceRequestResult
 from odradek.client.record_metadata import FutureRecordMetadata
 from odradek.errors import KafkaError
-from odradek.storage.compression import CompressionType
-from odradek.storage.record_batch import HEADER_SIZE as BATCH_HEADER_SIZE
-from odradek.storage.record_batch_builder import RecordBatchBuilder
-from odradek.storage.topic_partition import TopicPartition
+from odradek.record.compression import CompressionType
+from odradek.record.record_batch import HEADER_SIZE as BATCH_HEADER_SIZE
+from odradek.record.record_batch_builder import RecordBatchBuilder
+from odradek.topic_partition import TopicPartition
 
 RECORD_OVERHEAD_BOUND = 26
 """Upper bound of a record's framing: length, attributes, deltas, key/value/header counts."""

@@ -8,7 +8,7 @@ import logging
 from odradek.client.network_client import NetworkClient
 from odradek.errors import KafkaError, UnknownTopicOrPartitionError, error_for_code
 from odradek.protocol.metadata import MetadataRequest, MetadataResponse
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

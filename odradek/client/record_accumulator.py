@@ -10,8 +10,8 @@ from collections.abc import Iterable, Sequence
 from odradek.client.produce_request_result import ProduceRequestResult
 from odradek.client.producer_batch import ProducerBatch
 from odradek.client.record_metadata import FutureRecordMetadata
-from odradek.storage.compression import CompressionType
-from odradek.storage.topic_partition import TopicPartition
+from odradek.record.compression import CompressionType
+from odradek.topic_partition import TopicPartition
 
 
 class RecordAccumulator:

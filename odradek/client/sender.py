@@ -9,6 +9,7 @@ from odradek.client.config import ProducerConfig
 from odradek.client.network_client import NetworkClient
 from odradek.client.producer_batch import ProducerBatch
 from odradek.client.record_accumulator import RecordAccumulator
+from odradek.clock import SYSTEM_CLOCK
 from odradek.errors import KafkaError, RequestTimedOutError, UnknownServerError, error_for_code
 from odradek.protocol.produce import (
     Acks,
@@ -16,8 +17,7 @@ from odradek.protocol.produce import (
     ProducePartitionResponse,
     ProduceRequest,
 )
-from odradek.storage.clock import SYSTEM_CLOCK
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

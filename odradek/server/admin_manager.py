@@ -57,7 +57,7 @@ from odradek.protocol.topics import (
     TopicResult,
 )
 from odradek.storage.log_manager import LogManager
-from odradek.storage.topic_partition import TopicPartition, validate_topic_name
+from odradek.topic_partition import TopicPartition, validate_topic_name
 
 T = TypeVar("T")
 

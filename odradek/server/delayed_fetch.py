@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from odradek.server.partition import Partition
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from odradek.server.delayed_fetch import DelayedFetch
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 
 class DelayedFetchPurgatory:

@@ -13,7 +13,7 @@ from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log import Log
 from odradek.storage.log_append_info import LogAppendInfo
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 OffsetsMoved = Callable[[TopicPartition], None]
 

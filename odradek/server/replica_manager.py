@@ -39,6 +39,7 @@ from odradek.protocol.produce import (
     ProduceRequest,
     ProduceResponse,
 )
+from odradek.record.record_batch import HEADER_SIZE
 from odradek.server.delayed_fetch import DelayedFetch, FetchPartitionStatus
 from odradek.server.delayed_fetch_purgatory import DelayedFetchPurgatory
 from odradek.server.log_read_result import LogReadResult
@@ -49,8 +50,7 @@ from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log import Log
 from odradek.storage.log_append_info import LogAppendInfo
 from odradek.storage.log_manager import LogManager
-from odradek.storage.record_batch import HEADER_SIZE
-from odradek.storage.topic_partition import TopicPartition, validate_topic_name
+from odradek.topic_partition import TopicPartition, validate_topic_name
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import InputPartition
 
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from odradek.spark.option_values import parse_int
 from odradek.spark.partition_offsets import offsets_from_json
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 EARLIEST = -2
 LATEST = -1

@@ -22,7 +22,7 @@ from odradek.spark.rate_limit import rate_limit
 from odradek.spark.source_options import SourceOptions
 from odradek.spark.topic_offsets import TopicOffsets
 from odradek.spark.trigger_delay import TriggerDelay
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from odradek.spark.topic_offsets import TopicOffsets
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 # The options that choose the topic-partitions; a read gives exactly one.
 _CHOICES = ("subscribe", "topic", "subscribepattern", "assign")

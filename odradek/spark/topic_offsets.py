@@ -10,7 +10,7 @@ from odradek.client import Admin
 from odradek.errors import UnknownTopicOrPartitionError, error_for_code
 from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from odradek.spark.offset_spec import OffsetSpec
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 
 class TopicOffsets:

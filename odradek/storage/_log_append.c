@@ -333,7 +333,7 @@ static const struct {
     PyObject **slot;
     const char *module, *attribute;
 } imports[] = {
-    {&bound.validate_batches, "odradek.storage._record_scan", "validate_batches"},
+    {&bound.validate_batches, "odradek.record._record_scan", "validate_batches"},
     {&bound.try_append, "odradek.storage._segment_append", "try_append"},
     {&bound.validation_result, "odradek.storage.log_validator", "ValidationResult"},
     {&bound.log_offset_metadata, "odradek.storage.log_offset_metadata", "LogOffsetMetadata"},

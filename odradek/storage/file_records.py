@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from odradek.storage.batch_header import BatchHeader
-from odradek.storage.record_batch import (
+from odradek.record.batch_header import BatchHeader
+from odradek.record.record_batch import (
     BATCH_LENGTH_OFFSET,
     CRC_OFFSET,
     HEADER_SIZE,
@@ -22,7 +22,7 @@ from odradek.storage.record_batch import (
 from odradek.storage.writeback import MAX_WRITE_BYTES, write_back
 
 try:
-    from odradek.storage import _record_scan
+    from odradek.record import _record_scan
 except ImportError:  # record_framing warns once that the C checks are not built
     _record_scan = None
 

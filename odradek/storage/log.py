@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.config.log_config import LogConfig
 from odradek.errors import (
     KafkaStorageError,
@@ -21,7 +22,6 @@ from odradek.errors import (
 )
 from odradek.storage import log_file_names as names
 from odradek.storage.atomic_file import fsync_directory
-from odradek.storage.clock import SYSTEM_CLOCK, Clock
 from odradek.storage.fetch_data_info import FetchDataInfo, FetchIsolation
 from odradek.storage.file_records import TimestampAndOffset
 from odradek.storage.log_append_info import LogAppendInfo
@@ -39,7 +39,7 @@ from odradek.storage.log_stats import (
 )
 from odradek.storage.log_validator import validate_and_assign_offsets
 from odradek.storage.scheduler import Scheduler
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 try:
     from odradek.storage import _log_append

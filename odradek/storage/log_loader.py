@@ -17,9 +17,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from odradek.clock import Clock
 from odradek.config.log_config import LogConfig
 from odradek.storage import log_file_names as names
-from odradek.storage.clock import Clock
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
 from odradek.storage.log_segment import LogSegment
 from odradek.storage.log_segments import LogSegments

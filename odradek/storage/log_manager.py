@@ -28,6 +28,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import TypeVar
 
+from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.config.broker_config import BrokerConfig
 from odradek.config.config_entry import ConfigEntry
 from odradek.config.log_config import LogConfig
@@ -41,7 +42,6 @@ from odradek.errors import (
 )
 from odradek.storage.atomic_file import fsync_directory, write_atomically
 from odradek.storage.cleaning_control import CleaningControl
-from odradek.storage.clock import SYSTEM_CLOCK, Clock
 from odradek.storage.log import Log
 from odradek.storage.log_dir_failure_channel import LogDirFailureChannel
 from odradek.storage.log_dir_lock import LogDirLock
@@ -51,7 +51,7 @@ from odradek.storage.offset_checkpoint_file import OffsetCheckpointFile
 from odradek.storage.partition_description import PartitionDescription
 from odradek.storage.scheduler import ScheduledTask, Scheduler
 from odradek.storage.topic_config_store import TopicConfigStore
-from odradek.storage.topic_partition import (
+from odradek.topic_partition import (
     DELETE_DIR_SUFFIX,
     TopicPartition,
     validate_topic_name,

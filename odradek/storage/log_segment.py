@@ -9,11 +9,12 @@ import struct
 import threading
 from pathlib import Path
 
+from odradek.clock import Clock
 from odradek.config.log_config import LogConfig
 from odradek.errors import CorruptIndexError, LogSegmentOffsetOverflowError
+from odradek.record.batch_header import BatchHeader
+from odradek.record.record_batch import LOG_OVERHEAD, MAGIC, RecordBatch
 from odradek.storage import log_file_names as names
-from odradek.storage.batch_header import BatchHeader
-from odradek.storage.clock import Clock
 from odradek.storage.fetch_data_info import FetchDataInfo
 from odradek.storage.file_records import (
     FileRecords,
@@ -23,7 +24,6 @@ from odradek.storage.file_records import (
 from odradek.storage.lazy_index import LazyIndex
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
 from odradek.storage.offset_index import OffsetIndex
-from odradek.storage.record_batch import LOG_OVERHEAD, MAGIC, RecordBatch
 from odradek.storage.time_index import TimeIndex
 from odradek.storage.writeback import MAX_WRITE_BYTES
 

@@ -27,10 +27,10 @@ from odradek.errors import (
     MessageTooLargeError,
     UnsupportedCompressionTypeError,
 )
-from odradek.storage.batch_header import BatchHeader
-from odradek.storage.compression import CompressionType
-from odradek.storage.record import decode_record
-from odradek.storage.record_batch import (
+from odradek.record.batch_header import BatchHeader
+from odradek.record.compression import CompressionType
+from odradek.record.record import decode_record
+from odradek.record.record_batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_CODEC_MASK,
     CONTROL_FLAG_MASK,
@@ -49,12 +49,12 @@ from odradek.storage.record_batch import (
     set_max_timestamp,
     set_partition_leader_epoch,
 )
-from odradek.storage.record_batch_builder import build_batch
-from odradek.storage.record_framing import RecordFraming, check_framing
+from odradek.record.record_batch_builder import build_batch
+from odradek.record.record_framing import RecordFraming, check_framing
 
 try:
-    from odradek.storage._record_scan import scan_batches as _native_scan
-    from odradek.storage._record_scan import validate_batches as _native_validate
+    from odradek.record._record_scan import scan_batches as _native_scan
+    from odradek.record._record_scan import validate_batches as _native_validate
 except ImportError:  # record_framing warns once that the C checks are not built
     _native_scan = _native_validate = None
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from odradek.errors import InvalidTopicError
 from odradek.storage.atomic_file import write_atomically
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

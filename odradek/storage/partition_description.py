@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from odradek.storage.log import Log
-from odradek.storage.topic_partition import TopicPartition
+from odradek.topic_partition import TopicPartition
 
 
 @dataclass(frozen=True)

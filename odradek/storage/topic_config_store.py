@@ -25,7 +25,7 @@ from pathlib import Path
 from odradek.errors import InvalidTopicError, KafkaStorageError
 from odradek.storage.atomic_file import write_atomically
 from odradek.storage.log_dir_failure_channel import LogDirFailureChannel
-from odradek.storage.topic_partition import validate_topic_name
+from odradek.topic_partition import validate_topic_name
 
 logger = logging.getLogger(__name__)
 

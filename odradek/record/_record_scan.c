@@ -1,6 +1,6 @@
 /*
  * The per-batch and per-record checks of the append path, in C (odradek.storage.log_validator
- * and odradek.storage.record_framing).
+ * and odradek.record.record_framing).
  *
  * Every produce request has each batch header checked and each record of each batch walked
  * before anything is written (SPEC 4 step 1). In Python that costs microseconds a batch and

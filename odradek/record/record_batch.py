@@ -15,9 +15,9 @@ from enum import IntEnum
 import crc32c
 
 from odradek.errors import CorruptRecordError, UnsupportedCompressionTypeError
-from odradek.storage.batch_header import BatchHeader
-from odradek.storage.compression import CompressionType
-from odradek.storage.record import Record, decode_record, decode_records
+from odradek.record.batch_header import BatchHeader
+from odradek.record.compression import CompressionType
+from odradek.record.record import Record, decode_record, decode_records
 
 Buffer = bytes | bytearray | memoryview
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from odradek.errors import CorruptRecordError
-from odradek.storage.record import Record
-from odradek.storage.record_batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC, RecordBatch
+from odradek.record.record import Record
+from odradek.record.record_batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC, RecordBatch
 
 Buffer = bytes | bytearray | memoryview
 

@@ -17,14 +17,14 @@ import logging
 from typing import NamedTuple
 
 from odradek.errors import CorruptRecordError, InvalidRecordError
-from odradek.storage.record import decode_varint, decode_varlong
+from odradek.record.record import decode_varint, decode_varlong
 
 try:
-    from odradek.storage._record_scan import walk_records as _native_walk
+    from odradek.record._record_scan import walk_records as _native_walk
 except ImportError:  # built without a C compiler: the Python walk below does the work
     _native_walk = None
     logging.getLogger(__name__).warning(
-        "odradek.storage._record_scan is not built; record batches are validated in Python, "
+        "odradek.record._record_scan is not built; record batches are validated in Python, "
         "several times slower (install a C compiler and reinstall odradek)"
     )
 
