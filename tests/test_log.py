@@ -137,7 +137,6 @@ def test_roll_by_time_uses_the_first_batch_timestamp(partition_dir: Path) -> Non
         assert log.active_segment.base_offset == 2
 
 
-@pytest.mark.usefixtures("either_append_path")
 def test_replayed_old_records_fill_segments_as_any_others(partition_dir: Path) -> None:
     """Records a month old (a backfill, a mirror): a segment's age is record time, as in
     Kafka's timeWaitedForRoll; by the clock every append would roll a segment of its own."""
@@ -149,7 +148,6 @@ def test_replayed_old_records_fill_segments_as_any_others(partition_dir: Path) -
         assert log.number_of_segments == 1
 
 
-@pytest.mark.usefixtures("either_append_path")
 def test_log_append_time_ages_segments_by_the_broker_clock(partition_dir: Path) -> None:
     clock = MockClock(BASE_TIME_MS)
     config = LogConfig(segment_ms=1000, message_timestamp_type="LogAppendTime")
@@ -206,7 +204,6 @@ def test_invalid_batch_writes_nothing(partition_dir: Path) -> None:
         assert log.active_segment.size == len(batch(1))
 
 
-@pytest.mark.usefixtures("python_append_path")
 def test_full_disk_cuts_the_partial_write_back_and_recovers(
     partition_dir: Path, monkeypatch
 ) -> None:

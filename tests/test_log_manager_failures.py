@@ -34,7 +34,6 @@ def offsets(log):
 
 
 @pytest.mark.parametrize("failing_call", ["pwrite", "fdatasync"])
-@pytest.mark.usefixtures("python_append_path")
 def test_io_error_takes_only_its_dir_offline(tmp_path, monkeypatch, failing_call):
     config = broker_config(tmp_path)
     with running(config) as manager:
@@ -115,7 +114,6 @@ def test_startup_fails_when_no_dir_is_usable(tmp_path):
 # --- a full disk fails the append, and only the append ----------------------------------------
 
 
-@pytest.mark.usefixtures("python_append_path")
 def test_injected_full_disk_fails_the_append_whole_and_the_log_recovers(tmp_path, monkeypatch):
     with running(broker_config(tmp_path, dirs=1)) as manager:
         manager.create_topic("orders", 1)

@@ -41,11 +41,6 @@ from odradek.storage.log_validator import validate_and_assign_offsets
 from odradek.storage.scheduler import Scheduler
 from odradek.topic_partition import TopicPartition
 
-try:
-    from odradek.storage import _log_append
-except ImportError:  # built with the package where a C compiler is found; Python otherwise
-    _log_append = None
-
 logger = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP = -2
@@ -198,59 +193,43 @@ class Log:
         """
         with self._lock:
             now_ms = self._clock.milliseconds()
-            info = None
-            if _log_append is not None:
-                info = _log_append.append(self, records, leader_epoch, now_ms)
-            if info is None:
-                info = self._append_steps(records, leader_epoch, now_ms)
-            end_offset = info.last_offset + 1
-            if end_offset - self._recovery_point >= self._config.flush_messages:
-                self.flush(end_offset)
-            return info
-
-    def _append_steps(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int
-    ) -> LogAppendInfo:
-        """``append`` but its flush: validate, roll if due, write, move the log end.
-
-        The C module (``_log_append.c``) does the common case in one call and declines,
-        changing nothing, wherever these steps must decide.
-        """
-        config = self._config
-        validated = validate_and_assign_offsets(
-            records,
-            next_offset=self._next_offset_metadata.message_offset,
-            config=config,
-            now_ms=now_ms,
-            partition_leader_epoch=leader_epoch,
-        )
-        size_in_bytes, last_offset = validated.size_in_bytes, validated.last_offset
-        if size_in_bytes > config.segment_bytes:
-            raise RecordListTooLargeError(
-                f"append of {size_in_bytes} bytes to {self.topic_partition} does not "
-                f"fit a segment of segment.bytes={config.segment_bytes}"
+            config = self._config
+            validated = validate_and_assign_offsets(
+                records,
+                next_offset=self._next_offset_metadata.message_offset,
+                config=config,
+                now_ms=now_ms,
+                partition_leader_epoch=leader_epoch,
             )
-        try:
-            segment = self._segments.active_segment
-            if not segment.try_append(
-                config, last_offset, validated.max_timestamp, validated.records, now_ms
-            ):
-                segment = self.roll()
-                segment.append(last_offset, validated.records)
-        except OSError as error:
-            raise self._storage_error("append", error) from error
-        self._update_log_end_offset(last_offset + 1, segment)
-        return LogAppendInfo(
-            validated.first_offset,
-            last_offset,
-            validated.max_timestamp,
-            validated.offset_of_max_timestamp,
-            now_ms if config.log_append_time else -1,  # log_append_time_ms
-            self._log_start_offset,
-            validated.record_count,
-            validated.batch_count,
-            size_in_bytes,  # valid_bytes
-        )
+            size_in_bytes, last_offset = validated.size_in_bytes, validated.last_offset
+            if size_in_bytes > config.segment_bytes:
+                raise RecordListTooLargeError(
+                    f"append of {size_in_bytes} bytes to {self.topic_partition} does not "
+                    f"fit a segment of segment.bytes={config.segment_bytes}"
+                )
+            try:
+                segment = self._segments.active_segment
+                if not segment.try_append(
+                    config, last_offset, validated.max_timestamp, validated.records, now_ms
+                ):
+                    segment = self.roll()
+                    segment.append(last_offset, validated.records)
+            except OSError as error:
+                raise self._storage_error("append", error) from error
+            self._update_log_end_offset(last_offset + 1, segment)
+            if last_offset + 1 - self._recovery_point >= config.flush_messages:
+                self.flush(last_offset + 1)
+            return LogAppendInfo(
+                validated.first_offset,
+                last_offset,
+                validated.max_timestamp,
+                validated.offset_of_max_timestamp,
+                now_ms if config.log_append_time else -1,  # log_append_time_ms
+                self._log_start_offset,
+                validated.record_count,
+                validated.batch_count,
+                size_in_bytes,  # valid_bytes
+            )
 
     def _update_log_end_offset(self, offset: int, active: LogSegment | None = None) -> None:
         """Move the log end to ``offset``, in ``active`` (the active segment, when the caller

@@ -25,12 +25,6 @@ from odradek.storage.lazy_index import LazyIndex
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
 from odradek.storage.offset_index import OffsetIndex
 from odradek.storage.time_index import TimeIndex
-from odradek.storage.writeback import MAX_WRITE_BYTES
-
-try:
-    from odradek.storage import _segment_append
-except ImportError:  # built with the package where a C compiler is found; Python otherwise
-    _segment_append = None
 
 logger = logging.getLogger(__name__)
 
@@ -197,7 +191,13 @@ class LogSegment:
             raise LogSegmentOffsetOverflowError(
                 f"offset {largest_offset} does not fit segment {self.base_offset} ({self.log.path})"
             )
-        physical_position = self.log.size_in_bytes
+        self._write(records, self.log.size_in_bytes, write_through)
+
+    def _write(
+        self, records: bytes | bytearray | memoryview, physical_position: int, write_through: bool
+    ) -> None:
+        """``append`` once its checks passed: the write at ``physical_position`` (the end of
+        the file), then the index entries."""
         if physical_position == 0:
             self._rolling_based_timestamp = RecordBatch(records).max_timestamp
         self.log.append(records, write_through=write_through)
@@ -209,9 +209,13 @@ class LogSegment:
         """Add index entries for the batches just written at ``physical_position``: one entry in
         each index once more than ``index.interval.bytes`` were written since the last (SPEC 5).
 
-        Runs on every append, so the indexes are reached only when an entry is due.
+        Runs on every append, so the indexes are reached only when an entry is due, and the
+        counters are read and written once a call.
         """
         unpack_from = _INDEXED_FIELDS.unpack_from
+        interval = self.index_interval_bytes
+        since_last_entry = self._bytes_since_last_index_entry
+        latest = self._max_timestamp_and_offset or self._max_timestamp_and_offset_pair()
         position_in_records = 0
         total = len(records)
         while position_in_records < total:
@@ -219,20 +223,24 @@ class LogSegment:
                 records, position_in_records
             )
             last_offset = base_offset + last_offset_delta
-            self._observe_batch(max_timestamp, last_offset)
-            if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            if max_timestamp > latest[0]:
+                latest = self._max_timestamp_and_offset = (max_timestamp, last_offset)
+            if since_last_entry > interval:
+                self._bytes_since_last_index_entry = since_last_entry = 0
                 offset_index, time_index = self._checked_indexes or self._check_indexes()
                 offset_index.append(last_offset, physical_position + position_in_records)
-                time_index.maybe_append(*self._max_timestamp_and_offset)
-                self._bytes_since_last_index_entry = 0
+                time_index.maybe_append(*latest)
             size = batch_length + LOG_OVERHEAD
-            self._bytes_since_last_index_entry += size
+            since_last_entry += size
             position_in_records += size
+        self._bytes_since_last_index_entry = since_last_entry
 
     def _observe_batch(self, max_timestamp: int, last_offset: int) -> None:
         """Take a batch's max timestamp into the segment's."""
         if max_timestamp > self._max_timestamp_and_offset_pair()[0]:
             self._max_timestamp_and_offset = (max_timestamp, last_offset)
+
+    # --- roll --------------------------------------------------------------------------------
 
     def try_append(
         self,
@@ -242,61 +250,31 @@ class LogSegment:
         records: bytes | bytearray,
         now_ms: int,
     ) -> bool:
-        """``append`` unless the segment must roll first (``should_roll``): whether it did.
+        """``append`` unless the segment must roll first: whether it did (the Log's append).
 
-        The Log's append path, in one call to the C module where it is built: it does the
-        common case (see ``_segment_append.c``) and declines, changing nothing, wherever these
-        two steps must decide.
-        """
-        if _segment_append is not None:
-            appended = _segment_append.try_append(
-                self,
-                largest_offset,
-                largest_timestamp,
-                records,
-                now_ms,
-                config.segment_bytes,
-                config.segment_ms,
-                MAX_WRITE_BYTES,
-            )
-            if appended is not None:
-                return appended
-        if self.should_roll(config, len(records), largest_offset, largest_timestamp, now_ms):
-            return False
-        self.append(largest_offset, records)
-        return True
-
-    # --- roll --------------------------------------------------------------------------------
-
-    def should_roll(
-        self,
-        config: LogConfig,
-        messages_size: int,
-        max_offset_in_messages: int,
-        max_timestamp_in_messages: int,
-        now_ms: int,
-    ) -> bool:
-        """SPEC 4 step 4, before an append of ``messages_size`` bytes up to offset
-        ``max_offset_in_messages`` and timestamp ``max_timestamp_in_messages`` at ``now_ms``:
-        size (segment.bytes), age (segment.ms, with jitter: ``time_waited_for_roll``), a full
-        index, or a relative offset overflow.
-
-        Kafka passes these in a RollParams; they come as arguments here because the check runs
-        on every append and building the object cost a third of it.
+        The roll check is SPEC 4 step 4, before an append of ``records`` up to offset
+        ``largest_offset`` and timestamp ``largest_timestamp`` at ``now_ms``: size
+        (segment.bytes), age (segment.ms, with jitter: ``time_waited_for_roll``), a full index,
+        or a relative offset overflow. Kafka passes these in a RollParams; they come as
+        arguments here, and check and write are one call, because this runs on every append.
         """
         size = self.log.size_in_bytes
         offset_index, time_index = self._checked_indexes or self._check_indexes()
-        return (
-            size > config.segment_bytes - messages_size
+        if (
+            size > config.segment_bytes - len(records)
             or (
                 size > 0
-                and self.time_waited_for_roll(now_ms, max_timestamp_in_messages)
+                and self.time_waited_for_roll(now_ms, largest_timestamp)
                 > config.segment_ms - self.roll_jitter_ms
             )
             or offset_index.is_full
             or time_index.is_full
-            or not self.can_convert_to_relative_offset(max_offset_in_messages)
-        )
+            or not 0 <= largest_offset - self.base_offset <= INT32_MAX
+        ):
+            return False
+        if records:
+            self._write(records, size, False)
+        return True
 
     def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
         """How much time the segment's records span once a batch of ``message_timestamp``

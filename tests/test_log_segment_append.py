@@ -1,6 +1,5 @@
-"""LogSegment.try_append, the Log's append path, in C (_segment_append.c) against its Python
-steps (should_roll, then append): the same appends are refused for a roll or leave the same
-files, index entries and counters, and a write the kernel cuts short leaves nothing behind."""
+"""LogSegment.try_append, the Log's append: the edges of each roll condition and of
+index.interval.bytes, and a write the kernel cuts short leaves nothing behind."""
 
 from __future__ import annotations
 
@@ -9,12 +8,10 @@ import os
 import resource
 import signal
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from odradek.clock import MockClock
 from odradek.config.log_config import LogConfig
@@ -27,21 +24,6 @@ from tests.log_helpers import BASE_TIME_MS, batch
 WIDE_OPEN = LogConfig(message_timestamp_before_max_ms=2**62, message_timestamp_after_max_ms=2**62)
 
 
-def test_the_c_append_is_built() -> None:
-    """Without it every append runs LogSegment's Python steps (docs/native.md)."""
-    assert log_segment._segment_append is not None
-
-
-@contextmanager
-def python_path() -> Iterator[None]:
-    native = log_segment._segment_append
-    log_segment._segment_append = None
-    try:
-        yield
-    finally:
-        log_segment._segment_append = native
-
-
 def assigned(request: bytes, next_offset: int) -> tuple[bytearray, int, int]:
     """The request as the Log writes it: offsets from ``next_offset``; and its last offset and
     max timestamp."""
@@ -49,13 +31,6 @@ def assigned(request: bytes, next_offset: int) -> tuple[bytearray, int, int]:
         request, next_offset=next_offset, config=WIDE_OPEN, now_ms=BASE_TIME_MS
     )
     return result.records, result.last_offset, result.max_timestamp
-
-
-def request_of(shapes: list[tuple[int, int, int]]) -> bytes:
-    """Batches of (records, value size, timestamp step from the base time) back to back."""
-    return b"".join(
-        batch(count, value_size=size, timestamp=BASE_TIME_MS + step) for count, size, step in shapes
-    )
 
 
 def state(segment: LogSegment) -> dict[str, object]:
@@ -70,92 +45,6 @@ def state(segment: LogSegment) -> dict[str, object]:
         "max timestamp": segment.max_timestamp_and_offset_so_far,
         "rolling timestamp": segment._rolling_based_timestamp,
     }
-
-
-def take_step(segment: LogSegment, step: tuple, next_offset: int, config: LogConfig) -> str:
-    """Do ``step`` to ``segment``; what it returned or raised, as text to compare."""
-    kind = step[0]
-    if kind == "forget last entries":  # as after a reopen: the C path declines once
-        segment.offset_index._last = segment.time_index._last = None
-        return "forgotten"
-    try:
-        if kind == "append":
-            _, shapes, offset_gap, waited_ms = step
-            records, last_offset, max_timestamp = assigned(
-                request_of(shapes), next_offset + offset_gap
-            )
-            now_ms = BASE_TIME_MS + waited_ms
-            return repr(segment.try_append(config, last_offset, max_timestamp, records, now_ms))
-        return repr(segment.truncate_to(step[1]))
-    except Exception as error:  # noqa: BLE001 - the two paths must fail alike
-        message = str(error).replace("/native/", "/").replace("/python/", "/")
-        return f"{type(error).__name__}: {message}"
-
-
-request_shapes = st.lists(
-    st.tuples(
-        st.integers(1, 6),  # records
-        st.integers(0, 300),  # value size
-        st.integers(-50, 400),  # timestamp step: may go back; past segment.ms (300) rolls
-    ),
-    min_size=1,
-    max_size=3,
-)
-appends = st.tuples(
-    st.just("append"),
-    request_shapes,
-    st.sampled_from([0, 0, 0, 2**31 - 20]),  # offset gap: past the segment's int32 range
-    st.integers(0, 400),  # ms since the base time: rolls a segment without timestamps
-)
-steps = st.lists(
-    st.one_of(
-        appends,
-        appends,  # appends are most of what a segment sees
-        appends,
-        st.tuples(st.just("forget last entries"), st.none()),
-        st.tuples(st.just("truncate"), st.integers(0, 40)),
-    ),
-    min_size=1,
-    max_size=40,
-)
-
-
-@settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(
-    steps=steps,
-    index_interval_bytes=st.sampled_from([0, 200, 700, 4096]),
-    index_entries=st.sampled_from([2, 5, 64]),
-)
-def test_both_paths_leave_the_same_segment(
-    tmp_path: Path, steps: list[tuple], index_interval_bytes: int, index_entries: int
-) -> None:
-    config = LogConfig(
-        index_interval_bytes=index_interval_bytes,
-        segment_index_bytes=12 * index_entries,
-        segment_bytes=4000,
-        segment_ms=300,
-    )
-    clock = MockClock(BASE_TIME_MS)
-    run = len(list(tmp_path.iterdir()))
-    segments = {}
-    for name in ("native", "python"):
-        directory = tmp_path / str(run) / name
-        directory.mkdir(parents=True)
-        segments[name] = LogSegment.open(directory, 0, config, clock)
-    next_offset = 0
-    for step in steps:
-        with python_path():
-            python = take_step(segments["python"], step, next_offset, config)
-        native = take_step(segments["native"], step, next_offset, config)
-        assert native == python, step
-        assert state(segments["native"]) == state(segments["python"]), step
-        next_offsets = {segment.read_next_offset() for segment in segments.values()}
-        assert len(next_offsets) == 1
-        next_offset = next_offsets.pop()
-    for segment in segments.values():
-        segment.close()
 
 
 def filled_segment(directory: Path, config: LogConfig, appends: int) -> tuple[LogSegment, int]:
@@ -198,13 +87,7 @@ def test_a_write_cut_short_by_the_kernel_leaves_nothing_behind(tmp_path: Path) -
     assert segment.offset_index.lookup(last_offset).position == before["log"].__len__()
 
 
-@pytest.fixture(params=["native", "python"])
-def either_path(request: pytest.FixtureRequest) -> Iterator[str]:
-    with python_path() if request.param == "python" else nullcontext():
-        yield request.param
-
-
-def test_an_index_entry_needs_more_than_the_interval(tmp_path: Path, either_path: str) -> None:
+def test_an_index_entry_needs_more_than_the_interval(tmp_path: Path) -> None:
     """SPEC 5: an entry once *more than* index.interval.bytes were written since the last."""
     one, _, _ = assigned(batch(2, value_size=30), 0)
     segment, _ = filled_segment(tmp_path, LogConfig(index_interval_bytes=len(one)), 0)
@@ -236,14 +119,14 @@ def appended(
     return result
 
 
-def test_a_roll_at_the_segment_size_edge(tmp_path: Path, either_path: str) -> None:
+def test_a_roll_at_the_segment_size_edge(tmp_path: Path) -> None:
     segment, next_offset = filled_segment(tmp_path, LogConfig(), 2)
     fitting = segment.size + len(assigned(batch(1), next_offset)[0])
     assert not appended(segment, LogConfig(segment_bytes=fitting - 1), next_offset)
     assert appended(segment, LogConfig(segment_bytes=fitting), next_offset)
 
 
-def test_a_roll_at_the_segment_age_edge(tmp_path: Path, either_path: str) -> None:
+def test_a_roll_at_the_segment_age_edge(tmp_path: Path) -> None:
     """SPEC 4, as Kafka's timeWaitedForRoll: the age is the incoming batch's max timestamp less
     the first batch's; the clock does not enter into it."""
     config = LogConfig(segment_ms=500)
@@ -256,7 +139,7 @@ def test_a_roll_at_the_segment_age_edge(tmp_path: Path, either_path: str) -> Non
     assert appended(segment, config, next_offset, timestamp=edge, now_ms=late)
 
 
-def test_records_of_long_ago_roll_no_segment_by_age(tmp_path: Path, either_path: str) -> None:
+def test_records_of_long_ago_roll_no_segment_by_age(tmp_path: Path) -> None:
     """A producer replaying old records (a backfill, a mirror): measured by the clock, every
     append would find the segment past segment.ms and roll."""
     config = LogConfig(segment_ms=500)
@@ -267,7 +150,7 @@ def test_records_of_long_ago_roll_no_segment_by_age(tmp_path: Path, either_path:
         next_offset += 1
 
 
-def test_a_segment_without_timestamps_ages_by_the_clock(tmp_path: Path, either_path: str) -> None:
+def test_a_segment_without_timestamps_ages_by_the_clock(tmp_path: Path) -> None:
     """A first batch without a timestamp (-1): the age runs from the segment's creation."""
     config = LogConfig(segment_ms=500)
     segment = LogSegment.open(tmp_path, 0, config, MockClock(BASE_TIME_MS))
@@ -279,7 +162,7 @@ def test_a_segment_without_timestamps_ages_by_the_clock(tmp_path: Path, either_p
 
 
 def test_a_roll_at_the_segment_age_edge_less_the_jitter(
-    tmp_path: Path, either_path: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """SPEC 4: the age edge is segment.ms - the segment's jitter, drawn in [0,
     segment.jitter.ms) when it is opened; pinned here, as a draw of 0 would show nothing."""
@@ -298,7 +181,7 @@ def test_a_roll_at_the_segment_age_edge_less_the_jitter(
     assert appended(segment, config, next_offset, timestamp=edge)
 
 
-def test_a_roll_when_an_index_is_full(tmp_path: Path, either_path: str) -> None:
+def test_a_roll_when_an_index_is_full(tmp_path: Path) -> None:
     config = LogConfig(index_interval_bytes=0, segment_index_bytes=12 * 4)  # 4 and 6 entries
     segment, next_offset = filled_segment(tmp_path, config, 0)
     for step in range(4):  # rising timestamps: every append after the first adds to both
@@ -312,26 +195,8 @@ def test_a_roll_when_an_index_is_full(tmp_path: Path, either_path: str) -> None:
     assert not appended(segment, config, next_offset)
 
 
-def test_a_roll_when_offsets_outgrow_the_segment(tmp_path: Path, either_path: str) -> None:
+def test_a_roll_when_offsets_outgrow_the_segment(tmp_path: Path) -> None:
     config = LogConfig()
     segment, _ = filled_segment(tmp_path, config, 1)
     assert not appended(segment, config, 2**31)  # one record: last offset 2**31
     assert appended(segment, config, 2**31 - 1)
-
-
-def test_the_common_case_never_reaches_the_python_steps(tmp_path: Path, monkeypatch) -> None:
-    """A change to the segment's attributes that made the C path decline every time would
-    leave every test green and every append slower; this one would fail."""
-    segment, next_offset = filled_segment(tmp_path, LogConfig(index_interval_bytes=100), 1)
-
-    def python_step(*args: object, **kwargs: object) -> None:
-        raise AssertionError("the C path declined the common case")
-
-    monkeypatch.setattr(LogSegment, "should_roll", python_step)
-    monkeypatch.setattr(LogSegment, "append", python_step)
-    for step in range(20):  # rising timestamps: entries in both indexes
-        request = batch(3, value_size=100, timestamp=BASE_TIME_MS + step)
-        records, last_offset, max_timestamp = assigned(request, next_offset)
-        assert segment.try_append(LogConfig(), last_offset, max_timestamp, records, BASE_TIME_MS)
-        next_offset = last_offset + 1
-    assert segment.offset_index.entries > 10 and segment.time_index.entries > 10
