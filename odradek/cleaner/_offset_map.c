@@ -2,18 +2,19 @@
  * The log cleaner's offset map and its per-record loops, in C (odradek.cleaner.offset_map).
  *
  * Cleaning reads every record twice: once to map each key to its latest offset, once to decide
- * which records stay. In Python each record costs about 1.5 us (walk, hash, probe); here a few
- * tens of nanoseconds. The map is SkimpyOffsetMap's (skimpy_offset_map.py, the fallback and the
+ * which records stay, many times faster here than in Python (docs/native.md has the figures).
+ * The map is SkimpyOffsetMap's (skimpy_offset_map.py, the fallback and the
  * test oracle): 24 bytes a slot (two 64-bit hashes of the key and its offset), open addressing
- * with double hashing over a prime number of slots, keys hashed with Python's own keyed hash
- * (SipHash, secret per process) of the key and of the key followed by a zero byte, so both
- * implementations find the same keys equal and fill up at the same moment.
+ * with double hashing over a prime number of slots. Keys are hashed with SipHash-1-3 (128-bit
+ * output, siphash.h) under the map's own secret, 16 bytes from os.urandom drawn when the map is
+ * made; the Python map uses keyed BLAKE2b the same way. Both find the same keys equal and fill
+ * up at the same moment; which slot a key lands in is each map's own.
  *
  * The batch loops handle only the common case, uncompressed batches, and stop at any batch they
  * cannot finish alone (compressed, wrong magic, a CRC that does not match, records that do not
  * frame, some but not all records kept), returning its position so Python handles that batch,
- * raises the error naming it, or rebuilds it. The CRC of a batch is computed by the function
- * record_batch.crc_of calls (crc32c.crc32c), called from here. Every read is bounded by the end
+ * raises the error naming it, or rebuilds it. The CRC of a batch is computed by the project's
+ * one CRC-32C in C (crc32c.h), which gives crc32c.crc32c's values. Every read is bounded by the end
  * of the batch or record it belongs to, so no input can make this module read out of bounds.
  *
  * Tracked records (track_records): while map_batches maps the dirty section it also notes, per
@@ -32,7 +33,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "crc32c.h"
 #include "kafka_format.h"
+#include "siphash.h"
 
 /* Status codes; batch_scan.py defines the same numbers. */
 #define STATUS_END 0        /* no whole batch left in the buffer (or: records mapped) */
@@ -42,7 +45,6 @@
 #define STATUS_CORRUPT 4    /* records that do not frame */
 
 #define MIN_BATCH_LENGTH (HEADER_SIZE - LOG_OVERHEAD)
-#define STACK_KEY_BYTES 256
 
 /* --- big-endian header fields -------------------------------------------------------------- */
 
@@ -77,26 +79,10 @@ static int read_header(const uint8_t *data, Py_ssize_t pos, Py_ssize_t end, Head
     return -1;
 }
 
-/* crc32c.crc32c, set when the module is imported. */
-static PyObject *crc32c_function;
-
-/* 1 when the stored CRC of the whole batch at `batch` matches its bytes, 0 when not, -1 on
- * error. */
+/* 1 when the stored CRC of the whole batch at `batch` matches its bytes, 0 when not. */
 static int crc_matches(const uint8_t *batch, Py_ssize_t size)
 {
-    PyObject *view =
-        PyMemoryView_FromMemory((char *)batch + ATTRIBUTES_AT, size - ATTRIBUTES_AT, PyBUF_READ);
-    if (view == NULL)
-        return -1;
-    PyObject *crc = PyObject_CallOneArg(crc32c_function, view);
-    Py_DECREF(view);
-    if (crc == NULL)
-        return -1;
-    unsigned long computed = PyLong_AsUnsignedLong(crc);
-    Py_DECREF(crc);
-    if (computed == (unsigned long)-1 && PyErr_Occurred())
-        return -1;
-    return computed == be32u(batch + CRC_AT);
+    return crc32c(0, batch + ATTRIBUTES_AT, (size_t)(size - ATTRIBUTES_AT)) == be32u(batch + CRC_AT);
 }
 
 /* --- records ------------------------------------------------------------------------------- */
@@ -169,6 +155,9 @@ typedef struct {
     int64_t last_tracked;     /* the last record offset map_batches saw */
     int64_t last_decided;     /* the last offset of the batches filter_batches saw */
     int tracking;             /* 0 when none, or once records or batches came out of order */
+    uint8_t secret[SIPHASH_KEY_BYTES]; /* the key of the map's hash */
+    unsigned long long lookups;        /* keys looked up (put or get), as Kafka's map counts */
+    unsigned long long probes;         /* slots those lookups read */
 } OffsetMap;
 
 /* --- tracked records ----------------------------------------------------------------------- */
@@ -249,35 +238,14 @@ static int64_t settled_kept(const OffsetMap *self, const Header *h)
     return h->count - count_set(self->superseded, first, last);
 }
 
-static Py_hash_t hash_bytes(const void *data, Py_ssize_t length)
+/* The key's two 64-bit hashes under the map's secret. */
+static void key_hashes(const OffsetMap *self, const uint8_t *key, Py_ssize_t length,
+                       int64_t *first, int64_t *second)
 {
-#if PY_VERSION_HEX >= 0x030E0000
-    return Py_HashBuffer(data, length);
-#else
-    return _Py_HashBytes(data, length);
-#endif
-}
-
-/* hash(key) and hash(key + b"\0"), as SkimpyOffsetMap computes them; -1 on MemoryError. */
-static int key_hashes(const uint8_t *key, Py_ssize_t length, int64_t *first, int64_t *second)
-{
-    uint8_t stack[STACK_KEY_BYTES + 1];
-    uint8_t *suffixed = stack;
-    *first = hash_bytes(key, length);
-    if (length > STACK_KEY_BYTES) {
-        suffixed = PyMem_Malloc((size_t)length + 1);
-        if (suffixed == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-    }
-    if (length > 0)
-        memcpy(suffixed, key, (size_t)length);
-    suffixed[length] = 0;
-    *second = hash_bytes(suffixed, length + 1);
-    if (suffixed != stack)
-        PyMem_Free(suffixed);
-    return 0;
+    uint64_t high, low;
+    siphash13_128(self->secret, key, (size_t)length, &high, &low);
+    *first = (int64_t)high;
+    *second = (int64_t)low;
 }
 
 static Py_ssize_t floor_mod(int64_t value, Py_ssize_t modulus)
@@ -293,14 +261,11 @@ typedef struct {
     Py_ssize_t slot;
 } KeyHash;
 
-/* hash(key) and hash(key + b"\0"), as SkimpyOffsetMap computes them, and the key's first slot;
- * -1 on MemoryError. */
-static int hash_key(const OffsetMap *self, const uint8_t *key, Py_ssize_t length, KeyHash *hash)
+/* The key's hashes and its first slot. */
+static void hash_key(const OffsetMap *self, const uint8_t *key, Py_ssize_t length, KeyHash *hash)
 {
-    if (key_hashes(key, length, &hash->first, &hash->second) < 0)
-        return -1;
+    key_hashes(self, key, length, &hash->first, &hash->second);
     hash->slot = floor_mod(hash->first, self->slots);
-    return 0;
 }
 
 /* The slot holding the key, or the empty slot where it would go (max_entries < slots, so there
@@ -311,8 +276,10 @@ static Entry *find(OffsetMap *self, const KeyHash *hash)
     Py_ssize_t slots = self->slots;
     Py_ssize_t slot = hash->slot;
     Py_ssize_t step = 1 + floor_mod(second, slots - 1);
+    self->lookups++;
     for (;;) {
         Entry *entry = &self->entries[slot];
+        self->probes++;
         if (entry->stored == 0 || (entry->first == first && entry->second == second))
             return entry;
         slot += step;
@@ -383,8 +350,7 @@ static void records_ahead(RecordsAhead *it, OffsetMap *map, const uint8_t *data,
     it->hash_to = hash_to;
 }
 
-/* Record i (records before it were taken), with up to READ_AHEAD - 1 after it read and hashed;
- * NULL on MemoryError. */
+/* Record i (records before it were taken), with up to READ_AHEAD - 1 after it read and hashed. */
 static AheadRecord *take_record(RecordsAhead *it, int64_t i)
 {
     while (it->read < it->count && it->read < i + READ_AHEAD) {
@@ -395,8 +361,7 @@ static AheadRecord *take_record(RecordsAhead *it, int64_t i)
             it->count = it->read + 1; /* nothing after it can be read */
         } else if (next->record.key != NULL && next->record.offset >= it->hash_from &&
                    next->record.offset <= it->hash_to) {
-            if (hash_key(it->map, next->record.key, next->record.key_length, &next->hash) < 0)
-                return NULL;
+            hash_key(it->map, next->record.key, next->record.key_length, &next->hash);
             __builtin_prefetch(&it->map->entries[next->hash.slot]);
         }
         it->read++;
@@ -430,8 +395,6 @@ static int map_section(OffsetMap *self, const uint8_t *data, Py_ssize_t pos, Py_
     records_ahead(&records, self, data, pos, end, count, base_offset, start, INT64_MAX);
     for (int64_t i = 0; i < count; i++) {
         AheadRecord *next = take_record(&records, i);
-        if (next == NULL)
-            return -1;
         if (next->record.offset < start)
             continue;
         see_record(self, next->record.offset);
@@ -464,8 +427,6 @@ static int retain_section(OffsetMap *self, const uint8_t *data, Py_ssize_t pos, 
                   self->latest_offset);
     for (int64_t i = 0; i < count; i++) {
         AheadRecord *next = take_record(&records, i);
-        if (next == NULL)
-            return -1;
         if (!next->framed)
             return STATUS_CORRUPT;
         RecordKey *record = &next->record;
@@ -502,10 +463,20 @@ static void stop_tracking(OffsetMap *self)
 
 static int OffsetMap_init(OffsetMap *self, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"slots", "max_entries", NULL};
+    static char *keywords[] = {"slots", "max_entries", "secret", NULL};
     Py_ssize_t slots, max_entries;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "nn", keywords, &slots, &max_entries))
+    Py_buffer secret;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "nny*", keywords, &slots, &max_entries,
+                                     &secret))
         return -1;
+    int secret_length_ok = secret.len == SIPHASH_KEY_BYTES;
+    if (secret_length_ok)
+        memcpy(self->secret, secret.buf, SIPHASH_KEY_BYTES);
+    PyBuffer_Release(&secret);
+    if (!secret_length_ok) {
+        PyErr_SetString(PyExc_ValueError, "OffsetMap needs a secret of 16 bytes");
+        return -1;
+    }
     if (slots < 3 || max_entries < 0 || max_entries >= slots ||
         (size_t)slots > PY_SSIZE_T_MAX / sizeof(Entry)) {
         PyErr_SetString(PyExc_ValueError, "OffsetMap needs 3 <= slots and max_entries < slots");
@@ -522,6 +493,7 @@ static int OffsetMap_init(OffsetMap *self, PyObject *args, PyObject *kwargs)
     self->max_entries = max_entries;
     self->size = 0;
     self->latest_offset = -1;
+    self->lookups = self->probes = 0;
     stop_tracking(self);
     return 0;
 }
@@ -592,15 +564,10 @@ static PyObject *OffsetMap_put(OffsetMap *self, PyObject *const *args, Py_ssize_
     if (get_key(args[0], &key) < 0)
         return NULL;
     KeyHash hash;
-    int status = hash_key(self, key.buf, key.len, &hash);
-    if (status == 0) {
-        see_record(self, offset);
-        status = map_put(self, &hash, offset);
-    }
+    hash_key(self, key.buf, key.len, &hash);
     PyBuffer_Release(&key);
-    if (status < 0)
-        return NULL;
-    if (status == STATUS_FULL) {
+    see_record(self, offset);
+    if (map_put(self, &hash, offset) == STATUS_FULL) {
         PyErr_Format(PyExc_ValueError, "offset map of %zd entries is full", self->max_entries);
         return NULL;
     }
@@ -613,10 +580,8 @@ static PyObject *OffsetMap_get(OffsetMap *self, PyObject *object)
     if (ready(self) < 0 || get_key(object, &key) < 0)
         return NULL;
     KeyHash hash;
-    int status = hash_key(self, key.buf, key.len, &hash);
+    hash_key(self, key.buf, key.len, &hash);
     PyBuffer_Release(&key);
-    if (status < 0)
-        return NULL;
     return PyLong_FromLongLong(map_get(self, &hash));
 }
 
@@ -759,9 +724,8 @@ static PyObject *OffsetMap_map_batches(OffsetMap *self, PyObject *const *args, P
         }
         if (h.last_offset >= start) {
             /* The CRC first: it reads the whole batch into the cache the record walk reads. */
-            int crc_ok = crc_matches(data + position, h.size);
-            if (crc_ok <= 0) {
-                status = crc_ok < 0 ? -1 : STATUS_OTHER; /* Python names the fault */
+            if (!crc_matches(data + position, h.size)) {
+                status = STATUS_OTHER; /* Python names the fault */
                 break;
             }
             status = map_section(self, data, position + HEADER_SIZE, position + h.size,
@@ -802,9 +766,8 @@ static int decide_batch(OffsetMap *self, const uint8_t *data, Py_ssize_t positio
     *kept = settled_kept(self, h); /* map_batches checked its CRC */
     if (*kept < 0) {
         /* The CRC first: it reads the whole batch into the cache the record walk reads. */
-        int crc_ok = crc_matches(data + position, h->size);
-        if (crc_ok <= 0)
-            return crc_ok < 0 ? -1 : STATUS_OTHER; /* Python names the fault */
+        if (!crc_matches(data + position, h->size))
+            return STATUS_OTHER; /* Python names the fault */
         if (h->base_offset > self->latest_offset) {
             *keep_all = 1;
             *kept = h->count;
@@ -928,6 +891,10 @@ static PyMemberDef members[] = {
      "Keys the map holds at most."},
     {"latest_offset", T_LONGLONG, offsetof(OffsetMap, latest_offset), 0,
      "The map covers every offset up to this one."},
+    {"lookups", T_ULONGLONG, offsetof(OffsetMap, lookups), READONLY,
+     "Keys looked up so far (put, get and the batch loops)."},
+    {"probes", T_ULONGLONG, offsetof(OffsetMap, probes), READONLY,
+     "Slots those lookups read: about 2 a lookup at the default load factor."},
     {NULL},
 };
 
@@ -957,7 +924,8 @@ static PyMethodDef OffsetMap_methods[] = {
 static PyTypeObject OffsetMapType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "odradek.cleaner._offset_map.OffsetMap",
-    .tp_doc = PyDoc_STR("OffsetMap(slots, max_entries): key -> latest offset, 24 bytes a slot."),
+    .tp_doc = PyDoc_STR("OffsetMap(slots, max_entries, secret): key -> latest offset, 24 bytes a\n"
+                        "slot; keys hashed with SipHash-1-3 keyed by the 16 bytes of secret."),
     .tp_basicsize = sizeof(OffsetMap),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = PyType_GenericNew,
@@ -968,24 +936,48 @@ static PyTypeObject OffsetMapType = {
     .tp_getset = getset,
 };
 
+static PyObject *siphash13_128_function(PyObject *module, PyObject *const *args,
+                                        Py_ssize_t nargs)
+{
+    Py_buffer secret, data;
+    if (check_nargs("siphash13_128", nargs, 2) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[0], &secret, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (secret.len != SIPHASH_KEY_BYTES) {
+        PyBuffer_Release(&secret);
+        PyErr_SetString(PyExc_ValueError, "siphash13_128 needs a secret of 16 bytes");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[1], &data, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&secret);
+        return NULL;
+    }
+    uint64_t first, second;
+    siphash13_128(secret.buf, data.buf, (size_t)data.len, &first, &second);
+    PyBuffer_Release(&secret);
+    PyBuffer_Release(&data);
+    return Py_BuildValue("(KK)", (unsigned long long)first, (unsigned long long)second);
+}
+
+static PyMethodDef module_functions[] = {
+    {"siphash13_128", (PyCFunction)(void (*)(void))siphash13_128_function, METH_FASTCALL,
+     "siphash13_128(secret, data, /): the two 64-bit halves of SipHash-1-3-128 of data under\n"
+     "the 16-byte secret, as the map hashes keys (for its tests)."},
+    {NULL},
+};
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_offset_map",
-    "The log cleaner's offset map and per-record loops, in C (see offset_map.py).", -1, NULL,
+    "The log cleaner's offset map and per-record loops, in C (see offset_map.py).", -1,
+    module_functions,
 };
 
 PyMODINIT_FUNC PyInit__offset_map(void)
 {
     if (PyType_Ready(&OffsetMapType) < 0)
         return NULL;
-    if (crc32c_function == NULL) {
-        PyObject *crc32c_module = PyImport_ImportModule("crc32c");
-        if (crc32c_module == NULL)
-            return NULL;
-        crc32c_function = PyObject_GetAttrString(crc32c_module, "crc32c");
-        Py_DECREF(crc32c_module);
-        if (crc32c_function == NULL)
-            return NULL;
-    }
+    crc32c_init();
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;

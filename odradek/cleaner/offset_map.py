@@ -1,18 +1,19 @@
 """The offset map the cleaner uses: the C map where it is built, else the Python one.
 
-Both are Kafka's ``SkimpyOffsetMap`` (see skimpy_offset_map.py): the same table, the same
-hashes, the same bulk operations (batch_scan.py). The C map (``_offset_map.c``, built with the
-package) runs the per-record loops of both cleaning passes, where Python spends about 1.5 us a
-record.
+Both are Kafka's ``SkimpyOffsetMap`` (see skimpy_offset_map.py): the same table, keys hashed
+under a secret of the map's own, the same bulk operations (batch_scan.py). The C map
+(``_offset_map.c``, built with the package) runs the per-record loops of both cleaning passes,
+many times faster than Python (docs/native.md has the figures).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from typing import Protocol
 
 from odradek.cleaner.batch_keys import Buffer
-from odradek.cleaner.skimpy_offset_map import SkimpyOffsetMap, table_size
+from odradek.cleaner.skimpy_offset_map import SECRET_BYTES, SkimpyOffsetMap, table_size
 
 try:
     from odradek.cleaner._offset_map import OffsetMap as NativeOffsetMap
@@ -30,6 +31,8 @@ class OffsetMap(Protocol):
     slots: int
     max_entries: int
     latest_offset: int
+    lookups: int
+    probes: int
 
     @property
     def size(self) -> int: ...
@@ -68,7 +71,9 @@ class OffsetMap(Protocol):
 
 def create_offset_map(memory: int, load_factor: float, *, native: bool = True) -> OffsetMap:
     """A map of at most ``memory`` bytes (24 a slot), filled to at most ``load_factor``: the C
-    map unless ``native`` is False or it is not built."""
+    map unless ``native`` is False or it is not built. Each map hashes under a secret of its
+    own (skimpy_offset_map.py says why)."""
+    secret = os.urandom(SECRET_BYTES)
     if native and NativeOffsetMap is not None:
-        return NativeOffsetMap(*table_size(memory, load_factor))
-    return SkimpyOffsetMap(memory, load_factor)
+        return NativeOffsetMap(*table_size(memory, load_factor), secret)
+    return SkimpyOffsetMap(memory, load_factor, secret)

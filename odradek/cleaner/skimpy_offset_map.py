@@ -3,20 +3,26 @@
 Each slot holds a 16-byte hash of a key and an 8-byte offset, 24 bytes, in three flat arrays;
 the keys themselves are never stored, so ``memory`` bounds the map whatever the key sizes.
 
-Kafka hashes keys with MD5. This map uses two 64-bit SipHash values instead, Python's ``hash``
-of the key and of the key with one byte appended, which cost a third as much: the map's
-lookups are most of the cleaner's work. SipHash is keyed with a secret drawn at each broker
-start, so, unlike MD5, nobody can craft two keys that share a hash and make the cleaner drop
-one for the other. Open addressing with double hashing over a prime number of slots finds a
-key in about two probes at the default load factor of 0.9.
+Kafka hashes keys with MD5. This map hashes them with keyed BLAKE2b (16 bytes, hashlib's),
+under a secret of its own: 16 bytes from ``os.urandom`` drawn when the map is made. Not
+Python's ``hash``, whose secret is the process's and is zero under ``PYTHONHASHSEED=0``: with
+a secret nobody knows, nobody can craft keys that share a slot and a probe sequence (and make
+every lookup walk all of them), or share a hash (and make the cleaner drop one for the
+other). Open addressing with double hashing over a prime number of slots finds a key in about
+two probes at the default load factor of 0.9; ``lookups`` and ``probes`` count them, as
+Kafka's map does.
 
-This is the Python map: the fallback where the C map (``_offset_map.c``, the same table) is not
-built, and the oracle the C map is tested against. Its bulk operations are :mod:`batch_scan`'s.
+This is the Python map: the fallback where the C map (``_offset_map.c``, the same table, with
+SipHash-1-3 keyed the same way, which is cheaper in C and dearer in Python) is not built, and
+the oracle the C map is tested against. Its bulk operations are :mod:`batch_scan`'s.
 """
 
 from __future__ import annotations
 
+import os
+import struct
 from array import array
+from hashlib import blake2b
 
 from odradek.cleaner import batch_scan
 from odradek.cleaner.batch_keys import Buffer
@@ -26,19 +32,29 @@ OFFSET_BYTES = 8
 BYTES_PER_ENTRY = HASH_BYTES + OFFSET_BYTES
 NOT_FOUND = -1
 
-_SECOND_HASH_SUFFIX = b"\x00"
+SECRET_BYTES = 16
+_HASHES = struct.Struct("<qq")  # a key's 16-byte hash: the first and the second 64-bit hash
 
 
 class SkimpyOffsetMap:
     """Maps keys (by their 128-bit hash) to offsets; holds at most ``max_entries`` keys."""
 
-    def __init__(self, memory: int, load_factor: float = 0.9) -> None:
+    def __init__(self, memory: int, load_factor: float = 0.9, secret: bytes | None = None) -> None:
         self.slots, self.max_entries = table_size(memory, load_factor)
+        self._secret = os.urandom(SECRET_BYTES) if secret is None else secret
+        if len(self._secret) != SECRET_BYTES:
+            raise ValueError(f"the offset map's secret is {SECRET_BYTES} bytes")
         self._first_hashes = array("q", bytes(OFFSET_BYTES * self.slots))
         self._second_hashes = array("q", bytes(OFFSET_BYTES * self.slots))
         self._offsets = array("q", [NOT_FOUND]) * self.slots
         self._entries = 0
         self.latest_offset = NOT_FOUND
+        self.lookups = 0
+        self.probes = 0
+
+    def _hashes(self, key: bytes) -> tuple[int, int]:
+        """The key's two 64-bit hashes under the map's secret."""
+        return _HASHES.unpack(blake2b(key, digest_size=16, key=self._secret).digest())
 
     @property
     def size(self) -> int:
@@ -58,16 +74,19 @@ class SkimpyOffsetMap:
         """Map ``key`` to ``offset``; ValueError when the key is new and the map is full."""
         if offset < 0:
             raise ValueError("offsets are not negative")
-        first, second = hash(key), hash(key + _SECOND_HASH_SUFFIX)
+        first, second = self._hashes(key)
         slots = self.slots
         slot = first % slots
         step = 1 + second % (slots - 1)
         offsets, firsts, seconds = self._offsets, self._first_hashes, self._second_hashes
+        self.lookups += 1
+        self.probes += 1
         while offsets[slot] != NOT_FOUND:
             if firsts[slot] == first and seconds[slot] == second:
                 offsets[slot] = offset
                 return
             slot = (slot + step) % slots
+            self.probes += 1
         if self._entries >= self.max_entries:
             raise ValueError(f"offset map of {self.max_entries} entries is full")
         firsts[slot] = first
@@ -77,15 +96,18 @@ class SkimpyOffsetMap:
 
     def get(self, key: bytes) -> int:
         """The offset mapped to ``key``, or -1 when the map does not have it."""
-        first, second = hash(key), hash(key + _SECOND_HASH_SUFFIX)
+        first, second = self._hashes(key)
         slots = self.slots
         slot = first % slots
         step = 1 + second % (slots - 1)
         offsets, firsts, seconds = self._offsets, self._first_hashes, self._second_hashes
+        self.lookups += 1
+        self.probes += 1
         while (offset := offsets[slot]) != NOT_FOUND:
             if firsts[slot] == first and seconds[slot] == second:
                 return offset
             slot = (slot + step) % slots
+            self.probes += 1
         return NOT_FOUND
 
     def update_latest_offset(self, offset: int) -> None:
