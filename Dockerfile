@@ -12,7 +12,7 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py MANIFEST.in README.md ./
 COPY odradek ./odradek
 COPY pyspark_odradek ./pyspark_odradek
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .

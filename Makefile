@@ -6,19 +6,26 @@ DATA_DIR ?= ./data
 PORT ?= 9092
 METRICS_PORT ?= 9644
 
-.PHONY: run test install install-test lint bench clean
+.PHONY: run test install install-test lint bench sdist-check clean
 
-# The C sources and their shared header are prerequisites: an editable install compiles them into the source tree.
+# The C sources and their shared headers are prerequisites: an editable install compiles them
+# into the source tree (setup.py declares them). Each install ends with one line saying which
+# C modules are active.
 NATIVE_SOURCES := $(wildcard odradek/*/*.c odradek/*/*.h)
+BUILD_FILES := pyproject.toml setup.py MANIFEST.in
+# setuptools' notice that an editable install's package can be shadowed by a folder of the same
+# name is silenced: it says nothing about this project, and buried the line that does.
+EDITABLE_INSTALL := PYTHONWARNINGS=ignore:::setuptools.command.editable_wheel $(PY) -m pip install --quiet -e
 
-$(VENV)/.installed: pyproject.toml $(NATIVE_SOURCES)
+$(VENV)/.installed: $(BUILD_FILES) $(NATIVE_SOURCES)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e .
+	$(EDITABLE_INSTALL) .
+	$(VENV)/bin/odradek --version
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml $(NATIVE_SOURCES)
-	$(PY) -m pip install --quiet -e '.[test,spark]'
+$(VENV)/.installed-test: $(VENV)/.installed $(BUILD_FILES) $(NATIVE_SOURCES)
+	$(EDITABLE_INSTALL) '.[test,spark]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -37,5 +44,9 @@ lint: install-test
 bench: install
 	$(PY) bench/storage.py
 
+# An sdist, a wheel built from it in a clean venv, and every C module importing from it.
+sdist-check: install-test
+	.ci/sdist-check
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache odradek/*/*.so
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache odradek/*/*.so

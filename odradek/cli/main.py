@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from importlib.metadata import version
+
 import click
 
 from odradek.cli.consume import consume
@@ -10,10 +12,25 @@ from odradek.cli.health import health
 from odradek.cli.produce import produce
 from odradek.cli.serve import serve
 from odradek.cli.topics import topics
+from odradek.native import native_summary
+
+
+def _print_version(context: click.Context, _: click.Parameter, value: bool) -> None:
+    if not value or context.resilient_parsing:
+        return
+    click.echo(f"odradek {version('odradek')}\n{native_summary()}")
+    context.exit()
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="odradek")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and which C modules are active, then exit.",
+)
 def cli() -> None:
     """odradek: a Kafka-style log broker."""
 

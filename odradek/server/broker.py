@@ -12,6 +12,7 @@ from wsgiref.simple_server import WSGIServer
 from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.cleaner.log_cleaner import LogCleaner
 from odradek.config.broker_config import BrokerConfig
+from odradek.native import native_summary
 from odradek.protocol.api_versions import ApiVersionsResponse, supported_api_versions
 from odradek.protocol.metadata import BrokerMetadata
 from odradek.server.admin_manager import AdminManager
@@ -77,6 +78,7 @@ class Broker:
         On failure (a locked log directory, a port in use) everything started is stopped
         again and the error raised.
         """
+        logger.info("broker %d starting; %s", self.config.broker_id, native_summary())
         try:
             await self._in_thread(self._start_storage)
         except BaseException:
