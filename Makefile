@@ -6,7 +6,7 @@ DATA_DIR ?= ./data
 PORT ?= 9092
 METRICS_PORT ?= 9644
 
-.PHONY: run test install install-test lint bench sdist-check clean
+.PHONY: run test install install-test lint bench sdist-check sanitize clean
 
 # The C sources and their shared headers are prerequisites: an editable install compiles them
 # into the source tree (setup.py declares them). Each install ends with one line saying which
@@ -47,6 +47,11 @@ bench: install
 # An sdist, a wheel built from it in a clean venv, and every C module importing from it.
 sdist-check: install-test
 	.ci/sdist-check
+
+# The C modules built with AddressSanitizer and UndefinedBehaviorSanitizer, running the tests
+# that compare them with their Python twins.
+sanitize: install-test
+	.ci/sanitize
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache odradek/*/*.so
