@@ -3,9 +3,8 @@
  * and odradek.record.record_framing).
  *
  * Every produce request has each batch header checked and each record of each batch walked
- * before anything is written (SPEC 4 step 1). In Python that costs microseconds a batch and
- * 0.2-1 us a record, several times the cost of writing the batch to the page cache; here it
- * costs a few nanoseconds a record.
+ * before anything is written (SPEC 4 step 1). In Python that costs several times the write of
+ * the batch to the page cache; here a small fraction of it (docs/native.md has the figures).
  *
  * validate_batches is the common case in one call: a request of uncompressed batches is
  * checked whole (format, size, CRC-32C, timestamps) and only then given its offsets, in place.
