@@ -18,6 +18,7 @@ from odradek.protocol.schema import Payload
 from odradek.server.file_region import FileRegion
 from odradek.server.metrics import COPIED, SENDFILE, BrokerMetrics
 from odradek.server.sendfile_sender import SendfileSender
+from odradek.storage.log_dir_failure_channel import is_descriptor_exhaustion
 
 logger = logging.getLogger(__name__)
 
@@ -134,11 +135,18 @@ class ResponseWriter:
         self._metrics.bytes_out.inc(length)
 
     def _sendfile_sender(self) -> SendfileSender | None:
-        """The sender on this connection's socket; None when the transport has no socket."""
+        """The sender on this connection's socket; None when the transport has no socket, or
+        when the process is out of descriptors for its duplicate (the region is copied then,
+        and the next one tries again)."""
         if self._sender is None:
             sock = self._transport.get_extra_info("socket")
             if sock is not None:
-                self._sender = SendfileSender(sock.fileno(), self._executor)
+                try:
+                    self._sender = SendfileSender(sock.fileno(), self._executor)
+                except OSError as error:
+                    if not is_descriptor_exhaustion(error):
+                        raise
+                    logger.warning("%s: no descriptor for sendfile, copying: %s", self._peer, error)
         return self._sender
 
     async def _transport_drained(self) -> None:
