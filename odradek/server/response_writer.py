@@ -123,13 +123,13 @@ class ResponseWriter:
 
     async def _copy(self, region: FileRegion, skip: int) -> None:
         """The fallback: read the rest of ``region`` on a thread and write it as bytes."""
-        file = region.slice.file
+        slice_ = region.slice
         position, length = region.position + skip, len(region) - skip
         data = await asyncio.get_running_loop().run_in_executor(
-            self._executor, file.read, position, length
+            self._executor, slice_.read_at, position, length
         )
         if len(data) != length:
-            raise OSError(f"{file.path} ended at byte {position + len(data)} inside a slice")
+            raise OSError(f"{slice_.path} ended at byte {position + len(data)} inside a slice")
         self._transport.write(data)
         self._metrics.fetch_bytes.labels(COPIED).inc(length)
         self._metrics.bytes_out.inc(length)
