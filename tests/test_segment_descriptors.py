@@ -76,17 +76,17 @@ def test_a_partition_holds_its_active_segment_open_and_a_bounded_number_of_other
 def test_many_partitions_with_many_segments_stay_within_one_descriptor_per_partition(
     tmp_path: Path,
 ) -> None:
-    with running(broker_config(tmp_path, dirs=1)) as manager:
-        manager.create_topic("orders", 20, {"segment.bytes": str(1024 * 1024)})
+    config = broker_config(tmp_path, dirs=1, log_segment_bytes=1024, log_index_size_max_bytes=4096)
+    with running(config) as manager:
+        manager.create_topic("orders", 20)
         logs = [manager.get_log(TopicPartition("orders", p)) for p in range(20)]
         for log in logs:
-            log.update_config(SMALL)
             fill(log, 8)
             read_all(log)
         segments = sum(log.number_of_segments for log in logs)
         assert segments == 160
         settled_descriptors_under(tmp_path, len(logs) + CAPACITY + 1)  # + the directory lock
-    with running(broker_config(tmp_path, dirs=1)) as manager:
+    with running(config) as manager:
         logs = [manager.get_log(TopicPartition("orders", p)) for p in range(20)]
         for log in logs:
             assert len(read_all(log)) == log.log_end_offset

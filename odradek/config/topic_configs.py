@@ -16,8 +16,10 @@ DAY_MS = 24 * 3600 * 1000
 WEEK_MS = 7 * DAY_MS
 MIB = 1024 * 1024
 
-# The smallest record Kafka ever defined (a v0 record's overhead): no segment can be smaller.
-MIN_SEGMENT_BYTES = 14
+# Kafka 4.0's floor (KIP-1030; it was 14 bytes before): a segment costs files, a descriptor
+# while active, index maps and a roll, so one-record segments are a way to exhaust a broker's
+# descriptors and time. Code and tests that need smaller segments build a LogConfig directly.
+MIN_SEGMENT_BYTES = 1024 * 1024
 CLEANUP_POLICIES = ("delete", "compact")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
@@ -25,7 +27,8 @@ COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"
 TOPIC_CONFIG_DEF = ConfigDef(
     [
         ConfigKey("segment.bytes", INT, 1024 * MIB, MEDIUM,
-                  "Size at which the active segment is rolled to a new one.",
+                  "Size at which the active segment is rolled to a new one. At least 1 MiB, as "
+                  "in Kafka 4.0, so that no topic can make a segment of every record.",
                   Validator.at_least(MIN_SEGMENT_BYTES)),
         ConfigKey("segment.ms", LONG, WEEK_MS, MEDIUM,
                   "Age after which a non-empty active segment is rolled even if not full, so "

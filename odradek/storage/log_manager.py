@@ -590,8 +590,9 @@ class LogManager:
     # --- topic configs -----------------------------------------------------------------------
 
     def topic_config(self, topic: str) -> LogConfig:
-        """The settings ``topic``'s logs run with: the broker defaults and its overrides."""
-        return LogConfig.from_props(self._topic_configs.overrides(topic), self._default_log_config)
+        """The settings ``topic``'s logs run with: the broker defaults and its overrides (as
+        stored, maybe under an earlier version's rules: see ``LogConfig.from_stored``)."""
+        return LogConfig.from_stored(self._topic_configs.overrides(topic), self._default_log_config)
 
     def topic_overrides(self, topic: str) -> dict[str, str]:
         """The config overrides of ``topic`` (empty when it has none)."""
