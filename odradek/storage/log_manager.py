@@ -42,6 +42,8 @@ from odradek.errors import (
 )
 from odradek.storage.atomic_file import fsync_directory, write_atomically
 from odradek.storage.cleaning_control import CleaningControl
+from odradek.storage.descriptor_budget import DescriptorBudget
+from odradek.storage.idle_file_cache import IDLE_FILES
 from odradek.storage.log import Log
 from odradek.storage.log_dir_failure_channel import (
     LogDirFailureChannel,
@@ -181,6 +183,20 @@ class LogManager:
                 pool.shutdown()
         self.load_summary = LogLoadSummary.of(loaded, time.monotonic() - started)
         logger.info("%s", self.load_summary)
+        self._log_descriptor_budget(self.load_summary)
+
+    def _log_descriptor_budget(self, summary: LogLoadSummary) -> None:
+        """State the descriptor limit and what the loaded logs and max.connections may need;
+        a warning when the need is above the limit."""
+        budget = DescriptorBudget.current(
+            summary.partitions, summary.segments, IDLE_FILES.capacity, self._config.max_connections
+        )
+        if budget.exceeds_limit:
+            logger.warning(
+                "%s: raise the limit (ulimit -n, LimitNOFILE) or lower max.connections", budget
+            )
+        else:
+            logger.info("%s", budget)
 
     def _submit_log_dir(
         self, log_dir: Path, pool: ThreadPoolExecutor
