@@ -177,17 +177,44 @@ class AbstractIndex(ABC):
     def truncate(self) -> None:
         """Drop every entry."""
         with self._lock:
-            self._check_open()
-            self._entries = 0
-            self._last = None
+            self._drop_entries_from(0)
 
     def truncate_to(self, offset: int) -> None:
         """Drop every entry whose offset is ``offset`` or above."""
         with self._lock:
             index_map = self._current_map()
             relative_target = offset - self._base_offset
-            self._entries = self._count_at_most(index_map, relative_target - 1, self._OFFSET_FIELD)
-            self._last = None
+            kept = self._count_at_most(index_map, relative_target - 1, self._OFFSET_FIELD)
+            self._drop_entries_from(kept)
+
+    def _drop_entries_from(self, kept: int) -> None:
+        """Keep the first ``kept`` entries and zero the bytes of the others: past the last
+        entry the file holds zeros, as a preallocated one does, so a reader of the file (a
+        crash's recovery, ``dump-log --verify-index`` on a live broker) never takes a dropped
+        entry for one in use. The caller holds the lock."""
+        self._check_open()
+        if self._entries > kept:
+            index_map = self._current_map()
+            written = self._written_entries(index_map, kept, self._entries)
+            if written > kept:
+                start, end = kept * self.entry_size, written * self.entry_size
+                index_map[start:end] = bytes(end - start)
+        self._entries = kept
+        self._last = None
+
+    def _written_entries(self, index_map: mmap.mmap | None, low: int, high: int) -> int:
+        """Where the zeros start between entries ``low`` and ``high``: written entries are never
+        all zeros and the unwritten tail is, so a binary search finds it (a few pages touched,
+        where zeroing a whole preallocated index after a crash would write megabytes)."""
+        size = self.entry_size
+        zero = bytes(size)
+        while low < high:
+            middle = (low + high) // 2
+            if index_map[middle * size : (middle + 1) * size] == zero:
+                high = middle
+            else:
+                low = middle + 1
+        return low
 
     def flush(self) -> None:
         """Write the entries and the file's size to disk.
