@@ -95,7 +95,7 @@ REJECTED = [
     ("segment.bytes", "1048575", "at least 1048576"),
     ("segment.ms", "0", "at least 1"),
     ("segment.jitter.ms", "-1", "at least 0"),
-    ("segment.index.bytes", "3", "at least 4"),
+    ("segment.index.bytes", "1023", "at least 1024"),
     ("index.interval.bytes", "-1", "at least 0"),
     ("retention.ms", "-2", "at least -1"),
     ("retention.bytes", "-2", "at least -1"),
@@ -230,14 +230,24 @@ def test_segment_bytes_has_kafkas_floor_of_one_mebibyte() -> None:
     assert LogConfig.from_props({"segment.bytes": "1048576"}).segment_bytes == MIN_SEGMENT_BYTES
 
 
+def test_segment_index_bytes_leaves_room_for_entries() -> None:
+    """Below one entry an index is full at once and every append rolls a segment."""
+    with pytest.raises(InvalidConfigError, match="segment.index.bytes.*at least 1024"):
+        LogConfig.from_props({"segment.index.bytes": "4"})
+    assert LogConfig.from_props({"segment.index.bytes": "1024"}).segment_index_bytes == 1024
+
+
 def test_a_stored_segment_size_below_the_floor_is_raised_to_it(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """An override an earlier version accepted still loads, at the floor, with a warning."""
     with caplog.at_level(logging.WARNING):
-        config = LogConfig.from_stored({"segment.bytes": "100", "retention.ms": "5"})
-    assert (config.segment_bytes, config.retention_ms) == (MIN_SEGMENT_BYTES, 5)
-    assert "segment.bytes=100" in caplog.text
+        config = LogConfig.from_stored(
+            {"segment.bytes": "100", "segment.index.bytes": "4", "retention.ms": "5"}
+        )
+    assert (config.segment_bytes, config.segment_index_bytes) == (MIN_SEGMENT_BYTES, 1024)
+    assert config.retention_ms == 5
+    assert "segment.bytes=100" in caplog.text and "segment.index.bytes=4" in caplog.text
     with pytest.raises(InvalidConfigError, match="retention.ms"):
         LogConfig.from_stored({"segment.bytes": "100", "retention.ms": "-5"})
 

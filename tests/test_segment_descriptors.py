@@ -16,6 +16,7 @@ from log_manager_helpers import broker_config, running, wait_until
 from odradek.config.log_config import LogConfig
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.idle_file_cache import IDLE_FILES, IdleFileCache
+from odradek.storage.shared_descriptor import SharedDescriptor
 from odradek.topic_partition import TopicPartition
 
 SMALL = LogConfig(
@@ -174,6 +175,19 @@ def test_reads_racing_evictions_and_closes_always_read_their_own_segment(tmp_pat
             thread.join()
         assert failures == []
         settled_descriptors_under(tmp_path / "orders-0", 1 + 1)  # the active .log, one idle
+
+
+def test_a_shared_descriptor_closes_with_its_last_holder(tmp_path: Path) -> None:
+    fd = os.open(tmp_path / "file", os.O_RDWR | os.O_CREAT)
+    descriptor = SharedDescriptor(fd)  # held by its opener
+    assert descriptor.acquire()  # and a reader
+    descriptor.release()  # the opener lets go: the reader still reads
+    os.fstat(fd)
+    assert descriptor.fd == fd and descriptor.holders == 1
+    descriptor.release()
+    assert descriptor.fd == -1 and not descriptor.acquire()
+    with pytest.raises(OSError):
+        os.fstat(fd)
 
 
 def test_the_idle_file_cache_releases_the_least_recently_used() -> None:

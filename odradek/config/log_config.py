@@ -10,7 +10,7 @@ from odradek.config.config_entry import ConfigEntry
 from odradek.config.config_source import ConfigSource
 from odradek.config.config_type import LONG_MAX
 from odradek.config.setting import Setting
-from odradek.config.topic_configs import MIN_SEGMENT_BYTES, TOPIC_CONFIG_DEF
+from odradek.config.topic_configs import RAISED_FLOORS, TOPIC_CONFIG_DEF
 from odradek.errors import InvalidConfigError
 
 # LONG_MAX stays importable from here, where it was first defined.
@@ -91,22 +91,26 @@ class LogConfig:
         cls, props: Mapping[str, object], defaults: LogConfig | None = None
     ) -> LogConfig:
         """``from_props`` for overrides recorded by an earlier version, under looser rules: a
-        ``segment.bytes`` below today's floor (it was 14 bytes) is raised to the floor, with a
-        warning, rather than keeping the broker from loading the topic."""
-        segment_bytes = props.get("segment.bytes")
-        try:
-            too_small = segment_bytes is not None and int(str(segment_bytes)) < MIN_SEGMENT_BYTES
-        except ValueError:
-            too_small = False  # from_props says what is wrong with it
-        if too_small:
-            logger.warning(
-                "segment.bytes=%s of a stored topic config is below the minimum %d; using %d",
-                segment_bytes,
-                MIN_SEGMENT_BYTES,
-                MIN_SEGMENT_BYTES,
-            )
-            props = {**props, "segment.bytes": MIN_SEGMENT_BYTES}
-        return cls.from_props(props, defaults)
+        ``segment.bytes`` or ``segment.index.bytes`` below today's floor (``RAISED_FLOORS``)
+        is raised to the floor, with a warning, rather than keeping the broker from loading
+        the topic."""
+        raised = dict(props)
+        for name, floor in RAISED_FLOORS.items():
+            value = props.get(name)
+            try:
+                too_small = value is not None and int(str(value)) < floor
+            except ValueError:
+                too_small = False  # from_props says what is wrong with it
+            if too_small:
+                logger.warning(
+                    "%s=%s of a stored topic config is below the minimum %d; using %d",
+                    name,
+                    value,
+                    floor,
+                    floor,
+                )
+                raised[name] = floor
+        return cls.from_props(raised, defaults)
 
     def to_props(self) -> dict[str, str]:
         """Every topic key with its value as text; ``from_props(to_props())`` gives this back."""

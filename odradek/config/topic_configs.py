@@ -20,6 +20,11 @@ MIB = 1024 * 1024
 # while active, index maps and a roll, so one-record segments are a way to exhaust a broker's
 # descriptors and time. Code and tests that need smaller segments build a LogConfig directly.
 MIN_SEGMENT_BYTES = 1024 * 1024
+# Kafka's floor from 5.0 (KIP-1030; 4 bytes before): an index too small for an entry is full at
+# once and rolls the segment on every append, whatever segment.bytes says.
+MIN_SEGMENT_INDEX_BYTES = 1024
+# The floors raised since overrides were first stored: a stored value below one loads at it.
+RAISED_FLOORS = {"segment.bytes": MIN_SEGMENT_BYTES, "segment.index.bytes": MIN_SEGMENT_INDEX_BYTES}
 CLEANUP_POLICIES = ("delete", "compact")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
@@ -43,8 +48,9 @@ TOPIC_CONFIG_DEF = ConfigDef(
                   Validator.at_least(0)),
         ConfigKey("segment.index.bytes", INT, 10 * MIB, MEDIUM,
                   "Size the offset and time indexes are preallocated to; a full index rolls the "
-                  "segment.",
-                  Validator.at_least(4)),
+                  "segment. At least 1 KiB (Kafka's floor from 5.0), so that an index always "
+                  "has room for entries and no topic can roll a segment on every append.",
+                  Validator.at_least(MIN_SEGMENT_INDEX_BYTES)),
         ConfigKey("index.interval.bytes", INT, 4096, MEDIUM,
                   "Bytes of records written between two offset index entries (sparser index, "
                   "longer scans).",

@@ -180,11 +180,7 @@ class FileRecords:
 
     def pin(self) -> DescriptorPin:
         """A hold on the file's descriptor for a reader that releases it elsewhere."""
-        descriptor = self._hold()
-        try:
-            return descriptor.pin()
-        finally:
-            descriptor.release()
+        return DescriptorPin(self._hold())
 
     def start_writing(self) -> None:
         """Keep the descriptor open and publish it in ``_fd``: the file takes appends again

@@ -51,19 +51,14 @@ class SharedDescriptor:
             fd, self._fd = self._fd, -1
         os.close(fd)
 
-    def pin(self) -> DescriptorPin:
-        """A hold on the descriptor released when the pin is released or garbage-collected:
-        for a reader whose use ends somewhere else (a fetch's slice, sent later)."""
-        if not self.acquire():
-            raise OSError(0, "the descriptor is closed")
-        return DescriptorPin(self)
-
     def __repr__(self) -> str:
         return f"SharedDescriptor(fd={self._fd}, holders={self._holders})"
 
 
 class DescriptorPin:
-    """One hold on a SharedDescriptor, released once (explicitly or when collected)."""
+    """One hold on a SharedDescriptor, released once (explicitly or when collected): for a
+    reader whose use ends somewhere else (a fetch's slice, sent later). It takes over a hold
+    the caller acquired."""
 
     __slots__ = ("_descriptor", "fd")
 
