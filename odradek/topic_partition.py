@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from odradek.errors import InvalidTopicError
@@ -65,3 +66,14 @@ class TopicPartition:
                 f"directory name {name!r} is not of the form <topic>-<partition>"
             )
         return cls(topic, int(partition))
+
+
+def describe_partitions(partitions: Sequence[TopicPartition], shown: int = 5) -> str:
+    """``N partitions (a-0, a-1, ... and N-2 more)``: a log line's account of many partitions,
+    a count and the first few names, never thousands of them."""
+    count = len(partitions)
+    if count == 0:
+        return "no partitions"
+    names = ", ".join(str(tp) for tp in sorted(partitions)[:shown])
+    more = f" and {count - shown} more" if count > shown else ""
+    return f"{count} partition{'s' if count != 1 else ''} ({names}{more})"

@@ -22,7 +22,12 @@ TEXT_LINE = re.compile(
     r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (?P<level>[A-Z]+) (?P<logger>[\w.]+): (?P<message>.*)\n"
 )
 TOPIC = "events"
-TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "1024", "max.message.bytes": "1000"}
+# Segments of the smallest size allowed (1 MiB), rolled by records a third of that size.
+TOPIC_CONFIGS = {
+    "cleanup.policy": "compact",
+    "segment.bytes": str(1024 * 1024),
+    "max.message.bytes": str(400 * 1024),
+}
 CLEANER_SETTINGS = ("--set", "log.cleaner.backoff.ms=50")
 
 
@@ -46,9 +51,10 @@ def roll_compact_and_reject(broker: ServeProcess) -> None:
     producer = Producer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=0)
     try:
         for number in range(12):
-            producer.send(TOPIC, b"v" * 300, key=b"key-%d" % (number % 3)).result(timeout=30)
+            value = b"v" * (300 * 1024)
+            producer.send(TOPIC, value, key=b"key-%d" % (number % 3)).result(timeout=30)
         with pytest.raises(KafkaError, match="MESSAGE_TOO_LARGE|RECORD_LIST_TOO_LARGE"):
-            producer.send(TOPIC, b"x" * 2000, key=b"big").result(timeout=30)
+            producer.send(TOPIC, b"x" * (500 * 1024), key=b"big").result(timeout=30)
     finally:
         producer.close()
     deadline = time.monotonic() + 30

@@ -218,12 +218,13 @@ def test_memory_stays_bounded_over_many_runs(tmp_path: Path, process: CleanerPro
 def test_a_killed_broker_takes_its_cleaner_worker_along(tmp_path: Path) -> None:
     broker = ServeProcess(tmp_path / "data", "--set", "log.cleaner.backoff.ms=50")
     try:
-        compacted = {"cleanup.policy": "compact", "segment.bytes": "1024"}
+        compacted = {"cleanup.policy": "compact", "segment.bytes": str(1024 * 1024)}
         with Admin(bootstrap_servers=broker.bootstrap) as admin:
             admin.create_topics([NewTopic("compacted", 1, compacted)])
         with Producer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=0) as producer:
             for number in range(12):  # a few segments, so the cleaner has a run to do
-                producer.send("compacted", b"v" * 300, key=b"key-%d" % (number % 3)).result(30)
+                value = b"v" * (300 * 1024)
+                producer.send("compacted", value, key=b"key-%d" % (number % 3)).result(30)
         (worker,) = await_workers(broker.process.pid, 1)
     finally:
         broker.stop(signal.SIGKILL)

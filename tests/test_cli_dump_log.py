@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -12,9 +14,13 @@ import pytest
 from click.testing import CliRunner, Result
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from log_helpers import BASE_TIME_MS, open_log
+from serve_process import ServeProcess
+from server_helpers import RawClient
 
 from odradek.cli.main import cli
 from odradek.config.log_config import LogConfig
+from odradek.protocol.produce import ProducePartitionData, ProduceRequest
+from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
 from odradek.record.compression import CompressionType
 from odradek.record.memory_records import MemoryRecords
 from odradek.record.record_batch import (
@@ -436,6 +442,31 @@ def test_the_preallocated_indexes_of_an_active_segment(tmp_path: Path) -> None:
         assert summary["fileSize"] == INDEXED.segment_index_bytes
 
 
+def test_verify_index_on_an_active_segment_with_no_entry_yet(tmp_path: Path) -> None:
+    """Its preallocated indexes hold only zeros: no entry, nothing to report."""
+    with open_log(tmp_path / "orders-0", INDEXED) as log:
+        log.append(build_batch(records_for(0) * 2))  # one batch, too small for an entry
+        for index_file in (names.offset_index_file(log.dir, 0), names.time_index_file(log.dir, 0)):
+            result = dump("--json", "--verify-index", index_file)
+            assert result.exit_code == 0, result.stderr
+            [summary] = json_lines(result, "summary")
+            assert summary["entries"] == 0 and summary["unusedEntries"] > 0
+
+
+@pytest.mark.parametrize("index_file_of", [names.offset_index_file, names.time_index_file])
+def test_verify_index_on_an_active_segment_truncated_live(tmp_path: Path, index_file_of) -> None:
+    """Entries dropped by a truncation are zeroed, so none is taken for one in use."""
+    with open_log(tmp_path / "orders-0", INDEXED) as log:
+        for n in range(8):
+            log.append(build_batch(records_for(n)))
+        log.truncate_to(7)
+        log.append(build_batch(records_for(9)))
+        result = dump("--json", "--verify-index", index_file_of(log.dir, 0))
+        assert result.exit_code == 0, result.stderr
+        entries = json_lines(result, "entry")
+        assert 0 < len(entries) < 8 and all(entry["offset"] < 9 for entry in entries)
+
+
 def test_dumping_changes_no_file(segment: Path) -> None:
     files = sorted(segment.iterdir())
     with names.offset_index_file(segment, 0).open("ab") as file:
@@ -506,3 +537,34 @@ def test_console_script_dumps_every_file_and_fails_for_the_bad_one(
     assert completed.stdout.count("Summary: batches: 9 records: 18") == 1
     assert completed.stderr.startswith(f"{bad}: truncated batch at byte ")
     assert str(good) not in completed.stderr
+
+
+@pytest.mark.slow
+def test_verify_index_on_a_live_and_then_a_killed_broker(tmp_path: Path) -> None:
+    """README: dump-log is safe on a live broker. Its active segments' indexes are preallocated
+    and partly written; after a SIGKILL they are left so."""
+    script = Path(sys.executable).with_name("odradek")
+    with ServeProcess(tmp_path / "data") as broker:
+        with RawClient(socket.create_connection(("127.0.0.1", broker.port), timeout=10)) as client:
+            topics = (CreatableTopic("busy", 1), CreatableTopic("quiet", 1))
+            client.call(CreateTopicsRequest(topics))
+            for n in range(40):  # several index entries (one per 4 KiB of records)
+                records = build_batch(records_for(n) * 20)
+                client.call(ProduceRequest((ProducePartitionData("busy", 0, records),)))
+            records = build_batch(records_for(0) * 2)  # a batch, no index entry
+            client.call(ProduceRequest((ProducePartitionData("quiet", 0, records),)))
+        indexes = sorted((tmp_path / "data").glob("*-0/*index"))
+        assert len(indexes) == 4
+
+        def verify() -> subprocess.CompletedProcess[str]:
+            command = [script, "dump-log", "--verify-index", *indexes]
+            return subprocess.run(command, capture_output=True, text=True, timeout=60)
+
+        live = verify()
+        assert live.returncode == 0, live.stderr
+        summaries = [line for line in live.stdout.splitlines() if line.startswith("Summary")]
+        assert [line.split()[2] for line in summaries] == ["17", "17", "0", "0"]
+        broker.stop(signal.SIGKILL)
+    crashed = verify()
+    assert crashed.returncode == 0, crashed.stderr
+    assert crashed.stdout == live.stdout

@@ -110,7 +110,7 @@ def test_broker_defaults_give_kafkas_topic_defaults() -> None:
 
 def test_log_config_maps_every_log_key_to_its_topic_key() -> None:
     config = _config(
-        log_segment_bytes="2048",
+        log_segment_bytes="2097152",
         log_index_size_max_bytes="4096",
         log_index_interval_bytes="100",
         log_retention_bytes="1000000",
@@ -129,7 +129,7 @@ def test_log_config_maps_every_log_key_to_its_topic_key() -> None:
         log_message_timestamp_after_max_ms="12",
     )
     assert config.log_config() == LogConfig(
-        segment_bytes=2048,
+        segment_bytes=2097152,
         segment_index_bytes=4096,
         index_interval_bytes=100,
         retention_bytes=1000000,
@@ -226,7 +226,7 @@ def test_log_dirs_wins_over_log_dir() -> None:
         ("connections.max.idle.ms", "0", "at least 1"),
         ("log.level", "VERBOSE", "one of: DEBUG, INFO, WARNING, ERROR, CRITICAL"),
         ("log.format", "xml", "one of: text, json"),
-        ("log.segment.bytes", "13", "at least 14"),
+        ("log.segment.bytes", "1048575", "at least 1048576"),
         ("log.roll.ms", "0", "at least 1"),
         ("log.retention.ms", "-2", "at least -1"),
         ("log.flush.interval.ms", "-1", "at least 0"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import fields, replace
 
 import pytest
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 from odradek.config.config_source import ConfigSource
 from odradek.config.config_type import LONG_MAX
 from odradek.config.log_config import LogConfig
-from odradek.config.topic_configs import TOPIC_CONFIG_DEF
+from odradek.config.topic_configs import MIN_SEGMENT_BYTES, TOPIC_CONFIG_DEF
 from odradek.errors import InvalidConfigError
 
 # The defaults of Kafka 3.x's topic-level configs (TopicConfig / LogConfig).
@@ -84,17 +85,17 @@ def test_from_props_parses_text_and_typed_values() -> None:
 
 def test_overrides_apply_on_top_of_the_broker_defaults() -> None:
     broker_defaults = LogConfig(retention_ms=1000, segment_bytes=4096)
-    config = LogConfig.from_props({"segment.bytes": "8192"}, broker_defaults)
-    assert config.segment_bytes == 8192
+    config = LogConfig.from_props({"segment.bytes": "8388608"}, broker_defaults)
+    assert config.segment_bytes == 8388608
     assert config.retention_ms == 1000
     assert LogConfig.from_props({}, broker_defaults) == broker_defaults
 
 
 REJECTED = [
-    ("segment.bytes", "13", "at least 14"),
+    ("segment.bytes", "1048575", "at least 1048576"),
     ("segment.ms", "0", "at least 1"),
     ("segment.jitter.ms", "-1", "at least 0"),
-    ("segment.index.bytes", "3", "at least 4"),
+    ("segment.index.bytes", "1023", "at least 1024"),
     ("index.interval.bytes", "-1", "at least 0"),
     ("retention.ms", "-2", "at least -1"),
     ("retention.bytes", "-2", "at least -1"),
@@ -114,7 +115,7 @@ REJECTED = [
     ("min.cleanable.dirty.ratio", "1.5", "at least 0 and at most 1"),
     ("min.cleanable.dirty.ratio", "-0.1", "at least 0 and at most 1"),
     ("compression.type", "brotli", "one of: producer, uncompressed, gzip, snappy, lz4, zstd"),
-    ("segment.bytes", "2147483648", "at least 14"),
+    ("segment.bytes", "2147483648", "at least 1048576"),
 ]
 
 
@@ -158,7 +159,7 @@ def test_compaction_lags_are_checked_against_the_defaults_they_land_on() -> None
 
 def test_to_props_is_all_text_and_round_trips() -> None:
     config = LogConfig(
-        segment_bytes=1024,
+        segment_bytes=2 * 1024 * 1024,
         cleanup_policy=("compact", "delete"),
         preallocate=True,
         min_cleanable_dirty_ratio=0.1,
@@ -172,7 +173,7 @@ def test_to_props_is_all_text_and_round_trips() -> None:
 
 
 @given(
-    segment_bytes=st.integers(min_value=14, max_value=2**31 - 1),
+    segment_bytes=st.integers(min_value=MIN_SEGMENT_BYTES, max_value=2**31 - 1),
     retention_ms=st.integers(min_value=-1, max_value=LONG_MAX),
     ratio=st.floats(min_value=0, max_value=1),
     policy=st.sampled_from([("delete",), ("compact",), ("compact", "delete")]),
@@ -194,13 +195,13 @@ def test_describe_reports_where_each_value_comes_from() -> None:
     entries = {
         entry.name: entry
         for entry in LogConfig.describe(
-            {"segment.bytes": "4096"},
+            {"segment.bytes": "4194304"},
             broker_defaults,
             static_keys={"retention.ms", "segment.bytes"},
         )
     }
     assert list(entries) == [key.name for key in TOPIC_CONFIG_DEF]
-    assert entries["segment.bytes"].value == "4096"
+    assert entries["segment.bytes"].value == "4194304"
     assert entries["segment.bytes"].source is ConfigSource.DYNAMIC_TOPIC_CONFIG
     assert entries["retention.ms"].value == "3600000"
     assert entries["retention.ms"].source is ConfigSource.STATIC_BROKER_CONFIG
@@ -219,7 +220,36 @@ def test_describe_without_broker_information_is_overrides_and_defaults() -> None
 
 def test_describe_refuses_invalid_overrides() -> None:
     with pytest.raises(InvalidConfigError, match="segment.bytes"):
-        LogConfig.describe({"segment.bytes": "1"})
+        LogConfig.describe({"segment.bytes": "lots"})
+
+
+def test_segment_bytes_has_kafkas_floor_of_one_mebibyte() -> None:
+    assert MIN_SEGMENT_BYTES == 1024 * 1024
+    with pytest.raises(InvalidConfigError, match="segment.bytes.*at least 1048576"):
+        LogConfig.from_props({"segment.bytes": "100"})
+    assert LogConfig.from_props({"segment.bytes": "1048576"}).segment_bytes == MIN_SEGMENT_BYTES
+
+
+def test_segment_index_bytes_leaves_room_for_entries() -> None:
+    """Below one entry an index is full at once and every append rolls a segment."""
+    with pytest.raises(InvalidConfigError, match="segment.index.bytes.*at least 1024"):
+        LogConfig.from_props({"segment.index.bytes": "4"})
+    assert LogConfig.from_props({"segment.index.bytes": "1024"}).segment_index_bytes == 1024
+
+
+def test_a_stored_segment_size_below_the_floor_is_raised_to_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An override an earlier version accepted still loads, at the floor, with a warning."""
+    with caplog.at_level(logging.WARNING):
+        config = LogConfig.from_stored(
+            {"segment.bytes": "100", "segment.index.bytes": "4", "retention.ms": "5"}
+        )
+    assert (config.segment_bytes, config.segment_index_bytes) == (MIN_SEGMENT_BYTES, 1024)
+    assert config.retention_ms == 5
+    assert "segment.bytes=100" in caplog.text and "segment.index.bytes=4" in caplog.text
+    with pytest.raises(InvalidConfigError, match="retention.ms"):
+        LogConfig.from_stored({"segment.bytes": "100", "retention.ms": "-5"})
 
 
 def test_config_source_values_are_describe_configs_wire_ids() -> None:

@@ -155,13 +155,13 @@ def test_topics_are_listed(tmp_path):
 def test_overrides_apply_to_the_logs_and_survive_a_restart(tmp_path):
     config = broker_config(tmp_path)
     with running(config) as manager:
-        manager.create_topic("orders", 2, {"retention.ms": "60000", "segment.bytes": "2048"})
+        manager.create_topic("orders", 2, {"retention.ms": "60000", "segment.bytes": "2097152"})
     with running(config) as manager:
         overrides = manager.topic_overrides("orders")
-        assert overrides == {"retention.ms": "60000", "segment.bytes": "2048"}
+        assert overrides == {"retention.ms": "60000", "segment.bytes": "2097152"}
         for tp in manager.partitions("orders"):
             assert manager.get_log(tp).config.retention_ms == 60000
-            assert manager.get_log(tp).config.segment_bytes == 2048
+            assert manager.get_log(tp).config.segment_bytes == 2097152
 
 
 def test_alter_config_applies_to_live_logs_and_persists(tmp_path):

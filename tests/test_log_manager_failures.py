@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import errno
 import os
+import resource
 import subprocess
+from contextlib import contextmanager
 
 import pytest
 from log_helpers import append, batch, read_all
@@ -12,7 +14,11 @@ from log_manager_helpers import broker_config, running, wait_until
 
 from odradek.config.broker_config import BrokerConfig
 from odradek.errors import KafkaStorageError
-from odradek.storage.log_manager import CLEAN_SHUTDOWN_FILE_NAME, RECOVERY_POINT_CHECKPOINT_FILE
+from odradek.storage.log_manager import (
+    CLEAN_SHUTDOWN_FILE_NAME,
+    RECOVERY_POINT_CHECKPOINT_FILE,
+    LogManager,
+)
 from odradek.topic_partition import TopicPartition
 
 ORDERS_0 = TopicPartition("orders", 0)
@@ -109,6 +115,65 @@ def test_startup_fails_when_no_dir_is_usable(tmp_path):
     with pytest.raises(KafkaStorageError, match="none of the log directories"):
         with running(broker_config(tmp_path, dirs=1)):
             pass
+
+
+# --- running out of descriptors fails the operation, never the directory -------------------
+
+
+@contextmanager
+def out_of_descriptors():
+    """Lower this process's descriptor limit to the lowest free descriptor number: every
+    open() fails with EMFILE until the block ends."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    lowest_free = os.dup(0)
+    os.close(lowest_free)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (lowest_free, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_running_out_of_descriptors_fails_the_roll_and_leaves_the_dir_online(tmp_path):
+    with running(broker_config(tmp_path, dirs=1)) as manager:
+        manager.create_topic("rolling", 1, {"segment.ms": "1000"})
+        manager.create_topic("steady", 1)
+        rolling = manager.get_log(TopicPartition("rolling", 0))
+        steady = manager.get_log(TopicPartition("steady", 0))
+        append(rolling, batch(1, timestamp=1_000))
+        append(steady, batch(1))
+        with out_of_descriptors():
+            with pytest.raises(KafkaStorageError, match="Too many open files.*stays online") as e:
+                rolling.append(batch(1, timestamp=10_000))  # must roll: no file for it
+            assert e.value.retriable
+            assert append(steady, batch(1)).first_offset == 1
+        assert manager.offline_log_dirs == frozenset()
+        assert rolling.log_end_offset == 1 and rolling.number_of_segments == 1
+        assert offsets(rolling) == [0]
+
+        assert append(rolling, batch(1, timestamp=10_000)).first_offset == 1
+        assert rolling.number_of_segments == 2
+        assert offsets(manager.get_log(TopicPartition("rolling", 0))) == [0, 1]
+        assert offsets(manager.get_log(TopicPartition("steady", 0))) == [0, 1]
+
+
+def test_reports_of_descriptor_exhaustion_leave_the_dir_online(tmp_path):
+    with running(broker_config(tmp_path, dirs=1)) as manager:
+        for number in (errno.EMFILE, errno.ENFILE):
+            error = OSError(number, os.strerror(number))
+            assert not manager.failure_channel.maybe_add_offline_log_dir(tmp_path, "x", error)
+        assert manager.offline_log_dirs == frozenset()
+
+
+def test_running_out_of_descriptors_at_startup_stops_the_startup(tmp_path):
+    config = broker_config(tmp_path, dirs=1)
+    with running(config) as manager:
+        manager.create_topic("orders", 2)
+    manager = LogManager(config)
+    with out_of_descriptors(), pytest.raises(KafkaStorageError, match="ulimit -n"):
+        manager.startup()
+    with running(config) as manager:
+        assert manager.partitions("orders") == [ORDERS_0, ORDERS_1]
 
 
 # --- a full disk fails the append, and only the append ----------------------------------------

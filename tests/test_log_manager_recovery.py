@@ -84,9 +84,9 @@ def test_clean_start_skips_recovery_and_unclean_start_recovers(tmp_path):
 
 
 def test_unclean_start_recovers_only_from_the_recovery_point(tmp_path):
-    config = broker_config(tmp_path, dirs=1)
+    config = broker_config(tmp_path, dirs=1, log_segment_bytes=1024)
     with running(config) as manager:
-        manager.create_topic("orders", 1, {"segment.bytes": "1024"})
+        manager.create_topic("orders", 1)
         log = manager.get_log(ORDERS_0)
         for _ in range(8):
             append(log, batch(1, value_size=300))
@@ -197,9 +197,9 @@ def test_each_dir_loads_with_its_own_recovery_threads(tmp_path, monkeypatch):
 
 
 def test_load_summary_counts_partitions_and_segments(tmp_path, caplog):
-    config = broker_config(tmp_path, dirs=2)
+    config = broker_config(tmp_path, dirs=2, log_segment_bytes=1024)
     with running(config) as manager:
-        manager.create_topic("orders", 3, {"segment.bytes": "1024"})
+        manager.create_topic("orders", 3)
         log = manager.get_log(ORDERS_0)
         for _ in range(4):
             append(log, batch(1, value_size=300))
@@ -216,8 +216,8 @@ def test_load_summary_counts_partitions_and_segments(tmp_path, caplog):
 def test_topic_config_applies_to_loaded_logs(tmp_path):
     config = broker_config(tmp_path, dirs=1)
     with running(config) as manager:
-        manager.create_topic("orders", 1, {"segment.bytes": "4096"})
+        manager.create_topic("orders", 1, {"segment.bytes": "4194304"})
     with running(config) as manager:
         assert manager.get_log(ORDERS_0).config == LogConfig.from_props(
-            {"segment.bytes": "4096"}, config.log_config()
+            {"segment.bytes": "4194304"}, config.log_config()
         )

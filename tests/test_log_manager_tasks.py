@@ -33,8 +33,8 @@ def fill_segments(log: Log, segments: int) -> None:
 
 def test_cleanup_logs_applies_retention_to_every_log(tmp_path):
     clock = MockClock()
-    with running(broker_config(tmp_path), clock) as manager:
-        manager.create_topic("orders", 2, {"segment.bytes": "1024", "retention.ms": "1000"})
+    with running(broker_config(tmp_path, log_segment_bytes=1024), clock) as manager:
+        manager.create_topic("orders", 2, {"retention.ms": "1000"})
         logs = [manager.get_log(tp) for tp in manager.partitions("orders")]
         for log in logs:
             fill_segments(log, 3)
@@ -47,8 +47,8 @@ def test_cleanup_logs_applies_retention_to_every_log(tmp_path):
 
 def test_a_failing_partition_does_not_stop_retention_of_the_others(tmp_path, caplog, monkeypatch):
     clock = MockClock()
-    with running(broker_config(tmp_path), clock) as manager:
-        manager.create_topic("orders", 2, {"segment.bytes": "1024", "retention.ms": "1000"})
+    with running(broker_config(tmp_path, log_segment_bytes=1024), clock) as manager:
+        manager.create_topic("orders", 2, {"retention.ms": "1000"})
         broken, healthy = (manager.get_log(tp) for tp in (ORDERS_0, ORDERS_1))
         fill_segments(healthy, 3)
 
@@ -101,6 +101,7 @@ def test_scheduler_runs_the_tasks_on_their_intervals(tmp_path):
     config = broker_config(
         tmp_path,
         dirs=1,
+        log_segment_bytes=1024,
         log_retention_check_interval_ms=20,
         log_flush_scheduler_interval_ms=20,
         log_flush_offset_checkpoint_interval_ms=20,
@@ -109,7 +110,7 @@ def test_scheduler_runs_the_tasks_on_their_intervals(tmp_path):
     )
     clock = MockClock()
     with running(config, clock, initial_task_delay_ms=0) as manager:
-        manager.create_topic("orders", 1, {"segment.bytes": "1024", "retention.ms": "1000"})
+        manager.create_topic("orders", 1, {"retention.ms": "1000"})
         manager.create_topic("flushed", 1, {"flush.ms": "0"})
         log, flushed = manager.get_log(ORDERS_0), manager.get_log(TopicPartition("flushed", 0))
         fill_segments(log, 3)

@@ -170,7 +170,8 @@ def test_cold_pages_are_read_and_sent_on_a_thread(
     wait_until(lambda: spy.bytes_sent == sent)
     if segment == "older":  # (a small slice is cached by the read of its batch header)
         assert all(name.startswith("odradek-io") for _, name in spy.calls)
-    assert is_resident(cold.fd, 0, sent)
+    pin = cold.pin()
+    assert is_resident(pin.fd, 0, sent)
 
 
 def test_warm_tail_is_read_and_sent_from_the_event_loop(

@@ -144,16 +144,25 @@ def dump_index_file(path: Path, printer: DumpPrinter, verify: bool) -> list[str]
 
 
 def _used_entries(index: Index) -> list[Entry]:
-    """The entries in use. A preallocated index (an active or a crashed segment's) ends in zero
-    padding, which starts, as Kafka's dump tool takes it, at the first entry after entry 0 that
-    points at the base offset."""
+    """The entries the index holds. A preallocated index (a live or a crashed segment's) ends
+    in zeros that were never written, and a zero entry is never a written one: no offset index
+    entry points at the first batch (entries follow index.interval.bytes of records), and a
+    time index entry of timestamp 0 at the base offset says nothing a lookup needs. So the
+    entries end at the first all-zero one, entry 0 included: an index of zeros holds none
+    (Kafka's dump tool takes a zero entry 0 for a real one, and fails on live segments)."""
     entries: list[Entry] = []
     for n in range(index.entries):
         entry = index.entry(n)
-        if n > 0 and entry.offset == index.base_offset:
+        if _is_unwritten(entry, index.base_offset):
             break
         entries.append(entry)
     return entries
+
+
+def _is_unwritten(entry: Entry, base_offset: int) -> bool:
+    """Whether ``entry`` is all zeros on disk: relative offset 0 and a zero second field."""
+    other = entry.position if isinstance(entry, OffsetPosition) else entry.timestamp
+    return entry.offset == base_offset and other == 0
 
 
 def _print_index(index: Index, entries: list[Entry], printer: DumpPrinter) -> None:

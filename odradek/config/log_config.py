@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -9,11 +10,13 @@ from odradek.config.config_entry import ConfigEntry
 from odradek.config.config_source import ConfigSource
 from odradek.config.config_type import LONG_MAX
 from odradek.config.setting import Setting
-from odradek.config.topic_configs import TOPIC_CONFIG_DEF
+from odradek.config.topic_configs import RAISED_FLOORS, TOPIC_CONFIG_DEF
 from odradek.errors import InvalidConfigError
 
 # LONG_MAX stays importable from here, where it was first defined.
 __all__ = ["LONG_MAX", "LogConfig"]
+
+logger = logging.getLogger(__name__)
 
 _default = TOPIC_CONFIG_DEF.default
 TOPIC_ORIGIN = "topic config"
@@ -83,6 +86,32 @@ class LogConfig:
         config.check_consistency()
         return config
 
+    @classmethod
+    def from_stored(
+        cls, props: Mapping[str, object], defaults: LogConfig | None = None
+    ) -> LogConfig:
+        """``from_props`` for overrides recorded by an earlier version, under looser rules: a
+        ``segment.bytes`` or ``segment.index.bytes`` below today's floor (``RAISED_FLOORS``)
+        is raised to the floor, with a warning, rather than keeping the broker from loading
+        the topic."""
+        raised = dict(props)
+        for name, floor in RAISED_FLOORS.items():
+            value = props.get(name)
+            try:
+                too_small = value is not None and int(str(value)) < floor
+            except ValueError:
+                too_small = False  # from_props says what is wrong with it
+            if too_small:
+                logger.warning(
+                    "%s=%s of a stored topic config is below the minimum %d; using %d",
+                    name,
+                    value,
+                    floor,
+                    floor,
+                )
+                raised[name] = floor
+        return cls.from_props(raised, defaults)
+
     def to_props(self) -> dict[str, str]:
         """Every topic key with its value as text; ``from_props(to_props())`` gives this back."""
         return {key.name: key.type.render(getattr(self, key.attribute)) for key in TOPIC_CONFIG_DEF}
@@ -109,7 +138,7 @@ class LogConfig:
         ``BrokerConfig.static_topic_keys()``): topic keys whose default the broker's static
         config set (STATIC_BROKER_CONFIG). The rest are DEFAULT_CONFIG.
         """
-        values = cls.from_props(overrides, defaults).to_props()
+        values = cls.from_stored(overrides, defaults).to_props()
         return [
             ConfigEntry(
                 name=key.name,

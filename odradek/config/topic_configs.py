@@ -16,8 +16,15 @@ DAY_MS = 24 * 3600 * 1000
 WEEK_MS = 7 * DAY_MS
 MIB = 1024 * 1024
 
-# The smallest record Kafka ever defined (a v0 record's overhead): no segment can be smaller.
-MIN_SEGMENT_BYTES = 14
+# Kafka 4.0's floor (KIP-1030; it was 14 bytes before): a segment costs files, a descriptor
+# while active, index maps and a roll, so one-record segments are a way to exhaust a broker's
+# descriptors and time. Code and tests that need smaller segments build a LogConfig directly.
+MIN_SEGMENT_BYTES = 1024 * 1024
+# Kafka's floor from 5.0 (KIP-1030; 4 bytes before): an index too small for an entry is full at
+# once and rolls the segment on every append, whatever segment.bytes says.
+MIN_SEGMENT_INDEX_BYTES = 1024
+# The floors raised since overrides were first stored: a stored value below one loads at it.
+RAISED_FLOORS = {"segment.bytes": MIN_SEGMENT_BYTES, "segment.index.bytes": MIN_SEGMENT_INDEX_BYTES}
 CLEANUP_POLICIES = ("delete", "compact")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
@@ -25,7 +32,8 @@ COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"
 TOPIC_CONFIG_DEF = ConfigDef(
     [
         ConfigKey("segment.bytes", INT, 1024 * MIB, MEDIUM,
-                  "Size at which the active segment is rolled to a new one.",
+                  "Size at which the active segment is rolled to a new one. At least 1 MiB, as "
+                  "in Kafka 4.0, so that no topic can make a segment of every record.",
                   Validator.at_least(MIN_SEGMENT_BYTES)),
         ConfigKey("segment.ms", LONG, WEEK_MS, MEDIUM,
                   "Age after which a non-empty active segment is rolled even if not full, so "
@@ -40,8 +48,9 @@ TOPIC_CONFIG_DEF = ConfigDef(
                   Validator.at_least(0)),
         ConfigKey("segment.index.bytes", INT, 10 * MIB, MEDIUM,
                   "Size the offset and time indexes are preallocated to; a full index rolls the "
-                  "segment.",
-                  Validator.at_least(4)),
+                  "segment. At least 1 KiB (Kafka's floor from 5.0), so that an index always "
+                  "has room for entries and no topic can roll a segment on every append.",
+                  Validator.at_least(MIN_SEGMENT_INDEX_BYTES)),
         ConfigKey("index.interval.bytes", INT, 4096, MEDIUM,
                   "Bytes of records written between two offset index entries (sparser index, "
                   "longer scans).",

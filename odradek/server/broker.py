@@ -22,6 +22,8 @@ from odradek.server.kafka_apis import KafkaApis
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.socket_server import SocketServer
+from odradek.storage.descriptor_budget import raise_descriptor_limit
+from odradek.storage.idle_file_cache import IDLE_FILES, default_capacity
 from odradek.storage.log_manager import LogManager
 
 logger = logging.getLogger(__name__)
@@ -118,6 +120,8 @@ class Broker:
         logger.info("broker %d shut down", self.config.broker_id)
 
     def _start_storage(self) -> None:
+        raise_descriptor_limit()
+        IDLE_FILES.set_capacity(default_capacity())  # a share of the limit now in force
         self.log_manager.startup()
         self.log_manager.attach_cleaner(self.log_cleaner)
         self.log_cleaner.startup()

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import TypeVar
 
-from odradek.errors import KafkaError, RequestTimedOutError, error_code_for
+from odradek.errors import KafkaError, KafkaStorageError, RequestTimedOutError, error_code_for
 from odradek.protocol.delete_records import (
     HIGH_WATERMARK_OFFSET,
     DeleteRecordsPartition,
@@ -268,6 +268,8 @@ class ReplicaManager:
                 info = log.read(entry.fetch_offset, max_bytes, isolation, min_one)
         except KafkaError as error:
             return LogReadResult(entry, error=error)
+        except OSError as error:
+            return LogReadResult(entry, error=_read_error(entry.topic, entry.partition, error))
         return LogReadResult(entry, partition, info)
 
     # --- list offsets, delete records --------------------------------------------------------
@@ -291,7 +293,12 @@ class ReplicaManager:
                 found = await self._in_thread(log.fetch_offset_by_timestamp, target, isolation)
                 if found is not None and isolation is FetchIsolation.HIGH_WATERMARK:
                     found = found if found.offset < log.high_watermark else None
-        except KafkaError as error:
+        except (KafkaError, OSError) as caught:
+            error = (
+                caught
+                if isinstance(caught, KafkaError)
+                else _read_error(entry.topic, entry.partition, caught)
+            )
             return ListOffsetsPartitionResponse(
                 entry.topic, entry.partition, error.code, error.message
             )
@@ -332,6 +339,16 @@ def _produce_error(
 ) -> ProducePartitionResponse:
     message = error.message if isinstance(error, KafkaError) else str(error)
     return ProducePartitionResponse(data.topic, data.partition, error_code_for(error), message)
+
+
+def _read_error(topic: str, partition: int, error: OSError) -> KafkaStorageError:
+    """A read that failed on a file (no descriptor to open it with, a segment deleted under
+    it) as the partition's retriable error; the log directory stays online: a failing disk
+    shows itself to the writes and flushes, which report it."""
+    return KafkaStorageError(
+        f"reading {_label(topic, partition)} failed: {error.strerror or error} "
+        f"(errno {error.errno}); retry later"
+    )
 
 
 def _may_wait_on_disk(log: Log, offset: int) -> bool:

@@ -18,6 +18,7 @@ from odradek.protocol.schema import Payload
 from odradek.server.file_region import FileRegion
 from odradek.server.metrics import COPIED, SENDFILE, BrokerMetrics
 from odradek.server.sendfile_sender import SendfileSender
+from odradek.storage.log_dir_failure_channel import is_descriptor_exhaustion
 
 logger = logging.getLogger(__name__)
 
@@ -122,23 +123,30 @@ class ResponseWriter:
 
     async def _copy(self, region: FileRegion, skip: int) -> None:
         """The fallback: read the rest of ``region`` on a thread and write it as bytes."""
-        file = region.slice.file
+        slice_ = region.slice
         position, length = region.position + skip, len(region) - skip
         data = await asyncio.get_running_loop().run_in_executor(
-            self._executor, file.read, position, length
+            self._executor, slice_.read_at, position, length
         )
         if len(data) != length:
-            raise OSError(f"{file.path} ended at byte {position + len(data)} inside a slice")
+            raise OSError(f"{slice_.path} ended at byte {position + len(data)} inside a slice")
         self._transport.write(data)
         self._metrics.fetch_bytes.labels(COPIED).inc(length)
         self._metrics.bytes_out.inc(length)
 
     def _sendfile_sender(self) -> SendfileSender | None:
-        """The sender on this connection's socket; None when the transport has no socket."""
+        """The sender on this connection's socket; None when the transport has no socket, or
+        when the process is out of descriptors for its duplicate (the region is copied then,
+        and the next one tries again)."""
         if self._sender is None:
             sock = self._transport.get_extra_info("socket")
             if sock is not None:
-                self._sender = SendfileSender(sock.fileno(), self._executor)
+                try:
+                    self._sender = SendfileSender(sock.fileno(), self._executor)
+                except OSError as error:
+                    if not is_descriptor_exhaustion(error):
+                        raise
+                    logger.warning("%s: no descriptor for sendfile, copying: %s", self._peer, error)
         return self._sender
 
     async def _transport_drained(self) -> None:

@@ -56,7 +56,7 @@ class SendfileSender:
             if is_resident(region.fd, position, count):
                 sent = self._sendfile(self._fd, region.fd, position, count)
             else:
-                sent = await self._sendfile_in_thread(region.fd, position, count)
+                sent = await self._sendfile_in_thread(region, position, count)
             if sent is None:
                 await self._writable()
                 continue
@@ -81,10 +81,21 @@ class SendfileSender:
             raise OSError(errno.EIO, f"file ended at byte {position} inside a fetched slice")
         return sent
 
-    async def _sendfile_in_thread(self, file_fd: int, position: int, count: int) -> int | None:
-        in_thread = self._executor.submit(self._sendfile, self._fd, file_fd, position, count)
+    async def _sendfile_in_thread(
+        self, region: FileRegion, position: int, count: int
+    ) -> int | None:
+        """``_sendfile`` on a thread. The thread's task holds ``region`` (and so its file's
+        descriptor, see FileSlice) until it returns, even if this send is cancelled first."""
+        in_thread = self._executor.submit(
+            self._sendfile_region, self._fd, region, position, count
+        )
         self._in_thread = in_thread
         return await asyncio.wrap_future(in_thread)
+
+    def _sendfile_region(
+        self, socket_fd: int, region: FileRegion, position: int, count: int
+    ) -> int | None:
+        return self._sendfile(socket_fd, region.fd, position, count)
 
     async def _writable(self) -> None:
         """Wait until the socket can take more bytes."""

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from odradek.errors import CorruptIndexError, IndexOffsetOverflowError
+from odradek.storage.idle_file_cache import IDLE_FILES
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,10 @@ _TYPECODE_FOR_WIDTH = {4: "i", 8: "q"}  # array typecodes of the signed integers
 
 # Linux keeps one page cache for reads, writes and shared maps: an fsync writes what a map changed.
 _FSYNC_WRITES_MAPPED_PAGES = sys.platform.startswith("linux")
+
+# From Python 3.13 a map need not keep a duplicate of the file's descriptor; before, each map
+# holds one (which the idle file cache bounds).
+_UNTRACKED_FD: dict[str, bool] = {"trackfd": False} if sys.version_info >= (3, 13) else {}
 
 
 def delete_file_if_exists(path: Path) -> bool:
@@ -56,6 +61,11 @@ class AbstractIndex(ABC):
 
     One writer and many reader threads may use an index at once: every operation holds the
     index's lock, so a remap never takes the map away from a lookup.
+
+    The map is kept among the most recently used idle files (``IDLE_FILES``): evicted, it is
+    dropped (the last user of the old map unmaps it) and mapped again on the next use, so a
+    broker with many segments holds a bounded number of maps and, through them, descriptors.
+    The file itself is closed once mapped, as Kafka does.
     """
 
     entry_size: ClassVar[int]  # bytes per entry, readable without opening an index
@@ -139,7 +149,7 @@ class AbstractIndex(ABC):
         Returns whether the size changed. The entries in use must fit.
         """
         with self._lock:
-            self._current_map()
+            self._check_open()
             rounded_size = self._round_down(new_size)
             if rounded_size == self._length:
                 return False
@@ -167,17 +177,44 @@ class AbstractIndex(ABC):
     def truncate(self) -> None:
         """Drop every entry."""
         with self._lock:
-            self._current_map()
-            self._entries = 0
-            self._last = None
+            self._drop_entries_from(0)
 
     def truncate_to(self, offset: int) -> None:
         """Drop every entry whose offset is ``offset`` or above."""
         with self._lock:
             index_map = self._current_map()
             relative_target = offset - self._base_offset
-            self._entries = self._count_at_most(index_map, relative_target - 1, self._OFFSET_FIELD)
-            self._last = None
+            kept = self._count_at_most(index_map, relative_target - 1, self._OFFSET_FIELD)
+            self._drop_entries_from(kept)
+
+    def _drop_entries_from(self, kept: int) -> None:
+        """Keep the first ``kept`` entries and zero the bytes of the others: past the last
+        entry the file holds zeros, as a preallocated one does, so a reader of the file (a
+        crash's recovery, ``dump-log --verify-index`` on a live broker) never takes a dropped
+        entry for one in use. The caller holds the lock."""
+        self._check_open()
+        if self._entries > kept:
+            index_map = self._current_map()
+            written = self._written_entries(index_map, kept, self._entries)
+            if written > kept:
+                start, end = kept * self.entry_size, written * self.entry_size
+                index_map[start:end] = bytes(end - start)
+        self._entries = kept
+        self._last = None
+
+    def _written_entries(self, index_map: mmap.mmap | None, low: int, high: int) -> int:
+        """Where the zeros start between entries ``low`` and ``high``: written entries are never
+        all zeros and the unwritten tail is, so a binary search finds it (a few pages touched,
+        where zeroing a whole preallocated index after a crash would write megabytes)."""
+        size = self.entry_size
+        zero = bytes(size)
+        while low < high:
+            middle = (low + high) // 2
+            if index_map[middle * size : (middle + 1) * size] == zero:
+                high = middle
+            else:
+                low = middle + 1
+        return low
 
     def flush(self) -> None:
         """Write the entries and the file's size to disk.
@@ -188,8 +225,9 @@ class AbstractIndex(ABC):
         and runs outside the index lock so lookups go on meanwhile.
         """
         with self._lock:
-            index_map = self._current_map()
-            if index_map is not None and not _FSYNC_WRITES_MAPPED_PAGES:
+            if _FSYNC_WRITES_MAPPED_PAGES:
+                self._check_open()  # and no need to map an evicted index again
+            elif (index_map := self._current_map()) is not None:
                 index_map.flush()
             descriptor = os.open(self._path, os.O_RDONLY)
         try:
@@ -209,6 +247,13 @@ class AbstractIndex(ABC):
         with self._lock:
             self._unmap()
             self._closed = True
+        IDLE_FILES.discard(self)
+
+    def release_idle(self) -> None:
+        """Drop the map (the idle file cache evicts it): a user holding it unmaps it when done,
+        the next use maps the file again. Takes no lock, so that evicting never waits on an
+        index in use; the entries are kept on the object, not in the map."""
+        self._mmap = None
 
     def delete_if_exists(self) -> bool:
         """Close the index and unlink its file; return whether there was a file."""
@@ -347,31 +392,49 @@ class AbstractIndex(ABC):
             return bisect.bisect_right(range(entries), target, first_warm + 1, entries, key=key)
         return bisect.bisect_right(range(entries), target, 0, first_warm, key=key)
 
-    def _current_map(self) -> mmap.mmap | None:
-        """The map (None for an empty file); raises once the index is closed."""
+    def _check_open(self) -> None:
         if self._closed:
             raise ValueError(f"index {self._path} is closed")
-        return self._mmap
 
-    def _map_file(self, mode: str, new_length: int | None = None) -> None:
+    def _current_map(self) -> mmap.mmap | None:
+        """The map (None for an empty file), mapped again if it was evicted; raises once the
+        index is closed."""
+        self._check_open()
+        index_map = self._mmap
+        if index_map is not None:
+            IDLE_FILES.touch(self)
+        elif self._length:
+            index_map = self._map_file("r+b" if self._writable else "rb")
+        return index_map
+
+    def _map_file(self, mode: str, new_length: int | None = None) -> mmap.mmap | None:
+        """Map the file (resized to ``new_length`` first, if given) and close it. On a failure
+        (no descriptor left) the index stays unmapped, its length that of the file, and
+        the next use maps it again."""
         with open(self._path, mode) as file:
             if new_length is not None:
                 file.truncate(new_length)
             length = os.fstat(file.fileno()).st_size
+            self._length = length
+            self._max_entries = length // self.entry_size  # read on every append: kept
             access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
-            self._mmap = mmap.mmap(file.fileno(), length, access=access) if length else None
-        if self._mmap is not None:
+            index_map = (
+                mmap.mmap(file.fileno(), length, access=access, **_UNTRACKED_FD) if length else None
+            )
+        if index_map is not None:
             # Lookups are binary searches and appends touch one page at a time: readahead
             # only costs here. Without this the first touch of a fresh, preallocated index
             # reads ahead its whole sparse length (~2 ms for the default 10 MB).
-            self._mmap.madvise(mmap.MADV_RANDOM)
-        self._length = length
-        self._max_entries = length // self.entry_size  # read on every append: kept, not computed
+            index_map.madvise(mmap.MADV_RANDOM)
+        self._mmap = index_map
+        if index_map is not None:
+            IDLE_FILES.touch(self)
+        return index_map  # (another thread may evict it from self._mmap at once)
 
     def _unmap(self) -> None:
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
+        index_map, self._mmap = self._mmap, None
+        if index_map is not None:
+            index_map.close()
 
     def _round_down(self, size: int) -> int:
         return size - size % self.entry_size

@@ -5,8 +5,9 @@ from __future__ import annotations
 import errno
 import os
 import struct
+import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from odradek.record.batch_header import BatchHeader
@@ -19,6 +20,8 @@ from odradek.record.record_batch import (
     RecordBatch,
     crc_of,
 )
+from odradek.storage.idle_file_cache import IDLE_FILES
+from odradek.storage.shared_descriptor import DescriptorPin, SharedDescriptor
 from odradek.storage.writeback import MAX_WRITE_BYTES, write_back
 
 try:
@@ -52,16 +55,20 @@ class TimestampAndOffset:
 class FileSlice:
     """``length`` bytes of a ``.log`` file from ``position``: what a fetch sends with sendfile.
 
-    It may end in the middle of a batch; readers drop a trailing partial batch.
+    It may end in the middle of a batch; readers drop a trailing partial batch. It holds the
+    file's descriptor (``pin``) until it is garbage-collected, so the number it sends from is
+    still the segment's however long the send takes: a segment closed meanwhile closes its
+    descriptor only once the last slice of it is gone.
     """
 
     file: FileRecords
     position: int
     length: int
+    pin: DescriptorPin = field(repr=False, compare=False)
 
     @property
     def fd(self) -> int:
-        return self.file.fd
+        return self.pin.fd
 
     @property
     def path(self) -> Path:
@@ -69,20 +76,38 @@ class FileSlice:
 
     def read_bytes(self) -> bytes:
         """The slice's bytes, copied (the fallback when zero copy is not possible, and tests)."""
-        return self.file.read(self.position, self.length)
+        return self.read_at(self.position, self.length)
+
+    def read_at(self, position: int, size: int) -> bytes:
+        """Up to ``size`` bytes of the file from ``position``, read through the pinned
+        descriptor (fewer at the end of the file)."""
+        return _read_fully(self.pin.fd, position, size)
 
 
 class FileRecords:
-    """An open ``.log`` file: appends at its end, reads by position, scans batch headers.
+    """A ``.log`` file: appends at its end, reads by position, scans batch headers.
 
     The size is tracked in memory rather than taken from the file so a preallocated file
     (``preallocate=true``) and concurrent readers see only whole appended batches.
+
+    The file being written (the active segment's) keeps its descriptor open: ``_fd`` is it,
+    -1 otherwise (the append modules in C read it). Any other file is opened when a read
+    needs it and kept open among the most recently used idle files (``IDLE_FILES``), so many
+    partitions with many segments hold a bounded number of descriptors. Every use holds the
+    descriptor (``SharedDescriptor``) while it runs, so closing never pulls one from under a
+    read.
     """
 
-    def __init__(self, path: Path, fd: int, size: int) -> None:
+    def __init__(
+        self, path: Path, descriptor: SharedDescriptor | None, size: int, *, writing: bool
+    ) -> None:
         self._path = path
-        self._fd = fd
+        self._descriptor = descriptor
+        self._writing = writing and descriptor is not None
+        self._fd = descriptor.fd if self._writing else -1
         self._size = size
+        self._closed = False
+        self._open_lock = threading.Lock()  # opening, closing and renaming the file
 
     @classmethod
     def open(
@@ -93,19 +118,18 @@ class FileRecords:
         init_file_size: int = 0,
         preallocate: bool = False,
     ) -> FileRecords:
-        flags = os.O_RDWR | (0 if file_already_exists else os.O_CREAT)
-        fd = os.open(path, flags, 0o644)
+        """A new file, open for writing; or an existing one (``file_already_exists``), whose
+        descriptor is opened by its first use."""
+        if file_already_exists:
+            return cls(path, None, os.stat(path).st_size, writing=False)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            if file_already_exists:
-                size = os.fstat(fd).st_size
-            else:
-                size = 0
-                if preallocate and init_file_size > 0:
-                    os.posix_fallocate(fd, 0, init_file_size)
+            if preallocate and init_file_size > 0:
+                os.posix_fallocate(fd, 0, init_file_size)
         except BaseException:
             os.close(fd)
             raise
-        return cls(path, fd, size)
+        return cls(path, SharedDescriptor(fd), 0, writing=True)
 
     @property
     def path(self) -> Path:
@@ -113,11 +137,96 @@ class FileRecords:
 
     @property
     def fd(self) -> int:
+        """The descriptor appends write to; -1 when the file is not being written."""
         return self._fd
 
     @property
     def size_in_bytes(self) -> int:
         return self._size
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the file holds a descriptor now (idle files may not)."""
+        return self._descriptor is not None
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    # --- descriptors -------------------------------------------------------------------------
+
+    def _hold(self) -> SharedDescriptor:
+        """The file's descriptor, opened if need be, held once for the caller, who releases it."""
+        descriptor = self._descriptor
+        if descriptor is None or not descriptor.acquire():
+            descriptor = self._reopen()
+        if not self._writing:
+            IDLE_FILES.touch(self)
+        return descriptor
+
+    def _reopen(self) -> SharedDescriptor:
+        """``_hold``'s slow path. While ``_descriptor`` is set the file holds it once, so it
+        cannot be closed; it is unset before that hold is released."""
+        with self._open_lock:
+            descriptor = self._descriptor
+            if descriptor is not None and descriptor.acquire():
+                return descriptor
+            if self._closed:
+                raise OSError(errno.EBADF, f"{self._path} is closed")
+            descriptor = SharedDescriptor(os.open(self._path, os.O_RDWR))
+            descriptor.acquire()
+            self._descriptor = descriptor
+            return descriptor
+
+    def pin(self) -> DescriptorPin:
+        """A hold on the file's descriptor for a reader that releases it elsewhere."""
+        return DescriptorPin(self._hold())
+
+    def start_writing(self) -> None:
+        """Keep the descriptor open and publish it in ``_fd``: the file takes appends again
+        (a segment that became the active one)."""
+        with self._open_lock:
+            if self._closed:
+                raise OSError(errno.EBADF, f"{self._path} is closed")
+            descriptor = self._descriptor
+            if descriptor is None:
+                descriptor = self._descriptor = SharedDescriptor(os.open(self._path, os.O_RDWR))
+            self._writing = True
+            self._fd = descriptor.fd
+        IDLE_FILES.discard(self)
+
+    def stop_writing(self) -> None:
+        """The file takes no more appends: its descriptor becomes an idle one, closed when it
+        is the least recently used past the idle cache's capacity."""
+        with self._open_lock:
+            if not self._writing:
+                return
+            self._writing = False
+            self._fd = -1
+        IDLE_FILES.touch(self)
+
+    def release_idle(self) -> None:
+        """Let go of the descriptor unless the file is being written (the idle cache evicts
+        it); readers in flight keep it open until they are done."""
+        with self._open_lock:
+            if self._writing:
+                return
+            descriptor, self._descriptor = self._descriptor, None
+        if descriptor is not None:
+            descriptor.release()
+
+    def _let_go(self) -> None:
+        """Close for good: the descriptor closes once readers in flight are done with it."""
+        with self._open_lock:
+            self._closed = True
+            self._writing = False
+            self._fd = -1
+            descriptor, self._descriptor = self._descriptor, None
+        IDLE_FILES.discard(self)
+        if descriptor is not None:
+            descriptor.release()
+
+    # --- writes ------------------------------------------------------------------------------
 
     def append(self, data: bytes | bytearray | memoryview, *, write_through: bool = False) -> int:
         """Write ``data`` at the end; return the bytes written. All or nothing as far as the
@@ -127,6 +236,8 @@ class FileRecords:
         piece to disk before the next is written (``writeback``): for the cleaner's large
         segments, so their writing does not hold up the broker's; it is not an fsync.
         """
+        if self._fd < 0:
+            self.start_writing()
         position = self._size
         one_call = len(data) <= MAX_WRITE_BYTES and not write_through
         try:
@@ -153,35 +264,40 @@ class FileRecords:
                 written += piece
         return written
 
+    # --- reads -------------------------------------------------------------------------------
+
     def read(self, position: int, size: int) -> bytes:
         """Up to ``size`` bytes from ``position`` (fewer at the end of the file)."""
         size = max(0, min(size, self._size - position))
-        chunks = []
-        while size > 0:
-            chunk = os.pread(self._fd, size, position)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            position += len(chunk)
-            size -= len(chunk)
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        descriptor = self._hold()
+        try:
+            return _read_fully(descriptor.fd, position, size)
+        finally:
+            descriptor.release()
 
     def slice(self, position: int, size: int) -> FileSlice:
-        return FileSlice(self, position, max(0, min(size, self._size - position)))
+        """A slice of the file holding its descriptor until it is gone (see FileSlice)."""
+        return FileSlice(self, position, max(0, min(size, self._size - position)), self.pin())
 
     def batch_headers(self, start_position: int = 0) -> Iterator[tuple[int, RecordBatch]]:
         """``(position, header view)`` of each whole batch from ``start_position``, reading only
         the 61 header bytes of each; stops at a batch that runs past the end."""
         position = start_position
         end = self._size
-        while position + HEADER_SIZE <= end:
-            header = RecordBatch(os.pread(self._fd, HEADER_SIZE, position))
-            if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
-                return
-            if position + header.size_in_bytes > end:
-                return
-            yield position, header
-            position += header.size_in_bytes
+        if position + HEADER_SIZE > end:
+            return
+        descriptor = self._hold()
+        try:
+            while position + HEADER_SIZE <= end:
+                header = RecordBatch(os.pread(descriptor.fd, HEADER_SIZE, position))
+                if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+                    return
+                if position + header.size_in_bytes > end:
+                    return
+                yield position, header
+                position += header.size_in_bytes
+        finally:
+            descriptor.release()
 
     def batches(self, start_position: int = 0) -> Iterator[tuple[int, RecordBatch]]:
         """``(position, batch)`` of each whole batch from ``start_position``, reading the file in
@@ -246,12 +362,16 @@ class FileRecords:
     def _read_into(self, buffer: bytearray, position: int, size: int) -> int:
         """Fill ``buffer[:size]`` from ``position``; the bytes read (fewer at the file end)."""
         read = 0
-        with memoryview(buffer) as view:
-            while read < size:
-                count = os.preadv(self._fd, [view[read:size]], position + read)
-                if count == 0:
-                    break
-                read += count
+        descriptor = self._hold()
+        try:
+            with memoryview(buffer) as view:
+                while read < size:
+                    count = os.preadv(descriptor.fd, [view[read:size]], position + read)
+                    if count == 0:
+                        break
+                    read += count
+        finally:
+            descriptor.release()
         return read
 
     def search_for_offset_with_size(
@@ -296,33 +416,53 @@ class FileRecords:
         return removed
 
     def _truncate_file(self, size: int) -> None:
-        os.ftruncate(self._fd, size)
+        descriptor = self._hold()
+        try:
+            os.ftruncate(descriptor.fd, size)
+        finally:
+            descriptor.release()
 
     def trim(self) -> None:
         """Drop preallocated space past the data (when the segment stops being active)."""
-        if os.fstat(self._fd).st_size != self._size:
+        fd = self._fd
+        length = os.fstat(fd).st_size if fd >= 0 else os.stat(self._path).st_size
+        if length != self._size:
             self._truncate_file(self._size)
 
     def flush(self) -> None:
-        """fsync the data; a closed file (shut down or deleted meanwhile) has nothing to flush."""
-        if self._fd >= 0:
-            os.fdatasync(self._fd)
+        """fsync the data; a closed file (shut down or deleted meanwhile) has nothing to flush.
+
+        An idle file whose descriptor was released is opened again for it: fdatasync writes
+        the file's dirty pages whichever descriptor wrote them.
+        """
+        if self._closed:
+            return
+        try:
+            descriptor = self._hold()
+        except OSError as error:
+            if error.errno == errno.EBADF and self._closed:
+                return
+            raise
+        try:
+            os.fdatasync(descriptor.fd)
+        finally:
+            descriptor.release()
 
     def close(self) -> None:
-        if self._fd >= 0:
-            self.trim()
-            os.close(self._fd)
-            self._fd = -1
+        """Trim the file and close it; the descriptor closes once readers in flight are done."""
+        if self._closed:
+            return
+        self.trim()
+        self._let_go()
 
     def close_handler(self) -> None:
-        """Close the descriptor without trimming (the file is about to be deleted)."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Close without trimming (the file is about to be deleted)."""
+        self._let_go()
 
     def rename_to(self, new_path: Path) -> None:
-        os.replace(self._path, new_path)
-        self._path = new_path
+        with self._open_lock:
+            os.replace(self._path, new_path)
+            self._path = new_path
 
     def delete_if_exists(self) -> bool:
         self.close_handler()
@@ -336,6 +476,19 @@ class FileRecords:
 
     def __repr__(self) -> str:
         return f"FileRecords({self._path}, size={self._size})"
+
+
+def _read_fully(fd: int, position: int, size: int) -> bytes:
+    """Up to ``size`` bytes of ``fd`` from ``position`` (fewer at the end of the file)."""
+    chunks = []
+    while size > 0:
+        chunk = os.pread(fd, size, position)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        position += len(chunk)
+        size -= len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _size_at(buffer: bytearray, offset: int) -> int:

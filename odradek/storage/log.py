@@ -25,6 +25,7 @@ from odradek.storage.atomic_file import fsync_directory
 from odradek.storage.fetch_data_info import FetchDataInfo, FetchIsolation
 from odradek.storage.file_records import TimestampAndOffset
 from odradek.storage.log_append_info import LogAppendInfo
+from odradek.storage.log_dir_failure_channel import is_descriptor_exhaustion
 from odradek.storage.log_loader import LoadedLogOffsets, LogLoader
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
 from odradek.storage.log_segment import LogSegment
@@ -262,8 +263,9 @@ class Log:
                     f"segment's base offset {active.base_offset}"
                 )
             self._remove_leftover_segment_files(new_offset)
-            active.on_become_inactive_segment()
             config = self._config
+            # The new file first: when it cannot be opened (no descriptor, no space to
+            # preallocate) the active segment is left as it was, and the next append retries.
             segment = LogSegment.open(
                 self.dir,
                 new_offset,
@@ -272,6 +274,11 @@ class Log:
                 init_file_size=config.segment_bytes,
                 preallocate=config.preallocate,
             )
+            try:
+                active.on_become_inactive_segment()
+            except BaseException:
+                segment.delete_if_exists()
+                raise
             self._segments.add(segment)
             self._update_log_end_offset(new_offset)
             logger.info(
@@ -307,12 +314,20 @@ class Log:
 
     def _storage_error(self, action: str, error: OSError) -> KafkaStorageError:
         """Report an I/O error to the owner (which takes the log directory offline unless the
-        disk is merely full) and turn it into KAFKA_STORAGE_ERROR for the client."""
-        if self.io_error_handler is not None and error.errno != errno.ENOSPC:
+        disk is merely full or the process out of descriptors) and turn it into
+        KAFKA_STORAGE_ERROR for the client.
+
+        KAFKA_STORAGE_ERROR is retriable in Kafka's clients (they refresh metadata and retry),
+        which is what a full disk or descriptor exhaustion calls for: the directory stays
+        online, and the same request succeeds once space or descriptors are free.
+        """
+        transient = error.errno == errno.ENOSPC or is_descriptor_exhaustion(error)
+        if self.io_error_handler is not None and not transient:
             self.io_error_handler(self, error)
+        detail = "; the log directory stays online, retry later" if transient else ""
         return KafkaStorageError(
             f"{action} on {self.topic_partition} in {self.dir} failed: "
-            f"{error.strerror or error} (errno {error.errno})"
+            f"{error.strerror or error} (errno {error.errno}){detail}"
         )
 
     # --- read --------------------------------------------------------------------------------

@@ -4,10 +4,16 @@ Any part of storage that gets an I/O error it cannot recover from (a Log's appen
 checkpoint write) reports the log directory here. The first report takes the directory offline
 and notifies the listeners once (the LogManager then closes that directory's logs); later
 reports of the same directory are no-ops. Offline directories stay offline until restart.
+
+Running out of file descriptors (EMFILE, ENFILE) is no failure of the directory: the process (or
+the system) holds too many files open, and the disk is fine. Such a report leaves the directory
+online; the operation that hit it fails with a retriable error and works again once
+descriptors are free.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 from collections.abc import Callable
@@ -16,6 +22,15 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 OfflineListener = Callable[[Path], None]
+
+DESCRIPTOR_EXHAUSTION_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
+"""Errors saying the process or system is out of file descriptors, not that a disk failed."""
+
+
+def is_descriptor_exhaustion(error: BaseException | None) -> bool:
+    """Whether ``error`` says the process (EMFILE) or the system (ENFILE) is out of file
+    descriptors: a passing shortage, never a reason to take a log directory offline."""
+    return isinstance(error, OSError) and error.errno in DESCRIPTOR_EXHAUSTION_ERRNOS
 
 
 class LogDirFailureChannel:
@@ -35,7 +50,18 @@ class LogDirFailureChannel:
     def maybe_add_offline_log_dir(
         self, log_dir: Path, message: str, error: BaseException | None = None
     ) -> bool:
-        """Take ``log_dir`` offline for the reason ``message``; True if it was online."""
+        """Take ``log_dir`` offline for the reason ``message``; True if it was online.
+
+        An ``error`` that is descriptor exhaustion leaves the directory online (and returns
+        False): the caller's operation fails, the next one may succeed.
+        """
+        if is_descriptor_exhaustion(error):
+            logger.warning(
+                "log directory %s stays online: %s (out of file descriptors, not a disk failure)",
+                log_dir,
+                message,
+            )
+            return False
         with self._lock:
             if log_dir in self._offline:
                 return False

@@ -42,8 +42,13 @@ from odradek.errors import (
 )
 from odradek.storage.atomic_file import fsync_directory, write_atomically
 from odradek.storage.cleaning_control import CleaningControl
+from odradek.storage.descriptor_budget import DescriptorBudget
+from odradek.storage.idle_file_cache import IDLE_FILES
 from odradek.storage.log import Log
-from odradek.storage.log_dir_failure_channel import LogDirFailureChannel
+from odradek.storage.log_dir_failure_channel import (
+    LogDirFailureChannel,
+    is_descriptor_exhaustion,
+)
 from odradek.storage.log_dir_lock import LogDirLock
 from odradek.storage.log_load_summary import LogLoadSummary
 from odradek.storage.meta_properties import MetaProperties
@@ -54,6 +59,7 @@ from odradek.storage.topic_config_store import TopicConfigStore
 from odradek.topic_partition import (
     DELETE_DIR_SUFFIX,
     TopicPartition,
+    describe_partitions,
     validate_topic_name,
 )
 
@@ -116,6 +122,7 @@ class LogManager:
         self.meta_properties: MetaProperties | None = None
         self.load_summary: LogLoadSummary | None = None
         self.cleaner: CleaningControl | None = None
+        self._starting = False
 
     # --- start-up ----------------------------------------------------------------------------
 
@@ -126,6 +133,7 @@ class LogManager:
         directory is usable; nothing stays locked then.
         """
         self.scheduler.startup()
+        self._starting = True
         try:
             self._prepare_log_dirs()
             self._topic_configs.load()
@@ -137,6 +145,8 @@ class LogManager:
             self._release_locks()
             self.scheduler.shutdown()
             raise
+        finally:
+            self._starting = False
         self._schedule_background_tasks()
 
     def _prepare_log_dirs(self) -> None:
@@ -173,6 +183,20 @@ class LogManager:
                 pool.shutdown()
         self.load_summary = LogLoadSummary.of(loaded, time.monotonic() - started)
         logger.info("%s", self.load_summary)
+        self._log_descriptor_budget(self.load_summary)
+
+    def _log_descriptor_budget(self, summary: LogLoadSummary) -> None:
+        """State the descriptor limit and what the loaded logs and max.connections may need;
+        a warning when the need is above the limit."""
+        budget = DescriptorBudget.current(
+            summary.partitions, summary.segments, IDLE_FILES.capacity, self._config.max_connections
+        )
+        if budget.exceeds_limit:
+            logger.warning(
+                "%s: raise the limit (ulimit -n, LimitNOFILE) or lower max.connections", budget
+            )
+        else:
+            logger.info("%s", budget)
 
     def _submit_log_dir(
         self, log_dir: Path, pool: ThreadPoolExecutor
@@ -582,8 +606,9 @@ class LogManager:
     # --- topic configs -----------------------------------------------------------------------
 
     def topic_config(self, topic: str) -> LogConfig:
-        """The settings ``topic``'s logs run with: the broker defaults and its overrides."""
-        return LogConfig.from_props(self._topic_configs.overrides(topic), self._default_log_config)
+        """The settings ``topic``'s logs run with: the broker defaults and its overrides (as
+        stored, maybe under an earlier version's rules: see ``LogConfig.from_stored``)."""
+        return LogConfig.from_stored(self._topic_configs.overrides(topic), self._default_log_config)
 
     def topic_overrides(self, topic: str) -> dict[str, str]:
         """The config overrides of ``topic`` (empty when it has none)."""
@@ -638,6 +663,14 @@ class LogManager:
         self._take_offline(log.dir.parent, message, error)
 
     def _take_offline(self, log_dir: Path, message: str, error: BaseException) -> None:
+        """Report ``log_dir`` failed. Out of descriptors it stays online (the failure channel
+        says why), except while starting: a directory not locked, or a partition not loaded,
+        for want of a descriptor must stop the start-up, not be skipped."""
+        if self._starting and is_descriptor_exhaustion(error):
+            raise KafkaStorageError(
+                f"{message}: out of file descriptors while starting; raise the limit "
+                f"(ulimit -n, LimitNOFILE) and start again"
+            ) from error
         self.failure_channel.maybe_add_offline_log_dir(log_dir, message, error)
 
     def _on_log_dir_offline(self, log_dir: Path) -> None:
@@ -656,9 +689,9 @@ class LogManager:
         for log in logs:
             _close_quietly(log, log.close_handlers)
         logger.error(
-            "log directory %s is offline: partitions %s are unavailable",
+            "log directory %s is offline: %s unavailable",
             log_dir,
-            ", ".join(str(log.topic_partition) for log in logs) or "(none)",
+            describe_partitions([log.topic_partition for log in logs]),
         )
 
     def _for_each_online_dir(

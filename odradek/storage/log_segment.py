@@ -294,13 +294,16 @@ class LogSegment:
         return now_ms - self._created_ms
 
     def on_become_inactive_segment(self) -> None:
-        """The segment stopped taking writes: add the final time index entry, trim the files."""
+        """The segment stopped taking writes: add the final time index entry, trim the files,
+        and let its descriptor become an idle one (closed when little used, see
+        ``IdleFileCache``)."""
         latest = self.max_timestamp_and_offset_so_far
         if latest.timestamp >= 0:
             self.time_index.maybe_append(latest.timestamp, latest.offset, skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
         self.log.trim()
+        self.log.stop_writing()
 
     def resize_indexes(self, max_index_size: int) -> None:
         """Give the indexes room again (the segment became the active one)."""

@@ -1,0 +1,212 @@
+"""Segment descriptors: only the active segment keeps its files open; every other segment's
+descriptor and index map is opened on use and kept among a bounded number of idle files, and a
+read holds the descriptor it reads from until it is done."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from log_helpers import append, batch, open_log, read_all, records_of
+from log_manager_helpers import broker_config, running, wait_until
+
+from odradek.config.log_config import LogConfig
+from odradek.storage.fetch_data_info import FetchIsolation
+from odradek.storage.idle_file_cache import IDLE_FILES, IdleFileCache
+from odradek.storage.shared_descriptor import SharedDescriptor
+from odradek.topic_partition import TopicPartition
+
+SMALL = LogConfig(
+    segment_bytes=1024, index_interval_bytes=64, segment_index_bytes=4096, file_delete_delay_ms=0
+)
+CAPACITY = 4
+
+
+@pytest.fixture(autouse=True)
+def small_idle_cache() -> Iterator[None]:
+    capacity = IDLE_FILES.capacity
+    IDLE_FILES.set_capacity(CAPACITY)
+    try:
+        yield
+    finally:
+        IDLE_FILES.set_capacity(capacity)
+
+
+def descriptors_under(directory: Path) -> list[str]:
+    """The targets of this process's open descriptors that lie under ``directory``."""
+    targets = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(directory)):
+            targets.append(target)
+    return targets
+
+
+def settled_descriptors_under(directory: Path, bound: int) -> list[str]:
+    """``descriptors_under`` once at most ``bound`` (the flushes that follow each roll run on
+    a scheduler thread and hold a descriptor while they run)."""
+    wait_until(lambda: len(descriptors_under(directory)) <= bound)
+    return descriptors_under(directory)
+
+
+def fill(log, segments: int) -> None:
+    while log.number_of_segments < segments:
+        append(log, batch(5, value_size=40))
+
+
+def test_a_partition_holds_its_active_segment_open_and_a_bounded_number_of_others(
+    tmp_path: Path,
+) -> None:
+    with open_log(tmp_path / "orders-0", SMALL) as log:
+        fill(log, 40)
+        assert log.number_of_segments == 40
+        records = read_all(log)  # every segment read once: opened, and mostly closed again
+        assert len(records) == log.log_end_offset
+        # The active .log, and at most CAPACITY idle descriptors or index maps.
+        open_now = settled_descriptors_under(tmp_path, 1 + CAPACITY)
+        active = str(log.active_segment.log.path)
+        assert active in open_now
+
+
+def test_many_partitions_with_many_segments_stay_within_one_descriptor_per_partition(
+    tmp_path: Path,
+) -> None:
+    config = broker_config(tmp_path, dirs=1, log_segment_bytes=1024, log_index_size_max_bytes=4096)
+    with running(config) as manager:
+        manager.create_topic("orders", 20)
+        logs = [manager.get_log(TopicPartition("orders", p)) for p in range(20)]
+        for log in logs:
+            fill(log, 8)
+            read_all(log)
+        segments = sum(log.number_of_segments for log in logs)
+        assert segments == 160
+        settled_descriptors_under(tmp_path, len(logs) + CAPACITY + 1)  # + the directory lock
+    with running(config) as manager:
+        logs = [manager.get_log(TopicPartition("orders", p)) for p in range(20)]
+        for log in logs:
+            assert len(read_all(log)) == log.log_end_offset
+        settled_descriptors_under(tmp_path, CAPACITY + 1)  # nothing written since the start
+
+
+def test_an_inactive_segment_is_read_again_after_its_descriptor_was_closed(
+    tmp_path: Path,
+) -> None:
+    with open_log(tmp_path / "orders-0", SMALL) as log:
+        fill(log, 3)
+        first = log.segments.values()[0]
+        expected = [r.value for r in records_of(log.read(0, 1 << 20, FetchIsolation.LOG_END))]
+        IDLE_FILES.set_capacity(1)
+        log.segments.values()[1].log.read(0, 1)  # the other idle file pushes it out
+        assert not first.log.is_open
+        again = [r.value for r in records_of(log.read(0, 1 << 20, FetchIsolation.LOG_END))]
+        assert again == expected
+        assert first.log.is_open
+
+
+def test_a_slice_keeps_reading_its_segment_after_the_segment_is_closed_and_deleted(
+    tmp_path: Path,
+) -> None:
+    with open_log(tmp_path / "orders-0", SMALL) as log:
+        fill(log, 3)
+        first = log.segments.values()[0]
+        path = first.log.path
+        info = log.read(0, 1 << 20, FetchIsolation.LOG_END)
+        expected = info.records.read_bytes()
+        fd = info.records.fd
+
+        first.close_handlers()  # the segment lets go of its descriptor (deleted, shut down)
+        os.unlink(path)
+        reused = [os.open(tmp_path / f"other-{n}", os.O_RDWR | os.O_CREAT) for n in range(8)]
+        try:
+            for other in reused:
+                os.write(other, b"x" * 1024)
+            assert fd not in reused, "the number was reused while a slice held it"
+            assert info.records.fd == fd
+            assert os.readlink(f"/proc/self/fd/{fd}") == f"{path} (deleted)"
+            assert info.records.read_bytes() == expected
+
+            del info  # the last holder: now the descriptor closes
+            assert f"{path} (deleted)" not in descriptors_under(tmp_path)
+        finally:
+            for other in reused:
+                os.close(other)
+
+
+def test_reads_racing_evictions_and_closes_always_read_their_own_segment(tmp_path: Path) -> None:
+    IDLE_FILES.set_capacity(1)
+    with open_log(tmp_path / "orders-0", SMALL) as log:
+        fill(log, 12)
+        segments = log.segments.values()[:-1]
+        expected = {s.base_offset: s.log.read(0, s.size) for s in segments}
+        stop = threading.Event()
+        failures: list[str] = []
+
+        def read_slices(worker: int) -> None:
+            n = worker
+            while not stop.is_set():
+                segment = segments[n % len(segments)]
+                n += 7
+                info = segment.read(segment.base_offset, 1 << 20)
+                data = info.records.read_bytes()
+                if data != expected[segment.base_offset]:
+                    failures.append(f"segment {segment.base_offset} read other bytes")
+
+        def churn() -> None:
+            scratch = tmp_path / "scratch"
+            while not stop.is_set():
+                fd = os.open(scratch, os.O_RDWR | os.O_CREAT)
+                os.close(fd)
+                for segment in segments:
+                    segment.log.release_idle()
+
+        threads = [threading.Thread(target=read_slices, args=(w,)) for w in range(3)]
+        threads.append(threading.Thread(target=churn))
+        for thread in threads:
+            thread.start()
+        threading.Event().wait(1.0)
+        stop.set()
+        for thread in threads:
+            thread.join()
+        assert failures == []
+        settled_descriptors_under(tmp_path / "orders-0", 1 + 1)  # the active .log, one idle
+
+
+def test_a_shared_descriptor_closes_with_its_last_holder(tmp_path: Path) -> None:
+    fd = os.open(tmp_path / "file", os.O_RDWR | os.O_CREAT)
+    descriptor = SharedDescriptor(fd)  # held by its opener
+    assert descriptor.acquire()  # and a reader
+    descriptor.release()  # the opener lets go: the reader still reads
+    os.fstat(fd)
+    assert descriptor.fd == fd and descriptor.holders == 1
+    descriptor.release()
+    assert descriptor.fd == -1 and not descriptor.acquire()
+    with pytest.raises(OSError):
+        os.fstat(fd)
+
+
+def test_the_idle_file_cache_releases_the_least_recently_used() -> None:
+    released: list[str] = []
+
+    class File:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def release_idle(self) -> None:
+            released.append(self.name)
+
+    cache = IdleFileCache(2)
+    a, b, c = File("a"), File("b"), File("c")
+    cache.touch(a)
+    cache.touch(b)
+    cache.touch(a)
+    cache.touch(c)
+    assert released == ["b"]
+    cache.discard(a)
+    cache.set_capacity(1)
+    assert released == ["b"] and len(cache) == 1 and c in cache
