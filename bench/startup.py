@@ -30,6 +30,7 @@ from pathlib import Path
 from odradek.config.broker_config import BrokerConfig
 from odradek.record.record_batch_builder import build_batch
 from odradek.storage.log_manager import CLEAN_SHUTDOWN_FILE_NAME, LogManager
+from odradek.storage.topic_admin import TopicAdmin
 from odradek.topic_partition import TopicPartition
 
 TOPIC = "bench"
@@ -47,7 +48,9 @@ def build(data_dir: Path, partitions: int, segments: int) -> None:
     start and stop so every partition has its checkpoints and the markers are written."""
     manager = LogManager(broker_config(data_dir, 1))
     manager.startup()
-    manager.create_topic(TOPIC, 1, {"segment.bytes": str(SEGMENT_BYTES)})
+    TopicAdmin(manager, manager.config).create_topic(
+        TOPIC, 1, {"segment.bytes": str(SEGMENT_BYTES)}
+    )
     log = manager.get_log(TopicPartition(TOPIC, 0))
     value = b"v" * BATCH_VALUE_BYTES
     while log.number_of_segments < segments or log.active_segment.size < SEGMENT_BYTES // 2:

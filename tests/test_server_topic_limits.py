@@ -1,0 +1,52 @@
+"""Topic creation limits through a real broker: partitions per CreateTopics request, topics
+auto-created per Metadata request and per second, each answered with Kafka's error code and a
+message naming the limit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from server_helpers import running_broker
+
+from odradek.errors import PolicyViolationError, ThrottlingQuotaExceededError
+from odradek.protocol.metadata import MetadataRequest
+from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
+
+
+def test_a_request_for_more_partitions_than_the_limit_creates_nothing(tmp_path: Path) -> None:
+    settings = {"create.topics.max.partitions.per.request": "100"}
+    with running_broker(tmp_path, settings) as broker, broker.connect() as client:
+        request = CreateTopicsRequest((CreatableTopic("a", 60), CreatableTopic("b", 60)))
+        results = client.call(request).topics
+        assert {result.error for result in results} == {PolicyViolationError.code}
+        assert "create.topics.max.partitions.per.request is 100" in results[0].message
+        assert "120 partitions" in results[0].message
+        assert broker.broker.log_manager.topics() == []
+        results = client.call(CreateTopicsRequest((CreatableTopic("a", 100),))).topics
+        assert results[0].error == 0 and results[0].num_partitions == 100
+
+
+def test_metadata_auto_creates_at_most_the_per_request_limit(tmp_path: Path) -> None:
+    settings = {"auto.create.topics.max.per.request": "3"}
+    with running_broker(tmp_path, settings) as broker, broker.connect() as client:
+        names = tuple(f"auto-{n}" for n in range(5))
+        response = client.call(MetadataRequest(names, allow_auto_topic_creation=True))
+        errors = [topic.error for topic in response.topics]
+        assert errors == [0, 0, 0] + [ThrottlingQuotaExceededError.code] * 2
+        assert "auto.create.topics.max.per.request=3" in response.topics[4].message
+        assert broker.broker.log_manager.topics() == ["auto-0", "auto-1", "auto-2"]
+        response = client.call(MetadataRequest(names, allow_auto_topic_creation=True))
+        assert [topic.error for topic in response.topics] == [0] * 5
+
+
+def test_metadata_auto_creates_at_most_the_per_second_limit(tmp_path: Path) -> None:
+    settings = {"auto.create.topics.max.per.second": "0.1"}  # one topic, then one per 10 s
+    with running_broker(tmp_path, settings) as broker, broker.connect() as client:
+        first = client.call(MetadataRequest(("first",), allow_auto_topic_creation=True))
+        assert first.topics[0].error == 0
+        second = client.call(MetadataRequest(("second",), allow_auto_topic_creation=True))
+        assert second.topics[0].error == ThrottlingQuotaExceededError.code
+        assert "auto.create.topics.max.per.second=0.1" in second.topics[0].message
+        assert broker.broker.log_manager.topics() == ["first"]
+        explicit = client.call(CreateTopicsRequest((CreatableTopic("explicit", 1),)))
+        assert explicit.topics[0].error == 0  # the limit is on auto-creation only

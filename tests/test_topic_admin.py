@@ -1,0 +1,222 @@
+"""TopicAdmin: topic creation is all or nothing (also across a crash), bounded per request, and
+costs O(partitions created); adding partitions later; shutdown abandons running creations."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+import pytest
+from log_helpers import append, batch, read_all
+from log_manager_helpers import broker_config, running, topic_admin
+
+from odradek.errors import (
+    InvalidPartitionsError,
+    KafkaStorageError,
+    PolicyViolationError,
+    UnknownTopicOrPartitionError,
+)
+from odradek.storage.log import Log
+from odradek.storage.log_manager import CLEAN_SHUTDOWN_FILE_NAME, LogManager
+from odradek.storage.pending_partition_creation import FILE_PREFIX, PendingPartitionCreation
+from odradek.storage.topic_admin import TopicAdmin
+from odradek.topic_partition import TopicPartition
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def markers(log_dir) -> list[str]:
+    return sorted(path.name for path in log_dir.iterdir() if path.name.startswith(FILE_PREFIX))
+
+
+def test_log_manager_keeps_logs_and_topic_admin_keeps_topics():
+    for method in ("create_topic", "delete_topic", "alter_topic_config", "get_or_create_topic"):
+        assert not hasattr(LogManager, method)
+        assert hasattr(TopicAdmin, method)
+
+
+def test_a_new_partition_holds_one_descriptor_and_serves(tmp_path):
+    with running(broker_config(tmp_path, dirs=1)) as manager:
+        before = open_descriptors()
+        topic_admin(manager).create_topic("wide", 200)
+        assert open_descriptors() - before <= 200 + 5  # the log files, nothing per index
+        log = manager.get_log(TopicPartition("wide", 199))
+        append(log, batch(3))
+        assert [record.offset for record in read_all(log)] == [0, 1, 2]
+
+
+def test_creation_leaves_no_marker_and_survives_a_restart(tmp_path):
+    config = broker_config(tmp_path)
+    with running(config) as manager:
+        topic_admin(manager).create_topic("orders", 6)
+        assert all(markers(log_dir) == [] for log_dir in manager.log_dirs)
+    with running(config) as manager:
+        assert len(manager.partitions("orders")) == 6
+
+
+def test_more_partitions_than_the_limit_are_refused_naming_it(tmp_path):
+    config = broker_config(tmp_path, create_topics_max_partitions_per_request=10)
+    with running(config) as manager:
+        admin = topic_admin(manager)
+        with pytest.raises(PolicyViolationError, match="create.topics.max.partitions.per.request"):
+            admin.create_topic("orders", 11)
+        admin.create_topic("orders", 10)
+        with pytest.raises(PolicyViolationError, match="is 10"):
+            admin.create_partitions("orders", 21)
+        assert len(manager.partitions("orders")) == 10
+        assert not (tmp_path / "d0" / "orders-10").exists()
+
+
+def test_partitions_are_added_later_with_the_topic_config(tmp_path):
+    config = broker_config(tmp_path)
+    with running(config) as manager:
+        admin = topic_admin(manager)
+        admin.create_topic("orders", 2, {"retention.ms": "60000"})
+        append(manager.get_log(TopicPartition("orders", 0)), batch(2))
+        added = admin.create_partitions("orders", 5)
+        assert added == [TopicPartition("orders", p) for p in (2, 3, 4)]
+        assert manager.get_log(TopicPartition("orders", 4)).config.retention_ms == 60000
+        assert manager.get_log(TopicPartition("orders", 0)).log_end_offset == 2
+        with pytest.raises(InvalidPartitionsError, match="has 5 partitions"):
+            admin.create_partitions("orders", 5)
+        with pytest.raises(UnknownTopicOrPartitionError):
+            admin.create_partitions("other", 3)
+    with running(config) as manager:
+        assert len(manager.partitions("orders")) == 5
+
+
+def test_a_failed_creation_leaves_nothing(tmp_path, monkeypatch):
+    config = broker_config(tmp_path)
+    with running(config) as manager:
+        admin = topic_admin(manager)
+        created = []
+        real_create = Log.create
+
+        def failing_create(directory, *args, **kwargs):
+            if len(created) == 7:
+                raise OSError(28, "No space left on device")
+            created.append(directory)
+            return real_create(directory, *args, **kwargs)
+
+        monkeypatch.setattr(Log, "create", failing_create)
+        with pytest.raises(KafkaStorageError, match="No space left"):
+            admin.create_topic("orders", 20, {"retention.ms": "60000"})
+        assert manager.topics() == [] and admin.topic_overrides("orders") == {}
+        assert not any(directory.exists() for directory in created)
+        (offline,) = manager.offline_log_dirs  # the failing one; its marker stays there
+        online = [log_dir for log_dir in manager.log_dirs if log_dir != offline]
+        assert all(markers(log_dir) == [] for log_dir in online)
+    monkeypatch.undo()
+    with running(config) as manager:
+        assert manager.topics() == [] and manager.offline_log_dirs == frozenset()
+        assert all(markers(log_dir) == [] for log_dir in manager.log_dirs)
+        assert not list(tmp_path.glob("d*/orders-*"))
+
+
+def test_startup_rolls_back_a_creation_a_crash_interrupted(tmp_path):
+    """What a crash after 3 of 8 partitions leaves (marker, directories, configs) is undone."""
+    config = broker_config(tmp_path)
+    with running(config) as manager:
+        admin = topic_admin(manager)
+        admin.create_topic("kept", 2)
+        admin.create_topic("grown", 1)
+        manager.topic_configs.set("orders", {"retention.ms": "60000"})
+        for log_dir in manager.log_dirs:
+            PendingPartitionCreation("orders", 0, 8, new_topic=True, creation_id="a" * 32).write(
+                log_dir
+            )
+            PendingPartitionCreation("grown", 1, 4, new_topic=False, creation_id="b" * 32).write(
+                log_dir
+            )
+    leftovers = [tmp_path / f"d{number % 2}" / f"orders-{number}" for number in range(3)]
+    for directory in [*leftovers, tmp_path / "d1" / "grown-1"]:
+        Log.open(directory, config.log_config(), None).close()
+    with running(config) as manager:
+        assert manager.topics() == ["grown", "kept"]
+        assert len(manager.partitions("kept")) == 2 and len(manager.partitions("grown")) == 1
+        assert topic_admin(manager).topic_overrides("orders") == {}
+        assert not list(tmp_path.glob("d*/orders-*")) and not list(tmp_path.glob("d*/grown-1"))
+        assert all(markers(log_dir) == [] for log_dir in manager.log_dirs)
+        topic_admin(manager).create_topic("orders", 2)
+
+
+def test_a_marker_is_atomic_json_naming_the_partitions(tmp_path):
+    creation = PendingPartitionCreation("orders", 4, 3, new_topic=False)
+    creation.write(tmp_path)
+    (tmp_path / (creation.file_name + ".tmp")).write_bytes(b"{torn")
+    document = json.loads((tmp_path / creation.file_name).read_text())
+    assert document["first_partition"] == 4 and document["partition_count"] == 3
+    assert PendingPartitionCreation.read_all(tmp_path) == [creation]
+    assert [p.name for p in tmp_path.iterdir()] == [creation.file_name]
+    assert creation.partitions == [TopicPartition("orders", p) for p in (4, 5, 6)]
+
+
+def test_shutdown_abandons_a_running_creation_and_it_rolls_back(tmp_path, monkeypatch):
+    config = broker_config(tmp_path)
+    manager = LogManager(config)
+    manager.startup()
+    admin = TopicAdmin(manager, config)
+    started, release = threading.Event(), threading.Event()
+    real_create = Log.create
+
+    def slow_create(directory, *args, **kwargs):
+        if directory.name == "orders-50":
+            started.set()
+            release.wait(5)
+        return real_create(directory, *args, **kwargs)
+
+    monkeypatch.setattr(Log, "create", slow_create)
+    outcome: list[BaseException] = []
+
+    def create() -> None:
+        try:
+            admin.create_topic("orders", 100)
+        except KafkaStorageError as error:
+            outcome.append(error)
+
+    creator = threading.Thread(target=create)
+    creator.start()
+    assert started.wait(5)
+    stopping = threading.Thread(target=admin.shutdown, args=(5.0,))
+    stopping.start()
+    release.set()
+    stopping.join(10)
+    creator.join(10)
+    assert outcome and "stopping" in str(outcome[0])
+    with pytest.raises(KafkaStorageError, match="stopping"):
+        admin.create_topic("later", 1)
+    manager.shutdown()
+    assert manager.topics() == [] and not list(tmp_path.glob("d*/orders-*"))
+    assert all((log_dir / CLEAN_SHUTDOWN_FILE_NAME).exists() for log_dir in manager.log_dirs)
+
+
+def test_log_manager_shutdown_writes_no_clean_marker_while_a_creation_runs(tmp_path, monkeypatch):
+    config = broker_config(tmp_path, dirs=1)
+    manager = LogManager(config)
+    manager.startup()
+    started, release = threading.Event(), threading.Event()
+    real_create = Log.create
+
+    def stuck_create(directory, *args, **kwargs):
+        if directory.name == "orders-5":
+            started.set()
+            release.wait(10)
+        return real_create(directory, *args, **kwargs)
+
+    monkeypatch.setattr(Log, "create", stuck_create)
+    admin = TopicAdmin(manager, config)
+    creator = threading.Thread(
+        target=lambda: pytest.raises(KafkaStorageError, admin.create_topic, "orders", 10)
+    )
+    creator.start()
+    assert started.wait(5)
+    manager.shutdown(creation_timeout_s=0.2)
+    assert not (tmp_path / "d0" / CLEAN_SHUTDOWN_FILE_NAME).exists()
+    release.set()
+    creator.join(10)
+    with running(config) as manager:
+        assert manager.topics() == []
+        assert not list(tmp_path.glob("d0/orders-*"))
