@@ -1,14 +1,20 @@
 """Topic creation limits through a real broker: partitions per CreateTopics request, topics
 auto-created per Metadata request and per second, each answered with Kafka's error code and a
-message naming the limit."""
+message naming the limit; a creation outliving the request's timeout_ms is answered
+REQUEST_TIMED_OUT and completes, whole."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from server_helpers import running_broker
 
-from odradek.errors import PolicyViolationError, ThrottlingQuotaExceededError
+from odradek.errors import (
+    PolicyViolationError,
+    RequestTimedOutError,
+    ThrottlingQuotaExceededError,
+)
 from odradek.protocol.metadata import MetadataRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
 
@@ -50,3 +56,24 @@ def test_metadata_auto_creates_at_most_the_per_second_limit(tmp_path: Path) -> N
         assert broker.broker.log_manager.topics() == ["first"]
         explicit = client.call(CreateTopicsRequest((CreatableTopic("explicit", 1),)))
         assert explicit.topics[0].error == 0  # the limit is on auto-creation only
+
+
+def test_a_creation_outliving_its_timeout_is_answered_and_completes_whole(tmp_path: Path) -> None:
+    with running_broker(tmp_path) as broker, broker.connect() as client:
+        request = CreateTopicsRequest(
+            (CreatableTopic("slow", 2000), CreatableTopic("later", 1)), timeout_ms=1
+        )
+        slow, later = client.call(request).topics
+        assert slow.error == RequestTimedOutError.code
+        assert "timeout_ms=1" in slow.message and "all its partitions or not at all" in slow.message
+        assert later.error == RequestTimedOutError.code and "not created" in later.message
+        deadline = time.monotonic() + 60
+        while True:
+            metadata = client.call(MetadataRequest(("slow",), allow_auto_topic_creation=False))
+            partitions = metadata.topics[0].partitions
+            assert len(partitions) in (0, 2000)  # never a part of the topic
+            if partitions:
+                break
+            assert time.monotonic() < deadline, "the creation did not complete"
+            time.sleep(0.01)
+        assert broker.broker.log_manager.topics() == ["slow"]

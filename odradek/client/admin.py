@@ -76,6 +76,7 @@ class AsyncAdmin:
         request = CreateTopicsRequest(
             tuple(CreatableTopic(t.name, t.num_partitions, dict(t.configs)) for t in topics),
             validate_only,
+            self.config.request_timeout_ms,
         )
         _raise_first_error((await self._client.send(request)).topics)
 

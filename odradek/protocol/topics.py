@@ -28,13 +28,22 @@ class CreatableTopic:
     configs: Mapping[str, str] = field(default_factory=dict)
 
 
+DEFAULT_CREATE_TOPICS_TIMEOUT_MS = 30000
+"""How long the broker may take before answering REQUEST_TIMED_OUT: the clients' default
+request timeout, so that the answer comes before the client gives up."""
+
+
 @dataclass(frozen=True)
 class CreateTopicsRequest(Message):
-    """Create topics, or with ``validate_only`` just check that they could be created."""
+    """Create topics, or with ``validate_only`` just check that they could be created.
+
+    A creation that outlives ``timeout_ms`` is answered REQUEST_TIMED_OUT and goes on (as in
+    Kafka); the topic then appears whole, or not at all."""
 
     api_key: ClassVar[ApiKey] = ApiKey.CREATE_TOPICS
     topics: tuple[CreatableTopic, ...]
     validate_only: bool = False
+    timeout_ms: Int32 = DEFAULT_CREATE_TOPICS_TIMEOUT_MS
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ not.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from typing import TypeVar
 
@@ -25,6 +26,7 @@ from odradek.config.log_config import LogConfig
 from odradek.errors import (
     KafkaError,
     PolicyViolationError,
+    RequestTimedOutError,
     UnknownTopicOrPartitionError,
 )
 from odradek.protocol.configs import (
@@ -63,6 +65,8 @@ from odradek.server.auto_topic_creation_manager import AutoTopicCreationManager
 from odradek.storage.log_manager import LogManager
 from odradek.storage.topic_admin import TopicAdmin
 from odradek.topic_partition import TopicPartition, validate_topic_name
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -149,8 +153,9 @@ class AdminManager:
                     for t in request.topics
                 )
             )
+        deadline = asyncio.get_running_loop().time() + max(0, request.timeout_ms) / 1000
         results = [
-            await self._create_topic(topic, count, request.validate_only)
+            await self._create_topic(topic, count, request.validate_only, deadline, request)
             for topic, count in zip(request.topics, counts, strict=True)
         ]
         return CreateTopicsResponse(tuple(results))
@@ -159,18 +164,52 @@ class AdminManager:
         return self._config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
 
     async def _create_topic(
-        self, topic: CreatableTopic, count: int, validate_only: bool
+        self,
+        topic: CreatableTopic,
+        count: int,
+        validate_only: bool,
+        deadline: float,
+        request: CreateTopicsRequest,
     ) -> CreatableTopicResult:
         try:
             if validate_only:
                 self._topic_admin.validate_new_topic(topic.name, count, topic.configs)
             else:
-                await self._in_thread(
-                    self._topic_admin.create_topic, topic.name, count, topic.configs
-                )
+                await self._create_within(topic.name, count, topic.configs, deadline, request)
         except KafkaError as error:
             return CreatableTopicResult(topic.name, error.code, error.message)
         return CreatableTopicResult(topic.name, num_partitions=count)
+
+    async def _create_within(
+        self,
+        name: str,
+        count: int,
+        configs: Mapping[str, str],
+        deadline: float,
+        request: CreateTopicsRequest,
+    ) -> None:
+        """Create the topic; past ``deadline`` answer REQUEST_TIMED_OUT and let the creation
+        finish (or roll back) on its own, as Kafka does: it is bounded by
+        ``create.topics.max.partitions.per.request`` and all or nothing."""
+        loop = asyncio.get_running_loop()
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise RequestTimedOutError(
+                f"topic {name} not created: timeout_ms={request.timeout_ms} passed before its turn"
+            )
+        creation = loop.run_in_executor(
+            self._executor, self._topic_admin.create_topic, name, count, configs
+        )
+        try:
+            async with asyncio.timeout(remaining):
+                await asyncio.shield(creation)
+        except TimeoutError:
+            creation.add_done_callback(_log_late_outcome(name))
+            raise RequestTimedOutError(
+                f"topic {name}: creating {count} partitions takes longer than "
+                f"timeout_ms={request.timeout_ms}; it goes on, and the topic will appear with "
+                f"all its partitions or not at all"
+            ) from None
 
     async def delete_topics(self, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
         return DeleteTopicsResponse(
@@ -262,6 +301,21 @@ class AdminManager:
 
     async def _in_thread(self, function: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
+
+
+def _log_late_outcome(name: str) -> Callable[[asyncio.Future[object]], None]:
+    """Log how a creation whose request was answered REQUEST_TIMED_OUT ended."""
+
+    def log(creation: asyncio.Future[object]) -> None:
+        if creation.cancelled():
+            return
+        error = creation.exception()
+        if error is None:
+            logger.info("topic %s: created after its request timed out", name)
+        else:
+            logger.warning("topic %s: creation failed after its request timed out: %s", name, error)
+
+    return log
 
 
 def _config_entries(entries: list[StoredConfigEntry]) -> tuple[ConfigEntry, ...]:
