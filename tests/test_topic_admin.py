@@ -220,3 +220,17 @@ def test_log_manager_shutdown_writes_no_clean_marker_while_a_creation_runs(tmp_p
     with running(config) as manager:
         assert manager.topics() == []
         assert not list(tmp_path.glob("d0/orders-*"))
+
+
+def test_loading_never_written_partitions_holds_one_descriptor_each(tmp_path):
+    config = broker_config(tmp_path, dirs=1)
+    with running(config) as manager:
+        topic_admin(manager).create_topic("wide", 200)
+    before = open_descriptors()
+    with running(config) as manager:
+        assert open_descriptors() - before <= 200 + 10  # the log files, nothing per index
+        log = manager.get_log(TopicPartition("wide", 7))
+        append(log, batch(2))
+        assert [record.offset for record in read_all(log)] == [0, 1]
+    with running(config) as manager:
+        assert manager.get_log(TopicPartition("wide", 7)).log_end_offset == 2
