@@ -408,7 +408,7 @@ def test_shutdown_abandons_a_running_creation_and_it_rolls_back(tmp_path, monkey
     creator = threading.Thread(target=create)
     creator.start()
     assert started.wait(5)
-    stopping = threading.Thread(target=admin.shutdown, args=(5.0,))
+    stopping = threading.Thread(target=admin.shutdown, args=(0.0, 5.0))
     stopping.start()
     release.set()
     stopping.join(10)
@@ -462,3 +462,38 @@ def test_loading_never_written_partitions_holds_one_descriptor_each(tmp_path):
         assert [record.offset for record in read_all(log)] == [0, 1]
     with running(config) as manager:
         assert manager.get_log(TopicPartition("wide", 7)).log_end_offset == 2
+
+
+def test_shutdown_waits_for_a_creation_that_finishes_within_its_bound(tmp_path, monkeypatch):
+    with running(broker_config(tmp_path)) as manager:
+        admin = topic_admin(manager)
+        started, release = threading.Event(), threading.Event()
+        real_create = Log.create
+
+        def slow_create(directory, *args, **kwargs):
+            if directory.name == "orders-20":
+                started.set()
+                release.wait(5)
+            return real_create(directory, *args, **kwargs)
+
+        monkeypatch.setattr(Log, "create", slow_create)
+        creator = threading.Thread(target=admin.create_topic, args=("orders", 40))
+        creator.start()
+        assert started.wait(5)
+        finished: list[bool] = []
+        stopping = threading.Thread(target=lambda: finished.append(admin.shutdown(10.0)))
+        stopping.start()
+        release.set()
+        stopping.join(15)
+        creator.join(15)
+        assert finished == [True]
+        assert len(manager.partitions("orders")) == 40
+
+
+def test_startup_forgets_the_configs_of_topics_without_partitions(tmp_path):
+    config = broker_config(tmp_path)
+    with running(config) as manager:
+        topic_admin(manager).create_topic("kept", 1, {"retention.ms": "60000"})
+        manager.topic_configs.set("orphan", {"retention.ms": "1000"})  # a crash left it
+    with running(config) as manager:
+        assert manager.topic_configs.topics == {"kept"}

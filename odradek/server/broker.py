@@ -109,10 +109,14 @@ class Broker:
     async def stop(self) -> None:
         """Stop accepting, finish in-flight requests, then shut the logs down cleanly."""
         logger.info("broker %d shutting down", self.config.broker_id)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SHUTDOWN_TIMEOUT_S
         self._socket_server.stop_accepting()
         self.replica_manager.shutdown()
         await self._socket_server.shutdown(SHUTDOWN_TIMEOUT_S)
-        await self._in_thread(lambda: self.topic_admin.shutdown(SHUTDOWN_TIMEOUT_S))
+        # Topic operations that outlived their requests get what is left of the same bound.
+        remaining_s = max(0.0, deadline - loop.time())
+        await self._in_thread(lambda: self.topic_admin.shutdown(remaining_s))
         await self._lag_monitor.stop()
         if self._metrics_server is not None:
             await self._in_thread(self._metrics_server.shutdown)

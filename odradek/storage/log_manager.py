@@ -139,6 +139,7 @@ class LogManager:
             self._topic_configs.load()
             self._roll_back_pending_creations()
             self._load_logs()
+            self._forget_configs_of_absent_topics()
         except BaseException:
             for log in self._logs.values():
                 _close_quietly(log, log.close_handlers)
@@ -651,6 +652,18 @@ class LogManager:
             if creation.new_topic:
                 self._topic_configs.remove(creation.topic)
             self._for_each_online_dir("remove a creation marker from", creation.remove)
+
+    def _forget_configs_of_absent_topics(self) -> None:
+        """Drop the overrides of topics without a partition, which a crash between a topic's
+        config change and its partitions' creation or deletion leaves; only while every log
+        directory is online (an offline one may hold the topic)."""
+        if self.failure_channel.offline_log_dirs:
+            return
+        with self._lock:
+            absent = self._topic_configs.topics - self._partitions_by_topic.keys()
+        for topic in sorted(absent):
+            logger.info("forgetting the config overrides of %s: it has no partition", topic)
+            self._topic_configs.remove(topic)
 
     def delete_logs(self, partitions: Iterable[TopicPartition]) -> None:
         """Delete the logs of ``partitions``: their directories are renamed

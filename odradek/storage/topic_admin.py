@@ -8,7 +8,7 @@ the logs; this class decides what they should hold and keeps the topic configs i
 Creation is all or nothing, even across a crash (see
 :mod:`odradek.storage.pending_partition_creation`), and costs O(partitions created). One
 operation runs at a time. :meth:`shutdown` refuses new operations and waits, bounded, for the
-running ones; a creation still running then is abandoned and rolled back.
+running ones; a creation still running after that is abandoned and rolled back.
 Methods block on the disk; the server calls them off its event loop.
 """
 
@@ -29,7 +29,7 @@ from odradek.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from odradek.storage.log_manager import LogManager
+from odradek.storage.log_manager import CREATION_ABORT_TIMEOUT_S, LogManager
 from odradek.storage.partition_description import PartitionDescription
 from odradek.storage.pending_partition_creation import PendingPartitionCreation
 from odradek.topic_partition import TopicPartition, validate_topic_name
@@ -46,7 +46,8 @@ class TopicAdmin:
         self._default_log_config = config.log_config()
         self._operation_lock = threading.Lock()  # one create, delete or config change at a time
         self._state = threading.Condition()  # guards the two fields below
-        self._stopping = False
+        self._stopping = False  # no new operation starts
+        self._abandoned = False  # running creations stop and roll back
         self._in_flight = 0
 
     # --- create ------------------------------------------------------------------------------
@@ -198,18 +199,27 @@ class TopicAdmin:
 
     # --- shutdown ----------------------------------------------------------------------------
 
-    def shutdown(self, timeout_s: float) -> bool:
-        """Refuse new operations; abandon running creations (they roll back) and wait at most
-        ``timeout_s`` for every running operation to end. True when none is left."""
+    def shutdown(
+        self, finish_timeout_s: float, rollback_timeout_s: float = CREATION_ABORT_TIMEOUT_S
+    ) -> bool:
+        """Refuse new operations and wait at most ``finish_timeout_s`` for the running ones to
+        end; then abandon the creations still running (they roll back) and wait at most
+        ``rollback_timeout_s`` more. True when no operation is left."""
         with self._state:
             self._stopping = True
-            finished = self._state.wait_for(lambda: self._in_flight == 0, timeout_s)
+            finished = self._state.wait_for(lambda: self._in_flight == 0, finish_timeout_s)
+            if not finished:
+                logger.warning(
+                    "abandoning the topic operations still running after %.1f s", finish_timeout_s
+                )
+                self._abandoned = True
+                finished = self._state.wait_for(lambda: self._in_flight == 0, rollback_timeout_s)
         if not finished:
-            logger.warning("a topic operation is still running after %.0f s", timeout_s)
+            logger.warning("a topic operation is still running at shutdown")
         return finished
 
     def _aborted(self) -> bool:
-        return self._stopping
+        return self._abandoned
 
     @contextmanager
     def _operation(self, action: str, topic: str) -> Iterator[None]:
