@@ -1,22 +1,27 @@
 """Topic creation limits through a real broker: partitions per CreateTopics request, topics
 auto-created per Metadata request and per second, each answered with Kafka's error code and a
 message naming the limit; a creation outliving the request's timeout_ms is answered
-REQUEST_TIMED_OUT and completes, whole."""
+REQUEST_TIMED_OUT and completes, whole; CreatePartitions grows a topic within the same limit."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
+import pytest
 from server_helpers import running_broker
 
+from odradek.client import Admin, NewTopic
 from odradek.errors import (
+    InvalidPartitionsError,
     PolicyViolationError,
     RequestTimedOutError,
     ThrottlingQuotaExceededError,
+    UnknownTopicOrPartitionError,
 )
 from odradek.protocol.metadata import MetadataRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
+from odradek.topic_partition import TopicPartition
 
 
 def test_a_request_for_more_partitions_than_the_limit_creates_nothing(tmp_path: Path) -> None:
@@ -65,8 +70,8 @@ def test_a_creation_outliving_its_timeout_is_answered_and_completes_whole(tmp_pa
         )
         slow, later = client.call(request).topics
         assert slow.error == RequestTimedOutError.code
-        assert "timeout_ms=1" in slow.message and "all its partitions or not at all" in slow.message
-        assert later.error == RequestTimedOutError.code and "not created" in later.message
+        assert "timeout_ms=1" in slow.message and "all together or not at all" in slow.message
+        assert later.error == RequestTimedOutError.code and "nothing created" in later.message
         deadline = time.monotonic() + 60
         while True:
             metadata = client.call(MetadataRequest(("slow",), allow_auto_topic_creation=False))
@@ -77,3 +82,23 @@ def test_a_creation_outliving_its_timeout_is_answered_and_completes_whole(tmp_pa
             assert time.monotonic() < deadline, "the creation did not complete"
             time.sleep(0.01)
         assert broker.broker.log_manager.topics() == ["slow"]
+
+
+def test_partitions_are_added_to_a_topic_within_the_limit(tmp_path: Path) -> None:
+    settings = {"create.topics.max.partitions.per.request": "50"}
+    with running_broker(tmp_path, settings) as broker:
+        with Admin(bootstrap_servers=broker.bootstrap) as admin:
+            admin.create_topics([NewTopic("grown", 2, {"retention.ms": "60000"})])
+            admin.create_partitions({"grown": 10}, validate_only=True)
+            assert len(admin.metadata(["grown"]).topics[0].partitions) == 2
+            admin.create_partitions({"grown": 10})
+            (topic,) = admin.metadata(["grown"]).topics
+            assert [p.partition for p in topic.partitions] == list(range(10))
+            with pytest.raises(InvalidPartitionsError, match="has 10 partitions"):
+                admin.create_partitions({"grown": 10})
+            with pytest.raises(PolicyViolationError, match="create.topics.max.partitions.per.request is 50"):
+                admin.create_partitions({"grown": 61})
+            with pytest.raises(UnknownTopicOrPartitionError):
+                admin.create_partitions({"absent": 3})
+        log = broker.broker.log_manager.get_log(TopicPartition("grown", 9))
+        assert log.config.retention_ms == 60000

@@ -1,4 +1,4 @@
-"""CreateTopics (key 19) and DeleteTopics (key 20)."""
+"""CreateTopics (key 19), DeleteTopics (key 20) and CreatePartitions (key 37)."""
 
 from __future__ import annotations
 
@@ -60,6 +60,31 @@ class CreatableTopicResult:
 class CreateTopicsResponse(Message):
     api_key: ClassVar[ApiKey] = ApiKey.CREATE_TOPICS
     topics: tuple[CreatableTopicResult, ...]
+
+
+@dataclass(frozen=True)
+class CreatePartitionsTopic:
+    """A topic to grow to ``count`` partitions in all."""
+
+    name: str
+    count: Int32
+
+
+@dataclass(frozen=True)
+class CreatePartitionsRequest(Message):
+    """Add partitions to existing topics, or with ``validate_only`` just check that they could
+    be added. ``timeout_ms`` as in CreateTopicsRequest."""
+
+    api_key: ClassVar[ApiKey] = ApiKey.CREATE_PARTITIONS
+    topics: tuple[CreatePartitionsTopic, ...]
+    validate_only: bool = False
+    timeout_ms: Int32 = DEFAULT_CREATE_TOPICS_TIMEOUT_MS
+
+
+@dataclass(frozen=True)
+class CreatePartitionsResponse(Message):
+    api_key: ClassVar[ApiKey] = ApiKey.CREATE_PARTITIONS
+    topics: tuple[TopicResult, ...]
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """AdminManager: cluster metadata and topic administration requests.
 
-Metadata, CreateTopics, DeleteTopics, DescribeConfigs, AlterConfigs and
+Metadata, CreateTopics, CreatePartitions, DeleteTopics, DescribeConfigs, AlterConfigs and
 DescribeTopicPartitions land here (the roles of Kafka's ``ZkAdminManager`` and
 ``MetadataCache``); the TopicAdmin carries them out on the logs, and the
 AutoTopicCreationManager creates the missing topics Metadata may create. Every topic of a
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import TypeVar
 
@@ -55,6 +55,8 @@ from odradek.protocol.metadata import (
 from odradek.protocol.topics import (
     CreatableTopic,
     CreatableTopicResult,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteTopicsRequest,
@@ -155,7 +157,9 @@ class AdminManager:
             )
         deadline = asyncio.get_running_loop().time() + max(0, request.timeout_ms) / 1000
         results = [
-            await self._create_topic(topic, count, request.validate_only, deadline, request)
+            await self._create_topic(
+                topic, count, request.validate_only, deadline, request.timeout_ms
+            )
             for topic, count in zip(request.topics, counts, strict=True)
         ]
         return CreateTopicsResponse(tuple(results))
@@ -169,13 +173,22 @@ class AdminManager:
         count: int,
         validate_only: bool,
         deadline: float,
-        request: CreateTopicsRequest,
+        timeout_ms: int,
     ) -> CreatableTopicResult:
         try:
             if validate_only:
                 self._topic_admin.validate_new_topic(topic.name, count, topic.configs)
             else:
-                await self._create_within(topic.name, count, topic.configs, deadline, request)
+                await self._create_within(
+                    topic.name,
+                    count,
+                    deadline,
+                    timeout_ms,
+                    self._topic_admin.create_topic,
+                    topic.name,
+                    count,
+                    topic.configs,
+                )
         except KafkaError as error:
             return CreatableTopicResult(topic.name, error.code, error.message)
         return CreatableTopicResult(topic.name, num_partitions=count)
@@ -184,22 +197,22 @@ class AdminManager:
         self,
         name: str,
         count: int,
-        configs: Mapping[str, str],
         deadline: float,
-        request: CreateTopicsRequest,
+        timeout_ms: int,
+        create: Callable[..., object],
+        *args: object,
     ) -> None:
-        """Create the topic; past ``deadline`` answer REQUEST_TIMED_OUT and let the creation
-        finish (or roll back) on its own, as Kafka does: it is bounded by
-        ``create.topics.max.partitions.per.request`` and all or nothing."""
+        """``create(*args)`` on a thread, creating ``count`` partitions of topic ``name``; past
+        ``deadline`` answer REQUEST_TIMED_OUT and let the creation finish (or roll back) on its
+        own, as Kafka does: it is bounded by ``create.topics.max.partitions.per.request`` and
+        all or nothing."""
         loop = asyncio.get_running_loop()
         remaining = deadline - loop.time()
         if remaining <= 0:
             raise RequestTimedOutError(
-                f"topic {name} not created: timeout_ms={request.timeout_ms} passed before its turn"
+                f"topic {name}: nothing created: timeout_ms={timeout_ms} passed before its turn"
             )
-        creation = loop.run_in_executor(
-            self._executor, self._topic_admin.create_topic, name, count, configs
-        )
+        creation = loop.run_in_executor(self._executor, create, *args)
         try:
             async with asyncio.timeout(remaining):
                 await asyncio.shield(creation)
@@ -207,9 +220,52 @@ class AdminManager:
             creation.add_done_callback(_log_late_outcome(name))
             raise RequestTimedOutError(
                 f"topic {name}: creating {count} partitions takes longer than "
-                f"timeout_ms={request.timeout_ms}; it goes on, and the topic will appear with "
-                f"all its partitions or not at all"
+                f"timeout_ms={timeout_ms}; it goes on, and they will appear all together or "
+                f"not at all"
             ) from None
+
+    async def create_partitions(self, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
+        """Grow topics (Kafka's CreatePartitions); the new partitions of each topic appear all
+        together or not at all, at most ``create.topics.max.partitions.per.request`` in all."""
+        added: list[int | KafkaError] = []
+        for topic in request.topics:
+            try:
+                added.append(self._topic_admin.validate_new_partitions(topic.name, topic.count))
+            except KafkaError as error:
+                added.append(error)
+        total = sum(count for count in added if isinstance(count, int))
+        limit = self._config.create_topics_max_partitions_per_request
+        if total > limit:
+            message = (
+                f"the request adds {total} partitions in all; "
+                f"create.topics.max.partitions.per.request is {limit}: nothing was created"
+            )
+            return CreatePartitionsResponse(
+                tuple(
+                    TopicResult(t.name, PolicyViolationError.code, message) for t in request.topics
+                )
+            )
+        deadline = asyncio.get_running_loop().time() + max(0, request.timeout_ms) / 1000
+        results = []
+        for topic, count in zip(request.topics, added, strict=True):
+            try:
+                if isinstance(count, KafkaError):
+                    raise count
+                if not request.validate_only:
+                    await self._create_within(
+                        topic.name,
+                        count,
+                        deadline,
+                        request.timeout_ms,
+                        self._topic_admin.create_partitions,
+                        topic.name,
+                        topic.count,
+                    )
+            except KafkaError as error:
+                results.append(TopicResult(topic.name, error.code, error.message))
+            else:
+                results.append(TopicResult(topic.name))
+        return CreatePartitionsResponse(tuple(results))
 
     async def delete_topics(self, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
         return DeleteTopicsResponse(

@@ -103,22 +103,30 @@ class TopicAdmin:
         except TopicAlreadyExistsError:
             return self._log_manager.partitions(topic)
 
+    def validate_new_partitions(self, topic: str, total_count: int) -> int:
+        """Every check of growing ``topic`` to ``total_count`` partitions, adding nothing
+        (CreatePartitions' ``validate_only``); returns how many would be added.
+
+        Raises UnknownTopicOrPartitionError, InvalidPartitionsError (not more than it has) or
+        PolicyViolationError (more than ``create.topics.max.partitions.per.request``).
+        """
+        existing = len(self._require_topic(topic))
+        count = total_count - existing
+        if count < 1:
+            raise InvalidPartitionsError(
+                f"topic {topic} has {existing} partitions; {total_count} would not add any"
+            )
+        self._check_partition_count(topic, count)
+        return count
+
     def create_partitions(self, topic: str, total_count: int) -> list[TopicPartition]:
         """Grow ``topic`` to ``total_count`` partitions (Kafka's CreatePartitions), the new ones
-        all or nothing; returns the new partitions.
-
-        Raises UnknownTopicOrPartitionError, InvalidPartitionsError (not more than it has),
-        PolicyViolationError (too many at once) or KafkaStorageError.
-        """
+        all or nothing; returns the new partitions. Raises as :meth:`validate_new_partitions`
+        does, or KafkaStorageError."""
         with self._operation("create partitions of", topic):
-            existing = self._require_topic(topic)
-            count = total_count - len(existing)
-            if count < 1:
-                raise InvalidPartitionsError(
-                    f"topic {topic} has {len(existing)} partitions; {total_count} would not add any"
-                )
-            self._check_partition_count(topic, count)
-            creation = PendingPartitionCreation(topic, len(existing), count, new_topic=False)
+            count = self.validate_new_partitions(topic, total_count)
+            first = total_count - count
+            creation = PendingPartitionCreation(topic, first, count, new_topic=False)
             logs = self._log_manager.create_logs(
                 creation, self._log_manager.topic_config(topic), self._aborted
             )
