@@ -557,7 +557,9 @@ class LogManager:
                     raise KafkaStorageError(
                         f"creation of {topic} abandoned: the broker is stopping"
                     )
-                for log in logs:
+                if any(log.topic_partition in self._logs for log in logs):
+                    raise KafkaStorageError(f"partitions of {topic} appeared meanwhile")
+                for log in logs:  # all visible at once
                     self._register_locked(log)
         except BaseException:
             if self._roll_back(creation, logs, made):
