@@ -96,7 +96,7 @@ def test_partitions_are_added_to_a_topic_within_the_limit(tmp_path: Path) -> Non
             assert [p.partition for p in topic.partitions] == list(range(10))
             with pytest.raises(InvalidPartitionsError, match="has 10 partitions"):
                 admin.create_partitions({"grown": 10})
-            with pytest.raises(PolicyViolationError, match="create.topics.max.partitions.per.request is 50"):
+            with pytest.raises(PolicyViolationError, match="per.request is 50"):
                 admin.create_partitions({"grown": 61})
             with pytest.raises(UnknownTopicOrPartitionError):
                 admin.create_partitions({"absent": 3})

@@ -497,3 +497,17 @@ def test_startup_forgets_the_configs_of_topics_without_partitions(tmp_path):
         manager.topic_configs.set("orphan", {"retention.ms": "1000"})  # a crash left it
     with running(config) as manager:
         assert manager.topic_configs.topics == {"kept"}
+
+
+def test_a_stale_marker_never_removes_partitions_that_hold_records(tmp_path):
+    """A finished creation whose marker could not be removed (I/O error) keeps its data."""
+    config = broker_config(tmp_path)
+    with running(config) as manager:
+        topic_admin(manager).create_topic("orders", 4)
+        append(manager.get_log(TopicPartition("orders", 3)), batch(2))
+        for log_dir in manager.log_dirs:
+            PendingPartitionCreation("orders", 0, 4, new_topic=True).write(log_dir)
+    with running(config) as manager:
+        assert len(manager.partitions("orders")) == 4
+        assert manager.get_log(TopicPartition("orders", 3)).log_end_offset == 2
+        assert all(markers(log_dir) == [] for log_dir in manager.log_dirs)

@@ -43,6 +43,7 @@ from odradek.storage.cleaning_control import CleaningControl
 from odradek.storage.log import Log
 from odradek.storage.log_dir_failure_channel import LogDirFailureChannel
 from odradek.storage.log_dir_lock import LogDirLock
+from odradek.storage.log_file_names import LOG_FILE_SUFFIX
 from odradek.storage.log_load_summary import LogLoadSummary
 from odradek.storage.meta_properties import MetaProperties
 from odradek.storage.offset_checkpoint_file import OffsetCheckpointFile
@@ -631,28 +632,38 @@ class LogManager:
         return placement
 
     def _roll_back_pending_creations(self) -> None:
-        """Remove what unfinished creations left (before the logs are loaded)."""
+        """Remove what unfinished creations left (before the logs are loaded).
+
+        A creation's partitions were never visible before its marker went, so none holds a
+        record; one that does means the creation finished and only its marker's removal failed
+        (an I/O error took the directory offline): then the marker alone goes.
+        """
         pending = self._for_each_online_dir(
             "read the creation markers of", PendingPartitionCreation.read_all
         )
         creations = {creation for found in pending.values() for creation in found}
         for creation in sorted(creations, key=attrgetter("creation_id")):
-            logger.warning(
-                "rolling back the unfinished creation of %d partitions of %s",
-                creation.partition_count,
-                creation.topic,
+            written = self._for_each_online_dir(
+                "inspect a pending creation in", lambda d, c=creation: _holds_records(d, c)
             )
-
-            def remove_partitions(log_dir: Path, creation=creation) -> None:
-                for tp in creation.partitions:
-                    shutil.rmtree(log_dir / tp.dir_name, ignore_errors=True)
-                    if (log_dir / tp.dir_name).exists():
-                        raise OSError(f"cannot remove {log_dir / tp.dir_name}")
-                fsync_directory(log_dir)
-
-            self._for_each_online_dir("roll back a creation in", remove_partitions)
-            if creation.new_topic:
-                self._topic_configs.remove(creation.topic)
+            if any(written.values()):
+                logger.warning(
+                    "keeping the %d partitions of %s a creation marker names: they hold records, "
+                    "so their creation had finished",
+                    creation.partition_count,
+                    creation.topic,
+                )
+            else:
+                logger.warning(
+                    "rolling back the unfinished creation of %d partitions of %s",
+                    creation.partition_count,
+                    creation.topic,
+                )
+                self._for_each_online_dir(
+                    "roll back a creation in", lambda d, c=creation: _remove_partitions(d, c)
+                )
+                if creation.new_topic:
+                    self._topic_configs.remove(creation.topic)
             self._for_each_online_dir("remove a creation marker from", creation.remove)
 
     def _forget_configs_of_absent_topics(self) -> None:
@@ -845,6 +856,27 @@ def _delete_dir_name(tp: TopicPartition) -> str:
     """``<topic>-<partition>.<id>-delete``, the topic cut short if the name would be too long."""
     suffix = f"-{tp.partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
     return tp.topic[: MAX_FILE_NAME_LENGTH - len(suffix)] + suffix
+
+
+def _holds_records(log_dir: Path, creation: PendingPartitionCreation) -> bool:
+    """Whether a partition of ``creation`` in ``log_dir`` has a non-empty segment."""
+    for tp in creation.partitions:
+        directory = log_dir / tp.dir_name
+        if directory.is_dir() and any(
+            path.stat().st_size for path in directory.glob(f"*{LOG_FILE_SUFFIX}")
+        ):
+            return True
+    return False
+
+
+def _remove_partitions(log_dir: Path, creation: PendingPartitionCreation) -> None:
+    """Remove the directories of ``creation``'s partitions from ``log_dir``. Raises OSError."""
+    for tp in creation.partitions:
+        directory = log_dir / tp.dir_name
+        shutil.rmtree(directory, ignore_errors=True)
+        if directory.exists():
+            raise OSError(f"cannot remove {directory}")
+    fsync_directory(log_dir)
 
 
 def _first_few(names: list[str], shown: int = 5) -> str:
