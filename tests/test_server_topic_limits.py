@@ -50,6 +50,19 @@ def test_metadata_auto_creates_at_most_the_per_request_limit(tmp_path: Path) -> 
         assert [topic.error for topic in response.topics] == [0] * 5
 
 
+def test_metadata_auto_creates_no_more_partitions_than_a_create_request_may(
+    tmp_path: Path,
+) -> None:
+    settings = {"num.partitions": "40", "create.topics.max.partitions.per.request": "100"}
+    with running_broker(tmp_path, settings) as broker, broker.connect() as client:
+        names = ("wide-0", "wide-1", "wide-2")
+        response = client.call(MetadataRequest(names, allow_auto_topic_creation=True))
+        errors = [topic.error for topic in response.topics]
+        assert errors == [0, 0, ThrottlingQuotaExceededError.code]
+        assert "create.topics.max.partitions.per.request=100" in response.topics[2].message
+        assert broker.broker.log_manager.topics() == ["wide-0", "wide-1"]
+
+
 def test_metadata_auto_creates_at_most_the_per_second_limit(tmp_path: Path) -> None:
     settings = {"auto.create.topics.max.per.second": "0.1"}  # one topic, then one per 10 s
     with running_broker(tmp_path, settings) as broker, broker.connect() as client:

@@ -2,8 +2,9 @@
 
 As Kafka's ``AutoTopicCreationManager``, it creates the topics a Metadata request names that do
 not exist, with ``num.partitions`` each, when ``auto.create.topics.enable`` is on. A request may
-create at most ``auto.create.topics.max.per.request`` topics, and the broker at most
-``auto.create.topics.max.per.second`` a second (a token bucket holding one second's worth);
+create at most ``auto.create.topics.max.per.request`` topics (fewer when that many topics of
+``num.partitions`` would exceed ``create.topics.max.partitions.per.request``), and the broker at
+most ``auto.create.topics.max.per.second`` a second (a token bucket holding one second's worth);
 the topics beyond either limit are answered THROTTLING_QUOTA_EXCEEDED, as Kafka's controller
 mutation quota answers creations beyond it: the error is retriable, so a client asking again
 later gets its topics, while a flood of names costs the broker a bounded amount of work.
@@ -55,19 +56,30 @@ class AutoTopicCreationManager:
                 )
                 for name in names
             }
-        per_request = self._config.auto_create_topics_max_per_request
+        config = self._config
+        per_request = config.auto_create_topics_max_per_request
+        by_partitions = max(
+            1, config.create_topics_max_partitions_per_request // config.num_partitions
+        )
+        if by_partitions < per_request:
+            per_request = by_partitions
+            request_limit = (
+                f"{per_request} topics of num.partitions={config.num_partitions} reach "
+                f"create.topics.max.partitions.per.request="
+                f"{config.create_topics_max_partitions_per_request}"
+            )
+        else:
+            request_limit = f"auto.create.topics.max.per.request={per_request}"
         allowed = self._take(min(len(names), per_request))
         results: dict[str, CreationResult] = {}
         for name in names[allowed:]:
+            reason = (
+                f"this request already auto-creates {per_request} topics ({request_limit})"
+                if allowed == per_request
+                else f"auto.create.topics.max.per.second={self._rate:g} is exhausted"
+            )
             results[name] = ThrottlingQuotaExceededError(
-                f"topic {name} not created: "
-                + (
-                    f"this request already auto-creates auto.create.topics.max.per.request="
-                    f"{per_request} topics"
-                    if allowed == per_request
-                    else f"auto.create.topics.max.per.second={self._rate:g} is exhausted"
-                )
-                + "; ask again later"
+                f"topic {name} not created: {reason}; ask again later"
             )
         loop = asyncio.get_running_loop()
         created = await loop.run_in_executor(self._executor, self._create_all, names[:allowed])
