@@ -227,10 +227,10 @@ class BenchBroker:
         dirty = TopicPartition("dirty", 0)
         cleaner = self._broker.log_cleaner
         cleaner.abort_and_pause_cleaning(dirty)  # not while it is being filled
-        manager.create_topic(
+        self._broker.topic_admin.create_topic(
             "dirty", 1, {"cleanup.policy": "compact", "segment.bytes": str(64 * MB)}
         )
-        manager.create_topic("live", 1, {"cleanup.policy": "compact"})
+        self._broker.topic_admin.create_topic("live", 1, {"cleanup.policy": "compact"})
         keys = 10**9 if mix == "unique" else megabytes * 10  # unique: every record recopied
         fill(manager.get_log(dirty), megabytes, distinct_keys=keys)
         self._recleaner = Recleaner(manager, dirty)

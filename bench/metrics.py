@@ -45,7 +45,7 @@ def fill(broker: Broker, partitions: int) -> None:
     for first in range(0, partitions, PARTITIONS_PER_TOPIC):
         topic = f"bench-{first // PARTITIONS_PER_TOPIC}"
         count = min(PARTITIONS_PER_TOPIC, partitions - first)
-        for tp in manager.create_topic(topic, count):
+        for tp in broker.topic_admin.create_topic(topic, count):
             log = manager.get_log(tp)
             log.append(records)
             log.update_high_watermark(log.log_end_offset)

@@ -118,6 +118,12 @@ class InvalidRecordError(KafkaError):
     code, error_name = 87, "INVALID_RECORD"
 
 
+class ThrottlingQuotaExceededError(KafkaError):
+    """More topic creations than a limit allows now (Kafka's controller mutation quota)."""
+
+    code, error_name, retriable = 89, "THROTTLING_QUOTA_EXCEEDED", True
+
+
 _BY_CODE: dict[int, type[KafkaError]] = {
     cls.code: cls
     for cls in (
@@ -142,6 +148,7 @@ _BY_CODE: dict[int, type[KafkaError]] = {
         KafkaStorageError,
         UnsupportedCompressionTypeError,
         InvalidRecordError,
+        ThrottlingQuotaExceededError,
     )
 }
 

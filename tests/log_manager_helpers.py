@@ -10,6 +10,7 @@ from pathlib import Path
 from odradek.clock import Clock, MockClock
 from odradek.config.broker_config import BrokerConfig
 from odradek.storage.log_manager import LogManager
+from odradek.storage.topic_admin import TopicAdmin
 
 
 def broker_config(root: Path, dirs: int = 2, **settings: object) -> BrokerConfig:
@@ -31,6 +32,11 @@ def running(
         yield manager
     finally:
         manager.shutdown()
+
+
+def topic_admin(manager: LogManager) -> TopicAdmin:
+    """The topic administration of ``manager``'s logs."""
+    return TopicAdmin(manager, manager.config)
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:

@@ -75,6 +75,9 @@ ODRADEK_DEFAULTS = {
     "max.connections": 10000,
     "log.level": "INFO",
     "log.format": "text",
+    "create.topics.max.partitions.per.request": 10000,  # Kafka's controller: the same bound
+    "auto.create.topics.max.per.request": 100,
+    "auto.create.topics.max.per.second": 100.0,
 }
 
 

@@ -10,7 +10,7 @@ import resource
 
 import pytest
 from log_helpers import append, batch
-from log_manager_helpers import broker_config, running, wait_until
+from log_manager_helpers import broker_config, running, topic_admin, wait_until
 
 from odradek.storage.descriptor_budget import RESERVED_DESCRIPTORS, DescriptorBudget
 from odradek.storage.idle_file_cache import IDLE_FILES
@@ -24,7 +24,7 @@ def budget_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
 def test_startup_states_the_limit_and_the_need(tmp_path, caplog):
     config = broker_config(tmp_path, dirs=1, max_connections=100)
     with running(config) as manager:
-        manager.create_topic("orders", 3)
+        topic_admin(manager).create_topic("orders", 3)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     with caplog.at_level(logging.INFO), running(config):
         pass
@@ -69,7 +69,7 @@ def test_many_partitions_are_a_count_and_the_first_few_names():
 
 def test_a_directory_going_offline_names_a_count_not_every_partition(tmp_path, caplog, monkeypatch):
     with running(broker_config(tmp_path, dirs=1)) as manager:
-        manager.create_topic("orders", 40)
+        topic_admin(manager).create_topic("orders", 40)
         log = manager.get_log(TopicPartition("orders", 0))
 
         def failing(*args, **kwargs):

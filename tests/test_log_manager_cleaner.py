@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from log_helpers import BASE_TIME_MS, read_all
-from log_manager_helpers import broker_config, running, wait_until
+from log_manager_helpers import broker_config, running, topic_admin, wait_until
 
 from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.cleaner.log_cleaner import LogCleaner
@@ -47,8 +47,8 @@ def test_retention_runs_only_on_logs_the_cleaner_paused_and_resumes_them(tmp_pat
     clock = MockClock(BASE_TIME_MS)
     config = broker_config(tmp_path, dirs=1, log_segment_bytes=1024, log_retention_ms=1000)
     with running(config, clock) as manager:
-        manager.create_topic("kept", 1)
-        manager.create_topic("expired", 1)
+        topic_admin(manager).create_topic("kept", 1)
+        topic_admin(manager).create_topic("expired", 1)
         for topic in ("kept", "expired"):
             fill(manager.get_log(TopicPartition(topic, 0)), 20)
         clock.sleep(10_000)
@@ -66,10 +66,10 @@ def test_retention_runs_only_on_logs_the_cleaner_paused_and_resumes_them(tmp_pat
 
 def test_deleting_a_topic_aborts_its_cleaning_first(tmp_path: Path) -> None:
     with running(broker_config(tmp_path, dirs=1)) as manager:
-        manager.create_topic("gone", 2)
+        topic_admin(manager).create_topic("gone", 2)
         cleaner = RecordingCleaner()
         manager.attach_cleaner(cleaner)
-        manager.delete_topic("gone")
+        topic_admin(manager).delete_topic("gone")
         assert ("abort", TopicPartition("gone", 0)) in cleaner.calls
         assert ("abort", TopicPartition("gone", 1)) in cleaner.calls
 
@@ -77,7 +77,7 @@ def test_deleting_a_topic_aborts_its_cleaning_first(tmp_path: Path) -> None:
 def test_a_real_cleaner_compacts_a_topic_of_the_log_manager(tmp_path: Path) -> None:
     config = broker_config(tmp_path, dirs=1, log_segment_bytes=1024, log_cleaner_backoff_ms=50)
     with running(config, MockClock(BASE_TIME_MS)) as manager:
-        manager.create_topic(
+        topic_admin(manager).create_topic(
             "compacted", 1, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"}
         )
         log = manager.get_log(TopicPartition("compacted", 0))

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import pytest
 from log_helpers import append, batch, read_all
-from log_manager_helpers import broker_config, running, wait_until
+from log_manager_helpers import broker_config, running, topic_admin, wait_until
 
 from odradek.config.broker_config import BrokerConfig
 from odradek.errors import KafkaStorageError
@@ -43,7 +43,7 @@ def offsets(log):
 def test_io_error_takes_only_its_dir_offline(tmp_path, monkeypatch, failing_call):
     config = broker_config(tmp_path)
     with running(config) as manager:
-        manager.create_topic("orders", 2)
+        topic_admin(manager).create_topic("orders", 2)
         broken, healthy = manager.get_log(ORDERS_0), manager.get_log(ORDERS_1)
         append(broken, batch(2))
         append(healthy, batch(2))
@@ -59,14 +59,14 @@ def test_io_error_takes_only_its_dir_offline(tmp_path, monkeypatch, failing_call
         with pytest.raises(KafkaStorageError, match=f"orders-0 is offline: .*{tmp_path / 'd0'}"):
             manager.get_log(ORDERS_0)
         with pytest.raises(KafkaStorageError):
-            manager.describe_topic("orders")
+            topic_admin(manager).describe_topic("orders")
         wait_until(lambda: manager.all_logs() == [healthy])
         assert manager.partitions("orders") == [ORDERS_0, ORDERS_1]
 
         append(manager.get_log(ORDERS_1), batch(1))
         assert offsets(healthy) == [0, 1, 2]
         assert manager.describe_partition(ORDERS_1).log_end_offset == 3
-        assert {tp.partition for tp in manager.create_topic("new", 2)} == {0, 1}
+        assert {tp.partition for tp in topic_admin(manager).create_topic("new", 2)} == {0, 1}
         assert all(log.dir.parent == tmp_path / "d1" for log in manager.all_logs())
 
     assert not (tmp_path / "d0" / CLEAN_SHUTDOWN_FILE_NAME).exists()
@@ -78,7 +78,7 @@ def test_io_error_takes_only_its_dir_offline(tmp_path, monkeypatch, failing_call
 
 def test_checkpoints_skip_offline_dirs(tmp_path):
     with running(broker_config(tmp_path)) as manager:
-        manager.create_topic("orders", 2)
+        topic_admin(manager).create_topic("orders", 2)
         manager.checkpoint_log_recovery_offsets()
         before = (tmp_path / "d0" / RECOVERY_POINT_CHECKPOINT_FILE).read_text()
         append(manager.get_log(ORDERS_0), batch(3))
@@ -93,7 +93,7 @@ def test_checkpoints_skip_offline_dirs(tmp_path):
 
 def test_failed_checkpoint_write_takes_the_dir_offline(tmp_path, monkeypatch):
     with running(broker_config(tmp_path)) as manager:
-        manager.create_topic("orders", 2)
+        topic_admin(manager).create_topic("orders", 2)
         monkeypatch.setattr(os, "fsync", failing(errno.EIO))
         manager.checkpoint_high_watermarks()
         monkeypatch.undo()
@@ -106,7 +106,7 @@ def test_unusable_dir_at_startup_is_offline_and_the_others_serve(tmp_path):
     (tmp_path / "d0").write_text("a file where a directory should be")
     with running(broker_config(tmp_path)) as manager:
         assert manager.offline_log_dirs == {tmp_path / "d0"}
-        manager.create_topic("orders", 2)
+        topic_admin(manager).create_topic("orders", 2)
         assert {log.dir.parent for log in manager.all_logs()} == {tmp_path / "d1"}
 
 
@@ -136,8 +136,8 @@ def out_of_descriptors():
 
 def test_running_out_of_descriptors_fails_the_roll_and_leaves_the_dir_online(tmp_path):
     with running(broker_config(tmp_path, dirs=1)) as manager:
-        manager.create_topic("rolling", 1, {"segment.ms": "1000"})
-        manager.create_topic("steady", 1)
+        topic_admin(manager).create_topic("rolling", 1, {"segment.ms": "1000"})
+        topic_admin(manager).create_topic("steady", 1)
         rolling = manager.get_log(TopicPartition("rolling", 0))
         steady = manager.get_log(TopicPartition("steady", 0))
         append(rolling, batch(1, timestamp=1_000))
@@ -168,7 +168,7 @@ def test_reports_of_descriptor_exhaustion_leave_the_dir_online(tmp_path):
 def test_running_out_of_descriptors_at_startup_stops_the_startup(tmp_path):
     config = broker_config(tmp_path, dirs=1)
     with running(config) as manager:
-        manager.create_topic("orders", 2)
+        topic_admin(manager).create_topic("orders", 2)
     manager = LogManager(config)
     with out_of_descriptors(), pytest.raises(KafkaStorageError, match="ulimit -n"):
         manager.startup()
@@ -181,7 +181,7 @@ def test_running_out_of_descriptors_at_startup_stops_the_startup(tmp_path):
 
 def test_injected_full_disk_fails_the_append_whole_and_the_log_recovers(tmp_path, monkeypatch):
     with running(broker_config(tmp_path, dirs=1)) as manager:
-        manager.create_topic("orders", 1)
+        topic_admin(manager).create_topic("orders", 1)
         log = manager.get_log(ORDERS_0)
         append(log, batch(2))
         size = log.size_in_bytes
@@ -228,7 +228,7 @@ def tiny_tmpfs(tmp_path):
 def test_real_full_disk_fails_appends_until_space_is_back(tiny_tmpfs):
     filler = tiny_tmpfs / "filler"
     with running(BrokerConfig(log_dirs=(str(tiny_tmpfs),))) as manager:
-        manager.create_topic("orders", 1)
+        topic_admin(manager).create_topic("orders", 1)
         log = manager.get_log(ORDERS_0)
         filler.write_bytes(b"\0" * 64 * 1024)
         appended = 0
@@ -249,9 +249,9 @@ def test_real_full_disk_fails_appends_until_space_is_back(tiny_tmpfs):
 
 def test_failed_rename_on_delete_leaves_the_partition_offline(tmp_path, monkeypatch):
     with running(broker_config(tmp_path)) as manager:
-        manager.create_topic("orders", 2)
+        topic_admin(manager).create_topic("orders", 2)
         monkeypatch.setattr(os, "rename", failing(errno.EIO))
-        manager.delete_topic("orders")
+        topic_admin(manager).delete_topic("orders")
         monkeypatch.undo()
         assert manager.offline_log_dirs == {tmp_path / "d0", tmp_path / "d1"}
         assert manager.topics() == ["orders"]

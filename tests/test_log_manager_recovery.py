@@ -8,7 +8,7 @@ import threading
 
 import pytest
 from log_helpers import append, batch, read_all
-from log_manager_helpers import broker_config, running
+from log_manager_helpers import broker_config, running, topic_admin
 
 from odradek.config.log_config import LogConfig
 from odradek.errors import KafkaStorageError
@@ -38,7 +38,7 @@ def corrupt_last_byte(segment_file):
 def test_shutdown_writes_checkpoints_and_clean_markers(tmp_path):
     config = broker_config(tmp_path)
     with running(config) as manager:
-        manager.create_topic("orders", 2)
+        topic_admin(manager).create_topic("orders", 2)
         append(manager.get_log(ORDERS_0), batch(4))
     for log_dir in ("d0", "d1"):
         assert (tmp_path / log_dir / CLEAN_SHUTDOWN_FILE_NAME).exists()
@@ -60,7 +60,7 @@ def test_startup_removes_the_clean_markers(tmp_path):
 def test_clean_start_skips_recovery_and_unclean_start_recovers(tmp_path):
     config = broker_config(tmp_path, dirs=1)
     with running(config) as manager:
-        manager.create_topic("orders", 1)
+        topic_admin(manager).create_topic("orders", 1)
         log = manager.get_log(ORDERS_0)
         append(log, batch(3))
         append(log, batch(2))
@@ -86,7 +86,7 @@ def test_clean_start_skips_recovery_and_unclean_start_recovers(tmp_path):
 def test_unclean_start_recovers_only_from_the_recovery_point(tmp_path):
     config = broker_config(tmp_path, dirs=1, log_segment_bytes=1024)
     with running(config) as manager:
-        manager.create_topic("orders", 1)
+        topic_admin(manager).create_topic("orders", 1)
         log = manager.get_log(ORDERS_0)
         for _ in range(8):
             append(log, batch(1, value_size=300))
@@ -105,7 +105,7 @@ def test_unclean_start_recovers_only_from_the_recovery_point(tmp_path):
 def test_log_start_offset_and_high_watermark_come_back_from_the_checkpoints(tmp_path):
     config = broker_config(tmp_path, dirs=1)
     with running(config) as manager:
-        manager.create_topic("orders", 1)
+        topic_admin(manager).create_topic("orders", 1)
         log = manager.get_log(ORDERS_0)
         append(log, batch(5))
         log.append(batch(3))  # above the high watermark
@@ -118,7 +118,7 @@ def test_log_start_offset_and_high_watermark_come_back_from_the_checkpoints(tmp_
 def test_corrupt_checkpoints_are_logged_and_ignored(tmp_path, caplog):
     config = broker_config(tmp_path, dirs=1)
     with running(config) as manager:
-        manager.create_topic("orders", 1)
+        topic_admin(manager).create_topic("orders", 1)
         append(manager.get_log(ORDERS_0), batch(5))
     for name in log_manager_module.LOG_CHECKPOINTS:
         (tmp_path / "d0" / name).write_text("0\n7\ngarbage\n")
@@ -131,7 +131,7 @@ def test_corrupt_checkpoints_are_logged_and_ignored(tmp_path, caplog):
 def test_partition_dirs_copied_in_are_loaded_and_other_entries_ignored(tmp_path):
     config = broker_config(tmp_path, dirs=2)
     with running(broker_config(tmp_path / "elsewhere", dirs=1)) as other:
-        other.create_topic("moved", 1)
+        topic_admin(other).create_topic("moved", 1)
         append(other.get_log(TopicPartition("moved", 0)), batch(4))
     with running(config):
         pass
@@ -164,7 +164,7 @@ def test_deleted_partition_dirs_found_at_startup_are_removed(tmp_path):
 def test_a_partition_in_two_dirs_stops_the_start_and_unlocks(tmp_path):
     config = broker_config(tmp_path, dirs=2)
     with running(config) as manager:
-        manager.create_topic("orders", 1)
+        topic_admin(manager).create_topic("orders", 1)
     shutil.copytree(tmp_path / "d0" / "orders-0", tmp_path / "d1" / "orders-0")
     with pytest.raises(KafkaStorageError, match="orders-0 is stored twice"):
         LogManager(config).startup()
@@ -176,7 +176,7 @@ def test_a_partition_in_two_dirs_stops_the_start_and_unlocks(tmp_path):
 def test_each_dir_loads_with_its_own_recovery_threads(tmp_path, monkeypatch):
     config = broker_config(tmp_path, dirs=2, num_recovery_threads_per_data_dir=2)
     with running(config) as manager:
-        manager.create_topic("orders", 8)
+        topic_admin(manager).create_topic("orders", 8)
     all_four_loading = threading.Barrier(4, timeout=5)
     threads: set[str] = set()
     real_open = Log.open
@@ -199,7 +199,7 @@ def test_each_dir_loads_with_its_own_recovery_threads(tmp_path, monkeypatch):
 def test_load_summary_counts_partitions_and_segments(tmp_path, caplog):
     config = broker_config(tmp_path, dirs=2, log_segment_bytes=1024)
     with running(config) as manager:
-        manager.create_topic("orders", 3)
+        topic_admin(manager).create_topic("orders", 3)
         log = manager.get_log(ORDERS_0)
         for _ in range(4):
             append(log, batch(1, value_size=300))
@@ -216,7 +216,7 @@ def test_load_summary_counts_partitions_and_segments(tmp_path, caplog):
 def test_topic_config_applies_to_loaded_logs(tmp_path):
     config = broker_config(tmp_path, dirs=1)
     with running(config) as manager:
-        manager.create_topic("orders", 1, {"segment.bytes": "4194304"})
+        topic_admin(manager).create_topic("orders", 1, {"segment.bytes": "4194304"})
     with running(config) as manager:
         assert manager.get_log(ORDERS_0).config == LogConfig.from_props(
             {"segment.bytes": "4194304"}, config.log_config()

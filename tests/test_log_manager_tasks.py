@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from log_helpers import append, batch
-from log_manager_helpers import broker_config, running, wait_until
+from log_manager_helpers import broker_config, running, topic_admin, wait_until
 
 from odradek.clock import MockClock
 from odradek.storage.log import Log
@@ -34,7 +34,7 @@ def fill_segments(log: Log, segments: int) -> None:
 def test_cleanup_logs_applies_retention_to_every_log(tmp_path):
     clock = MockClock()
     with running(broker_config(tmp_path, log_segment_bytes=1024), clock) as manager:
-        manager.create_topic("orders", 2, {"retention.ms": "1000"})
+        topic_admin(manager).create_topic("orders", 2, {"retention.ms": "1000"})
         logs = [manager.get_log(tp) for tp in manager.partitions("orders")]
         for log in logs:
             fill_segments(log, 3)
@@ -48,7 +48,7 @@ def test_cleanup_logs_applies_retention_to_every_log(tmp_path):
 def test_a_failing_partition_does_not_stop_retention_of_the_others(tmp_path, caplog, monkeypatch):
     clock = MockClock()
     with running(broker_config(tmp_path, log_segment_bytes=1024), clock) as manager:
-        manager.create_topic("orders", 2, {"retention.ms": "1000"})
+        topic_admin(manager).create_topic("orders", 2, {"retention.ms": "1000"})
         broken, healthy = (manager.get_log(tp) for tp in (ORDERS_0, ORDERS_1))
         fill_segments(healthy, 3)
 
@@ -65,8 +65,8 @@ def test_a_failing_partition_does_not_stop_retention_of_the_others(tmp_path, cap
 def test_flush_dirty_logs_flushes_logs_past_their_flush_ms(tmp_path):
     clock = MockClock()
     with running(broker_config(tmp_path), clock) as manager:
-        manager.create_topic("slow", 1, {"flush.ms": "1000"})
-        manager.create_topic("never", 1)
+        topic_admin(manager).create_topic("slow", 1, {"flush.ms": "1000"})
+        topic_admin(manager).create_topic("never", 1)
         slow, never = (manager.get_log(TopicPartition(t, 0)) for t in ("slow", "never"))
         append(slow, batch(3))
         append(never, batch(3))
@@ -81,7 +81,7 @@ def test_flush_dirty_logs_flushes_logs_past_their_flush_ms(tmp_path):
 
 def test_checkpoint_tasks_write_each_dir_from_its_logs(tmp_path):
     with running(broker_config(tmp_path)) as manager:
-        manager.create_topic("orders", 2)
+        topic_admin(manager).create_topic("orders", 2)
         first, second = manager.get_log(ORDERS_0), manager.get_log(ORDERS_1)
         append(first, batch(5))
         first.append(batch(2))
@@ -110,8 +110,8 @@ def test_scheduler_runs_the_tasks_on_their_intervals(tmp_path):
     )
     clock = MockClock()
     with running(config, clock, initial_task_delay_ms=0) as manager:
-        manager.create_topic("orders", 1, {"retention.ms": "1000"})
-        manager.create_topic("flushed", 1, {"flush.ms": "0"})
+        topic_admin(manager).create_topic("orders", 1, {"retention.ms": "1000"})
+        topic_admin(manager).create_topic("flushed", 1, {"flush.ms": "0"})
         log, flushed = manager.get_log(ORDERS_0), manager.get_log(TopicPartition("flushed", 0))
         fill_segments(log, 3)
         append(flushed, batch(2))
@@ -143,21 +143,21 @@ def test_scheduler_runs_the_tasks_on_their_intervals(tmp_path):
 
 def test_cleaner_offsets_are_kept_per_dir_and_dropped_with_the_topic(tmp_path):
     with running(broker_config(tmp_path)) as manager:
-        manager.create_topic("orders", 2)
-        manager.create_topic("keep", 1)
+        topic_admin(manager).create_topic("orders", 2)
+        topic_admin(manager).create_topic("keep", 1)
         manager.update_cleaner_offsets({ORDERS_0: 10, ORDERS_1: 20})
         keep = TopicPartition("keep", 0)
         manager.update_cleaner_offsets({keep: 5, TopicPartition("gone", 0): 1})
         assert manager.cleaner_offsets() == {ORDERS_0: 10, ORDERS_1: 20, keep: 5}
         assert checkpoint(tmp_path, "d1", CLEANER_OFFSET_CHECKPOINT_FILE) == {ORDERS_1: 20}
-        manager.delete_topic("orders")
+        topic_admin(manager).delete_topic("orders")
         assert manager.cleaner_offsets() == {keep: 5}
 
 
 def test_cleaner_offsets_are_written_from_memory_and_read_back_after_a_restart(tmp_path):
     config = broker_config(tmp_path)
     with running(config) as manager:
-        manager.create_topic("orders", 2)
+        topic_admin(manager).create_topic("orders", 2)
         manager.update_cleaner_offsets({ORDERS_0: 10, ORDERS_1: 20})
         path = manager.get_log(ORDERS_0).dir.parent / CLEANER_OFFSET_CHECKPOINT_FILE
         path.write_text("0\n2\norders 0 999\nghost 0 7\n")  # the file is not read back

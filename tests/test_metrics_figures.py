@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from log_helpers import append, batch, open_log, read_all
-from log_manager_helpers import broker_config, running
+from log_manager_helpers import broker_config, running, topic_admin
 from server_helpers import running_broker
 from test_cleaner_helpers import compact_config, latest_records, write
 
@@ -71,7 +71,7 @@ def test_retention_deletions_are_counted_by_rule(tmp_path: Path) -> None:
 def test_a_broker_reports_its_last_start_up_and_its_cleaner(tmp_path: Path) -> None:
     config = BrokerConfig(log_dirs=(str(tmp_path / "data"),))
     with running(config) as manager:
-        manager.create_topic("torn", 2)
+        topic_admin(manager).create_topic("torn", 2)
         log = manager.get_log(TopicPartition("torn", 0))
         append(log, batch(5))
         segment = names.log_file(log.dir, 0)

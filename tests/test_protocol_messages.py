@@ -81,6 +81,9 @@ from odradek.protocol.schema import Message
 from odradek.protocol.topics import (
     CreatableTopic,
     CreatableTopicResult,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopic,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteTopicsRequest,
@@ -110,6 +113,7 @@ REQUESTS: list[Message] = [
         validate_only=True,
     ),
     DeleteTopicsRequest(("a", "b")),
+    CreatePartitionsRequest((CreatePartitionsTopic("a", 6),), validate_only=True, timeout_ms=500),
     DeleteRecordsRequest((DeleteRecordsPartition("a", 0, 17),)),
     DescribeConfigsRequest(("a",)),
     AlterConfigsRequest(
@@ -145,6 +149,7 @@ RESPONSES: list[Message] = [
     ApiVersionsResponse(supported_api_versions(), 1, "cluster-x", "0.1.0", 104857600),
     CreateTopicsResponse((CreatableTopicResult("a", num_partitions=3),)),
     DeleteTopicsResponse((TopicResult("a"), TopicResult("b", 3, "unknown"))),
+    CreatePartitionsResponse((TopicResult("a"), TopicResult("b", 37, "has 6 partitions"))),
     DeleteRecordsResponse((DeleteRecordsPartitionResponse("a", 0, low_watermark=17),)),
     DescribeConfigsResponse(
         (

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from log_helpers import append, batch, open_log, read_all, records_of
-from log_manager_helpers import broker_config, running, wait_until
+from log_manager_helpers import broker_config, running, topic_admin, wait_until
 
 from odradek.config.log_config import LogConfig
 from odradek.storage.fetch_data_info import FetchIsolation
@@ -79,7 +79,7 @@ def test_many_partitions_with_many_segments_stay_within_one_descriptor_per_parti
 ) -> None:
     config = broker_config(tmp_path, dirs=1, log_segment_bytes=1024, log_index_size_max_bytes=4096)
     with running(config) as manager:
-        manager.create_topic("orders", 20)
+        topic_admin(manager).create_topic("orders", 20)
         logs = [manager.get_log(TopicPartition("orders", p)) for p in range(20)]
         for log in logs:
             fill(log, 8)

@@ -30,7 +30,13 @@ from odradek.protocol.describe_topic_partitions import (
 )
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.metadata import MetadataRequest, MetadataResponse
-from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest, DeleteTopicsRequest
+from odradek.protocol.topics import (
+    CreatableTopic,
+    CreatePartitionsRequest,
+    CreatePartitionsTopic,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+)
 from odradek.topic_partition import TopicPartition
 
 
@@ -76,6 +82,18 @@ class AsyncAdmin:
         request = CreateTopicsRequest(
             tuple(CreatableTopic(t.name, t.num_partitions, dict(t.configs)) for t in topics),
             validate_only,
+            self.config.request_timeout_ms,
+        )
+        _raise_first_error((await self._client.send(request)).topics)
+
+    async def create_partitions(
+        self, total_counts: Mapping[str, int], validate_only: bool = False
+    ) -> None:
+        """Grow each topic to its total partition count (Kafka's ``createPartitions``)."""
+        request = CreatePartitionsRequest(
+            tuple(CreatePartitionsTopic(name, count) for name, count in total_counts.items()),
+            validate_only,
+            self.config.request_timeout_ms,
         )
         _raise_first_error((await self._client.send(request)).topics)
 
@@ -159,6 +177,11 @@ class Admin(BlockingClient):
 
     def create_topics(self, topics: Iterable[NewTopic], validate_only: bool = False) -> None:
         self._thread.run(self._admin.create_topics(list(topics), validate_only))
+
+    def create_partitions(
+        self, total_counts: Mapping[str, int], validate_only: bool = False
+    ) -> None:
+        self._thread.run(self._admin.create_partitions(dict(total_counts), validate_only))
 
     def delete_topics(self, names: Iterable[str]) -> None:
         self._thread.run(self._admin.delete_topics(list(names)))

@@ -84,6 +84,11 @@ class BrokerConfig:
     num_partitions: int = _default("num.partitions")
     auto_create_topics_enable: bool = _default("auto.create.topics.enable")
     delete_topic_enable: bool = _default("delete.topic.enable")
+    create_topics_max_partitions_per_request: int = _default(
+        "create.topics.max.partitions.per.request"
+    )
+    auto_create_topics_max_per_request: int = _default("auto.create.topics.max.per.request")
+    auto_create_topics_max_per_second: float = _default("auto.create.topics.max.per.second")
     socket_request_max_bytes: int = _default("socket.request.max.bytes")
     max_connections: int = _default("max.connections")
     connections_max_idle_ms: int = _default("connections.max.idle.ms")

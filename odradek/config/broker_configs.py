@@ -182,6 +182,20 @@ BROKER_CONFIG_DEF = ConfigDef(
                   "exist."),
         ConfigKey("delete.topic.enable", BOOLEAN, True, HIGH,
                   "Allow topics to be deleted; when false, delete requests are refused."),
+        ConfigKey("create.topics.max.partitions.per.request", INT, 10000, MEDIUM,
+                  "Partitions one CreateTopics request (all its topics together) may create; a "
+                  "request asking for more is refused with POLICY_VIOLATION and creates nothing. "
+                  "Kafka's controller refuses more than 10000 the same way.",
+                  Validator.at_least(1)),
+        ConfigKey("auto.create.topics.max.per.request", INT, 100, MEDIUM,
+                  "Topics one Metadata request may auto-create; the topics after these are "
+                  "answered THROTTLING_QUOTA_EXCEEDED (retriable) and not created.",
+                  Validator.at_least(1)),
+        ConfigKey("auto.create.topics.max.per.second", DOUBLE, 100.0, MEDIUM,
+                  "Topics the broker auto-creates per second at most, over all clients (bursts "
+                  "up to one second's worth); topics beyond are answered "
+                  "THROTTLING_QUOTA_EXCEEDED (retriable) and not created.",
+                  Validator.above(0)),
         ConfigKey("socket.request.max.bytes", INT, 100 * MIB, HIGH,
                   "Largest request the broker reads; larger ones close the connection.",
                   Validator.at_least(1)),

@@ -31,6 +31,8 @@ from odradek.protocol.metadata import MetadataRequest, MetadataResponse
 from odradek.protocol.produce import ProduceRequest, ProduceResponse
 from odradek.protocol.schema import Message, Payload
 from odradek.protocol.topics import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteTopicsRequest,
@@ -51,6 +53,7 @@ REQUEST_TYPES: dict[ApiKey, type[Message]] = {
         DescribeConfigsRequest,
         AlterConfigsRequest,
         DescribeTopicPartitionsRequest,
+        CreatePartitionsRequest,
     )
 }
 
@@ -68,6 +71,7 @@ RESPONSE_TYPES: dict[ApiKey, type[Message]] = {
         DescribeConfigsResponse,
         AlterConfigsResponse,
         DescribeTopicPartitionsResponse,
+        CreatePartitionsResponse,
     )
 }
 

@@ -1,4 +1,4 @@
-"""CreateTopics (key 19) and DeleteTopics (key 20)."""
+"""CreateTopics (key 19), DeleteTopics (key 20) and CreatePartitions (key 37)."""
 
 from __future__ import annotations
 
@@ -28,13 +28,22 @@ class CreatableTopic:
     configs: Mapping[str, str] = field(default_factory=dict)
 
 
+DEFAULT_CREATE_TOPICS_TIMEOUT_MS = 30000
+"""How long the broker may take before answering REQUEST_TIMED_OUT: the clients' default
+request timeout, so that the answer comes before the client gives up."""
+
+
 @dataclass(frozen=True)
 class CreateTopicsRequest(Message):
-    """Create topics, or with ``validate_only`` just check that they could be created."""
+    """Create topics, or with ``validate_only`` just check that they could be created.
+
+    A creation that outlives ``timeout_ms`` is answered REQUEST_TIMED_OUT and goes on (as in
+    Kafka); the topic then appears whole, or not at all."""
 
     api_key: ClassVar[ApiKey] = ApiKey.CREATE_TOPICS
     topics: tuple[CreatableTopic, ...]
     validate_only: bool = False
+    timeout_ms: Int32 = DEFAULT_CREATE_TOPICS_TIMEOUT_MS
 
 
 @dataclass(frozen=True)
@@ -51,6 +60,31 @@ class CreatableTopicResult:
 class CreateTopicsResponse(Message):
     api_key: ClassVar[ApiKey] = ApiKey.CREATE_TOPICS
     topics: tuple[CreatableTopicResult, ...]
+
+
+@dataclass(frozen=True)
+class CreatePartitionsTopic:
+    """A topic to grow to ``count`` partitions in all."""
+
+    name: str
+    count: Int32
+
+
+@dataclass(frozen=True)
+class CreatePartitionsRequest(Message):
+    """Add partitions to existing topics, or with ``validate_only`` just check that they could
+    be added. ``timeout_ms`` as in CreateTopicsRequest."""
+
+    api_key: ClassVar[ApiKey] = ApiKey.CREATE_PARTITIONS
+    topics: tuple[CreatePartitionsTopic, ...]
+    validate_only: bool = False
+    timeout_ms: Int32 = DEFAULT_CREATE_TOPICS_TIMEOUT_MS
+
+
+@dataclass(frozen=True)
+class CreatePartitionsResponse(Message):
+    api_key: ClassVar[ApiKey] = ApiKey.CREATE_PARTITIONS
+    topics: tuple[TopicResult, ...]
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,22 @@
-"""AdminManager: cluster metadata and topic administration over the LogManager.
+"""AdminManager: cluster metadata and topic administration requests.
 
-Metadata, CreateTopics, DeleteTopics, DescribeConfigs, AlterConfigs and
+Metadata, CreateTopics, CreatePartitions, DeleteTopics, DescribeConfigs, AlterConfigs and
 DescribeTopicPartitions land here (the roles of Kafka's ``ZkAdminManager`` and
-``MetadataCache``). Every topic of a request gets its own outcome: one bad topic does not fail
-the others. Work that touches the disk (creating, deleting, persisting configs) runs on a
-thread; reading the LogManager's state does not.
+``MetadataCache``); the TopicAdmin carries them out on the logs, and the
+AutoTopicCreationManager creates the missing topics Metadata may create. Every topic of a
+request gets its own outcome: one bad topic does not fail the others, except that a
+CreateTopics request asking for more partitions in all than
+``create.topics.max.partitions.per.request`` is refused whole (POLICY_VIOLATION on every topic,
+as Kafka's controller refuses an excessively large batch). Work that touches the disk
+(creating, deleting, persisting configs) runs on a thread; reading the LogManager's state does
+not.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+import logging
+from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import TypeVar
 
@@ -18,10 +24,9 @@ from odradek.config.broker_config import BrokerConfig
 from odradek.config.config_entry import ConfigEntry as StoredConfigEntry
 from odradek.config.log_config import LogConfig
 from odradek.errors import (
-    InvalidPartitionsError,
     KafkaError,
     PolicyViolationError,
-    TopicAlreadyExistsError,
+    RequestTimedOutError,
     UnknownTopicOrPartitionError,
 )
 from odradek.protocol.configs import (
@@ -50,14 +55,20 @@ from odradek.protocol.metadata import (
 from odradek.protocol.topics import (
     CreatableTopic,
     CreatableTopicResult,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     TopicResult,
 )
+from odradek.server.auto_topic_creation_manager import AutoTopicCreationManager
 from odradek.storage.log_manager import LogManager
+from odradek.storage.topic_admin import TopicAdmin
 from odradek.topic_partition import TopicPartition, validate_topic_name
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -68,12 +79,15 @@ class AdminManager:
     def __init__(
         self,
         log_manager: LogManager,
+        topic_admin: TopicAdmin,
         config: BrokerConfig,
         broker: BrokerMetadata,
         executor: Executor,
         on_topic_deleted: Callable[[str], None],
     ) -> None:
         self._log_manager = log_manager
+        self._topic_admin = topic_admin
+        self._auto_topic_creation = AutoTopicCreationManager(topic_admin, config, executor)
         self._config = config
         self._broker = broker
         self._executor = executor
@@ -93,20 +107,29 @@ class AdminManager:
             names, auto_create = self._log_manager.topics(), False
         else:
             names, auto_create = request.topics, request.allow_auto_topic_creation
-        topics = [await self._topic_metadata(name, auto_create) for name in names]
+        found: dict[str, list[TopicPartition] | KafkaError] = {}
+        for name in names:
+            try:
+                validate_topic_name(name)
+                found[name] = self._log_manager.partitions(name) or UnknownTopicOrPartitionError(
+                    f"topic {name} does not exist"
+                )
+            except KafkaError as error:
+                found[name] = error
+        missing = [
+            name
+            for name, result in found.items()
+            if isinstance(result, UnknownTopicOrPartitionError)
+        ]
+        if auto_create and missing:
+            found.update(await self._auto_topic_creation.create_topics(missing))
+        topics = [self._topic_metadata(name, found[name]) for name in names]
         return MetadataResponse(self._broker, self.cluster_id, tuple(topics))
 
-    async def _topic_metadata(self, name: str, auto_create: bool) -> TopicMetadata:
-        try:
-            validate_topic_name(name)
-            partitions = self._log_manager.partitions(name)
-            if not partitions and auto_create:
-                partitions = await self._in_thread(self._log_manager.get_or_create_topic, name)
-            if not partitions:
-                raise UnknownTopicOrPartitionError(f"topic {name} does not exist")
-        except KafkaError as error:
-            return TopicMetadata(name, error.code, error.message)
-        return TopicMetadata(name, partitions=tuple(map(self._partition_metadata, partitions)))
+    def _topic_metadata(self, name: str, found: list[TopicPartition] | KafkaError) -> TopicMetadata:
+        if isinstance(found, KafkaError):
+            return TopicMetadata(name, found.code, found.message)
+        return TopicMetadata(name, partitions=tuple(map(self._partition_metadata, found)))
 
     def _partition_metadata(self, tp: TopicPartition) -> PartitionMetadata:
         try:
@@ -118,32 +141,131 @@ class AdminManager:
     # --- create and delete -------------------------------------------------------------------
 
     async def create_topics(self, request: CreateTopicsRequest) -> CreateTopicsResponse:
-        results = [await self._create_topic(t, request.validate_only) for t in request.topics]
+        counts = [self._partition_count(topic) for topic in request.topics]
+        total = sum(count for count in counts if count > 0)
+        limit = self._config.create_topics_max_partitions_per_request
+        if total > limit:
+            message = (
+                f"the request asks for {total} partitions in all; "
+                f"create.topics.max.partitions.per.request is {limit}: nothing was created"
+            )
+            return CreateTopicsResponse(
+                tuple(
+                    CreatableTopicResult(t.name, PolicyViolationError.code, message)
+                    for t in request.topics
+                )
+            )
+        deadline = asyncio.get_running_loop().time() + max(0, request.timeout_ms) / 1000
+        results = [
+            await self._create_topic(
+                topic, count, request.validate_only, deadline, request.timeout_ms
+            )
+            for topic, count in zip(request.topics, counts, strict=True)
+        ]
         return CreateTopicsResponse(tuple(results))
 
+    def _partition_count(self, topic: CreatableTopic) -> int:
+        return self._config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+
     async def _create_topic(
-        self, topic: CreatableTopic, validate_only: bool
+        self,
+        topic: CreatableTopic,
+        count: int,
+        validate_only: bool,
+        deadline: float,
+        timeout_ms: int,
     ) -> CreatableTopicResult:
-        count = self._config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
         try:
             if validate_only:
-                self._validate_new_topic(topic.name, count, topic.configs)
+                self._topic_admin.validate_new_topic(topic.name, count, topic.configs)
             else:
-                await self._in_thread(
-                    self._log_manager.create_topic, topic.name, count, topic.configs
+                await self._create_within(
+                    topic.name,
+                    count,
+                    deadline,
+                    timeout_ms,
+                    self._topic_admin.create_topic,
+                    topic.name,
+                    count,
+                    topic.configs,
                 )
         except KafkaError as error:
             return CreatableTopicResult(topic.name, error.code, error.message)
         return CreatableTopicResult(topic.name, num_partitions=count)
 
-    def _validate_new_topic(self, name: str, count: int, configs: Mapping[str, str]) -> None:
-        """Every check of a creation, creating nothing (``validate_only``)."""
-        validate_topic_name(name)
-        if count < 1:
-            raise InvalidPartitionsError(f"topic {name} needs at least one partition, not {count}")
-        if self._log_manager.partitions(name):
-            raise TopicAlreadyExistsError(f"topic {name} already exists")
-        LogConfig.from_props(configs, self._config.log_config())
+    async def _create_within(
+        self,
+        name: str,
+        count: int,
+        deadline: float,
+        timeout_ms: int,
+        create: Callable[..., object],
+        *args: object,
+    ) -> None:
+        """``create(*args)`` on a thread, creating ``count`` partitions of topic ``name``; past
+        ``deadline`` answer REQUEST_TIMED_OUT and let the creation finish (or roll back) on its
+        own, as Kafka does: it is bounded by ``create.topics.max.partitions.per.request`` and
+        all or nothing."""
+        loop = asyncio.get_running_loop()
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise RequestTimedOutError(
+                f"topic {name}: nothing created: timeout_ms={timeout_ms} passed before its turn"
+            )
+        creation = loop.run_in_executor(self._executor, create, *args)
+        try:
+            async with asyncio.timeout(remaining):
+                await asyncio.shield(creation)
+        except TimeoutError:
+            creation.add_done_callback(_log_late_outcome(name))
+            raise RequestTimedOutError(
+                f"topic {name}: creating {count} partitions takes longer than "
+                f"timeout_ms={timeout_ms}; it goes on, and they will appear all together or "
+                f"not at all"
+            ) from None
+
+    async def create_partitions(self, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
+        """Grow topics (Kafka's CreatePartitions); the new partitions of each topic appear all
+        together or not at all, at most ``create.topics.max.partitions.per.request`` in all."""
+        added: list[int | KafkaError] = []
+        for topic in request.topics:
+            try:
+                added.append(self._topic_admin.validate_new_partitions(topic.name, topic.count))
+            except KafkaError as error:
+                added.append(error)
+        total = sum(count for count in added if isinstance(count, int))
+        limit = self._config.create_topics_max_partitions_per_request
+        if total > limit:
+            message = (
+                f"the request adds {total} partitions in all; "
+                f"create.topics.max.partitions.per.request is {limit}: nothing was created"
+            )
+            return CreatePartitionsResponse(
+                tuple(
+                    TopicResult(t.name, PolicyViolationError.code, message) for t in request.topics
+                )
+            )
+        deadline = asyncio.get_running_loop().time() + max(0, request.timeout_ms) / 1000
+        results = []
+        for topic, count in zip(request.topics, added, strict=True):
+            try:
+                if isinstance(count, KafkaError):
+                    raise count
+                if not request.validate_only:
+                    await self._create_within(
+                        topic.name,
+                        count,
+                        deadline,
+                        request.timeout_ms,
+                        self._topic_admin.create_partitions,
+                        topic.name,
+                        topic.count,
+                    )
+            except KafkaError as error:
+                results.append(TopicResult(topic.name, error.code, error.message))
+            else:
+                results.append(TopicResult(topic.name))
+        return CreatePartitionsResponse(tuple(results))
 
     async def delete_topics(self, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
         return DeleteTopicsResponse(
@@ -156,7 +278,7 @@ class AdminManager:
                 raise PolicyViolationError(
                     f"cannot delete topic {name}: delete.topic.enable is false on this broker"
                 )
-            await self._in_thread(self._log_manager.delete_topic, name)
+            await self._in_thread(self._topic_admin.delete_topic, name)
         except KafkaError as error:
             return TopicResult(name, error.code, error.message)
         self._on_topic_deleted(name)
@@ -169,7 +291,7 @@ class AdminManager:
 
     def _topic_configs(self, name: str) -> TopicConfigs:
         try:
-            entries = self._log_manager.describe_topic_config(name)
+            entries = self._topic_admin.describe_topic_config(name)
         except KafkaError as error:
             return TopicConfigs(name, error.code, error.message)
         return TopicConfigs(name, entries=_config_entries(entries))
@@ -185,7 +307,7 @@ class AdminManager:
             async with self._config_lock:
                 if not self._log_manager.partitions(name):
                     raise UnknownTopicOrPartitionError(f"topic {name} does not exist")
-                overrides = self._log_manager.topic_overrides(name)
+                overrides = self._topic_admin.topic_overrides(name)
                 for key, value in topic.configs.items():
                     if value is None:
                         overrides.pop(key, None)
@@ -194,7 +316,7 @@ class AdminManager:
                 if validate_only:
                     LogConfig.from_props(overrides, self._config.log_config())
                 else:
-                    await self._in_thread(self._log_manager.alter_topic_config, name, overrides)
+                    await self._in_thread(self._topic_admin.alter_topic_config, name, overrides)
         except KafkaError as error:
             return TopicResult(name, error.code, error.message)
         return TopicResult(name)
@@ -212,7 +334,7 @@ class AdminManager:
             partitions = self._log_manager.partitions(name)
             if not partitions:
                 raise UnknownTopicOrPartitionError(f"topic {name} does not exist")
-            configs = _config_entries(self._log_manager.describe_topic_config(name))
+            configs = _config_entries(self._topic_admin.describe_topic_config(name))
         except KafkaError as error:
             return TopicDescription(name, error.code, error.message)
         descriptions = tuple(map(self._describe_partition, partitions))
@@ -235,6 +357,21 @@ class AdminManager:
 
     async def _in_thread(self, function: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
+
+
+def _log_late_outcome(name: str) -> Callable[[asyncio.Future[object]], None]:
+    """Log how a creation whose request was answered REQUEST_TIMED_OUT ended."""
+
+    def log(creation: asyncio.Future[object]) -> None:
+        if creation.cancelled():
+            return
+        error = creation.exception()
+        if error is None:
+            logger.info("topic %s: created after its request timed out", name)
+        else:
+            logger.warning("topic %s: creation failed after its request timed out: %s", name, error)
+
+    return log
 
 
 def _config_entries(entries: list[StoredConfigEntry]) -> tuple[ConfigEntry, ...]:

@@ -25,6 +25,7 @@ from odradek.server.socket_server import SocketServer
 from odradek.storage.descriptor_budget import raise_descriptor_limit
 from odradek.storage.idle_file_cache import IDLE_FILES, default_capacity
 from odradek.storage.log_manager import LogManager
+from odradek.storage.topic_admin import TopicAdmin
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +44,10 @@ class Broker:
 
     ``start()`` loads the logs (recovering them if the last stop was not clean), starts the
     log cleaner and begins serving; ``stop()`` stops accepting, lets in-flight requests finish
-    (waiting fetches are answered at once), stops the cleaner, then shuts the LogManager down:
-    flush, checkpoints, clean-shutdown markers. Ports given as 0 are chosen by the system;
+    (waiting fetches are answered at once), waits for topic operations that outlived their
+    requests (a creation still running is abandoned and rolled back), stops the cleaner, then
+    shuts the LogManager down: flush, checkpoints and, only when nothing is left half done,
+    clean-shutdown markers. Each wait is bounded. Ports given as 0 are chosen by the system;
     ``port`` and ``metrics_port`` tell which.
     """
 
@@ -52,6 +55,7 @@ class Broker:
         self.config = config
         self.metrics = BrokerMetrics()
         self.log_manager = LogManager(config)
+        self.topic_admin = TopicAdmin(self.log_manager, config)
         self.log_cleaner = LogCleaner(
             CleanerConfig.from_broker_config(config), self.log_manager.all_logs, self.log_manager
         )
@@ -109,9 +113,14 @@ class Broker:
     async def stop(self) -> None:
         """Stop accepting, finish in-flight requests, then shut the logs down cleanly."""
         logger.info("broker %d shutting down", self.config.broker_id)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SHUTDOWN_TIMEOUT_S
         self._socket_server.stop_accepting()
         self.replica_manager.shutdown()
         await self._socket_server.shutdown(SHUTDOWN_TIMEOUT_S)
+        # Topic operations that outlived their requests get what is left of the same bound.
+        remaining_s = max(0.0, deadline - loop.time())
+        await self._in_thread(lambda: self.topic_admin.shutdown(remaining_s))
         await self._lag_monitor.stop()
         if self._metrics_server is not None:
             await self._in_thread(self._metrics_server.shutdown)
@@ -142,7 +151,12 @@ class Broker:
         config = self.config
         broker = BrokerMetadata(config.broker_id, config.host, self.port)
         admin = AdminManager(
-            self.log_manager, config, broker, self._io_executor, self.replica_manager.forget_topic
+            self.log_manager,
+            self.topic_admin,
+            config,
+            broker,
+            self._io_executor,
+            self.replica_manager.forget_topic,
         )
         api_versions = ApiVersionsResponse(
             supported_api_versions(),

@@ -119,6 +119,34 @@ class Log:
         ).load()
         return cls(directory, config, segments, offsets, scheduler, clock, high_watermark)
 
+    @classmethod
+    def create(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        scheduler: Scheduler,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> Log:
+        """A new, empty log in the empty ``directory``: one segment at offset 0 whose indexes
+        are created by the first append, so a new partition holds one descriptor (its log
+        file) and creating thousands reads nothing back."""
+        segments = LogSegments()
+        segments.add(
+            LogSegment.open(
+                directory,
+                0,
+                config,
+                clock,
+                init_file_size=config.segment_bytes,
+                preallocate=config.preallocate,
+            )
+        )
+        offsets = LoadedLogOffsets(
+            log_start_offset=0, recovery_point=0, next_offset_metadata=LogOffsetMetadata(0, 0, 0)
+        )
+        return cls(directory, config, segments, offsets, scheduler, clock)
+
     # --- state -------------------------------------------------------------------------------
 
     @property

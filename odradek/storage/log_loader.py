@@ -228,7 +228,8 @@ class LogLoader:
         log_start_offset = self.log_start_offset_checkpoint
         if self.segments.is_empty:
             self._create_segment(log_start_offset)
-        next_offset = self.segments.active_segment.read_next_offset()
+        active = self.segments.active_segment
+        next_offset = active.base_offset if _unwritten(active) else active.read_next_offset()
         if next_offset < log_start_offset:
             logger.warning(
                 "[%s] log end offset %d is below the log start offset %d: deleting all segments",
@@ -242,7 +243,8 @@ class LogLoader:
             self._create_segment(log_start_offset)
             next_offset = log_start_offset
         active = self.segments.active_segment
-        active.resize_indexes(self.config.segment_index_bytes)
+        if not _unwritten(active):
+            active.resize_indexes(self.config.segment_index_bytes)
         first = self.segments.first_segment
         assert first is not None
         return LoadedLogOffsets(
@@ -309,3 +311,14 @@ class LogLoader:
             path.unlink()
         except FileNotFoundError:
             pass
+
+
+def _unwritten(segment: LogSegment) -> bool:
+    """A segment never written to: no records and no index files yet. Its indexes are created,
+    with room, by its first append, so loading has nothing to read or resize in them (and
+    holds no descriptor for them: a new partition costs one, its log file)."""
+    return (
+        segment.size == 0
+        and not segment.offset_index_path.exists()
+        and not segment.time_index_path.exists()
+    )

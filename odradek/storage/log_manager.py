@@ -1,15 +1,16 @@
 """LogManager: every partition's Log on this broker (Kafka's ``LogManager``; SPEC 2, 8, 12).
 
 It owns the log directories (``log.dirs``: each locked, identified by ``meta.properties`` and
-taken offline on an I/O error while the others keep serving), the Logs (a new partition goes to
-the online directory with the fewest partitions), the topic lifecycle (create, auto-create,
-alter config, delete) and the background tasks that keep the logs in shape: retention, flush,
-the offset checkpoints and the removal of deleted partitions.
+taken offline on an I/O error while the others keep serving), the Logs (new partitions go to
+the online directories with the fewest partitions, created all or nothing), their loading, the
+offset checkpoints and the background tasks that keep the logs in shape: retention, flush, the
+checkpoints and the removal of deleted partitions. Which topics exist, with which settings, is
+decided by :class:`~odradek.storage.topic_admin.TopicAdmin`, which calls in here.
 
-Start-up loads every directory in parallel with ``num.recovery.threads.per.data.dir`` threads
-each and skips recovery where the clean-shutdown marker says the last stop was graceful.
-Methods that touch the disk block; the server calls them off its event loop. Background tasks
-run on the manager's own scheduler threads.
+Start-up rolls back unfinished partition creations, then loads every directory in parallel with
+``num.recovery.threads.per.data.dir`` threads each and skips recovery where the clean-shutdown
+marker says the last stop was graceful. Methods that touch the disk block; the server calls
+them off its event loop. Background tasks run on the manager's own scheduler threads.
 """
 
 from __future__ import annotations
@@ -30,14 +31,11 @@ from typing import TypeVar
 
 from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.config.broker_config import BrokerConfig
-from odradek.config.config_entry import ConfigEntry
 from odradek.config.log_config import LogConfig
 from odradek.errors import (
     InvalidConfigError,
-    InvalidPartitionsError,
     InvalidTopicError,
     KafkaStorageError,
-    TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
 from odradek.storage.atomic_file import fsync_directory, write_atomically
@@ -50,17 +48,18 @@ from odradek.storage.log_dir_failure_channel import (
     is_descriptor_exhaustion,
 )
 from odradek.storage.log_dir_lock import LogDirLock
+from odradek.storage.log_file_names import LOG_FILE_SUFFIX
 from odradek.storage.log_load_summary import LogLoadSummary
 from odradek.storage.meta_properties import MetaProperties
 from odradek.storage.offset_checkpoint_file import OffsetCheckpointFile
 from odradek.storage.partition_description import PartitionDescription
+from odradek.storage.pending_partition_creation import PendingPartitionCreation
 from odradek.storage.scheduler import ScheduledTask, Scheduler
 from odradek.storage.topic_config_store import TopicConfigStore
 from odradek.topic_partition import (
     DELETE_DIR_SUFFIX,
     TopicPartition,
     describe_partitions,
-    validate_topic_name,
 )
 
 logger = logging.getLogger(__name__)
@@ -79,6 +78,7 @@ LOG_CHECKPOINTS: dict[str, Callable[[Log], int]] = {
     HIGH_WATERMARK_CHECKPOINT_FILE: attrgetter("high_watermark"),
 }
 INITIAL_TASK_DELAY_MS = 30_000  # Kafka's LogManager.InitialTaskDelayMs
+CREATION_ABORT_TIMEOUT_S = 10.0  # how long shutdown waits for abandoned creations to roll back
 BACKGROUND_THREADS = 4
 MAX_FILE_NAME_LENGTH = 255
 # ``<topic>-<partition>.<32 hex digits>-delete``: what delete_topic renames a partition to.
@@ -111,10 +111,15 @@ class LogManager:
         }
         self._logs: dict[TopicPartition, Log] = {}
         self._offline_partitions: dict[TopicPartition, Path] = {}
+        # Indexes kept beside the two maps above so that lookups and placement cost no scan.
+        self._partitions_by_topic: dict[str, set[TopicPartition]] = {}  # online and offline
+        self._partition_counts: Counter[Path] = Counter()  # the logs in each directory
         self._log_dir_locks: list[LogDirLock] = []
         self._tasks: list[ScheduledTask] = []
         self._lock = threading.Lock()  # guards the partition maps; held briefly, never for I/O
-        self._topic_lock = threading.Lock()  # serialises topic creation, deletion, config changes
+        self._shutting_down = False
+        self._creations_in_flight = 0
+        self._creations_done = threading.Condition(self._lock)
         self._checkpoint_lock = threading.Lock()  # a checkpoint snapshot and its write are one step
         # Each directory's cleaner offsets, read from its file once: this is the file's only
         # writer, so a cleaning run updates them without reading the file back (checkpoint lock).
@@ -123,6 +128,10 @@ class LogManager:
         self.load_summary: LogLoadSummary | None = None
         self.cleaner: CleaningControl | None = None
         self._starting = False
+
+    @property
+    def config(self) -> BrokerConfig:
+        return self._config
 
     # --- start-up ----------------------------------------------------------------------------
 
@@ -137,7 +146,9 @@ class LogManager:
         try:
             self._prepare_log_dirs()
             self._topic_configs.load()
+            self._roll_back_pending_creations()
             self._load_logs()
+            self._forget_configs_of_absent_topics()
         except BaseException:
             for log in self._logs.values():
                 _close_quietly(log, log.close_handlers)
@@ -262,9 +273,12 @@ class LogManager:
                 _close_quietly(log, log.close_handlers)
             with self._lock:
                 self._offline_partitions.update(dict.fromkeys(jobs, log_dir))
+                for tp in jobs:
+                    self._index_locked(tp)
             return []
-        for log in logs:
-            self._register(log)
+        with self._lock:
+            for log in logs:
+                self._register_locked(log)
         self._for_each_online_dir(
             "remove the clean-shutdown marker of",
             lambda d: (d / CLEAN_SHUTDOWN_FILE_NAME).unlink(missing_ok=True),
@@ -272,17 +286,32 @@ class LogManager:
         )
         return logs
 
-    def _register(self, log: Log) -> None:
+    def _register_locked(self, log: Log) -> None:
+        """Make ``log`` one of this broker's; call with the lock held."""
         tp = log.topic_partition
-        with self._lock:
-            existing = self._logs.get(tp)
-            if existing is not None:
-                raise KafkaStorageError(
-                    f"partition {tp} is stored twice, in {existing.dir} and {log.dir}; "
-                    f"remove one copy before starting the broker"
-                )
-            log.io_error_handler = self._on_log_io_error
-            self._logs[tp] = log
+        existing = self._logs.get(tp)
+        if existing is not None:
+            raise KafkaStorageError(
+                f"partition {tp} is stored twice, in {existing.dir} and {log.dir}; "
+                f"remove one copy before starting the broker"
+            )
+        log.io_error_handler = self._on_log_io_error
+        self._logs[tp] = log
+        self._partition_counts[log.dir.parent] += 1
+        self._index_locked(tp)
+
+    def _unregister_locked(self, log: Log) -> None:
+        """Forget ``log`` (deleted); call with the lock held."""
+        tp = log.topic_partition
+        del self._logs[tp]
+        self._partition_counts[log.dir.parent] -= 1
+        partitions = self._partitions_by_topic[tp.topic]
+        partitions.discard(tp)
+        if not partitions:
+            del self._partitions_by_topic[tp.topic]
+
+    def _index_locked(self, tp: TopicPartition) -> None:
+        self._partitions_by_topic.setdefault(tp.topic, set()).add(tp)
 
     # --- background tasks --------------------------------------------------------------------
 
@@ -476,102 +505,221 @@ class LogManager:
                     by_dir[log.dir.parent].append(log)
         return by_dir
 
-    def _next_log_dir(self) -> Path:
-        """The online directory with the fewest partitions (the first listed on a tie)."""
-        online = self._online_dirs()
-        if not online:
-            raise KafkaStorageError("no online log directory to place a new partition in")
-        with self._lock:
-            counts = Counter(log.dir.parent for log in self._logs.values())
-        return min(online, key=lambda log_dir: counts[log_dir])
-
-    # --- topics ------------------------------------------------------------------------------
+    # --- topics and partitions ---------------------------------------------------------------
 
     def topics(self) -> list[str]:
         """Every topic with a partition on this broker, offline ones included."""
         with self._lock:
-            return sorted({tp.topic for tp in (*self._logs, *self._offline_partitions)})
+            return sorted(self._partitions_by_topic)
 
     def partitions(self, topic: str) -> list[TopicPartition]:
         """The partitions of ``topic`` on this broker (empty when it has none)."""
         with self._lock:
-            return sorted(
-                tp for tp in (*self._logs, *self._offline_partitions) if tp.topic == topic
-            )
+            return sorted(self._partitions_by_topic.get(topic, ()))
 
-    def create_topic(
-        self, topic: str, num_partitions: int, overrides: Mapping[str, object] | None = None
-    ) -> list[TopicPartition]:
-        """Create ``topic`` with ``num_partitions`` empty logs and its config ``overrides``.
+    @property
+    def topic_configs(self) -> TopicConfigStore:
+        """Every topic's config overrides, kept in the log directories."""
+        return self._topic_configs
 
-        Raises InvalidTopicError, InvalidPartitionsError, InvalidConfigError,
-        TopicAlreadyExistsError, or KafkaStorageError when a directory fails meanwhile.
+    def topic_config(self, topic: str) -> LogConfig:
+        """The settings ``topic``'s logs run with: the broker defaults and its overrides."""
+        return LogConfig.from_stored(self._topic_configs.overrides(topic), self._default_log_config)
+
+    def create_logs(
+        self,
+        creation: PendingPartitionCreation,
+        config: LogConfig,
+        aborted: Callable[[], bool] = lambda: False,
+    ) -> list[Log]:
+        """Create the empty logs of ``creation``'s partitions, all or nothing, even across a
+        crash (see :mod:`odradek.storage.pending_partition_creation`); the logs become visible
+        together once all exist. Each goes to the online directory with the fewest partitions.
+
+        The cost is O(partitions created), whatever the number of partitions already here.
+        Raises KafkaStorageError when a directory fails, or when ``aborted()`` turns true or
+        the broker shuts down meanwhile; nothing is created then.
         """
-        validate_topic_name(topic)
-        if num_partitions < 1:
-            raise InvalidPartitionsError(
-                f"topic {topic} needs at least one partition, not {num_partitions}"
-            )
-        config, stored = self._validated_overrides(overrides or {})
-        with self._topic_lock:
-            if self.partitions(topic):
-                raise TopicAlreadyExistsError(f"topic {topic} already exists")
-            self._topic_configs.set(topic, stored)
-            partitions = [TopicPartition(topic, number) for number in range(num_partitions)]
-            for tp in partitions:
-                self._create_log(tp, config)
-        logger.info("created topic %s: %d partitions, overrides %s", topic, num_partitions, stored)
-        return partitions
-
-    def get_or_create_topic(self, topic: str) -> list[TopicPartition]:
-        """The partitions of ``topic``, creating it with ``num.partitions`` when it does not
-        exist and ``auto.create.topics.enable`` is on (else UnknownTopicOrPartitionError)."""
-        partitions = self.partitions(topic)
-        if partitions:
-            return partitions
-        if not self._config.auto_create_topics_enable:
-            raise UnknownTopicOrPartitionError(
-                f"topic {topic} does not exist and auto.create.topics.enable is false"
-            )
+        with self._lock:
+            if self._shutting_down:
+                raise KafkaStorageError(f"cannot create {creation.topic}: the broker is stopping")
+            self._creations_in_flight += 1
         try:
-            return self.create_topic(topic, self._config.num_partitions)
-        except TopicAlreadyExistsError:
-            return self.partitions(topic)
+            return self._create_logs(creation, config, aborted)
+        finally:
+            with self._creations_done:
+                self._creations_in_flight -= 1
+                self._creations_done.notify_all()
 
-    def _create_log(self, tp: TopicPartition, config: LogConfig) -> None:
-        log_dir = self._next_log_dir()
+    def _create_logs(
+        self, creation: PendingPartitionCreation, config: LogConfig, aborted: Callable[[], bool]
+    ) -> list[Log]:
+        topic = creation.topic
+        marked = list(self._for_each_online_dir("record a pending creation in", creation.write))
+        if not marked:
+            raise KafkaStorageError(f"cannot create {topic}: no online log directory")
+        made: list[Path] = []
+        logs: list[Log] = []
         try:
-            log = Log.open(log_dir / tp.dir_name, config, self.scheduler, clock=self._clock)
+            for tp, log_dir in self._placement(creation.partitions).items():
+                if aborted() or self._shutting_down:
+                    raise KafkaStorageError(
+                        f"creation of {topic} abandoned: the broker is stopping"
+                    )
+                logs.append(self._create_log(tp, log_dir, config, made))
+            for log_dir in {directory.parent for directory in made}:
+                try:
+                    fsync_directory(log_dir)  # the new partition directories survive a power cut
+                except OSError as error:
+                    self._take_offline(
+                        log_dir, f"cannot create partitions of {topic}: {error}", error
+                    )
+                    raise KafkaStorageError(
+                        f"cannot create {topic} in {log_dir}: {error}"
+                    ) from error
+            with self._lock:
+                if self._shutting_down:
+                    raise KafkaStorageError(
+                        f"creation of {topic} abandoned: the broker is stopping"
+                    )
+                if any(log.topic_partition in self._logs for log in logs):
+                    raise KafkaStorageError(f"partitions of {topic} appeared meanwhile")
+                for log in logs:  # all visible at once
+                    self._register_locked(log)
+        except BaseException:
+            if self._roll_back(creation, logs, made):
+                self._for_each_online_dir("remove a creation marker from", creation.remove, marked)
+            raise
+        self._for_each_online_dir("remove a creation marker from", creation.remove, marked)
+        logger.info(
+            "created %d partitions of %s: %s",
+            len(logs),
+            topic,
+            describe_partitions([log.topic_partition for log in logs]),
+        )
+        return logs
+
+    def _create_log(
+        self, tp: TopicPartition, log_dir: Path, config: LogConfig, made: list[Path]
+    ) -> Log:
+        """The new log of ``tp`` in ``log_dir``; its directory is added to ``made`` once made."""
+        directory = log_dir / tp.dir_name
+        try:
+            directory.mkdir()
+            made.append(directory)
+            return Log.create(directory, config, self.scheduler, clock=self._clock)
+        except FileExistsError:
+            raise KafkaStorageError(
+                f"cannot create partition {tp}: {directory} exists but is not a log of this "
+                f"broker; remove it"
+            ) from None
         except OSError as error:
             self._take_offline(log_dir, f"cannot create partition {tp}: {error}", error)
             raise KafkaStorageError(
                 f"cannot create partition {tp} in {log_dir}: {error}"
             ) from error
-        self._register(log)
-        logger.info("[%s] created log in %s", tp, log_dir)
 
-    def delete_topic(self, topic: str) -> None:
-        """Delete ``topic``: its partition directories are renamed ``<dir>.<id>-delete`` at once
-        and removed after ``file.delete.delay.ms`` (so in-flight reads can finish).
+    def _roll_back(
+        self, creation: PendingPartitionCreation, logs: list[Log], made: list[Path]
+    ) -> bool:
+        """Undo an unfinished creation: close its logs, remove its directories; False (the
+        marker stays for the next start-up to finish the job) when a removal fails."""
+        for log in logs:
+            _close_quietly(log, log.close_handlers)
+        removed = True
+        for directory in made:
+            try:
+                shutil.rmtree(directory)
+            except OSError as error:
+                logger.warning("[%s] cannot remove %s: %s", creation.topic, directory, error)
+                removed = False
+        logger.info(
+            "rolled back the creation of %d partitions of %s",
+            creation.partition_count,
+            creation.topic,
+        )
+        return removed
 
-        Raises UnknownTopicOrPartitionError, or KafkaStorageError when a partition is offline.
+    def _placement(self, partitions: list[TopicPartition]) -> dict[TopicPartition, Path]:
+        """A directory for each new partition: the online one with the fewest partitions,
+        counting those placed before it (the first listed on a tie)."""
+        online = self._online_dirs()
+        if not online:
+            raise KafkaStorageError("no online log directory to place a new partition in")
+        with self._lock:
+            counts = {log_dir: self._partition_counts[log_dir] for log_dir in online}
+        placement = {}
+        for tp in partitions:
+            log_dir = min(online, key=counts.__getitem__)
+            counts[log_dir] += 1
+            placement[tp] = log_dir
+        return placement
+
+    def _roll_back_pending_creations(self) -> None:
+        """Remove what unfinished creations left (before the logs are loaded).
+
+        A creation's partitions were never visible before its marker went, so none holds a
+        record; one that does means the creation finished and only its marker's removal failed
+        (an I/O error took the directory offline): then the marker alone goes.
         """
-        with self._topic_lock:
-            logs = [self.get_log(tp) for tp in self._require_topic(topic)]
-            if self.cleaner is not None:
-                for log in logs:
-                    self.cleaner.abort_cleaning(log.topic_partition)
-            with self._lock:
-                for log in logs:
-                    del self._logs[log.topic_partition]
-            for log in logs:
-                self._rename_for_deletion(log)
-            for log_dir in {log.dir.parent for log in logs}:
-                for file_name in LOG_CHECKPOINTS:
-                    self._write_checkpoints(file_name, [log_dir])
-                self._rewrite_cleaner_offsets(log_dir, {}, [log.topic_partition for log in logs])
+        pending = self._for_each_online_dir(
+            "read the creation markers of", PendingPartitionCreation.read_all
+        )
+        creations = {creation for found in pending.values() for creation in found}
+        for creation in sorted(creations, key=attrgetter("creation_id")):
+            written = self._for_each_online_dir(
+                "inspect a pending creation in", lambda d, c=creation: _holds_records(d, c)
+            )
+            if any(written.values()):
+                logger.warning(
+                    "keeping the %d partitions of %s a creation marker names: they hold records, "
+                    "so their creation had finished",
+                    creation.partition_count,
+                    creation.topic,
+                )
+            else:
+                logger.warning(
+                    "rolling back the unfinished creation of %d partitions of %s",
+                    creation.partition_count,
+                    creation.topic,
+                )
+                self._for_each_online_dir(
+                    "roll back a creation in", lambda d, c=creation: _remove_partitions(d, c)
+                )
+                if creation.new_topic:
+                    self._topic_configs.remove(creation.topic)
+            self._for_each_online_dir("remove a creation marker from", creation.remove)
+
+    def _forget_configs_of_absent_topics(self) -> None:
+        """Drop the overrides of topics without a partition, which a crash between a topic's
+        config change and its partitions' creation or deletion leaves; only while every log
+        directory is online (an offline one may hold the topic)."""
+        if self.failure_channel.offline_log_dirs:
+            return
+        with self._lock:
+            absent = self._topic_configs.topics - self._partitions_by_topic.keys()
+        for topic in sorted(absent):
+            logger.info("forgetting the config overrides of %s: it has no partition", topic)
             self._topic_configs.remove(topic)
-        logger.info("deleted topic %s (%d partitions)", topic, len(logs))
+
+    def delete_logs(self, partitions: Iterable[TopicPartition]) -> None:
+        """Delete the logs of ``partitions``: their directories are renamed
+        ``<dir>.<id>-delete`` at once and removed after ``file.delete.delay.ms`` (so in-flight
+        reads can finish). Raises UnknownTopicOrPartitionError, or KafkaStorageError when one
+        is offline; nothing is deleted then."""
+        logs = [self.get_log(tp) for tp in partitions]
+        if self.cleaner is not None:
+            for log in logs:
+                self.cleaner.abort_cleaning(log.topic_partition)
+        with self._lock:
+            for log in logs:
+                self._unregister_locked(log)
+        for log in logs:
+            self._rename_for_deletion(log)
+        for log_dir in {log.dir.parent for log in logs}:
+            for file_name in LOG_CHECKPOINTS:
+                self._write_checkpoints(file_name, [log_dir])
+            self._rewrite_cleaner_offsets(log_dir, {}, [log.topic_partition for log in logs])
 
     def _rename_for_deletion(self, log: Log) -> None:
         deleted_dir = log.dir.with_name(_delete_dir_name(log.topic_partition))
@@ -584,9 +732,10 @@ class LogManager:
             )
             with self._lock:
                 self._offline_partitions[log.topic_partition] = log.dir.parent
+                self._index_locked(log.topic_partition)
             _close_quietly(log, log.close_handlers)
             return
-        logger.info("[%s] renamed to %s for deletion", log.topic_partition, deleted_dir.name)
+        logger.debug("[%s] renamed to %s for deletion", log.topic_partition, deleted_dir.name)
         self._schedule_log_dir_removal(deleted_dir, log, log.config.file_delete_delay_ms)
 
     def _schedule_log_dir_removal(self, directory: Path, log: Log | None, delay_ms: int) -> None:
@@ -597,64 +746,11 @@ class LogManager:
                 log.close_handlers()
             try:
                 shutil.rmtree(directory)
-                logger.info("[%s] removed the deleted partition's directory %s", tp, directory)
+                logger.debug("[%s] removed the deleted partition's directory %s", tp, directory)
             except OSError as error:
                 logger.warning("[%s] cannot remove %s: %s", tp, directory, error)
 
         self.scheduler.schedule(f"kafka-delete-logs-{directory.name}", remove, delay_ms=delay_ms)
-
-    # --- topic configs -----------------------------------------------------------------------
-
-    def topic_config(self, topic: str) -> LogConfig:
-        """The settings ``topic``'s logs run with: the broker defaults and its overrides (as
-        stored, maybe under an earlier version's rules: see ``LogConfig.from_stored``)."""
-        return LogConfig.from_stored(self._topic_configs.overrides(topic), self._default_log_config)
-
-    def topic_overrides(self, topic: str) -> dict[str, str]:
-        """The config overrides of ``topic`` (empty when it has none)."""
-        return self._topic_configs.overrides(topic)
-
-    def alter_topic_config(self, topic: str, overrides: Mapping[str, object]) -> LogConfig:
-        """Make ``overrides`` the whole override set of ``topic`` (Kafka's AlterConfigs), persist
-        it and apply it to the live logs at once; return the new settings."""
-        config, stored = self._validated_overrides(overrides)
-        with self._topic_lock:
-            partitions = self._require_topic(topic)
-            self._topic_configs.set(topic, stored)
-            for tp in partitions:
-                log = self._logs.get(tp)
-                if log is not None:
-                    log.update_config(config)
-        logger.info("altered the config of topic %s: overrides %s", topic, stored)
-        return config
-
-    def describe_topic(self, topic: str) -> list[PartitionDescription]:
-        """Every partition of ``topic``; raises UnknownTopicOrPartitionError or, when one of
-        them is offline, KafkaStorageError."""
-        return [self.describe_partition(tp) for tp in self._require_topic(topic)]
-
-    def describe_topic_config(self, topic: str) -> list[ConfigEntry]:
-        """Every topic setting of ``topic`` with its value and source (DescribeConfigs)."""
-        self._require_topic(topic)
-        return LogConfig.describe(
-            self._topic_configs.overrides(topic),
-            self._default_log_config,
-            self._config.static_topic_keys(),
-        )
-
-    def _validated_overrides(
-        self, overrides: Mapping[str, object]
-    ) -> tuple[LogConfig, dict[str, str]]:
-        """The settings ``overrides`` give and the overrides as canonical text to store."""
-        config = LogConfig.from_props(overrides, self._default_log_config)
-        rendered = config.to_props()
-        return config, {name: rendered[name] for name in overrides}
-
-    def _require_topic(self, topic: str) -> list[TopicPartition]:
-        partitions = self.partitions(topic)
-        if not partitions:
-            raise UnknownTopicOrPartitionError(f"topic {topic} does not exist")
-        return partitions
 
     # --- failures ----------------------------------------------------------------------------
 
@@ -686,6 +782,7 @@ class LogManager:
             for log in logs:
                 del self._logs[log.topic_partition]
                 self._offline_partitions[log.topic_partition] = log_dir
+            self._partition_counts[log_dir] = 0
         for log in logs:
             _close_quietly(log, log.close_handlers)
         logger.error(
@@ -714,20 +811,37 @@ class LogManager:
 
     # --- shutdown ----------------------------------------------------------------------------
 
-    def shutdown(self) -> None:
-        """Stop the background tasks, flush every log, write the checkpoints, close the logs,
-        write the clean-shutdown markers and release the locks (SPEC 12)."""
+    def shutdown(self, creation_timeout_s: float = CREATION_ABORT_TIMEOUT_S) -> None:
+        """Abandon unfinished creations (waiting at most ``creation_timeout_s`` for them to
+        roll back), stop the background tasks, flush every log, write the checkpoints, close
+        the logs, write the clean-shutdown markers and release the locks (SPEC 12).
+
+        A creation still running after the wait leaves every directory without its
+        clean-shutdown marker: the next start-up recovers and rolls the creation back.
+        """
         logger.info("shutting down the log manager")
+        with self._creations_done:
+            self._shutting_down = True
+            creations_finished = self._creations_done.wait_for(
+                lambda: self._creations_in_flight == 0, creation_timeout_s
+            )
+        if not creations_finished:
+            logger.warning(
+                "a topic creation is still running after %.0f s: no clean-shutdown marker is "
+                "written, the next start-up rolls it back",
+                creation_timeout_s,
+            )
         for task in self._tasks:
             task.cancel()
         self.scheduler.shutdown(run_pending_one_offs=True)
         by_dir = self._logs_by_dir(self.log_dirs)
+        clean = [creations_finished] * len(by_dir)
         with ThreadPoolExecutor(len(self.log_dirs), thread_name_prefix="log-shutdown") as pool:
-            list(pool.map(self._shut_down_log_dir, by_dir, by_dir.values()))
+            list(pool.map(self._shut_down_log_dir, by_dir, by_dir.values(), clean))
         self._release_locks()
         logger.info("log manager shut down")
 
-    def _shut_down_log_dir(self, log_dir: Path, logs: list[Log]) -> None:
+    def _shut_down_log_dir(self, log_dir: Path, logs: list[Log], clean: bool) -> None:
         flushed = [self._flush_for_shutdown(log) for log in logs]
         if self.failure_channel.is_offline(log_dir):
             for log in logs:
@@ -737,7 +851,7 @@ class LogManager:
             self._write_checkpoints(file_name, [log_dir])
         for log in logs:
             _close_quietly(log, log.close)
-        if all(flushed):
+        if clean and all(flushed):
             self._for_each_online_dir(
                 "write the clean-shutdown marker in",
                 lambda d: write_atomically(d / CLEAN_SHUTDOWN_FILE_NAME, b""),
@@ -773,6 +887,27 @@ def _delete_dir_name(tp: TopicPartition) -> str:
     """``<topic>-<partition>.<id>-delete``, the topic cut short if the name would be too long."""
     suffix = f"-{tp.partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
     return tp.topic[: MAX_FILE_NAME_LENGTH - len(suffix)] + suffix
+
+
+def _holds_records(log_dir: Path, creation: PendingPartitionCreation) -> bool:
+    """Whether a partition of ``creation`` in ``log_dir`` has a non-empty segment."""
+    for tp in creation.partitions:
+        directory = log_dir / tp.dir_name
+        if directory.is_dir() and any(
+            path.stat().st_size for path in directory.glob(f"*{LOG_FILE_SUFFIX}")
+        ):
+            return True
+    return False
+
+
+def _remove_partitions(log_dir: Path, creation: PendingPartitionCreation) -> None:
+    """Remove the directories of ``creation``'s partitions from ``log_dir``. Raises OSError."""
+    for tp in creation.partitions:
+        directory = log_dir / tp.dir_name
+        shutil.rmtree(directory, ignore_errors=True)
+        if directory.exists():
+            raise OSError(f"cannot remove {directory}")
+    fsync_directory(log_dir)
 
 
 def _close_quietly(log: Log, close: Callable[[], None]) -> None:
