@@ -18,9 +18,11 @@ from odradek.server.admin_manager import AdminManager
 from odradek.server.client_connection import ConnectionSettings
 from odradek.server.event_loop_lag_monitor import EventLoopLagMonitor
 from odradek.server.kafka_apis import KafkaApis
+from odradek.server.kafka_request_handler import KafkaRequestHandler
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.socket_server import SocketServer
+from odradek.server.topic_ids import TopicIds
 from odradek.storage.log_manager import LogManager
 
 logger = logging.getLogger(__name__)
@@ -92,7 +94,7 @@ class Broker:
             raise
         self.metrics_port = self._metrics_server.server_port
         self._lag_monitor.start()
-        await self._socket_server.start_serving(self._kafka_apis())
+        await self._socket_server.start_serving(*self._handlers())
         logger.info(
             "broker %d serving on %s:%d (metrics on %s:%d)",
             self.config.broker_id,
@@ -132,12 +134,17 @@ class Broker:
         for executor in (self._append_executor, self._flush_executor, self._io_executor):
             executor.shutdown()
 
-    def _kafka_apis(self) -> KafkaApis:
+    def _handlers(self) -> tuple[KafkaApis, KafkaRequestHandler]:
+        """The handlers of both protocols: KafkaApis, and the Kafka protocol's over it."""
         config = self.config
         broker = BrokerMetadata(config.broker_id, config.host, self.port)
-        admin = AdminManager(
-            self.log_manager, config, broker, self._io_executor, self.replica_manager.forget_topic
-        )
+        topic_ids = TopicIds(self.log_manager, self._io_executor)
+
+        def topic_deleted(topic: str) -> None:
+            self.replica_manager.forget_topic(topic)
+            topic_ids.forget(topic)
+
+        admin = AdminManager(self.log_manager, config, broker, self._io_executor, topic_deleted)
         api_versions = ApiVersionsResponse(
             supported_api_versions(),
             config.broker_id,
@@ -145,7 +152,16 @@ class Broker:
             version("odradek"),
             config.socket_request_max_bytes,
         )
-        return KafkaApis(self.replica_manager, admin, api_versions, self.metrics)
+        apis = KafkaApis(self.replica_manager, admin, api_versions, self.metrics)
+        kafka_handler = KafkaRequestHandler(
+            apis,
+            self.replica_manager,
+            admin,
+            topic_ids,
+            config.broker_id,
+            lambda: (config.host, self.port),
+        )
+        return apis, kafka_handler
 
     async def _in_thread(self, function: Callable[[], object]) -> None:
         await asyncio.get_running_loop().run_in_executor(self._io_executor, function)
