@@ -54,6 +54,7 @@ from odradek.protocol.kafka.request_header import (
 from odradek.protocol.list_offsets import ListOffsetsPartition, ListOffsetsRequest
 from odradek.protocol.metadata import MetadataRequest
 from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
+from odradek.protocol.schema import Message
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest, DeleteTopicsRequest
 from odradek.server.admin_manager import AdminManager
 from odradek.server.kafka_apis import KafkaApis
@@ -64,6 +65,7 @@ from odradek.server.topic_ids import TopicIds
 UNSUPPORTED_VERSION = UnsupportedVersionError.code
 INVALID_REQUEST = InvalidRequestError.code
 FETCH_SESSION_ID_NOT_FOUND = 70
+COORDINATOR_NOT_AVAILABLE = 15
 INVALID_REPLICATION_FACTOR = 38
 INVALID_CONFIG = 40
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
@@ -125,6 +127,7 @@ class KafkaRequestHandler:
             apis.ALTER_CONFIGS: self._alter_configs,
             apis.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
             apis.DESCRIBE_CLUSTER: self._describe_cluster,
+            apis.FIND_COORDINATOR: self._find_coordinator,
         }
 
     # --- decoding ----------------------------------------------------------------------------
@@ -177,6 +180,15 @@ class KafkaRequestHandler:
             return None
         return self._frame(request, body)
 
+    async def _call(self, context: RequestContext, message: Message) -> Any:
+        """``message`` through KafkaApis, under its own API key (a Kafka request may become
+        another API's message: AlterConfigs reads the configs first)."""
+        header = context.header
+        own = RequestHeader(
+            message.api_key, header.api_version, header.correlation_id, header.client_id
+        )
+        return await self._apis.handle(RequestContext(context.peer, own), message)
+
     def _frame(
         self, request: KafkaRequest, body: dict[str, Any], version: int | None = None
     ) -> list[Payload]:
@@ -215,7 +227,7 @@ class KafkaRequestHandler:
         if topics is not None:
             names = tuple(topic["name"] or "" for topic in topics)
         auto_create = body.get("allow_auto_topic_creation", True)
-        response = await self._apis.handle(context, MetadataRequest(names, auto_create))
+        response = await self._call(context, MetadataRequest(names, auto_create))
         await self._topic_ids.ensure(t.name for t in response.topics if not t.error)
         topic_entries = []
         for topic in response.topics:
@@ -249,6 +261,14 @@ class KafkaRequestHandler:
             "cluster_id": self._admin.cluster_id,
             "controller_id": self._node_id,
             "brokers": [self._broker()],
+        }
+
+    async def _find_coordinator(self, request: KafkaRequest, _context: RequestContext) -> dict:
+        return {
+            "error_code": COORDINATOR_NOT_AVAILABLE,
+            "node_id": -1,
+            "host": "",
+            "port": -1,
         }
 
     # --- Produce -----------------------------------------------------------------------------
@@ -288,7 +308,7 @@ class KafkaRequestHandler:
             Acks(acks_value),
             max(0, body["timeout"]),
         )
-        response = await self._apis.handle(context, odradek_request)
+        response = await self._call(context, odradek_request)
         if response is None:
             return None
         results = [
@@ -330,7 +350,7 @@ class KafkaRequestHandler:
             max(0, body.get("max_bytes", 2**31 - 1)),
             IsolationLevel.HIGH_WATERMARK,
         )
-        response = await self._apis.handle(context, fetch)
+        response = await self._call(context, fetch)
         read_committed = body.get("isolation_level", 0) == READ_COMMITTED
         topics: list[dict[str, Any]] = []
         for p in response.partitions:
@@ -395,7 +415,7 @@ class KafkaRequestHandler:
         results: dict[int, dict[str, Any]] = dict(special)
         if wanted:
             # read_committed reads as read_uncommitted: there are no transactions yet.
-            response = await self._apis.handle(
+            response = await self._call(
                 context, ListOffsetsRequest(tuple(entry for _, entry in wanted))
             )
             for (index, _), p in zip(wanted, response.partitions, strict=True):
@@ -442,7 +462,7 @@ class KafkaRequestHandler:
             for topic in topics
             for p in topic["partitions"]
         )
-        response = await self._apis.handle(context, DeleteRecordsRequest(entries))
+        response = await self._call(context, DeleteRecordsRequest(entries))
         results = iter(response.partitions)
         return {
             "topics": [
@@ -486,7 +506,7 @@ class KafkaRequestHandler:
             creatable.append(CreatableTopic(topic["name"], topic["num_partitions"], configs))
             results.append(None)
         if creatable:
-            response = await self._apis.handle(
+            response = await self._call(
                 context, CreateTopicsRequest(tuple(creatable), body["validate_only"])
             )
             if not body["validate_only"]:
@@ -518,7 +538,7 @@ class KafkaRequestHandler:
         else:
             names = list(body["topic_names"])
         ids = {name: self._topic_ids.get(name) for name in names}
-        response = await self._apis.handle(context, DeleteTopicsRequest(tuple(names)))
+        response = await self._call(context, DeleteTopicsRequest(tuple(names)))
         for result in response.topics:
             if not result.error:
                 self._topic_ids.forget(result.name)
@@ -545,7 +565,7 @@ class KafkaRequestHandler:
             if kind != TOPIC_RESOURCE:
                 results.append(_unsupported_resource(resource))
                 continue
-            response = await self._apis.handle(context, DescribeConfigsRequest((name,)))
+            response = await self._call(context, DescribeConfigsRequest((name,)))
             topic = response.topics[0]
             keys = resource.get("configuration_keys")
             configs = [
@@ -578,7 +598,7 @@ class KafkaRequestHandler:
                 continue
             name = resource["resource_name"]
             given = {c["name"]: c["value"] for c in resource["configs"]}
-            described = await self._apis.handle(context, DescribeConfigsRequest((name,)))
+            described = await self._call(context, DescribeConfigsRequest((name,)))
             current = [
                 e.name
                 for e in described.topics[0].entries
@@ -599,7 +619,7 @@ class KafkaRequestHandler:
                 responses.append(_unsupported_resource(resource))
                 continue
             name = resource["resource_name"]
-            described = await self._apis.handle(context, DescribeConfigsRequest((name,)))
+            described = await self._call(context, DescribeConfigsRequest((name,)))
             values = {e.name: e.value for e in described.topics[0].entries}
             changes: dict[str, str | None] = {}
             error = None
@@ -640,7 +660,7 @@ class KafkaRequestHandler:
         validate_only: bool,
     ) -> dict[str, Any]:
         name = resource["resource_name"]
-        response = await self._apis.handle(
+        response = await self._call(
             context,
             AlterConfigsRequest((AlterableTopicConfigs(name, changes),), validate_only),
         )

@@ -3,7 +3,9 @@
 Kafka's own ranges as of Kafka 4.x, except where noted. Produce advertises v0-2 although it
 serves v3 and later only: librdkafka turns compression on only when Produce v0 is listed, and
 v0-2 carry message format v0/v1 which odradek does not store (a v0-2 request is answered with
-UNSUPPORTED_VERSION on every partition).
+UNSUPPORTED_VERSION on every partition). FindCoordinator v0 is listed, though consumer groups
+do not exist yet, because librdkafka enables LZ4 only when it is; it is answered with
+COORDINATOR_NOT_AVAILABLE.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ class ApiRange:
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 18, 19, 20, 21
 DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS = 32, 33, 37
-INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 44, 60
+INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER, FIND_COORDINATOR = 44, 60, 10
 
 ADVERTISED: dict[int, ApiRange] = {
     r.api_key: r
@@ -44,6 +46,7 @@ ADVERTISED: dict[int, ApiRange] = {
         ApiRange(ALTER_CONFIGS, "AlterConfigs", 0, 2, 0),
         ApiRange(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1, 0),
         ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1, 0),
+        ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 0, 0),
     )
 }
 

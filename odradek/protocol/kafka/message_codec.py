@@ -28,7 +28,6 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from kio.index import load_request_schema, load_response_schema
 
-from odradek.errors import InvalidRequestError
 from odradek.protocol.kafka.byte_reader import ByteReader
 
 Payload = Sized
@@ -354,15 +353,9 @@ def encode_parts(spec: EntitySpec, values: dict[str, Any]) -> list[Payload]:
 
 
 def decode(spec: EntitySpec, data: memoryview, position: int = 0) -> dict[str, Any]:
-    """Read a whole message; bytes left after it are an error (Kafka ignores none either)."""
-    reader = ByteReader(data, position)
-    values = read_entity(reader, spec)
-    if reader.remaining:
-        raise InvalidRequestError(
-            f"{spec.name}: {reader.remaining} bytes left after the message at byte "
-            f"{reader.position}"
-        )
-    return values
+    """Read a whole message. Bytes after it are ignored, as Kafka's brokers do (librdkafka
+    sends three after an all-topics Metadata v12)."""
+    return read_entity(ByteReader(data, position), spec)
 
 
 Reader = Callable[[ByteReader], Any]
