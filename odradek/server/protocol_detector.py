@@ -69,11 +69,13 @@ class ProtocolDetector(asyncio.BufferedProtocol):
         factories: dict[WireProtocol, ProtocolFactory],
         max_request_bytes: int,
         timeout_s: float,
+        admits: Callable[[str], bool],
         on_refused: Callable[[], None],
     ) -> None:
         self._factories = factories
         self._max_request_bytes = max_request_bytes
         self._timeout_s = timeout_s
+        self._admits = admits
         self._on_refused = on_refused
         self._buffer = bytearray(DETECTION_BYTES)
         self._received = 0
@@ -86,18 +88,25 @@ class ProtocolDetector(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self._peer = f"{peer[0]}:{peer[1]}"
+        if not self._admits(self._peer):
+            transport.abort()
+            return
         self._timer = asyncio.get_running_loop().call_later(self._timeout_s, self._timed_out)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return memoryview(self._buffer)[self._received :]
 
     def buffer_updated(self, nbytes: int) -> None:
+        if self._timer is None:
+            return  # refused at accept
         self._received += nbytes
-        if self._received < DETECTION_BYTES:
+        if self._received < DETECTION_BYTES and not self._size_refused():
             return
         self._timer.cancel()
-        first = bytes(self._buffer)
-        protocol = detect_protocol(first, self._max_request_bytes)
+        first = bytes(self._buffer[: self._received])
+        protocol = None
+        if self._received == DETECTION_BYTES:
+            protocol = detect_protocol(first, self._max_request_bytes)
         if protocol is None:
             logger.warning(
                 "%s: closing connection: its first bytes %s are neither a Kafka request nor "
@@ -121,6 +130,13 @@ class ProtocolDetector(asyncio.BufferedProtocol):
             target[:count] = first[fed : fed + count]
             fed += count
             connection.buffer_updated(count)
+
+    def _size_refused(self) -> bool:
+        """Whether the size prefix alone (once its 4 bytes are in) rules out both protocols."""
+        if self._received < 4:
+            return False
+        size = int.from_bytes(self._buffer[0:4], "big", signed=True)
+        return size < MIN_KAFKA_REQUEST_BYTES or size > self._max_request_bytes
 
     def eof_received(self) -> bool:
         return False
