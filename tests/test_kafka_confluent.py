@@ -7,21 +7,16 @@ import json
 import time
 from pathlib import Path
 
+import confluent_kafka
 import pytest
 from click.testing import CliRunner
-from server_helpers import RunningBroker, running_broker
-
-from odradek.cli.main import cli
-
-confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import (  # noqa: E402
+from confluent_kafka import (
     OFFSET_BEGINNING,
     OFFSET_END,
-    Consumer,
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import (  # noqa: E402
+from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
@@ -29,6 +24,10 @@ from confluent_kafka.admin import (  # noqa: E402
     NewTopic,
     OffsetSpec,
 )
+from kafka_helpers import consume, consumer
+from server_helpers import RunningBroker, running_broker
+
+from odradek.cli.main import cli
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 CODEC_LABELS = {"none": "none", "gzip": "gzip", "snappy": "snappy", "lz4": "lz4", "zstd": "zstd"}
@@ -65,26 +64,6 @@ def produce(broker: RunningBroker, topic: str, values: list[bytes], **config: ob
     return delivered
 
 
-def consume(broker: RunningBroker, topic: str, offset: int, count: int, partition: int = 0):
-    consumer = Consumer(
-        {
-            "bootstrap.servers": broker.bootstrap,
-            "group.id": "unused",  # manual assignment: no group APIs are used
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.assign([TopicPartition(topic, partition, offset)])
-    messages = []
-    deadline = time.monotonic() + 30
-    while len(messages) < count and time.monotonic() < deadline:
-        message = consumer.poll(0.5)
-        if message is None or message.error():
-            continue
-        messages.append(message)
-    consumer.close()
-    return messages
-
-
 def dump_codecs(broker: RunningBroker, topic: str) -> list[str]:
     directory = broker.data_dir / f"{topic}-0"
     result = CliRunner().invoke(
@@ -109,7 +88,7 @@ def test_produce_with_every_codec_and_acks_stores_that_codec(
     assert [error for error, _ in delivered] == [None] * 50
     if acks != "0":
         assert sorted(offset for _, offset in delivered) == list(range(50))
-    messages = consume(broker, topic, OFFSET_BEGINNING, 50)
+    messages = consume(broker.bootstrap, topic, OFFSET_BEGINNING, 50)
     assert [m.value() for m in messages] == values
     assert [m.key() for m in messages] == [b"k%d" % n for n in range(50)]
     codecs = dump_codecs(broker, topic)
@@ -125,26 +104,26 @@ def test_consume_from_latest_a_timestamp_and_an_explicit_offset(broker: RunningB
     time.sleep(0.05)
     produce(broker, topic, [b"new-%d" % n for n in range(10)])
 
-    assert [m.value() for m in consume(broker, topic, 15, 5)] == [
+    assert [m.value() for m in consume(broker.bootstrap, topic, 15, 5)] == [
         b"new-%d" % n for n in range(5, 10)
     ]
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused"})
-    found = consumer.offsets_for_times([TopicPartition(topic, 0, middle)], timeout=10)
-    consumer.close()
+    reader = consumer(broker.bootstrap)
+    found = reader.offsets_for_times([TopicPartition(topic, 0, middle)], timeout=10)
+    reader.close()
     assert found[0].offset == 10
-    assert [m.value() for m in consume(broker, topic, found[0].offset, 10)][0] == b"new-0"
+    assert [m.value() for m in consume(broker.bootstrap, topic, found[0].offset, 10)][0] == b"new-0"
 
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused"})
-    consumer.assign([TopicPartition(topic, 0, OFFSET_END)])
-    consumer.poll(1.0)  # the position is resolved to the log end
+    reader = consumer(broker.bootstrap)
+    reader.assign([TopicPartition(topic, 0, OFFSET_END)])
+    reader.poll(1.0)  # the position is resolved to the log end
     produce(broker, topic, [b"latest"])
     deadline = time.monotonic() + 30
     received = None
     while received is None and time.monotonic() < deadline:
-        message = consumer.poll(0.5)
+        message = reader.poll(0.5)
         if message is not None and not message.error():
             received = message
-    consumer.close()
+    reader.close()
     assert received is not None and received.value() == b"latest" and received.offset() == 20
 
 

@@ -15,7 +15,8 @@ negative; otherwise the bytes are neither and the connection is closed. The over
 Produce (key 0) of version 13 or above whose correlation id is negative: no client starts a
 connection that way (clients open with ApiVersions, key 18, and count correlation ids up from
 0), and such a request would be refused anyway (Produce is served up to v12). A TLS
-ClientHello (0x16 0x03 ...) reads as a size above 350 MB and is refused as neither.
+ClientHello (0x16 0x03 ...) is refused as neither, by its first two bytes (as a size it would
+be above 350 MB).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ logger = logging.getLogger(__name__)
 DETECTION_BYTES = 9
 MIN_MSGPACK_HEADER_BYTES = 13
 MIN_KAFKA_REQUEST_BYTES = 8
+TLS_HANDSHAKE, TLS_MAJOR_VERSION = 0x16, 0x03
 MSGPACK_MAP_MARKERS = frozenset(range(0x80, 0x90)) | {0xDE, 0xDF}
 
 
@@ -40,6 +42,8 @@ class WireProtocol(enum.Enum):
 
 def detect_protocol(first: bytes, max_request_bytes: int) -> WireProtocol | None:
     """The protocol whose request starts with ``first`` (at least 9 bytes), None for neither."""
+    if first[0] == TLS_HANDSHAKE and first[1] == TLS_MAJOR_VERSION:
+        return None  # a TLS record header: a client that expects TLS on a plaintext port
     size = int.from_bytes(first[0:4], "big", signed=True)
     if size < MIN_KAFKA_REQUEST_BYTES or size > max_request_bytes:
         return None
