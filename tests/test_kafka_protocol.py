@@ -4,8 +4,11 @@ request order, zero-copy fetches, and records crossing between the two protocols
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import socket
 import struct
+import subprocess
 import time
 from pathlib import Path
 
@@ -390,3 +393,52 @@ def test_topic_ids_survive_a_restart(tmp_path: Path) -> None:
         after = admin.describe_topics(confluent_kafka.TopicCollection(["kept"]))["kept"].result(10)
     assert str(after.topic_id) == str(before.topic_id)
     assert str(before.topic_id) != "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+def test_metadata_returns_the_advertised_listener(tmp_path: Path) -> None:
+    settings = {"advertised.listeners": "PLAINTEXT://localhost:0"}  # port 0: the one bound
+    with running_broker(tmp_path, settings) as running:
+        admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": running.bootstrap})
+        [advertised] = admin.list_topics(timeout=10).brokers.values()
+        assert (advertised.host, advertised.port) == ("localhost", running.port)
+        with running.connect() as client:
+            assert client.call(ApiVersionsRequest()).broker_id == 0
+
+
+KCAT = shutil.which("kcat")
+
+
+@pytest.mark.skipif(KCAT is None and not os.environ.get("CI"), reason="kcat is not installed")
+def test_kcat_lists_produces_and_consumes(broker: RunningBroker) -> None:
+    assert KCAT is not None, "CI installs kcat (.ci/run)"
+    listing = subprocess.run(
+        [KCAT, "-b", broker.bootstrap, "-L"], capture_output=True, text=True, timeout=30
+    )
+    assert listing.returncode == 0 and "1 brokers:" in listing.stdout, listing.stderr
+    produced = subprocess.run(
+        [KCAT, "-b", broker.bootstrap, "-P", "-t", "kcat", "-z", "snappy", "-K", ":"],
+        input="a:1\nb:2\nc:3\n",
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert produced.returncode == 0, produced.stderr
+    consumed = subprocess.run(
+        [
+            KCAT,
+            "-b",
+            broker.bootstrap,
+            "-C",
+            "-t",
+            "kcat",
+            "-o",
+            "beginning",
+            "-e",
+            "-f",
+            "%o %k %s\n",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert consumed.stdout.splitlines() == ["0 a 1", "1 b 2", "2 c 3"], consumed.stderr

@@ -12,6 +12,7 @@ from wsgiref.simple_server import WSGIServer
 from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.cleaner.log_cleaner import LogCleaner
 from odradek.config.broker_config import BrokerConfig
+from odradek.config.listeners import advertised_host
 from odradek.protocol.api_versions import ApiVersionsResponse, supported_api_versions
 from odradek.protocol.metadata import BrokerMetadata
 from odradek.server.admin_manager import AdminManager
@@ -85,7 +86,8 @@ class Broker:
             self._shut_down_executors()
             raise
         try:
-            self.port = await self._socket_server.bind(self.config.host, self.config.port)
+            listener = self.config.listener()
+            self.port = await self._socket_server.bind(listener.host or None, listener.port)
             self._metrics_server = self.metrics.serve(
                 self.config.metrics_host, self.config.metrics_port
             )
@@ -98,7 +100,7 @@ class Broker:
         logger.info(
             "broker %d serving on %s:%d (metrics on %s:%d)",
             self.config.broker_id,
-            self.config.host,
+            self.config.listener().host or "*",
             self.port,
             self.config.metrics_host,
             self.metrics_port,
@@ -137,7 +139,8 @@ class Broker:
     def _handlers(self) -> tuple[KafkaApis, KafkaRequestHandler]:
         """The handlers of both protocols: KafkaApis, and the Kafka protocol's over it."""
         config = self.config
-        broker = BrokerMetadata(config.broker_id, config.host, self.port)
+        host, port = self.advertised()
+        broker = BrokerMetadata(config.broker_id, host, port)
         topic_ids = TopicIds(self.log_manager, self._io_executor)
 
         def topic_deleted(topic: str) -> None:
@@ -159,9 +162,14 @@ class Broker:
             admin,
             topic_ids,
             config.broker_id,
-            lambda: (config.host, self.port),
+            self.advertised,
         )
         return apis, kafka_handler
+
+    def advertised(self) -> tuple[str, int]:
+        """The host and port Metadata tells clients to connect to (advertised.listeners)."""
+        endpoint = self.config.advertised_listener()
+        return advertised_host(endpoint.host), endpoint.port or self.port
 
     async def _in_thread(self, function: Callable[[], object]) -> None:
         await asyncio.get_running_loop().run_in_executor(self._io_executor, function)
