@@ -77,6 +77,8 @@ CONFIG_SOURCE_CODES = {
     ConfigSource.DEFAULT_CONFIG: 5,
 }
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+CONFIG_TYPE_CODES = {"boolean": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
+"""Kafka's ``ConfigResource.Type`` numbers of DescribeConfigs v3+."""
 
 
 @dataclass(frozen=True)
@@ -686,7 +688,7 @@ def _unsupported_resource(resource: dict[str, Any]) -> dict[str, Any]:
 
 def _config_entry(entry: Any, synonyms: bool, documentation: bool) -> dict[str, Any]:
     source = CONFIG_SOURCE_CODES[entry.source]
-    doc = TOPIC_CONFIG_DEF[entry.name].doc if entry.name in TOPIC_CONFIG_DEF else None
+    key = TOPIC_CONFIG_DEF[entry.name] if entry.name in TOPIC_CONFIG_DEF else None
     return {
         "name": entry.name,
         "value": entry.value,
@@ -697,7 +699,8 @@ def _config_entry(entry: Any, synonyms: bool, documentation: bool) -> dict[str, 
         "synonyms": [{"name": entry.name, "value": entry.value, "source": source}]
         if synonyms
         else [],
-        "documentation": doc if documentation else None,
+        "config_type": CONFIG_TYPE_CODES.get(key.type.value, 0) if key is not None else 0,
+        "documentation": key.doc if documentation and key is not None else None,
     }
 
 
