@@ -191,3 +191,28 @@ def test_topic_ids_persist_in_partition_metadata(broker: RunningBroker, tmp_path
     assert len(contents) == 1
     [text] = contents
     assert text.startswith("version: 0\ntopic_id: ")
+
+
+def test_topics_grow_through_both_protocols(broker: RunningBroker) -> None:
+    from confluent_kafka.admin import NewPartitions
+
+    client = admin(broker)
+    create_topic(broker, "growing", 1)
+    client.create_partitions([NewPartitions("growing", 3)])["growing"].result(timeout=10)
+    assert len(client.list_topics("growing", timeout=10).topics["growing"].partitions) == 3
+    shrink = client.create_partitions([NewPartitions("growing", 2)])["growing"]
+    with pytest.raises(confluent_kafka.KafkaException, match="INVALID_PARTITIONS"):
+        shrink.result(timeout=10)
+
+    result = CliRunner().invoke(
+        cli, ["topics", "alter", "growing", "--partitions", "5", "--bootstrap", broker.bootstrap]
+    )
+    assert result.exit_code == 0, result.output
+    assert "now has 5 partitions" in result.output
+    assert len(client.list_topics("growing", timeout=10).topics["growing"].partitions) == 5
+    ids = {(broker.data_dir / f"growing-{p}" / "partition.metadata").read_text() for p in range(5)}
+    assert len(ids) == 1  # the new partitions carry the topic's id
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce("growing", value=b"x", partition=4)
+    assert producer.flush(30) == 0
+    assert [m.value() for m in consume(broker.bootstrap, "growing", 0, 1, partition=4)] == [b"x"]

@@ -70,6 +70,11 @@ from odradek.protocol.metadata import (
     PartitionMetadata,
     TopicMetadata,
 )
+from odradek.protocol.partitions import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    NewPartitionCount,
+)
 from odradek.protocol.produce import (
     Acks,
     ProducePartitionData,
@@ -111,6 +116,7 @@ REQUESTS: list[Message] = [
     ),
     DeleteTopicsRequest(("a", "b")),
     DeleteRecordsRequest((DeleteRecordsPartition("a", 0, 17),)),
+    CreatePartitionsRequest((NewPartitionCount("a", 4),), validate_only=True),
     DescribeConfigsRequest(("a",)),
     AlterConfigsRequest(
         (AlterableTopicConfigs("a", {"retention.ms": "5", "segment.bytes": None}),)
@@ -146,6 +152,7 @@ RESPONSES: list[Message] = [
     CreateTopicsResponse((CreatableTopicResult("a", num_partitions=3),)),
     DeleteTopicsResponse((TopicResult("a"), TopicResult("b", 3, "unknown"))),
     DeleteRecordsResponse((DeleteRecordsPartitionResponse("a", 0, low_watermark=17),)),
+    CreatePartitionsResponse((TopicResult("a"), TopicResult("b", 37, "too few"))),
     DescribeConfigsResponse(
         (
             TopicConfigs(

@@ -30,6 +30,7 @@ from odradek.protocol.describe_topic_partitions import (
 )
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.metadata import MetadataRequest, MetadataResponse
+from odradek.protocol.partitions import CreatePartitionsRequest, NewPartitionCount
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest, DeleteTopicsRequest
 from odradek.topic_partition import TopicPartition
 
@@ -75,6 +76,16 @@ class AsyncAdmin:
         """Create ``topics``; with ``validate_only`` just check that they could be created."""
         request = CreateTopicsRequest(
             tuple(CreatableTopic(t.name, t.num_partitions, dict(t.configs)) for t in topics),
+            validate_only,
+        )
+        _raise_first_error((await self._client.send(request)).topics)
+
+    async def create_partitions(
+        self, counts: Mapping[str, int], validate_only: bool = False
+    ) -> None:
+        """Grow topics to new partition counts, ``{topic: count}`` (never shrinks)."""
+        request = CreatePartitionsRequest(
+            tuple(NewPartitionCount(name, count) for name, count in counts.items()),
             validate_only,
         )
         _raise_first_error((await self._client.send(request)).topics)
@@ -159,6 +170,10 @@ class Admin(BlockingClient):
 
     def create_topics(self, topics: Iterable[NewTopic], validate_only: bool = False) -> None:
         self._thread.run(self._admin.create_topics(list(topics), validate_only))
+
+    def create_partitions(self, counts: Mapping[str, int], validate_only: bool = False) -> None:
+        """Grow topics to new partition counts, ``{topic: count}`` (never shrinks)."""
+        self._thread.run(self._admin.create_partitions(dict(counts), validate_only))
 
     def delete_topics(self, names: Iterable[str]) -> None:
         self._thread.run(self._admin.delete_topics(list(names)))

@@ -20,6 +20,7 @@ class ApiKey(IntEnum):
     DELETE_RECORDS = 21
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    CREATE_PARTITIONS = 37
     DESCRIBE_TOPIC_PARTITIONS = 75
 
     @property

@@ -28,6 +28,7 @@ from odradek.protocol.frame import Frame, encode_frame_prefix
 from odradek.protocol.header import RequestHeader, ResponseHeader
 from odradek.protocol.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from odradek.protocol.metadata import MetadataRequest, MetadataResponse
+from odradek.protocol.partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from odradek.protocol.produce import ProduceRequest, ProduceResponse
 from odradek.protocol.schema import Message, Payload
 from odradek.protocol.topics import (
@@ -48,6 +49,7 @@ REQUEST_TYPES: dict[ApiKey, type[Message]] = {
         CreateTopicsRequest,
         DeleteTopicsRequest,
         DeleteRecordsRequest,
+        CreatePartitionsRequest,
         DescribeConfigsRequest,
         AlterConfigsRequest,
         DescribeTopicPartitionsRequest,
@@ -65,6 +67,7 @@ RESPONSE_TYPES: dict[ApiKey, type[Message]] = {
         CreateTopicsResponse,
         DeleteTopicsResponse,
         DeleteRecordsResponse,
+        CreatePartitionsResponse,
         DescribeConfigsResponse,
         AlterConfigsResponse,
         DescribeTopicPartitionsResponse,

@@ -47,6 +47,11 @@ from odradek.protocol.metadata import (
     PartitionMetadata,
     TopicMetadata,
 )
+from odradek.protocol.partitions import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    NewPartitionCount,
+)
 from odradek.protocol.topics import (
     CreatableTopic,
     CreatableTopicResult,
@@ -160,6 +165,30 @@ class AdminManager:
         except KafkaError as error:
             return TopicResult(name, error.code, error.message)
         self._on_topic_deleted(name)
+        return TopicResult(name)
+
+    async def create_partitions(self, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
+        """Grow each topic to its new partition count (never shrink)."""
+        results = [await self._add_partitions(t, request.validate_only) for t in request.topics]
+        return CreatePartitionsResponse(tuple(results))
+
+    async def _add_partitions(self, topic: NewPartitionCount, validate_only: bool) -> TopicResult:
+        name = topic.name
+        try:
+            if validate_only:
+                partitions = self._log_manager.partitions(name)
+                if not partitions:
+                    raise UnknownTopicOrPartitionError(f"topic {name} does not exist")
+                current = partitions[-1].partition + 1
+                if topic.count <= current:
+                    raise InvalidPartitionsError(
+                        f"topic {name} has {current} partitions; the new count must be "
+                        f"larger, not {topic.count}"
+                    )
+            else:
+                await self._in_thread(self._log_manager.add_partitions, name, topic.count)
+        except KafkaError as error:
+            return TopicResult(name, error.code, error.message)
         return TopicResult(name)
 
     # --- configs -----------------------------------------------------------------------------

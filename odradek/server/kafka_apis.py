@@ -40,6 +40,7 @@ class KafkaApis:
             ApiKey.API_VERSIONS: self._api_versions_response,
             ApiKey.CREATE_TOPICS: lambda request, _: admin.create_topics(request),
             ApiKey.DELETE_TOPICS: lambda request, _: admin.delete_topics(request),
+            ApiKey.CREATE_PARTITIONS: lambda request, _: admin.create_partitions(request),
             ApiKey.DESCRIBE_CONFIGS: lambda request, _: admin.describe_configs(request),
             ApiKey.ALTER_CONFIGS: lambda request, _: admin.alter_configs(request),
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: lambda request, _: admin.describe_topic_partitions(

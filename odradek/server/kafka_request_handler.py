@@ -53,6 +53,7 @@ from odradek.protocol.kafka.request_header import (
 )
 from odradek.protocol.list_offsets import ListOffsetsPartition, ListOffsetsRequest
 from odradek.protocol.metadata import MetadataRequest
+from odradek.protocol.partitions import CreatePartitionsRequest, NewPartitionCount
 from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
 from odradek.protocol.schema import Message
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest, DeleteTopicsRequest
@@ -130,6 +131,7 @@ class KafkaRequestHandler:
             apis.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
             apis.DESCRIBE_CLUSTER: self._describe_cluster,
             apis.FIND_COORDINATOR: self._find_coordinator,
+            apis.CREATE_PARTITIONS: self._create_partitions,
         }
 
     # --- decoding ----------------------------------------------------------------------------
@@ -555,6 +557,38 @@ class KafkaRequestHandler:
                 for r in response.topics
             ]
         }
+
+    async def _create_partitions(self, request: KafkaRequest, context: RequestContext) -> dict:
+        body = request.body
+        results: list[dict[str, Any] | None] = []
+        counts = []
+        for topic in body["topics"]:
+            if topic["assignments"]:
+                results.append(
+                    {
+                        "name": topic["name"],
+                        "error_code": INVALID_REQUEST,
+                        "error_message": "manual partition assignments are not supported",
+                    }
+                )
+                continue
+            counts.append(NewPartitionCount(topic["name"], topic["count"]))
+            results.append(None)
+        if counts:
+            response = await self._call(
+                context, CreatePartitionsRequest(tuple(counts), body["validate_only"])
+            )
+            grown = iter(response.topics)
+            for index, result in enumerate(results):
+                if result is None:
+                    found = next(grown)
+                    results[index] = {
+                        "name": found.name,
+                        "error_code": found.error,
+                        "error_message": found.message,
+                    }
+            await self._topic_ids.ensure(c.name for c in counts)
+        return {"results": results}
 
     # --- configs -----------------------------------------------------------------------------
 

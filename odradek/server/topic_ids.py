@@ -2,8 +2,9 @@
 
 A topic gets its id when it is created through Kafka's protocol, or the first time a client
 asks for it (topics created by odradek's own protocol, auto-created, or older than ids); the
-id is written to every partition directory of the topic, so it survives restarts and stays
-the same for the topic's life. Reading and writing the files runs on a thread.
+id is written to every partition directory of the topic (partitions added later get it when
+the topic is next asked about), so it survives restarts and stays the same for the topic's
+life. Reading and writing the files runs on a thread.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class TopicIds:
         self._log_manager = log_manager
         self._executor = executor
         self._ids: dict[str, uuid.UUID] = {}
+        self._partition_counts: dict[str, int] = {}
 
     def get(self, topic: str) -> uuid.UUID | None:
         return self._ids.get(topic)
@@ -40,10 +42,16 @@ class TopicIds:
 
     def forget(self, topic: str) -> None:
         self._ids.pop(topic, None)
+        self._partition_counts.pop(topic, None)
 
     async def ensure(self, topics: Iterable[str]) -> None:
         """Load or assign the ids of ``topics`` not known yet."""
-        missing = [topic for topic in topics if topic not in self._ids]
+        missing = [
+            topic
+            for topic in topics
+            if topic not in self._ids
+            or self._partition_counts.get(topic) != len(self._log_manager.partitions(topic))
+        ]
         if missing:
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(self._executor, self._load_or_assign, missing)
@@ -70,3 +78,4 @@ class TopicIds:
                     except OSError as error:
                         logger.warning("[%s] cannot write its topic id: %s", directory.name, error)
             self._ids[topic] = topic_id
+            self._partition_counts[topic] = len(directories)

@@ -514,6 +514,27 @@ class LogManager:
         except TopicAlreadyExistsError:
             return self.partitions(topic)
 
+    def add_partitions(self, topic: str, count: int) -> list[TopicPartition]:
+        """Grow ``topic`` to ``count`` partitions (CreatePartitions); the new ones.
+
+        Raises UnknownTopicOrPartitionError, InvalidPartitionsError unless ``count`` is larger
+        than the partitions it has, or KafkaStorageError when a directory fails meanwhile.
+        """
+        with self._topic_lock:
+            existing = self._require_topic(topic)
+            current = existing[-1].partition + 1
+            if count <= current:
+                raise InvalidPartitionsError(
+                    f"topic {topic} has {current} partitions; the new count must be larger, "
+                    f"not {count}"
+                )
+            config = self.topic_config(topic)
+            added = [TopicPartition(topic, number) for number in range(current, count)]
+            for tp in added:
+                self._create_log(tp, config)
+        logger.info("topic %s grew from %d to %d partitions", topic, current, count)
+        return added
+
     def _create_log(self, tp: TopicPartition, config: LogConfig) -> None:
         log_dir = self._next_log_dir()
         try:

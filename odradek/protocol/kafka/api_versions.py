@@ -46,6 +46,7 @@ ADVERTISED: dict[int, ApiRange] = {
         ApiRange(ALTER_CONFIGS, "AlterConfigs", 0, 2, 0),
         ApiRange(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1, 0),
         ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1, 0),
+        ApiRange(CREATE_PARTITIONS, "CreatePartitions", 0, 3, 0),
         ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 0, 0),
     )
 }
