@@ -172,3 +172,30 @@ def plain(value: Any, like: Any = None) -> Any:
     if isinstance(value, memoryview | bytes):
         return bytes(value) or None
     return value
+
+
+@pytest.mark.parametrize("version", range(3, 13))
+def test_the_hand_written_produce_reader_agrees_with_the_schema(version: int) -> None:
+    from odradek.protocol.kafka.produce_request import read_produce_request
+
+    spec = request_spec(PRODUCE, version)
+    values = {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout": 1500,
+        "topic_data": [
+            {"name": "a", "partition_data": [{"index": 0, "records": b"xyz"}]},
+            {"name": "b", "partition_data": [{"index": 1, "records": None}, {"index": 2}]},
+        ],
+    }
+    data = memoryview(b"".join(bytes(part) for part in encode_parts(spec, values)))
+
+    request = read_produce_request(data, 0, version)
+
+    assert (request.transactional_id, request.acks, request.timeout_ms) == (None, -1, 1500)
+    assert [
+        (p.topic, p.partition, None if p.records is None else bytes(p.records))
+        for p in request.partitions
+    ] == [("a", 0, b"xyz"), ("b", 1, None), ("b", 2, None)]
+    theirs = CLASSES[PRODUCE][0][version].decode(bytes(data))
+    assert [t.name for t in theirs.topic_data] == ["a", "b"]

@@ -45,6 +45,10 @@ from odradek.protocol.kafka.message_codec import (
     request_spec,
     response_spec,
 )
+from odradek.protocol.kafka.produce_request import (
+    KafkaProduceRequest,
+    read_produce_request,
+)
 from odradek.protocol.kafka.request_header import (
     KafkaRequestHeader,
     read_request_header,
@@ -90,7 +94,7 @@ class KafkaRequest:
     api_version: int
     correlation_id: int
     client_id: str | None = None
-    body: dict[str, Any] | None = None
+    body: Any = None  # a dict of fields; a KafkaProduceRequest for Produce v3+
     refusal: KafkaError | None = None
 
     def __str__(self) -> str:
@@ -163,7 +167,10 @@ class KafkaRequestHandler:
                 header.client_id,
                 body=_legacy_produce(frame, header),
             )
-        body = decode(request_spec(api_key, api_version), frame, header.body_offset)
+        if api_key == apis.PRODUCE:
+            body = read_produce_request(frame, header.body_offset, api_version)
+        else:
+            body = decode(request_spec(api_key, api_version), frame, header.body_offset)
         return KafkaRequest(api_key, api_version, correlation_id, header.client_id, body)
 
     # --- answering ---------------------------------------------------------------------------
@@ -278,13 +285,9 @@ class KafkaRequestHandler:
     # --- Produce -----------------------------------------------------------------------------
 
     async def _produce(self, request: KafkaRequest, context: RequestContext) -> dict | None:
-        body = request.body
-        entries = [
-            (topic["name"], partition["index"], partition["records"])
-            for topic in body["topic_data"]
-            for partition in topic["partition_data"]
-        ]
-        acks_value = body["acks"]
+        body: KafkaProduceRequest = request.body
+        entries = body.partitions
+        acks_value = body.acks
         legacy = request.api_version < ADVERTISED[apis.PRODUCE].min_served
         refusal: KafkaError | None = None
         if legacy:
@@ -294,23 +297,25 @@ class KafkaRequestHandler:
             )
         elif acks_value not in (-1, 0, 1):
             refusal = InvalidRequiredAcksError(f"acks must be -1, 0 or 1, not {acks_value}")
-        elif body.get("transactional_id") is not None:
+        elif body.transactional_id is not None:
             refusal = UnsupportedVersionError("transactional produce is not supported yet")
         if refusal is not None:
             if acks_value == 0:
                 return None
             results = [
-                (topic, partition, refusal.code, refusal.message, -1, -1, -1)
-                for topic, partition, _ in entries
+                (entry.topic, entry.partition, refusal.code, refusal.message, -1, -1, -1)
+                for entry in entries
             ]
             return _produce_response(results)
         odradek_request = ProduceRequest(
             tuple(
-                ProducePartitionData(topic, partition, b"" if records is None else records)
-                for topic, partition, records in entries
+                ProducePartitionData(
+                    entry.topic, entry.partition, b"" if entry.records is None else entry.records
+                )
+                for entry in entries
             ),
             Acks(acks_value),
-            max(0, body["timeout"]),
+            max(0, body.timeout_ms),
         )
         response = await self._call(context, odradek_request)
         if response is None:
@@ -764,11 +769,11 @@ def _produce_response(results: list[tuple]) -> dict[str, Any]:
     return {"responses": topics}
 
 
-def _legacy_produce(frame: memoryview, header: KafkaRequestHeader) -> dict[str, Any]:
+def _legacy_produce(frame: memoryview, header: KafkaRequestHeader) -> KafkaProduceRequest:
     """A Produce v0-2 body: v3's layout without its leading transactional_id, so it is read
     as a v3 body with a null transactional id in front."""
     body = memoryview(b"\xff\xff" + bytes(frame[header.body_offset :]))
-    return decode(request_spec(apis.PRODUCE, 3), body)
+    return read_produce_request(body, 0, 3)
 
 
 def _legacy_produce_response(body: dict[str, Any], version: int) -> list[Payload]:
