@@ -442,3 +442,47 @@ def test_kcat_lists_produces_and_consumes(broker: RunningBroker) -> None:
         timeout=30,
     )
     assert consumed.stdout.splitlines() == ["0 a 1", "1 b 2", "2 c 3"], consumed.stderr
+
+
+def test_invalid_records_get_a_partition_error_and_never_reach_a_segment(
+    broker: RunningBroker,
+) -> None:
+    from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+    create_topic(broker.bootstrap, "guarded")
+    good = bytes(confluent_free_batch())
+    corrupt = bytearray(good)
+    corrupt[-1] ^= 0xFF  # the CRC no longer matches
+    kafka = KafkaSocket(broker)
+    for records, expected in ((bytes(corrupt), 2), (b"\x00" * 7, 2), (good, 0)):
+        request = ProduceRequest[9](
+            transactional_id=None,
+            acks=1,
+            timeout_ms=1000,
+            topic_data=[
+                ProduceRequest.TopicProduceData(
+                    name="guarded",
+                    partition_data=[
+                        ProduceRequest.TopicProduceData.PartitionProduceData(
+                            index=0, records=records
+                        )
+                    ],
+                )
+            ],
+        )
+        kafka.send_message(request, 9)
+        frame = kafka.read_frame()
+        response = ProduceResponse[9].decode(frame[5:])  # correlation id, header tags
+        [topic] = response.responses
+        [partition] = topic.partition_responses
+        assert partition.error_code in ((expected,) if expected == 0 else (2, 87, 42)), partition
+    kafka.close()
+    log = broker.broker.log_manager.get_log(_tp("guarded", 0))
+    assert log.log_end_offset == 1  # only the good batch
+
+
+def confluent_free_batch() -> bytes:
+    """One valid record batch, built by odradek's own builder."""
+    from server_helpers import batch
+
+    return batch(1)
