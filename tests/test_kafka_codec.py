@@ -199,3 +199,58 @@ def test_the_hand_written_produce_reader_agrees_with_the_schema(version: int) ->
     ] == [("a", 0, b"xyz"), ("b", 1, None), ("b", 2, None)]
     theirs = CLASSES[PRODUCE][0][version].decode(bytes(data))
     assert [t.name for t in theirs.topic_data] == ["a", "b"]
+
+
+@pytest.mark.parametrize("version", range(3, 13))
+def test_the_hand_written_produce_response_is_the_schemas(version: int) -> None:
+    from odradek.protocol.kafka.produce_request import (
+        ProducePartitionResult,
+        write_produce_response,
+    )
+
+    results = [
+        ProducePartitionResult("a", 0, 0, None, 17, -1, 3),
+        ProducePartitionResult("a", 1, 2, "corrupt", -1, -1, -1),
+        ProducePartitionResult("b", 4, 0, None, 5, 1_700_000_000_000, 0),
+    ]
+    values = {
+        "responses": [
+            {
+                "name": "a",
+                "partition_responses": [
+                    {
+                        "index": 0,
+                        "error_code": 0,
+                        "base_offset": 17,
+                        "log_append_time": -1,
+                        "log_start_offset": 3,
+                        "error_message": None,
+                    },
+                    {
+                        "index": 1,
+                        "error_code": 2,
+                        "base_offset": -1,
+                        "log_append_time": -1,
+                        "log_start_offset": -1,
+                        "error_message": "corrupt",
+                    },
+                ],
+            },
+            {
+                "name": "b",
+                "partition_responses": [
+                    {
+                        "index": 4,
+                        "error_code": 0,
+                        "base_offset": 5,
+                        "log_append_time": 1_700_000_000_000,
+                        "log_start_offset": 0,
+                        "error_message": None,
+                    },
+                ],
+            },
+        ]
+    }
+    expected = b"".join(bytes(p) for p in encode_parts(response_spec(PRODUCE, version), values))
+
+    assert write_produce_response(results, version) == expected

@@ -47,7 +47,9 @@ from odradek.protocol.kafka.message_codec import (
 )
 from odradek.protocol.kafka.produce_request import (
     KafkaProduceRequest,
+    ProducePartitionResult,
     read_produce_request,
+    write_produce_response,
 )
 from odradek.protocol.kafka.request_header import (
     KafkaRequestHeader,
@@ -206,6 +208,8 @@ class KafkaRequestHandler:
         version = request.api_version if version is None else version
         if request.api_key == apis.PRODUCE and version < 3:
             parts = _legacy_produce_response(body, version)
+        elif request.api_key == apis.PRODUCE:
+            parts = [write_produce_response(body, version)]
         else:
             parts = encode_parts(response_spec(request.api_key, version), body)
         header_version = response_header_version(request.api_key, version)
@@ -284,7 +288,8 @@ class KafkaRequestHandler:
 
     # --- Produce -----------------------------------------------------------------------------
 
-    async def _produce(self, request: KafkaRequest, context: RequestContext) -> dict | None:
+    async def _produce(self, request: KafkaRequest, context: RequestContext) -> Any:
+        """The partitions' results (a list; fields for v0-2), None for acks=0."""
         body: KafkaProduceRequest = request.body
         entries = body.partitions
         acks_value = body.acks
@@ -303,10 +308,12 @@ class KafkaRequestHandler:
             if acks_value == 0:
                 return None
             results = [
-                (entry.topic, entry.partition, refusal.code, refusal.message, -1, -1, -1)
+                ProducePartitionResult(
+                    entry.topic, entry.partition, refusal.code, refusal.message, -1, -1, -1
+                )
                 for entry in entries
             ]
-            return _produce_response(results)
+            return results if not legacy else _produce_response(results)
         odradek_request = ProduceRequest(
             tuple(
                 ProducePartitionData(
@@ -320,8 +327,8 @@ class KafkaRequestHandler:
         response = await self._call(context, odradek_request)
         if response is None:
             return None
-        results = [
-            (
+        return [
+            ProducePartitionResult(
                 p.topic,
                 p.partition,
                 p.error,
@@ -332,7 +339,6 @@ class KafkaRequestHandler:
             )
             for p in response.partitions
         ]
-        return _produce_response(results)
 
     # --- Fetch -------------------------------------------------------------------------------
 
@@ -751,21 +757,15 @@ def _delete_records_entry(p: Any) -> dict[str, Any]:
     }
 
 
-def _produce_response(results: list[tuple]) -> dict[str, Any]:
+def _produce_response(results: list[ProducePartitionResult]) -> dict[str, Any]:
+    """A refused Produce v0-2's response as fields for the legacy writer."""
     topics: list[dict[str, Any]] = []
-    for topic, partition, error, message, base_offset, append_time, log_start in results:
-        entry = {
-            "index": partition,
-            "error_code": error,
-            "base_offset": base_offset,
-            "log_append_time": append_time,
-            "log_start_offset": log_start,
-            "error_message": message,
-        }
-        if topics and topics[-1]["name"] == topic:
+    for r in results:
+        entry = {"index": r.partition, "error_code": r.error_code, "base_offset": r.base_offset}
+        if topics and topics[-1]["name"] == r.topic:
             topics[-1]["partition_responses"].append(entry)
         else:
-            topics.append({"name": topic, "partition_responses": [entry]})
+            topics.append({"name": r.topic, "partition_responses": [entry]})
     return {"responses": topics}
 
 
