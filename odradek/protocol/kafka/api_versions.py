@@ -11,6 +11,7 @@ COORDINATOR_NOT_AVAILABLE.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 from kio.index import load_request_schema, load_response_schema
 
@@ -63,6 +64,7 @@ def is_served(api_key: int, api_version: int) -> bool:
     return found is not None and found.min_version <= api_version <= found.max_version
 
 
+@cache
 def is_flexible_request(api_key: int, api_version: int) -> bool:
     """Whether this request version uses compact fields, tagged fields and header v2."""
     if api_key == PRODUCE and api_version < 3:
@@ -70,6 +72,7 @@ def is_flexible_request(api_key: int, api_version: int) -> bool:
     return bool(load_request_schema(api_key, api_version).__flexible__)
 
 
+@cache
 def response_header_version(api_key: int, api_version: int) -> int:
     """1 (with tagged fields) for flexible responses, except ApiVersions: always 0, so a
     client that does not know the broker's versions yet can read it."""

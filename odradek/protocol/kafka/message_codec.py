@@ -128,10 +128,12 @@ def entity_spec(cls: type) -> EntitySpec:
     return EntitySpec(cls.__name__, flexible, tuple(fields), dict(sorted(tagged.items())))
 
 
+@cache
 def request_spec(api_key: int, version: int) -> EntitySpec:
     return entity_spec(load_request_schema(api_key, version))
 
 
+@cache
 def response_spec(api_key: int, version: int) -> EntitySpec:
     return entity_spec(load_response_schema(api_key, version))
 
