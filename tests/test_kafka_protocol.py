@@ -486,3 +486,50 @@ def confluent_free_batch() -> bytes:
     from server_helpers import batch
 
     return batch(1)
+
+
+def test_offset_out_of_range_carries_the_partition_offsets(broker: RunningBroker) -> None:
+    from kafka.protocol.consumer import FetchRequest, FetchResponse
+
+    create_topic(broker.bootstrap, "range")
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
+    for n in range(5):
+        producer.produce("range", value=b"%d" % n, partition=0)
+    assert producer.flush(30) == 0
+    fetch = FetchRequest[12](
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        isolation_level=1,  # read_committed reads what read_uncommitted reads
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            FetchRequest.FetchTopic(
+                topic="range",
+                partitions=[
+                    FetchRequest.FetchTopic.FetchPartition(
+                        partition=0,
+                        current_leader_epoch=-1,
+                        fetch_offset=offset,
+                        last_fetched_epoch=-1,
+                        log_start_offset=-1,
+                        partition_max_bytes=1 << 20,
+                    )
+                    for offset in (99, 2)
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+    kafka = KafkaSocket(broker)
+    kafka.send_message(fetch, 12)
+    response = FetchResponse[12].decode(kafka.read_frame()[5:])
+    kafka.close()
+    assert (response.error_code, response.session_id) == (0, 0)
+    [topic] = response.responses
+    out_of_range, data = topic.partitions
+    assert (out_of_range.error_code, out_of_range.high_watermark) == (1, 5)
+    assert (out_of_range.log_start_offset, out_of_range.last_stable_offset) == (0, 5)
+    assert data.error_code == 0 and data.high_watermark == 5 and data.records

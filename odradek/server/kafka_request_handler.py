@@ -240,7 +240,10 @@ class KafkaRequestHandler:
             topics = None
         names = None
         if topics is not None:
-            names = tuple(topic["name"] or "" for topic in topics)
+            names = tuple(
+                topic["name"] or self._topic_ids.name_of(topic.get("topic_id")) or ""
+                for topic in topics
+            )
         auto_create = body.get("allow_auto_topic_creation", True)
         response = await self._call(context, MetadataRequest(names, auto_create))
         await self._topic_ids.ensure(t.name for t in response.topics if not t.error)

@@ -34,7 +34,7 @@ class TopicIds:
     def get(self, topic: str) -> uuid.UUID | None:
         return self._ids.get(topic)
 
-    def name_of(self, topic_id: uuid.UUID) -> str | None:
+    def name_of(self, topic_id: uuid.UUID | None) -> str | None:
         for name, known in self._ids.items():
             if known == topic_id:
                 return name
