@@ -533,3 +533,50 @@ def test_offset_out_of_range_carries_the_partition_offsets(broker: RunningBroker
     assert (out_of_range.error_code, out_of_range.high_watermark) == (1, 5)
     assert (out_of_range.log_start_offset, out_of_range.last_stable_offset) == (0, 5)
     assert data.error_code == 0 and data.high_watermark == 5 and data.records
+
+
+def test_pipelined_produces_apply_in_arrival_order(broker: RunningBroker) -> None:
+    from kafka.protocol.producer import ProduceRequest
+    from server_helpers import batch
+
+    create_topic(broker.bootstrap, "arrival")
+    kafka = KafkaSocket(broker)
+    sent = []
+    for n in range(50):
+        records = batch(1, value_size=100 + n)  # the size tells the batches apart
+        request = ProduceRequest[9](
+            transactional_id=None,
+            acks=1,
+            timeout_ms=1000,
+            topic_data=[
+                ProduceRequest.TopicProduceData(
+                    name="arrival",
+                    partition_data=[
+                        ProduceRequest.TopicProduceData.PartitionProduceData(
+                            index=0, records=records
+                        )
+                    ],
+                )
+            ],
+        )
+        sent.append(kafka.send_message(request, 9))
+    received = [struct.unpack(">i", kafka.read_frame()[:4])[0] for _ in sent]
+    kafka.close()
+    assert received == sent
+    values = [len(m.value()) for m in consume(broker.bootstrap, "arrival", 0, 50)]
+    assert values == [100 + n for n in range(50)]
+
+
+def test_log_append_time_topics_stamp_records_on_arrival(broker: RunningBroker) -> None:
+    create_topic(broker.bootstrap, "stamped", **{"message.timestamp.type": "LogAppendTime"})
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
+    delivered = []
+    producer.produce(
+        "stamped", value=b"x", timestamp=1_000, on_delivery=lambda e, m: delivered.append(m)
+    )
+    assert producer.flush(30) == 0
+    before = int(time.time() * 1000) - 60_000
+    [message] = consume(broker.bootstrap, "stamped", 0, 1)
+    kind, stamp = message.timestamp()
+    assert kind == confluent_kafka.TIMESTAMP_LOG_APPEND_TIME and stamp > before
+    assert delivered[0].timestamp()[1] == stamp  # the produce response carried it
