@@ -216,3 +216,14 @@ def test_topics_grow_through_both_protocols(broker: RunningBroker) -> None:
     producer.produce("growing", value=b"x", partition=4)
     assert producer.flush(30) == 0
     assert [m.value() for m in consume(broker.bootstrap, "growing", 0, 1, partition=4)] == [b"x"]
+
+
+def test_broker_configs_are_described_read_only(broker: RunningBroker) -> None:
+    client = admin(broker)
+    resource = ConfigResource(ConfigResource.Type.BROKER, "0")
+    configs = client.describe_configs([resource])[resource].result(timeout=10)
+    assert configs["log.retention.hours"].value == "168"
+    assert configs["log.retention.hours"].is_read_only
+    assert (
+        configs["log.dirs"].source == confluent_kafka.admin.ConfigSource.STATIC_BROKER_CONFIG.value
+    )

@@ -161,6 +161,7 @@ class Broker:
             self.replica_manager,
             admin,
             topic_ids,
+            config,
             config.broker_id,
             self.advertised,
         )

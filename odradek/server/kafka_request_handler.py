@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.config.broker_config import BrokerConfig
+from odradek.config.broker_configs import BROKER_CONFIG_DEF
 from odradek.config.topic_configs import TOPIC_CONFIG_DEF
 from odradek.errors import (
     InvalidRequestError,
@@ -78,11 +80,8 @@ INVALID_CONFIG = 40
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 MAX_TIMESTAMP = -3
 READ_COMMITTED = 1
-CONFIG_SOURCE_CODES = {
-    ConfigSource.DYNAMIC_TOPIC_CONFIG: 1,
-    ConfigSource.STATIC_BROKER_CONFIG: 4,
-    ConfigSource.DEFAULT_CONFIG: 5,
-}
+CONFIG_SOURCE_CODES = {"DYNAMIC_TOPIC_CONFIG": 1, "STATIC_BROKER_CONFIG": 4, "DEFAULT_CONFIG": 5}
+"""Kafka's ``ConfigSource`` numbers by name."""
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 CONFIG_TYPE_CODES = {"boolean": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
 """Kafka's ``ConfigResource.Type`` numbers of DescribeConfigs v3+."""
@@ -114,6 +113,7 @@ class KafkaRequestHandler:
         replica_manager: ReplicaManager,
         admin_manager: AdminManager,
         topic_ids: TopicIds,
+        broker_config: BrokerConfig,
         node_id: int,
         advertised: Callable[[], tuple[str, int]],
     ) -> None:
@@ -121,6 +121,7 @@ class KafkaRequestHandler:
         self._replicas = replica_manager
         self._admin = admin_manager
         self._topic_ids = topic_ids
+        self._broker_config = broker_config
         self._node_id = node_id
         self._advertised = advertised
         self._handlers = {
@@ -612,6 +613,9 @@ class KafkaRequestHandler:
         for resource in body["resources"]:
             name = resource["resource_name"]
             kind = resource["resource_type"]
+            if kind == BROKER_RESOURCE:
+                results.append(self._broker_configs(resource, body))
+                continue
             if kind != TOPIC_RESOURCE:
                 results.append(_unsupported_resource(resource))
                 continue
@@ -637,6 +641,38 @@ class KafkaRequestHandler:
                 }
             )
         return {"results": results}
+
+    def _broker_configs(self, resource: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+        """This broker's settings (read-only: they change with a restart)."""
+        name = resource["resource_name"]
+        result = {"resource_type": BROKER_RESOURCE, "resource_name": name, "configs": []}
+        if name not in ("", str(self._node_id)):
+            result.update(error_code=INVALID_REQUEST, error_message=f"no broker {name} here")
+            return result
+        keys = resource.get("configuration_keys")
+        result["configs"] = [
+            {
+                "name": entry.name,
+                "value": entry.value,
+                "read_only": True,
+                "config_source": CONFIG_SOURCE_CODES[entry.source.name],
+                "is_sensitive": False,
+                "synonyms": [
+                    {
+                        "name": entry.name,
+                        "value": entry.value,
+                        "source": CONFIG_SOURCE_CODES[entry.source.name],
+                    }
+                ]
+                if body.get("include_synonyms", False)
+                else [],
+                "config_type": CONFIG_TYPE_CODES.get(BROKER_CONFIG_DEF[entry.name].type.value, 0),
+                "documentation": entry.doc if body.get("include_documentation") else None,
+            }
+            for entry in self._broker_config.describe()
+            if not keys or entry.name in keys
+        ]
+        return result
 
     async def _alter_configs(self, request: KafkaRequest, context: RequestContext) -> dict:
         """AlterConfigs replaces a topic's overrides with the ones given (all others go)."""
@@ -735,7 +771,7 @@ def _unsupported_resource(resource: dict[str, Any]) -> dict[str, Any]:
 
 
 def _config_entry(entry: Any, synonyms: bool, documentation: bool) -> dict[str, Any]:
-    source = CONFIG_SOURCE_CODES[entry.source]
+    source = CONFIG_SOURCE_CODES[entry.source.name]
     key = TOPIC_CONFIG_DEF[entry.name] if entry.name in TOPIC_CONFIG_DEF else None
     return {
         "name": entry.name,
