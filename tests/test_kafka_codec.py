@@ -10,6 +10,8 @@ import uuid
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from odradek.protocol.kafka.api_versions import ADVERTISED, PRODUCE
 from odradek.protocol.kafka.message_codec import (
@@ -254,3 +256,42 @@ def test_the_hand_written_produce_response_is_the_schemas(version: int) -> None:
     expected = b"".join(bytes(p) for p in encode_parts(response_spec(PRODUCE, version), values))
 
     assert write_produce_response(results, version) == expected
+
+
+REQUEST_CASES = [
+    (api_key, version)
+    for api_key, r in ADVERTISED.items()
+    for version in range(max(r.min_version, 3 if api_key == PRODUCE else 0), r.max_version + 1)
+]
+
+
+@pytest.mark.parametrize(("api_key", "version"), REQUEST_CASES)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.binary(max_size=120))
+def test_any_bytes_decode_or_raise_invalid_request(api_key: int, version: int, data: bytes):
+    """Hostile bodies: the reader raises InvalidRequestError and nothing else, and never
+    allocates what a length prefix claims before the bytes are there."""
+    from odradek.errors import InvalidRequestError
+    from odradek.protocol.kafka.produce_request import read_produce_request
+
+    try:
+        if api_key == PRODUCE:
+            read_produce_request(memoryview(data), 0, version)
+        else:
+            decode(request_spec(api_key, version), memoryview(data))
+    except InvalidRequestError:
+        pass
+
+
+def test_a_huge_array_length_is_refused_before_allocating() -> None:
+    import tracemalloc
+
+    from odradek.errors import InvalidRequestError
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidRequestError, match="only 0 bytes remain"):
+            decode(request_spec(19, 2), memoryview(b"\x05\xf5\xe1\x00"))  # 100M topics
+        assert tracemalloc.get_traced_memory()[1] < 1 << 20
+    finally:
+        tracemalloc.stop()
