@@ -580,3 +580,56 @@ def test_log_append_time_topics_stamp_records_on_arrival(broker: RunningBroker) 
     kind, stamp = message.timestamp()
     assert kind == confluent_kafka.TIMESTAMP_LOG_APPEND_TIME and stamp > before
     assert delivered[0].timestamp()[1] == stamp  # the produce response carried it
+
+
+def fetch_v12(topic: str, offset: int, max_wait_ms: int, partition_max_bytes: int) -> object:
+    from kafka.protocol.consumer import FetchRequest
+
+    return FetchRequest[12](
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            FetchRequest.FetchTopic(
+                topic=topic,
+                partitions=[
+                    FetchRequest.FetchTopic.FetchPartition(
+                        partition=0,
+                        current_leader_epoch=-1,
+                        fetch_offset=offset,
+                        last_fetched_epoch=-1,
+                        log_start_offset=-1,
+                        partition_max_bytes=partition_max_bytes,
+                    )
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+
+
+def test_a_waiting_fetch_answers_when_data_arrives_and_the_first_batch_comes_whole(
+    broker: RunningBroker,
+) -> None:
+    from kafka.protocol.consumer import FetchResponse
+
+    create_topic(broker.bootstrap, "long-poll")
+    kafka = KafkaSocket(broker)
+    started = time.monotonic()
+    kafka.send_message(fetch_v12("long-poll", 0, 10_000, 10), 12)
+    time.sleep(0.3)
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce("long-poll", value=bytes(5000), partition=0)
+    assert producer.flush(30) == 0
+    response = FetchResponse[12].decode(kafka.read_frame()[5:])
+    kafka.close()
+    assert 0.3 <= time.monotonic() - started < 5  # woken by the append, not at max_wait
+    [topic] = response.responses
+    [partition] = topic.partitions
+    assert partition.error_code == 0 and partition.high_watermark == 1
+    assert len(partition.records) > 5000  # a whole batch although partition_max_bytes is 10
