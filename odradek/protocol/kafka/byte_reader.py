@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from typing import Any
 
 from odradek.errors import InvalidRequestError
 
@@ -125,6 +126,14 @@ class ByteReader:
             return None
         start = self._take(size, what)
         return self._data[start : start + size]
+
+    def sub_reader(self, end: int) -> ByteReader:
+        """A reader of this one's bytes from its position to ``end`` (a tagged field)."""
+        return ByteReader(self._data, self.position, end)
+
+    def unpack(self, fmt: struct.Struct, start: int) -> Any:
+        """``fmt`` unpacked at ``start`` (bytes the caller has taken already)."""
+        return fmt.unpack_from(self._data, start)[0]
 
     def skip(self, count: int, what: str) -> None:
         self._take(count, what)

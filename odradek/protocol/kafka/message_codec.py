@@ -22,7 +22,7 @@ import enum
 import struct
 import types
 import uuid
-from collections.abc import Callable, Sized
+from collections.abc import Sized
 from functools import cache
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
@@ -169,7 +169,7 @@ def _read_tagged(reader: ByteReader, spec: EntitySpec, values: dict, path: str) 
             reader.skip(size, f"{what} tag {tag}")
             continue
         end = reader.position + size
-        sub = ByteReader(reader._data, reader.position, end)  # noqa: SLF001
+        sub = reader.sub_reader(end)
         values[field.name] = _read_field(sub, field, True, f"{path}{field.name}")
         if sub.position != end:
             raise sub.fail(f"tagged field {path}{field.name} has {end - sub.position} extra bytes")
@@ -206,7 +206,7 @@ def _read_one(reader: ByteReader, field: FieldSpec, flexible: bool, path: str) -
     fmt = _STRUCTS[kafka_type]
     start = reader.position
     reader.skip(fmt.size, path)
-    return fmt.unpack_from(reader._data, start)[0]  # noqa: SLF001
+    return reader.unpack(fmt, start)
 
 
 def _default_value(field: FieldSpec) -> Any:
@@ -222,6 +222,7 @@ def _default_value(field: FieldSpec) -> Any:
 
 
 def read_defaults(spec: EntitySpec) -> dict[str, Any]:
+    """A struct of ``spec`` with every field at its default."""
     return {f.name: _default_value(f) for f in (*spec.fields, *spec.tagged.values())}
 
 
@@ -358,6 +359,3 @@ def decode(spec: EntitySpec, data: memoryview, position: int = 0) -> dict[str, A
     """Read a whole message. Bytes after it are ignored, as Kafka's brokers do (librdkafka
     sends three after an all-topics Metadata v12)."""
     return read_entity(ByteReader(data, position), spec)
-
-
-Reader = Callable[[ByteReader], Any]
