@@ -31,7 +31,8 @@ from odradek.server.client_connection import (
     ConnectionSettings,
 )
 from odradek.server.kafka_frame_reader import KafkaFrameReader
-from odradek.server.kafka_request_handler import KafkaRequest, KafkaRequestHandler
+from odradek.server.kafka_request import KafkaRequest
+from odradek.server.kafka_request_handler import KafkaRequestHandler
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.response_writer import ResponseWriter
 

@@ -4,30 +4,22 @@ Each Kafka request is turned into the body odradek's own protocol would carry
 (ProduceRequest, FetchRequest, ...) and handed to KafkaApis, the same handlers and the same
 validation and append path as msgpack requests; their answer is turned back into the Kafka
 response of the request's version. What only Kafka's protocol has (ApiVersions' list, fetch
-sessions, max-timestamp lookups, DescribeCluster) is answered here.
+sessions, max-timestamp lookups, DescribeCluster) is answered here; topic administration
+and configs are answered by KafkaTopicRequests and KafkaConfigRequests.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from odradek.config.broker_config import BrokerConfig
-from odradek.config.broker_configs import BROKER_CONFIG_DEF
-from odradek.config.topic_configs import TOPIC_CONFIG_DEF
 from odradek.errors import (
     InvalidRequestError,
     InvalidRequiredAcksError,
     KafkaError,
     UnsupportedVersionError,
-)
-from odradek.protocol.configs import (
-    AlterableTopicConfigs,
-    AlterConfigsRequest,
-    ConfigSource,
-    DescribeConfigsRequest,
 )
 from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
 from odradek.protocol.fetch import FetchPartition, FetchRequest
@@ -61,12 +53,13 @@ from odradek.protocol.kafka.request_header import (
 )
 from odradek.protocol.list_offsets import ListOffsetsPartition, ListOffsetsRequest
 from odradek.protocol.metadata import MetadataRequest
-from odradek.protocol.partitions import CreatePartitionsRequest, NewPartitionCount
 from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
 from odradek.protocol.schema import Message
-from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest, DeleteTopicsRequest
 from odradek.server.admin_manager import AdminManager
 from odradek.server.kafka_apis import KafkaApis
+from odradek.server.kafka_config_requests import KafkaConfigRequests
+from odradek.server.kafka_request import KafkaHandler, KafkaRequest
+from odradek.server.kafka_topic_requests import KafkaTopicRequests
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
 from odradek.server.topic_ids import TopicIds
@@ -75,33 +68,8 @@ UNSUPPORTED_VERSION = UnsupportedVersionError.code
 INVALID_REQUEST = InvalidRequestError.code
 FETCH_SESSION_ID_NOT_FOUND = 70
 COORDINATOR_NOT_AVAILABLE = 15
-INVALID_REPLICATION_FACTOR = 38
-INVALID_CONFIG = 40
-TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 MAX_TIMESTAMP = -3
 READ_COMMITTED = 1
-CONFIG_SOURCE_CODES = {"DYNAMIC_TOPIC_CONFIG": 1, "STATIC_BROKER_CONFIG": 4, "DEFAULT_CONFIG": 5}
-"""Kafka's ``ConfigSource`` numbers by name."""
-SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-CONFIG_TYPE_CODES = {"boolean": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
-"""Kafka's ``ConfigResource.Type`` numbers of DescribeConfigs v3+."""
-
-
-@dataclass(frozen=True)
-class KafkaRequest:
-    """A decoded request: its header and body, or why it is refused (``refusal``)."""
-
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None = None
-    body: Any = None  # a dict of fields; a KafkaProduceRequest for Produce v3+
-    refusal: KafkaError | None = None
-
-    def __str__(self) -> str:
-        client = f" of client {self.client_id!r}" if self.client_id else ""
-        name = apis.api_name(self.api_key)
-        return f"{name} v{self.api_version} request {self.correlation_id}{client}"
 
 
 class KafkaRequestHandler:
@@ -124,21 +92,17 @@ class KafkaRequestHandler:
         self._broker_config = broker_config
         self._node_id = node_id
         self._advertised = advertised
-        self._handlers = {
+        self._handlers: dict[int, KafkaHandler] = {
+            **KafkaTopicRequests(self._call, topic_ids).handlers(),
+            **KafkaConfigRequests(self._call, broker_config, node_id).handlers(),
             apis.API_VERSIONS: self._api_versions,
             apis.METADATA: self._metadata,
             apis.PRODUCE: self._produce,
             apis.FETCH: self._fetch,
             apis.LIST_OFFSETS: self._list_offsets,
-            apis.CREATE_TOPICS: self._create_topics,
-            apis.DELETE_TOPICS: self._delete_topics,
             apis.DELETE_RECORDS: self._delete_records,
-            apis.DESCRIBE_CONFIGS: self._describe_configs,
-            apis.ALTER_CONFIGS: self._alter_configs,
-            apis.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
             apis.DESCRIBE_CLUSTER: self._describe_cluster,
             apis.FIND_COORDINATOR: self._find_coordinator,
-            apis.CREATE_PARTITIONS: self._create_partitions,
         }
 
     # --- decoding ----------------------------------------------------------------------------
@@ -494,298 +458,6 @@ class KafkaRequestHandler:
                 for topic in topics
             ]
         }
-
-    # --- CreateTopics, DeleteTopics, CreatePartitions ----------------------------------------
-
-    async def _create_topics(self, request: KafkaRequest, context: RequestContext) -> dict:
-        body = request.body
-        results: list[dict[str, Any] | None] = []
-        creatable = []
-        for topic in body["topics"]:
-            if topic["replication_factor"] not in (-1, 1):
-                results.append(
-                    {
-                        "name": topic["name"],
-                        "error_code": INVALID_REPLICATION_FACTOR,
-                        "error_message": f"replication factor {topic['replication_factor']} "
-                        f"is larger than the 1 broker available",
-                    }
-                )
-                continue
-            if topic["assignments"]:
-                results.append(
-                    {
-                        "name": topic["name"],
-                        "error_code": INVALID_REQUEST,
-                        "error_message": "manual partition assignments are not supported",
-                    }
-                )
-                continue
-            configs = {c["name"]: c["value"] for c in topic["configs"] if c["value"] is not None}
-            creatable.append(CreatableTopic(topic["name"], topic["num_partitions"], configs))
-            results.append(None)
-        if creatable:
-            response = await self._call(
-                context, CreateTopicsRequest(tuple(creatable), body["validate_only"])
-            )
-            if not body["validate_only"]:
-                await self._topic_ids.ensure(t.name for t in response.topics if not t.error)
-            created = iter(response.topics)
-            for index, result in enumerate(results):
-                if result is None:
-                    found = next(created)
-                    results[index] = {
-                        "name": found.name,
-                        "topic_id": None if found.error else self._topic_ids.get(found.name),
-                        "error_code": found.error,
-                        "error_message": found.message,
-                        "num_partitions": found.num_partitions,
-                        "replication_factor": 1 if not found.error else -1,
-                        "configs": None,
-                    }
-        return {"topics": results}
-
-    async def _delete_topics(self, request: KafkaRequest, context: RequestContext) -> dict:
-        body = request.body
-        if request.api_version >= 6:
-            names = []
-            for topic in body["topics"]:
-                name = topic["name"]
-                if name is None:
-                    name = self._topic_ids.name_of(topic["topic_id"]) or ""
-                names.append(name)
-        else:
-            names = list(body["topic_names"])
-        ids = {name: self._topic_ids.get(name) for name in names}
-        response = await self._call(context, DeleteTopicsRequest(tuple(names)))
-        for result in response.topics:
-            if not result.error:
-                self._topic_ids.forget(result.name)
-        return {
-            "responses": [
-                {
-                    "name": r.name,
-                    "topic_id": ids.get(r.name),
-                    "error_code": r.error,
-                    "error_message": r.message,
-                }
-                for r in response.topics
-            ]
-        }
-
-    async def _create_partitions(self, request: KafkaRequest, context: RequestContext) -> dict:
-        body = request.body
-        results: list[dict[str, Any] | None] = []
-        counts = []
-        for topic in body["topics"]:
-            if topic["assignments"]:
-                results.append(
-                    {
-                        "name": topic["name"],
-                        "error_code": INVALID_REQUEST,
-                        "error_message": "manual partition assignments are not supported",
-                    }
-                )
-                continue
-            counts.append(NewPartitionCount(topic["name"], topic["count"]))
-            results.append(None)
-        if counts:
-            response = await self._call(
-                context, CreatePartitionsRequest(tuple(counts), body["validate_only"])
-            )
-            grown = iter(response.topics)
-            for index, result in enumerate(results):
-                if result is None:
-                    found = next(grown)
-                    results[index] = {
-                        "name": found.name,
-                        "error_code": found.error,
-                        "error_message": found.message,
-                    }
-            await self._topic_ids.ensure(c.name for c in counts)
-        return {"results": results}
-
-    # --- configs -----------------------------------------------------------------------------
-
-    async def _describe_configs(self, request: KafkaRequest, context: RequestContext) -> dict:
-        body = request.body
-        results = []
-        for resource in body["resources"]:
-            name = resource["resource_name"]
-            kind = resource["resource_type"]
-            if kind == BROKER_RESOURCE:
-                results.append(self._broker_configs(resource, body))
-                continue
-            if kind != TOPIC_RESOURCE:
-                results.append(_unsupported_resource(resource))
-                continue
-            response = await self._call(context, DescribeConfigsRequest((name,)))
-            topic = response.topics[0]
-            keys = resource.get("configuration_keys")
-            configs = [
-                _config_entry(
-                    entry,
-                    body.get("include_synonyms", False),
-                    body.get("include_documentation", False),
-                )
-                for entry in topic.entries
-                if not keys or entry.name in keys
-            ]
-            results.append(
-                {
-                    "error_code": topic.error,
-                    "error_message": topic.message,
-                    "resource_type": kind,
-                    "resource_name": name,
-                    "configs": configs,
-                }
-            )
-        return {"results": results}
-
-    def _broker_configs(self, resource: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
-        """This broker's settings (read-only: they change with a restart)."""
-        name = resource["resource_name"]
-        result = {"resource_type": BROKER_RESOURCE, "resource_name": name, "configs": []}
-        if name not in ("", str(self._node_id)):
-            result.update(error_code=INVALID_REQUEST, error_message=f"no broker {name} here")
-            return result
-        keys = resource.get("configuration_keys")
-        result["configs"] = [
-            {
-                "name": entry.name,
-                "value": entry.value,
-                "read_only": True,
-                "config_source": CONFIG_SOURCE_CODES[entry.source.name],
-                "is_sensitive": False,
-                "synonyms": [
-                    {
-                        "name": entry.name,
-                        "value": entry.value,
-                        "source": CONFIG_SOURCE_CODES[entry.source.name],
-                    }
-                ]
-                if body.get("include_synonyms", False)
-                else [],
-                "config_type": CONFIG_TYPE_CODES.get(BROKER_CONFIG_DEF[entry.name].type.value, 0),
-                "documentation": entry.doc if body.get("include_documentation") else None,
-            }
-            for entry in self._broker_config.describe()
-            if not keys or entry.name in keys
-        ]
-        return result
-
-    async def _alter_configs(self, request: KafkaRequest, context: RequestContext) -> dict:
-        """AlterConfigs replaces a topic's overrides with the ones given (all others go)."""
-        body = request.body
-        responses = []
-        for resource in body["resources"]:
-            if resource["resource_type"] != TOPIC_RESOURCE:
-                responses.append(_unsupported_resource(resource))
-                continue
-            name = resource["resource_name"]
-            given = {c["name"]: c["value"] for c in resource["configs"]}
-            described = await self._call(context, DescribeConfigsRequest((name,)))
-            current = [
-                e.name
-                for e in described.topics[0].entries
-                if e.source is ConfigSource.DYNAMIC_TOPIC_CONFIG
-            ]
-            changes = {key: None for key in current}
-            changes.update(given)
-            responses.append(await self._alter(context, resource, changes, body["validate_only"]))
-        return {"responses": responses}
-
-    async def _incremental_alter_configs(
-        self, request: KafkaRequest, context: RequestContext
-    ) -> dict:
-        body = request.body
-        responses = []
-        for resource in body["resources"]:
-            if resource["resource_type"] != TOPIC_RESOURCE:
-                responses.append(_unsupported_resource(resource))
-                continue
-            name = resource["resource_name"]
-            described = await self._call(context, DescribeConfigsRequest((name,)))
-            values = {e.name: e.value for e in described.topics[0].entries}
-            changes: dict[str, str | None] = {}
-            error = None
-            for config in resource["configs"]:
-                key, operation, value = config["name"], config["config_operation"], config["value"]
-                if operation == SET:
-                    changes[key] = value
-                elif operation == DELETE:
-                    changes[key] = None
-                elif operation in (APPEND, SUBTRACT):
-                    items = [v for v in (changes.get(key, values.get(key)) or "").split(",") if v]
-                    for item in (value or "").split(","):
-                        if operation == APPEND and item and item not in items:
-                            items.append(item)
-                        elif operation == SUBTRACT and item in items:
-                            items.remove(item)
-                    changes[key] = ",".join(items)
-                else:
-                    error = f"unknown config operation {operation} for {key}"
-            if error is not None:
-                responses.append(
-                    {
-                        "error_code": INVALID_REQUEST,
-                        "error_message": error,
-                        "resource_type": TOPIC_RESOURCE,
-                        "resource_name": name,
-                    }
-                )
-                continue
-            responses.append(await self._alter(context, resource, changes, body["validate_only"]))
-        return {"responses": responses}
-
-    async def _alter(
-        self,
-        context: RequestContext,
-        resource: dict[str, Any],
-        changes: dict[str, str | None],
-        validate_only: bool,
-    ) -> dict[str, Any]:
-        name = resource["resource_name"]
-        response = await self._call(
-            context,
-            AlterConfigsRequest((AlterableTopicConfigs(name, changes),), validate_only),
-        )
-        result = response.topics[0]
-        return {
-            "error_code": result.error,
-            "error_message": result.message,
-            "resource_type": TOPIC_RESOURCE,
-            "resource_name": name,
-        }
-
-
-def _unsupported_resource(resource: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "error_code": INVALID_REQUEST,
-        "error_message": f"resource type {resource['resource_type']} is not supported; only "
-        f"topics (2) are",
-        "resource_type": resource["resource_type"],
-        "resource_name": resource["resource_name"],
-        "configs": [],
-    }
-
-
-def _config_entry(entry: Any, synonyms: bool, documentation: bool) -> dict[str, Any]:
-    source = CONFIG_SOURCE_CODES[entry.source.name]
-    key = TOPIC_CONFIG_DEF[entry.name] if entry.name in TOPIC_CONFIG_DEF else None
-    return {
-        "name": entry.name,
-        "value": entry.value,
-        "read_only": False,
-        "config_source": source,
-        "is_default": entry.is_default,
-        "is_sensitive": False,
-        "synonyms": [{"name": entry.name, "value": entry.value, "source": source}]
-        if synonyms
-        else [],
-        "config_type": CONFIG_TYPE_CODES.get(key.type.value, 0) if key is not None else 0,
-        "documentation": key.doc if documentation and key is not None else None,
-    }
 
 
 def _delete_records_entry(p: Any) -> dict[str, Any]:
