@@ -633,3 +633,19 @@ def test_a_waiting_fetch_answers_when_data_arrives_and_the_first_batch_comes_who
     [partition] = topic.partitions
     assert partition.error_code == 0 and partition.high_watermark == 1
     assert len(partition.records) > 5000  # a whole batch although partition_max_bytes is 10
+
+
+def test_silent_connections_count_against_max_connections(tmp_path: Path) -> None:
+    with running_broker(tmp_path, {"max.connections": "2"}) as running:
+        silent = [socket.create_connection(("127.0.0.1", running.port)) for _ in range(2)]
+        refused = KafkaSocket(running)
+        assert refused.is_closed_by_peer()
+        refused.close()
+        silent.pop().close()
+        time.sleep(0.2)
+        kafka = KafkaSocket(running)
+        kafka.send(18, 3, api_versions_v3(), True)
+        assert read_api_versions(kafka.read_frame(), True)[1] == 0
+        kafka.close()
+        for sock in silent:
+            sock.close()

@@ -25,6 +25,10 @@ import asyncio
 import enum
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from odradek.server.client_connection import ConnectionRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -73,26 +77,27 @@ class ProtocolDetector(asyncio.BufferedProtocol):
         factories: dict[WireProtocol, ProtocolFactory],
         max_request_bytes: int,
         timeout_s: float,
-        admits: Callable[[str], bool],
+        registry: ConnectionRegistry,
         on_refused: Callable[[], None],
     ) -> None:
         self._factories = factories
         self._max_request_bytes = max_request_bytes
         self._timeout_s = timeout_s
-        self._admits = admits
+        self._registry = registry
         self._on_refused = on_refused
         self._buffer = bytearray(DETECTION_BYTES)
         self._received = 0
         self._transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
-        self._peer = "unknown peer"
+        self._handed_over = False
+        self.peer = "unknown peer"
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
-            self._peer = f"{peer[0]}:{peer[1]}"
-        if not self._admits(self._peer):
+            self.peer = f"{peer[0]}:{peer[1]}"
+        if not self._registry.register(self):  # counted from accept on (max.connections)
             transport.abort()
             return
         self._timer = asyncio.get_running_loop().call_later(self._timeout_s, self._timed_out)
@@ -115,7 +120,7 @@ class ProtocolDetector(asyncio.BufferedProtocol):
             logger.warning(
                 "%s: closing connection: its first bytes %s are neither a Kafka request nor "
                 "an odradek frame (or ask for more than socket.request.max.bytes=%d)",
-                self._peer,
+                self.peer,
                 first.hex(),
                 self._max_request_bytes,
             )
@@ -123,6 +128,8 @@ class ProtocolDetector(asyncio.BufferedProtocol):
             self._transport.abort()
             return
         connection = self._factories[protocol]()
+        self._handed_over = True
+        self._registry.unregister(self)  # the connection registers itself
         self._transport.set_protocol(connection)
         connection.connection_made(self._transport)
         if self._transport.is_closing():
@@ -148,11 +155,18 @@ class ProtocolDetector(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        if not self._handed_over:
+            self._registry.unregister(self)
+
+    async def shutdown(self, timeout_s: float = 10.0) -> None:
+        """The broker stops: a connection that has not spoken yet has nothing to finish."""
+        if self._transport is not None and not self._handed_over:
+            self._transport.abort()
 
     def _timed_out(self) -> None:
         logger.info(
             "%s: closing connection: %d bytes in %.1f s, too few to tell its protocol",
-            self._peer,
+            self.peer,
             self._received,
             self._timeout_s,
         )

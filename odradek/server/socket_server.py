@@ -63,22 +63,16 @@ class SocketServer:
         return len(self._connections)
 
     def register(self, connection: ClientConnection) -> bool:
-        if not self.admits(connection.peer):
-            return False
-        self._connections.add(connection)
-        self._metrics.open_connections.set(len(self._connections))
-        return True
-
-    def admits(self, peer: str) -> bool:
-        """Whether a new connection from ``peer`` may stay open (max.connections)."""
         if len(self._connections) >= self._max_connections:
             logger.warning(
                 "%s: connection refused: max.connections=%d are open",
-                peer,
+                connection.peer,
                 self._max_connections,
             )
             self._metrics.rejected_connections.inc()
             return False
+        self._connections.add(connection)
+        self._metrics.open_connections.set(len(self._connections))
         return True
 
     def unregister(self, connection: ClientConnection) -> None:
@@ -112,6 +106,6 @@ class SocketServer:
             },
             self._settings.max_request_bytes,
             self._settings.max_idle_ms / 1000,
-            self.admits,
+            self,
             self._metrics.closed_connections.labels("unknown_protocol").inc,
         )
