@@ -187,3 +187,19 @@ def test_aiokafka_produces_and_consumes(broker: RunningBroker) -> None:
     records = asyncio.run(run())
     assert [(r.offset, r.value) for r in records] == [(n, b"a%d" % n) for n in range(5, 20)]
     assert stored_codecs(broker, topic) == {"gzip"}
+
+
+def test_describe_configs_lists_synonyms_in_kafkas_order(tmp_path) -> None:
+    with running_broker(tmp_path, {"log.retention.hours": "24"}) as running:
+        admin = KafkaAdminClient(bootstrap_servers=running.bootstrap)
+        admin.create_topics([NewTopic("syn", 1, 1, topic_configs={"retention.ms": "60000"})])
+        resource = ConfigResource(ConfigResourceType.TOPIC, "syn")
+        described = admin.describe_configs([resource], include_synonyms=True, config_filter="all")
+        admin.close()
+    configs = described["topic"]["syn"]
+    assert [(s["name"], s["value"], s["source"]) for s in configs["retention.ms"]["synonyms"]] == [
+        ("retention.ms", "60000", "DYNAMIC_TOPIC_CONFIG"),
+        ("log.retention.hours", "24", "STATIC_BROKER_CONFIG"),
+        ("log.retention.hours", "168", "DEFAULT_CONFIG"),
+    ]
+    assert [s["source"] for s in configs["segment.bytes"]["synonyms"]] == ["DEFAULT_CONFIG"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.config.broker_config import BrokerConfig
-from odradek.config.broker_configs import BROKER_CONFIG_DEF
+from odradek.config.broker_configs import BROKER_CONFIG_DEF, TOPIC_CONFIG_SYNONYMS
 from odradek.config.topic_configs import TOPIC_CONFIG_DEF
 from odradek.errors import InvalidRequestError
 from odradek.protocol.configs import (
@@ -60,12 +60,13 @@ class KafkaConfigRequests:
             response = await self._call(context, DescribeConfigsRequest((name,)))
             topic = response.topics[0]
             keys = resource.get("configuration_keys")
+            broker_values = (
+                {e.name: e for e in self._broker_config.describe()}
+                if body.get("include_synonyms", False)
+                else None
+            )
             configs = [
-                _config_entry(
-                    entry,
-                    body.get("include_synonyms", False),
-                    body.get("include_documentation", False),
-                )
+                _config_entry(entry, broker_values, body.get("include_documentation", False))
                 for entry in topic.entries
                 if not keys or entry.name in keys
             ]
@@ -208,7 +209,11 @@ def _unsupported_resource(resource: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _config_entry(entry: Any, synonyms: bool, documentation: bool) -> dict[str, Any]:
+def _config_entry(
+    entry: Any, broker_values: dict[str, Any] | None, documentation: bool
+) -> dict[str, Any]:
+    """A topic config as DescribeConfigs gives it; ``broker_values`` (the broker's settings by
+    name) when synonyms are asked for."""
     source = CONFIG_SOURCE_CODES[entry.source.name]
     key = TOPIC_CONFIG_DEF[entry.name] if entry.name in TOPIC_CONFIG_DEF else None
     return {
@@ -218,9 +223,26 @@ def _config_entry(entry: Any, synonyms: bool, documentation: bool) -> dict[str, 
         "config_source": source,
         "is_default": entry.is_default,
         "is_sensitive": False,
-        "synonyms": [{"name": entry.name, "value": entry.value, "source": source}]
-        if synonyms
-        else [],
+        "synonyms": [] if broker_values is None else _synonyms(entry, broker_values),
         "config_type": CONFIG_TYPE_CODES.get(key.type.value, 0) if key is not None else 0,
         "documentation": key.doc if documentation and key is not None else None,
     }
+
+
+def _synonyms(entry: Any, broker_values: dict[str, Any]) -> list[dict[str, Any]]:
+    """Where a topic config's value could come from, in Kafka's precedence order: the topic's
+    override, the broker settings that set its default (``log.retention.ms`` before
+    ``log.retention.hours``), then Kafka's default."""
+    synonyms = []
+    if entry.source is ConfigSource.DYNAMIC_TOPIC_CONFIG:
+        synonyms.append({"name": entry.name, "value": entry.value, "source": 1})
+    broker_keys = TOPIC_CONFIG_SYNONYMS.get(entry.name, ())
+    for synonym in broker_keys:
+        found = broker_values.get(synonym.name)
+        if found is not None and found.source.name == "STATIC_BROKER_CONFIG":
+            synonyms.append({"name": synonym.name, "value": found.value, "source": 4})
+    if broker_keys:
+        last = broker_keys[-1].name
+        default = BROKER_CONFIG_DEF[last].render(BROKER_CONFIG_DEF.default(last))
+        synonyms.append({"name": last, "value": default, "source": 5})
+    return synonyms
