@@ -211,7 +211,9 @@ class KafkaRequestHandler:
             )
         auto_create = body.get("allow_auto_topic_creation", True)
         response = await self._call(context, MetadataRequest(names, auto_create))
-        await self._topic_ids.ensure(t.name for t in response.topics if not t.error)
+        await self._topic_ids.ensure(
+            {t.name: len(t.partitions) for t in response.topics if not t.error}
+        )
         topic_entries = []
         for topic in response.topics:
             partitions = [

@@ -63,7 +63,9 @@ class KafkaTopicRequests:
                 context, CreateTopicsRequest(tuple(creatable), body["validate_only"])
             )
             if not body["validate_only"]:
-                await self._topic_ids.ensure(t.name for t in response.topics if not t.error)
+                await self._topic_ids.ensure(
+                    {t.name: t.num_partitions for t in response.topics if not t.error}
+                )
             created = iter(response.topics)
             for index, result in enumerate(results):
                 if result is None:
@@ -136,5 +138,5 @@ class KafkaTopicRequests:
                         "error_code": found.error,
                         "error_message": found.message,
                     }
-            await self._topic_ids.ensure(c.name for c in counts)
+            await self._topic_ids.ensure(dict.fromkeys(c.name for c in counts))
         return {"results": results}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Mapping
 from concurrent.futures import Executor
 
 from odradek.errors import KafkaError
@@ -44,13 +44,13 @@ class TopicIds:
         self._ids.pop(topic, None)
         self._partition_counts.pop(topic, None)
 
-    async def ensure(self, topics: Iterable[str]) -> None:
-        """Load or assign the ids of ``topics`` not known yet."""
+    async def ensure(self, partition_counts: Mapping[str, int | None]) -> None:
+        """Load or assign the ids of topics not known yet, or whose partition count is not
+        the one given (None: unknown, look again): new partitions get the topic's id."""
         missing = [
             topic
-            for topic in topics
-            if topic not in self._ids
-            or self._partition_counts.get(topic) != len(self._log_manager.partitions(topic))
+            for topic, count in partition_counts.items()
+            if topic not in self._ids or count is None or self._partition_counts.get(topic) != count
         ]
         if missing:
             loop = asyncio.get_running_loop()
@@ -59,7 +59,8 @@ class TopicIds:
     def _load_or_assign(self, topics: list[str]) -> None:
         for topic in topics:
             directories = []
-            for tp in self._log_manager.partitions(topic):
+            partitions = self._log_manager.partitions(topic)
+            for tp in partitions:
                 try:
                     directories.append(self._log_manager.get_log(tp).dir)
                 except KafkaError:
@@ -78,4 +79,4 @@ class TopicIds:
                     except OSError as error:
                         logger.warning("[%s] cannot write its topic id: %s", directory.name, error)
             self._ids[topic] = topic_id
-            self._partition_counts[topic] = len(directories)
+            self._partition_counts[topic] = len(partitions)
