@@ -31,11 +31,12 @@ RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
 USER 10001:10001
 WORKDIR /var/lib/odradek
 VOLUME ["/var/lib/odradek"]
-# 9092: Kafka protocol; 9644: Prometheus /metrics.
+# 9092: Kafka's protocol and odradek's (one port); 9644: Prometheus /metrics. Metadata tells
+# Kafka clients to connect to localhost:9092: set advertised.listeners to the name clients use.
 EXPOSE 9092 9644
 # SIGTERM: stop accepting, finish requests, flush, write checkpoints and the clean-shutdown marker.
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
     CMD ["odradek", "health", "--bootstrap", "127.0.0.1:9092", "--timeout", "4"]
 ENTRYPOINT ["odradek"]
-CMD ["serve", "--data-dir", "/var/lib/odradek", "--host", "0.0.0.0", "--port", "9092", "--metrics-port", "9644", "--set", "metrics.host=0.0.0.0"]
+CMD ["serve", "--data-dir", "/var/lib/odradek", "--host", "0.0.0.0", "--port", "9092", "--metrics-port", "9644", "--set", "metrics.host=0.0.0.0", "--set", "advertised.listeners=PLAINTEXT://localhost:9092"]

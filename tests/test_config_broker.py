@@ -18,6 +18,13 @@ from odradek.errors import InvalidConfigError
 
 # Kafka 3.x's broker defaults (KafkaConfig / ServerLogConfigs / CleanerConfig); None = unset.
 KAFKA_BROKER_DEFAULTS = {
+    "advertised.listeners": None,
+    "listener.security.protocol.map": (
+        "PLAINTEXT:PLAINTEXT",
+        "SSL:SSL",
+        "SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "SASL_SSL:SASL_SSL",
+    ),
     "log.dirs": None,
     "log.segment.bytes": 1073741824,
     "log.roll.ms": None,
@@ -70,6 +77,9 @@ ODRADEK_DEFAULTS = {
     "log.dir": "/tmp/odradek-logs",
     "host": "127.0.0.1",
     "port": 9092,
+    # Kafka's is PLAINTEXT://:9092 (every interface); odradek's comes from host and port,
+    # loopback by default.
+    "listeners": None,
     "metrics.host": "127.0.0.1",
     "metrics.port": 9644,
     "max.connections": 10000,
@@ -266,7 +276,7 @@ def test_compaction_lags_are_checked_at_broker_level_too() -> None:
 
 
 def test_listener_and_metrics_must_not_share_a_port() -> None:
-    with pytest.raises(InvalidConfigError, match="port and metrics.port are both 9644"):
+    with pytest.raises(InvalidConfigError, match="metrics.port are both on 127.0.0.1:9644"):
         _config(port="9644")
     assert _config(port="0", metrics_port="0")
     assert _config(port="9644", metrics_port="9644", metrics_host="0.0.0.0")
@@ -313,3 +323,47 @@ def test_direct_construction_for_tests() -> None:
     config = BrokerConfig(port=0, log_dirs=("/x",), log_retention_ms=5)
     assert config.port == 0 and config.log_config().retention_ms == 5
     assert config.static_keys == frozenset()
+
+
+def test_listeners_default_to_host_and_port_and_may_be_advertised_elsewhere() -> None:
+    default = BrokerConfig()
+    assert str(default.listener()) == "PLAINTEXT://127.0.0.1:9092"
+    assert default.advertised_listener() == default.listener()
+
+    container = _named(
+        {
+            "listeners": "PLAINTEXT://0.0.0.0:9092",
+            "advertised.listeners": "PLAINTEXT://localhost:19092",
+        }
+    )
+    assert (container.listener().host, container.listener().port) == ("0.0.0.0", 9092)
+    advertised = container.advertised_listener()
+    assert (advertised.host, advertised.port) == ("localhost", 19092)
+
+    named = _named(
+        {
+            "listeners": "CLIENTS://:9093",
+            "listener.security.protocol.map": "CLIENTS:PLAINTEXT",
+        }
+    )
+    assert (named.listener().listener_name, named.listener().host) == ("CLIENTS", "")
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"listeners": "PLAINTEXT://127.0.0.1:9092", "port": "9093"}, "not both"),
+        ({"listeners": "SSL://127.0.0.1:9093"}, "not supported yet"),
+        ({"listeners": "127.0.0.1:9092"}, "NAME://host:port"),
+        ({"listeners": "OTHER://127.0.0.1:9092"}, "not in listener.security.protocol.map"),
+        ({"listeners": "PLAINTEXT://a:1,PLAINTEXT://b:2"}, "twice"),
+        ({"advertised.listeners": "PLAINTEXT://0.0.0.0:9092"}, "cannot be advertised"),
+    ],
+)
+def test_bad_listeners_are_refused_at_start(settings: dict[str, str], message: str) -> None:
+    with pytest.raises(InvalidConfigError, match=message):
+        _named(settings)
+
+
+def _named(settings: dict[str, str]) -> BrokerConfig:
+    return BrokerConfig.from_settings(Setting(k, v, "test") for k, v in settings.items())

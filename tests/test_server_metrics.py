@@ -26,13 +26,14 @@ def test_metrics_follow_requests_connections_and_partitions(tmp_path: Path) -> N
             client.read_frame()
             metrics = broker.metrics()
             assert metrics["odradek_open_connections"] == 1
-        requests = 'odradek_requests_total{api="%s",error="%s"}'
+        requests = 'odradek_requests_total{api="%s",error="%s",protocol="msgpack"}'
         assert metrics[requests % ("Produce", "NONE")] == 1
         assert metrics[requests % ("Fetch", "NONE")] == 2
         assert metrics[requests % ("Produce", "UNSUPPORTED_VERSION")] == 1
         partition_errors = 'odradek_partition_errors_total{api="Fetch",error="%s"}'
         assert metrics[partition_errors % "UNKNOWN_TOPIC_OR_PARTITION"] == 1
-        assert metrics['odradek_request_latency_seconds_count{api="Produce"}'] == 2
+        latency = 'odradek_request_latency_seconds_count{api="Produce",protocol="msgpack"}'
+        assert metrics[latency] == 2
         assert metrics["odradek_network_bytes_in_total"] > len(records)
         assert metrics["odradek_network_bytes_out_total"] > len(records)
         assert metrics['odradek_fetch_bytes_total{path="sendfile"}'] == len(records)

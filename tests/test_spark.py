@@ -614,3 +614,29 @@ def test_example_pipeline_counts_clicks_in_batch_and_in_a_restarted_stream(
         query.awaitTermination(120)
         assert job.latest_counts(spark, bootstrap, "counts-stream") == sent
         sent += generator.generate_clicks(bootstrap, 1000, "clicks", seed=len(sent))
+
+
+@pytest.mark.spark
+def test_what_a_kafka_client_wrote_reads_identically(
+    spark: SparkSession, bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    """Records produced by librdkafka over Kafka's protocol read as they were sent."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    topic = new_topic(partitions=2)
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "compression.type": "lz4", "linger.ms": 5}
+    )
+    expected = []
+    for i, (key, value, headers) in enumerate(SAMPLES[:50]):
+        producer.produce(
+            topic,
+            value=value,
+            key=key,
+            partition=i % 2,
+            timestamp=BASE_TIMESTAMP + i,
+            headers=list(headers) or None,
+        )
+        expected.append((key, value, topic, i % 2, i // 2, BASE_TIMESTAMP + i, 0, headers))
+    assert producer.flush(30) == 0
+
+    assert rows_of(read(spark, bootstrap, topic)) == sorted(expected, key=by_position)

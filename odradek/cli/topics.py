@@ -122,22 +122,40 @@ def _partition_line(partition: PartitionDescription) -> str:
     metavar="KEY",
     help="Remove the override KEY, back to the broker's default; repeatable.",
 )
+@click.option(
+    "--partitions",
+    type=click.IntRange(min=1),
+    help="Grow the topic to N partitions in all (never fewer than it has).",
+    metavar="N",
+)
 @bootstrap_option
 @reports_errors
-def alter(name: str, configs: dict[str, str], deleted: tuple[str, ...], bootstrap: str) -> None:
-    """Change config overrides of topic NAME; overrides not named stay as they are.
+def alter(
+    name: str,
+    configs: dict[str, str],
+    deleted: tuple[str, ...],
+    partitions: int | None,
+    bootstrap: str,
+) -> None:
+    """Change config overrides of topic NAME, or grow it to more partitions; overrides not
+    named stay as they are.
 
     Only --delete-config removes an override: --config KEY= sets KEY to the empty string,
-    which the broker checks like any other value.
+    which the broker checks like any other value. Records keep the partition they are in:
+    keys may map to other partitions after the topic grows.
     """
-    if not (configs or deleted):
-        raise click.UsageError("nothing to change: give --config or --delete-config")
+    if not (configs or deleted or partitions):
+        raise click.UsageError("nothing to change: give --config, --delete-config or --partitions")
     both = sorted(configs.keys() & set(deleted))
     if both:
         raise click.UsageError(f"both set and deleted: {', '.join(both)}")
     with Admin(bootstrap_servers=bootstrap) as admin:
-        admin.alter_configs({name: {**configs, **dict.fromkeys(deleted)}})
-    click.echo(f"Altered configs of topic {name}.")
+        if partitions is not None:
+            admin.create_partitions({name: partitions})
+            click.echo(f"Topic {name} now has {partitions} partitions.")
+        if configs or deleted:
+            admin.alter_configs({name: {**configs, **dict.fromkeys(deleted)}})
+            click.echo(f"Altered configs of topic {name}.")
 
 
 @topics.command()

@@ -9,6 +9,7 @@ from pathlib import Path
 from odradek.config.broker_configs import BROKER_CONFIG_DEF, TOPIC_CONFIG_SYNONYMS
 from odradek.config.config_entry import ConfigEntry
 from odradek.config.config_source import ConfigSource
+from odradek.config.listeners import EndPoint, parse_listeners, security_protocol_map
 from odradek.config.log_config import LogConfig
 from odradek.config.setting import Setting
 from odradek.config.topic_configs import TOPIC_CONFIG_DEF
@@ -33,6 +34,9 @@ class BrokerConfig:
     cluster_id: str | None = _default("cluster.id")
     host: str = _default("host")
     port: int = _default("port")
+    listeners: tuple[str, ...] | None = _default("listeners")
+    advertised_listeners: tuple[str, ...] | None = _default("advertised.listeners")
+    listener_security_protocol_map: tuple[str, ...] = _default("listener.security.protocol.map")
     metrics_host: str = _default("metrics.host")
     metrics_port: int = _default("metrics.port")
     log_dirs: tuple[str, ...] | None = _default("log.dirs")
@@ -163,10 +167,56 @@ class BrokerConfig:
                 f"log.cleaner.dedupe.buffer.size ({self.log_cleaner_dedupe_buffer_size}) must be "
                 f"at least 1 MiB per cleaner thread ({threads} threads)"
             )
-        if self.port and self.port == self.metrics_port and self.host == self.metrics_host:
+        listener = self.listener()
+        self.advertised_listener()
+        if (
+            listener.port
+            and listener.port == self.metrics_port
+            and listener.host == self.metrics_host
+        ):
             raise InvalidConfigError(
-                f"port and metrics.port are both {self.port} on {self.host}: they need their own"
+                f"the listener and metrics.port are both on {listener.host}:{listener.port}: "
+                f"they need their own ports"
             )
+
+    def listener(self) -> EndPoint:
+        """The end point the broker binds: ``listeners``, else PLAINTEXT://host:port."""
+        protocols = security_protocol_map(self.listener_security_protocol_map)
+        if self.listeners is None:
+            return parse_listeners(
+                "host/port",
+                (f"PLAINTEXT://{self.host}:{self.port}",),
+                {**protocols, "PLAINTEXT": "PLAINTEXT"},
+            )[0]
+        if {"host", "port"} & self.static_keys:
+            raise InvalidConfigError("set either listeners or host/port (--host/--port), not both")
+        endpoints = parse_listeners("listeners", self.listeners, protocols)
+        if len(endpoints) != 1:
+            raise InvalidConfigError(
+                f"listeners must name exactly one listener for now, not {len(endpoints)}"
+            )
+        return endpoints[0]
+
+    def advertised_listener(self) -> EndPoint:
+        """What Metadata returns: ``advertised.listeners``' entry for the listener, else the
+        listener itself (port 0: the port bound, filled in by the broker)."""
+        listener = self.listener()
+        if self.advertised_listeners is None:
+            return listener
+        protocols = security_protocol_map(self.listener_security_protocol_map)
+        endpoints = parse_listeners("advertised.listeners", self.advertised_listeners, protocols)
+        for endpoint in endpoints:
+            if endpoint.host in ("0.0.0.0", "::"):
+                raise InvalidConfigError(
+                    f"advertised.listeners entry {endpoint} cannot be advertised: clients "
+                    f"cannot connect to {endpoint.host}"
+                )
+        found = [e for e in endpoints if e.listener_name == listener.listener_name]
+        if not found:
+            raise InvalidConfigError(
+                f"advertised.listeners has no entry for listener {listener.listener_name}"
+            )
+        return found[0]
 
     def _first_set(self, topic_name: str) -> object:
         """The value of ``topic_name``'s first synonym that is set (the last always has one)."""

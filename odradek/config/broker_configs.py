@@ -87,9 +87,21 @@ BROKER_CONFIG_DEF = ConfigDef(
                   "meta.properties.",
                   Validator.matching("[A-Za-z0-9_-]+")),
         ConfigKey("host", STRING, "127.0.0.1", HIGH,
-                  "Address the Kafka protocol listener binds to."),
+                  "Address the listener binds to, when listeners is not set."),
         ConfigKey("port", INT, 9092, HIGH,
-                  "Port of the Kafka protocol listener; 0 picks a free one.", PORT),
+                  "Port of the listener, when listeners is not set; 0 picks a free one.", PORT),
+        ConfigKey("listeners", LIST, None, HIGH,
+                  "The listener as NAME://host:port (one, PLAINTEXT for now); it serves both "
+                  "Kafka's protocol and odradek's. Unset: PLAINTEXT://host:port from host and "
+                  "port. An empty host binds every interface."),
+        ConfigKey("advertised.listeners", LIST, None, HIGH,
+                  "Where clients reach the listener, as NAME://host:port, returned by Metadata "
+                  "(e.g. PLAINTEXT://localhost:9092 for a broker bound to 0.0.0.0 in a "
+                  "container). Unset: the listener itself; port 0 means the bound port."),
+        ConfigKey("listener.security.protocol.map", LIST,
+                  ("PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT",
+                   "SASL_SSL:SASL_SSL"), MEDIUM,
+                  "Security protocol of each listener name, as NAME:PROTOCOL."),
         ConfigKey("metrics.host", STRING, "127.0.0.1", MEDIUM,
                   "Address the Prometheus metrics endpoint binds to."),
         ConfigKey("metrics.port", INT, 9644, MEDIUM,

@@ -50,10 +50,10 @@ REQUEST_TYPES: dict[ApiKey, type[Message]] = {
         CreateTopicsRequest,
         DeleteTopicsRequest,
         DeleteRecordsRequest,
+        CreatePartitionsRequest,
         DescribeConfigsRequest,
         AlterConfigsRequest,
         DescribeTopicPartitionsRequest,
-        CreatePartitionsRequest,
     )
 }
 
@@ -68,10 +68,10 @@ RESPONSE_TYPES: dict[ApiKey, type[Message]] = {
         CreateTopicsResponse,
         DeleteTopicsResponse,
         DeleteRecordsResponse,
+        CreatePartitionsResponse,
         DescribeConfigsResponse,
         AlterConfigsResponse,
         DescribeTopicPartitionsResponse,
-        CreatePartitionsResponse,
     )
 }
 

@@ -12,6 +12,7 @@ from wsgiref.simple_server import WSGIServer
 from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.cleaner.log_cleaner import LogCleaner
 from odradek.config.broker_config import BrokerConfig
+from odradek.config.listeners import advertised_host
 from odradek.native import native_summary
 from odradek.protocol.api_versions import ApiVersionsResponse, supported_api_versions
 from odradek.protocol.metadata import BrokerMetadata
@@ -19,9 +20,11 @@ from odradek.server.admin_manager import AdminManager
 from odradek.server.client_connection import ConnectionSettings
 from odradek.server.event_loop_lag_monitor import EventLoopLagMonitor
 from odradek.server.kafka_apis import KafkaApis
+from odradek.server.kafka_request_handler import KafkaRequestHandler
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.socket_server import SocketServer
+from odradek.server.topic_ids import TopicIds
 from odradek.storage.descriptor_budget import raise_descriptor_limit
 from odradek.storage.idle_file_cache import IDLE_FILES, default_capacity
 from odradek.storage.log_manager import LogManager
@@ -91,7 +94,8 @@ class Broker:
             self._shut_down_executors()
             raise
         try:
-            self.port = await self._socket_server.bind(self.config.host, self.config.port)
+            listener = self.config.listener()
+            self.port = await self._socket_server.bind(listener.host or None, listener.port)
             self._metrics_server = self.metrics.serve(
                 self.config.metrics_host, self.config.metrics_port
             )
@@ -100,11 +104,11 @@ class Broker:
             raise
         self.metrics_port = self._metrics_server.server_port
         self._lag_monitor.start()
-        await self._socket_server.start_serving(self._kafka_apis())
+        await self._socket_server.start_serving(*self._handlers())
         logger.info(
             "broker %d serving on %s:%d (metrics on %s:%d)",
             self.config.broker_id,
-            self.config.host,
+            self.config.listener().host or "*",
             self.port,
             self.config.metrics_host,
             self.metrics_port,
@@ -147,16 +151,24 @@ class Broker:
         for executor in (self._append_executor, self._flush_executor, self._io_executor):
             executor.shutdown()
 
-    def _kafka_apis(self) -> KafkaApis:
+    def _handlers(self) -> tuple[KafkaApis, KafkaRequestHandler]:
+        """The handlers of both protocols: KafkaApis, and the Kafka protocol's over it."""
         config = self.config
-        broker = BrokerMetadata(config.broker_id, config.host, self.port)
+        host, port = self.advertised()
+        broker = BrokerMetadata(config.broker_id, host, port)
+        topic_ids = TopicIds(self.log_manager, self._io_executor)
+
+        def topic_deleted(topic: str) -> None:
+            self.replica_manager.forget_topic(topic)
+            topic_ids.forget(topic)
+
         admin = AdminManager(
             self.log_manager,
             self.topic_admin,
             config,
             broker,
             self._io_executor,
-            self.replica_manager.forget_topic,
+            topic_deleted,
         )
         api_versions = ApiVersionsResponse(
             supported_api_versions(),
@@ -165,7 +177,22 @@ class Broker:
             version("odradek"),
             config.socket_request_max_bytes,
         )
-        return KafkaApis(self.replica_manager, admin, api_versions, self.metrics)
+        apis = KafkaApis(self.replica_manager, admin, api_versions, self.metrics)
+        kafka_handler = KafkaRequestHandler(
+            apis,
+            self.replica_manager,
+            admin,
+            topic_ids,
+            config,
+            config.broker_id,
+            self.advertised,
+        )
+        return apis, kafka_handler
+
+    def advertised(self) -> tuple[str, int]:
+        """The host and port Metadata tells clients to connect to (advertised.listeners)."""
+        endpoint = self.config.advertised_listener()
+        return advertised_host(endpoint.host), endpoint.port or self.port
 
     async def _in_thread(self, function: Callable[[], object]) -> None:
         await asyncio.get_running_loop().run_in_executor(self._io_executor, function)

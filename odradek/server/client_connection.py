@@ -214,8 +214,8 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def _record(self, header: RequestHeader, error_code: int, received: float) -> None:
         api = _api_name(header.api_key)
-        self._metrics.requests.labels(api, error_name_for(error_code)).inc()
-        self._metrics.request_latency.labels(api).observe(time.perf_counter() - received)
+        self._metrics.requests.labels(api, error_name_for(error_code), "msgpack").inc()
+        self._metrics.request_latency.labels(api, "msgpack").observe(time.perf_counter() - received)
 
     # --- flow control, idleness, closing -----------------------------------------------------
 

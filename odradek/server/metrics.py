@@ -62,8 +62,9 @@ class BrokerMetrics:
         registry = self.registry
         self.requests = Counter(
             "odradek_requests",
-            "Requests answered, by API and request-level error (NONE when the request succeeded).",
-            ["api", "error"],
+            "Requests answered, by API, request-level error (NONE when the request succeeded) "
+            "and wire protocol (msgpack or kafka).",
+            ["api", "error", "protocol"],
             registry=registry,
         )
         self.partition_errors = Counter(
@@ -74,8 +75,9 @@ class BrokerMetrics:
         )
         self.request_latency = Histogram(
             "odradek_request_latency_seconds",
-            "Time from a request's arrival to its response being queued for the socket.",
-            ["api"],
+            "Time from a request's arrival to its response being queued for the socket, by API "
+            "and wire protocol.",
+            ["api", "protocol"],
             buckets=LATENCY_BUCKETS,
             registry=registry,
         )

@@ -8,7 +8,10 @@ from concurrent.futures import Executor
 
 from odradek.server.client_connection import ClientConnection, ConnectionSettings
 from odradek.server.kafka_apis import KafkaApis
+from odradek.server.kafka_connection import KafkaConnection
+from odradek.server.kafka_request_handler import KafkaRequestHandler
 from odradek.server.metrics import BrokerMetrics
+from odradek.server.protocol_detector import ProtocolDetector, WireProtocol
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +35,7 @@ class SocketServer:
         self._executor = executor
         self._server: asyncio.Server | None = None
         self._apis: KafkaApis | None = None
+        self._kafka_handler: KafkaRequestHandler | None = None
         self._connections: set[ClientConnection] = set()
 
     async def bind(self, host: str, port: int) -> int:
@@ -47,9 +51,11 @@ class SocketServer:
         )
         return self._server.sockets[0].getsockname()[1]
 
-    async def start_serving(self, apis: KafkaApis) -> None:
-        """Start accepting connections, answering their requests with ``apis``."""
+    async def start_serving(self, apis: KafkaApis, kafka_handler: KafkaRequestHandler) -> None:
+        """Start accepting connections, answering their requests with ``apis`` (msgpack) or
+        ``kafka_handler`` (Kafka's protocol)."""
         self._apis = apis
+        self._kafka_handler = kafka_handler
         await self._server.start_serving()
 
     @property
@@ -86,5 +92,20 @@ class SocketServer:
         if self._server is not None:
             await self._server.wait_closed()
 
-    def _new_connection(self) -> ClientConnection:
-        return ClientConnection(self._apis, self._settings, self, self._metrics, self._executor)
+    def _new_connection(self) -> asyncio.BufferedProtocol:
+        # --- protocol detection hook: the first bytes pick the connection type (msgpack or
+        # Kafka); see odradek/server/protocol_detector.py.
+        return ProtocolDetector(
+            {
+                WireProtocol.MSGPACK: lambda: ClientConnection(
+                    self._apis, self._settings, self, self._metrics, self._executor
+                ),
+                WireProtocol.KAFKA: lambda: KafkaConnection(
+                    self._kafka_handler, self._settings, self, self._metrics, self._executor
+                ),
+            },
+            self._settings.max_request_bytes,
+            self._settings.max_idle_ms / 1000,
+            self,
+            self._metrics.closed_connections.labels("unknown_protocol").inc,
+        )

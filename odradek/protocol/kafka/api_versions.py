@@ -1,0 +1,81 @@
+"""The Kafka APIs and versions odradek's Kafka listener advertises, and which it serves.
+
+Kafka's own ranges as of Kafka 4.x, except where noted. Produce advertises v0-2 although it
+serves v3 and later only: librdkafka turns compression on only when Produce v0 is listed, and
+v0-2 carry message format v0/v1 which odradek does not store (a v0-2 request is answered with
+UNSUPPORTED_VERSION on every partition). FindCoordinator v0 is listed, though consumer groups
+do not exist yet, because librdkafka enables LZ4 only when it is; it is answered with
+COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from kio.index import load_request_schema, load_response_schema
+
+
+@dataclass(frozen=True)
+class ApiRange:
+    """One API: its key, Kafka's name, the versions advertised and the first one served."""
+
+    api_key: int
+    name: str
+    min_version: int
+    max_version: int
+    min_served: int
+
+
+PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
+API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 18, 19, 20, 21
+DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS = 32, 33, 37
+INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER, FIND_COORDINATOR = 44, 60, 10
+
+ADVERTISED: dict[int, ApiRange] = {
+    r.api_key: r
+    for r in (
+        ApiRange(PRODUCE, "Produce", 0, 12, 3),
+        ApiRange(FETCH, "Fetch", 4, 12, 4),
+        ApiRange(LIST_OFFSETS, "ListOffsets", 1, 7, 1),
+        ApiRange(METADATA, "Metadata", 0, 12, 0),
+        ApiRange(API_VERSIONS, "ApiVersions", 0, 4, 0),
+        ApiRange(CREATE_TOPICS, "CreateTopics", 2, 7, 2),
+        ApiRange(DELETE_TOPICS, "DeleteTopics", 1, 6, 1),
+        ApiRange(DELETE_RECORDS, "DeleteRecords", 0, 2, 0),
+        ApiRange(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4, 1),
+        ApiRange(ALTER_CONFIGS, "AlterConfigs", 0, 2, 0),
+        ApiRange(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1, 0),
+        ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1, 0),
+        ApiRange(CREATE_PARTITIONS, "CreatePartitions", 0, 3, 0),
+        ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 0, 0),
+    )
+}
+
+
+def api_name(api_key: int) -> str:
+    """Kafka's name of an advertised API; "unknown" otherwise (metric labels stay few)."""
+    found = ADVERTISED.get(api_key)
+    return found.name if found is not None else "unknown"
+
+
+def is_served(api_key: int, api_version: int) -> bool:
+    found = ADVERTISED.get(api_key)
+    return found is not None and found.min_version <= api_version <= found.max_version
+
+
+@cache
+def is_flexible_request(api_key: int, api_version: int) -> bool:
+    """Whether this request version uses compact fields, tagged fields and header v2."""
+    if api_key == PRODUCE and api_version < 3:
+        return False
+    return bool(load_request_schema(api_key, api_version).__flexible__)
+
+
+@cache
+def response_header_version(api_key: int, api_version: int) -> int:
+    """1 (with tagged fields) for flexible responses, except ApiVersions: always 0, so a
+    client that does not know the broker's versions yet can read it."""
+    if api_key == API_VERSIONS or (api_key == PRODUCE and api_version < 3):
+        return 0
+    return 1 if load_response_schema(api_key, api_version).__flexible__ else 0

@@ -1,0 +1,55 @@
+"""Kafka's request header (v1 and v2) and the response frame around a body."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from odradek.protocol.kafka.byte_reader import ByteReader
+from odradek.protocol.kafka.message_codec import Payload
+
+_SIZE = struct.Struct(">i")
+_RESPONSE_HEADER_V0 = struct.Struct(">ii")
+
+
+@dataclass(frozen=True)
+class KafkaRequestHeader:
+    """``api_key``, ``api_version``, ``correlation_id``, ``client_id``; ``body_offset`` is
+    where the request body starts in the frame."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body_offset: int
+
+
+def read_request_start(frame: memoryview) -> tuple[int, int, int]:
+    """``(api_key, api_version, correlation_id)``: the fixed first 8 bytes of any version.
+
+    Raises InvalidRequestError when the frame is shorter than that.
+    """
+    reader = ByteReader(frame)
+    return reader.int16("api_key"), reader.int16("api_version"), reader.int32("correlation_id")
+
+
+def read_request_header(frame: memoryview, flexible: bool) -> KafkaRequestHeader:
+    """The whole header: v2 (with tagged fields) for flexible request versions, else v1. The
+    client id is a legacy nullable string in both."""
+    reader = ByteReader(frame)
+    api_key = reader.int16("api_key")
+    api_version = reader.int16("api_version")
+    correlation_id = reader.int32("correlation_id")
+    client_id = reader.string(False, True, "client_id")
+    if flexible:
+        reader.skip_tagged_fields("request header tagged fields")
+    return KafkaRequestHeader(api_key, api_version, correlation_id, client_id, reader.position)
+
+
+def response_frame(correlation_id: int, header_version: int, body: list[Payload]) -> list[Payload]:
+    """The frame of a response: size, correlation id, (v1: empty tagged fields), body."""
+    header = _RESPONSE_HEADER_V0.pack(0, correlation_id)
+    if header_version >= 1:
+        header += b"\x00"
+    size = len(header) - 4 + sum(map(len, body))
+    return [_SIZE.pack(size) + header[4:], *body]

@@ -1,0 +1,508 @@
+"""KafkaRequestHandler: Kafka-protocol requests answered by the broker's one set of handlers.
+
+Each Kafka request is turned into the body odradek's own protocol would carry
+(ProduceRequest, FetchRequest, ...) and handed to KafkaApis, the same handlers and the same
+validation and append path as msgpack requests; their answer is turned back into the Kafka
+response of the request's version. What only Kafka's protocol has (ApiVersions' list, fetch
+sessions, max-timestamp lookups, DescribeCluster) is answered here; topic administration
+and configs are answered by KafkaTopicRequests and KafkaConfigRequests.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from odradek.config.broker_config import BrokerConfig
+from odradek.errors import (
+    InvalidRequestError,
+    InvalidRequiredAcksError,
+    KafkaError,
+    UnsupportedVersionError,
+)
+from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
+from odradek.protocol.fetch import FetchPartition, FetchRequest
+from odradek.protocol.header import RequestHeader
+from odradek.protocol.isolation import IsolationLevel
+from odradek.protocol.kafka import api_versions as apis
+from odradek.protocol.kafka.api_versions import (
+    ADVERTISED,
+    is_flexible_request,
+    is_served,
+    response_header_version,
+)
+from odradek.protocol.kafka.message_codec import (
+    Payload,
+    decode,
+    encode_parts,
+    request_spec,
+    response_spec,
+)
+from odradek.protocol.kafka.produce_request import (
+    KafkaProduceRequest,
+    ProducePartitionResult,
+    read_produce_request,
+    write_produce_response,
+)
+from odradek.protocol.kafka.request_header import (
+    KafkaRequestHeader,
+    read_request_header,
+    read_request_start,
+    response_frame,
+)
+from odradek.protocol.list_offsets import ListOffsetsPartition, ListOffsetsRequest
+from odradek.protocol.metadata import MetadataRequest
+from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
+from odradek.protocol.schema import Message
+from odradek.server.admin_manager import AdminManager
+from odradek.server.kafka_apis import KafkaApis
+from odradek.server.kafka_config_requests import KafkaConfigRequests
+from odradek.server.kafka_request import KafkaHandler, KafkaRequest
+from odradek.server.kafka_topic_requests import KafkaTopicRequests
+from odradek.server.replica_manager import ReplicaManager
+from odradek.server.request_context import RequestContext
+from odradek.server.topic_ids import TopicIds
+
+UNSUPPORTED_VERSION = UnsupportedVersionError.code
+INVALID_REQUEST = InvalidRequestError.code
+FETCH_SESSION_ID_NOT_FOUND = 70
+COORDINATOR_NOT_AVAILABLE = 15
+MAX_TIMESTAMP = -3
+READ_COMMITTED = 1
+
+
+class KafkaRequestHandler:
+    """Decodes Kafka requests and answers them through KafkaApis."""
+
+    def __init__(
+        self,
+        kafka_apis: KafkaApis,
+        replica_manager: ReplicaManager,
+        admin_manager: AdminManager,
+        topic_ids: TopicIds,
+        broker_config: BrokerConfig,
+        node_id: int,
+        advertised: Callable[[], tuple[str, int]],
+    ) -> None:
+        self._apis = kafka_apis
+        self._replicas = replica_manager
+        self._admin = admin_manager
+        self._topic_ids = topic_ids
+        self._broker_config = broker_config
+        self._node_id = node_id
+        self._advertised = advertised
+        self._handlers: dict[int, KafkaHandler] = {
+            **KafkaTopicRequests(self._call, topic_ids).handlers(),
+            **KafkaConfigRequests(self._call, broker_config, node_id).handlers(),
+            apis.API_VERSIONS: self._api_versions,
+            apis.METADATA: self._metadata,
+            apis.PRODUCE: self._produce,
+            apis.FETCH: self._fetch,
+            apis.LIST_OFFSETS: self._list_offsets,
+            apis.DELETE_RECORDS: self._delete_records,
+            apis.DESCRIBE_CLUSTER: self._describe_cluster,
+            apis.FIND_COORDINATOR: self._find_coordinator,
+        }
+
+    # --- decoding ----------------------------------------------------------------------------
+
+    def decode(self, frame: memoryview) -> KafkaRequest:
+        """The request in ``frame`` (without its size prefix).
+
+        An API or version not served comes back with a ``refusal``; raises
+        InvalidRequestError when the header or body cannot be read (the connection closes).
+        """
+        api_key, api_version, correlation_id = read_request_start(frame)
+        if not is_served(api_key, api_version):
+            message = (
+                f"unknown API key {api_key}"
+                if api_key not in ADVERTISED
+                else f"{apis.api_name(api_key)} v{api_version} is not supported; supported "
+                f"versions are v{ADVERTISED[api_key].min_version}.."
+                f"v{ADVERTISED[api_key].max_version}"
+            )
+            return KafkaRequest(
+                api_key, api_version, correlation_id, refusal=UnsupportedVersionError(message)
+            )
+        header = read_request_header(frame, is_flexible_request(api_key, api_version))
+        if api_key == apis.PRODUCE and api_version < ADVERTISED[api_key].min_served:
+            return KafkaRequest(
+                api_key,
+                api_version,
+                correlation_id,
+                header.client_id,
+                body=_legacy_produce(frame, header),
+            )
+        if api_key == apis.PRODUCE:
+            body = read_produce_request(frame, header.body_offset, api_version)
+        else:
+            body = decode(request_spec(api_key, api_version), frame, header.body_offset)
+        return KafkaRequest(api_key, api_version, correlation_id, header.client_id, body)
+
+    # --- answering ---------------------------------------------------------------------------
+
+    async def handle(self, peer: str, request: KafkaRequest) -> list[Payload] | None:
+        """The response frame, or None when the request wants none (acks=0)."""
+        if request.refusal is not None:  # ApiVersions of an unknown version: v0, full list
+            body = self._api_versions_body(request.refusal.code)
+            return self._frame(request, body, version=0)
+        context = RequestContext(
+            peer,
+            RequestHeader(
+                request.api_key, request.api_version, request.correlation_id, request.client_id
+            ),
+        )
+        body = await self._handlers[request.api_key](request, context)
+        if body is None:
+            return None
+        return self._frame(request, body)
+
+    async def _call(self, context: RequestContext, message: Message) -> Any:
+        """``message`` through KafkaApis, under its own API key (a Kafka request may become
+        another API's message: AlterConfigs reads the configs first)."""
+        header = context.header
+        own = RequestHeader(
+            message.api_key, header.api_version, header.correlation_id, header.client_id
+        )
+        return await self._apis.handle(RequestContext(context.peer, own), message)
+
+    def _frame(
+        self, request: KafkaRequest, body: dict[str, Any], version: int | None = None
+    ) -> list[Payload]:
+        version = request.api_version if version is None else version
+        if request.api_key == apis.PRODUCE and version < 3:
+            parts = _legacy_produce_response(body, version)
+        elif request.api_key == apis.PRODUCE:
+            parts = [write_produce_response(body, version)]
+        else:
+            parts = encode_parts(response_spec(request.api_key, version), body)
+        header_version = response_header_version(request.api_key, version)
+        return response_frame(request.correlation_id, header_version, parts)
+
+    # --- ApiVersions, Metadata, DescribeCluster ------------------------------------------------
+
+    def _api_versions_body(self, error_code: int = 0) -> dict[str, Any]:
+        return {
+            "error_code": error_code,
+            "api_keys": [
+                {"api_key": r.api_key, "min_version": r.min_version, "max_version": r.max_version}
+                for r in ADVERTISED.values()
+            ],
+        }
+
+    async def _api_versions(self, request: KafkaRequest, _context: RequestContext) -> dict:
+        return self._api_versions_body()
+
+    def _broker(self) -> dict[str, Any]:
+        host, port = self._advertised()
+        return {"node_id": self._node_id, "broker_id": self._node_id, "host": host, "port": port}
+
+    async def _metadata(self, request: KafkaRequest, context: RequestContext) -> dict:
+        body = request.body
+        topics = body["topics"]
+        if request.api_version == 0 and not topics:
+            topics = None
+        names = None
+        if topics is not None:
+            names = tuple(
+                topic["name"] or self._topic_ids.name_of(topic.get("topic_id")) or ""
+                for topic in topics
+            )
+        auto_create = body.get("allow_auto_topic_creation", True)
+        response = await self._call(context, MetadataRequest(names, auto_create))
+        await self._topic_ids.ensure(
+            {t.name: len(t.partitions) for t in response.topics if not t.error}
+        )
+        topic_entries = []
+        for topic in response.topics:
+            partitions = [
+                {
+                    "error_code": p.error,
+                    "partition_index": p.partition,
+                    "leader_id": p.leader,
+                    "replica_nodes": [p.leader] if p.leader >= 0 else [],
+                    "isr_nodes": [p.leader] if p.leader >= 0 else [],
+                }
+                for p in topic.partitions
+            ]
+            topic_entries.append(
+                {
+                    "error_code": topic.error,
+                    "name": topic.name,
+                    "topic_id": self._topic_ids.get(topic.name) if not topic.error else None,
+                    "partitions": partitions,
+                }
+            )
+        return {
+            "brokers": [self._broker()],
+            "cluster_id": response.cluster_id,
+            "controller_id": self._node_id,
+            "topics": topic_entries,
+        }
+
+    async def _describe_cluster(self, request: KafkaRequest, _context: RequestContext) -> dict:
+        return {
+            "cluster_id": self._admin.cluster_id,
+            "controller_id": self._node_id,
+            "brokers": [self._broker()],
+        }
+
+    async def _find_coordinator(self, request: KafkaRequest, _context: RequestContext) -> dict:
+        return {
+            "error_code": COORDINATOR_NOT_AVAILABLE,
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+        }
+
+    # --- Produce -----------------------------------------------------------------------------
+
+    async def _produce(self, request: KafkaRequest, context: RequestContext) -> Any:
+        """The partitions' results (a list; fields for v0-2), None for acks=0."""
+        body: KafkaProduceRequest = request.body
+        entries = body.partitions
+        acks_value = body.acks
+        legacy = request.api_version < ADVERTISED[apis.PRODUCE].min_served
+        refusal: KafkaError | None = None
+        if legacy:
+            refusal = UnsupportedVersionError(
+                f"Produce v{request.api_version} carries message format v0/v1, which this "
+                f"broker does not store; use Produce v3 or later (record batches v2)"
+            )
+        elif acks_value not in (-1, 0, 1):
+            refusal = InvalidRequiredAcksError(f"acks must be -1, 0 or 1, not {acks_value}")
+        elif body.transactional_id is not None:
+            refusal = UnsupportedVersionError("transactional produce is not supported yet")
+        if refusal is not None:
+            if acks_value == 0:
+                return None
+            results = [
+                ProducePartitionResult(
+                    entry.topic, entry.partition, refusal.code, refusal.message, -1, -1, -1
+                )
+                for entry in entries
+            ]
+            return results if not legacy else _produce_response(results)
+        odradek_request = ProduceRequest(
+            tuple(
+                ProducePartitionData(
+                    entry.topic, entry.partition, b"" if entry.records is None else entry.records
+                )
+                for entry in entries
+            ),
+            Acks(acks_value),
+            max(0, body.timeout_ms),
+        )
+        response = await self._call(context, odradek_request)
+        if response is None:
+            return None
+        return [
+            ProducePartitionResult(
+                p.topic,
+                p.partition,
+                p.error,
+                p.message,
+                p.base_offset,
+                p.log_append_time_ms,
+                p.log_start_offset,
+            )
+            for p in response.partitions
+        ]
+
+    # --- Fetch -------------------------------------------------------------------------------
+
+    async def _fetch(self, request: KafkaRequest, context: RequestContext) -> dict:
+        body = request.body
+        if body.get("session_id", 0) != 0:
+            # Sessions are answered as sessionless (id 0); an incremental fetch in a session
+            # this broker never created gets Kafka's error, and the client starts over.
+            return {"error_code": FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
+        entries = [
+            FetchPartition(
+                topic["topic"],
+                partition["partition"],
+                partition["fetch_offset"],
+                max(0, partition["partition_max_bytes"]),
+            )
+            for topic in body["topics"]
+            for partition in topic["partitions"]
+        ]
+        fetch = FetchRequest(
+            tuple(entries),
+            max(0, body["max_wait"]),
+            max(0, body["min_bytes"]),
+            max(0, body.get("max_bytes", 2**31 - 1)),
+            IsolationLevel.HIGH_WATERMARK,
+        )
+        response = await self._call(context, fetch)
+        read_committed = body.get("isolation_level", 0) == READ_COMMITTED
+        topics: list[dict[str, Any]] = []
+        for p in response.partitions:
+            high_watermark, last_stable, log_start = (
+                p.high_watermark,
+                p.last_stable_offset,
+                p.log_start_offset,
+            )
+            if p.error:
+                high_watermark, last_stable, log_start = self._offsets(p.topic, p.partition)
+            entry = {
+                "partition_index": p.partition,
+                "error_code": p.error,
+                "high_watermark": high_watermark,
+                "last_stable_offset": last_stable,
+                "log_start_offset": log_start,
+                "aborted_transactions": [] if read_committed else None,
+                "records": p.records,
+            }
+            if topics and topics[-1]["topic"] == p.topic:
+                topics[-1]["partitions"].append(entry)
+            else:
+                topics.append({"topic": p.topic, "partitions": [entry]})
+        return {"error_code": 0, "session_id": 0, "responses": topics}
+
+    def _offsets(self, topic: str, partition: int) -> tuple[int, int, int]:
+        """(high watermark, last stable offset, log start offset), -1s when unknown."""
+        try:
+            log = self._replicas.partition(topic, partition).log
+        except KafkaError:
+            return -1, -1, -1
+        return log.high_watermark, log.high_watermark, log.log_start_offset
+
+    # --- ListOffsets, DeleteRecords ----------------------------------------------------------
+
+    async def _list_offsets(self, request: KafkaRequest, context: RequestContext) -> dict:
+        body = request.body
+        wanted = []
+        special: dict[int, dict[str, Any]] = {}
+        for topic in body["topics"]:
+            for partition in topic["partitions"]:
+                timestamp = partition["timestamp"]
+                index = len(wanted) + len(special)
+                if timestamp == MAX_TIMESTAMP:
+                    special[index] = self._max_timestamp(
+                        topic["name"], partition["partition_index"]
+                    )
+                elif timestamp < MAX_TIMESTAMP:
+                    special[index] = {
+                        "partition_index": partition["partition_index"],
+                        "error_code": INVALID_REQUEST,
+                    }
+                else:
+                    wanted.append(
+                        (
+                            index,
+                            ListOffsetsPartition(
+                                topic["name"], partition["partition_index"], timestamp
+                            ),
+                        )
+                    )
+        results: dict[int, dict[str, Any]] = dict(special)
+        if wanted:
+            # read_committed reads as read_uncommitted: there are no transactions yet.
+            response = await self._call(
+                context, ListOffsetsRequest(tuple(entry for _, entry in wanted))
+            )
+            for (index, _), p in zip(wanted, response.partitions, strict=True):
+                results[index] = {
+                    "partition_index": p.partition,
+                    "error_code": p.error,
+                    "timestamp": p.timestamp,
+                    "offset": p.offset,
+                }
+        topics: list[dict[str, Any]] = []
+        index = 0
+        for topic in body["topics"]:
+            entries = []
+            for _ in topic["partitions"]:
+                entries.append(results[index])
+                index += 1
+            topics.append({"name": topic["name"], "partitions": entries})
+        return {"topics": topics}
+
+    def _max_timestamp(self, topic: str, partition: int) -> dict[str, Any]:
+        """The offset and timestamp of the record with the largest timestamp (ListOffsets v7)."""
+        try:
+            log = self._replicas.partition(topic, partition).log
+        except KafkaError as error:
+            return {"partition_index": partition, "error_code": error.code}
+        best = None
+        for segment in log.segments.values():
+            found = segment.max_timestamp_and_offset_so_far
+            if found.timestamp >= 0 and (best is None or found.timestamp > best.timestamp):
+                best = found
+        if best is None:
+            return {"partition_index": partition, "error_code": 0}
+        return {
+            "partition_index": partition,
+            "error_code": 0,
+            "timestamp": best.timestamp,
+            "offset": best.offset,
+        }
+
+    async def _delete_records(self, request: KafkaRequest, context: RequestContext) -> dict:
+        topics = request.body["topics"]
+        entries = tuple(
+            DeleteRecordsPartition(topic["name"], p["partition_index"], p["offset"])
+            for topic in topics
+            for p in topic["partitions"]
+        )
+        response = await self._call(context, DeleteRecordsRequest(entries))
+        results = iter(response.partitions)
+        return {
+            "topics": [
+                {
+                    "name": topic["name"],
+                    "partitions": [
+                        _delete_records_entry(next(results)) for _ in topic["partitions"]
+                    ],
+                }
+                for topic in topics
+            ]
+        }
+
+
+def _delete_records_entry(p: Any) -> dict[str, Any]:
+    return {
+        "partition_index": p.partition,
+        "low_watermark": p.low_watermark,
+        "error_code": p.error,
+    }
+
+
+def _produce_response(results: list[ProducePartitionResult]) -> dict[str, Any]:
+    """A refused Produce v0-2's response as fields for the legacy writer."""
+    topics: list[dict[str, Any]] = []
+    for r in results:
+        entry = {"index": r.partition, "error_code": r.error_code, "base_offset": r.base_offset}
+        if topics and topics[-1]["name"] == r.topic:
+            topics[-1]["partition_responses"].append(entry)
+        else:
+            topics.append({"name": r.topic, "partition_responses": [entry]})
+    return {"responses": topics}
+
+
+def _legacy_produce(frame: memoryview, header: KafkaRequestHeader) -> KafkaProduceRequest:
+    """A Produce v0-2 body: v3's layout without its leading transactional_id, so it is read
+    as a v3 body with a null transactional id in front."""
+    body = memoryview(b"\xff\xff" + bytes(frame[header.body_offset :]))
+    return read_produce_request(body, 0, 3)
+
+
+def _legacy_produce_response(body: dict[str, Any], version: int) -> list[Payload]:
+    """Produce v0-2 responses (not in the schema package): per partition index, error,
+    base offset (v2: log append time), then (v1+) the throttle time."""
+    out = bytearray()
+    topics = body["responses"]
+    out += struct.pack(">i", len(topics))
+    for topic in topics:
+        name = topic["name"].encode()
+        out += struct.pack(">h", len(name)) + name
+        out += struct.pack(">i", len(topic["partition_responses"]))
+        for p in topic["partition_responses"]:
+            out += struct.pack(">ihq", p["index"], p["error_code"], p["base_offset"])
+            if version >= 2:
+                out += struct.pack(">q", -1)
+    if version >= 1:
+        out += struct.pack(">i", 0)
+    return [bytes(out)]

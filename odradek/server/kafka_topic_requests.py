@@ -1,0 +1,142 @@
+"""KafkaTopicRequests: CreateTopics, DeleteTopics and CreatePartitions on Kafka's protocol,
+answered through AdminManager's handlers (via KafkaApis), with the topics' ids."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.errors import InvalidRequestError
+from odradek.protocol.kafka import api_versions as apis
+from odradek.protocol.topics import CreatePartitionsRequest, CreatePartitionsTopic
+from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest, DeleteTopicsRequest
+from odradek.server.kafka_request import CallApis, KafkaHandler, KafkaRequest
+from odradek.server.request_context import RequestContext
+from odradek.server.topic_ids import TopicIds
+
+INVALID_REQUEST = InvalidRequestError.code
+INVALID_REPLICATION_FACTOR = 38
+
+
+class KafkaTopicRequests:
+    """The topic administration APIs of Kafka's protocol."""
+
+    def __init__(self, call: CallApis, topic_ids: TopicIds) -> None:
+        self._call = call
+        self._topic_ids = topic_ids
+
+    def handlers(self) -> dict[int, KafkaHandler]:
+        return {
+            apis.CREATE_TOPICS: self._create_topics,
+            apis.DELETE_TOPICS: self._delete_topics,
+            apis.CREATE_PARTITIONS: self._create_partitions,
+        }
+
+    async def _create_topics(self, request: KafkaRequest, context: RequestContext) -> dict:
+        body = request.body
+        results: list[dict[str, Any] | None] = []
+        creatable = []
+        for topic in body["topics"]:
+            if topic["replication_factor"] not in (-1, 1):
+                results.append(
+                    {
+                        "name": topic["name"],
+                        "error_code": INVALID_REPLICATION_FACTOR,
+                        "error_message": f"replication factor {topic['replication_factor']} "
+                        f"is larger than the 1 broker available",
+                    }
+                )
+                continue
+            if topic["assignments"]:
+                results.append(
+                    {
+                        "name": topic["name"],
+                        "error_code": INVALID_REQUEST,
+                        "error_message": "manual partition assignments are not supported",
+                    }
+                )
+                continue
+            configs = {c["name"]: c["value"] for c in topic["configs"] if c["value"] is not None}
+            creatable.append(CreatableTopic(topic["name"], topic["num_partitions"], configs))
+            results.append(None)
+        if creatable:
+            response = await self._call(
+                context, CreateTopicsRequest(tuple(creatable), body["validate_only"])
+            )
+            if not body["validate_only"]:
+                await self._topic_ids.ensure(
+                    {t.name: t.num_partitions for t in response.topics if not t.error}
+                )
+            created = iter(response.topics)
+            for index, result in enumerate(results):
+                if result is None:
+                    found = next(created)
+                    results[index] = {
+                        "name": found.name,
+                        "topic_id": None if found.error else self._topic_ids.get(found.name),
+                        "error_code": found.error,
+                        "error_message": found.message,
+                        "num_partitions": found.num_partitions,
+                        "replication_factor": 1 if not found.error else -1,
+                        "configs": None,
+                    }
+        return {"topics": results}
+
+    async def _delete_topics(self, request: KafkaRequest, context: RequestContext) -> dict:
+        body = request.body
+        if request.api_version >= 6:
+            names = []
+            for topic in body["topics"]:
+                name = topic["name"]
+                if name is None:
+                    name = self._topic_ids.name_of(topic["topic_id"]) or ""
+                names.append(name)
+        else:
+            names = list(body["topic_names"])
+        ids = {name: self._topic_ids.get(name) for name in names}
+        response = await self._call(context, DeleteTopicsRequest(tuple(names)))
+        for result in response.topics:
+            if not result.error:
+                self._topic_ids.forget(result.name)
+        return {
+            "responses": [
+                {
+                    "name": r.name,
+                    "topic_id": ids.get(r.name),
+                    "error_code": r.error,
+                    "error_message": r.message,
+                }
+                for r in response.topics
+            ]
+        }
+
+    async def _create_partitions(self, request: KafkaRequest, context: RequestContext) -> dict:
+        body = request.body
+        results: list[dict[str, Any] | None] = []
+        counts = []
+        for topic in body["topics"]:
+            if topic["assignments"]:
+                results.append(
+                    {
+                        "name": topic["name"],
+                        "error_code": INVALID_REQUEST,
+                        "error_message": "manual partition assignments are not supported",
+                    }
+                )
+                continue
+            counts.append(CreatePartitionsTopic(topic["name"], topic["count"]))
+            results.append(None)
+        if counts:
+            response = await self._call(
+                context, CreatePartitionsRequest(tuple(counts), body["validate_only"], body["timeout_ms"])
+            )
+            grown = iter(response.topics)
+            for index, result in enumerate(results):
+                if result is None:
+                    found = next(grown)
+                    results[index] = {
+                        "name": found.name,
+                        "error_code": found.error,
+                        "error_message": found.message,
+                    }
+            await self._topic_ids.ensure(dict.fromkeys(c.name for c in counts))
+        return {"results": results}

@@ -1,0 +1,173 @@
+"""ProtocolDetector: tells from a connection's first bytes which protocol it speaks.
+
+One port serves both odradek's msgpack protocol and Kafka's. Both start with a 4-byte
+big-endian size; they differ in the next five bytes:
+
+- msgpack frame: ``uint32 header_size`` then the header, a msgpack map, so byte 8 is a map
+  marker (0x80-0x8f fixmap, 0xde map16, 0xdf map32). A request header holds at least ``api``,
+  ``v`` and ``id`` (13 bytes or more) and is far below 64 KiB, so bytes 4-5 are zero.
+- Kafka request: ``int16 api_key, int16 api_version, int32 correlation_id``.
+
+The rule (docs/protocol.md, "Protocol detection"): msgpack when bytes 4-5 are zero, bytes 6-7
+(the header size) are at least 13 and byte 8 is a map marker; otherwise Kafka when the size is
+at least 8 (the smallest Kafka request header) and ``api_key`` and ``api_version`` are not
+negative; otherwise the bytes are neither and the connection is closed. The overlap is a Kafka
+Produce (key 0) of version 13 or above whose correlation id is negative: no client starts a
+connection that way (clients open with ApiVersions, key 18, and count correlation ids up from
+0), and such a request would be refused anyway (Produce is served up to v12). A TLS
+ClientHello (0x16 0x03 ...) is refused as neither, by its first two bytes (as a size it would
+be above 350 MB).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from odradek.server.client_connection import ConnectionRegistry
+
+logger = logging.getLogger(__name__)
+
+DETECTION_BYTES = 9
+MIN_MSGPACK_HEADER_BYTES = 13
+MIN_KAFKA_REQUEST_BYTES = 8
+TLS_HANDSHAKE, TLS_MAJOR_VERSION = 0x16, 0x03
+MSGPACK_MAP_MARKERS = frozenset(range(0x80, 0x90)) | {0xDE, 0xDF}
+
+
+class WireProtocol(enum.Enum):
+    MSGPACK = "msgpack"
+    KAFKA = "kafka"
+
+
+def detect_protocol(first: bytes, max_request_bytes: int) -> WireProtocol | None:
+    """The protocol whose request starts with ``first`` (at least 9 bytes), None for neither."""
+    if first[0] == TLS_HANDSHAKE and first[1] == TLS_MAJOR_VERSION:
+        return None  # a TLS record header: a client that expects TLS on a plaintext port
+    size = int.from_bytes(first[0:4], "big", signed=True)
+    if size < MIN_KAFKA_REQUEST_BYTES or size > max_request_bytes:
+        return None
+    if (
+        first[4] == 0
+        and first[5] == 0
+        and int.from_bytes(first[6:8], "big") >= MIN_MSGPACK_HEADER_BYTES
+        and first[8] in MSGPACK_MAP_MARKERS
+    ):
+        return WireProtocol.MSGPACK
+    api_key = int.from_bytes(first[4:6], "big", signed=True)
+    api_version = int.from_bytes(first[6:8], "big", signed=True)
+    if api_key >= 0 and api_version >= 0:
+        return WireProtocol.KAFKA
+    return None
+
+
+ProtocolFactory = Callable[[], asyncio.BufferedProtocol]
+
+
+class ProtocolDetector(asyncio.BufferedProtocol):
+    """A new connection's protocol until its first 9 bytes arrive; then it hands the
+    transport, and those bytes, to the connection type of the protocol detected."""
+
+    def __init__(
+        self,
+        factories: dict[WireProtocol, ProtocolFactory],
+        max_request_bytes: int,
+        timeout_s: float,
+        registry: ConnectionRegistry,
+        on_refused: Callable[[], None],
+    ) -> None:
+        self._factories = factories
+        self._max_request_bytes = max_request_bytes
+        self._timeout_s = timeout_s
+        self._registry = registry
+        self._on_refused = on_refused
+        self._buffer = bytearray(DETECTION_BYTES)
+        self._received = 0
+        self._transport: asyncio.Transport | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._handed_over = False
+        self.peer = "unknown peer"
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self.peer = f"{peer[0]}:{peer[1]}"
+        if not self._registry.register(self):  # counted from accept on (max.connections)
+            transport.abort()
+            return
+        self._timer = asyncio.get_running_loop().call_later(self._timeout_s, self._timed_out)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return memoryview(self._buffer)[self._received :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._timer is None:
+            return  # refused at accept
+        self._received += nbytes
+        if self._received < DETECTION_BYTES and not self._size_refused():
+            return
+        self._timer.cancel()
+        first = bytes(self._buffer[: self._received])
+        protocol = None
+        if self._received == DETECTION_BYTES:
+            protocol = detect_protocol(first, self._max_request_bytes)
+        if protocol is None:
+            logger.warning(
+                "%s: closing connection: its first bytes %s are neither a Kafka request nor "
+                "an odradek frame (or ask for more than socket.request.max.bytes=%d)",
+                self.peer,
+                first.hex(),
+                self._max_request_bytes,
+            )
+            self._on_refused()
+            self._transport.abort()
+            return
+        connection = self._factories[protocol]()
+        self._handed_over = True
+        self._registry.unregister(self)  # the connection registers itself
+        self._transport.set_protocol(connection)
+        connection.connection_made(self._transport)
+        if self._transport.is_closing():
+            return
+        fed = 0
+        while fed < len(first):
+            target = connection.get_buffer(len(first) - fed)
+            count = min(len(target), len(first) - fed)
+            target[:count] = first[fed : fed + count]
+            fed += count
+            connection.buffer_updated(count)
+
+    def _size_refused(self) -> bool:
+        """Whether the size prefix alone (once its 4 bytes are in) rules out both protocols."""
+        if self._received < 4:
+            return False
+        size = int.from_bytes(self._buffer[0:4], "big", signed=True)
+        return size < MIN_KAFKA_REQUEST_BYTES or size > self._max_request_bytes
+
+    def eof_received(self) -> bool:
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if not self._handed_over:
+            self._registry.unregister(self)
+
+    async def shutdown(self, timeout_s: float = 10.0) -> None:
+        """The broker stops: a connection that has not spoken yet has nothing to finish."""
+        if self._transport is not None and not self._handed_over:
+            self._transport.abort()
+
+    def _timed_out(self) -> None:
+        logger.info(
+            "%s: closing connection: %d bytes in %.1f s, too few to tell its protocol",
+            self.peer,
+            self._received,
+            self._timeout_s,
+        )
+        self._transport.abort()
