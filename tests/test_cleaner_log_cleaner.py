@@ -11,14 +11,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from cleaner_helpers import compact_config, latest_records, write
 from log_helpers import open_log, read_all
 from process_helpers import await_workers, state
-from test_cleaner_helpers import compact_config, latest_records, write
 
 from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.cleaner.cleaner_offset_checkpoints import CleanerOffsetCheckpoints
 from odradek.cleaner.log_cleaner import LogCleaner
-from odradek.cleaner.log_cleaning_state import paused
+from odradek.cleaner.log_cleaner_manager import paused
 from odradek.clock import MockClock
 from odradek.storage import log_file_names as names
 from odradek.storage.log import Log

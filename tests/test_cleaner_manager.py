@@ -9,15 +9,14 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
+from cleaner_helpers import compact_config, write
 from log_helpers import BASE_TIME_MS, open_log
-from test_cleaner_helpers import compact_config, write
 
 from odradek.cleaner.cleaner_offset_checkpoints import (
     CLEANER_OFFSET_CHECKPOINT_FILE,
     CleanerOffsetCheckpoints,
 )
-from odradek.cleaner.log_cleaner_manager import LogCleanerManager
-from odradek.cleaner.log_cleaning_state import ABORTED, IN_PROGRESS, paused
+from odradek.cleaner.log_cleaner_manager import ABORTED, IN_PROGRESS, LogCleanerManager, paused
 from odradek.clock import MockClock
 from odradek.config.log_config import LogConfig
 from odradek.storage.log import Log

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from cleaner_helpers import CLEANER, clean_once, compact_config, latest_records, plan, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from log_helpers import append, open_log, read_all
-from test_cleaner_helpers import CLEANER, clean_once, compact_config, latest_records, plan, write
 
 import odradek.cleaner.offset_map as offset_map_module
 from odradek.cleaner.cleaner import Cleaner

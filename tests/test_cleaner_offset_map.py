@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from odradek.cleaner.batch_keys import BatchKeys
-from odradek.cleaner.segment_groups import INT32_MAX, group_segments_by_size
+from odradek.cleaner.cleaner import INT32_MAX, group_segments_by_size
 from odradek.cleaner.segment_snapshot import SegmentSnapshot
 from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY, NOT_FOUND, SkimpyOffsetMap
 from odradek.cleaner.throttler import Throttler

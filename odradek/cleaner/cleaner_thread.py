@@ -8,7 +8,7 @@ import threading
 from odradek.cleaner.cleaned_segment_swap import delete_leftovers, swap_in
 from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.cleaner.cleaner_process import CleanerProcess
-from odradek.cleaner.cleaning_report import CleaningReport
+from odradek.cleaner.cleaner_stats import CleaningReport
 from odradek.cleaner.cleaning_task import CleaningTask
 from odradek.cleaner.errors import LogCleaningAbortedError
 from odradek.cleaner.log_cleaner_manager import LogCleanerManager

@@ -13,12 +13,11 @@ import logging
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
-from odradek.cleaner import log_cleaning_state as states
 from odradek.cleaner.cleanable_offsets import cleanable_offsets, max_compaction_delay
-from odradek.cleaner.cleaner_checkpoint_store import CleanerCheckpointStore
-from odradek.cleaner.log_cleaning_state import LogCleaningState
+from odradek.cleaner.cleaner_offset_checkpoints import CleanerOffsetCheckpoints
 from odradek.cleaner.log_to_clean import LogToClean
 from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.storage.log import Log
@@ -29,17 +28,40 @@ logger = logging.getLogger(__name__)
 PAUSE_WAIT_S = 0.1
 
 
+@dataclass(frozen=True)
+class LogCleaningState:
+    """``in progress`` (being cleaned), ``aborted`` (asked to stop, not stopped yet) or
+    ``paused`` by ``paused_count`` callers; a log the cleaner is not touching has no state
+    (Kafka's ``LogCleaningState``)."""
+
+    name: str
+    paused_count: int = 0
+
+    @property
+    def is_paused(self) -> bool:
+        return self.name == PAUSED_NAME
+
+
+PAUSED_NAME = "paused"
+IN_PROGRESS = LogCleaningState("in progress")
+ABORTED = LogCleaningState("aborted")
+
+
+def paused(count: int) -> LogCleaningState:
+    return LogCleaningState(PAUSED_NAME, count)
+
+
 class LogCleanerManager:
     """Shared by every cleaner thread and by the LogManager; every method is thread-safe."""
 
     def __init__(
         self,
         logs: Callable[[], Iterable[Log]],
-        checkpoints: CleanerCheckpointStore,
+        checkpoints: CleanerOffsetCheckpoints,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._logs = logs
-        self._checkpoints = checkpoints
+        self.checkpoints = checkpoints
         self._clock = clock
         self._lock = threading.Condition()
         self._in_progress: dict[TopicPartition, LogCleaningState] = {}
@@ -54,7 +76,7 @@ class LogCleanerManager:
 
     def first_dirty_offset(self, tp: TopicPartition) -> int:
         """``tp``'s checkpointed first dirty offset, -1 before its first cleaning."""
-        return self._checkpoints.cleaner_offsets().get(tp, -1)
+        return self.checkpoints.cleaner_offsets().get(tp, -1)
 
     # --- choosing ----------------------------------------------------------------------------
 
@@ -64,7 +86,7 @@ class LogCleanerManager:
         log needs cleaning."""
         with self._lock:
             now_ms = self.time_of_last_run_ms = self._clock.milliseconds()
-            checkpoints = self._checkpoints.cleaner_offsets()
+            checkpoints = self.checkpoints.cleaner_offsets()
             measured = [
                 cleanable
                 for log in self._logs()
@@ -80,7 +102,7 @@ class LogCleanerManager:
             if not ready:
                 return None
             filthiest = max(ready, key=lambda c: c.cleanable_ratio)
-            self._in_progress[filthiest.topic_partition] = states.IN_PROGRESS
+            self._in_progress[filthiest.topic_partition] = IN_PROGRESS
             return filthiest
 
     def _is_candidate(self, log: Log) -> bool:
@@ -97,7 +119,7 @@ class LogCleanerManager:
         try:
             offsets = cleanable_offsets(log, checkpoints.get(tp), now_ms)
             if offsets.force_update_checkpoint:
-                self._checkpoints.update_cleaner_offsets({tp: offsets.first_dirty_offset})
+                self.checkpoints.update_cleaner_offsets({tp: offsets.first_dirty_offset})
             delay_ms = max_compaction_delay(log, offsets.first_dirty_offset, now_ms)
             return LogToClean.of(
                 log,
@@ -118,7 +140,7 @@ class LogCleanerManager:
         with self._lock:
             logs = [log for log in self._logs() if self._is_candidate(log)]
             for log in logs:
-                self._in_progress[log.topic_partition] = states.IN_PROGRESS
+                self._in_progress[log.topic_partition] = IN_PROGRESS
             return logs
 
     def done_deleting(self, tps: Iterable[TopicPartition]) -> None:
@@ -136,18 +158,20 @@ class LogCleanerManager:
                 if not log.config.compact and log.topic_partition not in self._in_progress
             ]
             for log in logs:
-                self._in_progress[log.topic_partition] = states.paused(1)
+                self._in_progress[log.topic_partition] = paused(1)
             return logs
 
     # --- pausing -----------------------------------------------------------------------------
 
     def abort_cleaning(self, tp: TopicPartition) -> None:
-        """Stop any cleaning of ``tp`` now and forget it (its topic is being deleted)."""
+        """Stop any cleaning of ``tp`` now and forget it, its checkpointed first dirty offset
+        included (its topic is being deleted)."""
         with self._lock:
             self.abort_and_pause_cleaning(tp)
             self.resume_cleaning([tp])
             for partitions in self._uncleanable.values():
                 partitions.discard(tp)
+            self.checkpoints.remove([tp])
 
     def abort_and_pause_cleaning(self, tp: TopicPartition) -> None:
         """Keep the cleaner off ``tp`` until :meth:`resume_cleaning`; a run in progress is
@@ -155,11 +179,11 @@ class LogCleanerManager:
         with self._lock:
             state = self._in_progress.get(tp)
             if state is None:
-                self._in_progress[tp] = states.paused(1)
-            elif state == states.IN_PROGRESS:
-                self._in_progress[tp] = states.ABORTED
+                self._in_progress[tp] = paused(1)
+            elif state == IN_PROGRESS:
+                self._in_progress[tp] = ABORTED
             elif state.is_paused:
-                self._in_progress[tp] = states.paused(state.paused_count + 1)
+                self._in_progress[tp] = paused(state.paused_count + 1)
             else:
                 raise ValueError(f"[{tp}] cleaning cannot be paused while it is {state.name}")
             while not self._in_progress[tp].is_paused:
@@ -173,13 +197,13 @@ class LogCleanerManager:
                 if state is None or not state.is_paused:
                     raise ValueError(f"[{tp}] cleaning cannot be resumed: it is not paused")
                 if state.paused_count > 1:
-                    self._in_progress[tp] = states.paused(state.paused_count - 1)
+                    self._in_progress[tp] = paused(state.paused_count - 1)
                 else:
                     del self._in_progress[tp]
 
     def is_cleaning_aborted(self, tp: TopicPartition) -> bool:
         with self._lock:
-            return self._in_progress.get(tp) == states.ABORTED
+            return self._in_progress.get(tp) == ABORTED
 
     # --- finishing ---------------------------------------------------------------------------
 
@@ -187,16 +211,16 @@ class LogCleanerManager:
         """The cleaner thread let go of ``tp``; when the run completed (``end_offset`` given,
         not aborted) its new first dirty offset is checkpointed."""
         with self._lock:
-            if end_offset is not None and self._in_progress.get(tp) == states.IN_PROGRESS:
-                self._checkpoints.update_cleaner_offsets({tp: end_offset})
+            if end_offset is not None and self._in_progress.get(tp) == IN_PROGRESS:
+                self.checkpoints.update_cleaner_offsets({tp: end_offset})
             self._release(tp)
 
     def _release(self, tp: TopicPartition) -> None:
         state = self._in_progress.get(tp)
-        if state == states.IN_PROGRESS:
+        if state == IN_PROGRESS:
             del self._in_progress[tp]
-        elif state == states.ABORTED:
-            self._in_progress[tp] = states.paused(1)
+        elif state == ABORTED:
+            self._in_progress[tp] = paused(1)
             self._lock.notify_all()
         else:
             raise ValueError(f"[{tp}] the cleaner does not hold the log (state {state})")
@@ -205,8 +229,8 @@ class LogCleanerManager:
         """After ``log`` was truncated to ``offset``: its first dirty offset cannot be above."""
         with self._lock:
             tp = log.topic_partition
-            if log.config.compact and self._checkpoints.cleaner_offsets().get(tp, 0) > offset:
-                self._checkpoints.update_cleaner_offsets({tp: offset})
+            if log.config.compact and self.checkpoints.cleaner_offsets().get(tp, 0) > offset:
+                self.checkpoints.update_cleaner_offsets({tp: offset})
 
     # --- uncleanable partitions --------------------------------------------------------------
 
@@ -227,6 +251,7 @@ class LogCleanerManager:
         """``log_dir`` went offline: its partitions are no longer tracked."""
         with self._lock:
             self._uncleanable.pop(log_dir, None)
+        self.checkpoints.forget_dir(log_dir)
 
 
 def _needs_cleaning(cleanable: LogToClean) -> bool:

@@ -21,7 +21,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from operator import attrgetter
@@ -65,7 +65,6 @@ CLEAN_SHUTDOWN_FILE_NAME = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT_FILE = "replication-offset-checkpoint"
-CLEANER_OFFSET_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 # The offsets each log checkpoint file records, taken from the live Logs.
 LOG_CHECKPOINTS: dict[str, Callable[[Log], int]] = {
     RECOVERY_POINT_CHECKPOINT_FILE: attrgetter("recovery_point"),
@@ -101,7 +100,7 @@ class LogManager:
         self._checkpoint_files = {
             (log_dir, name): OffsetCheckpointFile(log_dir / name)
             for log_dir in self.log_dirs
-            for name in (*LOG_CHECKPOINTS, CLEANER_OFFSET_CHECKPOINT_FILE)
+            for name in LOG_CHECKPOINTS
         }
         self._logs: dict[TopicPartition, Log] = {}
         self._offline_partitions: dict[TopicPartition, Path] = {}
@@ -110,9 +109,6 @@ class LogManager:
         self._lock = threading.Lock()  # guards the partition maps; held briefly, never for I/O
         self._topic_lock = threading.Lock()  # serialises topic creation, deletion, config changes
         self._checkpoint_lock = threading.Lock()  # a checkpoint snapshot and its write are one step
-        # Each directory's cleaner offsets, read from its file once: this is the file's only
-        # writer, so a cleaning run updates them without reading the file back (checkpoint lock).
-        self._cleaner_offsets: dict[Path, dict[TopicPartition, int]] = {}
         self.meta_properties: MetaProperties | None = None
         self.load_summary: LogLoadSummary | None = None
         self.cleaner: CleaningControl | None = None
@@ -366,50 +362,6 @@ class LogManager:
                 logger.exception("[%s] %s failed", log.topic_partition, action)
         return results
 
-    # --- cleaner checkpoint ------------------------------------------------------------------
-
-    def cleaner_offsets(self) -> dict[TopicPartition, int]:
-        """The log cleaner's first dirty offsets (``cleaner-offset-checkpoint``) of every online
-        directory."""
-        offsets: dict[TopicPartition, int] = {}
-        with self._checkpoint_lock:
-            for log_dir in self._online_dirs():
-                offsets.update(self._cleaner_offsets_in(log_dir))
-        return offsets
-
-    def update_cleaner_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """Record the cleaner's new first dirty offsets, each in its partition's directory;
-        partitions deleted or offline meanwhile are skipped."""
-        by_dir: dict[Path, dict[TopicPartition, int]] = defaultdict(dict)
-        for tp, offset in offsets.items():
-            log = self._logs.get(tp)
-            if log is not None:
-                by_dir[log.dir.parent][tp] = offset
-        for log_dir, updates in by_dir.items():
-            self._rewrite_cleaner_offsets(log_dir, updates, ())
-
-    def _rewrite_cleaner_offsets(
-        self,
-        log_dir: Path,
-        updates: Mapping[TopicPartition, int],
-        removed: Iterable[TopicPartition],
-    ) -> None:
-        with self._checkpoint_lock:
-            offsets = self._cleaner_offsets_in(log_dir)
-            for tp in removed:
-                offsets.pop(tp, None)
-            offsets.update(updates)
-            self._write_checkpoint(log_dir, CLEANER_OFFSET_CHECKPOINT_FILE, offsets)
-
-    def _cleaner_offsets_in(self, log_dir: Path) -> dict[TopicPartition, int]:
-        """``log_dir``'s cleaner offsets, its file read on first use; call with the checkpoint
-        lock held."""
-        offsets = self._cleaner_offsets.get(log_dir)
-        if offsets is None:
-            checkpoint = self._checkpoint_files[(log_dir, CLEANER_OFFSET_CHECKPOINT_FILE)]
-            offsets = self._cleaner_offsets[log_dir] = checkpoint.read()
-        return offsets
-
     # --- partitions --------------------------------------------------------------------------
 
     def get_log(self, tp: TopicPartition) -> Log:
@@ -545,7 +497,6 @@ class LogManager:
             for log_dir in {log.dir.parent for log in logs}:
                 for file_name in LOG_CHECKPOINTS:
                     self._write_checkpoints(file_name, [log_dir])
-                self._rewrite_cleaner_offsets(log_dir, {}, [log.topic_partition for log in logs])
             self._topic_configs.remove(topic)
         logger.info("deleted topic %s (%d partitions)", topic, len(logs))
 
