@@ -36,7 +36,11 @@ from multiprocessing.connection import Connection
 
 from odradek.cleaner.cleaner import Cleaner
 from odradek.cleaner.cleaning_task import CleaningResult, CleaningTask
-from odradek.cleaner.errors import LogCleaningAbortedError, LogCleaningError
+from odradek.cleaner.errors import (
+    CleanerWorkerDiedError,
+    LogCleaningAbortedError,
+    LogCleaningError,
+)
 from odradek.cleaner.throttler import Throttler
 
 POLL_INTERVAL_S = 0.1
@@ -110,9 +114,9 @@ class CleanerProcess:
             outcome = results.recv()
         except (EOFError, BrokenPipeError):
             pid = self.pid
-            raise LogCleaningError(
-                f"[{task.topic_partition}] the cleaner worker process {pid} died "
-                f"(exit code {self._end(STOP_TIMEOUT_S)})"
+            how = _exit_description(self._end(STOP_TIMEOUT_S))
+            raise CleanerWorkerDiedError(
+                f"[{task.topic_partition}] the cleaner worker process {pid} died ({how})"
             ) from None
         except BaseException:
             self._end(0)
@@ -142,6 +146,16 @@ class CleanerProcess:
         self._tasks.close()
         self._results.close()
         return exit_code
+
+
+def _exit_description(exit_code: int | None) -> str:
+    """``killed by SIGKILL`` or ``exit code 1``, from a Popen return code."""
+    if exit_code is not None and exit_code < 0:
+        try:
+            return f"killed by {signal.Signals(-exit_code).name}"
+        except ValueError:
+            return f"killed by signal {-exit_code}"
+    return f"exit code {exit_code}"
 
 
 # --- the worker ----------------------------------------------------------------------------
@@ -178,9 +192,10 @@ def run(task: CleaningTask, throttler: Throttler) -> CleaningResult | Exception:
         return Cleaner(task, throttler).clean()
     except LogCleaningAbortedError as error:
         return error
-    except Exception:
+    except Exception as error:
         return LogCleaningError(
-            f"[{task.topic_partition}] cleaning failed:\n{traceback.format_exc()}"
+            f"[{task.topic_partition}] cleaning failed: {type(error).__name__}: {error}\n"
+            f"{traceback.format_exc()}"
         )
 
 

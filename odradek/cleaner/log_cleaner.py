@@ -44,6 +44,9 @@ class CleanerMetrics:
     max_dirty_percent: float
     time_since_last_run_ms: int
     uncleanable_partitions_count: int
+    worker_failures: int = 0
+    uncleanable_partitions: tuple[tuple[Path, TopicPartition, str], ...] = ()
+    """(log directory, partition, reason) of each uncleanable partition."""
 
 
 class LogCleaner:
@@ -66,9 +69,10 @@ class LogCleaner:
     ) -> None:
         self.config = config
         checkpoints = CleanerOffsetCheckpoints(logs, on_dir_failure)
-        self.manager = LogCleanerManager(logs, checkpoints, clock)
+        self.manager = LogCleanerManager(logs, checkpoints, clock, config.backoff_ms)
         self._clock = clock
         self._threads: list[CleanerThread] = []
+        self._worker_failures = 0  # of threads since shut down
 
     def startup(self) -> None:
         """Start the cleaner threads (none when ``log.cleaner.enable`` is false)."""
@@ -87,6 +91,7 @@ class LogCleaner:
             thread.initiate_shutdown()
         for thread in self._threads:
             thread.await_shutdown()
+        self._worker_failures += sum(t.worker_failures for t in self._threads)
         self._threads = []
 
     # --- keeping the cleaner off a log -------------------------------------------------------
@@ -123,7 +128,7 @@ class LogCleaner:
         bytes_read = sum(r.bytes_read for r in reports)
         bytes_written = sum(r.bytes_written for r in reports)
         utilization = max((r.buffer_utilization for r in reports), default=0.0)
-        uncleanable = manager.uncleanable_partitions().values()
+        uncleanable = manager.uncleanable_partitions()
         return CleanerMetrics(
             max_buffer_utilization_percent=100 * utilization,
             cleaner_recopy_percent=100 * bytes_written / max(bytes_read, 1),
@@ -132,7 +137,13 @@ class LogCleaner:
             dead_thread_count=sum(not t.is_alive for t in self._threads),
             max_dirty_percent=100 * manager.dirtiest_log_cleanable_ratio,
             time_since_last_run_ms=self._clock.milliseconds() - manager.time_of_last_run_ms,
-            uncleanable_partitions_count=sum(len(tps) for tps in uncleanable),
+            uncleanable_partitions_count=sum(len(tps) for tps in uncleanable.values()),
+            worker_failures=self._worker_failures + sum(t.worker_failures for t in self._threads),
+            uncleanable_partitions=tuple(
+                (log_dir, tp, reason)
+                for log_dir, tps in sorted(uncleanable.items())
+                for tp, reason in sorted(tps.items())
+            ),
         )
 
     def await_cleaned(self, tp: TopicPartition, offset: int, timeout_s: float) -> bool:

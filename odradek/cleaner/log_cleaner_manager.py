@@ -5,6 +5,13 @@ A log is in at most one of these hands at a time: a cleaner thread cleaning it o
 its retention (state ``in progress``), or callers that paused it (``paused``, counted) to
 truncate it, delete it or apply its retention themselves. Pausing a log that is being cleaned
 first aborts the run and waits for the cleaner thread to let go of it.
+
+A run that fails (its worker died, or the cleaning raised) is retried after a backoff that
+doubles with each failure in a row, from ``log.cleaner.backoff.ms`` up to
+``MAX_RETRY_BACKOFF_MS``; after ``MAX_CLEANING_ATTEMPTS`` failures in a row the partition is
+marked uncleanable, with the last failure as its reason, until the broker restarts (Kafka
+marks it at the first failure; a worker process can die of causes that pass, such as memory
+pressure, where Kafka's cleaner thread would not).
 """
 
 from __future__ import annotations
@@ -26,6 +33,9 @@ from odradek.topic_partition import TopicPartition
 logger = logging.getLogger(__name__)
 
 PAUSE_WAIT_S = 0.1
+MAX_CLEANING_ATTEMPTS = 3
+MAX_RETRY_BACKOFF_MS = 300_000
+REASON_CHARS = 300
 
 
 @dataclass(frozen=True)
@@ -59,13 +69,17 @@ class LogCleanerManager:
         logs: Callable[[], Iterable[Log]],
         checkpoints: CleanerOffsetCheckpoints,
         clock: Clock = SYSTEM_CLOCK,
+        retry_backoff_ms: int = 15_000,
     ) -> None:
         self._logs = logs
+        self._retry_backoff_ms = retry_backoff_ms
         self.checkpoints = checkpoints
         self._clock = clock
         self._lock = threading.Condition()
         self._in_progress: dict[TopicPartition, LogCleaningState] = {}
-        self._uncleanable: dict[Path, set[TopicPartition]] = defaultdict(set)
+        self._uncleanable: dict[Path, dict[TopicPartition, str]] = defaultdict(dict)
+        self._failures: dict[TopicPartition, int] = {}  # failed runs in a row
+        self._retry_at_ms: dict[TopicPartition, int] = {}
         self.dirtiest_log_cleanable_ratio = 0.0
         self.max_compaction_delay_ms = 0
         self.time_of_last_run_ms = clock.milliseconds()
@@ -91,6 +105,7 @@ class LogCleanerManager:
                 cleanable
                 for log in self._logs()
                 if self._is_candidate(log)
+                and self._retry_at_ms.get(log.topic_partition, 0) <= now_ms
                 and (cleanable := self._log_to_clean(log, checkpoints, now_ms)) is not None
             ]
             self.max_compaction_delay_ms = max((c.compaction_delay_ms for c in measured), default=0)
@@ -129,7 +144,8 @@ class LogCleanerManager:
             )
         except Exception:
             logger.exception("[%s] cannot measure the log for cleaning; not cleaning it", tp)
-            self.mark_partition_uncleanable(log.dir.parent, tp)
+            reason = "its dirty section cannot be measured"
+            self.mark_partition_uncleanable(log.dir.parent, tp, reason)
             return None
 
     # --- retention of compacted logs ---------------------------------------------------------
@@ -170,7 +186,9 @@ class LogCleanerManager:
             self.abort_and_pause_cleaning(tp)
             self.resume_cleaning([tp])
             for partitions in self._uncleanable.values():
-                partitions.discard(tp)
+                partitions.pop(tp, None)
+            self._failures.pop(tp, None)
+            self._retry_at_ms.pop(tp, None)
             self.checkpoints.remove([tp])
 
     def abort_and_pause_cleaning(self, tp: TopicPartition) -> None:
@@ -213,6 +231,8 @@ class LogCleanerManager:
         with self._lock:
             if end_offset is not None and self._in_progress.get(tp) == IN_PROGRESS:
                 self.checkpoints.update_cleaner_offsets({tp: end_offset})
+                self._failures.pop(tp, None)
+                self._retry_at_ms.pop(tp, None)
             self._release(tp)
 
     def _release(self, tp: TopicPartition) -> None:
@@ -234,18 +254,50 @@ class LogCleanerManager:
 
     # --- uncleanable partitions --------------------------------------------------------------
 
-    def mark_partition_uncleanable(self, log_dir: Path, tp: TopicPartition) -> None:
-        """Stop cleaning ``tp`` after a failure, until the broker restarts (Kafka does so)."""
+    def cleaning_failed(self, log_dir: Path, tp: TopicPartition, reason: str) -> None:
+        """A run of ``tp`` failed for ``reason``: retry it after a backoff, or mark it
+        uncleanable once it has failed ``MAX_CLEANING_ATTEMPTS`` times in a row."""
         with self._lock:
-            self._uncleanable[log_dir].add(tp)
+            failures = self._failures[tp] = self._failures.get(tp, 0) + 1
+            if failures >= MAX_CLEANING_ATTEMPTS:
+                self.mark_partition_uncleanable(
+                    log_dir, tp, f"{failures} cleaning runs failed in a row; the last: {reason}"
+                )
+                return
+            backoff_ms = retry_backoff_ms(self._retry_backoff_ms, failures)
+            self._retry_at_ms[tp] = self._clock.milliseconds() + backoff_ms
+        logger.warning(
+            "[%s] cleaning failed (%d of %d attempts): %s; retrying in %.1f s",
+            tp,
+            failures,
+            MAX_CLEANING_ATTEMPTS,
+            _first_line(reason),
+            backoff_ms / 1000,
+        )
+
+    def mark_partition_uncleanable(self, log_dir: Path, tp: TopicPartition, reason: str) -> None:
+        """Stop cleaning ``tp`` until the broker restarts (Kafka does so), for ``reason``."""
+        with self._lock:
+            self._uncleanable[log_dir][tp] = _first_line(reason)[:REASON_CHARS]
+            self._failures.pop(tp, None)
+            self._retry_at_ms.pop(tp, None)
+        logger.error(
+            "[%s] marked uncleanable in %s until the broker restarts: %s", tp, log_dir, reason
+        )
 
     def is_uncleanable_partition(self, log: Log) -> bool:
         with self._lock:
             return log.topic_partition in self._uncleanable.get(log.dir.parent, ())
 
-    def uncleanable_partitions(self) -> dict[Path, frozenset[TopicPartition]]:
+    def uncleanable_partitions(self) -> dict[Path, dict[TopicPartition, str]]:
+        """Each log directory's uncleanable partitions, with the reason of each."""
         with self._lock:
-            return {d: frozenset(tps) for d, tps in self._uncleanable.items() if tps}
+            return {d: dict(tps) for d, tps in self._uncleanable.items() if tps}
+
+    def failed_attempts(self, tp: TopicPartition) -> int:
+        """How many runs of ``tp`` failed in a row (0 after a run that completed)."""
+        with self._lock:
+            return self._failures.get(tp, 0)
 
     def handle_log_dir_failure(self, log_dir: Path) -> None:
         """``log_dir`` went offline: its partitions are no longer tracked."""
@@ -258,3 +310,13 @@ def _needs_cleaning(cleanable: LogToClean) -> bool:
     return (
         cleanable.needs_compaction_now and cleanable.cleanable_bytes > 0
     ) or cleanable.cleanable_ratio > cleanable.log.config.min_cleanable_dirty_ratio
+
+
+def retry_backoff_ms(base_ms: int, failures: int) -> int:
+    """The wait after ``failures`` failures in a row: ``base_ms`` doubled for each failure after
+    the first, at most ``MAX_RETRY_BACKOFF_MS`` (and never below ``base_ms``)."""
+    return max(base_ms, min(base_ms * 2 ** (failures - 1), MAX_RETRY_BACKOFF_MS))
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else text
