@@ -269,6 +269,30 @@ def test_records_the_broker_refuses_are_counted_and_named(broker: Broker) -> Non
     assert consumed(broker, "tiny", "--from-beginning") == []
 
 
+def test_a_backlog_larger_than_a_segment_is_delivered_whole(broker: Broker) -> None:
+    """A partition's pending batches together exceed ``segment.bytes``: sent one batch per
+    partition per request, every record is stored (all together, the broker refused them with
+    RECORD_LIST_TOO_LARGE and 78,736 of 200,000 records were lost)."""
+    segment_bytes = 1024 * 1024
+    config = ["--config", f"segment.bytes={segment_bytes}"]
+    ok(odradek(broker, "topics", "create", "small-segments", *config))
+    values = [b"%06d" % n + b"." * 994 for n in range(6000)]  # 6 MB: about 6 segments
+    with Producer(
+        bootstrap_servers=broker.bootstrap,
+        batch_size=segment_bytes // 4,
+        max_request_size=8 * segment_bytes,  # room for the whole backlog in one request
+        linger_ms=60_000,
+    ) as producer:
+        futures = [producer.send("small-segments", value) for value in values]
+        producer.flush()  # every batch is ready at once
+    offsets = [future.result().offset for future in futures]
+    assert offsets == list(range(len(values)))
+    records = consumed(broker, "small-segments", "--from-beginning")
+    assert [r["value"].encode() for r in records] == values
+    partitions, _ = described(broker, "small-segments")
+    assert int(partitions[0]["Segments"]) >= 6
+
+
 @pytest.fixture(scope="module")
 def timed(broker: Broker) -> tuple[str, int]:
     """A one-partition topic of 10 records, value "v<n>" at timestamp base + 1000 * n."""
