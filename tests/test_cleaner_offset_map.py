@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from odradek.cleaner.batch_keys import BatchKeys
 from odradek.cleaner.cleaner import INT32_MAX, group_segments_by_size
@@ -80,7 +81,7 @@ _records = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     _records,
     st.sampled_from(list(CompressionType)),

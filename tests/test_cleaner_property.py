@@ -17,6 +17,7 @@ from cleaner_helpers import (
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 from log_helpers import open_log, read_all
 
 from odradek.cleaner.cleaner_config import CleanerConfig
@@ -55,7 +56,7 @@ def _expected_after_horizon(log: Log, kept: list[Record], times: dict[int, int])
     ]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     pairs=writes,
     per_batch=st.integers(1, 4),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from test_client_fake_broker import FakeBroker, async_test, broker_in_thread, fill
+from fake_broker import FakeBroker, async_test, broker_in_thread, fill
 
 from odradek.client.completed_fetch import CompletedFetch
 from odradek.client.consumer import AsyncConsumer, Consumer
