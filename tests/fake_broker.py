@@ -272,8 +272,10 @@ class FakeBroker:
                         wanted.topic,
                         wanted.partition,
                         OffsetOutOfRangeError.code,
-                        f"offset {wanted.fetch_offset} is outside [{log.log_start_offset}, "
-                        f"{log.log_end_offset}]",
+                        f"offset {wanted.fetch_offset} of {wanted.topic}-{wanted.partition} is "
+                        f"out of range [{log.log_start_offset}, {log.log_end_offset}]",
+                        high_watermark=log.log_end_offset,
+                        log_start_offset=log.log_start_offset,
                     )
                 )
                 continue

@@ -310,7 +310,8 @@ def test_consume_from_an_offset(broker: Broker, timed: tuple[str, int]) -> None:
     assert [r["offset"] for r in consumed(broker, topic, "--offset", 7)] == [7, 8, 9]
     assert consumed(broker, topic, "--offset", 10) == []
     result = odradek(broker, "consume", topic, "--offset", 11, "--timeout-ms", IDLE_MS)
-    assert "offset 11" in failed(result, "OFFSET_OUT_OF_RANGE")
+    error = failed(result, "OFFSET_OUT_OF_RANGE")
+    assert error == f"OFFSET_OUT_OF_RANGE: offset 11 of {topic}-0 is out of range [0, 10]\n"
 
 
 def test_consume_from_a_timestamp(broker: Broker, timed: tuple[str, int]) -> None:

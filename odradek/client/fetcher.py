@@ -127,7 +127,9 @@ class Fetcher:
         if isinstance(error, OffsetOutOfRangeError):
             reset = RESET_TIMESTAMPS.get(self._config.auto_offset_reset)
             if reset is None:
-                raise OffsetOutOfRangeError(f"{tp} at offset {fetch.fetch_offset}: {error.message}")
+                raise OffsetOutOfRangeError(
+                    error.message or f"offset {fetch.fetch_offset} of {tp} is out of range"
+                )
             logger.info(
                 "%s: offset %d out of range, resetting to %s",
                 tp,

@@ -110,6 +110,7 @@ class LogManager:
         self._topic_lock = threading.Lock()  # serialises topic creation, deletion, config changes
         self._checkpoint_lock = threading.Lock()  # a checkpoint snapshot and its write are one step
         self.meta_properties: MetaProperties | None = None
+        self._new_log_dirs: frozenset[Path] = frozenset()  # without meta.properties at start-up
         self.load_summary: LogLoadSummary | None = None
         self.cleaner: CleaningControl | None = None
 
@@ -145,6 +146,7 @@ class LogManager:
         stored = self._for_each_online_dir("read meta.properties of", MetaProperties.read)
         meta = MetaProperties.reconcile(stored, self._config.broker_id, self._config.cluster_id)
         fresh = [log_dir for log_dir, found in stored.items() if found is None]
+        self._new_log_dirs = frozenset(fresh)
         self._for_each_online_dir("write meta.properties to", meta.write, fresh)
         if not self._online_dirs():
             raise KafkaStorageError(
@@ -178,7 +180,11 @@ class LogManager:
         recovery_points, log_start_offsets, high_watermarks = (
             self._checkpoint_files[(log_dir, name)].read() for name in LOG_CHECKPOINTS
         )
-        logger.info("loading logs from %s (%s shutdown)", log_dir, "clean" if clean else "unclean")
+        if log_dir in self._new_log_dirs:
+            logger.info("loading logs from %s (a new log directory)", log_dir)
+        else:
+            state = "clean" if clean else "unclean"
+            logger.info("loading logs from %s (%s shutdown)", log_dir, state)
 
         def open_log(directory: Path, tp: TopicPartition) -> Log:
             return Log.open(
