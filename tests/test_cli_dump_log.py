@@ -145,7 +145,7 @@ def test_json_nests_records_in_their_batch(log_file: Path) -> None:
             "timestamp": BASE_TIME_MS + 3,
             "key": "key-3",
             "value": "value-3-" * 8,
-            "headers": [["trace", "t"]],
+            "headers": [{"key": "trace", "value": "t"}],
         },
         {"offset": 7, "timestamp": BASE_TIME_MS, "key": None, "value": None, "headers": []},
     ]
@@ -159,9 +159,9 @@ def test_bytes_that_are_not_printable_text_are_escaped(tmp_path: Path) -> None:
     result = dump("--json", "--print-records", log_file)
 
     [record] = json_lines(result, "batch")[0]["records"]
-    assert record["key"] == "b'\\xff\\x00'"
+    assert record["key"] == {"base64": "/wA="}  # as consume --format json shows it
     assert record["value"] == "grüße"
-    assert record["headers"] == [["bin", "b'a\\nb'"], ["none", None]]
+    assert record["headers"] == [{"key": "bin", "value": "a\nb"}, {"key": "none", "value": None}]
 
 
 def test_batch_header_fields_come_from_the_file(tmp_path: Path) -> None:
@@ -232,7 +232,7 @@ def test_reads_a_segment_built_by_another_kafka_writer(tmp_path: Path) -> None:
     assert [r["offset"] for b in batches for r in b["records"]] == list(range(100, 110))
     assert [r["key"] for r in batches[2]["records"]] == ["key-2", None]
     assert batches[4]["records"][0]["value"] == "value-4-" * 8
-    assert batches[4]["records"][0]["headers"] == [["trace", "t"]]
+    assert batches[4]["records"][0]["headers"] == [{"key": "trace", "value": "t"}]
 
 
 def test_crc_mismatch_is_reported_with_its_position_and_the_dump_goes_on(log_file: Path) -> None:
@@ -506,3 +506,32 @@ def test_console_script_dumps_every_file_and_fails_for_the_bad_one(
     assert completed.stdout.count("Summary: batches: 9 records: 18") == 1
     assert completed.stderr.startswith(f"{bad}: truncated batch at byte ")
     assert str(good) not in completed.stderr
+
+
+def test_text_tells_apart_keys_that_would_look_alike(tmp_path: Path) -> None:
+    log_file = names.log_file(tmp_path, 0)
+    keys = [b"b'\\x00'", b"\x00", b"null", None, b"", b"plain", b"a\tb"]
+    log_file.write_bytes(build_batch([(BASE_TIME_MS, key, b"v", []) for key in keys]))
+
+    result = dump("--print-records", log_file)
+
+    shown = [
+        line.split(" key: ", 1)[1].split(" value: ", 1)[0]
+        for line in result.stdout.splitlines()
+        if line.startswith("| ")
+    ]
+    assert shown == ['"b\'\\\\x00\'"', "b'\\x00'", '"null"', "null", '""', "plain", '"a\\tb"']
+    assert len(set(shown)) == len(keys)
+
+
+def test_a_missing_file_is_an_error_before_any_dumping_line(tmp_path: Path) -> None:
+    present = names.log_file(tmp_path, 0)
+    present.write_bytes(build_batch([(BASE_TIME_MS, b"k", b"v", [])]))
+    missing = names.log_file(tmp_path, 100)
+
+    result = dump(missing, present)
+
+    assert result.exit_code == 1
+    assert result.stderr == f"{missing}: cannot read: No such file or directory\n"
+    assert str(missing) not in result.stdout
+    assert result.stdout.startswith(f"Dumping {present}\n")

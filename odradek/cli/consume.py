@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from odradek.cli.bytes_display import json_bytes, json_headers
 from odradek.cli.client_options import (
     bootstrap_from,
     bootstrap_option,
@@ -31,25 +31,15 @@ POLL_MS = 1000
 """How long one poll waits when there is no --timeout-ms."""
 
 
-def _json_bytes(data: bytes | None) -> str | dict[str, str] | None:
-    """UTF-8 text, or ``{"base64": ...}`` when ``data`` is not valid UTF-8; None stays None."""
-    if data is None:
-        return None
-    try:
-        return data.decode()
-    except UnicodeDecodeError:
-        return {"base64": base64.b64encode(data).decode("ascii")}
-
-
 def _json_line(record: ConsumerRecord) -> str:
     return json.dumps(
         {
             "partition": record.partition,
             "offset": record.offset,
             "timestamp": record.timestamp,
-            "key": _json_bytes(record.key),
-            "value": _json_bytes(record.value),
-            "headers": [{"key": k, "value": _json_bytes(v)} for k, v in record.headers],
+            "key": json_bytes(record.key),
+            "value": json_bytes(record.value),
+            "headers": json_headers(record.headers),
         },
         ensure_ascii=False,
     )
