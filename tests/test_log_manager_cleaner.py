@@ -124,6 +124,23 @@ def test_the_cleaner_owns_its_checkpoint_per_dir_and_drops_a_deleted_topic(tmp_p
         )
 
 
+def test_a_deleted_topic_leaves_the_checkpoint_even_before_the_cleaner_read_it(
+    tmp_path: Path,
+) -> None:
+    config = broker_config(tmp_path, dirs=1)
+    orders_0, keep = TopicPartition("orders", 0), TopicPartition("keep", 0)
+    with running(config) as manager:
+        manager.create_topic("orders", 1)
+        manager.create_topic("keep", 1)
+        checkpoints = LogCleaner(CleanerConfig(), manager.all_logs).manager.checkpoints
+        checkpoints.update_cleaner_offsets({orders_0: 10, keep: 5})
+    with running(config) as manager:  # a restart: nothing read the file yet
+        manager.attach_cleaner(LogCleaner(CleanerConfig(), manager.all_logs))
+        manager.delete_topic("orders")
+        manager.create_topic("orders", 1)  # a new topic of the same name starts clean
+        assert _checkpoint(manager.log_dirs[0]) == {keep: 5}
+
+
 def test_cleaner_offsets_are_written_from_memory_and_read_back_after_a_restart(
     tmp_path: Path,
 ) -> None:

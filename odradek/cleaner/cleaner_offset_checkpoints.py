@@ -82,6 +82,8 @@ class CleanerOffsetCheckpoints:
                 by_dir[directories[tp]][tp] = offset
         with self._lock:
             touched = set(by_dir)
+            # The directories of removed partitions still among the logs, read or not yet.
+            touched.update(directories[tp] for tp in removed if tp in directories)
             touched.update(d for d, held in self._offsets.items() if removed & held.keys())
             for log_dir in touched:
                 current = self._offsets_in(log_dir)
