@@ -246,10 +246,10 @@ def consume(
     configs = client_configs(ConsumerConfig, command_config, properties, "--consumer-property")
     configs = bootstrap_from(bootstrap, {**configs, "auto_offset_reset": "none"})
     ConsumerConfig(**configs)  # a bad value is an error before anything is asked
-    with Admin(bootstrap_servers=configs["bootstrap_servers"]) as admin:
-        partitions = _selected(topic, topic_partitions(admin, topic), partition)
     line: Callable[[ConsumerRecord], str] = text.line if output_format == "text" else _json_line
     try:
+        with Admin(bootstrap_servers=configs["bootstrap_servers"]) as admin:
+            partitions = _selected(topic, topic_partitions(admin, topic), partition)
         with Consumer(**configs) as consumer:
             consumer.assign(partitions)
             _seek(consumer, partitions, from_beginning, offset, timestamp)
