@@ -6,7 +6,7 @@ DATA_DIR ?= ./data
 PORT ?= 9092
 METRICS_PORT ?= 9644
 
-.PHONY: run test test-fast install install-test lint bench clean
+.PHONY: run test install install-test lint bench clean
 
 # The C sources and their shared header are prerequisites: an editable install compiles them into the source tree.
 NATIVE_SOURCES := $(wildcard odradek/*/*.c odradek/*/*.h)
@@ -33,6 +33,7 @@ test: install-test
 
 # The edit-and-check loop: no slow, Spark or Prometheus tests, Hypothesis's dev budgets (a
 # quarter of CI's, tests/conftest.py); under 90 s on 2 quiet cores.
+.PHONY: test-fast
 test-fast: install-test
 	$(PY) -m pytest -q -m "not slow and not spark and not prometheus"
 
