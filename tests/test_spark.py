@@ -627,3 +627,17 @@ def test_register_leaves_a_format_the_session_found_alone(spark: SparkSession) -
     assert odradek.spark.register(spark) is False
     if SPARK_MASTER.startswith("local-cluster["):  # the driver and two executor processes
         assert spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() == 3
+
+
+def test_the_streaming_example_says_where_each_micro_batch_spent_its_time(
+    example: Callable[[str], ModuleType],
+) -> None:
+    job = example("count_clicks")
+    progress = {
+        "batchId": 4,
+        "numInputRows": 5,
+        "durationMs": {"addBatch": 2243, "latestOffset": 3, "triggerExecution": 2726},
+    }
+    assert job.describe_progress(progress) == (
+        "micro-batch 4: 5 clicks in 2.7 s (latestOffset 0.0 s, addBatch 2.2 s)"
+    )
