@@ -174,6 +174,7 @@ def test_a_worker_killed_between_runs_is_replaced(tmp_path: Path, process: Clean
         assert process.pid not in (None, killed)
         assert state(killed) is None  # waited for when replaced
         assert read_all(log) == latest_records(before)
+        assert process.idle_deaths == 1  # counted (odradek_cleaner_worker_failures_total)
 
 
 def test_the_worker_dies_with_its_parent(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ killed or died is replaced by a fresh one for the next run.
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import signal
 import subprocess
@@ -42,6 +43,8 @@ from odradek.cleaner.errors import (
     LogCleaningError,
 )
 from odradek.cleaner.throttler import Throttler
+
+logger = logging.getLogger(__name__)
 
 POLL_INTERVAL_S = 0.1
 STOP_TIMEOUT_S = 5.0
@@ -61,6 +64,7 @@ class CleanerProcess:
         self._process: subprocess.Popen[bytes] | None = None
         self._tasks: Connection | None = None
         self._results: Connection | None = None
+        self.idle_deaths = 0  # workers found dead between runs (and replaced), in all
 
     @property
     def pid(self) -> int | None:
@@ -75,6 +79,13 @@ class CleanerProcess:
         """The running worker's task and result pipes, starting a worker if need be."""
         if self._process is not None and self._process.poll() is None:
             return self._tasks, self._results
+        if self._process is not None:
+            self.idle_deaths += 1
+            logger.error(
+                "the cleaner worker process %d died between runs (%s); starting a new one",
+                self._process.pid,
+                _exit_description(self._process.returncode),
+            )
         self._end(0)
         tasks_read, tasks_write = os.pipe()
         results_read, results_write = os.pipe()

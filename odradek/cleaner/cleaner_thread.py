@@ -42,7 +42,7 @@ class CleanerThread:
     def __init__(self, thread_id: int, config: CleanerConfig, manager: LogCleanerManager) -> None:
         self.thread_id = thread_id
         self.last_report: CleaningReport | None = None
-        self.worker_failures = 0  # worker processes that died in a run, in all
+        self._run_deaths = 0  # worker processes that died in a run, in all
         self._deaths_in_a_row = 0
         self._restart_backoff_s = 0.0
         self._config = config
@@ -52,6 +52,11 @@ class CleanerThread:
         self._thread = threading.Thread(
             target=self._run, name=f"kafka-log-cleaner-thread-{thread_id}", daemon=True
         )
+
+    @property
+    def worker_failures(self) -> int:
+        """Worker processes that died, in a run or between runs (each was replaced)."""
+        return self._run_deaths + self._process.idle_deaths
 
     @property
     def is_alive(self) -> bool:
@@ -108,7 +113,7 @@ class CleanerThread:
         except KafkaStorageError as error:
             logger.warning("[%s] cleaning stopped, the log directory failed: %s", tp, error)
         except CleanerWorkerDiedError as error:
-            self.worker_failures += 1
+            self._run_deaths += 1
             self._deaths_in_a_row += 1
             backoff_ms = retry_backoff_ms(self._config.backoff_ms, self._deaths_in_a_row)
             self._restart_backoff_s = backoff_ms / 1000

@@ -79,8 +79,8 @@ class CleanerCollector(Collector):
             yield GaugeMetricFamily(name, documentation, value=figure(metrics))
         yield CounterMetricFamily(
             "odradek_cleaner_worker_failures",
-            "Cleaner worker processes that died in a run (each is replaced after a backoff "
-            "and its partition retried).",
+            "Cleaner worker processes that died, in a run or between runs (each is replaced; "
+            "a run's partition is retried after a backoff).",
             value=metrics.worker_failures,
         )
         uncleanable = GaugeMetricFamily(
