@@ -151,7 +151,7 @@ def test_json_nests_records_in_their_batch(log_file: Path) -> None:
             "timestamp": BASE_TIME_MS + 3,
             "key": "key-3",
             "value": "value-3-" * 8,
-            "headers": [["trace", "t"]],
+            "headers": [{"key": "trace", "value": "t"}],
         },
         {"offset": 7, "timestamp": BASE_TIME_MS, "key": None, "value": None, "headers": []},
     ]
@@ -165,9 +165,9 @@ def test_bytes_that_are_not_printable_text_are_escaped(tmp_path: Path) -> None:
     result = dump("--json", "--print-records", log_file)
 
     [record] = json_lines(result, "batch")[0]["records"]
-    assert record["key"] == "b'\\xff\\x00'"
+    assert record["key"] == {"base64": "/wA="}  # as consume --format json shows it
     assert record["value"] == "grüße"
-    assert record["headers"] == [["bin", "b'a\\nb'"], ["none", None]]
+    assert record["headers"] == [{"key": "bin", "value": "a\nb"}, {"key": "none", "value": None}]
 
 
 def test_batch_header_fields_come_from_the_file(tmp_path: Path) -> None:
@@ -238,7 +238,7 @@ def test_reads_a_segment_built_by_another_kafka_writer(tmp_path: Path) -> None:
     assert [r["offset"] for b in batches for r in b["records"]] == list(range(100, 110))
     assert [r["key"] for r in batches[2]["records"]] == ["key-2", None]
     assert batches[4]["records"][0]["value"] == "value-4-" * 8
-    assert batches[4]["records"][0]["headers"] == [["trace", "t"]]
+    assert batches[4]["records"][0]["headers"] == [{"key": "trace", "value": "t"}]
 
 
 def test_crc_mismatch_is_reported_with_its_position_and_the_dump_goes_on(log_file: Path) -> None:

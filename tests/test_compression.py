@@ -12,6 +12,7 @@ import snappy
 import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 from kafka import codec as kafka_codec
 
 from odradek.errors import CorruptRecordError, UnsupportedCompressionTypeError
@@ -38,7 +39,7 @@ def test_accepts_bytearray_and_memoryview(codec: CompressionType) -> None:
     assert codec.decompress(memoryview(bytearray(compressed))) == PAYLOAD
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(data=st.binary(max_size=3000), codec=st.sampled_from(list(CompressionType)))
 def test_round_trip_random(data: bytes, codec: CompressionType) -> None:
     assert codec.decompress(codec.compress(data)) == data

@@ -29,6 +29,7 @@ from hypothesis.stateful import (
     precondition,
     rule,
 )
+from hypothesis_budget import examples
 from log_helpers import BASE_TIME_MS, records_of
 
 from odradek.clock import MockClock
@@ -573,7 +574,7 @@ class LogModel(RuleBasedStateMachine):
 
 
 LogModel.TestCase.settings = settings(
-    max_examples=250,
+    max_examples=examples(250),
     stateful_step_count=100,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

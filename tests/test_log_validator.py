@@ -13,6 +13,7 @@ from unittest import mock
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from odradek.config.log_config import LogConfig
 from odradek.errors import (
@@ -195,7 +196,7 @@ def test_timestamps_within_bounds_are_accepted() -> None:
     assert _validate(build_batch(records), config).record_count == 2
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     batches=st.lists(
         st.tuples(
@@ -401,7 +402,7 @@ def test_header_keys_beyond_ascii_are_accepted(key: str) -> None:
     assert _walk(record, 1, False) == _python_walk(record, 1, False) == RecordFraming(0, 0, 0)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(raw_key=st.binary(max_size=12) | st.text(max_size=4).map(str.encode))
 def test_header_key_check_is_pythons_utf8(raw_key: bytes) -> None:
     """The C walk's UTF-8 check takes exactly what Python's strict decoder takes."""
@@ -557,7 +558,7 @@ def uniform_records(draw: st.DrawFn) -> tuple[bytes, int]:
     return b"".join(records), count
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     generated=uniform_records(),
     flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), max_size=2),
@@ -595,7 +596,7 @@ varied_records = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     generated=varied_records,
     flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), max_size=2),
@@ -746,7 +747,7 @@ def requests(draw: st.DrawFn) -> bytearray:
     return bytearray(b"".join(batches))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     request=requests(),
     flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), max_size=3),

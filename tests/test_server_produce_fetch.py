@@ -267,8 +267,10 @@ def test_fetch_out_of_range_names_the_valid_range(broker: RunningBroker) -> None
     with broker.connect() as client:
         client.call(produce("range", 0, batch(5)))
         response = client.call(fetch("range", 0, 9, max_wait_ms=0))
-    assert response.partitions[0].error == 1
-    assert "[0, 5]" in response.partitions[0].message
+    (answer,) = response.partitions
+    assert answer.error == 1
+    assert answer.message == "offset 9 of range-0 is out of range [0, 5]"
+    assert (answer.log_start_offset, answer.high_watermark) == (0, 5)  # no English to parse
 
 
 def test_a_waiting_fetch_does_not_hold_up_later_requests_on_its_connection(

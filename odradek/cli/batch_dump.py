@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from odradek.cli.dump_output import DumpPrinter, Fields, display_bytes
+from odradek.cli.dump_output import DumpPrinter, Fields
 from odradek.errors import CorruptRecordError, UnsupportedCompressionTypeError
 from odradek.record.compression import CompressionType
 from odradek.record.memory_records import MemoryRecords
@@ -99,13 +99,13 @@ def describe_batch(
 
 
 def describe_record(record: Record) -> dict[str, object]:
-    """A record's offset, timestamp, key, value and headers, bytes shown as text when they are."""
+    """A record's offset, timestamp, key, value and headers (bytes: the printer shows them)."""
     return {
         "offset": record.offset,
         "timestamp": record.timestamp,
-        "key": display_bytes(record.key),
-        "value": display_bytes(record.value),
-        "headers": [(key, display_bytes(value)) for key, value in record.headers],
+        "key": record.key,
+        "value": record.value,
+        "headers": tuple(record.headers),
     }
 
 

@@ -1,14 +1,18 @@
-"""What the client commands share: ``--bootstrap``, error reporting, a topic's partitions."""
+"""What the client commands share: ``--bootstrap``, client properties (``--command-config``,
+``--producer-property``, ``--consumer-property``), error reporting, a topic's partitions."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
 
 import click
 
 from odradek.client import Admin
+from odradek.client.config import ClientConfig
 from odradek.errors import KafkaError, UnknownTopicOrPartitionError, error_for_code
 from odradek.topic_partition import TopicPartition
 
@@ -25,6 +29,107 @@ bootstrap_option = click.option(
     help="The broker to connect to.",
 )
 """The ``--bootstrap HOST:PORT`` option every client command takes."""
+
+command_config_option = click.option(
+    "--command-config",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Client properties (NAME=VALUE lines, Kafka's names, # comments), as Kafka's tools "
+    "read them; the --*-property options and the command's own options override them.",
+)
+
+
+def property_option(flag: str, what: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """A repeatable ``--<what>-property NAME=VALUE`` option (Kafka's console tools' knob)."""
+    return click.option(
+        flag,
+        "properties",
+        multiple=True,
+        metavar="NAME=VALUE",
+        help=f"A {what} property under its Kafka name, e.g. linger.ms=100 (repeatable).",
+    )
+
+
+def client_configs(
+    config_class: type[ClientConfig],
+    command_config: Path | None,
+    properties: Sequence[str],
+    flag: str,
+) -> dict[str, Any]:
+    """The client settings (keyword arguments of ``config_class``) that ``--command-config``
+    and the ``flag`` options give, the latter winning. Kafka's names (``batch.size``) map to
+    the client's (``batch_size``); an unknown name or a value of the wrong type is a usage
+    error naming it."""
+    settings: dict[str, str] = {}
+    if command_config is not None:
+        settings.update(read_properties(command_config))
+    settings.update(parse_assignments(properties, flag))
+    fields = {field.name: field for field in dataclasses.fields(config_class)}
+    configs: dict[str, Any] = {}
+    for name, value in settings.items():
+        field = fields.get(name.replace(".", "_"))
+        if field is None:
+            known = ", ".join(sorted(f.replace("_", ".") for f in fields))
+            raise click.BadParameter(f"unknown property {name!r} (known: {known})", param_hint=flag)
+        configs[field.name] = _typed(name, value, str(field.type), flag)
+    return configs
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """A Java-style properties file's ``name=value`` (or ``name: value``) lines."""
+    entries: dict[str, str] = {}
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        separator = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if separator <= 0:
+            raise click.BadParameter(
+                f"{path}, line {number}: expected NAME=VALUE, got {raw!r}",
+                param_hint="--command-config",
+            )
+        entries[line[:separator].strip()] = line[separator + 1 :].strip()
+    return entries
+
+
+def parse_assignments(assignments: Sequence[str], flag: str) -> dict[str, str]:
+    """``NAME=VALUE`` strings as a mapping; a usage error for one without ``=``."""
+    parsed: dict[str, str] = {}
+    for assignment in assignments:
+        name, found, value = assignment.partition("=")
+        if not found or not name:
+            raise click.BadParameter(f"expected NAME=VALUE, got {assignment!r}", param_hint=flag)
+        parsed[name.strip()] = value
+    return parsed
+
+
+def _typed(name: str, value: str, annotation: str, flag: str) -> object:
+    if annotation == "int":
+        try:
+            return int(value)
+        except ValueError:
+            message = f"{name} must be an integer, not {value!r}"
+            raise click.BadParameter(message, param_hint=flag) from None
+    if annotation == "bool":
+        if value.lower() not in ("true", "false"):
+            message = f"{name} must be true or false, not {value!r}"
+            raise click.BadParameter(message, param_hint=flag)
+        return value.lower() == "true"
+    return value
+
+
+def with_explicit(configs: Mapping[str, Any], **explicit: object) -> dict[str, Any]:
+    """``configs`` overridden by the command's own options that were given (not None)."""
+    return {**configs, **{name: value for name, value in explicit.items() if value is not None}}
+
+
+def bootstrap_from(bootstrap: str, configs: dict[str, Any]) -> dict[str, Any]:
+    """``configs`` with ``bootstrap_servers``: ``--bootstrap`` when given on the command line
+    (or in the environment), else a ``bootstrap.servers`` property, else the default."""
+    source = click.get_current_context().get_parameter_source("bootstrap")
+    if source is not click.core.ParameterSource.DEFAULT or "bootstrap_servers" not in configs:
+        configs = {**configs, "bootstrap_servers": bootstrap}
+    return configs
 
 
 def reports_errors(command: Callable[P, R]) -> Callable[P, R]:

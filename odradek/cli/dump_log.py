@@ -7,6 +7,8 @@ at, and makes the exit status 1.
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 
 import click
@@ -46,9 +48,12 @@ def dump_log(
     """Print the contents of segment files.
 
     A .log file shows its batches, an .index or .timeindex file its entries. Keys and
-    values are shown as text when they are printable UTF-8, else as escaped bytes (b'...');
-    null is shown as null. The summary's validBytes is where the first bad batch
-    starts: what a broker recovering the segment would keep.
+    values are shown as text when they are printable UTF-8, as a "quoted string" when they
+    are other UTF-8 (or text that would read as null or a quoted form), else as escaped
+    bytes (b'...'); null is shown as null. --json shows them as consume --format json
+    does: strings when UTF-8, else {"base64": "..."}; headers as {"key", "value"} objects.
+    The summary's validBytes is where the first bad batch starts: what a broker recovering
+    the segment would keep.
     """
     printer = JsonPrinter() if as_json else TextPrinter()
     failed = False
@@ -67,6 +72,9 @@ def _dump_file(
     """Dump one file as its name says it is; return its problems, or why it cannot be read."""
     if not (names.is_log_file(path) or names.is_index_file(path)):
         return ["not a segment file: expected a .log, .index or .timeindex file"]
+    if not path.is_file():  # said before any "Dumping" line for it
+        reason = os.strerror(errno.ENOENT if not path.exists() else errno.EISDIR)
+        return [f"cannot read: {reason}"]
     printer.file(path)
     try:
         if names.is_log_file(path):

@@ -28,9 +28,10 @@ class Sender:
     At most one request per partition is in flight, so a batch being retried goes out again
     before any later batch of its partition: records stay in order even across retries (Kafka
     with ``max.in.flight.requests.per.connection=1``, kept per partition so that partitions do
-    not wait for each other). Each request carries every ready batch of its partitions, up to
-    ``max_request_size``. Delivery is at least once: a batch whose response was lost is sent
-    again and may be stored twice.
+    not wait for each other). Each request carries one batch of each ready partition, up to
+    ``max_request_size`` (as Kafka's producer sends them: a partition's whole backlog in one
+    append could exceed the topic's ``segment.bytes``, which the broker refuses). Delivery is
+    at least once: a batch whose response was lost is sent again and may be stored twice.
     """
 
     def __init__(
@@ -92,11 +93,11 @@ class Sender:
                 task.add_done_callback(self._requests.discard)
         return delay_ms
 
-    async def _produce(self, drained: dict[TopicPartition, list[ProducerBatch]]) -> None:
+    async def _produce(self, drained: dict[TopicPartition, ProducerBatch]) -> None:
         request = ProduceRequest(
             tuple(
-                ProducePartitionData(tp.topic, tp.partition, b"".join(b.close() for b in batches))
-                for tp, batches in drained.items()
+                ProducePartitionData(tp.topic, tp.partition, batch.close())
+                for tp, batch in drained.items()
             ),
             self._acks,
             self._config.request_timeout_ms,
@@ -104,18 +105,17 @@ class Sender:
         try:
             if self._acks is Acks.NONE:
                 await self._client.send_no_response(request)
-                for batches in drained.values():
-                    for batch in batches:
-                        self._settle(batch)  # acks 0: no offsets are known
+                for batch in drained.values():
+                    self._settle(batch)  # acks 0: no offsets are known
                 return
             response = await self._client.send(request)
         except KafkaError as error:
-            for batches in drained.values():
-                self._retry_or_fail(batches, error)
+            for batch in drained.values():
+                self._retry_or_fail(batch, error)
         except Exception as error:  # a bug must not leave futures unsettled forever
             logger.exception("produce request failed unexpectedly")
-            for batches in drained.values():
-                self._retry_or_fail(batches, UnknownServerError(repr(error)))
+            for batch in drained.values():
+                self._retry_or_fail(batch, UnknownServerError(repr(error)))
         else:
             self._handle_response(drained, response.partitions)
         finally:
@@ -124,52 +124,40 @@ class Sender:
 
     def _handle_response(
         self,
-        drained: dict[TopicPartition, list[ProducerBatch]],
+        drained: dict[TopicPartition, ProducerBatch],
         partitions: tuple[ProducePartitionResponse, ...],
     ) -> None:
         answers = {(p.topic, p.partition): p for p in partitions}
-        for tp, batches in drained.items():
+        for tp, batch in drained.items():
             answer = answers.get((tp.topic, tp.partition))
             if answer is None:
-                self._retry_or_fail(batches, UnknownServerError(f"no response for {tp}"))
+                self._retry_or_fail(batch, UnknownServerError(f"no response for {tp}"))
             elif answer.error:
-                self._retry_or_fail(batches, error_for_code(answer.error, answer.message or ""))
+                self._retry_or_fail(batch, error_for_code(answer.error, answer.message or ""))
             else:
-                self._settle_all(batches, answer)
+                self._settle(batch, answer.base_offset, answer.log_append_time_ms)
 
-    def _settle_all(self, batches: list[ProducerBatch], answer: ProducePartitionResponse) -> None:
-        """Complete the batches of one partition entry; their offsets follow on one another."""
-        base_offset = answer.base_offset
-        for batch in batches:
-            self._settle(batch, base_offset, answer.log_append_time_ms)
-            if base_offset >= 0:
-                base_offset += batch.record_count
-
-    def _retry_or_fail(self, batches: list[ProducerBatch], error: KafkaError) -> None:
+    def _retry_or_fail(self, batch: ProducerBatch, error: KafkaError) -> None:
         now = SYSTEM_CLOCK.milliseconds()
         backoff_ms = self._config.retry_backoff_ms
-        retry = []
-        for batch in batches:
-            deadline = batch.created_ms + self._config.delivery_timeout_ms
-            if (
-                error.retriable
-                and batch.attempts < self._config.retries
-                and (now + backoff_ms < deadline)
-            ):
-                batch.attempts += 1
-                batch.retry_at_ms = now + backoff_ms
-                retry.append(batch)
-            else:
-                self._settle(batch, error=error)
-        if retry:
-            logger.warning(
-                "retrying %d batch(es) for %s (attempt %d): %s",
-                len(retry),
-                retry[0].topic_partition,
-                retry[0].attempts,
-                error,
-            )
-            self._accumulator.reenqueue(retry)
+        deadline = batch.created_ms + self._config.delivery_timeout_ms
+        if not (
+            error.retriable
+            and batch.attempts < self._config.retries
+            and now + backoff_ms < deadline
+        ):
+            self._settle(batch, error=error)
+            return
+        batch.attempts += 1
+        batch.retry_at_ms = now + backoff_ms
+        logger.warning(
+            "retrying %d record(s) for %s (attempt %d): %s",
+            batch.record_count,
+            batch.topic_partition,
+            batch.attempts,
+            error,
+        )
+        self._accumulator.reenqueue(batch)
 
     def _settle(
         self,

@@ -60,7 +60,9 @@ class Broker:
         self.log_manager = LogManager(config)
         self.topic_admin = TopicAdmin(self.log_manager, config)
         self.log_cleaner = LogCleaner(
-            CleanerConfig.from_broker_config(config), self.log_manager.all_logs, self.log_manager
+            CleanerConfig.from_broker_config(config),
+            self.log_manager.all_logs,
+            on_dir_failure=self.log_manager.failure_channel.maybe_add_offline_log_dir,
         )
         self._io_executor = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="odradek-io")
         self._append_executor = ThreadPoolExecutor(

@@ -257,6 +257,7 @@ class ReplicaManager:
     async def _read_partition(
         self, entry: FetchPartition, isolation: FetchIsolation, max_bytes: int, min_one: bool
     ) -> LogReadResult:
+        partition = None
         try:
             partition = self.partition(entry.topic, entry.partition)
             log = partition.log
@@ -267,9 +268,11 @@ class ReplicaManager:
             else:
                 info = log.read(entry.fetch_offset, max_bytes, isolation, min_one)
         except KafkaError as error:
-            return LogReadResult(entry, error=error)
+            return LogReadResult(entry, partition, error=error)
         except OSError as error:
-            return LogReadResult(entry, error=_read_error(entry.topic, entry.partition, error))
+            return LogReadResult(
+                entry, partition, error=_read_error(entry.topic, entry.partition, error)
+            )
         return LogReadResult(entry, partition, info)
 
     # --- list offsets, delete records --------------------------------------------------------

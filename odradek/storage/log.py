@@ -381,8 +381,8 @@ class Log:
             or segment is None
         ):
             raise OffsetOutOfRangeError(
-                f"offset {start_offset} is out of range for partition {self.topic_partition}: "
-                f"the valid range is [{log_start_offset}, {end_metadata.message_offset}]"
+                f"offset {start_offset} of {self.topic_partition} is out of range "
+                f"[{log_start_offset}, {end_metadata.message_offset}]"
             )
         if start_offset == max_metadata.message_offset:
             return FetchDataInfo(max_metadata, None)
