@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import os
 import struct
+import tracemalloc
 
 import lz4.frame
 import pytest
@@ -14,7 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka import codec as kafka_codec
 
-from odradek.errors import CorruptRecordError, UnsupportedCompressionTypeError
+from odradek.errors import (
+    CorruptRecordError,
+    RecordListTooLargeError,
+    UnsupportedCompressionTypeError,
+)
 from odradek.record.compression import (
     XERIAL_BLOCK_SIZE,
     XERIAL_HEADER,
@@ -119,17 +124,68 @@ def test_zstd_reads_frames_without_content_size_and_several_frames() -> None:
 
 @pytest.mark.parametrize("codec", COMPRESSED)
 @pytest.mark.parametrize("keep", [0.5, 0.9, -1])
-def test_truncated_input_is_corrupt(codec: CompressionType, keep: float) -> None:
+@pytest.mark.parametrize("max_bytes", [None, 1024 * 1024])
+def test_truncated_input_is_corrupt(
+    codec: CompressionType, keep: float, max_bytes: int | None
+) -> None:
     compressed = codec.compress(PAYLOAD)
     cut = len(compressed) - 1 if keep == -1 else int(len(compressed) * keep)
     with pytest.raises(CorruptRecordError, match=codec.label):
-        codec.decompress(compressed[:cut])
+        codec.decompress(compressed[:cut], max_bytes)
 
 
 @pytest.mark.parametrize("codec", COMPRESSED)
-def test_garbage_is_corrupt(codec: CompressionType) -> None:
+@pytest.mark.parametrize("max_bytes", [None, 1024 * 1024])
+def test_garbage_is_corrupt(codec: CompressionType, max_bytes: int | None) -> None:
     with pytest.raises(CorruptRecordError, match=codec.label):
-        codec.decompress(b"\x82SNAPPY\x00garbage" if codec is CompressionType.SNAPPY else b"junk")
+        garbage = b"\x82SNAPPY\x00garbage" if codec is CompressionType.SNAPPY else b"junk"
+        codec.decompress(garbage, max_bytes)
+
+
+@pytest.mark.parametrize("codec", list(CompressionType))
+def test_bounded_decompression_reads_what_fits(codec: CompressionType) -> None:
+    compressed = codec.compress(PAYLOAD)
+    assert codec.decompress(compressed, len(PAYLOAD)) == PAYLOAD
+    with pytest.raises(RecordListTooLargeError, match=f"more than {len(PAYLOAD) - 1} bytes"):
+        codec.decompress(compressed, len(PAYLOAD) - 1)
+
+
+def test_bounded_zstd_reads_several_frames_and_frames_without_content_size() -> None:
+    without_size = zstandard.ZstdCompressor(write_content_size=False).compress(PAYLOAD)
+    checksummed = zstandard.ZstdCompressor(write_checksum=True).compress(PAYLOAD)
+    assert CompressionType.ZSTD.decompress(without_size + checksummed, 2 * len(PAYLOAD)) == (
+        PAYLOAD + PAYLOAD
+    )
+
+
+BOMB_BYTES = 256 * 1024 * 1024
+BOMB_LIMIT = 4 * 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def bombs() -> dict[CompressionType, bytes]:
+    """256 MiB of zeros in each codec (a few KiB to a few MiB each); zstd both with and
+    without a declared content size."""
+    zeros = bytes(BOMB_BYTES)
+    made = {codec: codec.compress(zeros) for codec in COMPRESSED}
+    made[CompressionType.NONE] = zstandard.ZstdCompressor(write_content_size=False).compress(zeros)
+    return made
+
+
+@pytest.mark.parametrize("codec", list(CompressionType))
+def test_a_bomb_stops_at_the_bound_without_expanding(
+    codec: CompressionType, bombs: dict[CompressionType, bytes]
+) -> None:
+    # NONE stands for the zstd bomb without a content size here.
+    bomb, codec = bombs[codec], CompressionType.ZSTD if codec is CompressionType.NONE else codec
+    tracemalloc.start()
+    try:
+        with pytest.raises(RecordListTooLargeError, match=f"{codec.label} data decompresses"):
+            codec.decompress(bomb, BOMB_LIMIT)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * BOMB_LIMIT + 2 * len(bomb), f"{peak} bytes allocated for a {codec} bomb"
 
 
 def test_snappy_chunk_overrunning_the_stream_is_corrupt() -> None:
