@@ -73,6 +73,7 @@ ODRADEK_DEFAULTS = {
     "metrics.host": "127.0.0.1",
     "metrics.port": 9644,
     "max.connections": 10000,
+    "log.message.decompression.max.ratio": 32,
     "log.level": "INFO",
     "log.format": "text",
 }

@@ -30,6 +30,7 @@ from odradek.record.record_batch import (
     RECORDS_OFFSET,
     RecordBatch,
     TimestampType,
+    may_hold_compressed_batch,
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
@@ -286,3 +287,16 @@ def test_less_than_a_header_is_invalid(keep: int, offset: str) -> None:
     batch = RecordBatch(_batch()[:keep])
     with pytest.raises(CorruptRecordError, match=f"offset {offset} .*only {keep} bytes"):
         batch.ensure_valid()
+
+
+def test_may_hold_compressed_batch_looks_at_each_batch_header() -> None:
+    plain = build_batch([(0, b"k", b"v", ())])
+    gzipped = build_batch([(0, b"k", b"v", ())], compression=CompressionType.GZIP)
+    assert not may_hold_compressed_batch(plain)
+    assert not may_hold_compressed_batch(plain * 3)
+    assert may_hold_compressed_batch(plain * 3 + gzipped)
+    assert may_hold_compressed_batch(plain * 5, max_batches=4)  # too many to look at
+    assert not may_hold_compressed_batch(b"\x00" * 10)
+    torn = bytearray(plain * 2)
+    torn[8:12] = (-20).to_bytes(4, "big", signed=True)
+    assert not may_hold_compressed_batch(torn)

@@ -54,6 +54,7 @@ class BrokerConfig:
     log_message_timestamp_before_max_ms: int = _default("log.message.timestamp.before.max.ms")
     log_message_timestamp_after_max_ms: int = _default("log.message.timestamp.after.max.ms")
     message_max_bytes: int = _default("message.max.bytes")
+    log_message_decompression_max_ratio: int = _default("log.message.decompression.max.ratio")
     compression_type: str = _default("compression.type")
     log_flush_interval_messages: int = _default("log.flush.interval.messages")
     log_flush_interval_ms: int | None = _default("log.flush.interval.ms")

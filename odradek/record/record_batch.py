@@ -320,3 +320,23 @@ def set_max_timestamp(
 def set_log_append_time(buffer: bytearray | memoryview, position: int, timestamp: int) -> None:
     """Mark the batch LogAppendTime at ``timestamp``: readers see it as every record's time."""
     set_max_timestamp(buffer, position, TimestampType.LOG_APPEND_TIME, timestamp)
+
+
+def may_hold_compressed_batch(buffer: Buffer, max_batches: int = 64) -> bool:
+    """Whether ``buffer`` (a producer's batches, not yet validated) may hold a compressed batch:
+    it does, or it has more than ``max_batches`` batches to look at. Reads each batch's length
+    and attributes only, so it costs a step per batch; a malformed length ends the walk (the
+    validator will say what is wrong)."""
+    total = len(buffer)
+    position = 0
+    for _ in range(max_batches):
+        if total - position < RECORDS_OFFSET:
+            return False
+        if buffer[position + ATTRIBUTES_OFFSET + 1] & COMPRESSION_CODEC_MASK:
+            return True
+        length_at = position + BATCH_LENGTH_OFFSET
+        length = int.from_bytes(buffer[length_at : length_at + 4], "big", signed=True)
+        position += LOG_OVERHEAD + length
+        if position <= length_at:
+            return False
+    return position < total
