@@ -86,6 +86,8 @@ class BrokerConfig:
     auto_create_topics_enable: bool = _default("auto.create.topics.enable")
     delete_topic_enable: bool = _default("delete.topic.enable")
     socket_request_max_bytes: int = _default("socket.request.max.bytes")
+    queued_max_request_bytes: int = _default("queued.max.request.bytes")
+    socket_request_timeout_ms: int = _default("socket.request.timeout.ms")
     max_connections: int = _default("max.connections")
     connections_max_idle_ms: int = _default("connections.max.idle.ms")
     log_level: str = _default("log.level")
@@ -158,6 +160,13 @@ class BrokerConfig:
             raise InvalidConfigError(
                 f"log.cleaner.dedupe.buffer.size ({self.log_cleaner_dedupe_buffer_size}) must be "
                 f"at least 1 MiB per cleaner thread ({threads} threads)"
+            )
+        queued = self.queued_max_request_bytes
+        if queued != -1 and queued < self.socket_request_max_bytes:
+            raise InvalidConfigError(
+                f"queued.max.request.bytes ({queued}) must be -1 or at least "
+                f"socket.request.max.bytes ({self.socket_request_max_bytes}): a request of the "
+                "largest size could never be read"
             )
         if self.port and self.port == self.metrics_port and self.host == self.metrics_host:
             raise InvalidConfigError(

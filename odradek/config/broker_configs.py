@@ -28,6 +28,9 @@ LOG_FORMATS = ("text", "json")
 # Kafka's default is Integer.MAX_VALUE; every connection costs a file descriptor and buffers,
 # so a cap a default `ulimit -n` can hold keeps a flood of clients from exhausting the process.
 DEFAULT_MAX_CONNECTIONS = 10000
+# Kafka's default is -1 (unbounded); a bound keeps many half-sent requests from exhausting
+# the process. Five requests of the largest size socket.request.max.bytes allows by default.
+DEFAULT_QUEUED_MAX_REQUEST_BYTES = 512 * MIB
 
 TOPIC_CONFIG_SYNONYMS: dict[str, tuple[ConfigSynonym, ...]] = {
     "segment.bytes": (ConfigSynonym("log.segment.bytes"),),
@@ -187,6 +190,17 @@ BROKER_CONFIG_DEF = ConfigDef(
                   "Allow topics to be deleted; when false, delete requests are refused."),
         ConfigKey("socket.request.max.bytes", INT, 100 * MIB, HIGH,
                   "Largest request the broker reads; larger ones close the connection.",
+                  Validator.at_least(1)),
+        ConfigKey("queued.max.request.bytes", LONG, DEFAULT_QUEUED_MAX_REQUEST_BYTES, MEDIUM,
+                  "Memory all connections together may hold for requests, from their first byte "
+                  "until their response is sent; at the limit the broker stops reading sockets "
+                  "until requests finish. Buffers grow as bytes arrive, not from a size prefix. "
+                  "-1 means no limit (Kafka's default); otherwise at least "
+                  "socket.request.max.bytes.",
+                  Validator.at_least(-1)),
+        ConfigKey("socket.request.timeout.ms", INT, 30000, MEDIUM,
+                  "Time a request may take to arrive, from its first byte to its last; a "
+                  "connection still sending one after that (a trickle) is closed.",
                   Validator.at_least(1)),
         ConfigKey("max.connections", INT, DEFAULT_MAX_CONNECTIONS, MEDIUM,
                   "Client connections the broker accepts at once; more are closed on accept. "

@@ -61,7 +61,10 @@ class Broker:
             self.log_manager, self._append_executor, self._flush_executor, self._io_executor
         )
         settings = ConnectionSettings(
-            config.socket_request_max_bytes, config.connections_max_idle_ms
+            config.socket_request_max_bytes,
+            config.connections_max_idle_ms,
+            config.socket_request_timeout_ms,
+            config.queued_max_request_bytes,
         )
         self._socket_server = SocketServer(
             settings, config.max_connections, self.metrics, self._io_executor

@@ -9,6 +9,7 @@ from concurrent.futures import Executor
 from odradek.server.client_connection import ClientConnection, ConnectionSettings
 from odradek.server.kafka_apis import KafkaApis
 from odradek.server.metrics import BrokerMetrics
+from odradek.server.request_memory_pool import RequestMemoryPool
 
 logger = logging.getLogger(__name__)
 
@@ -17,7 +18,8 @@ LISTEN_BACKLOG = 1024
 
 class SocketServer:
     """Accepts connections (at most ``max_connections`` open at once) and closes them all,
-    gracefully, at shutdown."""
+    gracefully, at shutdown. The connections share one request memory pool
+    (``queued.max.request.bytes``)."""
 
     def __init__(
         self,
@@ -33,6 +35,8 @@ class SocketServer:
         self._server: asyncio.Server | None = None
         self._apis: KafkaApis | None = None
         self._connections: set[ClientConnection] = set()
+        queued = settings.queued_max_request_bytes
+        self.memory_pool = RequestMemoryPool(None if queued == -1 else queued)
 
     async def bind(self, host: str, port: int) -> int:
         """Listen on ``host:port`` (0: any free port) without accepting yet; return the port."""
@@ -87,4 +91,6 @@ class SocketServer:
             await self._server.wait_closed()
 
     def _new_connection(self) -> ClientConnection:
-        return ClientConnection(self._apis, self._settings, self, self._metrics, self._executor)
+        return ClientConnection(
+            self._apis, self._settings, self, self._metrics, self._executor, self.memory_pool
+        )
