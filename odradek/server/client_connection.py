@@ -116,7 +116,10 @@ class ClientConnection(asyncio.BufferedProtocol):
         )
         self._arm_idle_timer(self._settings.max_idle_ms / 1000)
         if self._memory_pool.exhausted:
-            self._wait_for_memory()
+            # Not paused here: uvloop starts reading once this returns, whatever it was told.
+            self._waiting_for_memory = True
+            self._memory_pool.wait(self._memory_released)
+            self._loop.call_soon(self._update_reading)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._registry.unregister(self)
