@@ -13,9 +13,9 @@ producer writes, so a Java consumer can read our batches and we can read theirs:
 
 Decompression can be bounded (``max_bytes``): the output is produced a chunk at a time and the
 codec stops as soon as it exceeds the bound, so a small "bomb" (a gigabyte of zeros in a few
-kilobytes) costs at most the bound in memory and time, never its full expansion. Sizes a
-stream declares (snappy's block lengths, zstd's block and frame headers) are checked before
-anything is decompressed.
+kilobytes) costs at most the bound in memory and time, never its full expansion. A stream
+whose declared sizes (snappy's block lengths, zstd's frame sizes and RLE blocks, gzip's
+trailer) already exceed the bound is refused before anything is decompressed.
 """
 
 from __future__ import annotations
@@ -48,6 +48,9 @@ DECOMPRESSION_CHUNK_BYTES = 1024 * 1024
 
 ZSTD_BLOCK_MAX_BYTES = 128 * 1024
 """The most one zstd block can decompress to (the format's Block_Maximum_Size)."""
+
+GZIP_MIN_MEMBER_BYTES = 18
+"""A gzip member's 10-byte header and 8-byte trailer (CRC-32, ISIZE)."""
 
 _XERIAL_BLOCK_LENGTH = struct.Struct(">i")
 Buffer = bytes | bytearray | memoryview
@@ -138,10 +141,19 @@ def _check_output(codec: CompressionType, size: int, max_bytes: int | None) -> N
 
 
 def _gzip_decompress(data: Buffer, max_bytes: int) -> bytes:
-    """Every gzip member of ``data``, a chunk of output at a time, stopping past ``max_bytes``."""
+    """Every gzip member of ``data``, a chunk of output at a time, stopping past ``max_bytes``.
+
+    A valid stream decompresses to at least the size its last member's trailer declares
+    (ISIZE, the size modulo 2^32): past ``max_bytes``, it is refused before decompressing.
+    """
+    remaining = bytes(data)
+    declared = int.from_bytes(remaining[-4:], "little")
+    if len(remaining) >= GZIP_MIN_MEMBER_BYTES and declared > max_bytes:
+        raise RecordListTooLargeError(
+            f"gzip data declares {declared} bytes in its trailer, more than {max_bytes} bytes"
+        )
     parts = []
     produced = 0
-    remaining = bytes(data)
     while remaining:
         member = zlib.decompressobj(wbits=31)
         pending = remaining
@@ -247,14 +259,17 @@ def _zstd_decompressor() -> zstandard.ZstdDecompressor:
 def _zstd_decompress(data: Buffer, max_bytes: int | None) -> bytes:
     """Decompress every frame of ``data``; a frame cut short is an error, not a short result.
 
-    With ``max_bytes``, the frames' block headers are read first: they prove every frame whole
-    and bound the output. Within ``max_bytes`` the frames are decompressed at once; beyond it
-    (the bound counts a compressed block as its largest possible size) the output is streamed
-    and stopped at ``max_bytes``.
+    With ``max_bytes``, the frames' headers are read first (see ``_zstd_sizes``): a stream
+    whose declared sizes already exceed it is refused without decompressing anything; one
+    whose bound fits is decompressed at once; the others are streamed and stopped at
+    ``max_bytes``.
     """
     decompressor = _zstd_decompressor()
-    if max_bytes is not None and _zstd_output_bound(data) > max_bytes:
-        return _zstd_stream(decompressor, data, max_bytes)
+    if max_bytes is not None:
+        at_least, at_most = _zstd_sizes(data, max_bytes)
+        _check_output(CompressionType.ZSTD, at_least, max_bytes)
+        if at_most > max_bytes:
+            return _zstd_stream(decompressor, data, max_bytes)
     parts = []
     remaining = data
     while remaining:
@@ -266,33 +281,30 @@ def _zstd_decompress(data: Buffer, max_bytes: int | None) -> bytes:
     return b"".join(parts)
 
 
-class _BoundedSink:
-    """Collects a stream's output, refusing it once it passes ``max_bytes``."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.output = bytearray()
-        self._max_bytes = max_bytes
-
-    def write(self, chunk: bytes) -> int:
-        self.output += chunk
-        _check_output(CompressionType.ZSTD, len(self.output), self._max_bytes)
-        return len(chunk)
-
-
 def _zstd_stream(decompressor: zstandard.ZstdDecompressor, data: Buffer, max_bytes: int) -> bytes:
-    sink = _BoundedSink(max_bytes)
-    writer = decompressor.stream_writer(sink, write_size=DECOMPRESSION_CHUNK_BYTES)
-    writer.write(data)
-    writer.flush()
-    return bytes(sink.output)
+    """Read the frames' output a chunk at a time, refusing it once it passes ``max_bytes``."""
+    parts = []
+    produced = 0
+    with decompressor.stream_reader(data, read_across_frames=True, closefd=False) as reader:
+        while chunk := reader.read(DECOMPRESSION_CHUNK_BYTES):
+            produced += len(chunk)
+            _check_output(CompressionType.ZSTD, produced, max_bytes)
+            parts.append(chunk)
+    _zstd_sizes(data)  # within the bound after all: prove the frames whole
+    return b"".join(parts)
 
 
-def _zstd_output_bound(data: Buffer) -> int:
-    """The most the zstd frames of ``data`` can decompress to, from their headers alone;
-    CorruptRecordError unless ``data`` is whole frames (a block per step, not a byte)."""
+def _zstd_sizes(data: Buffer, stop_above: int | None = None) -> tuple[int, int]:
+    """What the zstd frames of ``data`` decompress to at least and at most, from their headers
+    alone (a step per block, not per byte); CorruptRecordError unless they are whole frames.
+
+    At least: the sizes frames declare, and raw and RLE blocks regenerate exactly; at most:
+    a compressed block may regenerate up to a whole block. Returns as soon as the least
+    passes ``stop_above`` or the most twice that, the rest unread.
+    """
     view = memoryview(data)
     total = len(view)
-    bound = 0
+    at_least = at_most = 0
     position = 0
     while position < total:
         if total - position < 8:
@@ -304,23 +316,36 @@ def _zstd_output_bound(data: Buffer) -> int:
         if magic != 0xFD2FB528:
             raise CorruptRecordError(f"no zstd frame at byte {position}")
         descriptor = view[position + 4]
-        position += zstandard.frame_header_size(view[position : position + 18].tobytes())
+        header_bytes = view[position : position + 18].tobytes()
+        declared = zstandard.frame_content_size(header_bytes)  # -1: not declared
+        position += zstandard.frame_header_size(header_bytes)
+        frame_least = frame_most = 0
         while True:
             if position + 3 > total:
                 raise CorruptRecordError("zstd stream is truncated")
             header = int.from_bytes(view[position : position + 3], "little")
             block_type, block_size = (header >> 1) & 3, header >> 3
             if block_type == 0:  # raw: block_size bytes, as they are
-                bound, position = bound + block_size, position + 3 + block_size
+                position += 3 + block_size
+                frame_least, frame_most = frame_least + block_size, frame_most + block_size
             elif block_type == 1:  # RLE: one byte, repeated block_size times
-                bound, position = bound + block_size, position + 4
+                position += 4
+                frame_least, frame_most = frame_least + block_size, frame_most + block_size
             elif block_type == 2:  # compressed: block_size bytes in, at most a block out
-                bound, position = bound + ZSTD_BLOCK_MAX_BYTES, position + 3 + block_size
+                position += 3 + block_size
+                frame_most += ZSTD_BLOCK_MAX_BYTES
             else:
                 raise CorruptRecordError(f"reserved zstd block type at byte {position}")
+            if stop_above is not None and (
+                at_least + max(frame_least, declared) > stop_above
+                or at_most + frame_most > 2 * stop_above
+            ):  # too much already: known to be refused, or to be streamed
+                return at_least + max(frame_least, declared), at_most + frame_most
             if header & 1:
                 break
+        at_least += max(frame_least, declared)
+        at_most += frame_most
         position += 4 if descriptor & 0x04 else 0  # the content checksum
         if position > total:
             raise CorruptRecordError("zstd stream is truncated")
-    return bound
+    return at_least, at_most
