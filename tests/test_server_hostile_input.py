@@ -9,6 +9,7 @@ import socket
 import struct
 import threading
 import time
+import urllib.request
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 import zstandard
+from prometheus_client.parser import text_string_to_metric_families
 from serve_process import ServeProcess
 from server_helpers import RawClient, batch
 
@@ -173,6 +175,15 @@ def send_half_frames(broker: ServeProcess, count: int, frame_size: int, sent: in
     return sockets
 
 
+def request_memory(broker: ServeProcess) -> float:
+    url = f"http://127.0.0.1:{broker.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    families = text_string_to_metric_families(text)
+    gauge = next(family for family in families if family.name == "odradek_request_memory_bytes")
+    return gauge.samples[0].value
+
+
 def await_true(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
@@ -199,6 +210,7 @@ def test_half_sent_large_frames_hold_no_more_than_the_request_memory_bound(
         time.sleep(2.0)
         peak = rss(broker) - baseline
         assert peak < bound + 24 * MIB, f"{peak / MIB:.0f} MiB held, bound {bound / MIB:.0f} MiB"
+        assert bound <= request_memory(broker) < bound + 8 * MIB  # reading stopped at the bound
         with connect(broker) as client:  # answered once the half frames time out
             started = time.monotonic()
             assert client.call(ApiVersionsRequest()).broker_id == 0

@@ -37,6 +37,7 @@ class SocketServer:
         self._connections: set[ClientConnection] = set()
         queued = settings.queued_max_request_bytes
         self.memory_pool = RequestMemoryPool(None if queued == -1 else queued)
+        metrics.request_memory.set_function(lambda: self.memory_pool.reserved)
 
     async def bind(self, host: str, port: int) -> int:
         """Listen on ``host:port`` (0: any free port) without accepting yet; return the port."""
