@@ -97,6 +97,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._waiting_for_memory = False
         self._request_started: float | None = None  # loop time the pending frame began
         self._request_timer: asyncio.TimerHandle | None = None
+        self._paused_at: float | None = None  # reading paused by the broker, not for memory
         self.peer = "unknown peer"
 
     def __repr__(self) -> str:
@@ -270,8 +271,20 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._reading_paused = pause
             if pause:
                 self._transport.pause_reading()
+                if not self._waiting_for_memory:
+                    self._paused_at = self._loop.time()
             else:
                 self._transport.resume_reading()
+                self._excuse_pause()
+
+    def _excuse_pause(self) -> None:
+        """A request held back because its client did not read its responses, or had too
+        much in flight, is not late for that time: socket.request.timeout.ms counts only
+        reading time and time waiting for request memory (so that half-sent requests cannot
+        keep the pool exhausted)."""
+        if self._paused_at is not None and self._request_started is not None:
+            self._request_started += self._loop.time() - self._paused_at
+        self._paused_at = None
 
     def _wait_for_memory(self) -> None:
         """Stop reading until the request memory pool has room (for this connection's frame
@@ -302,6 +315,11 @@ class ClientConnection(asyncio.BufferedProtocol):
         ``socket.request.timeout.ms`` ago; otherwise look again when the current one would."""
         self._request_timer = None
         if self._request_started is None or self._closing:
+            return
+        if self._paused_at is not None:  # not its fault: look again once reading resumes
+            self._request_timer = self._loop.call_later(
+                self._settings.request_timeout_ms / 1000, self._check_request_time
+            )
             return
         elapsed_s = self._loop.time() - self._request_started
         if elapsed_s < self._settings.request_timeout_ms / 1000:
