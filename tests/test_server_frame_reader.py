@@ -7,11 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from odradek.protocol.frame import FrameDecoder, FrameError, encode_frame
-from odradek.server.frame_reader import (
-    LARGE_FRAME_FIRST_BYTES,
-    RECEIVE_BUFFER_BYTES,
-    FrameReader,
-)
+from odradek.server.frame_buffer import FIRST_BYTES
+from odradek.server.frame_reader import RECEIVE_BUFFER_BYTES, FrameReader
 from odradek.server.request_memory_pool import RequestMemoryPool
 
 
@@ -57,7 +54,7 @@ def test_large_frame_is_received_in_its_own_buffer() -> None:
     assert len(first) == RECEIVE_BUFFER_BYTES  # back to the shared buffer afterwards
     read_all(reader, stream[:100], [100])
     buffer = reader.get_buffer()  # the rest goes straight into its own, as it arrives
-    assert len(buffer) == LARGE_FRAME_FIRST_BYTES - 96
+    assert len(buffer) == FIRST_BYTES - 96
 
 
 def test_a_large_frame_buffer_grows_with_what_arrives_not_its_size_prefix() -> None:
@@ -65,7 +62,7 @@ def test_a_large_frame_buffer_grows_with_what_arrives_not_its_size_prefix() -> N
     reader = FrameReader(1 << 30, pool)
     stream = encode_frame({"id": 1}, b"x" * (100 * 1024 * 1024))
     read_all(reader, stream[:8], [8])
-    assert pool.reserved <= LARGE_FRAME_FIRST_BYTES  # not 100 MiB
+    assert pool.reserved <= FIRST_BYTES  # not 100 MiB
     read_all(reader, stream[:1_000_000], [65536])
     assert 1_000_000 <= pool.reserved <= 2 * 1_000_000 + RECEIVE_BUFFER_BYTES
     reader.close()

@@ -9,11 +9,10 @@ from odradek.protocol.frame import (
     check_frame_size,
     decode_frame,
 )
+from odradek.server.frame_buffer import FrameBuffer
 from odradek.server.request_memory_pool import RequestMemoryPool
 
 RECEIVE_BUFFER_BYTES = 64 * 1024
-LARGE_FRAME_FIRST_BYTES = 4096
-"""A large frame's buffer starts at most this much past what has arrived, then doubles."""
 
 
 class FrameReader:
@@ -21,10 +20,10 @@ class FrameReader:
 
     Small frames are read into a receive buffer and copied out whole; the buffer is dropped
     whenever it holds no partial frame, so an idle connection holds none. A frame larger than
-    that buffer gets a buffer of its own, once the size fields passed the protocol's checks,
-    and the socket reads straight into it: a 1 MB produce request is not copied piece by piece
-    as it is joined. That buffer grows as the frame's bytes arrive (doubling, up to the
-    frame's size), never ahead of them: a size prefix alone costs nothing.
+    that buffer gets a FrameBuffer of its own, once the size fields passed the protocol's
+    checks, and the socket reads straight into it: a 1 MB produce request is not copied piece
+    by piece as it is joined. That buffer grows as the frame's bytes arrive, never ahead of
+    them: a size prefix alone costs nothing.
 
     Every buffer is reserved in the ``pool`` first. When a large frame's buffer cannot grow,
     ``blocked`` is set: the caller stops reading, waits for the pool and calls ``try_grow``.
@@ -39,11 +38,8 @@ class FrameReader:
         self._buffer: bytearray | None = None
         self._start = 0  # buffered bytes not yet framed are _buffer[_start:_end]
         self._end = 0
-        self._large: bytearray | None = None  # the body of a large frame being received
-        self._large_size = 0  # the frame's size: its buffer grows up to it
-        self._large_filled = 0
-        self._reserved = 0  # reserved for _buffer or _large (their capacity, or what it grows to)
-        self.blocked = False
+        self._reserved = 0  # for _buffer
+        self._large: FrameBuffer | None = None  # the body of a large frame being received
 
     @property
     def pending(self) -> bool:
@@ -54,20 +50,22 @@ class FrameReader:
     def pending_bytes(self) -> int:
         """How much of the frame being received has arrived."""
         if self._large is not None:
-            return self._large_filled
+            return self._large.filled
         return self._end - self._start
+
+    @property
+    def blocked(self) -> bool:
+        """Whether the frame being received waits for request memory to grow its buffer."""
+        return self._large is not None and self._large.blocked
+
+    def try_grow(self) -> bool:
+        """Try again to grow the buffer of the frame being received; whether it may read."""
+        return self._large is None or self._large.try_grow()
 
     def get_buffer(self) -> memoryview:
         """Where the next read goes."""
         if self._large is not None:
-            if self._large_filled == len(self._large) == self._reserved:
-                # read while blocked (the transport had already decided to): a little more
-                extra = min(LARGE_FRAME_FIRST_BYTES, self._large_size - len(self._large))
-                self._pool.reserve(extra)
-                self._reserved += extra
-            if len(self._large) < self._reserved:
-                self._grow_large()
-            return memoryview(self._large)[self._large_filled :]
+            return self._large.get_buffer()
         if self._buffer is None:
             size = RECEIVE_BUFFER_BYTES
             if not self._pool.try_reserve(size):  # exhausted: just enough to frame
@@ -81,16 +79,14 @@ class FrameReader:
 
     def buffer_updated(self, count: int) -> list[Frame]:
         """``count`` bytes were read into the last buffer given; the frames they complete."""
-        if self._large is None:
+        large = self._large
+        if large is None:
             self._end += count
             return self._frames()
-        self._large_filled += count
-        if self._large_filled < self._large_size:
-            if self._large_filled == len(self._large):
-                self.try_grow()
+        if not large.advance(count):
             return []
-        received, self._large = self._large, None
-        reserved, self._reserved = self._reserved, 0
+        self._large = None
+        received, reserved = large.take()
         try:
             frame = decode_frame(received)
         except FrameError:
@@ -99,33 +95,12 @@ class FrameReader:
         self._pool.release(reserved - len(frame.payload))  # the payload's stays, for the caller
         return [frame]
 
-    def try_grow(self) -> bool:
-        """Reserve the next size of a full large-frame buffer; False (``blocked``) if the pool
-        has no room for it."""
-        capacity = min(self._large_size, max(2 * len(self._large), RECEIVE_BUFFER_BYTES))
-        extra = capacity - self._reserved
-        self.blocked = extra > 0 and not self._pool.try_reserve(extra)
-        if not self.blocked:
-            self._reserved = max(capacity, self._reserved)
-        return not self.blocked
-
-    def _grow_large(self) -> None:
-        """Grow the large frame's buffer to what is reserved: in place when no view of it is
-        alive (the transport released the last one), else into a new buffer."""
-        extra = self._reserved - len(self._large)
-        try:
-            self._large += bytes(extra)
-        except BufferError:
-            grown = bytearray(self._reserved)
-            grown[: self._large_filled] = memoryview(self._large)[: self._large_filled]
-            self._large = grown
-
     def close(self) -> None:
         """Release what the reader holds; it reads no more."""
         self._pool.release(self._reserved)
-        self._reserved = 0
-        self._buffer = self._large = None
-        self.blocked = False
+        if self._large is not None:
+            self._large.release()
+        self._buffer, self._large, self._reserved = None, None, 0
 
     def _frames(self) -> list[Frame]:
         frames = []
@@ -155,14 +130,10 @@ class FrameReader:
     def _start_large_frame(self, frame_size: int) -> None:
         """Move the part of a frame too large for the receive buffer into its own buffer,
         sized from what has arrived, not from what the frame will need."""
-        received = self._end - self._start - 4
-        capacity = min(frame_size, max(2 * received, LARGE_FRAME_FIRST_BYTES))
-        self._pool.reserve(capacity)
+        with memoryview(self._buffer) as view:
+            self._large = FrameBuffer(frame_size, view[self._start + 4 : self._end], self._pool)
         self._pool.release(self._reserved)
-        self._large = bytearray(capacity)
-        self._large[:received] = self._buffer[self._start + 4 : self._end]
-        self._large_size, self._large_filled, self._reserved = frame_size, received, capacity
-        self._buffer, self._start, self._end = None, 0, 0
+        self._buffer, self._start, self._end, self._reserved = None, 0, 0, 0
 
     def _compact(self) -> None:
         """Move the start of an incomplete frame to the front, to read the rest after it."""
