@@ -279,9 +279,9 @@ def main() -> None:
             print(f"broker RSS: {rss_before:.0f} MB before, peak {peak_mb:.0f} MB under attack")
             print(f"bombs: {attack.bombs}")
             print(
-                f"half frames closed by socket.request.timeout.ms={REQUEST_TIMEOUT_MS}: "
-                f"{attack.half_frames_closed} (of {HALF_FRAMES} kept open); trickles closed: "
-                f"{attack.trickles_closed} (of {TRICKLES})"
+                f"closed by socket.request.timeout.ms={REQUEST_TIMEOUT_MS}: "
+                f"{attack.half_frames_closed} half frames ({HALF_FRAMES} kept open at a time), "
+                f"{attack.trickles_closed} trickles ({TRICKLES} at a time)"
             )
             time.sleep(2.0)
             print(f"broker RSS 2 s after the attack: {broker.rss_mb():.0f} MB")
