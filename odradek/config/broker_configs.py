@@ -200,7 +200,9 @@ BROKER_CONFIG_DEF = ConfigDef(
                   Validator.at_least(-1)),
         ConfigKey("socket.request.timeout.ms", INT, 30000, MEDIUM,
                   "Time a request may take to arrive, from its first byte to its last; a "
-                  "connection still sending one after that (a trickle) is closed.",
+                  "connection still sending one after that (a trickle) is closed. Time the "
+                  "broker stops reading a client that does not read its responses does not "
+                  "count; time waiting for queued.max.request.bytes does.",
                   Validator.at_least(1)),
         ConfigKey("max.connections", INT, DEFAULT_MAX_CONNECTIONS, MEDIUM,
                   "Client connections the broker accepts at once; more are closed on accept. "
