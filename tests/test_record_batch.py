@@ -30,7 +30,7 @@ from odradek.record.record_batch import (
     RECORDS_OFFSET,
     RecordBatch,
     TimestampType,
-    may_hold_compressed_batch,
+    decompresses_within,
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
@@ -289,14 +289,20 @@ def test_less_than_a_header_is_invalid(keep: int, offset: str) -> None:
         batch.ensure_valid()
 
 
-def test_may_hold_compressed_batch_looks_at_each_batch_header() -> None:
+def test_decompresses_within_decompresses_no_further_than_asked() -> None:
     plain = build_batch([(0, b"k", b"v", ())])
-    gzipped = build_batch([(0, b"k", b"v", ())], compression=CompressionType.GZIP)
-    assert not may_hold_compressed_batch(plain)
-    assert not may_hold_compressed_batch(plain * 3)
-    assert may_hold_compressed_batch(plain * 3 + gzipped)
-    assert may_hold_compressed_batch(plain * 5, max_batches=4)  # too many to look at
-    assert not may_hold_compressed_batch(b"\x00" * 10)
+    small = build_batch([(0, b"k", b"v" * 1000, ())], compression=CompressionType.GZIP)
+    large = build_batch([(0, b"k", bytes(10**6), ())], compression=CompressionType.ZSTD)
+    assert decompresses_within(plain * 3, 0)
+    assert decompresses_within(plain + small + small, 4000)
+    assert not decompresses_within(plain + small + small, 2000)  # together, past the budget
+    assert not decompresses_within(large, 100_000)
+    assert decompresses_within(large, 2_000_000)
+    assert not decompresses_within(plain * 5, 10**6, max_batches=4)  # too many to look at
+    assert decompresses_within(b"\x00" * 10, 0)  # malformed: the validator refuses it at once
     torn = bytearray(plain * 2)
     torn[8:12] = (-20).to_bytes(4, "big", signed=True)
-    assert not may_hold_compressed_batch(torn)
+    assert decompresses_within(torn, 0)
+    garbage = bytearray(small)
+    garbage[-20:] = bytes(20)
+    assert decompresses_within(garbage, 10)  # corrupt within the budget: refused as cheaply

@@ -333,7 +333,7 @@ def test_large_append_completes_and_commits_when_its_client_vanishes(
     assert len(values(response)) == 1
 
 
-def test_compressed_batches_are_validated_on_an_append_thread_that_yields_to_the_loop(
+def test_batches_expanding_far_are_validated_on_an_append_thread_that_yields_to_the_loop(
     broker: RunningBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     create_topic(broker, "zipped", 1)
@@ -347,12 +347,12 @@ def test_compressed_batches_are_validated_on_an_append_thread_that_yields_to_the
 
     monkeypatch.setattr(Log, "append", recorded_append)
     now = int(time.time() * 1000)
-    records = [(now, b"k", b"v" * 100, ())] * 3
-    small_zipped = build_batch(records, compression=CompressionType.GZIP)  # may expand a lot
-    small_plain = build_batch(records)
+    expanding = build_batch([(now, b"k", bytes(100_000), ())] * 3, compression=CompressionType.GZIP)
+    small_zipped = build_batch([(now, b"k", b"v" * 100, ())] * 3, compression=CompressionType.LZ4)
+    assert len(expanding) < 2000  # small on the wire, 300 KB to validate
     with broker.connect() as client:
-        for records in (small_zipped, small_plain):
+        for records in (expanding, small_zipped, batch(3)):
             assert client.call(produce("zipped", 0, records)).partitions[0].error == 0
-    (zipped_thread, zipped_niceness), (plain_thread, _) = appended_on
-    assert zipped_thread.startswith("odradek-append") and zipped_niceness == 10
-    assert not plain_thread.startswith("odradek-append")  # small and plain: on the loop
+    (expanding_thread, expanding_niceness), *others = appended_on
+    assert expanding_thread.startswith("odradek-append") and expanding_niceness == 10
+    assert not any(thread.startswith("odradek-append") for thread, _ in others)  # on the loop

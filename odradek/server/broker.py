@@ -30,8 +30,8 @@ logger = logging.getLogger(__name__)
 IO_THREADS = 8
 """Threads for work that may wait on the disk: cold reads, admin changes, start and stop."""
 APPEND_THREADS = 2
-"""Threads for large appends and appends of compressed batches (one at a time per partition,
-in arrival order)."""
+"""Threads for large appends and appends whose batches expand far once decompressed (one at a
+time per partition, in arrival order)."""
 APPEND_THREAD_NICENESS = 10
 """How much lower the append threads' scheduling priority is than the event loop's: their
 work is bulk (a client can make them decompress up to max.message.bytes x
