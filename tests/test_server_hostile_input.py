@@ -161,6 +161,7 @@ def test_decompression_bombs_are_refused_and_the_broker_serves_on(
         assert client.call(produce("bombs", batch(2))).partitions[0].error == 0
     grown = rss(broker) - baseline
     assert grown < 4 * limit, f"{grown / MIB:.0f} MiB still held after the bombs"
+    await_true(lambda: request_memory(broker) == 0, 10, "request memory still reserved")
 
 
 def send_half_frames(broker: ServeProcess, count: int, frame_size: int, sent: int) -> list:
@@ -222,6 +223,7 @@ def test_half_sent_large_frames_hold_no_more_than_the_request_memory_bound(
         )
         for sock in sockets:
             sock.close()
+        await_true(lambda: request_memory(broker) == 0, 10, "request memory still reserved")
 
 
 def test_a_trickled_request_is_closed_after_the_request_timeout(tmp_path: Path) -> None:
