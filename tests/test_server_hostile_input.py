@@ -34,7 +34,7 @@ BOMB_ZEROS = 1024 * MIB
 ADDRESS_SPACE_BYTES = 2048 * MIB
 """The broker's RLIMIT_AS in the bomb test: ~0.8 GB at start-up, so a 1 GiB expansion (let
 alone its copy) cannot fit."""
-MAX_MESSAGE_BYTES = 2 * MIB  # holds the gzip bomb (~1 MiB); zstd's is ~32 KiB
+MAX_MESSAGE_BYTES = 2 * MIB  # holds the gzip bombs (~1 MiB); zstd's are 32-100 KiB
 DECOMPRESSION_RATIO = 8  # 16 MiB of records at most per batch
 ANSWER_BOUND_S = 1.0
 
@@ -43,21 +43,26 @@ def limit_address_space() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_BYTES, ADDRESS_SPACE_BYTES))
 
 
-def zeros_compressed(codec: CompressionType) -> bytes:
-    """``BOMB_ZEROS`` zero bytes in ``codec``, compressed a chunk at a time (never held whole)."""
+def zeros_compressed(codec: CompressionType, crafted: bool) -> bytes:
+    """``BOMB_ZEROS`` zero bytes in ``codec``: 16 MiB compressed once, repeated (gzip members
+    or zstd frames, which both codecs read one after another). ``crafted`` hides the sizes the
+    stream declares (zstd: no RLE blocks, a byte in 4 KiB set; gzip: the trailer zeroed), so
+    the broker can only find out by decompressing."""
     chunk = bytes(16 * MIB)
     if codec is CompressionType.GZIP:
-        compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
-        parts = [compressor.compress(chunk) for _ in range(BOMB_ZEROS // len(chunk))]
-        return b"".join(parts) + compressor.flush()
-    compressor = zstandard.ZstdCompressor(level=3).compressobj()
-    parts = [compressor.compress(chunk) for _ in range(BOMB_ZEROS // len(chunk))]
-    return b"".join(parts) + compressor.flush()
+        part = zlib.compress(chunk, 9, wbits=31)
+    else:
+        if crafted:
+            chunk = (bytes(4095) + b"\x01") * (len(chunk) // 4096)
+        compressor = zstandard.ZstdCompressor(level=3).compressobj()  # no content size
+        part = compressor.compress(chunk) + compressor.flush()
+    stream = part * (BOMB_ZEROS // len(chunk))
+    return stream[:-4] + bytes(4) if crafted and codec is CompressionType.GZIP else stream
 
 
-def bomb_batch(codec: CompressionType) -> bytes:
+def bomb_batch(codec: CompressionType, crafted: bool) -> bytes:
     """A producer batch claiming one record, whose records section is the compressed zeros."""
-    records = zeros_compressed(codec)
+    records = zeros_compressed(codec, crafted)
     now = int(time.time() * 1000)
     batch_bytes = bytearray(HEADER_SIZE + len(records))
     header = BatchHeader(
@@ -107,8 +112,12 @@ class Pinger:
 
 
 @pytest.fixture(scope="module")
-def bombs() -> dict[CompressionType, bytes]:
-    return {codec: bomb_batch(codec) for codec in (CompressionType.GZIP, CompressionType.ZSTD)}
+def bombs() -> dict[tuple[CompressionType, bool], bytes]:
+    return {
+        (codec, crafted): bomb_batch(codec, crafted)
+        for codec in (CompressionType.GZIP, CompressionType.ZSTD)
+        for crafted in (False, True)
+    }
 
 
 @pytest.fixture
@@ -131,11 +140,17 @@ def broker_under_limit(tmp_path: Path) -> Iterator[ServeProcess]:
         yield broker
 
 
-@pytest.mark.parametrize("codec", [CompressionType.GZIP, CompressionType.ZSTD])
+@pytest.mark.parametrize("crafted", [False, True], ids=["declared", "crafted"])
+@pytest.mark.parametrize(
+    "codec", [CompressionType.GZIP, CompressionType.ZSTD], ids=lambda codec: codec.label
+)
 def test_decompression_bombs_are_refused_and_the_broker_serves_on(
-    broker_under_limit: ServeProcess, bombs: dict[CompressionType, bytes], codec: CompressionType
+    broker_under_limit: ServeProcess,
+    bombs: dict[tuple[CompressionType, bool], bytes],
+    codec: CompressionType,
+    crafted: bool,
 ) -> None:
-    broker, bomb = broker_under_limit, bombs[codec]
+    broker, bomb = broker_under_limit, bombs[(codec, crafted)]
     with connect(broker) as client:  # warm up: threads and buffers a produce needs
         assert client.call(produce("bombs", batch(3))).partitions[0].error == 0
     baseline = rss(broker)
