@@ -51,6 +51,8 @@ ZSTD_BLOCK_MAX_BYTES = 128 * 1024
 
 GZIP_MIN_MEMBER_BYTES = 18
 """A gzip member's 10-byte header and 8-byte trailer (CRC-32, ISIZE)."""
+GZIP_INPUT_PIECE_BYTES = 64 * 1024
+"""Compressed input fed to zlib per step."""
 
 _XERIAL_BLOCK_LENGTH = struct.Struct(">i")
 Buffer = bytes | bytearray | memoryview
@@ -145,29 +147,38 @@ def _gzip_decompress(data: Buffer, max_bytes: int) -> bytes:
 
     A valid stream decompresses to at least the size its last member's trailer declares
     (ISIZE, the size modulo 2^32): past ``max_bytes``, it is refused before decompressing.
+    Input is fed a piece at a time, so what is left over between steps stays small (zlib
+    copies it, holding the GIL).
     """
-    remaining = bytes(data)
-    declared = int.from_bytes(remaining[-4:], "little")
-    if len(remaining) >= GZIP_MIN_MEMBER_BYTES and declared > max_bytes:
+    view = memoryview(data)
+    total = len(view)
+    declared = int.from_bytes(view[-4:], "little") if total >= GZIP_MIN_MEMBER_BYTES else 0
+    if declared > max_bytes:
         raise RecordListTooLargeError(
             f"gzip data declares {declared} bytes in its trailer, more than {max_bytes} bytes"
         )
-    parts = []
-    produced = 0
-    while remaining:
-        member = zlib.decompressobj(wbits=31)
-        pending = remaining
-        while not member.eof:
-            chunk = member.decompress(pending, DECOMPRESSION_CHUNK_BYTES)
-            produced += len(chunk)
-            _check_output(CompressionType.GZIP, produced, max_bytes)
-            parts.append(chunk)
-            pending = member.unconsumed_tail
-            if not chunk and not pending:
-                raise CorruptRecordError("gzip stream is truncated")
-        remaining = member.unused_data
-    if not parts:
+    if not total:
         raise CorruptRecordError("gzip stream is empty")
+    parts = []
+    produced = position = 0
+    member = None
+    pending: bytes | memoryview = b""
+    while member is not None or pending or position < total:
+        if member is None:
+            member = zlib.decompressobj(wbits=31)
+        if not pending:
+            if position >= total:
+                raise CorruptRecordError("gzip stream is truncated")
+            pending = view[position : position + GZIP_INPUT_PIECE_BYTES]
+            position += len(pending)
+        chunk = member.decompress(pending, min(DECOMPRESSION_CHUNK_BYTES, max_bytes - produced + 1))
+        produced += len(chunk)
+        _check_output(CompressionType.GZIP, produced, max_bytes)
+        parts.append(chunk)
+        if member.eof:
+            pending, member = member.unused_data, None
+        else:
+            pending = member.unconsumed_tail
     return b"".join(parts)
 
 
@@ -180,7 +191,8 @@ def _lz4_decompress(data: Buffer, max_bytes: int) -> bytes:
         frame = lz4.frame.LZ4FrameDecompressor()
         pending = remaining
         while not frame.eof:
-            chunk = frame.decompress(pending, max_length=DECOMPRESSION_CHUNK_BYTES)
+            step = min(DECOMPRESSION_CHUNK_BYTES, max_bytes - produced + 1)
+            chunk = frame.decompress(pending, max_length=step)
             produced += len(chunk)
             _check_output(CompressionType.LZ4, produced, max_bytes)
             parts.append(chunk)
@@ -286,7 +298,7 @@ def _zstd_stream(decompressor: zstandard.ZstdDecompressor, data: Buffer, max_byt
     parts = []
     produced = 0
     with decompressor.stream_reader(data, read_across_frames=True, closefd=False) as reader:
-        while chunk := reader.read(DECOMPRESSION_CHUNK_BYTES):
+        while chunk := reader.read(min(DECOMPRESSION_CHUNK_BYTES, max_bytes - produced + 1)):
             produced += len(chunk)
             _check_output(CompressionType.ZSTD, produced, max_bytes)
             parts.append(chunk)
