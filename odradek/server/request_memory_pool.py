@@ -18,7 +18,7 @@ Waiter = Callable[[], None]
 
 class RequestMemoryPool:
     """Counts reserved request bytes against ``capacity`` (None: unbounded) and tells waiters
-    when memory is released."""
+    when memory is released. Used from the event loop only, so it takes no lock."""
 
     def __init__(self, capacity: int | None) -> None:
         self.capacity = capacity
