@@ -83,6 +83,9 @@ ODRADEK_DEFAULTS = {
     "metrics.host": "127.0.0.1",
     "metrics.port": 9644,
     "max.connections": 10000,
+    "queued.max.request.bytes": 512 * 1024 * 1024,
+    "socket.request.timeout.ms": 30000,
+    "log.message.decompression.max.ratio": 32,
     "log.level": "INFO",
     "log.format": "text",
     "create.topics.max.partitions.per.request": 10000,  # Kafka's controller: the same bound
@@ -237,6 +240,8 @@ def test_log_dirs_wins_over_log_dir() -> None:
         ("socket.request.max.bytes", "0", "at least 1"),
         ("max.connections", "-1", "at least 0"),
         ("connections.max.idle.ms", "0", "at least 1"),
+        ("queued.max.request.bytes", "-2", "at least -1"),
+        ("socket.request.timeout.ms", "0", "at least 1"),
         ("log.level", "VERBOSE", "one of: DEBUG, INFO, WARNING, ERROR, CRITICAL"),
         ("log.format", "xml", "one of: text, json"),
         ("log.segment.bytes", "1048575", "at least 1048576"),
@@ -273,6 +278,13 @@ def test_dedupe_buffer_needs_a_mebibyte_per_cleaner_thread() -> None:
 def test_compaction_lags_are_checked_at_broker_level_too() -> None:
     with pytest.raises(InvalidConfigError, match="min.compaction.lag.ms"):
         _config(log_cleaner_min_compaction_lag_ms="10", log_cleaner_max_compaction_lag_ms="5")
+
+
+def test_queued_request_memory_must_hold_a_request_of_the_largest_size() -> None:
+    with pytest.raises(InvalidConfigError, match="queued.max.request.bytes \\(999\\) must be -1"):
+        _config(queued_max_request_bytes="999", socket_request_max_bytes="1000")
+    assert _config(queued_max_request_bytes="1000", socket_request_max_bytes="1000")
+    assert _config(queued_max_request_bytes="-1")
 
 
 def test_listener_and_metrics_must_not_share_a_port() -> None:

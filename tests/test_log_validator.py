@@ -22,6 +22,7 @@ from odradek.errors import (
     InvalidTimestampError,
     KafkaError,
     MessageTooLargeError,
+    RecordListTooLargeError,
     UnsupportedCompressionTypeError,
 )
 from odradek.record import record_framing
@@ -465,6 +466,31 @@ def test_compressed_records_are_walked() -> None:
     body = _body(3)[:-1]
     batch = _craft(body, 3, codec=CompressionType.GZIP)
     _rejects(batch, CorruptRecordError, r"batch 0 at byte 0 \(in its decompressed records\)")
+
+
+@pytest.mark.parametrize("codec", [CompressionType.GZIP, CompressionType.ZSTD])
+def test_records_decompressing_past_the_ratio_are_refused_naming_the_limit(
+    codec: CompressionType,
+) -> None:
+    bomb = _craft(bytes(64 * 1024 * 1024), 1, codec=codec)  # zeros: no valid record
+    config = LogConfig(max_message_bytes=len(bomb), message_decompression_max_ratio=4)
+    limit = len(bomb) * 4
+    _rejects(
+        bomb,
+        RecordListTooLargeError,
+        f"batch 0 at byte 0: {codec.label} records decompress to more than {limit} bytes "
+        rf"\(max.message.bytes {len(bomb)} x message.decompression.max.ratio 4\)",
+        config,
+    )
+
+
+def test_records_within_the_ratio_are_accepted() -> None:
+    batch = build_batch([(NOW, b"k", b"a" * 5000, ())], compression=CompressionType.GZIP)
+    config = LogConfig(max_message_bytes=len(batch), message_decompression_max_ratio=1)
+    _rejects(batch, RecordListTooLargeError, "records decompress to more than", config)
+    ratio = 5100 // len(batch) + 1
+    config = LogConfig(max_message_bytes=len(batch), message_decompression_max_ratio=ratio)
+    assert _validate(batch, config).record_count == 1
 
 
 def test_one_bad_batch_rejects_the_whole_request() -> None:

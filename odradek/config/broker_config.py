@@ -58,6 +58,7 @@ class BrokerConfig:
     log_message_timestamp_before_max_ms: int = _default("log.message.timestamp.before.max.ms")
     log_message_timestamp_after_max_ms: int = _default("log.message.timestamp.after.max.ms")
     message_max_bytes: int = _default("message.max.bytes")
+    log_message_decompression_max_ratio: int = _default("log.message.decompression.max.ratio")
     compression_type: str = _default("compression.type")
     log_flush_interval_messages: int = _default("log.flush.interval.messages")
     log_flush_interval_ms: int | None = _default("log.flush.interval.ms")
@@ -94,6 +95,8 @@ class BrokerConfig:
     auto_create_topics_max_per_request: int = _default("auto.create.topics.max.per.request")
     auto_create_topics_max_per_second: float = _default("auto.create.topics.max.per.second")
     socket_request_max_bytes: int = _default("socket.request.max.bytes")
+    queued_max_request_bytes: int = _default("queued.max.request.bytes")
+    socket_request_timeout_ms: int = _default("socket.request.timeout.ms")
     max_connections: int = _default("max.connections")
     connections_max_idle_ms: int = _default("connections.max.idle.ms")
     log_level: str = _default("log.level")
@@ -166,6 +169,13 @@ class BrokerConfig:
             raise InvalidConfigError(
                 f"log.cleaner.dedupe.buffer.size ({self.log_cleaner_dedupe_buffer_size}) must be "
                 f"at least 1 MiB per cleaner thread ({threads} threads)"
+            )
+        queued = self.queued_max_request_bytes
+        if queued != -1 and queued < self.socket_request_max_bytes:
+            raise InvalidConfigError(
+                f"queued.max.request.bytes ({queued}) must be -1 or at least "
+                f"socket.request.max.bytes ({self.socket_request_max_bytes}): a request of the "
+                "largest size could never be read"
             )
         listener = self.listener()
         self.advertised_listener()

@@ -28,6 +28,9 @@ LOG_FORMATS = ("text", "json")
 # Kafka's default is Integer.MAX_VALUE; every connection costs a file descriptor and buffers,
 # so a cap a default `ulimit -n` can hold keeps a flood of clients from exhausting the process.
 DEFAULT_MAX_CONNECTIONS = 10000
+# Kafka's default is -1 (unbounded); a bound keeps many half-sent requests from exhausting
+# the process. Five requests of the largest size socket.request.max.bytes allows by default.
+DEFAULT_QUEUED_MAX_REQUEST_BYTES = 512 * MIB
 
 TOPIC_CONFIG_SYNONYMS: dict[str, tuple[ConfigSynonym, ...]] = {
     "segment.bytes": (ConfigSynonym("log.segment.bytes"),),
@@ -46,6 +49,7 @@ TOPIC_CONFIG_SYNONYMS: dict[str, tuple[ConfigSynonym, ...]] = {
     "retention.bytes": (ConfigSynonym("log.retention.bytes"),),
     "cleanup.policy": (ConfigSynonym("log.cleanup.policy"),),
     "max.message.bytes": (ConfigSynonym("message.max.bytes"),),
+    "message.decompression.max.ratio": (ConfigSynonym("log.message.decompression.max.ratio"),),
     "message.timestamp.type": (ConfigSynonym("log.message.timestamp.type"),),
     "message.timestamp.before.max.ms": (ConfigSynonym("log.message.timestamp.before.max.ms"),),
     "message.timestamp.after.max.ms": (ConfigSynonym("log.message.timestamp.after.max.ms"),),
@@ -137,6 +141,8 @@ BROKER_CONFIG_DEF = ConfigDef(
         _default_of("message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms",
                     MEDIUM),
         _default_of("max.message.bytes", "message.max.bytes", HIGH),
+        _default_of("message.decompression.max.ratio", "log.message.decompression.max.ratio",
+                    MEDIUM),
         _default_of("compression.type", "compression.type", HIGH),
         _default_of("flush.messages", "log.flush.interval.messages", HIGH),
         _millis_of("flush.ms", "log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
@@ -210,6 +216,19 @@ BROKER_CONFIG_DEF = ConfigDef(
                   Validator.above(0)),
         ConfigKey("socket.request.max.bytes", INT, 100 * MIB, HIGH,
                   "Largest request the broker reads; larger ones close the connection.",
+                  Validator.at_least(1)),
+        ConfigKey("queued.max.request.bytes", LONG, DEFAULT_QUEUED_MAX_REQUEST_BYTES, MEDIUM,
+                  "Memory all connections together may hold for requests, from their first byte "
+                  "until their response is sent; at the limit the broker stops reading sockets "
+                  "until requests finish. Buffers grow as bytes arrive, not from a size prefix. "
+                  "-1 means no limit (Kafka's default); otherwise at least "
+                  "socket.request.max.bytes.",
+                  Validator.at_least(-1)),
+        ConfigKey("socket.request.timeout.ms", INT, 30000, MEDIUM,
+                  "Time a request may take to arrive, from its first byte to its last; a "
+                  "connection still sending one after that (a trickle) is closed. Time the "
+                  "broker stops reading a client that does not read its responses does not "
+                  "count; time waiting for queued.max.request.bytes does.",
                   Validator.at_least(1)),
         ConfigKey("max.connections", INT, DEFAULT_MAX_CONNECTIONS, MEDIUM,
                   "Client connections the broker accepts at once; more are closed on accept. "

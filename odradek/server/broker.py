@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import version
@@ -35,10 +37,23 @@ logger = logging.getLogger(__name__)
 IO_THREADS = 8
 """Threads for work that may wait on the disk: cold reads, admin changes, start and stop."""
 APPEND_THREADS = 2
-"""Threads for large appends (one at a time per partition, in arrival order)."""
+"""Threads for large appends and appends whose batches expand far once decompressed (one at a
+time per partition, in arrival order)."""
+APPEND_THREAD_NICENESS = 10
+"""How much lower the append threads' scheduling priority is than the event loop's: their
+work is bulk (a client can make them decompress up to max.message.bytes x
+message.decompression.max.ratio per batch), the loop's is every client's latency."""
 FLUSH_THREADS = 4
 """Threads for acks=all fsyncs (one at a time per partition: group commit)."""
 SHUTDOWN_TIMEOUT_S = 10.0
+
+
+def _yield_to_the_loop() -> None:
+    """Lower the calling thread's priority (Linux schedules threads one by one); best effort."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), APPEND_THREAD_NICENESS)
+    except OSError as error:
+        logger.info("append threads keep the loop's priority: %s", error)
 
 
 class Broker:
@@ -66,14 +81,17 @@ class Broker:
         )
         self._io_executor = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="odradek-io")
         self._append_executor = ThreadPoolExecutor(
-            APPEND_THREADS, thread_name_prefix="odradek-append"
+            APPEND_THREADS, thread_name_prefix="odradek-append", initializer=_yield_to_the_loop
         )
         self._flush_executor = ThreadPoolExecutor(FLUSH_THREADS, thread_name_prefix="odradek-flush")
         self.replica_manager = ReplicaManager(
             self.log_manager, self._append_executor, self._flush_executor, self._io_executor
         )
         settings = ConnectionSettings(
-            config.socket_request_max_bytes, config.connections_max_idle_ms
+            config.socket_request_max_bytes,
+            config.connections_max_idle_ms,
+            config.socket_request_timeout_ms,
+            config.queued_max_request_bytes,
         )
         self._socket_server = SocketServer(
             settings, config.max_connections, self.metrics, self._io_executor

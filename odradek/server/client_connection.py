@@ -7,9 +7,12 @@ ResponseWriter.
 Responses carry the request's correlation id and may leave in any order.
 
 Reading stops while the client is not keeping up (the transport's buffer is above its
-high-water mark, or responses queue behind a zero-copy send) and while too much of its work
-is in flight; it resumes when that clears. A stream that cannot be framed closes the
+high-water mark, or responses queue behind a zero-copy send), while too much of its work
+is in flight, and while the broker's request memory (``queued.max.request.bytes``) is
+exhausted; it resumes when that clears. A stream that cannot be framed closes the
 connection; a request that cannot be decoded gets an error response and the connection stays.
+A request must arrive whole within ``socket.request.timeout.ms`` of its first byte, or the
+connection is closed.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from odradek.server.frame_reader import FrameReader
 from odradek.server.kafka_apis import KafkaApis
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.request_context import RequestContext
+from odradek.server.request_memory_pool import RequestMemoryPool
 from odradek.server.response_writer import ResponseWriter
 
 logger = logging.getLogger(__name__)
@@ -44,10 +48,13 @@ MAX_IN_FLIGHT_BYTES = 64 * 1024 * 1024
 @dataclass(frozen=True)
 class ConnectionSettings:
     """The limits every connection runs with (``socket.request.max.bytes``,
-    ``connections.max.idle.ms``)."""
+    ``connections.max.idle.ms``, ``socket.request.timeout.ms``, and
+    ``queued.max.request.bytes`` for all of them together; -1 for no limit)."""
 
     max_request_bytes: int
     max_idle_ms: int
+    request_timeout_ms: int = 30000
+    queued_max_request_bytes: int = -1
 
 
 class ConnectionRegistry(Protocol):
@@ -68,13 +75,15 @@ class ClientConnection(asyncio.BufferedProtocol):
         registry: ConnectionRegistry,
         metrics: BrokerMetrics,
         executor: Executor,
+        memory_pool: RequestMemoryPool,
     ) -> None:
         self._apis = apis
         self._settings = settings
         self._registry = registry
         self._metrics = metrics
         self._executor = executor
-        self._reader = FrameReader(settings.max_request_bytes)
+        self._memory_pool = memory_pool
+        self._reader = FrameReader(settings.max_request_bytes, memory_pool)
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
         self._writer: ResponseWriter | None = None
@@ -85,6 +94,10 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._closing = False
         self._last_active = self._loop.time()
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._waiting_for_memory = False
+        self._request_started: float | None = None  # loop time the pending frame began
+        self._request_timer: asyncio.TimerHandle | None = None
+        self._paused_at: float | None = None  # reading paused by the broker, not for memory
         self.peer = "unknown peer"
 
     def __repr__(self) -> str:
@@ -103,12 +116,21 @@ class ClientConnection(asyncio.BufferedProtocol):
             transport, self.peer, self._executor, self._metrics, self._update_reading
         )
         self._arm_idle_timer(self._settings.max_idle_ms / 1000)
+        if self._memory_pool.exhausted:
+            # Not paused here: uvloop starts reading once this returns, whatever it was told.
+            self._waiting_for_memory = True
+            self._memory_pool.wait(self._memory_released)
+            self._loop.call_soon(self._update_reading)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._registry.unregister(self)
         self._closing = True
         if self._idle_timer is not None:
             self._idle_timer.cancel()
+        if self._request_timer is not None:
+            self._request_timer.cancel()
+        self._memory_pool.cancel_wait(self._memory_released)
+        self._reader.close()
         if self._writer is not None:
             self._writer.close()
         for task in self._tasks:
@@ -120,17 +142,28 @@ class ClientConnection(asyncio.BufferedProtocol):
         return self._reader.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
-        self._last_active = self._loop.time()
+        self._last_active = now = self._loop.time()
         self._metrics.bytes_in.inc(nbytes)
+        reader = self._reader
         try:
-            frames = self._reader.buffer_updated(nbytes)
+            frames = reader.buffer_updated(nbytes)
         except FrameError as error:
             self._close_for(error)
             return
+        if reader.pending:
+            if frames or self._request_started is None:
+                self._request_started = now
+                if self._request_timer is None:
+                    self._arm_request_timer()
+        else:
+            self._request_started = None
         for frame in frames:
             if self._closing:
-                return
+                self._memory_pool.release(len(frame.payload))
+                continue
             self._dispatch(frame)
+        if reader.blocked or self._memory_pool.exhausted:
+            self._wait_for_memory()
 
     def eof_received(self) -> bool:
         # Keep the write side open until the responses to requests already read are sent.
@@ -152,14 +185,17 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def _dispatch(self, frame: Frame) -> None:
         received = time.perf_counter()
+        size = len(frame.payload)
         try:
             header = RequestHeader.from_header(frame.header)
         except FrameError as error:
+            self._memory_pool.release(size)
             self._close_for(error)
             return
         try:
             request = decode_request(header, frame)
         except KafkaError as error:
+            self._memory_pool.release(size)
             logger.warning(
                 "%s: request %d (API key %d v%d) rejected: %s",
                 self.peer,
@@ -171,7 +207,6 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._respond(header, ResponseHeader.for_error(header.correlation_id, error), None)
             self._record(header, error_code_for(error), received)
             return
-        size = len(frame.payload)
         self._in_flight_bytes += size
         task = self._loop.create_task(self._handle(header, request, size, received))
         self._tasks.add(task)
@@ -199,6 +234,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         finally:
             self._tasks.discard(asyncio.current_task())
             self._in_flight_bytes -= size
+            self._memory_pool.release(size)
         if response is not None or response_header.error:
             self._respond(header, response_header, response)
         self._record(header, error_code, received)
@@ -226,6 +262,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             return
         pause = (
             self._transport_paused
+            or self._waiting_for_memory
             or (self._writer is not None and self._writer.backlog_bytes > WRITE_BUFFER_HIGH_BYTES)
             or len(self._tasks) >= MAX_IN_FLIGHT_REQUESTS
             or self._in_flight_bytes >= MAX_IN_FLIGHT_BYTES
@@ -234,8 +271,71 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._reading_paused = pause
             if pause:
                 self._transport.pause_reading()
+                if not self._waiting_for_memory:
+                    self._paused_at = self._loop.time()
             else:
                 self._transport.resume_reading()
+                self._excuse_pause()
+
+    def _excuse_pause(self) -> None:
+        """A request held back because its client did not read its responses, or had too
+        much in flight, is not late for that time: socket.request.timeout.ms counts only
+        reading time and time waiting for request memory (so that half-sent requests cannot
+        keep the pool exhausted)."""
+        if self._paused_at is not None and self._request_started is not None:
+            self._request_started += self._loop.time() - self._paused_at
+        self._paused_at = None
+
+    def _wait_for_memory(self) -> None:
+        """Stop reading until the request memory pool has room (for this connection's frame
+        buffer to grow, or for any new request)."""
+        if self._waiting_for_memory or self._closing:
+            return
+        self._waiting_for_memory = True
+        self._memory_pool.wait(self._memory_released)
+        self._update_reading()
+
+    def _memory_released(self) -> None:
+        self._waiting_for_memory = False
+        if self._closing:
+            return
+        if (self._reader.blocked and not self._reader.try_grow()) or self._memory_pool.exhausted:
+            self._wait_for_memory()
+            return
+        self._update_reading()
+
+    def _arm_request_timer(self) -> None:
+        timeout_s = self._settings.request_timeout_ms / 1000
+        self._request_timer = self._loop.call_at(
+            self._request_started + timeout_s, self._check_request_time
+        )
+
+    def _check_request_time(self) -> None:
+        """Close the connection if the request being received began more than
+        ``socket.request.timeout.ms`` ago; otherwise look again when the current one would."""
+        self._request_timer = None
+        if self._request_started is None or self._closing:
+            return
+        if self._paused_at is not None:  # not its fault: look again once reading resumes
+            self._request_timer = self._loop.call_later(
+                self._settings.request_timeout_ms / 1000, self._check_request_time
+            )
+            return
+        elapsed_s = self._loop.time() - self._request_started
+        if elapsed_s < self._settings.request_timeout_ms / 1000:
+            self._arm_request_timer()
+            return
+        logger.warning(
+            "%s: closing connection: a request still incomplete after %.1f s "
+            "(socket.request.timeout.ms=%d), %d of its bytes received",
+            self.peer,
+            elapsed_s,
+            self._settings.request_timeout_ms,
+            self._reader.pending_bytes,
+        )
+        self._metrics.closed_connections.labels("request_timeout").inc()
+        self._closing = True
+        self._transport.abort()
 
     def _arm_idle_timer(self, delay_s: float) -> None:
         self._idle_timer = self._loop.call_later(delay_s, self._check_idle)

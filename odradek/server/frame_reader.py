@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from odradek.protocol.frame import SIZE_FIELDS_BYTES, Frame, check_frame_size, decode_frame
+from odradek.protocol.frame import (
+    SIZE_FIELDS_BYTES,
+    Frame,
+    FrameError,
+    check_frame_size,
+    decode_frame,
+)
+from odradek.server.frame_buffer import FrameBuffer
+from odradek.server.request_memory_pool import RequestMemoryPool
 
 RECEIVE_BUFFER_BYTES = 64 * 1024
 
@@ -12,40 +20,87 @@ class FrameReader:
 
     Small frames are read into a receive buffer and copied out whole; the buffer is dropped
     whenever it holds no partial frame, so an idle connection holds none. A frame larger than
-    that buffer gets a buffer of its own, sized from its length prefix once the size fields
-    passed the protocol's checks, and the socket reads straight into it: a 1 MB produce
-    request is copied once, by the kernel, instead of piece by piece as it is joined.
+    that buffer gets a FrameBuffer of its own, once the size fields passed the protocol's
+    checks, and the socket reads straight into it: a 1 MB produce request is not copied piece
+    by piece as it is joined. That buffer grows as the frame's bytes arrive, never ahead of
+    them: a size prefix alone costs nothing.
+
+    Every buffer is reserved in the ``pool`` first. When a large frame's buffer cannot grow,
+    ``blocked`` is set: the caller stops reading, waits for the pool and calls ``try_grow``.
+    Each frame returned holds a reservation of ``len(frame.payload)`` bytes, which the caller
+    releases when done with it; ``close`` releases what the reader itself holds.
     Raises the protocol's FrameError when the stream cannot be framed.
     """
 
-    def __init__(self, max_frame_bytes: int) -> None:
+    def __init__(self, max_frame_bytes: int, pool: RequestMemoryPool | None = None) -> None:
         self._max_frame_bytes = max_frame_bytes
+        self._pool = pool if pool is not None else RequestMemoryPool(None)
         self._buffer: bytearray | None = None
         self._start = 0  # buffered bytes not yet framed are _buffer[_start:_end]
         self._end = 0
-        self._large: bytearray | None = None  # the body of a large frame being received
-        self._large_filled = 0
+        self._reserved = 0  # for _buffer
+        self._large: FrameBuffer | None = None  # the body of a large frame being received
+
+    @property
+    def pending(self) -> bool:
+        """Whether part of a frame has arrived and the rest has not."""
+        return self._buffer is not None or self._large is not None
+
+    @property
+    def pending_bytes(self) -> int:
+        """How much of the frame being received has arrived."""
+        if self._large is not None:
+            return self._large.filled
+        return self._end - self._start
+
+    @property
+    def blocked(self) -> bool:
+        """Whether the frame being received waits for request memory to grow its buffer."""
+        return self._large is not None and self._large.blocked
+
+    def try_grow(self) -> bool:
+        """Try again to grow the buffer of the frame being received; whether it may read."""
+        return self._large is None or self._large.try_grow()
 
     def get_buffer(self) -> memoryview:
         """Where the next read goes."""
         if self._large is not None:
-            return memoryview(self._large)[self._large_filled :]
+            return self._large.get_buffer()
         if self._buffer is None:
-            self._buffer = bytearray(RECEIVE_BUFFER_BYTES)
+            size = RECEIVE_BUFFER_BYTES
+            if not self._pool.try_reserve(size):  # exhausted: just enough to frame
+                size = SIZE_FIELDS_BYTES
+                self._pool.reserve(size)
+            self._buffer = bytearray(size)
+            self._reserved = size
         elif self._end == len(self._buffer):
             self._compact()
         return memoryview(self._buffer)[self._end :]
 
     def buffer_updated(self, count: int) -> list[Frame]:
         """``count`` bytes were read into the last buffer given; the frames they complete."""
-        if self._large is None:
+        large = self._large
+        if large is None:
             self._end += count
             return self._frames()
-        self._large_filled += count
-        if self._large_filled < len(self._large):
+        if not large.advance(count):
             return []
-        frame, self._large = decode_frame(self._large), None
+        self._large = None
+        received, reserved = large.take()
+        try:
+            frame = decode_frame(received)
+        except FrameError:
+            self._pool.release(reserved)
+            raise
+        self._pool.release(reserved - len(frame.payload))  # the payload's stays, for the caller
         return [frame]
+
+    def close(self) -> None:
+        """Release what the reader holds; it reads no more."""
+        self._pool.release(self._reserved)
+        if self._large is not None:
+            self._large.release()
+        self._buffer, self._large, self._reserved = None, None, 0
 
     def _frames(self) -> list[Frame]:
         frames = []
@@ -62,19 +117,23 @@ class FrameReader:
                 self._start += 4 + frame_size
             elif 4 + frame_size > len(buffer) and header_size is not None:
                 self._start_large_frame(frame_size)
+                break
             else:
                 break
-        if self._start == self._end:
-            self._buffer, self._start, self._end = None, 0, 0
+        if frames:  # copies of the receive buffer's bytes: each payload's reservation
+            self._pool.reserve(sum(len(frame.payload) for frame in frames))
+        if self._buffer is not None and self._start == self._end:
+            self._pool.release(self._reserved)
+            self._buffer, self._start, self._end, self._reserved = None, 0, 0, 0
         return frames
 
     def _start_large_frame(self, frame_size: int) -> None:
-        """Move the part of a frame too large for the receive buffer into its own buffer."""
-        received = self._end - self._start - 4
-        self._large = bytearray(frame_size)
-        self._large[:received] = self._buffer[self._start + 4 : self._end]
-        self._large_filled = received
-        self._buffer, self._start, self._end = None, 0, 0
+        """Move the part of a frame too large for the receive buffer into its own buffer,
+        sized from what has arrived, not from what the frame will need."""
+        with memoryview(self._buffer) as view:
+            self._large = FrameBuffer(frame_size, view[self._start + 4 : self._end], self._pool)
+        self._pool.release(self._reserved)
+        self._buffer, self._start, self._end, self._reserved = None, 0, 0, 0
 
     def _compact(self) -> None:
         """Move the start of an incomplete frame to the front, to read the rest after it."""

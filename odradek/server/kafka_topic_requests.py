@@ -65,7 +65,8 @@ class KafkaTopicRequests:
             results.append(None)
         if creatable:
             response = await self._call(
-                context, CreateTopicsRequest(tuple(creatable), body["validate_only"])
+                context,
+                CreateTopicsRequest(tuple(creatable), body["validate_only"], body["timeout"]),
             )
             if not body["validate_only"]:
                 await self._topic_ids.ensure(
@@ -134,7 +135,7 @@ class KafkaTopicRequests:
             response = await self._call(
                 context,
                 CreatePartitionsRequest(
-                    tuple(counts), body["validate_only"], body["timeout_ms"]
+                    tuple(counts), body["validate_only"], body["timeout"]
                 ),
             )
             grown = iter(response.topics)

@@ -12,6 +12,7 @@ from odradek.server.kafka_connection import KafkaConnection
 from odradek.server.kafka_request_handler import KafkaRequestHandler
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.protocol_detector import ProtocolDetector, WireProtocol
+from odradek.server.request_memory_pool import RequestMemoryPool
 
 logger = logging.getLogger(__name__)
 
@@ -20,7 +21,8 @@ LISTEN_BACKLOG = 1024
 
 class SocketServer:
     """Accepts connections (at most ``max_connections`` open at once) and closes them all,
-    gracefully, at shutdown."""
+    gracefully, at shutdown. The connections share one request memory pool
+    (``queued.max.request.bytes``)."""
 
     def __init__(
         self,
@@ -37,6 +39,9 @@ class SocketServer:
         self._apis: KafkaApis | None = None
         self._kafka_handler: KafkaRequestHandler | None = None
         self._connections: set[ClientConnection] = set()
+        queued = settings.queued_max_request_bytes
+        self.memory_pool = RequestMemoryPool(None if queued == -1 else queued)
+        metrics.request_memory.set_function(lambda: self.memory_pool.reserved)
 
     async def bind(self, host: str, port: int) -> int:
         """Listen on ``host:port`` (0: any free port) without accepting yet; return the port."""
@@ -98,7 +103,12 @@ class SocketServer:
         return ProtocolDetector(
             {
                 WireProtocol.MSGPACK: lambda: ClientConnection(
-                    self._apis, self._settings, self, self._metrics, self._executor
+                    self._apis,
+                    self._settings,
+                    self,
+                    self._metrics,
+                    self._executor,
+                    self.memory_pool,
                 ),
                 WireProtocol.KAFKA: lambda: KafkaConnection(
                     self._kafka_handler, self._settings, self, self._metrics, self._executor

@@ -1,0 +1,264 @@
+"""Cheap hostile input against a broker process: decompression bombs, half-sent large frames
+and trickled requests cost the offender its connection or its produce, never the broker its
+memory or other clients their answers."""
+
+from __future__ import annotations
+
+import resource
+import socket
+import struct
+import threading
+import time
+import urllib.request
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+import zstandard
+from prometheus_client.parser import text_string_to_metric_families
+from serve_process import ServeProcess
+from server_helpers import RawClient, batch
+
+from odradek.errors import RecordListTooLargeError
+from odradek.protocol.api_versions import ApiVersionsRequest
+from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
+from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
+from odradek.record.batch_header import BatchHeader
+from odradek.record.compression import CompressionType
+from odradek.record.record_batch import HEADER_SIZE, HEADER_STRUCT, LOG_OVERHEAD, write_crc
+
+MIB = 1024 * 1024
+BOMB_ZEROS = 1024 * MIB
+ADDRESS_SPACE_BYTES = 2048 * MIB
+"""The broker's RLIMIT_AS in the bomb test: ~0.8 GB at start-up, so a 1 GiB expansion (let
+alone its copy) cannot fit."""
+MAX_MESSAGE_BYTES = 2 * MIB  # holds the gzip bombs (~1 MiB); zstd's are 32-100 KiB
+DECOMPRESSION_RATIO = 8  # 16 MiB of records at most per batch
+ANSWER_BOUND_S = 1.0
+
+
+def limit_address_space() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_BYTES, ADDRESS_SPACE_BYTES))
+
+
+def zeros_compressed(codec: CompressionType, crafted: bool) -> bytes:
+    """``BOMB_ZEROS`` zero bytes in ``codec``: 16 MiB compressed once, repeated (gzip members
+    or zstd frames, which both codecs read one after another). ``crafted`` hides the sizes the
+    stream declares (zstd: no RLE blocks, a byte in 4 KiB set; gzip: the trailer zeroed), so
+    the broker can only find out by decompressing."""
+    chunk = bytes(16 * MIB)
+    if codec is CompressionType.GZIP:
+        part = zlib.compress(chunk, 9, wbits=31)
+    else:
+        if crafted:
+            chunk = (bytes(4095) + b"\x01") * (len(chunk) // 4096)
+        compressor = zstandard.ZstdCompressor(level=3).compressobj()  # no content size
+        part = compressor.compress(chunk) + compressor.flush()
+    stream = part * (BOMB_ZEROS // len(chunk))
+    return stream[:-4] + bytes(4) if crafted and codec is CompressionType.GZIP else stream
+
+
+def bomb_batch(codec: CompressionType, crafted: bool) -> bytes:
+    """A producer batch claiming one record, whose records section is the compressed zeros."""
+    records = zeros_compressed(codec, crafted)
+    now = int(time.time() * 1000)
+    batch_bytes = bytearray(HEADER_SIZE + len(records))
+    header = BatchHeader(
+        0, len(batch_bytes) - LOG_OVERHEAD, -1, 2, 0, int(codec), 0, now, now, -1, -1, -1, 1
+    )
+    HEADER_STRUCT.pack_into(batch_bytes, 0, *header)
+    batch_bytes[HEADER_SIZE:] = records
+    write_crc(batch_bytes, 0)
+    return bytes(batch_bytes)
+
+
+def connect(broker: ServeProcess) -> RawClient:
+    return RawClient(socket.create_connection(("127.0.0.1", broker.port), timeout=30))
+
+
+def produce(topic: str, records: bytes) -> ProduceRequest:
+    return ProduceRequest((ProducePartitionData(topic, 0, records),), acks=Acks.LEADER)
+
+
+def rss(broker: ServeProcess) -> int:
+    return psutil.Process(broker.process.pid).memory_info().rss
+
+
+class Pinger:
+    """Another client asking the broker for its API versions in a loop: the longest answer."""
+
+    def __init__(self, broker: ServeProcess) -> None:
+        self._client = connect(broker)
+        self._stop = threading.Event()
+        self.longest_s = 0.0
+        self.answers = 0
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            self._client.call(ApiVersionsRequest())
+            self.longest_s = max(self.longest_s, time.monotonic() - started)
+            self.answers += 1
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        self._client.close()
+
+
+@pytest.fixture(scope="module")
+def bombs() -> dict[tuple[CompressionType, bool], bytes]:
+    return {
+        (codec, crafted): bomb_batch(codec, crafted)
+        for codec in (CompressionType.GZIP, CompressionType.ZSTD)
+        for crafted in (False, True)
+    }
+
+
+@pytest.fixture
+def broker_under_limit(tmp_path: Path) -> Iterator[ServeProcess]:
+    settings = {
+        "message.max.bytes": MAX_MESSAGE_BYTES,
+        "log.message.decompression.max.ratio": DECOMPRESSION_RATIO,
+        "socket.request.max.bytes": 8 * MIB,
+        "queued.max.request.bytes": 64 * MIB,
+    }
+    args = [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
+    with ServeProcess(
+        tmp_path / "data",
+        *args,
+        preexec_fn=limit_address_space,
+        env={"MALLOC_ARENA_MAX": "2"},  # threads' arenas would reserve 64 MiB of space each
+    ) as broker:
+        with connect(broker) as client:
+            client.call(CreateTopicsRequest((CreatableTopic("bombs", 1),)))
+        yield broker
+
+
+@pytest.mark.parametrize("crafted", [False, True], ids=["declared", "crafted"])
+@pytest.mark.parametrize(
+    "codec", [CompressionType.GZIP, CompressionType.ZSTD], ids=lambda codec: codec.label
+)
+def test_decompression_bombs_are_refused_and_the_broker_serves_on(
+    broker_under_limit: ServeProcess,
+    bombs: dict[tuple[CompressionType, bool], bytes],
+    codec: CompressionType,
+    crafted: bool,
+) -> None:
+    broker, bomb = broker_under_limit, bombs[(codec, crafted)]
+    with connect(broker) as client:  # warm up: threads and buffers a produce needs
+        assert client.call(produce("bombs", batch(3))).partitions[0].error == 0
+    baseline = rss(broker)
+    pinger = Pinger(broker)
+    clients = [connect(broker) for _ in range(2)]
+    try:
+        for client in clients:  # two at once, as in the report
+            client.send(produce("bombs", bomb))
+        results = [client.read_response(produce("bombs", bomb))[1] for client in clients]
+    finally:
+        pinger.stop()
+        for client in clients:
+            client.close()
+    limit = MAX_MESSAGE_BYTES * DECOMPRESSION_RATIO
+    for response in results:
+        refused = response.partitions[0]
+        assert refused.error == RecordListTooLargeError.code, refused
+        assert f"decompress to more than {limit} bytes" in refused.message
+        assert f"max.message.bytes {MAX_MESSAGE_BYTES}" in refused.message
+    assert broker.process.poll() is None, "the broker died"
+    assert pinger.answers > 0 and pinger.longest_s < ANSWER_BOUND_S, pinger.longest_s
+    with connect(broker) as client:
+        assert client.call(produce("bombs", batch(2))).partitions[0].error == 0
+    grown = rss(broker) - baseline
+    assert grown < 4 * limit, f"{grown / MIB:.0f} MiB still held after the bombs"
+    await_true(lambda: request_memory(broker) == 0, 10, "request memory still reserved")
+
+
+def send_half_frames(broker: ServeProcess, count: int, frame_size: int, sent: int) -> list:
+    """``count`` connections that each announce a ``frame_size`` frame and send ``sent`` bytes
+    of it, then nothing more."""
+    sockets = []
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", broker.port), timeout=30)
+        body = struct.pack(">I", 4) + b"\x81\xa1a\x01"  # header size 4: the map {"a": 1}
+        sock.sendall(struct.pack(">I", frame_size) + (body + bytes(sent))[:sent])
+        sockets.append(sock)
+    return sockets
+
+
+def request_memory(broker: ServeProcess) -> float:
+    url = f"http://127.0.0.1:{broker.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    families = text_string_to_metric_families(text)
+    gauge = next(family for family in families if family.name == "odradek_request_memory_bytes")
+    return gauge.samples[0].value
+
+
+def await_true(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def test_half_sent_large_frames_hold_no_more_than_the_request_memory_bound(
+    tmp_path: Path,
+) -> None:
+    bound = 32 * MIB
+    with ServeProcess(
+        tmp_path / "data",
+        "--set", f"socket.request.max.bytes={16 * MIB}",
+        "--set", f"queued.max.request.bytes={bound}",
+        "--set", "socket.request.timeout.ms=4000",
+    ) as broker:  # fmt: skip
+        baseline = rss(broker)
+        sockets = send_half_frames(broker, 100, 16 * MIB, 8)  # a size prefix and a few bytes
+        time.sleep(1.0)
+        after_prefixes = rss(broker) - baseline
+        assert after_prefixes < 16 * MIB, f"{after_prefixes / MIB:.0f} MiB for 100 size prefixes"
+        sockets += send_half_frames(broker, 40, 16 * MIB, 2 * MIB)  # 80 MiB, over the bound
+        time.sleep(2.0)
+        peak = rss(broker) - baseline
+        assert peak < bound + 24 * MIB, f"{peak / MIB:.0f} MiB held, bound {bound / MIB:.0f} MiB"
+        assert bound <= request_memory(broker) < bound + 8 * MIB  # reading stopped at the bound
+        with connect(broker) as client:  # answered once the half frames time out
+            started = time.monotonic()
+            assert client.call(ApiVersionsRequest()).broker_id == 0
+            assert time.monotonic() - started < 10
+        await_true(
+            lambda: sum("still incomplete after" in line for line in broker.lines) >= 100,
+            10,
+            "the half frames were not closed after socket.request.timeout.ms",
+        )
+        for sock in sockets:
+            sock.close()
+        await_true(lambda: request_memory(broker) == 0, 10, "request memory still reserved")
+
+
+def test_a_trickled_request_is_closed_after_the_request_timeout(tmp_path: Path) -> None:
+    with ServeProcess(tmp_path / "data", "--set", "socket.request.timeout.ms=2000") as broker:
+        with connect(broker) as slow, connect(broker) as other:
+            peer = "{}:{}".format(*slow.sock.getsockname())
+            slow.sock.sendall(struct.pack(">I", 100))
+            started = time.monotonic()
+            closed = False
+            while time.monotonic() - started < 8:
+                try:
+                    slow.sock.sendall(b"\x00")  # one byte a second: each resets the idle timer
+                except (BrokenPipeError, ConnectionResetError):
+                    closed = True
+                    break
+                if slow.is_closed_by_peer(timeout=1.0):
+                    closed = True
+                    break
+            elapsed = time.monotonic() - started
+            assert other.call(ApiVersionsRequest()).broker_id == 0
+        lines = [line for line in broker.lines if "still incomplete after" in line]
+    assert closed and 1.5 < elapsed < 5, elapsed
+    assert any(peer in line and "socket.request.timeout.ms=2000" in line for line in lines), lines
