@@ -1,0 +1,486 @@
+"""Apache Kafka and odradek read each other's files.
+
+Kafka writes, odradek reads: Kafka's Java producer writes to the reference broker (every codec,
+headers, null keys and values, idempotent and plain producers, LogAppendTime, several segments,
+a compacted topic after the cleaner ran); once Kafka has stopped, ``odradek dump-log`` reads
+every segment and index, and odradek's LogManager opened on a copy of Kafka's log directory
+serves every record as the producer sent it, at the offsets and timestamps Kafka acknowledged.
+
+odradek writes, Kafka reads: Kafka's own DumpLogSegments reads the segments, offset and time
+indexes an odradek Log wrote, with no error and the same records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from kafka_reference import (
+    JavaClient,
+    ProducedRecord,
+    ProducerRun,
+    ReferenceBroker,
+    StoredRecord,
+    TopicSpec,
+    harness_classpath,
+    kafka_classpath,
+    run_java,
+)
+from log_helpers import open_log
+
+from odradek.cli.dump_output import display_bytes
+from odradek.config.broker_config import BrokerConfig
+from odradek.config.log_config import LogConfig
+from odradek.record.compression import CompressionType
+from odradek.record.memory_records import MemoryRecords
+from odradek.record.record_batch import TimestampType
+from odradek.record.record_batch_builder import build_batch
+from odradek.storage.fetch_data_info import FetchIsolation
+from odradek.storage.log import Log
+from odradek.storage.log_manager import LogManager
+from odradek.storage.offset_checkpoint_file import OffsetCheckpointFile
+from odradek.topic_partition import TopicPartition
+
+pytestmark = [pytest.mark.reference_kafka, pytest.mark.timeout(900)]
+
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+# Kafka refuses segment.bytes under 1 MiB; a 64-byte index (5 time-index entries) with an entry
+# per batch rolls the segment every few batches instead.
+SMALL_SEGMENTS = {"segment.index.bytes": "64", "index.interval.bytes": "1"}
+# Recent: odradek applies the default retention.ms (7 days) to the copy.
+BASE_TIMESTAMP = int(time.time() * 1000) - 3_600_000
+SEGMENT_FILE_SUFFIXES = (".log", ".index", ".timeindex")
+
+
+def sample_batches(seed: int, batches: int = 30, per_batch: int = 3) -> list[list[ProducedRecord]]:
+    """Records covering what a record can hold: null and empty keys and values, binary and
+    compressible values, headers with null and empty values, timestamps out of order, and the
+    producer's own clock."""
+    out = []
+    for b in range(batches):
+        batch = []
+        for r in range(per_batch):
+            i = b * per_batch + r
+            key = None if i % 4 == 1 else b"" if i % 9 == 0 else f"key-{seed}-{i % 7}".encode()
+            if i % 6 == 5:
+                value = None
+            elif i % 11 == 3:
+                value = bytes(range(256)) * 3
+            else:
+                value = f"value {seed} {i} ".encode() * (1 + i % 13)
+            headers: tuple[tuple[str, bytes | None], ...] = ()
+            if i % 3 == 0:
+                headers = (("trace", f"t{i}".encode()), ("empty", b""), ("gone", None))
+            elif i % 3 == 1:
+                headers = (("ünï-cødé", b"\x00\xff"),)
+            timestamp = None if i % 10 == 7 else BASE_TIMESTAMP + (i * 7919) % 5000
+            batch.append(ProducedRecord(key, value, headers, timestamp))
+        out.append(batch)
+    return out
+
+
+@dataclass(frozen=True)
+class KafkaWritten:
+    """A copy of the log directory of a stopped reference broker, and what each topic holds."""
+
+    log_dir: Path
+    expected: dict[str, list[StoredRecord]]
+    sent: dict[str, list[StoredRecord]]
+    start_seconds: float
+
+
+def _cleaned_up_to_active_segment(log_dir: Path, tp: TopicPartition) -> bool:
+    """Whether Kafka's cleaner has cleaned the partition up to its active segment."""
+    checkpoint = OffsetCheckpointFile(log_dir / "cleaner-offset-checkpoint").read()
+    segments = [int(p.stem) for p in (log_dir / tp.dir_name).glob("*.log")]
+    return bool(segments) and checkpoint.get(tp, -1) == max(segments)
+
+
+@pytest.fixture(scope="module")
+def kafka_written(tmp_path_factory: pytest.TempPathFactory) -> KafkaWritten:
+    """The reference broker after producers wrote every kind of topic, stopped, its log
+    directory copied."""
+    classpath = harness_classpath()
+    broker = ReferenceBroker.start(
+        tmp_path_factory.mktemp("reference-kafka"), "log.cleaner.backoff.ms=100"
+    )
+    compacted_configs = {
+        **SMALL_SEGMENTS,
+        "cleanup.policy": "compact",
+        "min.cleanable.dirty.ratio": "0.01",
+        "min.compaction.lag.ms": "0",
+    }
+    # Each batch of the partitioned topic goes to the three partitions in turn.
+    spread = [
+        [dataclasses.replace(record, partition=n % 3) for n, record in enumerate(batch)]
+        for batch in sample_batches(12)
+    ]
+    updates = [
+        [
+            ProducedRecord(
+                f"k{(b * 5 + r) % 6}".encode(),
+                None if r == 4 and b % 3 == 0 else f"v{b}-{r}".encode(),
+                (("n", f"{b}".encode()),),
+            )
+            for r in range(5)
+        ]
+        for b in range(16)
+    ]
+    runs = [
+        # Kafka's producer is idempotent by default (acks=all, a producer id per batch).
+        *(
+            ProducerRun(
+                f"codec-{codec}",
+                sample_batches(seed),
+                {"compression.type": codec, "linger.ms": "50"},
+            )
+            for seed, codec in enumerate(CODECS)
+        ),
+        ProducerRun(
+            "plain-producer",
+            sample_batches(10),
+            {"enable.idempotence": "false", "acks": "1", "compression.type": "lz4"},
+        ),
+        ProducerRun("log-append-time", sample_batches(11)),
+        ProducerRun("partitioned", spread, {"compression.type": "zstd"}),
+        # Committed and aborted transactions: transactional batches and control batches.
+        ProducerRun(
+            "transactional",
+            sample_batches(13, batches=12),
+            {"transactional.id": "reference-tx", "compression.type": "snappy"},
+            ["commit", "abort", "commit"] * 4,
+        ),
+        ProducerRun("compacted", updates, {"compression.type": "gzip"}),
+    ]
+    try:
+        client = JavaClient(classpath, broker.bootstrap)
+        client.create_topics(
+            *(TopicSpec(run.topic, configs=SMALL_SEGMENTS) for run in runs[:-3]),
+            TopicSpec(
+                "log-append-time",
+                configs={**SMALL_SEGMENTS, "message.timestamp.type": "LogAppendTime"},
+            ),
+            TopicSpec("partitioned", 3, SMALL_SEGMENTS),
+            TopicSpec("transactional", configs=SMALL_SEGMENTS),
+            TopicSpec("compacted", configs=compacted_configs),
+        )
+        sent = {run.topic: acked for run, acked in zip(runs, client.produce(*runs), strict=True)}
+        expected = dict(sent)
+        # A read_uncommitted consumer sees the aborted records too, never the markers.
+        expected["transactional"] = client.consume(
+            "transactional", isolation_level="read_uncommitted"
+        )
+        tp = TopicPartition("compacted", 0)
+        deadline = time.monotonic() + 120
+        while not _cleaned_up_to_active_segment(broker.log_dir, tp):
+            assert time.monotonic() < deadline, "Kafka's cleaner did not clean in 2 minutes"
+            time.sleep(0.2)
+        expected["compacted"] = client.consume("compacted")
+    finally:
+        broker.stop()
+    copy = tmp_path_factory.mktemp("kafka-log-copy") / "data"
+    shutil.copytree(broker.log_dir, copy)
+    return KafkaWritten(copy, expected, sent, broker.start_seconds)
+
+
+def _partition_dirs(log_dir: Path, topic: str) -> list[Path]:
+    return sorted(log_dir.glob(f"{topic}-*"), key=lambda p: int(p.name.rsplit("-", 1)[1]))
+
+
+def _segment_files(directory: Path) -> list[Path]:
+    return [p for p in sorted(directory.iterdir()) if p.suffix in SEGMENT_FILE_SUFFIXES]
+
+
+def _dump_log(files: list[Path]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "odradek.cli.main",
+            "dump-log",
+            "--print-records",
+            "--verify-index",
+            "--json",
+            *map(str, files),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_producers_wrote_what_the_tests_rely_on(kafka_written: KafkaWritten) -> None:
+    """Several segments per partition, and a compacted topic Kafka really compacted."""
+    for topic in kafka_written.expected:
+        for directory in _partition_dirs(kafka_written.log_dir, topic):
+            # The cleaner merges the segments it cleans: one cleaned, one active.
+            assert len(list(directory.glob("*.log"))) >= (2 if topic == "compacted" else 3)
+    transactional = kafka_written.expected["transactional"]
+    assert [r.offset for r in transactional] != list(range(len(transactional))), "no markers"
+    assert sorted(transactional, key=_position) == sorted(
+        kafka_written.sent["transactional"], key=_position
+    )
+    compacted, sent = kafka_written.expected["compacted"], kafka_written.sent["compacted"]
+    assert len(compacted) < len(sent)
+    latest = {record.key: record for record in sent}
+    assert {r.key: r.value for r in compacted if r.offset == latest[r.key].offset} == {
+        key: record.value for key, record in latest.items()
+    }
+
+
+def test_dump_log_reads_every_segment_kafka_wrote(kafka_written: KafkaWritten) -> None:
+    """``odradek dump-log --print-records --verify-index`` exits 0 on every segment, offset
+    index and time index, and lists the records the broker acknowledged."""
+    for topic, expected in kafka_written.expected.items():
+        files = [
+            path
+            for directory in _partition_dirs(kafka_written.log_dir, topic)
+            for path in _segment_files(directory)
+        ]
+        done = _dump_log(files)
+        assert done.returncode == 0, f"{topic}: {done.stderr}"
+        partition = -1
+        listed = []
+        for line in map(json.loads, done.stdout.splitlines()):
+            if line["type"] == "file":
+                partition = int(Path(line["path"]).parent.name.rsplit("-", 1)[1])
+            elif line["type"] == "batch" and not line["isControl"]:
+                idempotent = topic != "plain-producer"
+                assert (line["producerId"] >= 0) == idempotent, (topic, line)
+                assert line["isTransactional"] == (topic == "transactional"), (topic, line)
+                listed += [
+                    (
+                        partition,
+                        r["offset"],
+                        r["timestamp"],
+                        r["key"],
+                        r["value"],
+                        [tuple(h) for h in r["headers"]],
+                    )
+                    for r in line["records"]
+                ]
+        assert sorted(listed) == sorted(
+            (
+                r.partition,
+                r.offset,
+                r.timestamp,
+                display_bytes(r.key),
+                display_bytes(r.value),
+                [(name, display_bytes(value)) for name, value in r.headers],
+            )
+            for r in expected
+        ), topic
+
+
+def test_dump_log_reads_kafkas_metadata_log(kafka_written: KafkaWritten) -> None:
+    """Kafka's KRaft metadata log is in the same batch format, control batches included."""
+    files = _segment_files(kafka_written.log_dir / "__cluster_metadata-0")
+    done = _dump_log(files)
+    assert done.returncode == 0, done.stderr
+
+
+def _served(log: Log) -> list[StoredRecord]:
+    """Every data record of ``log`` up to its high watermark, as a fetch returns them."""
+    records: list[StoredRecord] = []
+    offset = log.log_start_offset
+    while offset < log.high_watermark:
+        info = log.read(offset, 1 << 20, FetchIsolation.HIGH_WATERMARK)
+        assert info.records is not None
+        batches = list(MemoryRecords(info.records.read_bytes()).batches())
+        assert batches, f"no whole batch at offset {offset} of {log}"
+        for batch in batches:
+            if not batch.is_control:
+                records += [
+                    StoredRecord(
+                        log.topic_partition.partition,
+                        r.offset,
+                        r.timestamp,
+                        r.key,
+                        r.value,
+                        tuple(r.headers),
+                    )
+                    for r in batch.records()
+                    if r.offset >= offset
+                ]
+            offset = batch.last_offset + 1
+    return records
+
+
+@pytest.fixture
+def odradek_on_kafka_files(kafka_written: KafkaWritten, tmp_path: Path) -> Iterator[LogManager]:
+    """odradek's LogManager started on a fresh copy of Kafka's log directory."""
+    copy = tmp_path / "data"
+    shutil.copytree(kafka_written.log_dir, copy)
+    manager = LogManager(BrokerConfig(log_dirs=(str(copy),), broker_id=1))
+    manager.startup()
+    try:
+        yield manager
+    finally:
+        manager.shutdown()
+
+
+def test_odradek_serves_every_record_kafka_wrote(
+    kafka_written: KafkaWritten, odradek_on_kafka_files: LogManager
+) -> None:
+    """Same offsets, timestamps, keys, values and headers as Kafka acknowledged (compacted:
+    as Kafka's consumer read them after cleaning)."""
+    for topic, expected in kafka_written.expected.items():
+        served = [
+            record
+            for tp in sorted(odradek_on_kafka_files.partitions(topic))
+            for record in _served(odradek_on_kafka_files.get_log(tp))
+        ]
+        assert sorted(served, key=_position) == sorted(expected, key=_position), topic
+
+
+def _position(record: StoredRecord) -> tuple[int, int]:
+    return record.partition, record.offset
+
+
+# --- odradek writes, Kafka reads -------------------------------------------------------------
+
+_DUMPED_BATCH = re.compile(
+    r"^baseOffset: (\d+) lastOffset: (\d+) count: (\d+) .*"
+    r"producerId: (-?\d+) .*isControl: (\w+) .*position: (\d+) "
+    r"(CreateTime|LogAppendTime): (-?\d+) size: (\d+) magic: 2 "
+    r"compresscodec: (\w+) crc: (\d+) isvalid: (\w+)$"
+)
+_DUMPED_RECORD = re.compile(
+    r"^\| offset: (\d+) (CreateTime|LogAppendTime): (-?\d+) "
+    r"keySize: (-?\d+) valueSize: (-?\d+) sequence: (-?\d+) "
+    r"headerKeys: \[(.*)\](?: key: (.*?))?(?: payload: (.*))?$"
+)
+
+
+def _odradek_batches() -> list[bytes]:
+    """Batches an odradek producer can send: every codec, headers, null keys and values,
+    producer ids, a LogAppendTime batch."""
+    batches = []
+    for number, codec in enumerate(CompressionType):
+        records = [
+            (
+                BASE_TIMESTAMP + 10 * number + (i * 31) % 7,
+                None if i % 4 == 1 else f"key-{i}".encode(),
+                None if i % 5 == 4 else f"value {number} {i} ".encode() * (1 + i % 9),
+                (("h1", b"x"), ("h2", None)) if i % 2 else (),
+            )
+            for i in range(7)
+        ]
+        batches.append(build_batch(records, compression=codec))
+        batches.append(
+            build_batch(
+                records[:3],
+                compression=codec,
+                producer_id=4000 + number,
+                producer_epoch=0,
+                base_sequence=0,
+            )
+        )
+    batches.append(
+        build_batch(
+            [(BASE_TIMESTAMP, b"k", b"appended", ())], timestamp_type=TimestampType.LOG_APPEND_TIME
+        )
+    )
+    return batches
+
+
+@pytest.fixture
+def odradek_written(tmp_path: Path) -> Path:
+    """A partition directory written by odradek's Log, rolled into several segments."""
+    directory = tmp_path / "written-0"
+    config = LogConfig(segment_bytes=1000, index_interval_bytes=1)
+    with open_log(directory, config) as log:
+        for batch in _odradek_batches():
+            log.append(batch)
+        log.update_high_watermark(log.log_end_offset)
+        log.flush()
+    assert len(list(directory.glob("*.log"))) >= 3
+    return directory
+
+
+def _kafka_dump(*args: str) -> str:
+    done = run_java(kafka_classpath(), "org.apache.kafka.tools.DumpLogSegments", list(args))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "rror" not in done.stderr, done.stderr
+    return done.stdout
+
+
+def test_kafkas_dump_log_segments_reads_odradeks_segments(odradek_written: Path) -> None:
+    """DumpLogSegments --deep-iteration --print-data-log lists every batch and record odradek
+    wrote, valid, with the offsets, timestamps, keys and values odradek reads back."""
+    logs = sorted(odradek_written.glob("*.log"))
+    output = _kafka_dump(
+        "--deep-iteration", "--print-data-log", "--files", ",".join(map(str, logs))
+    )
+    batches, records = [], []
+    for line in output.splitlines():
+        if line.startswith(("Dumping ", "Log starting offset")):
+            continue
+        if batch := _DUMPED_BATCH.match(line):
+            batches.append(batch.groups())
+        elif record := _DUMPED_RECORD.match(line):
+            records.append(record.groups())
+        else:
+            pytest.fail(f"DumpLogSegments printed an unexpected line: {line!r}\n{output}")
+
+    expected_batches, expected_records = [], []
+    for log_file in logs:
+        for batch in MemoryRecords(log_file.read_bytes()).batches():
+            kind = "LogAppendTime" if batch.timestamp_type else "CreateTime"
+            expected_batches.append(
+                (
+                    str(batch.base_offset),
+                    str(batch.last_offset),
+                    str(batch.records_count),
+                    str(batch.producer_id),
+                    "false",
+                    str(batch.position),
+                    kind,
+                    str(batch.max_timestamp),
+                    str(batch.size_in_bytes),
+                    batch.compression_type.label,
+                    str(batch.crc),
+                    "true",
+                )
+            )
+            for r in batch.records():
+                expected_records.append(
+                    (
+                        str(r.offset),
+                        kind,
+                        str(r.timestamp),
+                        str(-1 if r.key is None else len(r.key)),
+                        str(-1 if r.value is None else len(r.value)),
+                        str(
+                            -1
+                            if batch.producer_id < 0
+                            else batch.base_sequence + r.offset - batch.base_offset
+                        ),
+                        ",".join(name for name, _ in r.headers),
+                        None if r.key is None else r.key.decode(),
+                        None if r.value is None else r.value.decode(),
+                    )
+                )
+    assert batches == expected_batches
+    assert records == expected_records
+
+
+def test_kafkas_dump_log_segments_verifies_odradeks_indexes(odradek_written: Path) -> None:
+    """--verify-index-only and --index-sanity-check find nothing wrong with odradek's offset
+    and time indexes."""
+    indexes = sorted([*odradek_written.glob("*.index"), *odradek_written.glob("*.timeindex")])
+    files = ",".join(map(str, indexes))
+    verified = _kafka_dump("--verify-index-only", "--deep-iteration", "--files", files)
+    for word in ("ismatch", "out of order", "Non-consecutive", "not found", "corrupt"):
+        assert word not in verified, verified
+    sane = _kafka_dump("--index-sanity-check", "--files", files)
+    assert sane.count("passed sanity check") == len(indexes), sane
