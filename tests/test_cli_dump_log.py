@@ -436,6 +436,22 @@ def test_the_preallocated_indexes_of_an_active_segment(tmp_path: Path) -> None:
         assert summary["fileSize"] == INDEXED.segment_index_bytes
 
 
+def test_the_preallocated_indexes_of_a_segment_with_no_entries_yet(tmp_path: Path) -> None:
+    """A segment holding one batch has no index entry yet (the first batch of a segment is
+    never indexed), only zeros: not an entry for offset 0 at position 0, which would not
+    match the batch there. Found on Kafka's files copied from a running broker
+    (tests/test_kafka_reference_files.py); Kafka's own dump tool reports a mismatch there."""
+    with open_log(tmp_path / "orders-0", INDEXED) as log:
+        log.append(build_batch(records_for(0)))
+        indexes = [names.offset_index_file(log.dir, 0), names.time_index_file(log.dir, 0)]
+
+        result = dump("--json", "--verify-index", *indexes)
+
+        assert result.exit_code == 0, result.stderr
+        assert json_lines(result, "entry") == []
+        assert [summary["entries"] for summary in json_lines(result, "summary")] == [0, 0]
+
+
 def test_dumping_changes_no_file(segment: Path) -> None:
     files = sorted(segment.iterdir())
     with names.offset_index_file(segment, 0).open("ab") as file:

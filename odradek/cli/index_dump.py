@@ -146,14 +146,20 @@ def dump_index_file(path: Path, printer: DumpPrinter, verify: bool) -> list[str]
 def _used_entries(index: Index) -> list[Entry]:
     """The entries in use. A preallocated index (an active or a crashed segment's) ends in zero
     padding, which starts, as Kafka's dump tool takes it, at the first entry after entry 0 that
-    points at the base offset."""
+    points at the base offset, or at entry 0 when it is all zeros: the first batch of a segment
+    is never indexed, so no real entry is offset 0 at position 0 (or at time 0)."""
     entries: list[Entry] = []
     for n in range(index.entries):
         entry = index.entry(n)
-        if n > 0 and entry.offset == index.base_offset:
+        if entry.offset == index.base_offset and (n > 0 or not _second_field(entry)):
             break
         entries.append(entry)
     return entries
+
+
+def _second_field(entry: Entry) -> int:
+    """An entry's position (offset index) or timestamp (time index)."""
+    return entry.position if isinstance(entry, OffsetPosition) else entry.timestamp
 
 
 def _print_index(index: Index, entries: list[Entry], printer: DumpPrinter) -> None:
