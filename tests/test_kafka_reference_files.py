@@ -36,8 +36,11 @@ from kafka_reference import (
     run_java,
 )
 from log_helpers import open_log
+from serve_process import ServeProcess
+from test_cleaner_helpers import CLEANER, clean_fully
 
 from odradek.cli.dump_output import display_bytes
+from odradek.client import Consumer
 from odradek.config.broker_config import BrokerConfig
 from odradek.config.log_config import LogConfig
 from odradek.record.compression import CompressionType
@@ -93,6 +96,7 @@ class KafkaWritten:
     """A copy of the log directory of a stopped reference broker, and what each topic holds."""
 
     log_dir: Path
+    live_log_dir: Path  # copied while Kafka was running, as a crash leaves it
     expected: dict[str, list[StoredRecord]]
     sent: dict[str, list[StoredRecord]]
     start_seconds: float
@@ -160,11 +164,13 @@ def kafka_written(tmp_path_factory: pytest.TempPathFactory) -> KafkaWritten:
             ["commit", "abort", "commit"] * 4,
         ),
         ProducerRun("compacted", updates, {"compression.type": "gzip"}),
+        # The same records in a topic Kafka does not compact: odradek's cleaner compacts a copy.
+        ProducerRun("compaction-input", updates, {"compression.type": "gzip"}),
     ]
     try:
         client = JavaClient(classpath, broker.bootstrap)
         client.create_topics(
-            *(TopicSpec(run.topic, configs=SMALL_SEGMENTS) for run in runs[:-3]),
+            *(TopicSpec(run.topic, configs=SMALL_SEGMENTS) for run in runs[:-4]),
             TopicSpec(
                 "log-append-time",
                 configs={**SMALL_SEGMENTS, "message.timestamp.type": "LogAppendTime"},
@@ -172,6 +178,7 @@ def kafka_written(tmp_path_factory: pytest.TempPathFactory) -> KafkaWritten:
             TopicSpec("partitioned", 3, SMALL_SEGMENTS),
             TopicSpec("transactional", configs=SMALL_SEGMENTS),
             TopicSpec("compacted", configs=compacted_configs),
+            TopicSpec("compaction-input", configs=SMALL_SEGMENTS),
         )
         sent = {run.topic: acked for run, acked in zip(runs, client.produce(*runs), strict=True)}
         expected = dict(sent)
@@ -185,11 +192,14 @@ def kafka_written(tmp_path_factory: pytest.TempPathFactory) -> KafkaWritten:
             assert time.monotonic() < deadline, "Kafka's cleaner did not clean in 2 minutes"
             time.sleep(0.2)
         expected["compacted"] = client.consume("compacted")
+        # The files as a crash would leave them: no clean shutdown, preallocated indexes.
+        live_copy = tmp_path_factory.mktemp("kafka-live-copy") / "data"
+        shutil.copytree(broker.log_dir, live_copy)
     finally:
         broker.stop()
     copy = tmp_path_factory.mktemp("kafka-log-copy") / "data"
     shutil.copytree(broker.log_dir, copy)
-    return KafkaWritten(copy, expected, sent, broker.start_seconds)
+    return KafkaWritten(copy, live_copy, expected, sent, broker.start_seconds)
 
 
 def _partition_dirs(log_dir: Path, topic: str) -> list[Path]:
@@ -237,13 +247,23 @@ def test_the_producers_wrote_what_the_tests_rely_on(kafka_written: KafkaWritten)
     }
 
 
-def test_dump_log_reads_every_segment_kafka_wrote(kafka_written: KafkaWritten) -> None:
+COPIES = ["stopped", "crashed"]
+
+
+def _copy(kafka_written: KafkaWritten, which: str) -> Path:
+    """Kafka's log directory after a clean stop, or as copied while Kafka ran."""
+    return kafka_written.log_dir if which == "stopped" else kafka_written.live_log_dir
+
+
+@pytest.mark.parametrize("which", COPIES)
+def test_dump_log_reads_every_segment_kafka_wrote(kafka_written: KafkaWritten, which: str) -> None:
     """``odradek dump-log --print-records --verify-index`` exits 0 on every segment, offset
-    index and time index, and lists the records the broker acknowledged."""
+    index and time index (preallocated ones too), and lists the records the broker
+    acknowledged."""
     for topic, expected in kafka_written.expected.items():
         files = [
             path
-            for directory in _partition_dirs(kafka_written.log_dir, topic)
+            for directory in _partition_dirs(_copy(kafka_written, which), topic)
             for path in _segment_files(directory)
         ]
         done = _dump_log(files)
@@ -344,6 +364,63 @@ def test_odradek_serves_every_record_kafka_wrote(
 
 def _position(record: StoredRecord) -> tuple[int, int]:
     return record.partition, record.offset
+
+
+@pytest.mark.parametrize("which", COPIES)
+def test_odradek_serve_on_kafkas_files_serves_every_record(
+    kafka_written: KafkaWritten, tmp_path: Path, which: str
+) -> None:
+    """``odradek serve`` on a copy of Kafka's log directory, after a clean stop or as a crash
+    leaves it (recovered, its stale checkpoints ignored or caught up), serves every record to
+    odradek's consumer as Kafka acknowledged it."""
+    copy = tmp_path / "data"
+    shutil.copytree(_copy(kafka_written, which), copy)
+    with ServeProcess(copy, "--set", "broker.id=1") as broker:
+        for topic, expected in kafka_written.expected.items():
+            partitions = {r.partition for r in kafka_written.sent[topic]}
+            served = _consume(broker.bootstrap, [TopicPartition(topic, p) for p in partitions])
+            assert sorted(served, key=_position) == sorted(expected, key=_position), topic
+
+
+def _consume(bootstrap: str, partitions: list[TopicPartition]) -> list[StoredRecord]:
+    """Every record of ``partitions`` up to their end offsets, through odradek's consumer."""
+    records: list[StoredRecord] = []
+    with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        end = consumer.end_offsets(partitions)
+        deadline = time.monotonic() + 60
+        while any(consumer.position(tp) < offset for tp, offset in end.items()):
+            assert time.monotonic() < deadline, f"did not reach {end}"
+            records += [
+                StoredRecord(r.partition, r.offset, r.timestamp, r.key, r.value, r.headers)
+                for r in consumer.poll(timeout_ms=500)
+            ]
+    return records
+
+
+def test_odradeks_cleaner_keeps_what_kafkas_cleaner_kept(
+    kafka_written: KafkaWritten, tmp_path: Path
+) -> None:
+    """The same records, compacted by Kafka on one topic and by odradek's cleaner on a copy of
+    another topic Kafka did not compact, leave the same records (tombstones within
+    delete.retention.ms kept, the active segment untouched)."""
+    source = kafka_written.log_dir / "compaction-input-0"
+    compacted = kafka_written.log_dir / "compacted-0"
+    active_base = max(int(p.stem) for p in compacted.glob("*.log"))
+    assert max(int(p.stem) for p in source.glob("*.log")) == active_base, (
+        "the two topics rolled differently: the comparison needs the same active segment"
+    )
+    directory = tmp_path / source.name
+    shutil.copytree(source, directory)
+    config = LogConfig(cleanup_policy=("compact",), min_compaction_lag_ms=0)
+    with open_log(directory, config) as log:
+        clean_fully(log, CLEANER)
+        kept = _served(log)
+    kafka_kept = kafka_written.expected["compacted"]
+    assert [(r.offset, r.key, r.value, r.headers) for r in kept] == [
+        (r.offset, r.key, r.value, r.headers) for r in kafka_kept
+    ]
 
 
 # --- odradek writes, Kafka reads -------------------------------------------------------------
