@@ -170,22 +170,25 @@ class JavaClient:
         assert next(acks, None) is None, "more acknowledgements than records"
         return results
 
-    def consume(self, topic: str, **properties: str) -> list[StoredRecord]:
-        """Every record of the topic up to its end offsets, as Kafka's consumer returns them."""
-        args = ["--topic", topic]
+    def consume(self, *topics: str, **properties: str) -> dict[str, list[StoredRecord]]:
+        """Every record of the topics up to their end offsets, as Kafka's consumer returns
+        them (one call, one JVM)."""
+        args = [arg for topic in topics for arg in ("--topic", topic)]
         for name, value in properties.items():
             args += ["--property", f"{name.replace('_', '.')}={value}"]
-        return [
-            StoredRecord(
-                row["partition"],
-                row["offset"],
-                row["timestamp"],
-                _unb64(row["key"]),
-                _unb64(row["value"]),
-                tuple((name, _unb64(value)) for name, value in row["headers"]),
+        records: dict[str, list[StoredRecord]] = {topic: [] for topic in topics}
+        for row in self._run("consume", args):
+            records[row["topic"]].append(
+                StoredRecord(
+                    row["partition"],
+                    row["offset"],
+                    row["timestamp"],
+                    _unb64(row["key"]),
+                    _unb64(row["value"]),
+                    tuple((name, _unb64(value)) for name, value in row["headers"]),
+                )
             )
-            for row in self._run("consume", args)
-        ]
+        return records
 
 
 def _b64(data: bytes | None) -> str:

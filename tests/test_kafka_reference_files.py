@@ -181,17 +181,17 @@ def kafka_written(tmp_path_factory: pytest.TempPathFactory) -> KafkaWritten:
             TopicSpec("compaction-input", configs=SMALL_SEGMENTS),
         )
         sent = {run.topic: acked for run, acked in zip(runs, client.produce(*runs), strict=True)}
-        expected = dict(sent)
-        # A read_uncommitted consumer sees the aborted records too, never the markers.
-        expected["transactional"] = client.consume(
-            "transactional", isolation_level="read_uncommitted"
-        )
         tp = TopicPartition("compacted", 0)
         deadline = time.monotonic() + 120
         while not _cleaned_up_to_active_segment(broker.log_dir, tp):
             assert time.monotonic() < deadline, "Kafka's cleaner did not clean in 2 minutes"
             time.sleep(0.2)
-        expected["compacted"] = client.consume("compacted")
+        # What Kafka's consumer reads: of the compacted topic, what the cleaner kept; of the
+        # transactional one, the aborted records too (read_uncommitted), never the markers.
+        expected = {
+            **sent,
+            **client.consume("compacted", "transactional", isolation_level="read_uncommitted"),
+        }
         # The files as a crash would leave them: no clean shutdown, preallocated indexes.
         live_copy = tmp_path_factory.mktemp("kafka-live-copy") / "data"
         shutil.copytree(broker.log_dir, live_copy)
@@ -260,35 +260,35 @@ def test_dump_log_reads_every_segment_kafka_wrote(kafka_written: KafkaWritten, w
     """``odradek dump-log --print-records --verify-index`` exits 0 on every segment, offset
     index and time index (preallocated ones too), and lists the records the broker
     acknowledged."""
+    files = [
+        path
+        for topic in kafka_written.expected
+        for directory in _partition_dirs(_copy(kafka_written, which), topic)
+        for path in _segment_files(directory)
+    ]
+    done = _dump_log(files)
+    assert done.returncode == 0, done.stderr
+    listed: dict[str, list[tuple]] = {topic: [] for topic in kafka_written.expected}
+    for line in map(json.loads, done.stdout.splitlines()):
+        if line["type"] == "file":
+            tp = TopicPartition.from_dir_name(Path(line["path"]).parent.name)
+        elif line["type"] == "batch" and not line["isControl"]:
+            idempotent = tp.topic != "plain-producer"
+            assert (line["producerId"] >= 0) == idempotent, (tp, line)
+            assert line["isTransactional"] == (tp.topic == "transactional"), (tp, line)
+            listed[tp.topic] += [
+                (
+                    tp.partition,
+                    r["offset"],
+                    r["timestamp"],
+                    r["key"],
+                    r["value"],
+                    [tuple(h) for h in r["headers"]],
+                )
+                for r in line["records"]
+            ]
     for topic, expected in kafka_written.expected.items():
-        files = [
-            path
-            for directory in _partition_dirs(_copy(kafka_written, which), topic)
-            for path in _segment_files(directory)
-        ]
-        done = _dump_log(files)
-        assert done.returncode == 0, f"{topic}: {done.stderr}"
-        partition = -1
-        listed = []
-        for line in map(json.loads, done.stdout.splitlines()):
-            if line["type"] == "file":
-                partition = int(Path(line["path"]).parent.name.rsplit("-", 1)[1])
-            elif line["type"] == "batch" and not line["isControl"]:
-                idempotent = topic != "plain-producer"
-                assert (line["producerId"] >= 0) == idempotent, (topic, line)
-                assert line["isTransactional"] == (topic == "transactional"), (topic, line)
-                listed += [
-                    (
-                        partition,
-                        r["offset"],
-                        r["timestamp"],
-                        r["key"],
-                        r["value"],
-                        [tuple(h) for h in r["headers"]],
-                    )
-                    for r in line["records"]
-                ]
-        assert sorted(listed) == sorted(
+        assert sorted(listed[topic]) == sorted(
             (
                 r.partition,
                 r.offset,

@@ -41,7 +41,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * <pre>
  * create-topic --bootstrap HOST:PORT (--topic T [--partitions N] [--config K=V]...)...
  * produce      --bootstrap HOST:PORT [--topic T] [--property K=V]... (records on stdin)
- * consume      --bootstrap HOST:PORT --topic T [--property K=V]...   (to the end offsets)
+ * consume      --bootstrap HOST:PORT (--topic T)... [--property K=V]... (to the end offsets)
  * </pre>
  *
  * produce reads one line per step, fields separated by tabs:
@@ -55,9 +55,10 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * order, after each flush, commit, abort and at the end. abort flushes first, so an aborted
  * transaction's records are in the log, as after a producer that failed mid-transaction.
  *
- * consume prints one line per record of every partition (or of --partition P) from the start
- * (or --from OFFSET) up to the end offsets taken when it starts: partition, offset, timestamp,
- * timestampType, key, value, headers (bytes base64, null as null).
+ * consume prints one line per record of every partition of each --topic (or partition P of
+ * them with --partition P) from the start (or --from OFFSET) up to the end offsets taken when
+ * it starts: topic, partition, offset, timestamp, timestampType, key, value, headers (bytes
+ * base64, null as null).
  */
 public final class KafkaHarness {
 
@@ -208,9 +209,11 @@ public final class KafkaHarness {
         props.putIfAbsent(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
             List<TopicPartition> partitions = new ArrayList<>();
-            for (PartitionInfo info : consumer.partitionsFor(options.topic, Duration.ofMillis(options.timeoutMs))) {
-                if (options.partition == null || options.partition == info.partition()) {
-                    partitions.add(new TopicPartition(info.topic(), info.partition()));
+            for (TopicSpec topic : options.topics) {
+                for (PartitionInfo info : consumer.partitionsFor(topic.name, Duration.ofMillis(options.timeoutMs))) {
+                    if (options.partition == null || options.partition == info.partition()) {
+                        partitions.add(new TopicPartition(info.topic(), info.partition()));
+                    }
                 }
             }
             consumer.assign(partitions);
@@ -250,7 +253,8 @@ public final class KafkaHarness {
             headers.append('[').append(json(header.key())).append(',').append(base64(header.value())).append(']');
         }
         headers.append(']');
-        return "{\"partition\":" + record.partition() + ",\"offset\":" + record.offset()
+        return "{\"topic\":" + json(record.topic()) + ",\"partition\":" + record.partition()
+                + ",\"offset\":" + record.offset()
                 + ",\"timestamp\":" + record.timestamp() + ",\"timestampType\":" + json(record.timestampType().name)
                 + ",\"key\":" + base64(record.key()) + ",\"value\":" + base64(record.value())
                 + ",\"headers\":" + headers + "}";
