@@ -470,6 +470,37 @@ def _odradek_batches() -> list[bytes]:
     return batches
 
 
+def test_kafka_serves_what_odradek_appended_to_its_log_directory(
+    kafka_written: KafkaWritten, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """odradek started on Kafka's stopped log directory appends batches (every codec,
+    producer ids, LogAppendTime) in a new segment of its own and shuts down cleanly; Kafka
+    restarted on that directory serves the partition to its Java consumer exactly as odradek
+    reads it: Kafka loads odradek's segments, indexes, checkpoints and clean-shutdown marker."""
+    state = tmp_path_factory.mktemp("kafka-after-odradek")
+    shutil.copytree(kafka_written.log_dir, state / "data")
+    tp = TopicPartition("codec-none", 0)
+    manager = LogManager(BrokerConfig(log_dirs=(str(state / "data"),), broker_id=1))
+    manager.startup()
+    try:
+        log = manager.get_log(tp)
+        log.roll()
+        for batch in _odradek_batches():
+            log.append(batch)
+        log.maybe_increment_high_watermark(log.log_end_offset_metadata)
+        odradek_reads = _served(log)
+    finally:
+        manager.shutdown()
+    assert len(odradek_reads) > len(kafka_written.expected["codec-none"])
+
+    broker = ReferenceBroker.start(state)
+    try:
+        kafka_reads = JavaClient(harness_classpath(), broker.bootstrap).consume(tp.topic)
+    finally:
+        broker.stop()
+    assert kafka_reads[tp.topic] == odradek_reads
+
+
 @pytest.fixture
 def odradek_written(tmp_path: Path) -> Path:
     """A partition directory written by odradek's Log, rolled into several segments."""
