@@ -134,11 +134,16 @@ def kafka_written(tmp_path_factory: pytest.TempPathFactory) -> KafkaWritten:
                 f"k{(b * 5 + r) % 6}".encode(),
                 None if r == 4 and b % 3 == 0 else f"v{b}-{r}".encode(),
                 (("n", f"{b}".encode()),),
+                BASE_TIMESTAMP + 10 * b + r,  # the same in both topics fed these
             )
             for r in range(5)
         ]
         for b in range(16)
     ]
+    # A key deleted early: Kafka keeps its tombstone in a cleaned batch carrying the delete
+    # horizon (attribute bit 6; the base timestamp field then holds the horizon).
+    updates[2].append(ProducedRecord(b"doomed", b"soon gone", (), BASE_TIMESTAMP + 25))
+    updates[5].append(ProducedRecord(b"doomed", None, (), BASE_TIMESTAMP + 55))
     runs = [
         # Kafka's producer is idempotent by default (acks=all, a producer id per batch).
         *(
@@ -241,6 +246,12 @@ def test_the_producers_wrote_what_the_tests_rely_on(kafka_written: KafkaWritten)
     )
     compacted, sent = kafka_written.expected["compacted"], kafka_written.sent["compacted"]
     assert len(compacted) < len(sent)
+    cleaned_batches = [
+        batch
+        for log_file in (kafka_written.log_dir / "compacted-0").glob("*.log")
+        for batch in MemoryRecords(log_file.read_bytes()).batches()
+    ]
+    assert any(batch.header().attributes & DELETE_HORIZON_FLAG for batch in cleaned_batches)
     latest = {record.key: record for record in sent}
     assert {r.key: r.value for r in compacted if r.offset == latest[r.key].offset} == {
         key: record.value for key, record in latest.items()
@@ -248,6 +259,7 @@ def test_the_producers_wrote_what_the_tests_rely_on(kafka_written: KafkaWritten)
 
 
 COPIES = ["stopped", "crashed"]
+DELETE_HORIZON_FLAG = 0x40  # Kafka's batch attribute: baseTimestamp holds the delete horizon
 
 
 def _copy(kafka_written: KafkaWritten, which: str) -> Path:
@@ -418,8 +430,8 @@ def test_odradeks_cleaner_keeps_what_kafkas_cleaner_kept(
         clean_fully(log, CLEANER)
         kept = _served(log)
     kafka_kept = kafka_written.expected["compacted"]
-    assert [(r.offset, r.key, r.value, r.headers) for r in kept] == [
-        (r.offset, r.key, r.value, r.headers) for r in kafka_kept
+    assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in kept] == [
+        (r.offset, r.timestamp, r.key, r.value, r.headers) for r in kafka_kept
     ]
     # And Kafka's own tool reads what odradek's cleaner wrote.
     assert_kafka_reads_segments(directory)
