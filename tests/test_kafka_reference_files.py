@@ -53,7 +53,8 @@ from odradek.storage.log_manager import LogManager
 from odradek.storage.offset_checkpoint_file import OffsetCheckpointFile
 from odradek.topic_partition import TopicPartition
 
-pytestmark = [pytest.mark.reference_kafka, pytest.mark.timeout(900)]
+# slow too: a Kafka broker and several JVMs, kept out of the quick suite.
+pytestmark = [pytest.mark.reference_kafka, pytest.mark.slow, pytest.mark.timeout(900)]
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 # Kafka refuses segment.bytes under 1 MiB; a 64-byte index (5 time-index entries) with an entry
