@@ -190,6 +190,20 @@ class JavaClient:
             )
         return records
 
+    def offsets_for_times(
+        self, topics: Iterable[str], timestamps: Iterable[int]
+    ) -> dict[tuple[str, int, int], tuple[int, int] | None]:
+        """ListOffsets by timestamp, as Kafka's consumer asks it: for (topic, partition,
+        target) the (timestamp, offset) of the first record at or after the target, or None."""
+        args = [arg for topic in topics for arg in ("--topic", topic)]
+        args += [arg for timestamp in timestamps for arg in ("--timestamp", str(timestamp))]
+        return {
+            (row["topic"], row["partition"], row["target"]): None
+            if row["offset"] is None
+            else (row["timestamp"], row["offset"])
+            for row in self._run("offsets-for-times", args)
+        }
+
 
 def _b64(data: bytes | None) -> str:
     return "-" if data is None else ":" + base64.b64encode(data).decode("ascii")

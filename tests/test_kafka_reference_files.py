@@ -100,6 +100,9 @@ class KafkaWritten:
     live_log_dir: Path  # copied while Kafka was running, as a crash leaves it
     expected: dict[str, list[StoredRecord]]
     sent: dict[str, list[StoredRecord]]
+    # Kafka's answers to ListOffsets by timestamp: (topic, partition, target) to
+    # (timestamp, offset), None when no record is that new.
+    offsets_for_times: dict[tuple[str, int, int], tuple[int, int] | None]
     start_seconds: float
 
 
@@ -198,6 +201,7 @@ def kafka_written(tmp_path_factory: pytest.TempPathFactory) -> KafkaWritten:
             **sent,
             **client.consume("compacted", "transactional", isolation_level="read_uncommitted"),
         }
+        offsets_for_times = client.offsets_for_times(expected, _timestamp_targets(sent))
         # The files as a crash would leave them: no clean shutdown, preallocated indexes.
         live_copy = tmp_path_factory.mktemp("kafka-live-copy") / "data"
         shutil.copytree(broker.log_dir, live_copy)
@@ -205,7 +209,14 @@ def kafka_written(tmp_path_factory: pytest.TempPathFactory) -> KafkaWritten:
         broker.stop()
     copy = tmp_path_factory.mktemp("kafka-log-copy") / "data"
     shutil.copytree(broker.log_dir, copy)
-    return KafkaWritten(copy, live_copy, expected, sent, broker.start_seconds)
+    return KafkaWritten(copy, live_copy, expected, sent, offsets_for_times, broker.start_seconds)
+
+
+def _timestamp_targets(sent: dict[str, list[StoredRecord]]) -> list[int]:
+    """Timestamps to look offsets up by: before, at and after the records' timestamps, and
+    a spread of the timestamps in between (which the samples have out of order)."""
+    stamps = sorted({record.timestamp for records in sent.values() for record in records})
+    return sorted({stamps[0] - 1, *stamps[:: max(1, len(stamps) // 24)], stamps[-1] + 1})
 
 
 def _partition_dirs(log_dir: Path, topic: str) -> list[Path]:
@@ -377,6 +388,51 @@ def test_odradek_serves_every_record_kafka_wrote(
 
 def _position(record: StoredRecord) -> tuple[int, int]:
     return record.partition, record.offset
+
+
+def test_odradek_finds_offsets_by_timestamp_as_kafka_does(
+    kafka_written: KafkaWritten, odradek_on_kafka_files: LogManager
+) -> None:
+    """ListOffsets by timestamp on Kafka's files: odradek's Log answers what Kafka's broker
+    answered (the first record at or after the target in offset order; out-of-order
+    timestamps, LogAppendTime, transaction markers, cleaned segments), which is what a scan of
+    every record finds.
+
+    One known difference: Kafka searches only the first segment whose largest timestamp is at
+    or after the target, and takes an empty segment's modification time as its largest
+    timestamp, so a segment its cleaner emptied hides the records after it (no offset found);
+    odradek goes on to the next segment."""
+    assert kafka_written.offsets_for_times
+    scanned, odradek_answers = {}, {}
+    for topic, partition, target in kafka_written.offsets_for_times:
+        log = odradek_on_kafka_files.get_log(TopicPartition(topic, partition))
+        found = log.fetch_offset_by_timestamp(target, FetchIsolation.HIGH_WATERMARK)
+        odradek_answers[topic, partition, target] = (
+            None if found is None else (found.timestamp, found.offset)
+        )
+        scanned[topic, partition, target] = _first_record_at_or_after(log, target)
+    assert odradek_answers == scanned
+    differences = {
+        key: answer
+        for key, answer in kafka_written.offsets_for_times.items()
+        if answer != scanned[key]
+    }
+    emptied = kafka_written.log_dir / "compacted-0" / "00000000000000000000.log"
+    assert emptied.stat().st_size == 0, "the compacted topic has no emptied segment"
+    assert differences and all(
+        topic == "compacted" and answer is None for (topic, _, _), answer in differences.items()
+    ), differences
+
+
+def _first_record_at_or_after(log: Log, target: int) -> tuple[int, int] | None:
+    """(timestamp, offset) of the first record of ``log`` (control records too) whose
+    timestamp is at or after ``target``, by reading every batch."""
+    for segment_file in sorted(log.dir.glob("*.log")):
+        for batch in MemoryRecords(segment_file.read_bytes()).batches():
+            for record in batch.records():
+                if record.timestamp >= target and record.offset >= log.log_start_offset:
+                    return record.timestamp, record.offset
+    return None
 
 
 @pytest.mark.parametrize("which", COPIES)

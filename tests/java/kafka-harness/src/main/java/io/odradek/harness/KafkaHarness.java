@@ -20,6 +20,7 @@ import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -42,6 +43,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * create-topic --bootstrap HOST:PORT (--topic T [--partitions N] [--config K=V]...)...
  * produce      --bootstrap HOST:PORT [--topic T] [--property K=V]... (records on stdin)
  * consume      --bootstrap HOST:PORT (--topic T)... [--property K=V]... (to the end offsets)
+ * offsets-for-times --bootstrap HOST:PORT (--topic T)... (--timestamp MS)...
  * </pre>
  *
  * produce reads one line per step, fields separated by tabs:
@@ -75,6 +77,7 @@ public final class KafkaHarness {
             case "create-topic" -> createTopic(options, out);
             case "produce" -> produce(options, out);
             case "consume" -> consume(options, out);
+            case "offsets-for-times" -> offsetsForTimes(options, out);
             default -> throw new IllegalArgumentException("unknown command " + args[0]);
         }
         out.flush();
@@ -235,6 +238,35 @@ public final class KafkaHarness {
         }
     }
 
+    /** ListOffsets by timestamp: for each partition of each --topic and each --timestamp, the
+     *  offset and timestamp of the first record at or after it (offset null when none). */
+    private static void offsetsForTimes(Options options, PrintStream out) {
+        Properties props = options.clientProperties();
+        props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
+            List<TopicPartition> partitions = new ArrayList<>();
+            for (TopicSpec topic : options.topics) {
+                for (PartitionInfo info : consumer.partitionsFor(topic.name, Duration.ofMillis(options.timeoutMs))) {
+                    partitions.add(new TopicPartition(info.topic(), info.partition()));
+                }
+            }
+            for (long target : options.timestamps) {
+                Map<TopicPartition, Long> query = new HashMap<>();
+                partitions.forEach(tp -> query.put(tp, target));
+                Map<TopicPartition, OffsetAndTimestamp> found =
+                        consumer.offsetsForTimes(query, Duration.ofMillis(options.timeoutMs));
+                for (TopicPartition tp : partitions) {
+                    OffsetAndTimestamp answer = found.get(tp);
+                    out.println("{\"topic\":" + json(tp.topic()) + ",\"partition\":" + tp.partition()
+                            + ",\"target\":" + target
+                            + ",\"offset\":" + (answer == null ? "null" : answer.offset())
+                            + ",\"timestamp\":" + (answer == null ? "null" : answer.timestamp()) + "}");
+                }
+            }
+        }
+    }
+
     private static boolean reached(KafkaConsumer<byte[], byte[]> consumer, Map<TopicPartition, Long> end) {
         for (Map.Entry<TopicPartition, Long> entry : end.entrySet()) {
             if (consumer.position(entry.getKey()) < entry.getValue()) {
@@ -303,14 +335,15 @@ public final class KafkaHarness {
         }
     }
 
-    /** The command line: --bootstrap, --topic, --partitions, --partition, --from, --timeout-ms,
-     *  --config K=V (topic configs) and --property K=V (client configs). */
+    /** The command line: --bootstrap, --topic, --partitions, --partition, --from, --timestamp,
+     *  --timeout-ms, --config K=V (topic configs) and --property K=V (client configs). */
     private static final class Options {
         String bootstrap;
         String topic;
         final List<TopicSpec> topics = new ArrayList<>();
         Integer partition;
         Long from;
+        final List<Long> timestamps = new ArrayList<>();
         long timeoutMs = 60000;
         final Properties properties = new Properties();
 
@@ -330,6 +363,7 @@ public final class KafkaHarness {
                     case "--partitions" -> options.lastTopic().partitions = Integer.parseInt(value);
                     case "--partition" -> options.partition = Integer.valueOf(value);
                     case "--from" -> options.from = Long.valueOf(value);
+                    case "--timestamp" -> options.timestamps.add(Long.valueOf(value));
                     case "--timeout-ms" -> options.timeoutMs = Long.parseLong(value);
                     case "--config" -> {
                         String[] pair = value.split("=", 2);
