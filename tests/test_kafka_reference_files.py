@@ -331,6 +331,77 @@ def test_dump_log_reads_every_segment_kafka_wrote(kafka_written: KafkaWritten, w
         ), topic
 
 
+def test_dump_log_agrees_with_kafkas_dump_log_segments(kafka_written: KafkaWritten) -> None:
+    """On Kafka's own files, odradek dump-log and Kafka's DumpLogSegments list the same batch
+    headers (offsets, count, producer, epochs, flags, position, max timestamp and its type,
+    size, codec, CRC and its validity) and the same offset and time index entries."""
+    files = [
+        path
+        for topic in [*kafka_written.expected, "__cluster_metadata"]
+        for directory in _partition_dirs(kafka_written.log_dir, topic)
+        for path in _segment_files(directory)
+    ]
+    kafka: dict[str, list[dict[str, str]]] = {}
+    for line in _kafka_dump("--files", ",".join(map(str, files))).splitlines():
+        if line.startswith("Dumping "):
+            listed = kafka.setdefault(line.removeprefix("Dumping "), [])
+        elif not line.startswith("Log starting offset") and not line.endswith(" is empty."):
+            listed.append(dict(re.findall(r"(\w+): (\S+)", line)))
+    done = _dump_log(files)
+    assert done.returncode == 0, done.stderr
+    odradek: dict[str, list[dict[str, str]]] = {}
+    for line in map(json.loads, done.stdout.splitlines()):
+        if line["type"] == "file":
+            listed = odradek.setdefault(line["path"], [])
+        elif line["type"] == "batch":
+            listed.append(_as_kafka_prints_it(line))
+        elif line["type"] == "entry":
+            listed.append({name: str(value) for name, value in line.items() if name != "type"})
+    assert kafka.keys() == odradek.keys()
+    for path, entries in kafka.items():
+        if path.endswith(".log"):
+            entries = [_batch_as_kafka_printed_it(entry) for entry in entries]
+        assert odradek[path] == entries, path
+
+
+# The batch fields both tools print, under Kafka's names.
+_KAFKA_BATCH_FIELDS = (
+    "baseOffset", "lastOffset", "count", "producerId", "producerEpoch", "partitionLeaderEpoch",
+    "isTransactional", "isControl", "position", "timestampType", "maxTimestamp", "size",
+    "compresscodec", "crc", "isvalid",
+)  # fmt: skip
+
+
+def _batch_as_kafka_printed_it(fields: dict[str, str]) -> dict[str, str]:
+    """The fields of a DumpLogSegments batch line that odradek prints too (Kafka prints the
+    max timestamp under the name of its type)."""
+    kind = "LogAppendTime" if "LogAppendTime" in fields else "CreateTime"
+    fields = {**fields, "timestampType": kind, "maxTimestamp": fields[kind]}
+    return {name: fields[name] for name in _KAFKA_BATCH_FIELDS}
+
+
+def _as_kafka_prints_it(batch: dict[str, object]) -> dict[str, str]:
+    """A batch of odradek dump-log's JSON with Kafka's DumpLogSegments' names and spelling."""
+    shown = {
+        "baseOffset": batch["baseOffset"],
+        "lastOffset": batch["lastOffset"],
+        "count": batch["count"],
+        "producerId": batch["producerId"],
+        "producerEpoch": batch["producerEpoch"],
+        "partitionLeaderEpoch": batch["partitionLeaderEpoch"],
+        "isTransactional": str(batch["isTransactional"]).lower(),
+        "isControl": str(batch["isControl"]).lower(),
+        "position": batch["position"],
+        "timestampType": batch["timestampType"],
+        "maxTimestamp": batch["maxTimestamp"],
+        "size": batch["size"],
+        "compresscodec": batch["compression"],
+        "crc": batch["crc"],
+        "isvalid": str(batch["crcValid"]).lower(),
+    }
+    return {name: str(value) for name, value in shown.items()}
+
+
 def test_dump_log_reads_kafkas_metadata_log(kafka_written: KafkaWritten) -> None:
     """Kafka's KRaft metadata log is in the same batch format, control batches included."""
     files = _segment_files(kafka_written.log_dir / "__cluster_metadata-0")
