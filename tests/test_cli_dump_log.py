@@ -20,6 +20,7 @@ from odradek.record.memory_records import MemoryRecords
 from odradek.record.record_batch import (
     ATTRIBUTES_OFFSET,
     BATCH_LENGTH_OFFSET,
+    DELETE_HORIZON_FLAG_MASK,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     TimestampType,
@@ -197,6 +198,28 @@ def test_batch_header_fields_come_from_the_file(tmp_path: Path) -> None:
         "isControl": False,
         "crcValid": True,
     }
+
+
+def test_a_delete_horizon_set_by_kafkas_cleaner_is_shown(tmp_path: Path) -> None:
+    """Kafka's cleaner flags a batch holding a kept tombstone (attribute bit 6) and stores the
+    delete horizon in its base timestamp field; Kafka's dump tool shows it as deleteHorizonMs
+    (tests/test_kafka_reference_files.py reads such batches from Kafka itself)."""
+    horizon = BASE_TIME_MS + 86_400_000
+    data = bytearray(build_batch([(horizon, b"k", None, ())]))
+    attributes = struct.unpack_from(">h", data, ATTRIBUTES_OFFSET)[0]
+    struct.pack_into(">h", data, ATTRIBUTES_OFFSET, attributes | DELETE_HORIZON_FLAG_MASK)
+    write_crc(data, 0)
+    log_file = tmp_path / "00000000000000000000.log"
+    log_file.write_bytes(bytes(data))
+
+    result = dump("--json", log_file)
+
+    assert result.exit_code == 0, result.stderr
+    [batch] = json_lines(result, "batch")
+    assert batch["deleteHorizonMs"] == batch["baseTimestamp"] == horizon
+    log_file.write_bytes(build_batch([(horizon, b"k", None, ())]))
+    [plain] = json_lines(dump("--json", log_file), "batch")
+    assert "deleteHorizonMs" not in plain
 
 
 def kafka_python_batch(base_offset: int, codec: CompressionType, n: int) -> bytes:

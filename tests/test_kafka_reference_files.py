@@ -356,8 +356,8 @@ def test_dump_log_reads_every_segment_kafka_wrote(kafka_written: KafkaWritten, w
 
 def test_dump_log_agrees_with_kafkas_dump_log_segments(kafka_written: KafkaWritten) -> None:
     """On Kafka's own files, odradek dump-log and Kafka's DumpLogSegments list the same batch
-    headers (offsets, count, producer, epochs, flags, position, max timestamp and its type,
-    size, codec, CRC and its validity) and the same offset and time index entries."""
+    headers (offsets, count, producer, epochs, flags, delete horizon, position, max timestamp
+    and its type, size, codec, CRC and its validity) and the same index entries."""
     files = [
         path
         for topic in [*kafka_written.expected, "__cluster_metadata"]
@@ -390,8 +390,8 @@ def test_dump_log_agrees_with_kafkas_dump_log_segments(kafka_written: KafkaWritt
 # The batch fields both tools print, under Kafka's names.
 _KAFKA_BATCH_FIELDS = (
     "baseOffset", "lastOffset", "count", "producerId", "producerEpoch", "partitionLeaderEpoch",
-    "isTransactional", "isControl", "position", "timestampType", "maxTimestamp", "size",
-    "compresscodec", "crc", "isvalid",
+    "isTransactional", "isControl", "deleteHorizonMs", "position", "timestampType",
+    "maxTimestamp", "size", "compresscodec", "crc", "isvalid",
 )  # fmt: skip
 
 
@@ -414,6 +414,9 @@ def _as_kafka_prints_it(batch: dict[str, object]) -> dict[str, str]:
         "partitionLeaderEpoch": batch["partitionLeaderEpoch"],
         "isTransactional": str(batch["isTransactional"]).lower(),
         "isControl": str(batch["isControl"]).lower(),
+        "deleteHorizonMs": f"OptionalLong[{batch['deleteHorizonMs']}]"
+        if "deleteHorizonMs" in batch
+        else "OptionalLong.empty",
         "position": batch["position"],
         "timestampType": batch["timestampType"],
         "maxTimestamp": batch["maxTimestamp"],
