@@ -1,11 +1,15 @@
 """Apache Kafka's side of the odradek-vs-Kafka comparison: prints figures, asserts nothing.
 
 The reference broker (tools/kafka-reference: one KRaft node on loopback, 384 MB heap) measured
-with Kafka's own producer perf tool (org.apache.kafka.tools.ProducerPerformance), the client
-the comparison will use against both brokers once odradek speaks Kafka's protocol:
-- produce throughput (records/s, MB/s) and latency (avg, p50, p99) for 100 B and 1 KB records
+with Kafka's own perf tools (org.apache.kafka.tools.ProducerPerformance, ConsumerPerformance,
+EndToEndLatency), clients the comparison will use against both brokers once odradek speaks
+Kafka's protocol:
+- produce throughput (records/s, MB/s) and latency (p50, p99) for 100 B and 1 KB records
   with acks=1 and acks=all, on a topic with Kafka's defaults (no fsync per write) and on one
   with flush.messages=1 (an fsync per write, as odradek does on acks=all);
+- consume throughput (ConsumerPerformance's fetch rate over the 100 B acks=1 records);
+- latency at a fixed 1,000 records/s (ProducerPerformance, acks=all: send to acknowledgement)
+  and end to end one record at a time (EndToEndLatency, acks=all: send to receipt);
 - the broker's CPU-seconds per 1M records (from /proc, the broker process only);
 - resident memory after start-up and its peak after the runs;
 - time from start to serving: a fresh broker, and a restart with --partitions partitions.
@@ -24,6 +28,7 @@ import os
 import re
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -87,6 +92,45 @@ def produce(bootstrap: str, topic: str, records: int, size: int, acks: str) -> d
     return {"records": sent, "rate": rate, "mb_rate": mb_rate, "avg": avg, "p50": p50, "p99": p99}
 
 
+def produce_at(bootstrap: str, topic: str, rate: int, seconds: int) -> dict[str, float]:
+    """Acks=all 100 B records at ``rate`` a second for ``seconds``: the producer's latency
+    (send to acknowledgement) at that load."""
+    output = kafka_tool(
+        "org.apache.kafka.tools.ProducerPerformance",
+        "--topic", topic, "--num-records", str(rate * seconds), "--record-size", "100",
+        "--throughput", str(rate), "--producer-props", f"bootstrap.servers={bootstrap}",
+        "acks=all",
+    )  # fmt: skip
+    match = SUMMARY.search(output)
+    if match is None:
+        raise RuntimeError(f"no summary in ProducerPerformance's output:\n{output}")
+    return {"p50": float(match.group(6)), "p99": float(match.group(8))}
+
+
+def end_to_end(bootstrap: str, topic: str, records: int) -> dict[str, float]:
+    """Kafka's EndToEndLatency: one acks=all 100 B record at a time, from send to receipt."""
+    output = kafka_tool(
+        "org.apache.kafka.tools.EndToEndLatency",
+        "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(records),
+        "--producer-acks", "all", "--record-size", "100",
+    )  # fmt: skip
+    match = re.search(r"50th = (\d+), 99th = (\d+)", output)
+    if match is None:
+        raise RuntimeError(f"no percentiles in EndToEndLatency's output:\n{output}")
+    return {"p50": float(match.group(1)), "p99": float(match.group(2))}
+
+
+def consume(bootstrap: str, topic: str, records: int) -> dict[str, float]:
+    """Kafka's ConsumerPerformance over ``records`` records of ``topic``: the fetch rate (the
+    group join before the first fetch left out)."""
+    output = kafka_tool(
+        "org.apache.kafka.tools.ConsumerPerformance",
+        "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(records),
+    )  # fmt: skip
+    fields = output.strip().splitlines()[-1].split(", ")
+    return {"rate": float(fields[-1]), "mb_rate": float(fields[-2])}
+
+
 def spread(values: list[float]) -> str:
     return f"{statistics.median(values):10.1f}  [{min(values):.1f} .. {max(values):.1f}]"
 
@@ -98,6 +142,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=1000)
     parser.add_argument("--dir", type=Path, default=None, help="state directory (default: tmp)")
     args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # progress shows when the output is a file
     tool("resolve")
     state = args.dir or Path(tempfile.mkdtemp(prefix="vs-kafka-"))
     print(f"reference Kafka in {state}; {args.rounds} rounds, medians [min .. max]")
@@ -115,8 +160,14 @@ def main() -> None:
         for flush in ("default", "flush.messages=1")
     ]
     figures: dict[tuple, list[dict[str, float]]] = {case: [] for case in cases}
+    consumed: list[dict[str, float]] = []
+    at_1000: list[dict[str, float]] = []
+    one_at_a_time: list[dict[str, float]] = []
     try:
         for round_number in range(args.rounds):
+            create_topic(bootstrap, f"latency-{round_number}")
+            at_1000.append(produce_at(bootstrap, f"latency-{round_number}", 1000, 5))
+            one_at_a_time.append(end_to_end(bootstrap, f"latency-{round_number}", 1000))
             for size, acks, flush in cases:
                 topic = f"perf-{size}-{acks}-{'fsync' if flush != 'default' else 'default'}"
                 topic += f"-{round_number}"
@@ -127,6 +178,8 @@ def main() -> None:
                 result = produce(bootstrap, topic, records, size, acks)
                 result["cpu_per_million"] = (cpu_seconds(pid) - before) / records * 1e6
                 figures[(size, acks, flush)].append(result)
+                if (size, acks, flush) == (100, "1", "default"):
+                    consumed.append(consume(bootstrap, topic, records))
         print()
         columns = ("records/s", "MB/s", "p50 ms", "p99 ms", "broker CPU-s/1M")
         print(f"{'record':>6} {'acks':>4} {'topic':<17} " + " ".join(f"{c:>26}" for c in columns))
@@ -137,6 +190,14 @@ def main() -> None:
                     f"{spread([run[key] for run in runs]):>26}"
                     for key in ("rate", "mb_rate", "p50", "p99", "cpu_per_million")
                 )
+            )
+        print()
+        print(f"consume 100 B records/s: {spread([run['rate'] for run in consumed])}")
+        print(f"consume 100 B MB/s:      {spread([run['mb_rate'] for run in consumed])}")
+        for name, runs in (("at 1,000 records/s", at_1000), ("one at a time", one_at_a_time)):
+            print(
+                f"latency {name:<19} p50 ms {spread([run['p50'] for run in runs])}"
+                f"  p99 ms {spread([run['p99'] for run in runs])}"
             )
         print(f"\npeak resident memory of the broker: {memory_kb(pid, 'VmHWM') / 1024:.0f} MB")
 
