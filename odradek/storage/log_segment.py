@@ -197,21 +197,15 @@ class LogSegment:
         self, records: bytes | bytearray | memoryview, physical_position: int, write_through: bool
     ) -> None:
         """``append`` once its checks passed: the write at ``physical_position`` (the end of
-        the file), then the index entries."""
+        the file), then the index entries: one in each index once more than
+        ``index.interval.bytes`` were written since the last (SPEC 5).
+
+        Runs on every append, in one call: the indexes are reached only when an entry is due,
+        and the counters are read and written once.
+        """
         if physical_position == 0:
             self._rolling_based_timestamp = RecordBatch(records).max_timestamp
         self.log.append(records, write_through=write_through)
-        self._index_batches(records, physical_position)
-
-    def _index_batches(
-        self, records: bytes | bytearray | memoryview, physical_position: int
-    ) -> None:
-        """Add index entries for the batches just written at ``physical_position``: one entry in
-        each index once more than ``index.interval.bytes`` were written since the last (SPEC 5).
-
-        Runs on every append, so the indexes are reached only when an entry is due, and the
-        counters are read and written once a call.
-        """
         unpack_from = _INDEXED_FIELDS.unpack_from
         interval = self.index_interval_bytes
         since_last_entry = self._bytes_since_last_index_entry
@@ -260,11 +254,16 @@ class LogSegment:
         """
         size = self.log.size_in_bytes
         offset_index, time_index = self._checked_indexes or self._check_indexes()
+        rolling_based_timestamp = self._rolling_based_timestamp
         if (
             size > config.segment_bytes - len(records)
             or (
                 size > 0
-                and self.time_waited_for_roll(now_ms, largest_timestamp)
+                and (
+                    largest_timestamp - rolling_based_timestamp  # time_waited_for_roll, known
+                    if rolling_based_timestamp is not None and rolling_based_timestamp >= 0
+                    else self.time_waited_for_roll(now_ms, largest_timestamp)
+                )
                 > config.segment_ms - self.roll_jitter_ms
             )
             or offset_index.is_full
