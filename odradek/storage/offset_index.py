@@ -19,9 +19,6 @@ class OffsetPosition:
     position: int
 
 
-_ENTRY = struct.Struct(">ii")
-
-
 class OffsetIndex(AbstractIndex):
     """Entries of 8 bytes: offset relative to the base offset (int32), file position (int32).
 
@@ -29,7 +26,7 @@ class OffsetIndex(AbstractIndex):
     scanning the ``.log`` by binary search instead of reading the segment from the top.
     """
 
-    _ENTRY = _ENTRY
+    _ENTRY = struct.Struct(">ii")
     entry_size = _ENTRY.size
     _OFFSET_FIELD = 0
     _POSITION_FIELD = 1
@@ -56,12 +53,7 @@ class OffsetIndex(AbstractIndex):
                 raise ValueError(f"position {position} does not fit an int32 index entry")
             if not 0 <= relative <= INT32_MAX:
                 self.relative_offset(offset)  # raises, naming the offset and the file
-            entries = self._entries
-            if entries >= self._max_entries:
-                raise ValueError(f"cannot append to {self!r}: it is full")
-            _ENTRY.pack_into(index_map, entries * 8, relative, position)
-            self._entries = entries + 1
-            self._last = (relative, position)
+            self._append_fields(index_map, relative, position)
 
     def append_all(self, entries: list[tuple[int, int]]) -> None:
         """Add each (offset, position) of ``entries`` as :meth:`append` would, in one write."""
