@@ -65,6 +65,10 @@ class LogSegment:
         # see half of a change; None until first needed (then read from the time index). A
         # plain tuple, not a TimestampAndOffset: most appends make one.
         self._max_timestamp_and_offset: tuple[int, int] | None = None
+        # The pair (that very tuple) last given to the time index since its entries last
+        # changed otherwise: giving it again would add nothing, so an index entry due while
+        # the max timestamp stands still (appends within one millisecond) skips that call.
+        self._time_indexed: tuple[int, int] | None = None
         self._checked_indexes: tuple[OffsetIndex, TimeIndex] | None = None
         self._index_check_lock = threading.Lock()
         self._closed = False
@@ -223,7 +227,9 @@ class LogSegment:
                 self._bytes_since_last_index_entry = since_last_entry = 0
                 offset_index, time_index = self._checked_indexes or self._check_indexes()
                 offset_index.append(last_offset, physical_position + position_in_records)
-                time_index.maybe_append(*latest)
+                if latest is not self._time_indexed:
+                    time_index.maybe_append(*latest)
+                    self._time_indexed = latest
             size = batch_length + LOG_OVERHEAD
             since_last_entry += size
             position_in_records += size
@@ -372,6 +378,7 @@ class LogSegment:
         offset_index.reset()
         time_index.reset()
         self._max_timestamp_and_offset = (-1, -1)
+        self._time_indexed = None
         self._bytes_since_last_index_entry = 0
         valid_bytes = 0
         next_offset = self.base_offset
@@ -440,6 +447,7 @@ class LogSegment:
         mapping = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self._time_indexed = None
         self.offset_index.resize(self.offset_index.max_index_size)
         self.time_index.resize(self.time_index.max_index_size)
         if mapping is None:
