@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cleaner_helpers import CLEANER, clean_fully
 from kafka_reference import (
     JavaClient,
     ProducedRecord,
@@ -42,9 +43,8 @@ from kafka_reference import (
 )
 from log_helpers import open_log
 from serve_process import ServeProcess
-from cleaner_helpers import CLEANER, clean_fully
 
-from odradek.cli.dump_output import display_bytes
+from odradek.cli.bytes_display import json_bytes, json_headers
 from odradek.client import Consumer
 from odradek.config.broker_config import BrokerConfig
 from odradek.config.log_config import LogConfig
@@ -334,9 +334,9 @@ def test_dump_log_reads_every_segment_kafka_wrote(kafka_written: KafkaWritten, w
                     tp.partition,
                     r["offset"],
                     r["timestamp"],
-                    r["key"],
-                    r["value"],
-                    [tuple(h) for h in r["headers"]],
+                    json.dumps(r["key"]),
+                    json.dumps(r["value"]),
+                    json.dumps(r["headers"]),
                 )
                 for r in line["records"]
             ]
@@ -346,9 +346,9 @@ def test_dump_log_reads_every_segment_kafka_wrote(kafka_written: KafkaWritten, w
                 r.partition,
                 r.offset,
                 r.timestamp,
-                display_bytes(r.key),
-                display_bytes(r.value),
-                [(name, display_bytes(value)) for name, value in r.headers],
+                json.dumps(json_bytes(r.key)),
+                json.dumps(json_bytes(r.value)),
+                json.dumps(json_headers(r.headers)),
             )
             for r in expected
         ), topic

@@ -115,7 +115,7 @@ def test_the_cleaner_owns_its_checkpoint_per_dir_and_drops_a_deleted_topic(tmp_p
         assert checkpoints.cleaner_offsets() == {orders_0: 10, orders_1: 20, keep: 5}
         orders_1_dir = manager.get_log(orders_1).dir.parent
         assert _checkpoint(orders_1_dir).get(orders_1) == 20
-        topic_admin(manager).delete_topic("orders")  # the LogManager asks the cleaner to forget them
+        topic_admin(manager).delete_topic("orders")  # the cleaner forgets them
         assert checkpoints.cleaner_offsets() == {keep: 5}
         assert orders_1 not in _checkpoint(orders_1_dir)
         assert not any(
