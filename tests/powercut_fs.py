@@ -15,8 +15,8 @@ a random subset of the unsynced page writes kept as a disk might (to catch code 
 write order without a barrier), and mounts it again, fresh, at the same place.
 
 The server runs in its own process (``python tests/powercut_fs.py BACKING MOUNT SHADOW``),
-talking over stdin/stdout: ``cut KEEP SEED`` and ``quit``; it prints ``mounted`` when a mount
-is ready and ``cut N`` when a cut is done.
+talking over stdin/stdout: ``freeze`` (the cut: answers ``frozen``), ``restore KEEP SEED``
+(answers ``cut N``, then ``mounted`` when the durable state is mounted again) and ``quit``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,11 +81,24 @@ class PowerCutFS:
         )
         self._expect("mounted")
 
-    def cut(self, keep_unsynced: float = 0.0, seed: int = 0) -> None:
+    def cut(
+        self,
+        keep_unsynced: float = 0.0,
+        seed: int = 0,
+        abandon: Callable[[], object] | None = None,
+    ) -> None:
         """Lose power now: everything not durable goes (but for a ``keep_unsynced`` share of
         the unsynced page writes, drawn with ``seed``), and the durable state is mounted again.
-        Objects still holding files of the old mount get EIO from then on."""
-        self._send(f"cut {keep_unsynced} {seed}")
+
+        From the cut on, every change through the old mount fails with EIO; reads still work
+        until ``abandon`` (which lets go of whatever used the old mount: stops its threads,
+        closes its files) returns, so a memory map of the old mount faults no SIGBUS meanwhile.
+        Then the old mount's connection ends (ENOTCONN for what still holds it)."""
+        self._send("freeze")
+        self._expect("frozen")
+        if abandon is not None:
+            abandon()
+        self._send(f"restore {keep_unsynced} {seed}")
         self._expect("cut")
         self._expect("mounted")
         self.cuts += 1
@@ -326,10 +339,22 @@ def _serve(backing: Path, mount: Path, shadow: Path) -> None:  # pragma: no cove
             sys.stdout.flush()
 
     def guarded(method):
+        """A change: refused once the power is cut."""
+
         def run(self, *args):
             with lock:
                 if state["frozen"]:
                     raise OSError(errno.EIO, "power cut")
+                return method(self, *args)
+
+        run.__name__ = method.__name__
+        return run
+
+    def reading(method):
+        """A read: served until the old mount ends, so maps of it never fault."""
+
+        def run(self, *args):
+            with lock:
                 return method(self, *args)
 
         run.__name__ = method.__name__
@@ -361,7 +386,7 @@ def _serve(backing: Path, mount: Path, shadow: Path) -> None:  # pragma: no cove
                 state["frozen"] = False
             say("mounted")
 
-        @guarded
+        @reading
         def getattr(self, path, fh=None):
             if fh is not None and fh in self.handles:
                 st = os.fstat(self.handles[fh][0])
@@ -380,11 +405,11 @@ def _serve(backing: Path, mount: Path, shadow: Path) -> None:  # pragma: no cove
                 "st_blksize": st.st_blksize,
             }
 
-        @guarded
+        @reading
         def readdir(self, path, fh):
             return [".", "..", *os.listdir(self._path(path))]
 
-        @guarded
+        @reading
         def statfs(self, path):
             sv = os.statvfs(self._path(path))
             return {key: getattr(sv, key) for key in dir(sv) if key.startswith("f_")}
@@ -429,10 +454,12 @@ def _serve(backing: Path, mount: Path, shadow: Path) -> None:  # pragma: no cove
             fd = os.open(real, os.O_RDWR | os.O_CREAT | os.O_EXCL, mode)
             return self._handle(fd, tracker.created_file(os.fstat(fd).st_ino))
 
-        @guarded
+        @reading
         def open(self, path, flags):
             real = self._path(path)
             node = tracker.node_of(os.lstat(real).st_ino)
+            if flags & os.O_TRUNC and state["frozen"]:
+                raise OSError(errno.EIO, "power cut")
             keep = flags & (os.O_APPEND | os.O_TRUNC | os.O_SYNC | os.O_DSYNC)
             fd = os.open(real, os.O_RDWR | (keep & ~os.O_TRUNC))
             if flags & os.O_TRUNC:
@@ -440,7 +467,7 @@ def _serve(backing: Path, mount: Path, shadow: Path) -> None:  # pragma: no cove
                 os.ftruncate(fd, 0)
             return self._handle(fd, node)
 
-        @guarded
+        @reading
         def read(self, path, size, offset, fh):
             return os.pread(self.handles[fh][0], size, offset)
 
@@ -468,7 +495,7 @@ def _serve(backing: Path, mount: Path, shadow: Path) -> None:  # pragma: no cove
             tracker.resizing(node, fd, os.fstat(fd).st_size)
             os.posix_fallocate(fd, offset, size)
 
-        @guarded
+        @reading
         def flush(self, path, fh):
             return 0
 
@@ -495,7 +522,12 @@ def _serve(backing: Path, mount: Path, shadow: Path) -> None:  # pragma: no cove
             words = line.split()
             if not words:
                 continue
-            if words[0] == "cut":
+            if words[0] == "freeze":
+                with lock:
+                    state["frozen"] = True
+                say("frozen")
+                continue
+            if words[0] == "restore":
                 share, seed = float(words[1]), int(words[2])
                 with lock:
                     state["frozen"] = True

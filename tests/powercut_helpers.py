@@ -36,10 +36,14 @@ def mounted(tmp_path: Path) -> PowerCutFS:
 
 
 def abandon(manager: LogManager) -> None:
-    """Let go of a manager whose file system lost power: every call it makes fails now, so
-    its shutdown only stops its threads (its errors are what a dead disk gives)."""
+    """Let go of a manager whose file system lost power: every change it makes fails now, so
+    its shutdown only stops its threads and closes its files (its errors are what a dead disk
+    gives)."""
     with contextlib.suppress(Exception):
         manager.shutdown()
+    for log in list(manager._logs.values()):
+        with contextlib.suppress(Exception):
+            log.close_handlers()
 
 
 def log_values(log: Log) -> list[bytes]:
@@ -82,7 +86,11 @@ class CutTimer:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def join(self) -> None:
+        """Stop the workload (after the cut it fails anyway) and wait for it."""
         self.stop.set()
         self._thread.join(30)
         assert not self._thread.is_alive(), "the workload hung after the power cut"
+
+    def __exit__(self, *exc: object) -> None:
+        self.join()

@@ -21,7 +21,7 @@ from odradek.errors import (
     RecordListTooLargeError,
 )
 from odradek.storage import log_file_names as names
-from odradek.storage.atomic_file import fsync_directory
+from odradek.storage.atomic_file import fsync_directory, fsync_file_if_exists
 from odradek.storage.fetch_data_info import FetchDataInfo, FetchIsolation
 from odradek.storage.file_records import TimestampAndOffset
 from odradek.storage.log_append_info import LogAppendInfo
@@ -85,6 +85,12 @@ class Log:
         self._load_summary = offsets
         self._high_watermark = LogOffsetMetadata(self._log_start_offset)
         self._last_flush_ms = clock.milliseconds()
+        # Durability point: files created, renamed or deleted in ``dir`` since its last fsync
+        # (the files loading created, a roll's new segment, ``.deleted`` renames). The next
+        # flush fsyncs the directory before it moves the recovery point, so an acks=all append
+        # into a new segment is acknowledged only once the segment's name is durable, at the
+        # cost of one directory fsync inside the group commit it already waits for.
+        self._directory_unsynced = True
         self.io_error_handler: IoErrorHandler | None = None
         self._closed = False
         self.update_high_watermark(
@@ -110,7 +116,10 @@ class Log:
 
         ``high_watermark`` is the checkpointed value; None means "up to the log end".
         """
-        directory.mkdir(parents=True, exist_ok=True)
+        if not directory.is_dir():
+            directory.mkdir(parents=True, exist_ok=True)
+            # Durability point: the partition directory's entry in its log directory.
+            fsync_directory(directory.parent)
         segments = LogSegments()
         offsets = LogLoader(
             directory,
@@ -294,6 +303,7 @@ class Log:
                 preallocate=config.preallocate,
             )
             self._segments.add(segment)
+            self._directory_unsynced = True  # durability point: the new segment's files
             self._update_log_end_offset(new_offset)
             logger.info(
                 "[%s] rolled new log segment at offset %d", self.topic_partition, new_offset
@@ -497,11 +507,12 @@ class Log:
         truncations = self._truncations  # before the log end: a truncation moves both
         end = self.log_end_offset
         offset = end if offset is None else min(offset, end)
-        if self._closed or offset <= self._recovery_point:
+        if self._closed or (offset <= self._recovery_point and not self._directory_unsynced):
             return
         to_flush = self._segments.values_between(self._recovery_point, offset)
         try:
             with LOG_FLUSH_SECONDS.time():
+                self._sync_directory()
                 for segment in to_flush:
                     # Recovery rebuilds the indexes of the segment holding the recovery point,
                     # so only segments wholly below it need durable indexes: acks=all saves an
@@ -515,6 +526,17 @@ class Log:
             if self._truncations == truncations and offset > self._recovery_point:
                 self._recovery_point = offset
             self._last_flush_ms = self._clock.milliseconds()
+
+    def _sync_directory(self) -> None:
+        """fsync ``dir`` if files came, went or were renamed in it since its last fsync. The
+        flag drops before the fsync: a roll meanwhile raises it again for the next flush."""
+        if self._directory_unsynced:
+            self._directory_unsynced = False
+            try:
+                fsync_directory(self.dir)
+            except OSError:
+                self._directory_unsynced = True
+                raise
 
     # --- retention (SPEC 10) -----------------------------------------------------------------
 
@@ -617,6 +639,7 @@ class Log:
                 reason,
             )
             segment.rename_for_deletion()
+        self._directory_unsynced = True  # durability point: the ``.deleted`` renames
         self._scheduler.schedule(
             f"delete-segments-{self.topic_partition}",
             lambda: _delete_segment_files(segments),
@@ -696,6 +719,7 @@ class Log:
                 preallocate=self._config.preallocate,
             )
             self._segments.add(segment)
+            self._directory_unsynced = True  # durability point: the new segment's files
             self._log_start_offset = new_offset
             self._note_truncation(new_offset)
             self._next_offset_metadata = LogOffsetMetadata(new_offset, new_offset, 0)
@@ -704,10 +728,23 @@ class Log:
     # --- lifecycle ---------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close every segment (trimming the indexes). Flush first for durability."""
+        """Close every segment (trimming the indexes). Flush first for durability.
+
+        Closing trims the active segment's files and adds its last time index entry; those
+        are fsynced here, since the clean-shutdown marker written after a close claims them.
+        """
         with self._lock:
             self._closed = True
+            active = None if self._segments.is_empty else self._segments.active_segment
             self._segments.close()
+            if active is not None:
+                for path in (
+                    active.log.path,
+                    active.offset_index_path,
+                    active.time_index_path,
+                ):
+                    fsync_file_if_exists(path)
+            self._sync_directory()
 
     def close_handlers(self) -> None:
         """Close file descriptors without trimming (the log is about to be deleted)."""
