@@ -552,7 +552,7 @@ def _serve(backing: Path, mount: Path, shadow: Path) -> None:  # pragma: no cove
     threading.Thread(target=control, daemon=True).start()
     while not state["quit"]:
         unmounted.clear()
-        mfusepy.FUSE(operations, str(mount), foreground=True, fsname="powercut")
+        mfusepy.FUSE(operations, str(mount), foreground=True, fsname="powercut", hard_remove=True)
         unmounted.wait()
 
 

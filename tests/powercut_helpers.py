@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from odradek.errors import KafkaStorageError
 from odradek.record.memory_records import MemoryRecords
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log import Log
@@ -46,11 +47,12 @@ def abandon(manager: LogManager) -> None:
             log.close_handlers()
 
 
-def log_values(log: Log) -> list[bytes]:
-    """Every record's value from the log start to the log end, checking as it goes that the
-    offsets are contiguous and every batch is whole and passes its CRC (no garbage served)."""
+def log_values(log: Log, start: int | None = None) -> list[bytes]:
+    """Every record's value from ``start`` (default: the log start) to the log end, checking
+    as it goes that the offsets are contiguous and every batch is whole and passes its CRC
+    (no garbage served)."""
     values: list[bytes] = []
-    offset = log.log_start_offset
+    offset = log.log_start_offset if start is None else start
     while offset < log.log_end_offset:
         info = log.read(offset, 1 << 20, FetchIsolation.LOG_END)
         assert info.records is not None, f"nothing read at {offset} below {log.log_end_offset}"
@@ -79,7 +81,9 @@ class CutTimer:
     def _run(self, work: Callable[[threading.Event], None]) -> None:
         try:
             work(self.stop)
-        except Exception as error:  # the cut makes every call fail; anything is expected
+        except (OSError, KafkaStorageError):
+            pass  # the cut: every change fails from then on
+        except BaseException as error:
             self.error = error
 
     def __enter__(self) -> CutTimer:
@@ -91,6 +95,8 @@ class CutTimer:
         self.stop.set()
         self._thread.join(30)
         assert not self._thread.is_alive(), "the workload hung after the power cut"
+        if self.error is not None:
+            raise AssertionError(f"the workload failed: {self.error!r}") from self.error
 
     def __exit__(self, *exc: object) -> None:
         self.join()

@@ -125,16 +125,21 @@ def offset_valued_append(log: Log, count: int) -> int:
     return info.last_offset + 1
 
 
-def check_offset_valued(log: Log, durable_end: int, where: str) -> list[bytes]:
+def check_offset_valued(log: Log, durable_end: int, where: str) -> None:
     """Every record's value is its offset (no garbage, duplicate or hole: ``log_values``
-    checks batches and contiguity), and the log reaches ``durable_end``."""
-    values = log_values(log)
-    expected = [str(offset).encode() for offset in range(log.log_start_offset, log.log_end_offset)]
-    assert values == expected, f"{where}: a record is not at its offset"
+    checks batches and contiguity), and the log reaches ``durable_end``. (Retention may move
+    the log start meanwhile: the records are matched to the offsets they were read at.)"""
+    first = log.log_start_offset
+    values = log_values(log, first)
+    misplaced = [
+        (offset, value)
+        for offset, value in enumerate(values, start=first)
+        if value != str(offset).encode()
+    ]
+    assert not misplaced, f"{where}: records not at their offsets: {misplaced[:3]}"
     assert log.log_end_offset >= durable_end, (
         f"{where}: the log ends at {log.log_end_offset}, below {durable_end} made durable"
     )
-    return values
 
 
 def marker_exists(config: BrokerConfig) -> bool:
@@ -348,3 +353,56 @@ def partial(found: TopicState, before: TopicState, after: TopicState) -> bool:
 
 def abandon_cleanly(manager: LogManager) -> None:
     manager.shutdown()
+
+
+def busy_broker_config(fs: PowerCutFS, data: Path, **settings: object) -> BrokerConfig:
+    """Background tasks every few milliseconds, so cuts land in checkpoint writes,
+    retention's renames and delayed deletes."""
+    for name in (
+        "log_retention_check_interval_ms",
+        "log_flush_offset_checkpoint_interval_ms",
+        "log_flush_start_offset_checkpoint_interval_ms",
+        "replica_high_watermark_checkpoint_interval_ms",
+        "log_segment_delete_delay_ms",
+    ):
+        settings.setdefault(name, 5)
+    return broker_config(fs, log_dirs=(str(data),), **settings)
+
+
+def test_retention_and_checkpoints_cut_at_random_instants_leave_a_whole_log(
+    fs: PowerCutFS,
+) -> None:
+    """Retention deletes segments (rename to .deleted, delayed delete) and checkpoints are
+    rewritten every few milliseconds while acks=all records arrive: after any cut the log is
+    one contiguous run of records, each at its offset, up to the last acknowledged one, and
+    its log start offset is where its first segment's records begin."""
+    rng = random.Random(2505)
+    tp = TopicPartition("pc", 0)
+    for round_number in range(cuts(5)):
+        data = fs.mount / f"data-{round_number}"
+        config = busy_broker_config(fs, data, log_retention_bytes=3 * 4096)
+        acked_end = 0
+        for cut in range(9):
+            manager = started(config)
+            if cut == 0:
+                manager.create_topic("pc", 1)
+            log = manager.get_log(tp)
+            check_offset_valued(log, acked_end, f"round {round_number} cut {cut}")
+            acked = [acked_end]
+
+            def produce(stop, log=log, acked=acked) -> None:
+                while not stop.is_set():
+                    end = offset_valued_append(log, rng.randint(1, 20))
+                    log.flush(end)
+                    log.update_high_watermark(end)  # retention deletes only below it
+                    acked[0] = end
+
+            with CutTimer(produce) as workload:
+                time.sleep(rng.uniform(0.01, 0.08))
+                fs.cut(abandon=lambda: (workload.join(), abandon(manager)))  # noqa: B023
+            acked_end = acked[0]
+        manager = started(config)
+        log = manager.get_log(tp)
+        assert log.log_start_offset > 0, "retention never deleted a segment"
+        manager.shutdown()
+        shutil.rmtree(data)
