@@ -17,8 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from odradek.cleaner.cleaner_config import CleanerConfig
+from odradek.cleaner.log_cleaner import LogCleaner
 from odradek.config.broker_config import BrokerConfig
+from odradek.record.memory_records import MemoryRecords
 from odradek.record.record_batch_builder import build_batch
+from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log import Log
 from odradek.storage.log_manager import CLEAN_SHUTDOWN_FILE_NAME, LogManager
 from odradek.topic_partition import TopicPartition
@@ -406,3 +410,103 @@ def test_retention_and_checkpoints_cut_at_random_instants_leave_a_whole_log(
         assert log.log_start_offset > 0, "retention never deleted a segment"
         manager.shutdown()
         shutil.rmtree(data)
+
+
+def test_compaction_and_its_segment_swap_cut_at_random_instants_keep_every_latest_value(
+    fs: PowerCutFS,
+) -> None:
+    """The cleaner (its worker process writing ``.cleaned`` segments, the broker renaming them
+    ``.swap`` and then into place) runs while keyed acks=all records arrive: after any cut
+    every record is at its offset, in order, and the latest acknowledged record of every key
+    is there or superseded by a later one; records of keys written once are never lost."""
+    rng = random.Random(2506)
+    tp = TopicPartition("pc", 0)
+    config = busy_broker_config(
+        fs,
+        fs.mount / "data",
+        log_cleaner_enable=True,
+        log_cleaner_backoff_ms=5,
+        log_cleaner_min_cleanable_ratio=0.01,
+        log_cleaner_dedupe_buffer_size=1 << 20,
+    )
+    acked_end = 0
+    latest: dict[bytes, int] = {}  # key -> the offset of its last acknowledged record
+    leftovers: dict[str, int] = {}  # what cuts left for recovery to finish or undo
+    for cut in range(cuts(12)):
+        if cut > 0:
+            for path in (fs.mount / "data" / "pc-0").iterdir():
+                for suffix in (".cleaned", ".swap", ".deleted"):
+                    if path.name.endswith(".log" + suffix):
+                        leftovers[suffix] = leftovers.get(suffix, 0) + 1
+        manager = started(config)
+        cleaner = LogCleaner(CleanerConfig.from_broker_config(config), manager.all_logs, manager)
+        manager.attach_cleaner(cleaner)
+        cleaner.startup()
+        if cut == 0:
+            manager.create_topic("pc", 1, {"cleanup.policy": "compact"})
+        log = manager.get_log(tp)
+        records = log_records(log)
+        assert all(value == str(offset).encode() for offset, _, value in records), (
+            f"cut {cut}: a record is not at its offset"
+        )
+        assert log.log_end_offset >= acked_end, f"cut {cut}: acknowledged records lost"
+        newest = {key: offset for offset, key, _ in records}
+        lost = [key for key, offset in latest.items() if newest.get(key, -1) < offset]
+        assert not lost, f"cut {cut}: the latest values of {lost[:5]} are gone"
+        acked = [acked_end]
+
+        def produce(stop, log=log, acked=acked) -> None:
+            while not stop.is_set():
+                start = log.log_end_offset
+                offsets = range(start, start + rng.randint(1, 10))
+                info = log.append(keyed_batch(offsets))
+                assert info.first_offset == start
+                log.flush(info.last_offset + 1)
+                log.update_high_watermark(info.last_offset + 1)  # the cleaner stays below it
+                for offset in offsets:
+                    latest[key_of(offset)] = offset
+                acked[0] = info.last_offset + 1
+
+        with CutTimer(produce) as workload:
+            time.sleep(rng.uniform(0.05, 0.6))
+            fs.cut(
+                abandon=lambda: (workload.join(), cleaner.shutdown(), abandon(manager)),  # noqa: B023
+            )
+        acked_end = acked[0]
+    manager = started(config)
+    log = manager.get_log(tp)
+    cleaned = log.log_end_offset - len(log_records(log))
+    manager.shutdown()
+    print(f"cleaned away {cleaned} records; segment files the cuts left: {leftovers}")
+    assert cleaned > 0, "the cleaner never removed a record"
+
+
+def key_of(offset: int) -> bytes:
+    """Mostly five hot keys, overwritten all the time; every 37th record a key of its own."""
+    return f"once-{offset}".encode() if offset % 37 == 0 else f"hot-{offset % 5}".encode()
+
+
+def keyed_batch(offsets: range) -> bytes:
+    now_ms = int(time.time() * 1000)
+    return build_batch([(now_ms, key_of(o), str(o).encode(), ()) for o in offsets])
+
+
+def log_records(log: Log) -> list[tuple[int, bytes | None, bytes]]:
+    """(offset, key, value) of every record from the log start to the log end: batches whole,
+    CRCs right, offsets increasing (a compacted log has gaps)."""
+    found: list[tuple[int, bytes | None, bytes]] = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        info = log.read(offset, 1 << 20, FetchIsolation.LOG_END)
+        assert info.records is not None, f"nothing read at {offset} below {log.log_end_offset}"
+        batches = list(MemoryRecords(info.records.read_bytes()).batches())
+        assert batches, f"no whole batch at offset {offset}"
+        for batch in batches:
+            batch.ensure_valid()
+            for record in batch.records():
+                if record.offset >= offset:
+                    found.append((record.offset, record.key, record.value))
+            offset = max(offset, batch.last_offset + 1)
+    offsets = [o for o, _, _ in found]
+    assert offsets == sorted(set(offsets)), "offsets repeat or go back"
+    return found
