@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -19,6 +20,8 @@ import pytest
 
 from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.cleaner.log_cleaner import LogCleaner
+from odradek.client.consumer import Consumer
+from odradek.client.producer import Producer
 from odradek.config.broker_config import BrokerConfig
 from odradek.record.memory_records import MemoryRecords
 from odradek.record.record_batch_builder import build_batch
@@ -28,6 +31,7 @@ from odradek.storage.log_manager import CLEAN_SHUTDOWN_FILE_NAME, LogManager
 from odradek.topic_partition import TopicPartition
 from tests.powercut_fs import PowerCutFS
 from tests.powercut_helpers import CutTimer, abandon, log_values, mounted
+from tests.serve_process import ServeProcess
 
 CUTS_SCALE = float(os.environ.get("POWERCUT_CUTS", "1"))
 
@@ -510,3 +514,94 @@ def log_records(log: Log) -> list[tuple[int, bytes | None, bytes]]:
     offsets = [o for o, _, _ in found]
     assert offsets == sorted(set(offsets)), "offsets repeat or go back"
     return found
+
+
+@pytest.mark.slow
+def test_a_broker_process_loses_no_acks_all_record_to_power_cuts(fs: PowerCutFS) -> None:
+    """``odradek serve`` on the power-cut file system, fed by the project's producer with
+    acks=all and read back by its consumer after each cut (the broker killed with the
+    power): every acknowledged record is there once, offsets contiguous."""
+    rng = random.Random(2507)
+    tp = TopicPartition("pc", 0)
+    settings = ["--set", "log.segment.bytes=16384", "--set", "num.partitions=2"]
+    acked: set[bytes] = set()
+    next_value = 0
+    for cut in range(cuts(4)):
+        broker = ServeProcess(fs.mount / "data", *settings)
+        try:
+            next_value = broker_round(fs, broker, rng, cut, acked, next_value)
+        finally:
+            broker.stop(signal.SIGKILL)
+    assert len(acked) > 0
+    broker = ServeProcess(fs.mount / "data", *settings)
+    try:
+        assert acked <= set(consume_all(broker.bootstrap, tp))
+    finally:
+        broker.stop()
+
+
+def broker_round(
+    fs: PowerCutFS,
+    broker: ServeProcess,
+    rng: random.Random,
+    cut: int,
+    acked: set[bytes],
+    next_value: int,
+) -> int:
+    """Check what the last cut left, produce until the next one; the next value to send."""
+    tp = TopicPartition("pc", 0)
+    if cut > 0:
+        values = consume_all(broker.bootstrap, tp)
+        assert len(values) == len(set(values)), f"cut {cut}: records duplicated"
+        missing = acked - set(values)
+        assert not missing, f"cut {cut}: {len(missing)} acknowledged records lost"
+    producer = Producer(
+        bootstrap_servers=broker.bootstrap,
+        acks="all",
+        linger_ms=2,
+        retries=0,  # a retry may repeat a record whose answer the cut swallowed
+        request_timeout_ms=3000,
+        delivery_timeout_ms=4000,
+    )
+
+    def produce(stop) -> None:
+        value = next_value
+        while not stop.is_set():
+            sent = []
+            for _ in range(rng.randint(1, 200)):
+                record = f"v{value}".encode()
+                sent.append((record, producer.send("pc", record, partition=0)))
+                value += 1
+            for record, future in sent:
+                try:
+                    future.result(timeout=5)
+                except Exception:
+                    return  # the broker lost power: nothing after this is acknowledged
+                acked.add(record)
+
+    with CutTimer(produce) as workload:
+        time.sleep(rng.uniform(0.3, 1.5))
+        fs.cut(
+            abandon=lambda: (
+                broker.stop(signal.SIGKILL),
+                workload.join(),
+                producer.close(timeout=0),
+            )
+        )
+    return next_value + 1_000_000
+
+
+def consume_all(bootstrap: str, tp: TopicPartition) -> list[bytes]:
+    """Every record value of ``tp`` from its beginning to its end, checking offsets run on."""
+    with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([tp])
+        end = consumer.end_offsets([tp])[tp]
+        consumer.seek_to_beginning(tp)
+        records: list = []
+        deadline = time.monotonic() + 30
+        while (not records or records[-1].offset < end - 1) and end > 0:
+            assert time.monotonic() < deadline, "the consumer did not reach the log end"
+            records += consumer.poll(500)
+    offsets = [record.offset for record in records]
+    assert offsets == list(range(offsets[0] if offsets else 0, end)), "offsets not contiguous"
+    return [record.value for record in records]
