@@ -4,7 +4,8 @@ never serves garbage.
 
 Each scenario drives a LogManager in this process against the FUSE mount, cuts the power at a
 random moment of its work, opens the durable state again and checks it against what was
-acknowledged. ``POWERCUT_CUTS`` scales the number of cuts (``make soak`` runs thousands).
+acknowledged. ``POWERCUT_CUTS`` scales the number of cuts (``make soak`` runs thousands) and
+``POWERCUT_SEED`` varies them.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from tests.powercut_helpers import CutTimer, abandon, log_values, mounted
 from tests.serve_process import ServeProcess
 
 CUTS_SCALE = float(os.environ.get("POWERCUT_CUTS", "1"))
+SEED = int(os.environ.get("POWERCUT_SEED", "0"))  # make soak varies it; a failure names it
 
 
 def cuts(count: int) -> int:
@@ -42,6 +44,7 @@ def cuts(count: int) -> int:
 
 @pytest.fixture
 def fs(tmp_path: Path):
+    print(f"POWERCUT_SEED={SEED}")  # shown with a failure, to run it again
     powercut = mounted(tmp_path)
     try:
         yield powercut
@@ -73,7 +76,7 @@ def test_acks_all_records_survive_cuts_across_segment_rolls(fs: PowerCutFS) -> N
     the log directory, the topic and its new segments survive the first cut after their
     creation. Each round starts a new log directory, so creation is cut often and the log
     each cut rebuilds stays small."""
-    rng = random.Random(2501)
+    rng = random.Random(SEED + 2501)
     rounds, cuts_per_round = cuts(8), 8
     for round_number in range(rounds):
         config = broker_config(fs, log_dirs=(str(fs.mount / f"data-{round_number}"),))
@@ -159,7 +162,7 @@ def test_acks_1_loses_at_most_the_unsynced_tail_and_never_serves_garbage(fs: Pow
     records after the last flush; whatever share of the unsynced pages the disk kept (holes
     included), recovery cuts the log back to whole batches. Half the cycles end in a clean
     shutdown first, so a cut often meets a log that started after one (its marker removed)."""
-    rng = random.Random(2502)
+    rng = random.Random(SEED + 2502)
     tp = TopicPartition("pc", 0)
     for round_number in range(cuts(6)):
         data = fs.mount / f"data-{round_number}"
@@ -203,7 +206,7 @@ def test_a_clean_shutdown_cut_halfway_never_claims_what_was_not_made_durable(
 ) -> None:
     """The clean-shutdown marker, if the cut left it, vouches for every record appended before
     the shutdown (recovery is skipped on its word); without it, recovery finds a sound log."""
-    rng = random.Random(2503)
+    rng = random.Random(SEED + 2503)
     tp = TopicPartition("pc", 0)
     markers = cut_count = 0
     for round_number in range(cuts(4)):
@@ -302,7 +305,7 @@ def test_topic_creation_deletion_and_config_changes_survive_once_acknowledged(
     """Every acknowledged create, delete and alter-configs holds after a cut; the one in
     flight has happened or not. (Creation and deletion of a topic of several partitions are
     not atomic yet: the one in flight may leave some of its partitions; see the docs.)"""
-    rng = random.Random(2504)
+    rng = random.Random(SEED + 2504)
     config = broker_config(fs)
     model: dict[str, TopicState] = {}
     outcomes = {"before": 0, "after": 0, "partial": 0}
@@ -384,7 +387,7 @@ def test_retention_and_checkpoints_cut_at_random_instants_leave_a_whole_log(
     rewritten every few milliseconds while acks=all records arrive: after any cut the log is
     one contiguous run of records, each at its offset, up to the last acknowledged one, and
     its log start offset is where its first segment's records begin."""
-    rng = random.Random(2505)
+    rng = random.Random(SEED + 2505)
     tp = TopicPartition("pc", 0)
     for round_number in range(cuts(5)):
         data = fs.mount / f"data-{round_number}"
@@ -423,7 +426,7 @@ def test_compaction_and_its_segment_swap_cut_at_random_instants_keep_every_lates
     ``.swap`` and then into place) runs while keyed acks=all records arrive: after any cut
     every record is at its offset, in order, and the latest acknowledged record of every key
     is there or superseded by a later one; records of keys written once are never lost."""
-    rng = random.Random(2506)
+    rng = random.Random(SEED + 2506)
     tp = TopicPartition("pc", 0)
     config = busy_broker_config(
         fs,
@@ -521,7 +524,7 @@ def test_a_broker_process_loses_no_acks_all_record_to_power_cuts(fs: PowerCutFS)
     """``odradek serve`` on the power-cut file system, fed by the project's producer with
     acks=all and read back by its consumer after each cut (the broker killed with the
     power): every acknowledged record is there once, offsets contiguous."""
-    rng = random.Random(2507)
+    rng = random.Random(SEED + 2507)
     tp = TopicPartition("pc", 0)
     settings = ["--set", "log.segment.bytes=16384", "--set", "num.partitions=2"]
     acked: set[bytes] = set()
