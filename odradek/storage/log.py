@@ -85,12 +85,15 @@ class Log:
         self._load_summary = offsets
         self._high_watermark = LogOffsetMetadata(self._log_start_offset)
         self._last_flush_ms = clock.milliseconds()
-        # Durability point: files created, renamed or deleted in ``dir`` since its last fsync
-        # (the files loading created, a roll's new segment, ``.deleted`` renames). The next
-        # flush fsyncs the directory before it moves the recovery point, so an acks=all append
-        # into a new segment is acknowledged only once the segment's name is durable, at the
-        # cost of one directory fsync inside the group commit it already waits for.
-        self._directory_unsynced = True
+        # Durability point: changes to ``dir``'s entries (the files loading created, a roll's
+        # new segment, ``.deleted`` renames) are counted, and the count the last completed
+        # fsync of ``dir`` covered is kept. A flush fsyncs the directory if they differ before
+        # it moves the recovery point, so an acks=all append into a new segment is answered
+        # only once the segment's name is durable, inside the group commit it already waits
+        # for; the flush a roll schedules usually does it first.
+        self._directory_changes = 1
+        self._directory_synced = 0
+        self._directory_sync_lock = threading.Lock()
         self.io_error_handler: IoErrorHandler | None = None
         self._closed = False
         self.update_high_watermark(
@@ -303,7 +306,7 @@ class Log:
                 preallocate=config.preallocate,
             )
             self._segments.add(segment)
-            self._directory_unsynced = True  # durability point: the new segment's files
+            self._directory_changes += 1  # durability point: the new segment's files
             self._update_log_end_offset(new_offset)
             logger.info(
                 "[%s] rolled new log segment at offset %d", self.topic_partition, new_offset
@@ -315,10 +318,12 @@ class Log:
             return segment
 
     def _flush_rolled_segment(self, rolled: LogSegment, new_offset: int) -> None:
-        """After a roll: make the segment that stopped taking writes durable, indexes included
-        (an acks=all flush may have moved the recovery point past it without its indexes)."""
+        """After a roll: make the new segment's names durable first (the next acks=all flush
+        waits for that), then the segment that stopped taking writes, indexes included (an
+        acks=all flush may have moved the recovery point past it without its indexes)."""
         try:
             with LOG_FLUSH_SECONDS.time():
+                self._sync_directory()
                 rolled.flush()
         except OSError as error:
             raise self._storage_error("flush", error) from error
@@ -507,12 +512,12 @@ class Log:
         truncations = self._truncations  # before the log end: a truncation moves both
         end = self.log_end_offset
         offset = end if offset is None else min(offset, end)
-        if self._closed or (offset <= self._recovery_point and not self._directory_unsynced):
+        directory_synced = self._directory_synced >= self._directory_changes
+        if self._closed or (offset <= self._recovery_point and directory_synced):
             return
         to_flush = self._segments.values_between(self._recovery_point, offset)
         try:
             with LOG_FLUSH_SECONDS.time():
-                self._sync_directory()
                 for segment in to_flush:
                     # Recovery rebuilds the indexes of the segment holding the recovery point,
                     # so only segments wholly below it need durable indexes: acks=all saves an
@@ -520,6 +525,7 @@ class Log:
                     following = self._segments.higher_segment(segment.base_offset)
                     wholly_below = following is not None and following.base_offset <= offset
                     segment.flush(include_indexes=wholly_below)
+                self._sync_directory()
         except OSError as error:
             raise self._storage_error("flush", error) from error
         with self._recovery_point_lock:
@@ -528,15 +534,17 @@ class Log:
             self._last_flush_ms = self._clock.milliseconds()
 
     def _sync_directory(self) -> None:
-        """fsync ``dir`` if files came, went or were renamed in it since its last fsync. The
-        flag drops before the fsync: a roll meanwhile raises it again for the next flush."""
-        if self._directory_unsynced:
-            self._directory_unsynced = False
-            try:
-                fsync_directory(self.dir)
-            except OSError:
-                self._directory_unsynced = True
-                raise
+        """fsync ``dir`` unless a completed fsync covers every change to its entries so far.
+        A caller finding one in progress waits for it rather than taking it as done."""
+        target = self._directory_changes
+        if self._directory_synced >= target:
+            return
+        with self._directory_sync_lock:
+            if self._directory_synced >= target:
+                return
+            covered = self._directory_changes
+            fsync_directory(self.dir)
+            self._directory_synced = covered
 
     # --- retention (SPEC 10) -----------------------------------------------------------------
 
@@ -639,7 +647,7 @@ class Log:
                 reason,
             )
             segment.rename_for_deletion()
-        self._directory_unsynced = True  # durability point: the ``.deleted`` renames
+        self._directory_changes += 1  # durability point: the ``.deleted`` renames
         self._scheduler.schedule(
             f"delete-segments-{self.topic_partition}",
             lambda: _delete_segment_files(segments),
@@ -719,7 +727,7 @@ class Log:
                 preallocate=self._config.preallocate,
             )
             self._segments.add(segment)
-            self._directory_unsynced = True  # durability point: the new segment's files
+            self._directory_changes += 1  # durability point: the new segment's files
             self._log_start_offset = new_offset
             self._note_truncation(new_offset)
             self._next_offset_metadata = LogOffsetMetadata(new_offset, new_offset, 0)
