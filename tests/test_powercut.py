@@ -24,11 +24,14 @@ from odradek.cleaner.log_cleaner import LogCleaner
 from odradek.client.consumer import Consumer
 from odradek.client.producer import Producer
 from odradek.config.broker_config import BrokerConfig
+from odradek.config.log_config import LogConfig
 from odradek.record.memory_records import MemoryRecords
 from odradek.record.record_batch_builder import build_batch
+from odradek.storage.atomic_file import fsync_directory, fsync_file_if_exists
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log import Log
 from odradek.storage.log_manager import CLEAN_SHUTDOWN_FILE_NAME, LogManager
+from odradek.storage.scheduler import Scheduler
 from odradek.topic_partition import TopicPartition
 from tests.powercut_fs import PowerCutFS
 from tests.powercut_helpers import CutTimer, abandon, log_values, mounted
@@ -608,3 +611,30 @@ def consume_all(bootstrap: str, tp: TopicPartition) -> list[bytes]:
     offsets = [record.offset for record in records]
     assert offsets == list(range(offsets[0] if offsets else 0, end)), "offsets not contiguous"
     return [record.value for record in records]
+
+
+def test_a_segment_whose_unflushed_tail_was_lost_leaves_no_hole_before_the_next(
+    fs: PowerCutFS,
+) -> None:
+    """Regression (acks=1): the operating system wrote back a new segment's pages (and its
+    name) before the rolled segment's unflushed tail, then the power went. Recovery found the
+    rolled segment short and the next one whole, and served a log with a hole: records lost
+    in the middle, later ones kept. It now cuts the log at the hole (everything after it was
+    unflushed: a flush syncs the segments in order)."""
+    directory = fs.mount / "pc-0"
+    scheduler = Scheduler()  # never started: the flush a roll schedules does not run
+    log = Log.open(directory, LogConfig(segment_bytes=1 << 20), scheduler)
+    flushed_end = offset_valued_append(log, 10)
+    log.flush()
+    offset_valued_append(log, 10)  # the rolled segment's tail, never flushed
+    new_segment = log.roll()
+    offset_valued_append(log, 10)
+    fsync_file_if_exists(new_segment.log.path)  # the write-back that happened to come first
+    fsync_directory(directory)
+    fs.cut(abandon=log.close_handlers)
+    log = Log.open(directory, LogConfig(segment_bytes=1 << 20), scheduler)
+    try:
+        check_offset_valued(log, flushed_end, "after the cut")
+        assert log.log_end_offset == flushed_end
+    finally:
+        log.close()
