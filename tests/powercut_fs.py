@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PAGE_SIZE = 4096
+FUSE_CONNECTIONS = Path("/sys/fs/fuse/connections")  # fusectl: where a connection is ended
 
 # --- the client side: used by tests and bench --------------------------------------------------
 
@@ -43,6 +44,8 @@ def fuse_missing_reason() -> str | None:
         return "no /dev/fuse"
     if shutil.which("fusermount3") is None:
         return "no fusermount3 (Debian's fuse3)"
+    if not FUSE_CONNECTIONS.is_dir():
+        return f"no {FUSE_CONNECTIONS} to end a mount's connection with"
     try:
         import mfusepy  # noqa: F401
     except (ImportError, OSError) as error:
@@ -299,9 +302,6 @@ class DurabilityTracker:
                 shutil.copyfile(self._shadow_path(node), target)
                 placed[node] = target
             self.by_ino[os.lstat(target).st_ino] = node
-
-
-FUSE_CONNECTIONS = Path("/sys/fs/fuse/connections")
 
 
 def _abort_and_unmount(mount: Path) -> None:  # pragma: no cover - subprocess
