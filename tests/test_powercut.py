@@ -14,6 +14,7 @@ import os
 import random
 import shutil
 import signal
+import statistics
 import time
 from pathlib import Path
 
@@ -212,6 +213,7 @@ def test_a_clean_shutdown_cut_halfway_never_claims_what_was_not_made_durable(
     rng = random.Random(SEED + 2503)
     tp = TopicPartition("pc", 0)
     markers = cut_count = 0
+    durations = [0.03]  # seconds the shutdowns the cut did not stop took
     for round_number in range(cuts(4)):
         data = fs.mount / f"data-{round_number}"
         config = broker_config(fs, log_dirs=(str(data),))
@@ -228,10 +230,13 @@ def test_a_clean_shutdown_cut_halfway_never_claims_what_was_not_made_durable(
                 log.roll()
 
             def shut_down(stop, manager=manager) -> None:
+                started_at = time.monotonic()
                 manager.shutdown()
+                durations.append(time.monotonic() - started_at)
 
             with CutTimer(shut_down) as workload:
-                time.sleep(rng.uniform(0, 0.06))
+                # Within twice the time a whole shutdown took lately: before, during, after.
+                time.sleep(rng.uniform(0, 2 * statistics.median(durations[-5:])))
                 fs.cut(
                     keep_unsynced=rng.choice([0.0, 0.5, 1.0]),
                     seed=rng.randrange(1 << 30),
