@@ -9,7 +9,7 @@ a minute the power-cut tests reach.
 (b) power cuts a minute on the power-cut file system (tests/powercut_fs.py): a LogManager
     started, acks=all records appended across rolls for a random moment, the power cut, again.
 
-Prints figures, asserts nothing. Usage: ``python bench/powercut.py [--quick]``.
+Prints figures, asserts nothing. Usage: ``python bench/powercut.py [--quick] [--segment-kb N]``.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from odradek.storage.scheduler import Scheduler
 from odradek.topic_partition import TopicPartition
 
 ROOT = Path(__file__).resolve().parent.parent
-SEGMENT_BYTES = 256 * 1024  # small, so rolls (and their directory fsyncs) come often
+SEGMENT_BYTES = 256 * 1024  # default: small, so rolls (and their directory fsyncs) come often
 
 
 class FsyncCount:
@@ -79,12 +79,14 @@ def directory_fsyncs(enabled: bool):
         Log._sync_directory = original  # type: ignore[method-assign]
 
 
-async def acks_all_run(directory: Path, producers: int, requests: int, batch: bytes) -> tuple:
+async def acks_all_run(
+    directory: Path, producers: int, requests: int, batch: bytes, segment_bytes: int
+) -> tuple:
     """(records/s, p99 latency in ms) of ``producers`` tasks each sending ``requests`` acks=all
     requests of ``batch`` to one partition."""
     scheduler = Scheduler()
     scheduler.startup()
-    config = LogConfig(segment_bytes=SEGMENT_BYTES)
+    config = LogConfig(segment_bytes=segment_bytes)
     log = Log.open(directory / "bench-0", config, scheduler)
     executor = ThreadPoolExecutor(4, thread_name_prefix="flush")
     group_commit = GroupCommit(log, executor, lambda end: None)
@@ -110,9 +112,9 @@ async def acks_all_run(directory: Path, producers: int, requests: int, batch: by
     return records / elapsed, p99, rolls
 
 
-def section_a(scale: float) -> None:
+def section_a(scale: float, segment_bytes: int) -> None:
     print("(a) acks=all through the group commit, 8 producers, 10 x 100 B records a request,")
-    print(f"    {SEGMENT_BYTES // 1024} KB segments, medians of alternating rounds:")
+    print(f"    {segment_bytes // 1024} KB segments, medians of alternating rounds:")
     batch = build_batch([(int(time.time() * 1000), None, b"x" * 100, ()) for _ in range(10)])
     results: dict[bool, list[tuple]] = {True: [], False: []}
     rounds = max(3, int(7 * scale))
@@ -124,7 +126,9 @@ def section_a(scale: float) -> None:
                 directory_fsyncs(enabled),
                 count.installed(),
             ):
-                run = asyncio.run(acks_all_run(Path(directory), 8, int(1500 * scale), batch))
+                run = asyncio.run(
+                    acks_all_run(Path(directory), 8, int(1500 * scale), batch, segment_bytes)
+                )
                 results[enabled].append((*run, count.files, count.directories))
     for enabled, label in ((False, "before (no directory fsync)"), (True, "after (today)")):
         throughput = statistics.median(r[0] for r in results[enabled])
@@ -195,8 +199,12 @@ def _abandon(manager: LogManager) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a tenth of the volumes")
-    scale = 0.1 if parser.parse_args().quick else 1.0
-    section_a(scale)
+    parser.add_argument(
+        "--segment-kb", type=int, default=SEGMENT_BYTES // 1024, help="segment.bytes in KB"
+    )
+    arguments = parser.parse_args()
+    scale = 0.1 if arguments.quick else 1.0
+    section_a(scale, arguments.segment_kb * 1024)
     section_b(scale)
 
 
