@@ -83,7 +83,11 @@ def test_acks_all_records_survive_cuts_across_segment_rolls(fs: PowerCutFS) -> N
     rng = random.Random(SEED + 2501)
     rounds, cuts_per_round = cuts(8), 8
     for round_number in range(rounds):
-        config = broker_config(fs, log_dirs=(str(fs.mount / f"data-{round_number}"),))
+        config = broker_config(
+            fs,
+            log_dirs=(str(fs.mount / f"data-{round_number}"),),
+            log_preallocate=round_number % 2 == 1,  # segment files preallocated, zero-filled
+        )
         acks_all_round(fs, config, rng, cuts_per_round)
         shutil.rmtree(fs.mount / f"data-{round_number}")
 
@@ -170,7 +174,7 @@ def test_acks_1_loses_at_most_the_unsynced_tail_and_never_serves_garbage(fs: Pow
     tp = TopicPartition("pc", 0)
     for round_number in range(cuts(6)):
         data = fs.mount / f"data-{round_number}"
-        config = broker_config(fs, log_dirs=(str(data),))
+        config = broker_config(fs, log_dirs=(str(data),), log_preallocate=round_number % 2 == 1)
         durable_end = 0
         for cut in range(9):
             manager = started(config)
