@@ -88,3 +88,18 @@ def test_a_flush_waits_for_a_directory_fsync_in_progress(
     finally:
         release.set()
         log.close()
+
+
+def test_a_flush_after_the_partition_directory_was_renamed_for_deletion_is_harmless(
+    tmp_path: Path,
+) -> None:
+    """A topic deletion renames the directory while a flush a roll scheduled may still run:
+    the directory fsync it then owes is moot, not an I/O error taking the log dir offline."""
+    log = Log.open(tmp_path / "t-0", CONFIG, Scheduler())  # the files loading made: unsynced
+    try:
+        log.append(batch(5, value_size=50))
+        (tmp_path / "t-0").rename(tmp_path / "t-0.x-delete")
+        log.flush()
+        assert log.recovery_point == log.log_end_offset
+    finally:
+        log.close_handlers()

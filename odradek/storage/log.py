@@ -543,7 +543,12 @@ class Log:
             if self._directory_synced >= target:
                 return
             covered = self._directory_changes
-            fsync_directory(self.dir)
+            try:
+                fsync_directory(self.dir)
+            except FileNotFoundError:
+                if self.dir.exists():
+                    raise
+                return  # renamed for deletion meanwhile: nothing in it has to last
             self._directory_synced = covered
 
     # --- retention (SPEC 10) -----------------------------------------------------------------
