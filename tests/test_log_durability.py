@@ -103,3 +103,33 @@ def test_a_flush_after_the_partition_directory_was_renamed_for_deletion_is_harml
         assert log.recovery_point == log.log_end_offset
     finally:
         log.close_handlers()
+
+
+class RecordingScheduler:
+    """Keeps the tasks a Log schedules, for the test to run when it chooses."""
+
+    def __init__(self) -> None:
+        self.tasks: list[tuple[str, object]] = []
+
+    def schedule(self, name: str, function, delay_ms: int = 0, period_ms=None) -> None:
+        self.tasks.append((name, function))
+
+
+def test_the_flush_a_roll_scheduled_does_nothing_once_the_partition_is_being_deleted(
+    tmp_path: Path,
+) -> None:
+    """Regression: a topic deleted right after a roll renamed the partition directory; the
+    roll's flush then opened the rolled segment's index under its old path, failed, and took
+    the whole log directory offline."""
+    scheduler = RecordingScheduler()
+    log = Log.open(tmp_path / "t-0", CONFIG, scheduler)  # type: ignore[arg-type]
+    try:
+        while log.number_of_segments < 2:
+            log.append(batch(5, value_size=50))
+        (tmp_path / "t-0").rename(tmp_path / "t-0.x-delete")
+        log.stop_flushes()
+        for name, task in scheduler.tasks:
+            if name.startswith("flush-"):
+                task()  # raised KafkaStorageError (FileNotFoundError) before
+    finally:
+        log.close_handlers()

@@ -321,6 +321,8 @@ class Log:
         """After a roll: make the new segment's names durable first (the next acks=all flush
         waits for that), then the segment that stopped taking writes, indexes included (an
         acks=all flush may have moved the recovery point past it without its indexes)."""
+        if self._closed:
+            return
         try:
             with LOG_FLUSH_SECONDS.time():
                 self._sync_directory()
@@ -758,6 +760,12 @@ class Log:
                 ):
                     fsync_file_if_exists(path)
             self._sync_directory()
+
+    def stop_flushes(self) -> None:
+        """The partition directory was renamed for deletion: flushes stop (a scheduled one
+        would look for its files under the old names and take the log directory offline);
+        reads in flight go on through the open files."""
+        self._closed = True
 
     def close_handlers(self) -> None:
         """Close file descriptors without trimming (the log is about to be deleted)."""

@@ -560,6 +560,7 @@ class LogManager:
                 self._offline_partitions[log.topic_partition] = log.dir.parent
             _close_quietly(log, log.close_handlers)
             return
+        log.stop_flushes()  # its files' paths are gone
         logger.info("[%s] renamed to %s for deletion", log.topic_partition, deleted_dir.name)
         self._schedule_log_dir_removal(deleted_dir, log, log.config.file_delete_delay_ms)
 
