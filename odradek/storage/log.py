@@ -21,7 +21,7 @@ from odradek.errors import (
     RecordListTooLargeError,
 )
 from odradek.storage import log_file_names as names
-from odradek.storage.atomic_file import fsync_directory
+from odradek.storage.atomic_file import fsync_directory, fsync_file_if_exists
 from odradek.storage.fetch_data_info import FetchDataInfo, FetchIsolation
 from odradek.storage.file_records import TimestampAndOffset
 from odradek.storage.log_append_info import LogAppendInfo
@@ -81,6 +81,15 @@ class Log:
         self._load_summary = offsets
         self._high_watermark = LogOffsetMetadata(self._log_start_offset)
         self._last_flush_ms = clock.milliseconds()
+        # Durability point: changes to ``dir``'s entries (the files loading created, a roll's
+        # new segment, ``.deleted`` renames) are counted, and the count the last completed
+        # fsync of ``dir`` covered is kept. A flush fsyncs the directory if they differ before
+        # it moves the recovery point, so an acks=all append into a new segment is answered
+        # only once the segment's name is durable, inside the group commit it already waits
+        # for; the flush a roll schedules usually does it first.
+        self._directory_changes = 1
+        self._directory_synced = 0
+        self._directory_sync_lock = threading.Lock()
         self.io_error_handler: IoErrorHandler | None = None
         self._closed = False
         self.update_high_watermark(
@@ -106,7 +115,10 @@ class Log:
 
         ``high_watermark`` is the checkpointed value; None means "up to the log end".
         """
-        directory.mkdir(parents=True, exist_ok=True)
+        if not directory.is_dir():
+            directory.mkdir(parents=True, exist_ok=True)
+            # Durability point: the partition directory's entry in its log directory.
+            fsync_directory(directory.parent)
         segments = LogSegments()
         offsets = LogLoader(
             directory,
@@ -308,6 +320,7 @@ class Log:
                 segment.delete_if_exists()
                 raise
             self._segments.add(segment)
+            self._directory_changes += 1  # durability point: the new segment's files
             self._update_log_end_offset(new_offset)
             logger.info(
                 "[%s] rolled new log segment at offset %d", self.topic_partition, new_offset
@@ -319,10 +332,14 @@ class Log:
             return segment
 
     def _flush_rolled_segment(self, rolled: LogSegment, new_offset: int) -> None:
-        """After a roll: make the segment that stopped taking writes durable, indexes included
-        (an acks=all flush may have moved the recovery point past it without its indexes)."""
+        """After a roll: make the new segment's names durable first (the next acks=all flush
+        waits for that), then the segment that stopped taking writes, indexes included (an
+        acks=all flush may have moved the recovery point past it without its indexes)."""
+        if self._closed:
+            return
         try:
             with LOG_FLUSH_SECONDS.time():
+                self._sync_directory()
                 rolled.flush()
         except OSError as error:
             raise self._storage_error("flush", error) from error
@@ -519,7 +536,8 @@ class Log:
         truncations = self._truncations  # before the log end: a truncation moves both
         end = self.log_end_offset
         offset = end if offset is None else min(offset, end)
-        if self._closed or offset <= self._recovery_point:
+        directory_synced = self._directory_synced >= self._directory_changes
+        if self._closed or (offset <= self._recovery_point and directory_synced):
             return
         to_flush = self._segments.values_between(self._recovery_point, offset)
         try:
@@ -531,12 +549,31 @@ class Log:
                     following = self._segments.higher_segment(segment.base_offset)
                     wholly_below = following is not None and following.base_offset <= offset
                     segment.flush(include_indexes=wholly_below)
+                self._sync_directory()
         except OSError as error:
             raise self._storage_error("flush", error) from error
         with self._recovery_point_lock:
             if self._truncations == truncations and offset > self._recovery_point:
                 self._recovery_point = offset
             self._last_flush_ms = self._clock.milliseconds()
+
+    def _sync_directory(self) -> None:
+        """fsync ``dir`` unless a completed fsync covers every change to its entries so far.
+        A caller finding one in progress waits for it rather than taking it as done."""
+        target = self._directory_changes
+        if self._directory_synced >= target:
+            return
+        with self._directory_sync_lock:
+            if self._directory_synced >= target:
+                return
+            covered = self._directory_changes
+            try:
+                fsync_directory(self.dir)
+            except FileNotFoundError:
+                if self.dir.exists():
+                    raise
+                return  # renamed for deletion meanwhile: nothing in it has to last
+            self._directory_synced = covered
 
     # --- retention (SPEC 10) -----------------------------------------------------------------
 
@@ -639,6 +676,7 @@ class Log:
                 reason,
             )
             segment.rename_for_deletion()
+        self._directory_changes += 1  # durability point: the ``.deleted`` renames
         self._scheduler.schedule(
             f"delete-segments-{self.topic_partition}",
             lambda: _delete_segment_files(segments),
@@ -718,6 +756,7 @@ class Log:
                 preallocate=self._config.preallocate,
             )
             self._segments.add(segment)
+            self._directory_changes += 1  # durability point: the new segment's files
             self._log_start_offset = new_offset
             self._note_truncation(new_offset)
             self._next_offset_metadata = LogOffsetMetadata(new_offset, new_offset, 0)
@@ -726,10 +765,29 @@ class Log:
     # --- lifecycle ---------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close every segment (trimming the indexes). Flush first for durability."""
+        """Close every segment (trimming the indexes). Flush first for durability.
+
+        Closing trims the active segment's files and adds its last time index entry; those
+        are fsynced here, since the clean-shutdown marker written after a close claims them.
+        """
         with self._lock:
             self._closed = True
+            active = None if self._segments.is_empty else self._segments.active_segment
             self._segments.close()
+            if active is not None:
+                for path in (
+                    active.log.path,
+                    active.offset_index_path,
+                    active.time_index_path,
+                ):
+                    fsync_file_if_exists(path)
+            self._sync_directory()
+
+    def stop_flushes(self) -> None:
+        """The partition directory was renamed for deletion: flushes stop (a scheduled one
+        would look for its files under the old names and take the log directory offline);
+        reads in flight go on through the open files."""
+        self._closed = True
 
     def close_handlers(self) -> None:
         """Close file descriptors without trimming (the log is about to be deleted)."""

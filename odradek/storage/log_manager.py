@@ -158,7 +158,7 @@ class LogManager:
         self._schedule_background_tasks()
 
     def _prepare_log_dirs(self) -> None:
-        self._for_each_online_dir("create", lambda d: d.mkdir(parents=True, exist_ok=True))
+        self._for_each_online_dir("create", _create_log_dir)
         for log_dir in self._online_dirs():
             try:
                 self._log_dir_locks.append(LogDirLock.acquire(log_dir))
@@ -282,9 +282,7 @@ class LogManager:
             for log in logs:
                 self._register_locked(log)
         self._for_each_online_dir(
-            "remove the clean-shutdown marker of",
-            lambda d: (d / CLEAN_SHUTDOWN_FILE_NAME).unlink(missing_ok=True),
-            [log_dir],
+            "remove the clean-shutdown marker of", _remove_clean_shutdown_marker, [log_dir]
         )
         return logs
 
@@ -692,6 +690,7 @@ class LogManager:
                 self._index_locked(log.topic_partition)
             _close_quietly(log, log.close_handlers)
             return
+        log.stop_flushes()  # its files' paths are gone
         logger.debug("[%s] renamed to %s for deletion", log.topic_partition, deleted_dir.name)
         self._schedule_log_dir_removal(deleted_dir, log, log.config.file_delete_delay_ms)
 
@@ -872,3 +871,20 @@ def _close_quietly(log: Log, close: Callable[[], None]) -> None:
         close()
     except OSError as error:
         logger.warning("[%s] closing the log failed: %s", log.topic_partition, error)
+
+
+def _remove_clean_shutdown_marker(log_dir: Path) -> None:
+    """Durability point: the marker's removal is durable before any write it would hide from
+    recovery after a power cut (an unlink, like a rename, lasts only once its directory is
+    fsynced)."""
+    marker = log_dir / CLEAN_SHUTDOWN_FILE_NAME
+    if marker.exists():
+        marker.unlink(missing_ok=True)
+        fsync_directory(log_dir)
+
+
+def _create_log_dir(log_dir: Path) -> None:
+    """Durability point: a log directory created here has a durable entry in its parent."""
+    if not log_dir.is_dir():
+        log_dir.mkdir(parents=True, exist_ok=True)
+        fsync_directory(log_dir.parent)
