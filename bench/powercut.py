@@ -36,6 +36,7 @@ from odradek.server.group_commit import GroupCommit
 from odradek.storage.log import Log
 from odradek.storage.log_manager import LogManager
 from odradek.storage.scheduler import Scheduler
+from odradek.storage.topic_admin import TopicAdmin
 from odradek.topic_partition import TopicPartition
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -171,7 +172,7 @@ def section_b(scale: float) -> None:
                 manager = LogManager(config, initial_task_delay_ms=10)
                 manager.startup()
                 if not manager.partitions("pc"):  # the first cut of a round of 20
-                    manager.create_topic("pc", 1)
+                    TopicAdmin(manager, manager.config).create_topic("pc", 1)
                 log = manager.get_log(tp)
                 deadline = time.perf_counter() + rng.uniform(0, 0.04)
                 while time.perf_counter() < deadline:

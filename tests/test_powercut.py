@@ -33,6 +33,7 @@ from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log import Log
 from odradek.storage.log_manager import CLEAN_SHUTDOWN_FILE_NAME, LogManager
 from odradek.storage.scheduler import Scheduler
+from odradek.storage.topic_admin import TopicAdmin
 from odradek.topic_partition import TopicPartition
 from tests.powercut_fs import PowerCutFS
 from tests.powercut_helpers import CutTimer, abandon, log_values, mounted
@@ -100,7 +101,7 @@ def acks_all_round(fs: PowerCutFS, config: BrokerConfig, rng: random.Random, cou
     for cut in range(count + 1):
         manager = started(config)
         if cut == 0:
-            manager.create_topic("pc", 2)
+            TopicAdmin(manager, manager.config).create_topic("pc", 2)
         else:
             values = log_values(manager.get_log(tp))
             assert values[: len(survived)] == survived, f"cut {cut}: records vanished"
@@ -179,7 +180,7 @@ def test_acks_1_loses_at_most_the_unsynced_tail_and_never_serves_garbage(fs: Pow
         for cut in range(9):
             manager = started(config)
             if cut == 0:
-                manager.create_topic("pc", 1)
+                TopicAdmin(manager, manager.config).create_topic("pc", 1)
             log = manager.get_log(tp)
             check_offset_valued(log, durable_end, f"round {round_number} cut {cut}")
             if rng.random() < 0.5:
@@ -225,7 +226,7 @@ def test_a_clean_shutdown_cut_halfway_never_claims_what_was_not_made_durable(
         for cut in range(10):
             manager = started(config)
             if cut == 0:
-                manager.create_topic("pc", 1)
+                TopicAdmin(manager, manager.config).create_topic("pc", 1)
             log = manager.get_log(tp)
             check_offset_valued(log, durable_end, f"round {round_number} cut {cut}")
             for _ in range(rng.randint(1, 60)):
@@ -274,7 +275,7 @@ def test_a_power_cut_after_a_clean_shutdown_loses_nothing(fs: PowerCutFS) -> Non
     them."""
     config = broker_config(fs, log_segment_bytes=1 << 20, log_index_interval_bytes=64)
     manager = started(config)
-    manager.create_topic("pc", 2)
+    TopicAdmin(manager, manager.config).create_topic("pc", 2)
     for partition in (0, 1):
         log = manager.get_log(TopicPartition("pc", partition))
         for _ in range(50):
@@ -293,7 +294,7 @@ def test_the_clean_shutdown_marker_is_gone_for_good_before_the_first_write(
     recovery of their torn tail was skipped on its word."""
     config = broker_config(fs)
     manager = started(config)
-    manager.create_topic("pc", 1)
+    TopicAdmin(manager, manager.config).create_topic("pc", 1)
     manager.shutdown()
     assert marker_exists(config)
     manager = LogManager(config, initial_task_delay_ms=60_000)  # no checkpoint fsyncs the dir
@@ -310,15 +311,15 @@ def topic_state(manager: LogManager, topic: str) -> TopicState:
     partitions = manager.partitions(topic)
     if not partitions:
         return None
-    return len(partitions), manager.topic_overrides(topic)
+    return len(partitions), TopicAdmin(manager, manager.config).topic_overrides(topic)
 
 
 def test_topic_creation_deletion_and_config_changes_survive_once_acknowledged(
     fs: PowerCutFS,
 ) -> None:
     """Every acknowledged create, delete and alter-configs holds after a cut; the one in
-    flight has happened or not. (Creation and deletion of a topic of several partitions are
-    not atomic yet: the one in flight may leave some of its partitions; see the docs.)"""
+    flight has happened or not. (Creation is all or nothing; deletion of a topic of several
+    partitions is not atomic yet: the one in flight may leave some of its partitions.)"""
     rng = random.Random(SEED + 2504)
     config = broker_config(fs)
     model: dict[str, TopicState] = {}
@@ -338,15 +339,15 @@ def test_topic_creation_deletion_and_config_changes_survive_once_acknowledged(
                 if before is None:
                     after: TopicState = (rng.randint(1, 3), overrides)
                     in_flight[:] = [(topic, before, after)]
-                    manager.create_topic(topic, after[0], overrides)
+                    TopicAdmin(manager, manager.config).create_topic(topic, after[0], overrides)
                 elif rng.random() < 0.5:
                     after = None
                     in_flight[:] = [(topic, before, after)]
-                    manager.delete_topic(topic)
+                    TopicAdmin(manager, manager.config).delete_topic(topic)
                 else:
                     after = (before[0], overrides)
                     in_flight[:] = [(topic, before, after)]
-                    manager.alter_topic_config(topic, overrides)
+                    TopicAdmin(manager, manager.config).alter_topic_config(topic, overrides)
                 model[topic] = after
                 in_flight.clear()
 
@@ -368,12 +369,11 @@ def test_topic_creation_deletion_and_config_changes_survive_once_acknowledged(
 
 
 def partial(found: TopicState, before: TopicState, after: TopicState) -> bool:
-    """A topic of several partitions cut halfway through its creation or deletion: some of
-    its partitions, with the overrides it had or was given."""
-    whole = after if before is None else before
-    if found is None or whole is None or (before is not None and after is not None):
+    """A topic of several partitions cut halfway through its deletion: some of its
+    partitions, with the overrides it had. A creation is never partial."""
+    if found is None or before is None or after is not None:
         return False
-    return found[0] < whole[0] and found[1] in (whole[1], {})
+    return found[0] < before[0] and found[1] in (before[1], {})
 
 
 def abandon_cleanly(manager: LogManager) -> None:
@@ -410,7 +410,7 @@ def test_retention_and_checkpoints_cut_at_random_instants_leave_a_whole_log(
         for cut in range(9):
             manager = started(config)
             if cut == 0:
-                manager.create_topic("pc", 1)
+                TopicAdmin(manager, manager.config).create_topic("pc", 1)
             log = manager.get_log(tp)
             check_offset_valued(log, acked_end, f"round {round_number} cut {cut}")
             acked = [acked_end]
@@ -471,7 +471,7 @@ def test_compaction_and_its_segment_swap_cut_at_random_instants_keep_every_lates
         manager.attach_cleaner(cleaner)
         cleaner.startup()
         if cut == 0:
-            manager.create_topic("pc", 1, {"cleanup.policy": "compact"})
+            TopicAdmin(manager, manager.config).create_topic("pc", 1, {"cleanup.policy": "compact"})
         log = manager.get_log(tp)
         records = log_records(log)
         assert all(value == str(offset).encode() for offset, _, value in records), (
