@@ -11,6 +11,7 @@ from wsgiref.simple_server import WSGIServer
 
 from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.cleaner.log_cleaner import LogCleaner
+from odradek.clock import SYSTEM_CLOCK
 from odradek.config.broker_config import BrokerConfig
 from odradek.native import native_summary
 from odradek.protocol.api_versions import ApiVersionsResponse, supported_api_versions
@@ -18,6 +19,11 @@ from odradek.protocol.metadata import BrokerMetadata
 from odradek.server.admin_manager import AdminManager
 from odradek.server.client_connection import ConnectionSettings
 from odradek.server.event_loop_lag_monitor import EventLoopLagMonitor
+from odradek.server.group.group_coordinator import GroupCoordinator
+from odradek.server.group.group_coordinator_collector import GroupCoordinatorCollector
+from odradek.server.group.group_coordinator_metrics import GroupCoordinatorMetrics
+from odradek.server.group.group_metadata_manager import GroupMetadataManager
+from odradek.server.group_request_handlers import GroupRequestHandlers
 from odradek.server.kafka_apis import KafkaApis
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.replica_manager import ReplicaManager
@@ -61,6 +67,13 @@ class Broker:
         self.replica_manager = ReplicaManager(
             self.log_manager, self._append_executor, self._flush_executor, self._io_executor
         )
+        self.group_metadata_manager = GroupMetadataManager(
+            config, self.log_manager, self.replica_manager, self._io_executor, SYSTEM_CLOCK
+        )
+        self.group_metrics = GroupCoordinatorMetrics(self.metrics.registry)
+        self.group_coordinator = GroupCoordinator(
+            config, self.group_metadata_manager, self.log_manager, self.group_metrics, SYSTEM_CLOCK
+        )
         settings = ConnectionSettings(
             config.socket_request_max_bytes, config.connections_max_idle_ms
         )
@@ -94,6 +107,7 @@ class Broker:
             raise
         self.metrics_port = self._metrics_server.server_port
         self._lag_monitor.start()
+        self.group_coordinator.startup()
         await self._socket_server.start_serving(self._kafka_apis())
         logger.info(
             "broker %d serving on %s:%d (metrics on %s:%d)",
@@ -111,6 +125,7 @@ class Broker:
         self.replica_manager.shutdown()
         await self._socket_server.shutdown(SHUTDOWN_TIMEOUT_S)
         await self._lag_monitor.stop()
+        await self.group_coordinator.shutdown()
         if self._metrics_server is not None:
             await self._in_thread(self._metrics_server.shutdown)
             self._metrics_server.server_close()
@@ -124,6 +139,10 @@ class Broker:
         self.metrics.watch(self.log_manager)
         self.metrics.watch_cleaner(self.log_cleaner)
         self.replica_manager.startup()
+        self.group_coordinator.load()
+        self.metrics.registry.register(
+            GroupCoordinatorCollector(self.group_coordinator, self.group_metrics, self.log_manager)
+        )
 
     async def _stop_storage(self) -> None:
         await self._in_thread(self.log_cleaner.shutdown)
@@ -147,7 +166,8 @@ class Broker:
             version("odradek"),
             config.socket_request_max_bytes,
         )
-        return KafkaApis(self.replica_manager, admin, api_versions, self.metrics)
+        groups = GroupRequestHandlers(self.group_coordinator, self.group_metadata_manager, broker)
+        return KafkaApis(self.replica_manager, admin, api_versions, self.metrics, groups)
 
     async def _in_thread(self, function: Callable[[], object]) -> None:
         await asyncio.get_running_loop().run_in_executor(self._io_executor, function)
