@@ -162,6 +162,11 @@ class InvalidCommitOffsetSizeError(KafkaError):
     code, error_name = 28, "INVALID_COMMIT_OFFSET_SIZE"
 
 
+class CommitFailedError(IllegalGenerationError):
+    """A consumer's commit refused because its group rebalanced meanwhile: the partitions may
+    be another member's now (Kafka's ``CommitFailedException``)."""
+
+
 class NonEmptyGroupError(KafkaError):
     code, error_name = 68, "NON_EMPTY_GROUP"
 
