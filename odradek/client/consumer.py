@@ -18,7 +18,7 @@ from typing import Any, Self
 
 from odradek.client.blocking_client import BlockingClient
 from odradek.client.config import ConsumerConfig
-from odradek.client.consumer_coordinator import ConsumerCoordinator
+from odradek.client.consumer_coordinator import ConsumerCoordinator, ConsumerGroupMetadata
 from odradek.client.consumer_rebalance_listener import ConsumerRebalanceListener
 from odradek.client.consumer_record import ConsumerRecord
 from odradek.client.event_loop_thread import shared_event_loop_thread
@@ -89,6 +89,19 @@ class AsyncConsumer:
         else:
             names = [topics] if isinstance(topics, str) else list(topics)
             self._coordinator.subscribe(names, None, listener)
+
+    def group_metadata(self) -> ConsumerGroupMetadata | None:
+        """The group, generation and member id this consumer has now (Kafka's
+        ``groupMetadata()``); None without a group_id."""
+        coordinator = self._coordinator
+        if coordinator is None:
+            return None
+        return ConsumerGroupMetadata(
+            coordinator.group_id,
+            coordinator.generation_id,
+            coordinator.member_id,
+            self.config.group_instance_id,
+        )
 
     def subscription(self) -> set[str]:
         """The topics subscribed to (those a pattern matched last)."""
@@ -265,6 +278,9 @@ class Consumer(BlockingClient):
 
     def subscription(self) -> set[str]:
         return self._thread.call(self._consumer.subscription)
+
+    def group_metadata(self) -> ConsumerGroupMetadata | None:
+        return self._thread.call(self._consumer.group_metadata)
 
     def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
         self._thread.run(self._consumer.commit(offsets))

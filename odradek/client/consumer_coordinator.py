@@ -13,6 +13,7 @@ import inspect
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from odradek.client.config import ConsumerConfig
@@ -55,6 +56,16 @@ logger = logging.getLogger(__name__)
 NO_GENERATION = -1
 REJOIN_ERRORS = (RebalanceInProgressError, IllegalGenerationError, UnknownMemberIdError)
 RETRY_ERRORS = (CoordinatorNotAvailableError, CoordinatorLoadInProgressError, NotCoordinatorError)
+
+
+@dataclass(frozen=True)
+class ConsumerGroupMetadata:
+    """Where a consumer stands in its group (generation -1: not a member now)."""
+
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
 
 
 class ConsumerCoordinator:
