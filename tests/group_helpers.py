@@ -8,6 +8,7 @@ from pathlib import Path
 
 from server_helpers import RawClient, RunningBroker, running_broker
 
+from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.protocol.consumer_protocol import Subscription
 from odradek.protocol.join_group import JoinGroupProtocol, JoinGroupRequest, JoinGroupResponse
 from odradek.protocol.offset_commit import OffsetCommitPartition, OffsetCommitRequest
@@ -25,9 +26,9 @@ GROUP_SETTINGS = {
 
 @contextmanager
 def group_broker(
-    tmp_path: Path, settings: Mapping[str, str] | None = None
+    tmp_path: Path, settings: Mapping[str, str] | None = None, clock: Clock = SYSTEM_CLOCK
 ) -> Iterator[RunningBroker]:
-    with running_broker(tmp_path, {**GROUP_SETTINGS, **(settings or {})}) as broker:
+    with running_broker(tmp_path, {**GROUP_SETTINGS, **(settings or {})}, clock) as broker:
         yield broker
 
 

@@ -11,7 +11,7 @@ from wsgiref.simple_server import WSGIServer
 
 from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.cleaner.log_cleaner import LogCleaner
-from odradek.clock import SYSTEM_CLOCK
+from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.config.broker_config import BrokerConfig
 from odradek.native import native_summary
 from odradek.protocol.api_versions import ApiVersionsResponse, supported_api_versions
@@ -52,7 +52,7 @@ class Broker:
     ``port`` and ``metrics_port`` tell which.
     """
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
         self.metrics = BrokerMetrics()
         self.log_manager = LogManager(config)
@@ -68,11 +68,11 @@ class Broker:
             self.log_manager, self._append_executor, self._flush_executor, self._io_executor
         )
         self.group_metadata_manager = GroupMetadataManager(
-            config, self.log_manager, self.replica_manager, self._io_executor, SYSTEM_CLOCK
+            config, self.log_manager, self.replica_manager, self._io_executor, clock
         )
         self.group_metrics = GroupCoordinatorMetrics(self.metrics.registry)
         self.group_coordinator = GroupCoordinator(
-            config, self.group_metadata_manager, self.log_manager, self.group_metrics, SYSTEM_CLOCK
+            config, self.group_metadata_manager, self.log_manager, self.group_metrics, clock
         )
         settings = ConnectionSettings(
             config.socket_request_max_bytes, config.connections_max_idle_ms

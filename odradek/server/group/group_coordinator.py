@@ -125,14 +125,14 @@ class GroupCoordinator:
         """Rebuild the groups and their offsets from ``__consumer_offsets``. Blocking; run
         before :meth:`startup`, on a thread."""
         started = time.monotonic()
-        offsets = 0
         for record in self._manager.load():
-            offsets += self._apply_loaded(record)
+            self._apply_loaded(record)
         self._groups = {
             group_id: group
             for group_id, group in self._groups.items()
             if group.members or group.offsets or group.generation_id > 0
         }
+        offsets = sum(len(group.offsets) for group in self._groups.values())
         summary = self._manager.load_summary
         seconds = time.monotonic() - started
         self._metrics.loaded(len(self._groups), offsets, seconds)
@@ -146,7 +146,7 @@ class GroupCoordinator:
                 seconds,
             )
 
-    def _apply_loaded(self, record: LoadedRecord) -> int:
+    def _apply_loaded(self, record: LoadedRecord) -> None:
         key = record.key
         group = self._groups.get(key.group)
         if group is None:
@@ -165,11 +165,11 @@ class GroupCoordinator:
                     value.commit_timestamp,
                     record.offset,
                 )
-            return 1
+            return
         if record.value is None:
             self._groups[key.group] = GroupMetadata(key.group, self._clock.milliseconds())
             self._groups[key.group].offsets = group.offsets
-            return 0
+            return
         value = record.value
         assert isinstance(value, GroupMetadataValue)
         restored = GroupMetadata(key.group, self._clock.milliseconds())
@@ -199,7 +199,6 @@ class GroupCoordinator:
         restored.protocol_type = value.protocol_type or None
         restored.state = STABLE if restored.members else EMPTY
         self._groups[key.group] = restored
-        return 0
 
     def startup(self) -> None:
         """Start the session timers of the members loaded and the offset expiry; on the loop."""
