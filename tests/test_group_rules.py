@@ -3,9 +3,11 @@ unknown members, old generations, bad group ids, oversized metadata, batched lea
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from group_helpers import commit, create_topic, fetch, group_broker, join, protocols, sync
+from server_helpers import batch
 
 from odradek.protocol.describe_groups import DescribeGroupsRequest
 from odradek.protocol.heartbeat import HeartbeatRequest
@@ -14,6 +16,7 @@ from odradek.protocol.leave_group import LeaveGroupRequest, LeavingMember
 from odradek.protocol.list_groups import ListGroupsRequest
 from odradek.protocol.offset_delete import OffsetDeleteRequest
 from odradek.protocol.offset_fetch import GroupPartition
+from odradek.protocol.produce import ProducePartitionData, ProduceRequest
 from odradek.protocol.sync_group import SyncGroupRequest
 
 NONE, UNKNOWN_TOPIC, ILLEGAL_GENERATION, INCONSISTENT_PROTOCOL = 0, 3, 22, 23
@@ -64,8 +67,6 @@ def test_a_member_with_no_protocol_in_common_is_refused(tmp_path: Path) -> None:
 
 def test_the_protocol_most_members_prefer_is_chosen(tmp_path: Path) -> None:
     with group_broker(tmp_path, {"group.initial.rebalance.delay.ms": "300"}) as broker:
-        import threading
-
         results = []
         preferences = [("roundrobin", "range"), ("range", "roundrobin"), ("range", "roundrobin")]
 
@@ -175,3 +176,28 @@ def test_list_groups_filters_by_state_and_offset_delete_spares_subscribed_topics
         assert response.error_code == NONE
         assert [p.error for p in response.partitions] == [SUBSCRIBED, NONE]
         assert fetch(client, "active") == {("t", 0): 2}
+
+
+def test_a_member_whose_join_is_parked_outlives_its_session(tmp_path: Path) -> None:
+    with group_broker(tmp_path) as broker, broker.connect() as a, broker.connect() as b:
+        first = join(a, "g", session_timeout_ms=1500)
+        sync(a, "g", first, {first.member_id: b""})
+        # b's join waits for a, which never rejoins: 1.5 s, far past b's own 200 ms session
+        second = join(b, "g", session_timeout_ms=200, rebalance_timeout_ms=5000)
+        assert second.error_code == NONE
+        assert second.generation_id == 2
+        assert [m.member_id for m in second.members] == [second.member_id]
+
+
+def test_lag_and_committed_offsets_are_exported_per_group_and_partition(tmp_path: Path) -> None:
+    with group_broker(tmp_path) as broker, broker.connect() as client:
+        create_topic(client, "t", 1)
+        client.call(ProduceRequest((ProducePartitionData("t", 0, batch(10)),)))
+        commit(client, "g", {("t", 0): 4})
+        metrics = broker.metrics()
+    labels = 'consumergroup="g",partition="0",topic="t"'
+    assert metrics[f"kafka_consumergroup_current_offset{{{labels}}}"] == 4
+    assert metrics[f"kafka_consumergroup_lag{{{labels}}}"] == 6
+    assert metrics['kafka_consumergroup_lag_sum{consumergroup="g",topic="t"}'] == 6
+    assert metrics['odradek_groups{state="Empty"}'] == 1
+    assert metrics["odradek_group_offset_commit_seconds_count"] == 1
