@@ -11,7 +11,7 @@ import click
 
 from odradek.cli.client_options import bootstrap_option, reports_errors, topic_partitions
 from odradek.client import Admin, Consumer, ConsumerRecord
-from odradek.errors import UnknownTopicOrPartitionError
+from odradek.errors import CommitFailedError, UnknownTopicOrPartitionError
 from odradek.topic_partition import TopicPartition
 
 POLL_MS = 1000
@@ -101,6 +101,44 @@ def _polled(consumer: Consumer, timeout_ms: int | None) -> Iterator[ConsumerReco
         yield from records
 
 
+def _consume_in_group(
+    topic: str,
+    group: str,
+    reset: str,
+    max_messages: int | None,
+    timeout_ms: int | None,
+    line: Callable[[ConsumerRecord], str],
+    bootstrap: str,
+) -> None:
+    """Print what the group assigns this member, committing after each poll exactly the
+    records printed (so a stop after --max-messages does not skip records)."""
+    left = max_messages
+    with Consumer(
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        auto_offset_reset=reset,
+        enable_auto_commit=False,
+        client_id="odradek-console-consumer",
+    ) as consumer:
+        consumer.subscribe([topic])
+        while left is None or left > 0:
+            records = consumer.poll(POLL_MS if timeout_ms is None else timeout_ms)
+            if not records and timeout_ms is not None:
+                return
+            printed = records if left is None else records[:left]
+            consumed: dict[TopicPartition, int] = {}
+            for record in printed:
+                click.echo(line(record))
+                consumed[TopicPartition(record.topic, record.partition)] = record.offset + 1
+            if consumed:
+                try:
+                    consumer.commit(consumed)
+                except CommitFailedError as error:  # rebalanced: the next owner re-reads them
+                    click.echo(f"warning: {error}", err=True)
+            if left is not None:
+                left -= len(printed)
+
+
 @click.command()
 @click.argument("topic")
 @click.option(
@@ -139,6 +177,12 @@ def _polled(consumer: Consumer, timeout_ms: int | None) -> Iterator[ConsumerReco
     show_default=True,
     help="How each record is printed (see above).",
 )
+@click.option(
+    "--group",
+    metavar="GROUP",
+    help="Consume as a member of this consumer group: its partitions of TOPIC, from its "
+    "committed offsets, committing as it goes.",
+)
 @bootstrap_option
 @reports_errors
 def consume(
@@ -150,11 +194,14 @@ def consume(
     max_messages: int | None,
     timeout_ms: int | None,
     output_format: str,
+    group: str | None,
     bootstrap: str,
 ) -> None:
     """Print the records of TOPIC, one per line.
 
-    Without a start option only records that arrive from now on are printed. An offset
+    Without a start option only records that arrive from now on are printed. With --group
+    the group's committed offsets come first (--from-beginning then only matters for
+    partitions the group has none for). An offset
     outside a partition's log is an error (OFFSET_OUT_OF_RANGE); a timestamp later than
     every record waits for new ones.
 
@@ -167,9 +214,17 @@ def consume(
     """
     if [from_beginning, offset is not None, timestamp is not None].count(True) > 1:
         raise click.UsageError("give only one of --from-beginning, --offset and --timestamp")
+    line = FORMATS[output_format]
+    if group is not None:
+        if partition is not None or offset is not None or timestamp is not None:
+            raise click.UsageError(
+                "--group reads what the group assigns: no --partition, --offset or --timestamp"
+            )
+        reset = "earliest" if from_beginning else "latest"
+        _consume_in_group(topic, group, reset, max_messages, timeout_ms, line, bootstrap)
+        return
     with Admin(bootstrap_servers=bootstrap) as admin:
         partitions = _selected(topic, topic_partitions(admin, topic), partition)
-    line = FORMATS[output_format]
     with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="none") as consumer:
         consumer.assign(partitions)
         _seek(consumer, partitions, from_beginning, offset, timestamp)
