@@ -180,6 +180,7 @@ class ConsumerCoordinator:
     # --- join --------------------------------------------------------------------------------
 
     async def _join_and_sync(self) -> None:
+        self._start_heartbeat()  # it stays quiet until the join gives a generation
         await self._revoke_all()
         await self._find_coordinator()
         while True:
@@ -213,7 +214,6 @@ class ConsumerCoordinator:
             sorted(map(str, partitions)),
         )
         await _invoke(self._listener.on_partitions_assigned, set(partitions))
-        self._start_heartbeat()
         self._next_auto_commit = (
             asyncio.get_running_loop().time() + self._config.auto_commit_interval_ms / 1000
         )

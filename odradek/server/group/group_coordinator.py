@@ -832,8 +832,8 @@ class GroupCoordinator:
         member.heartbeat_timer = None
         if group.members.get(member.member_id) is not member:
             return
-        if member.is_awaiting_join:
-            # A member whose JoinGroup is parked is alive: it waits for the others.
+        if member.is_awaiting_join or member.is_awaiting_sync:
+            # A member whose JoinGroup or SyncGroup is parked is alive: it waits for others.
             self._schedule_heartbeat(group, member)
             return
         logger.info(
@@ -1130,9 +1130,11 @@ class GroupCoordinator:
         ]
         if group_too:
             records.append((GroupMetadataKey(group.group_id).to_bytes(), None))
-        await self._manager.append(group.group_id, records)
-        for tp in partitions:
-            group.offsets.pop(tp, None)
+        record_offsets = await self._manager.append(group.group_id, records)
+        for tp, record_offset in zip(partitions, record_offsets, strict=False):
+            current = group.offsets.get(tp)
+            if current is not None and current.record_offset < record_offset:
+                del group.offsets[tp]  # unless a commit newer than the tombstone came meanwhile
 
     # --- expiry ------------------------------------------------------------------------------
 
