@@ -123,9 +123,9 @@ class Broker:
         logger.info("broker %d shutting down", self.config.broker_id)
         self._socket_server.stop_accepting()
         self.replica_manager.shutdown()
+        await self.group_coordinator.shutdown()
         await self._socket_server.shutdown(SHUTDOWN_TIMEOUT_S)
         await self._lag_monitor.stop()
-        await self.group_coordinator.shutdown()
         if self._metrics_server is not None:
             await self._in_thread(self._metrics_server.shutdown)
             self._metrics_server.server_close()

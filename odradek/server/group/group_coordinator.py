@@ -39,6 +39,7 @@ from odradek.errors import (
     KafkaStorageError,
     MemberIdRequiredError,
     NonEmptyGroupError,
+    NotCoordinatorError,
     OffsetMetadataTooLargeError,
     RebalanceInProgressError,
     RequestTimedOutError,
@@ -208,13 +209,26 @@ class GroupCoordinator:
         self._expiry_task = asyncio.get_running_loop().create_task(self._expire_periodically())
 
     async def shutdown(self) -> None:
+        """Stop the timers and answer every parked JoinGroup and SyncGroup with
+        NOT_COORDINATOR (the members will find the coordinator again), so in-flight
+        requests end with the broker."""
         if self._expiry_task is not None:
             self._expiry_task.cancel()
             await asyncio.gather(self._expiry_task, return_exceptions=True)
+        gone = ErrorInfo.of(NotCoordinatorError("the coordinator is shutting down"))
         for group in self._groups.values():
             self._cancel_timers(group)
+            for timer in group.pending_members.values():
+                if timer is not None:
+                    timer.cancel()
             for member in group.members.values():
                 self._cancel_member_timer(member)
+                if member.join_future is not None and not member.join_future.done():
+                    member.join_future.set_result(JoinGroupResult(gone, member_id=member.member_id))
+                if member.sync_future is not None and not member.sync_future.done():
+                    member.sync_future.set_result(SyncGroupResult(gone))
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
 
     def groups(self) -> list[GroupMetadata]:
         """The groups known now (for metrics; safe to call from another thread)."""
