@@ -201,3 +201,13 @@ def test_lag_and_committed_offsets_are_exported_per_group_and_partition(tmp_path
     assert metrics['kafka_consumergroup_lag_sum{consumergroup="g",topic="t"}'] == 6
     assert metrics['odradek_groups{state="Empty"}'] == 1
     assert metrics["odradek_group_offset_commit_seconds_count"] == 1
+
+
+def test_refused_requests_under_many_group_ids_leave_no_groups_behind(tmp_path: Path) -> None:
+    with group_broker(tmp_path) as broker, broker.connect() as client:
+        for index in range(200):
+            assert commit(client, f"g{index}", {("nope", 0): 1}) == {("nope", 0): UNKNOWN_TOPIC}
+            bad = JoinGroupRequest(f"j{index}", 10000, "", protocols("t"))
+            assert client.call(bad).error_code == INCONSISTENT_PROTOCOL
+        assert client.call(ListGroupsRequest()).groups == ()
+        assert broker.broker.group_coordinator.groups() == []

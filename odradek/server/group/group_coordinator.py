@@ -346,6 +346,7 @@ class GroupCoordinator:
                     reason,
                 )
         except KafkaError as error:
+            self._forget_if_unused(group_id)
             return JoinGroupResult(ErrorInfo.of(error), member_id=member_id)
         if isinstance(future, JoinGroupResult):
             return future
@@ -411,6 +412,21 @@ class GroupCoordinator:
             is_new=True,
         )
         return self._add_member_and_rebalance(group, member, reason)
+
+    def _forget_if_unused(self, group_id: str) -> None:
+        """Drop a group a refused request created: no members, offsets or history, so bad
+        requests under many group ids cost no memory."""
+        group = self._groups.get(group_id)
+        if (
+            group is not None
+            and group.is_in(EMPTY)
+            and not group.members
+            and not group.pending_members
+            and not group.offsets
+            and not group.commits_in_flight
+            and group.generation_id == 0
+        ):
+            del self._groups[group_id]
 
     def _is_full(self, group: GroupMetadata) -> bool:
         return len(group.members) + len(group.pending_members) >= self._config.group_max_size
@@ -993,6 +1009,7 @@ class GroupCoordinator:
                 (TopicPartition(e.topic, e.partition), v)
                 for (_, e), v in zip(accepted, values, strict=True)
             ]
+            group.commits_in_flight += 1
             try:
                 await asyncio.shield(self._spawn(self._store_offsets(group, pairs, records)))
             except KafkaError as error:
@@ -1003,6 +1020,7 @@ class GroupCoordinator:
                 for index, _ in accepted:
                     results[index] = NO_ERROR
                 self._metrics.committed(time.monotonic() - started)
+        self._forget_if_unused(group_id)
         return tuple(
             PartitionResult(entry.topic, entry.partition, results[index])
             for index, entry in enumerate(offsets)
@@ -1016,7 +1034,10 @@ class GroupCoordinator:
     ) -> None:
         """Append the commit records, then (once durable) make the offsets visible. Of two
         values of one key the later record wins, whatever order the fsyncs answer in."""
-        record_offsets = await self._manager.append(group.group_id, records)
+        try:
+            record_offsets = await self._manager.append(group.group_id, records)
+        finally:
+            group.commits_in_flight -= 1  # counted by the caller, before this task started
         for (tp, value), record_offset in zip(offsets, record_offsets, strict=True):
             current = group.offsets.get(tp)
             if current is None or current.record_offset < record_offset:

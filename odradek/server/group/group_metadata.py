@@ -40,6 +40,7 @@ class GroupMetadata:
         self.pending_members: dict[str, asyncio.TimerHandle | None] = {}
         self.static_members: dict[str, str] = {}
         self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        self.commits_in_flight = 0
         self.join_timer: asyncio.TimerHandle | None = None
         self.initial_delay_remaining_ms = 0
         self.in_initial_delay = False
@@ -146,8 +147,6 @@ class GroupMetadata:
     ) -> bool:
         """Whether a member declaring these may join (Kafka's ``supportsProtocols``)."""
         names = {name for name, _ in protocols}
-        if not self.members and self.state is GroupState.EMPTY:
-            return bool(protocol_type) and bool(names)
         if not self.members:
             return bool(protocol_type) and bool(names)
         return protocol_type == self.protocol_type and bool(names & self.candidate_protocols())
