@@ -211,3 +211,27 @@ def test_refused_requests_under_many_group_ids_leave_no_groups_behind(tmp_path: 
             assert client.call(bad).error_code == INCONSISTENT_PROTOCOL
         assert client.call(ListGroupsRequest()).groups == ()
         assert broker.broker.group_coordinator.groups() == []
+
+
+def test_followers_do_not_wait_for_ever_on_a_leader_that_never_syncs(tmp_path: Path) -> None:
+    with group_broker(tmp_path) as broker, broker.connect() as a, broker.connect() as b:
+        leader = join(a, "g", rebalance_timeout_ms=800)
+        sync(a, "g", leader, {leader.member_id: b""})
+        results = {}
+        thread = threading.Thread(
+            target=lambda: results.setdefault("b", join(b, "g", rebalance_timeout_ms=800))
+        )
+        thread.start()
+        for _ in range(1000):
+            if state(a, "g")[0] == "PreparingRebalance":
+                break
+        rejoined = join(a, "g", member_id=leader.member_id, rebalance_timeout_ms=800)
+        thread.join(10)
+        follower = results["b"]
+        assert rejoined.generation_id == follower.generation_id == 2
+        assert rejoined.leader == leader.member_id != follower.member_id
+        # the leader goes quiet; the follower's SyncGroup is answered once 800 ms pass
+        parked = sync(b, "g", follower)
+        assert parked.error_code == REBALANCING
+        beat = a.call(HeartbeatRequest("g", rejoined.generation_id, leader.member_id))
+        assert beat.error_code == UNKNOWN_MEMBER

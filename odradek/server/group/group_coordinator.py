@@ -718,6 +718,9 @@ class GroupCoordinator:
             group.protocol_name,
             group.leader_id,
         )
+        group.join_timer = asyncio.get_running_loop().call_later(
+            group.rebalance_timeout_ms() / 1000, self._sync_expired, group, group.generation_id
+        )
         members = self._member_list(group)
         for member in group.members.values():
             member.is_new = False
@@ -737,6 +740,23 @@ class GroupCoordinator:
             )
             member.join_future = None
             self._schedule_heartbeat(group, member)
+
+    def _sync_expired(self, group: GroupMetadata, generation_id: int) -> None:
+        """The rebalance timeout passed in CompletingRebalance: members that never sent their
+        SyncGroup (the leader among them, if it did not) are removed and the group rebalances,
+        so the others do not wait for ever."""
+        group.join_timer = None
+        if not group.is_in(COMPLETING) or group.generation_id != generation_id:
+            return
+        for member in list(group.members.values()):
+            if member.sync_future is None:
+                logger.info(
+                    "group %s: member %s sent no SyncGroup within its rebalance timeout",
+                    group.group_id,
+                    member.member_id,
+                )
+                self._remove_member(group, member, "it sent no SyncGroup in time")
+        self._prepare_rebalance(group, "members did not sync in time")
 
     def _reset_and_propagate_assignment_error(
         self, group: GroupMetadata, error: KafkaError
@@ -816,6 +836,7 @@ class GroupCoordinator:
         if not (group.is_in(COMPLETING) and group.generation_id == generation):
             return
         group.transition_to(STABLE, self._clock.milliseconds())
+        self._cancel_timers(group)
         self._metrics.rebalance_completed(group.group_id)
         for member in group.members.values():
             if member.sync_future is not None and not member.sync_future.done():
