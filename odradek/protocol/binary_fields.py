@@ -57,43 +57,56 @@ class BinaryWriter:
 class BinaryReader:
     """Reads fields in order; CorruptRecordError when the buffer ends or lies about a length."""
 
+    __slots__ = ("_buffer", "_position", "_what")
+
     def __init__(self, buffer: bytes | memoryview, what: str) -> None:
-        self._buffer = memoryview(buffer)
+        self._buffer = bytes(buffer)
         self._position = 0
         self._what = what
 
-    def _take(self, size: int) -> memoryview:
+    def _short(self, size: int) -> CorruptRecordError:
+        return CorruptRecordError(
+            f"{self._what} ends at byte {len(self._buffer)}, before a field of {size} bytes "
+            f"at byte {self._position}"
+        )
+
+    def _unpack(self, layout: struct.Struct) -> int:
+        try:
+            (value,) = layout.unpack_from(self._buffer, self._position)
+        except struct.error:
+            raise self._short(layout.size) from None
+        self._position += layout.size
+        return value
+
+    def _take(self, size: int) -> bytes:
         end = self._position + size
         if size < 0 or end > len(self._buffer):
-            raise CorruptRecordError(
-                f"{self._what} ends at byte {len(self._buffer)}, before a field of {size} bytes "
-                f"at byte {self._position}"
-            )
+            raise self._short(size)
         piece = self._buffer[self._position : end]
         self._position = end
         return piece
 
     def int16(self) -> int:
-        return INT16.unpack(self._take(2))[0]
+        return self._unpack(INT16)
 
     def int32(self) -> int:
-        return INT32.unpack(self._take(4))[0]
+        return self._unpack(INT32)
 
     def int64(self) -> int:
-        return INT64.unpack(self._take(8))[0]
+        return self._unpack(INT64)
 
     def string(self) -> str | None:
         length = self.int16()
         if length == -1:
             return None
         try:
-            return bytes(self._take(length)).decode()
+            return self._take(length).decode()
         except UnicodeDecodeError:
             raise CorruptRecordError(f"{self._what} has a string that is not UTF-8") from None
 
     def bytes(self) -> bytes | None:
         length = self.int32()
-        return None if length == -1 else bytes(self._take(length))
+        return None if length == -1 else self._take(length)
 
     @property
     def remaining(self) -> int:

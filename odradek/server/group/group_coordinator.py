@@ -126,8 +126,12 @@ class GroupCoordinator:
         """Rebuild the groups and their offsets from ``__consumer_offsets``. Blocking; run
         before :meth:`startup`, on a thread."""
         started = time.monotonic()
+        partitions: dict[tuple[str, int], TopicPartition] = {}  # shared: groups share topics
         for record in self._manager.load():
-            self._apply_loaded(record)
+            try:
+                self._apply_loaded(record, partitions)
+            except KafkaError as error:  # e.g. a topic name no topic may have
+                logger.warning("skipping the record at offset %d: %s", record.offset, error)
         self._groups = {
             group_id: group
             for group_id, group in self._groups.items()
@@ -147,13 +151,19 @@ class GroupCoordinator:
                 seconds,
             )
 
-    def _apply_loaded(self, record: LoadedRecord) -> None:
+    def _apply_loaded(
+        self, record: LoadedRecord, partitions: dict[tuple[str, int], TopicPartition]
+    ) -> None:
         key = record.key
         group = self._groups.get(key.group)
         if group is None:
             group = self._groups[key.group] = GroupMetadata(key.group, self._clock.milliseconds())
         if isinstance(key, OffsetCommitKey):
-            tp = TopicPartition(key.topic, key.partition)
+            tp = partitions.get((key.topic, key.partition))
+            if tp is None:
+                tp = partitions[(key.topic, key.partition)] = TopicPartition(
+                    key.topic, key.partition
+                )
             if record.value is None:
                 group.offsets.pop(tp, None)
             else:
