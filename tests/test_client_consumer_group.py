@@ -92,3 +92,27 @@ def test_a_second_member_takes_half_the_partitions_and_the_listener_hears_it(
             assert not a.assignment() & b.assignment()
         kinds = [kind for kind, _ in recorder.events]
         assert kinds[:3] == ["assigned", "revoked", "assigned"]
+
+
+def test_a_pattern_subscription_picks_up_a_new_topic_and_async_commits_land(
+    tmp_path: Path,
+) -> None:
+    with group_broker(tmp_path) as broker:
+        with Admin(bootstrap_servers=broker.bootstrap) as admin:
+            admin.create_topics([NewTopic("logs-a", 1)])
+        with consumer(broker.bootstrap, metadata_max_age_ms=200, enable_auto_commit=False) as c:
+            c.subscribe("^logs-.*")
+            c.poll(300)
+            assert c.assignment() == {TopicPartition("logs-a", 0)}
+            with Admin(bootstrap_servers=broker.bootstrap) as admin:
+                admin.create_topics([NewTopic("logs-b", 1)])
+            produce(broker.bootstrap, "logs-b", 3, 1)
+            assert poll_values(c, 3) == [b"v0", b"v1", b"v2"]
+            assert c.subscription() == {"logs-a", "logs-b"}
+            outcome: list[BaseException | None] = []
+            c.commit_async(callback=outcome.append)
+            deadline = time.monotonic() + 10
+            while not outcome and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert outcome == [None]
+            assert c.committed([TopicPartition("logs-b", 0)]) == {TopicPartition("logs-b", 0): 3}
