@@ -2,8 +2,10 @@
 Prints figures, asserts nothing.
 
 1. Commits per second, each answered only once fsync'ed: one committer, then ``--committers``
-   (50) at once, each its own simple (generation -1) group, committing one partition's offset
-   over and over for ``--seconds`` against ``odradek serve`` in a child process.
+   (50) at once, each in its own simple (generation -1) group (so spread over the offsets
+   topic's partitions, each with its own fsyncs), then all in one group (one partition, whose
+   group commit shares fsyncs), committing one offset over and over for ``--seconds`` against
+   ``odradek serve`` in a child process.
 2. Rebalance time of a 3-member group: two odradek consumers are stable, a third subscribes;
    the time until all three hold their share (join + sync + the members noticing by
    heartbeat); then the time until the two left hold everything after one leaves.
@@ -185,8 +187,10 @@ def main() -> None:
                 admin.create_topics([NewTopic("bench", 6)])
             one = commit_rate(bootstrap, 1, args.seconds)
             many = commit_rate(bootstrap, args.committers, args.seconds)
-            print(f"durable commits/s, 1 committer:   {one:8.0f}")
-            print(f"durable commits/s, {args.committers} committers: {many:8.0f}")
+            shared = commit_rate(bootstrap, args.committers, args.seconds, shared=True)
+            print(f"durable commits/s, 1 committer:                 {one:8.0f}")
+            print(f"durable commits/s, {args.committers} committers, own groups: {many:8.0f}")
+            print(f"durable commits/s, {args.committers} committers, one group:  {shared:8.0f}")
             join_s, leave_s = rebalance_times(bootstrap)
             print(f"3-member group, a third joins:  {join_s * 1000:6.0f} ms until all hold 2 of 6")
             print(f"3-member group, one leaves:     {leave_s * 1000:6.0f} ms until two hold 3 of 6")

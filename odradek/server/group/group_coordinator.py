@@ -49,9 +49,7 @@ from odradek.errors import (
 )
 from odradek.protocol.binary_fields import STRING_MAX_BYTES
 from odradek.server.group.coordinator_records import (
-    GroupMetadataKey,
     GroupMetadataValue,
-    MemberMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
 )
@@ -834,7 +832,7 @@ class GroupCoordinator:
         for member_id, member in group.members.items():
             member.assignment = bytes(assignments.get(member_id, b""))
         try:
-            await self._store_group(group)
+            await self._manager.store_group(group)
         except KafkaError as error:
             logger.warning("group %s: storing the assignment failed: %s", group.group_id, error)
             if group.is_in(COMPLETING) and group.generation_id == generation:
@@ -1027,22 +1025,13 @@ class GroupCoordinator:
                 )
                 for _, entry in accepted
             ]
-            records = [
-                (
-                    OffsetCommitKey(group_id, entry.topic, entry.partition).to_bytes(),
-                    OffsetCommitValue(
-                        value.offset, value.leader_epoch, value.metadata, now
-                    ).to_bytes(),
-                )
-                for (_, entry), value in zip(accepted, values, strict=True)
-            ]
             pairs = [
                 (TopicPartition(e.topic, e.partition), v)
                 for (_, e), v in zip(accepted, values, strict=True)
             ]
             group.commits_in_flight += 1
             try:
-                await asyncio.shield(self._spawn(self._store_offsets(group, pairs, records)))
+                await asyncio.shield(self._spawn(self._store_offsets(group, pairs)))
             except KafkaError as error:
                 info = ErrorInfo.of(_coordinator_error(error))
                 for index, _ in accepted:
@@ -1058,27 +1047,12 @@ class GroupCoordinator:
         )
 
     async def _store_offsets(
-        self,
-        group: GroupMetadata,
-        offsets: list[tuple[TopicPartition, OffsetAndMetadata]],
-        records: list[tuple[bytes, bytes | None]],
+        self, group: GroupMetadata, offsets: list[tuple[TopicPartition, OffsetAndMetadata]]
     ) -> None:
-        """Append the commit records, then (once durable) make the offsets visible. Of two
-        values of one key the later record wins, whatever order the fsyncs answer in."""
         try:
-            record_offsets = await self._manager.append(group.group_id, records)
+            await self._manager.store_offsets(group, offsets)
         finally:
             group.commits_in_flight -= 1  # counted by the caller, before this task started
-        for (tp, value), record_offset in zip(offsets, record_offsets, strict=True):
-            current = group.offsets.get(tp)
-            if current is None or current.record_offset < record_offset:
-                group.offsets[tp] = OffsetAndMetadata(
-                    value.offset,
-                    value.leader_epoch,
-                    value.metadata,
-                    value.commit_timestamp,
-                    record_offset,
-                )
 
     def _validate_commit(
         self,
@@ -1181,26 +1155,10 @@ class GroupCoordinator:
                 deleted.append(TopicPartition(topic, number))
         if deleted:
             try:
-                await self._write_offset_tombstones(group, deleted)
+                await self._manager.remove_offsets(group, deleted)
             except KafkaError as error:
                 return ErrorInfo.of(_coordinator_error(error)), ()
         return NO_ERROR, tuple(results)
-
-    async def _write_offset_tombstones(
-        self, group: GroupMetadata, partitions: Iterable[TopicPartition], group_too: bool = False
-    ) -> None:
-        partitions = list(partitions)
-        records: list[tuple[bytes, bytes | None]] = [
-            (OffsetCommitKey(group.group_id, tp.topic, tp.partition).to_bytes(), None)
-            for tp in partitions
-        ]
-        if group_too:
-            records.append((GroupMetadataKey(group.group_id).to_bytes(), None))
-        record_offsets = await self._manager.append(group.group_id, records)
-        for tp, record_offset in zip(partitions, record_offsets, strict=False):
-            current = group.offsets.get(tp)
-            if current is not None and current.record_offset < record_offset:
-                del group.offsets[tp]  # unless a commit newer than the tombstone came meanwhile
 
     # --- expiry ------------------------------------------------------------------------------
 
@@ -1231,7 +1189,7 @@ class GroupCoordinator:
             remove_group = len(expired) == len(group.offsets)
             if not expired and not remove_group:
                 continue
-            await self._write_offset_tombstones(group, expired, group_too=remove_group)
+            await self._manager.remove_offsets(group, expired, group_too=remove_group)
             expired_total += len(expired)
             if remove_group and group.is_in(EMPTY) and not group.offsets:
                 group.transition_to(DEAD, now)
@@ -1300,7 +1258,7 @@ class GroupCoordinator:
                     )
                 group.transition_to(DEAD, self._clock.milliseconds())
                 try:
-                    await self._write_offset_tombstones(group, list(group.offsets), True)
+                    await self._manager.remove_offsets(group, list(group.offsets), group_too=True)
                 except KafkaError:
                     group.state = EMPTY
                     raise
@@ -1315,35 +1273,10 @@ class GroupCoordinator:
 
     # --- storing groups ----------------------------------------------------------------------
 
-    async def _store_group(self, group: GroupMetadata) -> None:
-        value = GroupMetadataValue(
-            group.protocol_type or "",
-            group.generation_id,
-            group.protocol_name,
-            group.leader_id,
-            group.current_state_timestamp,
-            tuple(
-                MemberMetadataValue(
-                    m.member_id,
-                    m.group_instance_id,
-                    m.client_id,
-                    m.client_host,
-                    m.rebalance_timeout_ms,
-                    m.session_timeout_ms,
-                    m.metadata(group.protocol_name) if group.protocol_name else b"",
-                    m.assignment,
-                )
-                for m in group.members.values()
-            ),
-        )
-        await self._manager.append(
-            group.group_id, [(GroupMetadataKey(group.group_id).to_bytes(), value.to_bytes())]
-        )
-
     def _spawn_store(self, group: GroupMetadata) -> None:
         """Write the group's metadata in the background (an empty generation, a static
         member's new id): nobody waits on it, a failure is logged."""
-        self._spawn(self._store_group(group))
+        self._spawn(self._manager.store_group(group))
 
     def _spawn(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         """Run ``work`` to its end even if the request that started it goes away."""

@@ -1,5 +1,6 @@
 """GroupMetadataManager: the groups' records in ``__consumer_offsets``, written durably and
-read back at start-up (Kafka's ``GroupMetadataManager``).
+read back at start-up (Kafka's ``GroupMetadataManager``): committed offsets, their tombstones,
+and each group's membership.
 
 A group lives in partition ``abs(hashCode(group_id)) % offsets.topic.num.partitions`` of the
 topic, as in Kafka. Writes go through the partition's append queue and group commit: a write
@@ -14,7 +15,7 @@ import logging
 import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from odradek.clock import Clock
 from odradek.config.broker_config import BrokerConfig
@@ -31,10 +32,13 @@ from odradek.record.record_batch_builder import RecordBatchBuilder
 from odradek.server.group.coordinator_records import (
     GroupMetadataKey,
     GroupMetadataValue,
+    MemberMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
     parse_key,
 )
+from odradek.server.group.group_metadata import GroupMetadata
+from odradek.server.group.offset_and_metadata import OffsetAndMetadata
 from odradek.server.replica_manager import ReplicaManager
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log import Log
@@ -77,7 +81,8 @@ class LoadSummary:
 
 
 class GroupMetadataManager:
-    """Appends group records durably and reads them back; knows no group rules."""
+    """Appends group records durably and reads them back; knows no group rules (the
+    GroupCoordinator decides what to write and when)."""
 
     def __init__(
         self,
@@ -147,6 +152,71 @@ class GroupMetadataManager:
                 f"{self._config.offsets_commit_timeout_ms}"
             ) from None
         return list(range(info.first_offset, info.last_offset + 1))
+
+    async def store_offsets(
+        self, group: GroupMetadata, offsets: list[tuple[TopicPartition, OffsetAndMetadata]]
+    ) -> None:
+        """Append the commit records, then (once durable) make the offsets visible. Of two
+        values of one key the later record wins, whatever order the fsyncs answer in."""
+        records: list[tuple[bytes, bytes | None]] = [
+            (
+                OffsetCommitKey(group.group_id, tp.topic, tp.partition).to_bytes(),
+                OffsetCommitValue(
+                    value.offset, value.leader_epoch, value.metadata, value.commit_timestamp
+                ).to_bytes(),
+            )
+            for tp, value in offsets
+        ]
+        record_offsets = await self.append(group.group_id, records)
+        for (tp, value), record_offset in zip(offsets, record_offsets, strict=True):
+            current = group.offsets.get(tp)
+            if current is None or current.record_offset < record_offset:
+                group.offsets[tp] = replace(value, record_offset=record_offset)
+
+    async def remove_offsets(
+        self, group: GroupMetadata, partitions: Iterable[TopicPartition], group_too: bool = False
+    ) -> None:
+        """Tombstones for the group's offsets of ``partitions`` (and for the group itself),
+        then forget those offsets, unless a commit newer than its tombstone came meanwhile."""
+        partitions = list(partitions)
+        records: list[tuple[bytes, bytes | None]] = [
+            (OffsetCommitKey(group.group_id, tp.topic, tp.partition).to_bytes(), None)
+            for tp in partitions
+        ]
+        if group_too:
+            records.append((GroupMetadataKey(group.group_id).to_bytes(), None))
+        record_offsets = await self.append(group.group_id, records)
+        for tp, record_offset in zip(partitions, record_offsets, strict=False):
+            current = group.offsets.get(tp)
+            if current is not None and current.record_offset < record_offset:
+                del group.offsets[tp]
+
+    async def store_group(self, group: GroupMetadata) -> None:
+        """Write the group's generation, protocol, leader and members (with their
+        assignments) durably."""
+        protocol = group.protocol_name
+        value = GroupMetadataValue(
+            group.protocol_type or "",
+            group.generation_id,
+            protocol,
+            group.leader_id,
+            group.current_state_timestamp,
+            tuple(
+                MemberMetadataValue(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.rebalance_timeout_ms,
+                    m.session_timeout_ms,
+                    m.metadata(protocol) if protocol else b"",
+                    m.assignment,
+                )
+                for m in group.members.values()
+            ),
+        )
+        key = GroupMetadataKey(group.group_id).to_bytes()
+        await self.append(group.group_id, [(key, value.to_bytes())])
 
     # --- loading -----------------------------------------------------------------------------
 
