@@ -6,9 +6,11 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+from click.testing import CliRunner
 from group_helpers import commit, create_topic, fetch, group_broker, join, sync
 from server_helpers import RunningBroker, batch, read_partition
 
+from odradek.cli.main import cli
 from odradek.clock import MockClock
 from odradek.errors import InvalidTopicError
 from odradek.protocol.delete_groups import DeleteGroupsRequest
@@ -158,3 +160,22 @@ def test_group_metadata_is_stored_in_kafkas_layout(tmp_path: Path) -> None:
     assert decoded.protocol == "range"
     assert decoded.members[0].assignment == b"mine"
     assert decoded.members[0].session_timeout == 10000
+
+
+def test_dump_log_decodes_the_offsets_topic(tmp_path: Path) -> None:
+    with group_broker(tmp_path) as broker, broker.connect() as client:
+        create_topic(client, "t", 1)
+        commit(client, "g", {("t", 0): 42})
+        joined = join(client, "g2")
+        sync(client, "g2", joined, {joined.member_id: b"x"})
+        directories = sorted((tmp_path / "data").glob("__consumer_offsets-*"))
+        segments = [str(path) for d in directories for path in d.glob("*.log")]
+    result = CliRunner().invoke(cli, ["dump-log", "--offsets-decoder", *segments])
+    assert result.exit_code == 0, result.output
+    assert "key: offset_commit::group=g,topic=t,partition=0 value: offset=42,leaderEpoch=-1," in (
+        result.output
+    )
+    assert "key: group_metadata::group=g2 value: protocolType=consumer,generation=1," in (
+        result.output
+    )
+    assert f"leader={joined.member_id}" in result.output
