@@ -14,6 +14,7 @@ from odradek.protocol.heartbeat import HeartbeatRequest
 from odradek.protocol.join_group import JoinGroupProtocol, JoinGroupRequest
 from odradek.protocol.leave_group import LeaveGroupRequest, LeavingMember
 from odradek.protocol.list_groups import ListGroupsRequest
+from odradek.protocol.offset_commit import OffsetCommitPartition, OffsetCommitRequest
 from odradek.protocol.offset_delete import OffsetDeleteRequest
 from odradek.protocol.offset_fetch import GroupPartition
 from odradek.protocol.produce import ProducePartitionData, ProduceRequest
@@ -46,9 +47,14 @@ def test_a_static_member_rejoining_within_its_session_causes_no_rebalance(tmp_pa
                 HeartbeatRequest("g", again.generation_id, again.member_id, "i-a")
             )
             assert beat.error_code == NONE
-        # the old incarnation is fenced
+        # the old incarnation is fenced, whatever it sends
         old = a.call(HeartbeatRequest("g", leader.generation_id, leader.member_id, "i-a"))
         assert old.error_code == FENCED
+        assert join(a, "g", member_id=leader.member_id, instance="i-a").error_code == FENCED
+        old_commit = OffsetCommitRequest(
+            "g", (OffsetCommitPartition("t", 0, 1),), leader.generation_id, leader.member_id, "i-a"
+        )
+        assert a.call(old_commit).partitions[0].error == FENCED
 
 
 def test_a_member_with_no_protocol_in_common_is_refused(tmp_path: Path) -> None:
@@ -235,3 +241,26 @@ def test_followers_do_not_wait_for_ever_on_a_leader_that_never_syncs(tmp_path: P
         assert parked.error_code == REBALANCING
         beat = a.call(HeartbeatRequest("g", rejoined.generation_id, leader.member_id))
         assert beat.error_code == UNKNOWN_MEMBER
+
+
+def test_joins_of_versions_before_4_need_no_member_id_round_trip(tmp_path: Path) -> None:
+    """What Kafka's JoinGroup v0-v3 will call: the coordinator accepts a first join at once."""
+    with group_broker(tmp_path) as broker:
+        coordinator = broker.broker.group_coordinator
+        result = broker.loop_thread.run(
+            coordinator.join_group(
+                "g",
+                "",
+                None,
+                False,
+                "old-client",
+                "/127.0.0.1",
+                -1,
+                10000,
+                "consumer",
+                [("range", b"")],
+            )
+        )
+    assert result.error.error_code == NONE
+    assert result.member_id.startswith("old-client-")
+    assert result.generation_id == 1
