@@ -551,7 +551,6 @@ class GroupCoordinator:
             old.sync_future.set_result(SyncGroupResult(fenced))
         self._cancel_member_timer(old)
         current_leader = group.leader_id
-        old_protocols = old.protocols
         member = group.replace_static_member(group_instance_id, old_member_id, new_member_id)
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
@@ -579,15 +578,8 @@ class GroupCoordinator:
                     new_member_id,
                     (),
                 )
-            member.protocols = protocols
-            return self._update_member_and_rebalance(
-                group, member, rebalance_timeout_ms, session_timeout_ms, protocols, None
-            )
-        if group.is_in(COMPLETING):
-            member.protocols = old_protocols if member.matches(old_protocols) else protocols
-            return self._update_member_and_rebalance(
-                group, member, rebalance_timeout_ms, session_timeout_ms, protocols, None
-            )
+        # Otherwise a rebalance, also when CompletingRebalance: the leader may be assigning
+        # partitions to the old member id, which the new one would never get.
         return self._update_member_and_rebalance(
             group, member, rebalance_timeout_ms, session_timeout_ms, protocols, None
         )
