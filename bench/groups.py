@@ -93,16 +93,18 @@ async def commit_loop(bootstrap: str, group: str, deadline: float, counts: list[
         await client.close()
 
 
-def commit_rate(bootstrap: str, committers: int, seconds: float) -> float:
+def commit_rate(bootstrap: str, committers: int, seconds: float, shared: bool = False) -> float:
+    """Commits per second of ``committers`` each in its own group (spread over the offsets
+    topic's partitions), or all in one group (one partition: they share its fsyncs)."""
+
     async def run() -> int:
         counts: list[int] = []
         deadline = time.monotonic() + seconds
-        await asyncio.gather(
-            *(
-                commit_loop(bootstrap, f"bench-{committers}-{i}", deadline, counts)
-                for i in range(committers)
-            )
-        )
+        groups = [
+            f"bench-shared-{committers}" if shared else f"bench-{committers}-{i}"
+            for i in range(committers)
+        ]
+        await asyncio.gather(*(commit_loop(bootstrap, g, deadline, counts) for g in groups))
         return sum(counts)
 
     started = time.monotonic()
