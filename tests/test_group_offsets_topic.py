@@ -4,6 +4,7 @@ deletion, and state rebuilt at start-up."""
 from __future__ import annotations
 
 import struct
+import time
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -16,6 +17,7 @@ from odradek.errors import InvalidTopicError
 from odradek.protocol.delete_groups import DeleteGroupsRequest
 from odradek.protocol.list_groups import ListGroupsRequest
 from odradek.protocol.produce import ProducePartitionData, ProduceRequest
+from odradek.protocol.topics import DeleteTopicsRequest
 from odradek.record.memory_records import MemoryRecords
 from odradek.server.group.coordinator_records import (
     GroupMetadataValue,
@@ -179,3 +181,18 @@ def test_dump_log_decodes_the_offsets_topic(tmp_path: Path) -> None:
         result.output
     )
     assert f"leader={joined.member_id}" in result.output
+
+
+def test_deleting_a_topic_drops_the_offsets_committed_on_it(tmp_path: Path) -> None:
+    with group_broker(tmp_path) as broker, broker.connect() as client:
+        create_topic(client, "t", 1)
+        create_topic(client, "u", 1)
+        commit(client, "g", {("t", 0): 5, ("u", 0): 6})
+        assert client.call(DeleteTopicsRequest(("t",))).topics[0].error == 0
+        for _ in range(200):
+            if fetch(client, "g") == {("u", 0): 6}:
+                break
+            time.sleep(0.01)
+        assert fetch(client, "g") == {("u", 0): 6}
+    with group_broker(tmp_path) as broker, broker.connect() as client:
+        assert fetch(client, "g") == {("u", 0): 6}

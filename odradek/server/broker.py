@@ -157,7 +157,7 @@ class Broker:
         config = self.config
         broker = BrokerMetadata(config.broker_id, config.host, self.port)
         admin = AdminManager(
-            self.log_manager, config, broker, self._io_executor, self.replica_manager.forget_topic
+            self.log_manager, config, broker, self._io_executor, self._topic_deleted
         )
         api_versions = ApiVersionsResponse(
             supported_api_versions(),
@@ -168,6 +168,11 @@ class Broker:
         )
         groups = GroupRequestHandlers(self.group_coordinator, self.group_metadata_manager, broker)
         return KafkaApis(self.replica_manager, admin, api_versions, self.metrics, groups)
+
+    def _topic_deleted(self, topic: str) -> None:
+        """Forget a deleted topic's partitions and, as Kafka does, the offsets committed on it."""
+        self.replica_manager.forget_topic(topic)
+        self.group_coordinator.topic_deleted(topic)
 
     async def _in_thread(self, function: Callable[[], object]) -> None:
         await asyncio.get_running_loop().run_in_executor(self._io_executor, function)

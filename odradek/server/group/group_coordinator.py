@@ -1152,6 +1152,14 @@ class GroupCoordinator:
                 return ErrorInfo.of(_coordinator_error(error)), ()
         return NO_ERROR, tuple(results)
 
+    def topic_deleted(self, topic: str) -> None:
+        """Tombstone every group's offsets of a deleted topic, in the background (Kafka's
+        ``handleDeletedPartitions``); a topic created again under the name starts clean."""
+        for group in self.groups():
+            gone = [tp for tp in list(group.offsets) if tp.topic == topic]
+            if gone:
+                self._spawn(self._manager.remove_offsets(group, gone))
+
     # --- expiry ------------------------------------------------------------------------------
 
     async def _expire_periodically(self) -> None:
