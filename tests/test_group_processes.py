@@ -3,6 +3,7 @@ running odradek's own consumer. Membership changes, killed members, a killed bro
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+import serve_process
 from group_helpers import commit, fetch
 from serve_process import ServeProcess
 from server_helpers import RawClient
@@ -210,3 +212,26 @@ def test_every_acknowledged_commit_survives_a_killed_broker(tmp_path: Path) -> N
     # the commit in flight at the kill may or may not have become durable; nothing after it
     assert committed[(TOPIC, 0)] in (acknowledged, acknowledged + 1)
     assert committed[(TOPIC, 0)] == committed[(TOPIC, 1)]
+
+
+@pytest.mark.slow
+def test_a_member_rides_out_a_broker_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "data"
+    ports = [serve_process.free_port(), serve_process.free_port()]
+    same_ports = itertools.cycle(ports)  # both brokers listen where the member connects
+    monkeypatch.setattr(serve_process, "free_port", lambda: next(same_ports))
+    with ServeProcess(data, *BROKER_SETTINGS) as broker:
+        with Admin(bootstrap_servers=broker.bootstrap) as admin:
+            admin.create_topics([NewTopic(TOPIC, PARTITIONS)])
+        produce(broker.bootstrap, 60)
+        member = Member(broker.bootstrap)
+        wait_for(lambda: len(member.consumed()) == 60, what="first records")
+        broker.stop(signal.SIGKILL)
+    with ServeProcess(data, *BROKER_SETTINGS) as broker:
+        assert broker.port == ports[0]
+        produce(broker.bootstrap, 120)  # offsets 10..19 of each partition are new
+        wait_for(lambda: len(member.consumed()) == 120, what="records after the restart")
+        member.stop()
+    assert member.process.returncode == 0

@@ -23,13 +23,10 @@ from odradek.client.partition_assignor import ASSIGNORS
 from odradek.client.subscription_state import SubscriptionState
 from odradek.errors import (
     CommitFailedError,
-    CoordinatorLoadInProgressError,
-    CoordinatorNotAvailableError,
     FencedInstanceIdError,
     IllegalGenerationError,
     KafkaError,
     MemberIdRequiredError,
-    NotCoordinatorError,
     RebalanceInProgressError,
     UnknownMemberIdError,
     error_for_code,
@@ -55,7 +52,6 @@ logger = logging.getLogger(__name__)
 
 NO_GENERATION = -1
 REJOIN_ERRORS = (RebalanceInProgressError, IllegalGenerationError, UnknownMemberIdError)
-RETRY_ERRORS = (CoordinatorNotAvailableError, CoordinatorLoadInProgressError, NotCoordinatorError)
 
 
 @dataclass(frozen=True)
@@ -95,7 +91,6 @@ class ConsumerCoordinator:
         self._next_auto_commit = 0.0
         self._pending_commits: set[asyncio.Task[Any]] = set()
         self._found_coordinator = False
-        self.assigned_generations: list[tuple[int, frozenset[TopicPartition]]] = []
 
     # --- subscription ------------------------------------------------------------------------
 
@@ -127,7 +122,13 @@ class ConsumerCoordinator:
         if loop.time() - self._metadata_checked < self._config.metadata_max_age_ms / 1000:
             return
         self._metadata_checked = loop.time()
-        response = await self._client.send(MetadataRequest(None, False))
+        try:
+            response = await self._client.send(MetadataRequest(None, False))
+        except KafkaError as error:
+            if not error.retriable:
+                raise
+            logger.warning("group %s: listing topics failed: %s", self.group_id, error)
+            return
         matched = tuple(
             sorted(
                 t.name
@@ -180,17 +181,15 @@ class ConsumerCoordinator:
     # --- join --------------------------------------------------------------------------------
 
     async def _join_and_sync(self) -> None:
+        """Revoke, join, sync, then position the new partitions at their committed offsets;
+        retriable failures (the broker restarting, a lost connection) are retried."""
         self._start_heartbeat()  # it stays quiet until the join gives a generation
         await self._revoke_all()
-        await self._find_coordinator()
         while True:
             try:
+                await self._find_coordinator()
                 joined = await self._join()
                 assignment = await self._sync(joined)
-            except RETRY_ERRORS as error:
-                logger.info("group %s: coordinator not ready, retrying: %s", self.group_id, error)
-                await asyncio.sleep(self._config.retry_backoff_ms / 1000)
-                continue
             except MemberIdRequiredError:
                 continue
             except REJOIN_ERRORS as error:
@@ -200,11 +199,16 @@ class ConsumerCoordinator:
                 logger.info("group %s: rejoining: %s", self.group_id, error)
                 await asyncio.sleep(self._config.retry_backoff_ms / 1000)
                 continue
+            except KafkaError as error:
+                if not error.retriable:
+                    raise
+                logger.info("group %s: joining failed, retrying: %s", self.group_id, error)
+                await asyncio.sleep(self._config.retry_backoff_ms / 1000)
+                continue
             break
         self._rejoin_needed = False
         partitions = set(assignment)
         self._subscriptions.assign(sorted(partitions))
-        self.assigned_generations.append((self.generation_id, frozenset(partitions)))
         await self._seek_to_committed(partitions)
         logger.info(
             "group %s: member %s of generation %d is assigned %s",
@@ -308,7 +312,16 @@ class ConsumerCoordinator:
         )
 
     async def _seek_to_committed(self, partitions: set[TopicPartition]) -> None:
-        committed = await self.committed(partitions)
+        while True:
+            try:
+                committed = await self.committed(partitions)
+            except KafkaError as error:
+                if not error.retriable:
+                    raise
+                logger.info("group %s: fetching offsets failed, retrying: %s", self.group_id, error)
+                await asyncio.sleep(self._config.retry_backoff_ms / 1000)
+                continue
+            break
         for tp, offset in committed.items():
             if offset is not None and offset >= 0:
                 self._subscriptions.seek(tp, offset)
