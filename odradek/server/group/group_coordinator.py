@@ -205,7 +205,6 @@ class GroupCoordinator:
         restored.leader_id = (
             value.leader if value.leader in restored.members else restored.leader_id
         )
-        restored.protocol_type = value.protocol_type or None
         restored.state = STABLE if restored.members else EMPTY
         self._groups[key.group] = restored
 
