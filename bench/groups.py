@@ -150,7 +150,7 @@ def startup_with_offsets(offsets: int) -> tuple[float, float, int]:
         broker = thread.call(Broker, config)
         thread.run(broker.start(), timeout=60)
         manager = broker.log_manager
-        create_offsets_topic(manager, config)
+        create_offsets_topic(manager.create_topic, config)
         groups = max(offsets // 1000, 1)
         now = int(time.time() * 1000)
         written = 0

@@ -68,7 +68,12 @@ class Broker:
             self.log_manager, self._append_executor, self._flush_executor, self._io_executor
         )
         self.group_metadata_manager = GroupMetadataManager(
-            config, self.log_manager, self.replica_manager, self._io_executor, clock
+            config,
+            self.log_manager,
+            self.replica_manager,
+            self._io_executor,
+            clock,
+            self.log_manager.create_topic,
         )
         self.group_metrics = GroupCoordinatorMetrics(self.metrics.registry)
         self.group_coordinator = GroupCoordinator(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 
@@ -48,6 +48,8 @@ from odradek.topic_partition import TopicPartition
 logger = logging.getLogger(__name__)
 
 GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
+CreateTopic = Callable[[str, int, Mapping[str, object]], object]
+"""How a topic is created: (name, partition count, config overrides)."""
 
 
 def java_string_hash(text: str) -> int:
@@ -91,12 +93,14 @@ class GroupMetadataManager:
         replica_manager: ReplicaManager,
         io_executor: Executor,
         clock: Clock,
+        create_topic: CreateTopic,
     ) -> None:
         self._config = config
         self._log_manager = log_manager
         self._replica_manager = replica_manager
         self._io_executor = io_executor
         self._clock = clock
+        self._create_topic = create_topic
         self._topic_ready = asyncio.Lock()
         self.load_summary: LoadSummary | None = None
 
@@ -120,7 +124,7 @@ class GroupMetadataManager:
                 return
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(
-                self._io_executor, create_offsets_topic, self._log_manager, self._config
+                self._io_executor, create_offsets_topic, self._create_topic, self._config
             )
 
     # --- writes ------------------------------------------------------------------------------
@@ -281,17 +285,16 @@ def _decode(
         return None
 
 
-def create_offsets_topic(log_manager: LogManager, config: BrokerConfig) -> None:
-    """Create ``__consumer_offsets`` through the topic-creation path, with Kafka's settings
-    for it: compacted, ``offsets.topic.segment.bytes`` segments, codecs kept as produced."""
+def create_offsets_topic(create_topic: CreateTopic, config: BrokerConfig) -> None:
+    """Create ``__consumer_offsets`` through the broker's topic-creation path, with Kafka's
+    settings for it: compacted, ``offsets.topic.segment.bytes`` segments, codecs kept as
+    produced."""
     overrides = {
         "cleanup.policy": "compact",
         "segment.bytes": str(config.offsets_topic_segment_bytes),
         "compression.type": "producer",
     }
     try:
-        log_manager.create_topic(
-            GROUP_METADATA_TOPIC_NAME, config.offsets_topic_num_partitions, overrides
-        )
+        create_topic(GROUP_METADATA_TOPIC_NAME, config.offsets_topic_num_partitions, overrides)
     except TopicAlreadyExistsError:
         pass
