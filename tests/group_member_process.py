@@ -8,6 +8,7 @@ Usage: python group_member_process.py BOOTSTRAP GROUP TOPIC SESSION_TIMEOUT_MS P
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import sys
 import time
@@ -33,6 +34,9 @@ class Reporter(ConsumerRebalanceListener):
 
 
 def main() -> None:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s member %(levelname)s %(name)s: %(message)s"
+    )
     bootstrap, group, topic, session_timeout_ms, pause_s = sys.argv[1:6]
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
