@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,20 @@ BROKER_SETTINGS = (
 )
 
 
+RUNNING: list[Member] = []
+"""Every member process started, so a failed test leaves none behind."""
+
+
+@pytest.fixture(autouse=True)
+def _stop_members() -> Iterator[None]:
+    yield
+    while RUNNING:
+        member = RUNNING.pop()
+        if member.process.poll() is None:
+            member.process.kill()
+            member.process.wait(timeout=30)
+
+
 class Member:
     """A member process and the JSON lines it reports."""
 
@@ -52,6 +67,7 @@ class Member:
         ]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
+        RUNNING.append(self)
         self.events: list[dict] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
