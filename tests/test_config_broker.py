@@ -69,6 +69,17 @@ KAFKA_BROKER_DEFAULTS = {
     "socket.request.max.bytes": 104857600,
     "connections.max.idle.ms": 600000,
     "delete.topic.enable": True,
+    "offsets.topic.num.partitions": 50,
+    "offsets.topic.segment.bytes": 104857600,
+    "offsets.load.buffer.size": 5242880,
+    "offsets.retention.minutes": 10080,
+    "offsets.retention.check.interval.ms": 600000,
+    "offsets.commit.timeout.ms": 5000,
+    "offset.metadata.max.bytes": 4096,
+    "group.initial.rebalance.delay.ms": 3000,
+    "group.min.session.timeout.ms": 6000,
+    "group.max.session.timeout.ms": 1800000,
+    "group.max.size": 2147483647,
 }
 # odradek's own keys, and the ones whose default differs from Kafka's on purpose.
 ODRADEK_DEFAULTS = {

@@ -23,7 +23,7 @@ from odradek.cli.client_options import (
 )
 from odradek.client import Admin, Consumer, ConsumerRecord
 from odradek.client.config import ConsumerConfig
-from odradek.errors import UnknownTopicOrPartitionError
+from odradek.errors import CommitFailedError, UnknownTopicOrPartitionError
 from odradek.record.record_batch import TimestampType
 from odradek.topic_partition import TopicPartition
 
@@ -160,6 +160,40 @@ def _polled(consumer: Consumer, timeout_ms: int | None) -> Iterator[ConsumerReco
         yield from records
 
 
+def _consume_in_group(
+    topic: str,
+    group: str,
+    reset: str,
+    max_messages: int | None,
+    timeout_ms: int | None,
+    line: Callable[[ConsumerRecord], str],
+    configs: dict[str, object],
+) -> None:
+    """Print what the group assigns this member, committing after each poll exactly the
+    records printed (so a stop after --max-messages does not skip records)."""
+    left = max_messages
+    group_configs = {"client_id": "odradek-console-consumer", **configs}
+    group_configs.update(group_id=group, auto_offset_reset=reset, enable_auto_commit=False)
+    with Consumer(**group_configs) as consumer:
+        consumer.subscribe([topic])
+        while left is None or left > 0:
+            records = consumer.poll(POLL_MS if timeout_ms is None else timeout_ms)
+            if not records and timeout_ms is not None:
+                return
+            printed = records if left is None else records[:left]
+            consumed: dict[TopicPartition, int] = {}
+            for record in printed:
+                click.echo(line(record))
+                consumed[TopicPartition(record.topic, record.partition)] = record.offset + 1
+            if consumed:
+                try:
+                    consumer.commit(consumed)
+                except CommitFailedError as error:  # rebalanced: the next owner re-reads them
+                    click.echo(f"warning: {error}", err=True)
+            if left is not None:
+                left -= len(printed)
+
+
 @click.command()
 @click.argument("topic")
 @click.option(
@@ -208,6 +242,12 @@ def _polled(consumer: Consumer, timeout_ms: int | None) -> Iterator[ConsumerReco
     "null.literal (repeatable).",
 )
 @property_option("--consumer-property", "consumer")
+@click.option(
+    "--group",
+    metavar="GROUP",
+    help="Consume as a member of this consumer group: its partitions of TOPIC, from its "
+    "committed offsets, committing as it goes.",
+)
 @command_config_option
 @bootstrap_option
 @reports_errors
@@ -223,11 +263,14 @@ def consume(
     format_properties: tuple[str, ...],
     properties: tuple[str, ...],
     command_config: Path | None,
+    group: str | None,
     bootstrap: str,
 ) -> None:
     """Print the records of TOPIC, one per line.
 
-    Without a start option only records that arrive from now on are printed. An offset
+    Without a start option only records that arrive from now on are printed. With --group
+    the group's committed offsets come first (--from-beginning then only matters for
+    partitions the group has none for). An offset
     outside a partition's log is an error (OFFSET_OUT_OF_RANGE); a timestamp later than
     every record waits for new ones.
 
@@ -247,7 +290,15 @@ def consume(
     configs = bootstrap_from(bootstrap, {**configs, "auto_offset_reset": "none"})
     ConsumerConfig(**configs)  # a bad value is an error before anything is asked
     line: Callable[[ConsumerRecord], str] = text.line if output_format == "text" else _json_line
+    if group is not None and (partition is not None or offset is not None or timestamp is not None):
+        raise click.UsageError(
+            "--group reads what the group assigns: no --partition, --offset or --timestamp"
+        )
     try:
+        if group is not None:
+            reset = "earliest" if from_beginning else "latest"
+            _consume_in_group(topic, group, reset, max_messages, timeout_ms, line, configs)
+            return
         with Admin(bootstrap_servers=configs["bootstrap_servers"]) as admin:
             partitions = _selected(topic, topic_partitions(admin, topic), partition)
         with Consumer(**configs) as consumer:

@@ -27,6 +27,12 @@ from odradek.storage import log_file_names as names
     help="Also print each record of a .log: offset, timestamp, key, value, headers.",
 )
 @click.option(
+    "--offsets-decoder",
+    is_flag=True,
+    help="Decode records as __consumer_offsets records (committed offsets, group metadata); "
+    "implies --print-records.",
+)
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
@@ -42,6 +48,7 @@ def dump_log(
     ctx: click.Context,
     files: tuple[Path, ...],
     print_records: bool,
+    offsets_decoder: bool,
     as_json: bool,
     verify_index: bool,
 ) -> None:
@@ -58,7 +65,9 @@ def dump_log(
     printer = JsonPrinter() if as_json else TextPrinter()
     failed = False
     for path in files:
-        problems = _dump_file(path, printer, print_records, verify_index)
+        problems = _dump_file(
+            path, printer, print_records or offsets_decoder, verify_index, offsets_decoder
+        )
         for problem in problems:
             click.echo(f"{path}: {problem}", err=True)
         failed = failed or bool(problems)
@@ -67,7 +76,11 @@ def dump_log(
 
 
 def _dump_file(
-    path: Path, printer: DumpPrinter, print_records: bool, verify_index: bool
+    path: Path,
+    printer: DumpPrinter,
+    print_records: bool,
+    verify_index: bool,
+    offsets_decoder: bool = False,
 ) -> list[str]:
     """Dump one file as its name says it is; return its problems, or why it cannot be read."""
     if not (names.is_log_file(path) or names.is_index_file(path)):
@@ -78,7 +91,7 @@ def _dump_file(
     printer.file(path)
     try:
         if names.is_log_file(path):
-            return dump_log_file(path, printer, print_records)
+            return dump_log_file(path, printer, print_records, offsets_decoder)
         return dump_index_file(path, printer, verify_index)
     except OSError as error:
         return [f"cannot read: {error.strerror}"]

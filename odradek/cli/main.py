@@ -8,6 +8,7 @@ import click
 
 from odradek.cli.consume import consume
 from odradek.cli.dump_log import dump_log
+from odradek.cli.groups import groups
 from odradek.cli.health import health
 from odradek.cli.produce import produce
 from odradek.cli.serve import serve
@@ -37,6 +38,7 @@ def cli() -> None:
 
 cli.add_command(consume)
 cli.add_command(dump_log)
+cli.add_command(groups)
 cli.add_command(health)
 cli.add_command(produce)
 cli.add_command(serve)

@@ -17,6 +17,7 @@ from odradek.record.compression import CompressionType
 INT32_MAX = 2**31 - 1
 _ACKS_BY_NAME = {"all": Acks.ALL, "-1": Acks.ALL, "0": Acks.NONE, "1": Acks.LEADER}
 _OFFSET_RESETS = ("earliest", "latest", "none")
+ASSIGNOR_NAMES = ("range", "roundrobin")
 
 
 def _require(condition: bool, message: str) -> None:
@@ -108,10 +109,32 @@ class ConsumerConfig(ClientConfig):
     auto_offset_reset: str = "latest"
     isolation: str = "high_watermark"
     check_crcs: bool = True
+    group_id: str | None = None
+    group_instance_id: str | None = None
+    enable_auto_commit: bool = True
+    auto_commit_interval_ms: int = 5000
+    session_timeout_ms: int = 45000
+    heartbeat_interval_ms: int = 3000
+    max_poll_interval_ms: int = 300000
+    partition_assignment_strategy: str | tuple[str, ...] = ("range", "roundrobin")
+    metadata_max_age_ms: int = 300000
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.isolation_level()
+        self.assignors()
+        _require(self.auto_commit_interval_ms > 0, "auto_commit_interval_ms must be > 0")
+        _require(self.session_timeout_ms > 0, "session_timeout_ms must be > 0")
+        _require(
+            0 < self.heartbeat_interval_ms < self.session_timeout_ms,
+            "heartbeat_interval_ms must be > 0 and below session_timeout_ms",
+        )
+        _require(self.max_poll_interval_ms > 0, "max_poll_interval_ms must be > 0")
+        _require(self.metadata_max_age_ms > 0, "metadata_max_age_ms must be > 0")
+        _require(
+            self.group_id is not None or self.group_instance_id is None,
+            "group_instance_id needs a group_id",
+        )
         _require(self.fetch_max_wait_ms >= 0, "fetch_max_wait_ms must be >= 0")
         _require(self.fetch_min_bytes >= 0, "fetch_min_bytes must be >= 0")
         _require(self.fetch_max_bytes > 0, "fetch_max_bytes must be > 0")
@@ -121,6 +144,19 @@ class ConsumerConfig(ClientConfig):
             self.auto_offset_reset in _OFFSET_RESETS,
             f"auto_offset_reset must be one of {', '.join(_OFFSET_RESETS)}",
         )
+
+    def assignors(self) -> tuple[str, ...]:
+        """``partition_assignment_strategy`` as assignor names in preference order: ``range``
+        and ``roundrobin`` (comma-separated, or a tuple)."""
+        strategy = self.partition_assignment_strategy
+        names = strategy.split(",") if isinstance(strategy, str) else list(strategy)
+        names = [name.strip() for name in names if name.strip()]
+        unknown = [name for name in names if name not in ASSIGNOR_NAMES]
+        _require(
+            bool(names) and not unknown,
+            f"partition_assignment_strategy must name some of {', '.join(ASSIGNOR_NAMES)}",
+        )
+        return tuple(names)
 
     def isolation_level(self) -> IsolationLevel:
         """``isolation`` as the wire value."""

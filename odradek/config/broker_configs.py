@@ -214,6 +214,46 @@ BROKER_CONFIG_DEF = ConfigDef(
                   "up to one second's worth); topics beyond are answered "
                   "THROTTLING_QUOTA_EXCEEDED (retriable) and not created.",
                   Validator.above(0)),
+        ConfigKey("offsets.topic.num.partitions", INT, 50, HIGH,
+                  "Partitions of the __consumer_offsets topic, which holds committed offsets "
+                  "and group metadata; read when the topic is created, not after.",
+                  Validator.at_least(1)),
+        ConfigKey("offsets.topic.segment.bytes", INT, 100 * MIB, HIGH,
+                  "Segment size of the __consumer_offsets topic, kept small so its compaction "
+                  "and loading stay fast.",
+                  Validator.at_least(1)),
+        ConfigKey("offsets.load.buffer.size", INT, 5 * MIB, HIGH,
+                  "Bytes read at a time from __consumer_offsets while the group state is "
+                  "rebuilt at start-up.",
+                  Validator.at_least(1)),
+        ConfigKey("offsets.retention.minutes", INT, 10080, HIGH,
+                  "How long the committed offsets of a group without members are kept, "
+                  "counted from the moment it became empty (or from the commit).",
+                  Validator.at_least(1)),
+        ConfigKey("offsets.retention.check.interval.ms", LONG, 600000, HIGH,
+                  "How often the group coordinator looks for expired offsets.",
+                  Validator.at_least(1)),
+        ConfigKey("offsets.commit.timeout.ms", INT, 5000, HIGH,
+                  "How long an offset commit waits for its append to __consumer_offsets to be "
+                  "fsync'ed before it fails with REQUEST_TIMED_OUT.",
+                  Validator.at_least(1)),
+        ConfigKey("offset.metadata.max.bytes", INT, 4096, HIGH,
+                  "Largest metadata string a committed offset may carry.",
+                  Validator.at_least(0)),
+        ConfigKey("group.initial.rebalance.delay.ms", INT, 3000, MEDIUM,
+                  "How long the first rebalance of an empty group waits for more members to "
+                  "join, so they are assigned in one round instead of one each.",
+                  Validator.at_least(0)),
+        ConfigKey("group.min.session.timeout.ms", INT, 6000, MEDIUM,
+                  "Smallest session.timeout.ms a group member may ask for.",
+                  Validator.at_least(0)),
+        ConfigKey("group.max.session.timeout.ms", INT, 1800000, MEDIUM,
+                  "Largest session.timeout.ms a group member may ask for.",
+                  Validator.at_least(0)),
+        ConfigKey("group.max.size", INT, 2**31 - 1, MEDIUM,
+                  "Most members a consumer group may have; more are refused with "
+                  "GROUP_MAX_SIZE_REACHED.",
+                  Validator.at_least(1)),
         ConfigKey("socket.request.max.bytes", INT, 100 * MIB, HIGH,
                   "Largest request the broker reads; larger ones close the connection.",
                   Validator.at_least(1)),

@@ -13,6 +13,7 @@ from wsgiref.simple_server import WSGIServer
 
 from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.cleaner.log_cleaner import LogCleaner
+from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.config.broker_config import BrokerConfig
 from odradek.config.listeners import advertised_host
 from odradek.native import native_summary
@@ -21,6 +22,11 @@ from odradek.protocol.metadata import BrokerMetadata
 from odradek.server.admin_manager import AdminManager
 from odradek.server.client_connection import ConnectionSettings
 from odradek.server.event_loop_lag_monitor import EventLoopLagMonitor
+from odradek.server.group.group_coordinator import GroupCoordinator
+from odradek.server.group.group_coordinator_collector import GroupCoordinatorCollector
+from odradek.server.group.group_coordinator_metrics import GroupCoordinatorMetrics
+from odradek.server.group.group_metadata_manager import GroupMetadataManager
+from odradek.server.group_request_handlers import GroupRequestHandlers
 from odradek.server.kafka_apis import KafkaApis
 from odradek.server.kafka_request_handler import KafkaRequestHandler
 from odradek.server.metrics import BrokerMetrics
@@ -69,7 +75,7 @@ class Broker:
     ``port`` and ``metrics_port`` tell which.
     """
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
         self.metrics = BrokerMetrics()
         self.log_manager = LogManager(config)
@@ -86,6 +92,18 @@ class Broker:
         self._flush_executor = ThreadPoolExecutor(FLUSH_THREADS, thread_name_prefix="odradek-flush")
         self.replica_manager = ReplicaManager(
             self.log_manager, self._append_executor, self._flush_executor, self._io_executor
+        )
+        self.group_metadata_manager = GroupMetadataManager(
+            config,
+            self.log_manager,
+            self.replica_manager,
+            self._io_executor,
+            clock,
+            self.topic_admin.create_topic,
+        )
+        self.group_metrics = GroupCoordinatorMetrics(self.metrics.registry)
+        self.group_coordinator = GroupCoordinator(
+            config, self.group_metadata_manager, self.log_manager, self.group_metrics, clock
         )
         settings = ConnectionSettings(
             config.socket_request_max_bytes,
@@ -124,6 +142,7 @@ class Broker:
             raise
         self.metrics_port = self._metrics_server.server_port
         self._lag_monitor.start()
+        self.group_coordinator.startup()
         await self._socket_server.start_serving(*self._handlers())
         logger.info(
             "broker %d serving on %s:%d (metrics on %s:%d)",
@@ -141,6 +160,7 @@ class Broker:
         deadline = loop.time() + SHUTDOWN_TIMEOUT_S
         self._socket_server.stop_accepting()
         self.replica_manager.shutdown()
+        await self.group_coordinator.shutdown()
         await self._socket_server.shutdown(SHUTDOWN_TIMEOUT_S)
         # Topic operations that outlived their requests get what is left of the same bound.
         remaining_s = max(0.0, deadline - loop.time())
@@ -161,6 +181,10 @@ class Broker:
         self.metrics.watch(self.log_manager)
         self.metrics.watch_cleaner(self.log_cleaner)
         self.replica_manager.startup()
+        self.group_coordinator.load()
+        self.metrics.registry.register(
+            GroupCoordinatorCollector(self.group_coordinator, self.group_metrics, self.log_manager)
+        )
 
     async def _stop_storage(self) -> None:
         await self._in_thread(self.log_cleaner.shutdown)
@@ -179,8 +203,11 @@ class Broker:
         topic_ids = TopicIds(self.log_manager, self._io_executor)
 
         def topic_deleted(topic: str) -> None:
+            """Forget a deleted topic's partitions, its id and, as Kafka does, the offsets
+            committed on it."""
             self.replica_manager.forget_topic(topic)
             topic_ids.forget(topic)
+            self.group_coordinator.topic_deleted(topic)
 
         admin = AdminManager(
             self.log_manager,
@@ -197,7 +224,8 @@ class Broker:
             version("odradek"),
             config.socket_request_max_bytes,
         )
-        apis = KafkaApis(self.replica_manager, admin, api_versions, self.metrics)
+        groups = GroupRequestHandlers(self.group_coordinator, self.group_metadata_manager, broker)
+        apis = KafkaApis(self.replica_manager, admin, api_versions, self.metrics, groups)
         kafka_handler = KafkaRequestHandler(
             apis,
             self.replica_manager,

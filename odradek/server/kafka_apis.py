@@ -11,6 +11,7 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.api_versions import ApiVersionsResponse
 from odradek.protocol.schema import Message
 from odradek.server.admin_manager import AdminManager
+from odradek.server.group_request_handlers import GroupRequestHandlers
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
@@ -27,6 +28,7 @@ class KafkaApis:
         admin_manager: AdminManager,
         api_versions: ApiVersionsResponse,
         metrics: BrokerMetrics,
+        groups: GroupRequestHandlers,
     ) -> None:
         self._metrics = metrics
         self._api_versions = api_versions
@@ -46,6 +48,17 @@ class KafkaApis:
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: lambda request, _: admin.describe_topic_partitions(
                 request
             ),
+            ApiKey.FIND_COORDINATOR: groups.find_coordinator,
+            ApiKey.JOIN_GROUP: groups.join_group,
+            ApiKey.SYNC_GROUP: groups.sync_group,
+            ApiKey.HEARTBEAT: groups.heartbeat,
+            ApiKey.LEAVE_GROUP: groups.leave_group,
+            ApiKey.OFFSET_COMMIT: groups.offset_commit,
+            ApiKey.OFFSET_FETCH: groups.offset_fetch,
+            ApiKey.LIST_GROUPS: groups.list_groups,
+            ApiKey.DESCRIBE_GROUPS: groups.describe_groups,
+            ApiKey.DELETE_GROUPS: groups.delete_groups,
+            ApiKey.OFFSET_DELETE: groups.offset_delete,
         }
 
     async def handle(self, context: RequestContext, request: Message) -> Message | None:

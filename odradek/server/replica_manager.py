@@ -15,7 +15,13 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import TypeVar
 
-from odradek.errors import KafkaError, KafkaStorageError, RequestTimedOutError, error_code_for
+from odradek.errors import (
+    InvalidTopicError,
+    KafkaError,
+    KafkaStorageError,
+    RequestTimedOutError,
+    error_code_for,
+)
 from odradek.protocol.delete_records import (
     HIGH_WATERMARK_OFFSET,
     DeleteRecordsPartition,
@@ -55,6 +61,10 @@ from odradek.topic_partition import TopicPartition, validate_topic_name
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+"""Topics only the broker writes (clients may read them): Produce to them is refused with
+INVALID_TOPIC_EXCEPTION, as Kafka does."""
 
 
 class ReplicaManager:
@@ -141,6 +151,8 @@ class ReplicaManager:
         self, data: ProducePartitionData, acks: Acks
     ) -> tuple[Partition | None, asyncio.Future[LogAppendInfo]]:
         try:
+            if data.topic in INTERNAL_TOPICS:
+                raise InvalidTopicError(f"cannot append to internal topic {data.topic}")
             partition = self.partition(data.topic, data.partition)
         except KafkaError as error:
             failed = asyncio.get_running_loop().create_future()
