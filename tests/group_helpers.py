@@ -102,11 +102,12 @@ def commit(
     offsets: Mapping[tuple[str, int], int],
     generation_id: int = -1,
     member_id: str = "",
+    metadata: str | None = None,
 ) -> dict[tuple[str, int], int]:
-    """OffsetCommit; each partition's error code."""
+    """OffsetCommit (each offset with ``metadata``); each partition's error code."""
     request = OffsetCommitRequest(
         group,
-        tuple(OffsetCommitPartition(t, p, o) for (t, p), o in offsets.items()),
+        tuple(OffsetCommitPartition(t, p, o, -1, metadata) for (t, p), o in offsets.items()),
         generation_id,
         member_id,
     )

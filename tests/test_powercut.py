@@ -467,7 +467,11 @@ def test_compaction_and_its_segment_swap_cut_at_random_instants_keep_every_lates
                     if path.name.endswith(".log" + suffix):
                         leftovers[suffix] = leftovers.get(suffix, 0) + 1
         manager = started(config)
-        cleaner = LogCleaner(CleanerConfig.from_broker_config(config), manager.all_logs, manager)
+        cleaner = LogCleaner(
+            CleanerConfig.from_broker_config(config),
+            manager.all_logs,
+            on_dir_failure=manager.failure_channel.maybe_add_offline_log_dir,
+        )
         manager.attach_cleaner(cleaner)
         cleaner.startup()
         if cut == 0:
@@ -504,7 +508,11 @@ def test_compaction_and_its_segment_swap_cut_at_random_instants_keep_every_lates
     # Without cuts, the log all those cuts left is cleaned like any other (on a slow machine
     # the cuts may have stopped every run before its swap).
     manager = started(config)
-    cleaner = LogCleaner(CleanerConfig.from_broker_config(config), manager.all_logs, manager)
+    cleaner = LogCleaner(
+        CleanerConfig.from_broker_config(config),
+        manager.all_logs,
+        on_dir_failure=manager.failure_channel.maybe_add_offline_log_dir,
+    )
     manager.attach_cleaner(cleaner)
     cleaner.startup()
     try:

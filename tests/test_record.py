@@ -6,7 +6,7 @@ Also the hot paths (write_record, decode_records) against the plain codec they m
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_budget import examples
 from kafka.record import util as kafka_util
@@ -231,7 +231,11 @@ def _decode_one_by_one(
     return records if position == len(data) else None
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(
+    max_examples=examples(300),
+    deadline=None,
+    suppress_health_check=[HealthCheck.data_too_large],  # up to 80 records a batch, by design
+)
 @given(
     records=st.lists(record_arguments, max_size=80),
     base_offset=st.integers(0, 2**62),

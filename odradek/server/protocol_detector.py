@@ -5,18 +5,17 @@ big-endian size; they differ in the next five bytes:
 
 - msgpack frame: ``uint32 header_size`` then the header, a msgpack map, so byte 8 is a map
   marker (0x80-0x8f fixmap, 0xde map16, 0xdf map32). A request header holds at least ``api``,
-  ``v`` and ``id`` (13 bytes or more) and is far below 64 KiB, so bytes 4-5 are zero.
+  ``v`` and ``id`` (13 bytes or more) and fits in its frame (it may be large: a JoinGroup
+  carries its members' metadata in it).
 - Kafka request: ``int16 api_key, int16 api_version, int32 correlation_id``.
 
-The rule (docs/protocol.md, "Protocol detection"): msgpack when bytes 4-5 are zero, bytes 6-7
-(the header size) are at least 13 and byte 8 is a map marker; otherwise Kafka when the size is
-at least 8 (the smallest Kafka request header) and ``api_key`` and ``api_version`` are not
-negative; otherwise the bytes are neither and the connection is closed. The overlap is a Kafka
-Produce (key 0) of version 13 or above whose correlation id is negative: no client starts a
-connection that way (clients open with ApiVersions, key 18, and count correlation ids up from
-0), and such a request would be refused anyway (Produce is served up to v12). A TLS
-ClientHello (0x16 0x03 ...) is refused as neither, by its first two bytes (as a size it would
-be above 350 MB).
+The rule (docs/protocol.md, "One port, two protocols"): msgpack when 13 <= header_size <=
+size - 4 and byte 8 is a map marker; otherwise Kafka when the size is at least 8 (the smallest
+Kafka request header) and ``api_key`` and ``api_version`` are not negative; otherwise the bytes
+are neither and the connection is closed. A Kafka request can only look like msgpack when its
+correlation id is negative (byte 8, its first byte, is 0x80 or above): clients count
+correlation ids up from 0 and open with ApiVersions. A TLS ClientHello (0x16 0x03 ...) is
+refused as neither, by its first two bytes (as a size it would be above 350 MB).
 """
 
 from __future__ import annotations
@@ -51,12 +50,8 @@ def detect_protocol(first: bytes, max_request_bytes: int) -> WireProtocol | None
     size = int.from_bytes(first[0:4], "big", signed=True)
     if size < MIN_KAFKA_REQUEST_BYTES or size > max_request_bytes:
         return None
-    if (
-        first[4] == 0
-        and first[5] == 0
-        and int.from_bytes(first[6:8], "big") >= MIN_MSGPACK_HEADER_BYTES
-        and first[8] in MSGPACK_MAP_MARKERS
-    ):
+    header_size = int.from_bytes(first[4:8], "big")
+    if MIN_MSGPACK_HEADER_BYTES <= header_size <= size - 4 and first[8] in MSGPACK_MAP_MARKERS:
         return WireProtocol.MSGPACK
     api_key = int.from_bytes(first[4:6], "big", signed=True)
     api_version = int.from_bytes(first[6:8], "big", signed=True)

@@ -546,7 +546,12 @@ class LogManager:
             if self._roll_back(creation, logs, made):
                 self._for_each_online_dir("remove a creation marker from", creation.remove, marked)
             raise
-        self._for_each_online_dir("remove a creation marker from", creation.remove, marked)
+        action = "remove a creation marker from"
+        removed = self._for_each_online_dir(action, creation.remove, marked)
+        if len(removed) != len(marked):  # a marker left behind rolls the creation back at start-up
+            raise KafkaStorageError(
+                f"cannot finish creating {topic}: its creation marker could not be removed"
+            )
         logger.info(
             "created %d partitions of %s: %s",
             len(logs),
