@@ -568,7 +568,7 @@ def test_a_broker_process_loses_no_acks_all_record_to_power_cuts(fs: PowerCutFS)
     power): every acknowledged record is there once, offsets contiguous."""
     rng = random.Random(SEED + 2507)
     tp = TopicPartition("pc", 0)
-    settings = ["--set", "log.segment.bytes=16384", "--set", "num.partitions=2"]
+    settings = ["--set", "log.segment.bytes=1048576", "--set", "num.partitions=2"]
     acked: set[bytes] = set()
     next_value = 0
     for cut in range(cuts(4)):
@@ -614,7 +614,7 @@ def broker_round(
         while not stop.is_set():
             sent = []
             for _ in range(rng.randint(1, 200)):
-                record = f"v{value}".encode()
+                record = f"v{value}:".ljust(600, "x").encode()  # rolls 1 MiB segments
                 sent.append((record, producer.send("pc", record, partition=0)))
                 value += 1
             for record, future in sent:
