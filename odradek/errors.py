@@ -124,6 +124,46 @@ class ThrottlingQuotaExceededError(KafkaError):
     code, error_name, retriable = 89, "THROTTLING_QUOTA_EXCEEDED", True
 
 
+class TopicAuthorizationFailedError(KafkaError):
+    code, error_name = 29, "TOPIC_AUTHORIZATION_FAILED"
+
+
+class GroupAuthorizationFailedError(KafkaError):
+    code, error_name = 30, "GROUP_AUTHORIZATION_FAILED"
+
+
+class ClusterAuthorizationFailedError(KafkaError):
+    code, error_name = 31, "CLUSTER_AUTHORIZATION_FAILED"
+
+
+class UnsupportedSaslMechanismError(KafkaError):
+    code, error_name = 33, "UNSUPPORTED_SASL_MECHANISM"
+
+
+class IllegalSaslStateError(KafkaError):
+    code, error_name = 34, "ILLEGAL_SASL_STATE"
+
+
+class SecurityDisabledError(KafkaError):
+    code, error_name = 54, "SECURITY_DISABLED"
+
+
+class SaslAuthenticationFailedError(KafkaError):
+    code, error_name = 58, "SASL_AUTHENTICATION_FAILED"
+
+
+class ResourceNotFoundError(KafkaError):
+    code, error_name = 91, "RESOURCE_NOT_FOUND"
+
+
+class UnacceptableCredentialError(KafkaError):
+    code, error_name = 93, "UNACCEPTABLE_CREDENTIAL"
+
+
+class DuplicateResourceError(KafkaError):
+    code, error_name = 92, "DUPLICATE_RESOURCE"
+
+
 _BY_CODE: dict[int, type[KafkaError]] = {
     cls.code: cls
     for cls in (
@@ -149,6 +189,16 @@ _BY_CODE: dict[int, type[KafkaError]] = {
         UnsupportedCompressionTypeError,
         InvalidRecordError,
         ThrottlingQuotaExceededError,
+        TopicAuthorizationFailedError,
+        GroupAuthorizationFailedError,
+        ClusterAuthorizationFailedError,
+        UnsupportedSaslMechanismError,
+        IllegalSaslStateError,
+        SecurityDisabledError,
+        SaslAuthenticationFailedError,
+        ResourceNotFoundError,
+        UnacceptableCredentialError,
+        DuplicateResourceError,
     )
 }
 

@@ -56,12 +56,15 @@ from odradek.protocol.metadata import MetadataRequest
 from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
 from odradek.protocol.schema import Message
 from odradek.server.admin_manager import AdminManager
+from odradek.server.authorizer import Authorizer
 from odradek.server.kafka_apis import KafkaApis
 from odradek.server.kafka_config_requests import KafkaConfigRequests
 from odradek.server.kafka_request import KafkaHandler, KafkaRequest
+from odradek.server.kafka_security_requests import KafkaSecurityRequests
 from odradek.server.kafka_topic_requests import KafkaTopicRequests
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
+from odradek.server.session import Session
 from odradek.server.topic_ids import TopicIds
 
 UNSUPPORTED_VERSION = UnsupportedVersionError.code
@@ -83,7 +86,9 @@ class KafkaRequestHandler:
         topic_ids: TopicIds,
         broker_config: BrokerConfig,
         node_id: int,
-        advertised: Callable[[], tuple[str, int]],
+        advertised: Callable[[str | None], tuple[str, int]],
+        security: KafkaSecurityRequests | None = None,
+        authorizer: Authorizer | None = None,
     ) -> None:
         self._apis = kafka_apis
         self._replicas = replica_manager
@@ -92,7 +97,9 @@ class KafkaRequestHandler:
         self._broker_config = broker_config
         self._node_id = node_id
         self._advertised = advertised
+        self._authorizer = authorizer or Authorizer()
         self._handlers: dict[int, KafkaHandler] = {
+            **(security.handlers() if security is not None else {}),
             **KafkaTopicRequests(self._call, topic_ids).handlers(),
             **KafkaConfigRequests(self._call, broker_config, node_id).handlers(),
             apis.API_VERSIONS: self._api_versions,
@@ -142,8 +149,11 @@ class KafkaRequestHandler:
 
     # --- answering ---------------------------------------------------------------------------
 
-    async def handle(self, peer: str, request: KafkaRequest) -> list[Payload] | None:
-        """The response frame, or None when the request wants none (acks=0)."""
+    async def handle(
+        self, peer: str, request: KafkaRequest, session: Session | None = None
+    ) -> list[Payload] | None:
+        """The response frame, or None when the request wants none (acks=0). ``session``
+        says who sent it (principal, listener) for authorization."""
         if request.refusal is not None:  # ApiVersions of an unknown version: v0, full list
             body = self._api_versions_body(request.refusal.code)
             return self._frame(request, body, version=0)
@@ -152,6 +162,7 @@ class KafkaRequestHandler:
             RequestHeader(
                 request.api_key, request.api_version, request.correlation_id, request.client_id
             ),
+            session,
         )
         body = await self._handlers[request.api_key](request, context)
         if body is None:
@@ -165,7 +176,7 @@ class KafkaRequestHandler:
         own = RequestHeader(
             message.api_key, header.api_version, header.correlation_id, header.client_id
         )
-        return await self._apis.handle(RequestContext(context.peer, own), message)
+        return await self._apis.handle(RequestContext(context.peer, own, context.session), message)
 
     def _frame(
         self, request: KafkaRequest, body: dict[str, Any], version: int | None = None
@@ -194,8 +205,9 @@ class KafkaRequestHandler:
     async def _api_versions(self, request: KafkaRequest, _context: RequestContext) -> dict:
         return self._api_versions_body()
 
-    def _broker(self) -> dict[str, Any]:
-        host, port = self._advertised()
+    def _broker(self, context: RequestContext | None = None) -> dict[str, Any]:
+        session = context.session if context is not None else None
+        host, port = self._advertised(session.listener.listener_name if session else None)
         return {"node_id": self._node_id, "broker_id": self._node_id, "host": host, "port": port}
 
     async def _metadata(self, request: KafkaRequest, context: RequestContext) -> dict:
@@ -235,17 +247,17 @@ class KafkaRequestHandler:
                 }
             )
         return {
-            "brokers": [self._broker()],
+            "brokers": [self._broker(context)],
             "cluster_id": response.cluster_id,
             "controller_id": self._node_id,
             "topics": topic_entries,
         }
 
-    async def _describe_cluster(self, request: KafkaRequest, _context: RequestContext) -> dict:
+    async def _describe_cluster(self, request: KafkaRequest, context: RequestContext) -> dict:
         return {
             "cluster_id": self._admin.cluster_id,
             "controller_id": self._node_id,
-            "brokers": [self._broker()],
+            "brokers": [self._broker(context)],
         }
 
     async def _find_coordinator(self, request: KafkaRequest, _context: RequestContext) -> dict:
