@@ -12,17 +12,15 @@ from server_helpers import RunningBroker
 
 from odradek.client.event_loop_thread import EventLoopThread
 from odradek.config.broker_config_loader import load_broker_config
-from odradek.server.broker import Broker
-
 from odradek.security.credential_store import CredentialStore
 from odradek.security.scram_credential import ScramCredential
+from odradek.server.broker import Broker
 
 REPO = Path(__file__).resolve().parent.parent
 USER, PASSWORD = "alice", "alice-secret"
 ADMIN, ADMIN_PASSWORD = "admin", "admin-secret"
 LISTENERS = (
-    "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,"
-    "SASL_SSL://127.0.0.1:0"
+    "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0"
 )
 
 

@@ -115,8 +115,8 @@ class BrokerConfig:
     connection_failed_authentication_delay_ms: int = _default(
         "connection.failed.authentication.delay.ms"
     )
-    authorizer_class_name: str = _default("authorizer.class.name")
-    super_users: str = _default("super.users")
+    authorizer_class_name: str | None = _default("authorizer.class.name")
+    super_users: str | None = _default("super.users")
     allow_everyone_if_no_acl_found: bool = _default("allow.everyone.if.no.acl.found")
     log_level: str = _default("log.level")
     log_format: str = _default("log.format")

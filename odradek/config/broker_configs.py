@@ -32,7 +32,6 @@ DEFAULT_MAX_CONNECTIONS = 10000
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
 STANDARD_AUTHORIZERS = (
-    "",
     "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     "kafka.security.authorizer.AclAuthorizer",
 )
@@ -156,11 +155,11 @@ BROKER_CONFIG_DEF = ConfigDef(
         ConfigKey("connection.failed.authentication.delay.ms", INT, 100, LOW,
                   "Delay of the answer to a failed SASL authentication (the connection closes "
                   "after it), which slows password guessing.", Validator.at_least(0)),
-        ConfigKey("authorizer.class.name", STRING, "", HIGH,
-                  "Empty: every principal may do everything. Kafka's StandardAuthorizer (or "
+        ConfigKey("authorizer.class.name", STRING, None, HIGH,
+                  "Unset: every principal may do everything. Kafka's StandardAuthorizer (or "
                   "AclAuthorizer) class name: requests are checked against the ACLs kept in the "
                   "log directory.", Validator.one_of(*STANDARD_AUTHORIZERS)),
-        ConfigKey("super.users", STRING, "", HIGH,
+        ConfigKey("super.users", STRING, None, HIGH,
                   "Principals allowed everything whatever the ACLs, separated by semicolons "
                   "(User:admin;User:CN=ops,O=example)."),
         ConfigKey("allow.everyone.if.no.acl.found", BOOLEAN, False, HIGH,

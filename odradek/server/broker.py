@@ -91,7 +91,7 @@ class Broker:
         self.authorizer = Authorizer(
             AclStore(security_dir),
             enabled=bool(config.authorizer_class_name),
-            super_users=Authorizer.parse_super_users(config.super_users),
+            super_users=Authorizer.parse_super_users(config.super_users or ""),
             allow_if_no_acl=config.allow_everyone_if_no_acl_found,
         )
         self._lag_monitor = EventLoopLagMonitor(self.metrics.event_loop_lag)

@@ -73,6 +73,7 @@ class SaslAuthenticator:
         self.principal: KafkaPrincipal | None = None
         self._scram = None
         self._scram_user = ""
+        self._client_nonce = ""
 
     @property
     def complete(self) -> bool:
@@ -149,11 +150,19 @@ class SaslAuthenticator:
         try:
             message = token.decode("utf-8")
             if scram.stage is None:
+                self._client_nonce = _attribute(message, "r")
                 scram.set_client_first(message)
                 return scram.get_server_first().encode()
+            server_nonce = str(scram.nonce)
+            if _attribute(message, "r") == self._client_nonce + server_nonce:
+                # librdkafka before 2.6.1 repeats its own nonce before the server's in its
+                # final message; Kafka 3.x accepts that (it checks that the nonce ends with
+                # the server's), so kcat and older clients of Linux distributions work.
+                scram.nonce = type(scram.nonce)(self._client_nonce + server_nonce)
             scram.set_client_final(message)
             answer = scram.get_server_final().encode()
-        except Exception:  # scramp's errors, an unknown user, a token that is not UTF-8
+        except Exception as error:  # scramp's errors, an unknown user, a token not UTF-8
+            logger.debug("%s: SCRAM step failed: %r", self.peer, error)
             raise _invalid_credentials(self.mechanism) from None
         self._succeed(self._scram_user)
         return answer
@@ -178,3 +187,11 @@ def _invalid_credentials(mechanism: str | None) -> SaslAuthenticationFailedError
         f"Authentication failed during authentication due to invalid credentials with SASL "
         f"mechanism {mechanism}"
     )
+
+
+def _attribute(message: str, name: str) -> str:
+    """The value of SCRAM attribute ``name`` (``r`` in ``n,,n=alice,r=abc``), "" if absent."""
+    for part in message.split(","):
+        if part.startswith(f"{name}="):
+            return part[len(name) + 1 :]
+    return ""
