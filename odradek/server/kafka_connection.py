@@ -104,9 +104,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._reader.max_frame_bytes = min(
                     self._settings.max_request_bytes, self._session.authenticator.max_receive_bytes
                 )
-                self._auth_timer = self._loop.call_later(
-                    self._session.authenticator.timeout_s, self._authentication_timed_out
-                )
+                deadline = self._session.accepted_at + self._session.authenticator.timeout_s
+                self._auth_timer = self._loop.call_at(deadline, self._authentication_timed_out)
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES, low=WRITE_BUFFER_LOW_BYTES)
         self._writer = ResponseWriter(
             transport, self.peer, self._executor, self._metrics, self._update_reading

@@ -24,6 +24,8 @@ class Session:
     peer: str = "unknown peer"
     certificate_principal: KafkaPrincipal = ANONYMOUS
     authenticator: SaslAuthenticator | None = field(default=None, repr=False)
+    accepted_at: float = field(default_factory=lambda: asyncio.get_running_loop().time())
+    """When the connection was accepted (event loop time): SASL's deadline counts from it."""
 
     @property
     def principal(self) -> KafkaPrincipal:

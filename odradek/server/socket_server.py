@@ -131,17 +131,19 @@ class SocketServer:
             ),
         }
         max_request_bytes = self._settings.max_request_bytes
-        if authenticator is None:
+        detection_timeout_s = self._settings.max_idle_ms / 1000
+        if session.authenticator is None:
             factories[WireProtocol.MSGPACK] = lambda: ClientConnection(
                 self._apis, self._settings, self, self._metrics, self._executor
             )
         else:
             # odradek's protocol has no SASL exchange yet: its clients are refused here.
             max_request_bytes = min(max_request_bytes, self._sasl_max_receive_bytes)
+            detection_timeout_s = min(detection_timeout_s, session.authenticator.timeout_s)
         return ProtocolDetector(
             factories,
             max_request_bytes,
-            self._settings.max_idle_ms / 1000,
+            detection_timeout_s,
             self,
             self._metrics.closed_connections.labels("unknown_protocol").inc,
         )
