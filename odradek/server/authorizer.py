@@ -143,11 +143,20 @@ class Authorizer:
     ) -> KafkaError | None:
         return self.denial(context, operation, ResourceType.CLUSTER, CLUSTER_NAME)
 
-    def may(self, context: RequestContext, operation: AclOperation | str, topic: str) -> bool:
-        """Like ``topic_denial`` but silent: for filtering what a principal may see."""
+    def may(
+        self,
+        context: RequestContext,
+        operation: AclOperation | str,
+        name: str,
+        resource_type: ResourceType = ResourceType.TOPIC,
+    ) -> bool:
+        """Like ``topic_denial`` but silent: for filtering what a principal may see (and for
+        a permission that may come from either of two resources)."""
         session = context.session
         if not self.enabled or session is None:
             return True
         if isinstance(operation, str):
             operation = AclOperation.parse(operation)
-        return self.authorize(session.principal, session.host, operation, ResourceType.TOPIC, topic)
+        if resource_type == ResourceType.CLUSTER:
+            name = CLUSTER_NAME
+        return self.authorize(session.principal, session.host, operation, resource_type, name)

@@ -224,7 +224,7 @@ class Broker:
             version("odradek"),
             config.socket_request_max_bytes,
         )
-        apis = KafkaApis(self.replica_manager, admin, api_versions, self.metrics)
+        apis = KafkaApis(self.replica_manager, admin, api_versions, self.metrics, self.authorizer)
         kafka_handler = KafkaRequestHandler(
             apis,
             self.replica_manager,
@@ -235,6 +235,7 @@ class Broker:
             self.advertised,
             KafkaSecurityRequests(self.credentials, self.authorizer, self._io_executor),
             self.authorizer,
+            self._io_executor,
         )
         return apis, kafka_handler
 

@@ -32,6 +32,7 @@ from odradek.server.kafka_apis import KafkaApis
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.request_context import RequestContext
 from odradek.server.response_writer import ResponseWriter
+from odradek.server.session import Session, principal_of_transport
 
 logger = logging.getLogger(__name__)
 
@@ -68,8 +69,10 @@ class ClientConnection(asyncio.BufferedProtocol):
         registry: ConnectionRegistry,
         metrics: BrokerMetrics,
         executor: Executor,
+        session: Session | None = None,
     ) -> None:
         self._apis = apis
+        self._session = session
         self._settings = settings
         self._registry = registry
         self._metrics = metrics
@@ -98,6 +101,9 @@ class ClientConnection(asyncio.BufferedProtocol):
         if not self._registry.register(self):
             transport.abort()
             return
+        if self._session is not None:  # --- security hook: who the requests come from
+            self._session.peer = self.peer
+            self._session.certificate_principal = principal_of_transport(transport)
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES, low=WRITE_BUFFER_LOW_BYTES)
         self._writer = ResponseWriter(
             transport, self.peer, self._executor, self._metrics, self._update_reading
@@ -182,7 +188,7 @@ class ClientConnection(asyncio.BufferedProtocol):
     ) -> None:
         """Run one request and write its response; appends happen in the handler's first
         step, so produce requests are applied in the order they arrived."""
-        context = RequestContext(self.peer, header)
+        context = RequestContext(self.peer, header, self._session)
         error_code = 0
         try:
             response = await self._apis.handle(context, request)

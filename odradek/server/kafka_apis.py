@@ -11,6 +11,8 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.api_versions import ApiVersionsResponse
 from odradek.protocol.schema import Message
 from odradek.server.admin_manager import AdminManager
+from odradek.server.api_authorization import ApiAuthorization
+from odradek.server.authorizer import Authorizer
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
@@ -27,8 +29,10 @@ class KafkaApis:
         admin_manager: AdminManager,
         api_versions: ApiVersionsResponse,
         metrics: BrokerMetrics,
+        authorizer: Authorizer | None = None,
     ) -> None:
         self._metrics = metrics
+        self._authorization = ApiAuthorization(authorizer or Authorizer())
         self._api_versions = api_versions
         replicas, admin = replica_manager, admin_manager
         self._handlers: dict[ApiKey, Handler] = {
@@ -51,9 +55,11 @@ class KafkaApis:
     async def handle(self, context: RequestContext, request: Message) -> Message | None:
         """The response to ``request`` (None when the request wants none: acks=0).
 
-        Raises a KafkaError when the request fails as a whole.
+        Raises a KafkaError when the request fails as a whole. Entries the request's
+        principal may not touch are refused first (ApiAuthorization).
         """
-        response = await self._handlers[context.api_key](request, context)
+        handler = self._handlers[context.api_key]
+        response = await self._authorization.handle(context.api_key, handler, request, context)
         if response is not None:
             self._count_entry_errors(context.api_key, response)
         return response

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
 from odradek.config.broker_config import BrokerConfig
@@ -19,6 +20,7 @@ from odradek.errors import (
     InvalidRequestError,
     InvalidRequiredAcksError,
     KafkaError,
+    TopicAuthorizationFailedError,
     UnsupportedVersionError,
 )
 from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
@@ -57,6 +59,7 @@ from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
 from odradek.protocol.schema import Message
 from odradek.server.admin_manager import AdminManager
 from odradek.server.authorizer import Authorizer
+from odradek.server.kafka_acl_requests import KafkaAclRequests
 from odradek.server.kafka_apis import KafkaApis
 from odradek.server.kafka_config_requests import KafkaConfigRequests
 from odradek.server.kafka_request import KafkaHandler, KafkaRequest
@@ -68,6 +71,7 @@ from odradek.server.session import Session
 from odradek.server.topic_ids import TopicIds
 
 UNSUPPORTED_VERSION = UnsupportedVersionError.code
+TOPIC_AUTHORIZATION_FAILED = TopicAuthorizationFailedError.code
 INVALID_REQUEST = InvalidRequestError.code
 FETCH_SESSION_ID_NOT_FOUND = 70
 COORDINATOR_NOT_AVAILABLE = 15
@@ -89,6 +93,7 @@ class KafkaRequestHandler:
         advertised: Callable[[str | None], tuple[str, int]],
         security: KafkaSecurityRequests | None = None,
         authorizer: Authorizer | None = None,
+        executor: Executor | None = None,
     ) -> None:
         self._apis = kafka_apis
         self._replicas = replica_manager
@@ -98,8 +103,10 @@ class KafkaRequestHandler:
         self._node_id = node_id
         self._advertised = advertised
         self._authorizer = authorizer or Authorizer()
+        executor = executor or ThreadPoolExecutor(1, thread_name_prefix="odradek-acls")
         self._handlers: dict[int, KafkaHandler] = {
             **(security.handlers() if security is not None else {}),
+            **KafkaAclRequests(self._authorizer, executor).handlers(),
             **KafkaTopicRequests(self._call, topic_ids).handlers(),
             **KafkaConfigRequests(self._call, broker_config, node_id).handlers(),
             apis.API_VERSIONS: self._api_versions,
@@ -356,7 +363,7 @@ class KafkaRequestHandler:
                 p.last_stable_offset,
                 p.log_start_offset,
             )
-            if p.error:
+            if p.error and p.error != TOPIC_AUTHORIZATION_FAILED:
                 high_watermark, last_stable, log_start = self._offsets(p.topic, p.partition)
             entry = {
                 "partition_index": p.partition,
@@ -392,8 +399,12 @@ class KafkaRequestHandler:
                 timestamp = partition["timestamp"]
                 index = len(wanted) + len(special)
                 if timestamp == MAX_TIMESTAMP:
-                    special[index] = self._max_timestamp(
-                        topic["name"], partition["partition_index"]
+                    # Read here, not through KafkaApis: authorized here too.
+                    denial = self._authorizer.topic_denial(context, "Describe", topic["name"])
+                    special[index] = (
+                        {"partition_index": partition["partition_index"], "error_code": denial.code}
+                        if denial is not None
+                        else self._max_timestamp(topic["name"], partition["partition_index"])
                     )
                 elif timestamp < MAX_TIMESTAMP:
                     special[index] = {

@@ -134,7 +134,7 @@ class SocketServer:
         detection_timeout_s = self._settings.max_idle_ms / 1000
         if session.authenticator is None:
             factories[WireProtocol.MSGPACK] = lambda: ClientConnection(
-                self._apis, self._settings, self, self._metrics, self._executor
+                self._apis, self._settings, self, self._metrics, self._executor, session
             )
         else:
             # odradek's protocol has no SASL exchange yet: its clients are refused here.

@@ -54,6 +54,9 @@ ADVERTISED: dict[int, ApiRange] = {
         ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 0, 0),
         ApiRange(SASL_HANDSHAKE, "SaslHandshake", 0, 1, 0),
         ApiRange(SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2, 0),
+        ApiRange(DESCRIBE_ACLS, "DescribeAcls", 1, 3, 1),
+        ApiRange(CREATE_ACLS, "CreateAcls", 1, 3, 1),
+        ApiRange(DELETE_ACLS, "DeleteAcls", 1, 3, 1),
         ApiRange(DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0, 0),
         ApiRange(ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0, 0),
     )
