@@ -77,6 +77,12 @@ from odradek.protocol.produce import (
     ProduceRequest,
     ProduceResponse,
 )
+from odradek.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from odradek.protocol.schema import Message
 from odradek.protocol.topics import (
     CreatableTopic,
@@ -121,6 +127,9 @@ REQUESTS: list[Message] = [
     ),
     DescribeTopicPartitionsRequest(("a",)),
     DescribeTopicPartitionsRequest(),
+    SaslHandshakeRequest("SCRAM-SHA-512"),
+    SaslAuthenticateRequest("n,,n=alice,r=abc"),
+    SaslAuthenticateRequest("\0alice\0secret"),
 ]
 
 RESPONSES: list[Message] = [
@@ -174,6 +183,9 @@ RESPONSES: list[Message] = [
             ),
         )
     ),
+    SaslHandshakeResponse(("PLAIN", "SCRAM-SHA-256")),
+    SaslAuthenticateResponse("r=abcdef,s=c2FsdA==,i=4096"),
+    SaslAuthenticateResponse(""),
 ]
 
 

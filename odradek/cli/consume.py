@@ -9,7 +9,12 @@ from itertools import islice
 
 import click
 
-from odradek.cli.client_options import bootstrap_option, reports_errors, topic_partitions
+from odradek.cli.client_options import (
+    bootstrap_option,
+    client_settings,
+    reports_errors,
+    topic_partitions,
+)
 from odradek.client import Admin, Consumer, ConsumerRecord
 from odradek.errors import UnknownTopicOrPartitionError
 from odradek.topic_partition import TopicPartition
@@ -167,10 +172,10 @@ def consume(
     """
     if [from_beginning, offset is not None, timestamp is not None].count(True) > 1:
         raise click.UsageError("give only one of --from-beginning, --offset and --timestamp")
-    with Admin(bootstrap_servers=bootstrap) as admin:
+    with Admin(**client_settings(bootstrap)) as admin:
         partitions = _selected(topic, topic_partitions(admin, topic), partition)
     line = FORMATS[output_format]
-    with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="none") as consumer:
+    with Consumer(**client_settings(bootstrap, auto_offset_reset="none")) as consumer:
         consumer.assign(partitions)
         _seek(consumer, partitions, from_beginning, offset, timestamp)
         for record in islice(_polled(consumer, timeout_ms), max_messages):

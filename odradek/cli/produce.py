@@ -6,7 +6,12 @@ import sys
 
 import click
 
-from odradek.cli.client_options import bootstrap_option, reports_errors, topic_partitions
+from odradek.cli.client_options import (
+    bootstrap_option,
+    client_settings,
+    reports_errors,
+    topic_partitions,
+)
 from odradek.client import Admin, FutureRecordMetadata, Producer
 from odradek.errors import KafkaError
 from odradek.record.compression import CompressionType
@@ -110,12 +115,13 @@ def produce(
     """
     if key_separator == "":
         raise click.BadParameter("must not be empty", param_hint="--key-separator")
-    with Admin(bootstrap_servers=bootstrap) as admin:
+    with Admin(**client_settings(bootstrap)) as admin:
         # Fails at once if the broker is down or the topic missing; the producer would retry.
         topic_partitions(admin, topic, create=True)
     separator, null = _encoded(key_separator), _encoded(null_value)
     deliveries = _Deliveries()
-    with Producer(bootstrap_servers=bootstrap, acks=acks, compression_type=compression) as producer:
+    settings = client_settings(bootstrap, acks=acks, compression_type=compression)
+    with Producer(**settings) as producer:
         for number, line in enumerate(sys.stdin.buffer, 1):
             line = line.removesuffix(b"\n").removesuffix(b"\r")
             key, value = _key_and_value(line, number, separator, null)

@@ -29,6 +29,12 @@ from odradek.protocol.header import RequestHeader, ResponseHeader
 from odradek.protocol.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from odradek.protocol.metadata import MetadataRequest, MetadataResponse
 from odradek.protocol.produce import ProduceRequest, ProduceResponse
+from odradek.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from odradek.protocol.schema import Message, Payload
 from odradek.protocol.topics import (
     CreatePartitionsRequest,
@@ -54,6 +60,8 @@ REQUEST_TYPES: dict[ApiKey, type[Message]] = {
         DescribeConfigsRequest,
         AlterConfigsRequest,
         DescribeTopicPartitionsRequest,
+        SaslHandshakeRequest,
+        SaslAuthenticateRequest,
     )
 }
 
@@ -72,6 +80,8 @@ RESPONSE_TYPES: dict[ApiKey, type[Message]] = {
         DescribeConfigsResponse,
         AlterConfigsResponse,
         DescribeTopicPartitionsResponse,
+        SaslHandshakeResponse,
+        SaslAuthenticateResponse,
     )
 }
 

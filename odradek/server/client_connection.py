@@ -32,6 +32,7 @@ from odradek.server.kafka_apis import KafkaApis
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.request_context import RequestContext
 from odradek.server.response_writer import ResponseWriter
+from odradek.server.sasl_gate import SaslGate
 from odradek.server.session import Session, principal_of_transport
 
 logger = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._closing = False
         self._last_active = self._loop.time()
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._sasl_gate: SaslGate | None = None
         self.peer = "unknown peer"
 
     def __repr__(self) -> str:
@@ -104,6 +106,13 @@ class ClientConnection(asyncio.BufferedProtocol):
         if self._session is not None:  # --- security hook: who the requests come from
             self._session.peer = self.peer
             self._session.certificate_principal = principal_of_transport(transport)
+            self._sasl_gate = SaslGate.start(
+                self._session,
+                self._loop,
+                self._close_unauthenticated,
+                self._reader,
+                self._settings.max_request_bytes,
+            )
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES, low=WRITE_BUFFER_LOW_BYTES)
         self._writer = ResponseWriter(
             transport, self.peer, self._executor, self._metrics, self._update_reading
@@ -115,6 +124,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._closing = True
         if self._idle_timer is not None:
             self._idle_timer.cancel()
+        if self._sasl_gate is not None:
+            self._sasl_gate.cancel()
         if self._writer is not None:
             self._writer.close()
         for task in self._tasks:
@@ -163,6 +174,9 @@ class ClientConnection(asyncio.BufferedProtocol):
         except FrameError as error:
             self._close_for(error)
             return
+        if self._sasl_gate is not None and not self._sasl_gate.allows(header.api_key):
+            self._close_unauthenticated(f"API key {header.api_key} before SASL authentication")
+            return
         try:
             request = decode_request(header, frame)
         except KafkaError as error:
@@ -208,6 +222,9 @@ class ClientConnection(asyncio.BufferedProtocol):
         if response is not None or response_header.error:
             self._respond(header, response_header, response)
         self._record(header, error_code, received)
+        if self._sasl_gate is not None and self._sasl_gate.after_step():
+            self._metrics.closed_connections.labels("authentication_failed").inc()
+            self._loop.create_task(self.shutdown(), name=f"close-{self.peer}")
         self._update_reading()
 
     def _respond(
@@ -259,6 +276,14 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._transport.close()
             return
         self._arm_idle_timer(max_idle_s if busy else max_idle_s - idle_s)
+
+    def _close_unauthenticated(self, message: str) -> None:
+        if self._closing:
+            return
+        logger.warning("%s: closing connection: %s", self.peer, message)
+        self._metrics.closed_connections.labels("unauthenticated").inc()
+        self._closing = True
+        self._transport.abort()
 
     def _close_for(self, error: FrameError) -> None:
         """The stream cannot be framed any more: log it once and drop the connection."""

@@ -26,6 +26,15 @@ class FrameReader:
         self._large: bytearray | None = None  # the body of a large frame being received
         self._large_filled = 0
 
+    @property
+    def max_frame_bytes(self) -> int:
+        return self._max_frame_bytes
+
+    @max_frame_bytes.setter
+    def max_frame_bytes(self, value: int) -> None:
+        """The limit changes (raised once a SASL client has authenticated)."""
+        self._max_frame_bytes = value
+
     def get_buffer(self) -> memoryview:
         """Where the next read goes."""
         if self._large is not None:

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import fields
 from typing import Any
 
-from odradek.errors import error_name_for
+from odradek.errors import IllegalSaslStateError, SaslAuthenticationFailedError, error_name_for
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.api_versions import ApiVersionsResponse
+from odradek.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from odradek.protocol.schema import Message
 from odradek.server.admin_manager import AdminManager
 from odradek.server.api_authorization import ApiAuthorization
@@ -16,6 +23,7 @@ from odradek.server.authorizer import Authorizer
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
+from odradek.server.sasl_authenticator import SaslAuthenticator
 
 Handler = Callable[[Any, RequestContext], Awaitable[Message | None]]
 
@@ -50,6 +58,8 @@ class KafkaApis:
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: lambda request, _: admin.describe_topic_partitions(
                 request
             ),
+            ApiKey.SASL_HANDSHAKE: self._sasl_handshake,
+            ApiKey.SASL_AUTHENTICATE: self._sasl_authenticate,
         }
 
     async def handle(self, context: RequestContext, request: Message) -> Message | None:
@@ -67,6 +77,24 @@ class KafkaApis:
     async def _api_versions_response(self, _request: Message, _context: RequestContext) -> Message:
         return self._api_versions
 
+    async def _sasl_handshake(
+        self, request: SaslHandshakeRequest, context: RequestContext
+    ) -> SaslHandshakeResponse:
+        authenticator = _authenticator(context)
+        authenticator.handshake(request.mechanism, 1)
+        return SaslHandshakeResponse(tuple(authenticator.mechanisms))
+
+    async def _sasl_authenticate(
+        self, request: SaslAuthenticateRequest, context: RequestContext
+    ) -> SaslAuthenticateResponse:
+        authenticator = _authenticator(context)
+        try:
+            token = await authenticator.authenticate(request.token.encode("utf-8"))
+        except SaslAuthenticationFailedError:
+            await asyncio.sleep(authenticator.failure_delay_s)
+            raise
+        return SaslAuthenticateResponse(token.decode("utf-8"))
+
     def _count_entry_errors(self, api_key: ApiKey, response: Message) -> None:
         """Count the per-topic and per-partition errors of ``response``."""
         for field in fields(response):
@@ -78,3 +106,10 @@ class KafkaApis:
                 if code:
                     counter = self._metrics.partition_errors
                     counter.labels(api_key.display_name, error_name_for(code)).inc()
+
+
+def _authenticator(context: RequestContext) -> SaslAuthenticator:
+    session = context.session
+    if session is None or session.authenticator is None:
+        raise IllegalSaslStateError("this listener does not use SASL")
+    return session.authenticator

@@ -130,14 +130,12 @@ class SocketServer:
                 self._kafka_handler, self._settings, self, self._metrics, self._executor, session
             ),
         }
+        factories[WireProtocol.MSGPACK] = lambda: ClientConnection(
+            self._apis, self._settings, self, self._metrics, self._executor, session
+        )
         max_request_bytes = self._settings.max_request_bytes
         detection_timeout_s = self._settings.max_idle_ms / 1000
-        if session.authenticator is None:
-            factories[WireProtocol.MSGPACK] = lambda: ClientConnection(
-                self._apis, self._settings, self, self._metrics, self._executor, session
-            )
-        else:
-            # odradek's protocol has no SASL exchange yet: its clients are refused here.
+        if session.authenticator is not None:
             max_request_bytes = min(max_request_bytes, self._sasl_max_receive_bytes)
             detection_timeout_s = min(detection_timeout_s, session.authenticator.timeout_s)
         return ProtocolDetector(
