@@ -35,6 +35,41 @@ def make_certificates(directory: Path) -> Path:
     return directory
 
 
+EXPIRED_CA_CONFIG = """[ ca ]
+default_ca = test
+[ test ]
+database = index.txt
+new_certs_dir = .
+serial = serial
+default_md = sha256
+policy = any
+[ any ]
+commonName = supplied
+"""
+
+
+def make_expired_client_certificate(certs: Path) -> tuple[Path, Path]:
+    """A client certificate signed by ``certs``' CA that expired in 2020: (cert, key)."""
+    directory = certs / "expired"
+    directory.mkdir(exist_ok=True)
+    (directory / "index.txt").write_text("")
+    (directory / "serial").write_text("01\n")
+    (directory / "ca.cnf").write_text(EXPIRED_CA_CONFIG)
+    run = {"cwd": directory, "check": True, "capture_output": True}
+    subprocess.run(
+        ["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "expired.key",
+         "-out", "expired.csr", "-subj", "/CN=expired"],
+        **run,
+    )  # fmt: skip
+    subprocess.run(
+        ["openssl", "ca", "-batch", "-config", "ca.cnf", "-cert", str(certs / "ca.pem"),
+         "-keyfile", str(certs / "ca.key"), "-in", "expired.csr", "-out", "expired.crt",
+         "-startdate", "20200101000000Z", "-enddate", "20200201000000Z", "-notext"],
+        **run,
+    )  # fmt: skip
+    return directory / "expired.crt", directory / "expired.key"
+
+
 def tls_settings(certs: Path, client_auth: str = "requested") -> dict[str, str]:
     return {
         "ssl.keystore.location": str(certs / "broker.pem"),

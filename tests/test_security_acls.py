@@ -112,6 +112,9 @@ def test_a_principal_without_acls_is_refused(
     resource = kadmin.ConfigResource(kadmin.ResourceType.TOPIC, "secret")
     with pytest.raises(confluent_kafka.KafkaException, match="AUTHORIZATION"):
         admin.describe_configs([resource])[resource].result(timeout=30)
+    broker_resource = kadmin.ConfigResource(kadmin.ResourceType.BROKER, "0")
+    with pytest.raises(confluent_kafka.KafkaException, match="AUTHORIZATION"):
+        admin.describe_configs([broker_resource])[broker_resource].result(timeout=30)
     with pytest.raises(confluent_kafka.KafkaException, match="AUTHORIZATION"):
         admin.create_acls([_acl("secret", kadmin.AclOperation.ALL)])[
             _acl("secret", kadmin.AclOperation.ALL)

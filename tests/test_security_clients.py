@@ -27,6 +27,7 @@ from security_helpers import (
     address,
     confluent_config,
     make_certificates,
+    make_expired_client_certificate,
     secure_broker,
 )
 from server_helpers import RunningBroker
@@ -253,6 +254,17 @@ def test_an_untrusted_client_certificate_is_refused(
     config = confluent_config(broker, "SSL", certs)
     config["ssl.certificate.location"] = str(other / "client.crt")
     config["ssl.key.location"] = str(other / "client.key")
+    before = broker.metrics()
+    assert _errors_logged(config)
+    assert _requests(broker.metrics(), "ApiVersions") == _requests(before, "ApiVersions")
+
+
+def test_an_expired_client_certificate_is_refused(secure: tuple[RunningBroker, Path]) -> None:
+    broker, certs = secure
+    certificate, key = make_expired_client_certificate(certs)
+    config = confluent_config(broker, "SSL", certs)
+    config["ssl.certificate.location"] = str(certificate)
+    config["ssl.key.location"] = str(key)
     before = broker.metrics()
     assert _errors_logged(config)
     assert _requests(broker.metrics(), "ApiVersions") == _requests(before, "ApiVersions")

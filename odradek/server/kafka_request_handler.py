@@ -108,7 +108,7 @@ class KafkaRequestHandler:
             **(security.handlers() if security is not None else {}),
             **KafkaAclRequests(self._authorizer, executor).handlers(),
             **KafkaTopicRequests(self._call, topic_ids).handlers(),
-            **KafkaConfigRequests(self._call, broker_config, node_id).handlers(),
+            **KafkaConfigRequests(self._call, broker_config, node_id, self._authorizer).handlers(),
             apis.API_VERSIONS: self._api_versions,
             apis.METADATA: self._metadata,
             apis.PRODUCE: self._produce,
