@@ -239,3 +239,51 @@ def test_acls_persist_and_the_authorizer_follows_kafka_semantics(tmp_path: Path)
     # The file is rewritten atomically: no temporary file is left, and it reloads as written.
     assert [p.name for p in tmp_path.iterdir()] == ["__acls.json"]
     assert len(AclStore(tmp_path).bindings()) == 3
+
+
+def test_every_topic_api_refuses_a_principal_without_acls(
+    secure: tuple[RunningBroker, Path],
+) -> None:
+    """User:ANONYMOUS on the plaintext listener, through odradek's protocol: each API answers
+    TOPIC_AUTHORIZATION_FAILED on the topic and changes nothing."""
+    from odradek.protocol.configs import (
+        AlterableTopicConfigs,
+        AlterConfigsRequest,
+        DescribeConfigsRequest,
+    )
+    from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
+    from odradek.protocol.describe_topic_partitions import DescribeTopicPartitionsRequest
+    from odradek.protocol.fetch import FetchPartition, FetchRequest
+    from odradek.protocol.list_offsets import ListOffsetsPartition, ListOffsetsRequest
+    from odradek.protocol.topics import (
+        CreatableTopic,
+        CreatePartitionsRequest,
+        CreatePartitionsTopic,
+        CreateTopicsRequest,
+        DeleteTopicsRequest,
+    )
+
+    broker, _ = secure
+    sock = socket.create_connection(("127.0.0.1", broker.broker.listener_ports["PLAINTEXT"]), 10)
+    requests = [
+        (FetchRequest((FetchPartition("secret", 0, 0),), max_wait_ms=0), "partitions"),
+        (ListOffsetsRequest((ListOffsetsPartition("secret", 0, -1),)), "partitions"),
+        (DeleteRecordsRequest((DeleteRecordsPartition("secret", 0, 1),)), "partitions"),
+        (CreateTopicsRequest((CreatableTopic("anonymous-topic", 1),)), "topics"),
+        (DeleteTopicsRequest(("secret",)), "topics"),
+        (CreatePartitionsRequest((CreatePartitionsTopic("secret", 5),)), "topics"),
+        (DescribeConfigsRequest(("secret",)), "topics"),
+        (AlterConfigsRequest((AlterableTopicConfigs("secret", {"retention.ms": "1"}),)), "topics"),
+        (DescribeTopicPartitionsRequest(("secret",)), "topics"),
+        (MetadataRequest(("secret", "anonymous-auto")), "topics"),
+    ]
+    with RawClient(sock) as client:
+        for request, field in requests:
+            entries = getattr(client.call(request), field)
+            assert entries and all(e.error == TOPIC_AUTHORIZATION_FAILED for e in entries), (
+                request,
+                entries,
+            )
+    assert not (broker.data_dir / "anonymous-topic-0").exists()
+    assert not (broker.data_dir / "anonymous-auto-0").exists()
+    assert (broker.data_dir / "secret-0").exists() and not (broker.data_dir / "secret-4").exists()
