@@ -51,7 +51,7 @@ MB = 1024 * 1024
 BATCH_LIMIT = 1_000_000  # under the default max.message.bytes (1048588)
 MAX_BATCH_RECORDS = 8000
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-SERVING = re.compile(r"serving on [^:]+:(\d+) \(metrics on [^:]+:(\d+)\)")
+SERVING = re.compile(r"serving on (?:\w+://)?[^:]+:(\d+)[^(]*\(metrics on [^:]+:(\d+)\)")
 
 
 # --- the broker process ----------------------------------------------------------------------

@@ -199,6 +199,46 @@ class GroupSubscribedToTopicError(KafkaError):
     code, error_name = 86, "GROUP_SUBSCRIBED_TO_TOPIC"
 
 
+class TopicAuthorizationFailedError(KafkaError):
+    code, error_name = 29, "TOPIC_AUTHORIZATION_FAILED"
+
+
+class GroupAuthorizationFailedError(KafkaError):
+    code, error_name = 30, "GROUP_AUTHORIZATION_FAILED"
+
+
+class ClusterAuthorizationFailedError(KafkaError):
+    code, error_name = 31, "CLUSTER_AUTHORIZATION_FAILED"
+
+
+class UnsupportedSaslMechanismError(KafkaError):
+    code, error_name = 33, "UNSUPPORTED_SASL_MECHANISM"
+
+
+class IllegalSaslStateError(KafkaError):
+    code, error_name = 34, "ILLEGAL_SASL_STATE"
+
+
+class SecurityDisabledError(KafkaError):
+    code, error_name = 54, "SECURITY_DISABLED"
+
+
+class SaslAuthenticationFailedError(KafkaError):
+    code, error_name = 58, "SASL_AUTHENTICATION_FAILED"
+
+
+class ResourceNotFoundError(KafkaError):
+    code, error_name = 91, "RESOURCE_NOT_FOUND"
+
+
+class UnacceptableCredentialError(KafkaError):
+    code, error_name = 93, "UNACCEPTABLE_CREDENTIAL"
+
+
+class DuplicateResourceError(KafkaError):
+    code, error_name = 92, "DUPLICATE_RESOURCE"
+
+
 _BY_CODE: dict[int, type[KafkaError]] = {
     cls.code: cls
     for cls in (
@@ -241,6 +281,16 @@ _BY_CODE: dict[int, type[KafkaError]] = {
         GroupMaxSizeReachedError,
         FencedInstanceIdError,
         GroupSubscribedToTopicError,
+        TopicAuthorizationFailedError,
+        GroupAuthorizationFailedError,
+        ClusterAuthorizationFailedError,
+        UnsupportedSaslMechanismError,
+        IllegalSaslStateError,
+        SecurityDisabledError,
+        SaslAuthenticationFailedError,
+        ResourceNotFoundError,
+        UnacceptableCredentialError,
+        DuplicateResourceError,
     )
 }
 

@@ -80,6 +80,20 @@ KAFKA_BROKER_DEFAULTS = {
     "group.min.session.timeout.ms": 6000,
     "group.max.session.timeout.ms": 1800000,
     "group.max.size": 2147483647,
+    "ssl.keystore.location": None,
+    "ssl.keystore.key": None,
+    "ssl.keystore.certificate.chain": None,
+    "ssl.key.password": None,
+    "ssl.truststore.location": None,
+    "ssl.truststore.certificates": None,
+    "ssl.client.auth": "none",
+    "ssl.enabled.protocols": ("TLSv1.2", "TLSv1.3"),
+    "ssl.cipher.suites": None,
+    "sasl.server.max.receive.size": 524288,
+    "connection.failed.authentication.delay.ms": 100,
+    "authorizer.class.name": None,
+    "super.users": None,
+    "allow.everyone.if.no.acl.found": False,
 }
 # odradek's own keys, and the ones whose default differs from Kafka's on purpose.
 ODRADEK_DEFAULTS = {
@@ -102,6 +116,13 @@ ODRADEK_DEFAULTS = {
     "create.topics.max.partitions.per.request": 10000,  # Kafka's controller: the same bound
     "auto.create.topics.max.per.request": 100,
     "auto.create.topics.max.per.second": 100.0,
+    # Security: PEM only (Kafka's default store type is JKS); SASL offers the mechanisms
+    # odradek serves (Kafka's default is GSSAPI); a SASL client has a bounded time to log in.
+    "ssl.keystore.type": "PEM",
+    "ssl.truststore.type": "PEM",
+    "sasl.enabled.mechanisms": ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+    "sasl.server.authentication.timeout.ms": 30000,
+    "ssl.handshake.timeout.ms": 10000,
 }
 
 
@@ -376,7 +397,8 @@ def test_listeners_default_to_host_and_port_and_may_be_advertised_elsewhere() ->
     ("settings", "message"),
     [
         ({"listeners": "PLAINTEXT://127.0.0.1:9092", "port": "9093"}, "not both"),
-        ({"listeners": "SSL://127.0.0.1:9093"}, "not supported yet"),
+        ({"listeners": "SSL://127.0.0.1:9093"}, "needs the broker.s key and certificate"),
+        ({"listeners": "PLAINTEXT://:1,SSL://:1", "ssl.keystore.location": "k"}, "share a port"),
         ({"listeners": "127.0.0.1:9092"}, "NAME://host:port"),
         ({"listeners": "OTHER://127.0.0.1:9092"}, "not in listener.security.protocol.map"),
         ({"listeners": "PLAINTEXT://a:1,PLAINTEXT://b:2"}, "twice"),

@@ -122,6 +122,12 @@ from odradek.protocol.produce import (
     ProduceRequest,
     ProduceResponse,
 )
+from odradek.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from odradek.protocol.schema import Message
 from odradek.protocol.sync_group import SyncGroupAssignment, SyncGroupRequest, SyncGroupResponse
 from odradek.protocol.topics import (
@@ -180,6 +186,9 @@ REQUESTS: list[Message] = [
     DescribeGroupsRequest(("g",)),
     DeleteGroupsRequest(("g",)),
     OffsetDeleteRequest("g", (GroupPartition("a", 0),)),
+    SaslHandshakeRequest("SCRAM-SHA-512"),
+    SaslAuthenticateRequest("n,,n=alice,r=abc"),
+    SaslAuthenticateRequest("\0alice\0secret"),
 ]
 
 RESPONSES: list[Message] = [
@@ -271,6 +280,9 @@ RESPONSES: list[Message] = [
     ),
     DeleteGroupsResponse((DeletedGroup("g", 68, "not empty"),)),
     OffsetDeleteResponse(partitions=(OffsetDeletePartitionResponse("a", 0, 86, "subscribed"),)),
+    SaslHandshakeResponse(("PLAIN", "SCRAM-SHA-256")),
+    SaslAuthenticateResponse("r=abcdef,s=c2FsdA==,i=4096"),
+    SaslAuthenticateResponse(""),
 ]
 
 

@@ -6,16 +6,15 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import islice
-from pathlib import Path
 
 import click
 
 from odradek.cli.bytes_display import json_bytes, json_headers
 from odradek.cli.client_options import (
+    admin_settings,
     bootstrap_from,
     bootstrap_option,
     client_configs,
-    command_config_option,
     parse_assignments,
     property_option,
     reports_errors,
@@ -248,7 +247,6 @@ def _consume_in_group(
     help="Consume as a member of this consumer group: its partitions of TOPIC, from its "
     "committed offsets, committing as it goes.",
 )
-@command_config_option
 @bootstrap_option
 @reports_errors
 def consume(
@@ -262,7 +260,6 @@ def consume(
     output_format: str,
     format_properties: tuple[str, ...],
     properties: tuple[str, ...],
-    command_config: Path | None,
     group: str | None,
     bootstrap: str,
 ) -> None:
@@ -286,7 +283,7 @@ def consume(
     text = TextFormat.of(parse_assignments(format_properties, "--property"))
     if format_properties and output_format != "text":
         raise click.UsageError("--property shapes the text format only")
-    configs = client_configs(ConsumerConfig, command_config, properties, "--consumer-property")
+    configs = client_configs(ConsumerConfig, properties, "--consumer-property")
     configs = bootstrap_from(bootstrap, {**configs, "auto_offset_reset": "none"})
     ConsumerConfig(**configs)  # a bad value is an error before anything is asked
     line: Callable[[ConsumerRecord], str] = text.line if output_format == "text" else _json_line
@@ -299,7 +296,7 @@ def consume(
             reset = "earliest" if from_beginning else "latest"
             _consume_in_group(topic, group, reset, max_messages, timeout_ms, line, configs)
             return
-        with Admin(bootstrap_servers=configs["bootstrap_servers"]) as admin:
+        with Admin(**admin_settings(configs)) as admin:
             partitions = _selected(topic, topic_partitions(admin, topic), partition)
         with Consumer(**configs) as consumer:
             consumer.assign(partitions)

@@ -7,7 +7,12 @@ from datetime import datetime
 
 import click
 
-from odradek.cli.client_options import bootstrap_option, reports_errors, topic_partitions
+from odradek.cli.client_options import (
+    bootstrap_option,
+    client_settings,
+    reports_errors,
+    topic_partitions,
+)
 from odradek.client import Admin
 from odradek.errors import CorruptRecordError, NonEmptyGroupError
 from odradek.protocol.consumer_protocol import parse_assignment
@@ -44,7 +49,7 @@ def groups() -> None:
 @reports_errors
 def list_groups(states: tuple[str, ...], bootstrap: str) -> None:
     """Print every group id (with --state: and its state)."""
-    with Admin(bootstrap_servers=bootstrap) as admin:
+    with Admin(**client_settings(bootstrap)) as admin:
         listed = admin.list_consumer_groups(states)
     for group in listed:
         click.echo(f"{group.group_id}\t{group.group_state}" if states else group.group_id)
@@ -75,7 +80,7 @@ def _owners(group: DescribedGroupEntry) -> dict[TopicPartition, tuple[str, str, 
 @reports_errors
 def describe(group: str, members: bool, bootstrap: str) -> None:
     """Print GROUP's partitions: committed offset, log end offset, lag and owner."""
-    with Admin(bootstrap_servers=bootstrap) as admin:
+    with Admin(**client_settings(bootstrap)) as admin:
         (described,) = admin.describe_consumer_groups([group])
         committed = admin.list_consumer_group_offsets(group)
         owners = _owners(described)
@@ -138,7 +143,7 @@ def describe(group: str, members: bool, bootstrap: str) -> None:
 @reports_errors
 def delete(group_ids: tuple[str, ...], bootstrap: str) -> None:
     """Delete empty groups and their committed offsets."""
-    with Admin(bootstrap_servers=bootstrap) as admin:
+    with Admin(**client_settings(bootstrap)) as admin:
         admin.delete_consumer_groups(group_ids)
     for group in group_ids:
         click.echo(f"Deleted group {group}")
@@ -212,7 +217,7 @@ def reset_offsets(
         raise click.UsageError("give --execute or --dry-run, not both")
     if bool(topics) == all_topics:
         raise click.UsageError("give --topic (repeatable) or --all-topics")
-    with Admin(bootstrap_servers=bootstrap) as admin:
+    with Admin(**client_settings(bootstrap)) as admin:
         committed = admin.list_consumer_group_offsets(group)
         if all_topics:
             partitions = sorted(committed)

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import click
 
 from odradek.cli.client_options import (
+    admin_settings,
     bootstrap_from,
     bootstrap_option,
     client_configs,
-    command_config_option,
     property_option,
     reports_errors,
     topic_partitions,
@@ -120,7 +119,6 @@ def _encoded(text: str | None) -> bytes | None:
     help="How long a batch waits for more records before it is sent (linger.ms)  [default: 5]",
 )
 @property_option("--producer-property", "producer")
-@command_config_option
 @bootstrap_option
 @reports_errors
 def produce(
@@ -133,7 +131,6 @@ def produce(
     batch_size: int | None,
     linger_ms: int | None,
     properties: tuple[str, ...],
-    command_config: Path | None,
     bootstrap: str,
 ) -> None:
     """Send each line of stdin to TOPIC as one record.
@@ -149,7 +146,7 @@ def produce(
     """
     if key_separator == "":
         raise click.BadParameter("must not be empty", param_hint="--key-separator")
-    configs = client_configs(ProducerConfig, command_config, properties, "--producer-property")
+    configs = client_configs(ProducerConfig, properties, "--producer-property")
     configs = with_explicit(
         configs,
         acks=acks,
@@ -159,7 +156,7 @@ def produce(
     )
     configs = bootstrap_from(bootstrap, configs)
     ProducerConfig(**configs)  # a bad value is an error before anything is sent
-    with Admin(bootstrap_servers=configs["bootstrap_servers"]) as admin:
+    with Admin(**admin_settings(configs)) as admin:
         # Fails at once if the broker is down or the topic missing; the producer would retry.
         topic_partitions(admin, topic, create=True)
     separator, null = _encoded(key_separator), _encoded(null_value)

@@ -7,8 +7,9 @@ an unknown name is a TypeError and a bad value an InvalidConfigError.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from odradek.client.client_security import ClientSecurity, client_security
 from odradek.errors import InvalidConfigError
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.produce import Acks
@@ -34,12 +35,39 @@ class ClientConfig:
     request_timeout_ms: int = 30000
     reconnect_backoff_ms: int = 50
     retry_backoff_ms: int = 100
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = field(default=None, repr=False)
+    ssl_ca_location: str | None = None
+    ssl_truststore_location: str | None = None
+    ssl_certificate_location: str | None = None
+    ssl_key_location: str | None = None
+    ssl_keystore_location: str | None = None
+    ssl_key_password: str | None = field(default=None, repr=False)
+    ssl_endpoint_identification_algorithm: str = "https"
 
     def __post_init__(self) -> None:
         self.broker_addresses()
+        self.security()
         _require(self.request_timeout_ms > 0, "request_timeout_ms must be > 0")
         _require(self.reconnect_backoff_ms >= 0, "reconnect_backoff_ms must be >= 0")
         _require(self.retry_backoff_ms >= 0, "retry_backoff_ms must be >= 0")
+
+    def security(self) -> ClientSecurity:
+        """TLS and SASL as the ``security_protocol``, ``sasl_*`` and ``ssl_*`` settings say."""
+        return client_security(
+            self.security_protocol,
+            self.sasl_mechanism,
+            self.sasl_username,
+            self.sasl_password,
+            self.ssl_ca_location or self.ssl_truststore_location,
+            self.ssl_certificate_location,
+            self.ssl_key_location,
+            self.ssl_keystore_location,
+            self.ssl_key_password,
+            self.ssl_endpoint_identification_algorithm,
+        )
 
     def broker_addresses(self) -> list[tuple[str, int]]:
         """``bootstrap_servers`` ("host:port", comma-separated or a tuple) as (host, port) pairs."""

@@ -19,6 +19,7 @@ from odradek.config.validator import Validator
 
 INT, LONG, DOUBLE = ConfigType.INT, ConfigType.LONG, ConfigType.DOUBLE
 BOOLEAN, STRING, LIST = ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.LIST
+PASSWORD = ConfigType.PASSWORD
 HIGH, MEDIUM, LOW = Importance.HIGH, Importance.MEDIUM, Importance.LOW
 
 MIB = 1024 * 1024
@@ -31,6 +32,12 @@ DEFAULT_MAX_CONNECTIONS = 10000
 # Kafka's default is -1 (unbounded); a bound keeps many half-sent requests from exhausting
 # the process. Five requests of the largest size socket.request.max.bytes allows by default.
 DEFAULT_QUEUED_MAX_REQUEST_BYTES = 512 * MIB
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
+STANDARD_AUTHORIZERS = (
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+)
 
 TOPIC_CONFIG_SYNONYMS: dict[str, tuple[ConfigSynonym, ...]] = {
     "segment.bytes": (ConfigSynonym("log.segment.bytes"),),
@@ -95,9 +102,11 @@ BROKER_CONFIG_DEF = ConfigDef(
         ConfigKey("port", INT, 9092, HIGH,
                   "Port of the listener, when listeners is not set; 0 picks a free one.", PORT),
         ConfigKey("listeners", LIST, None, HIGH,
-                  "The listener as NAME://host:port (one, PLAINTEXT for now); it serves both "
-                  "Kafka's protocol and odradek's. Unset: PLAINTEXT://host:port from host and "
-                  "port. An empty host binds every interface."),
+                  "The listeners as NAME://host:port, each with the security protocol "
+                  "listener.security.protocol.map gives NAME (PLAINTEXT, SSL, SASL_PLAINTEXT, "
+                  "SASL_SSL); each serves both Kafka's protocol and odradek's. Unset: "
+                  "PLAINTEXT://host:port from host and port. An empty host binds every "
+                  "interface."),
         ConfigKey("advertised.listeners", LIST, None, HIGH,
                   "Where clients reach the listener, as NAME://host:port, returned by Metadata "
                   "(e.g. PLAINTEXT://localhost:9092 for a broker bound to 0.0.0.0 in a "
@@ -106,6 +115,59 @@ BROKER_CONFIG_DEF = ConfigDef(
                   ("PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT",
                    "SASL_SSL:SASL_SSL"), MEDIUM,
                   "Security protocol of each listener name, as NAME:PROTOCOL."),
+        ConfigKey("ssl.keystore.type", STRING, "PEM", HIGH,
+                  "Format of the broker's key and certificate chain: PEM only (Kafka's JKS and "
+                  "PKCS12 keystores can be converted with openssl).", Validator.one_of("PEM")),
+        ConfigKey("ssl.keystore.location", STRING, None, HIGH,
+                  "PEM file holding the private key and certificate chain TLS listeners present "
+                  "(or use ssl.keystore.key and ssl.keystore.certificate.chain)."),
+        ConfigKey("ssl.keystore.key", PASSWORD, None, HIGH,
+                  "The private key in PEM, inline, with ssl.keystore.certificate.chain."),
+        ConfigKey("ssl.keystore.certificate.chain", STRING, None, HIGH,
+                  "The certificate chain in PEM, inline, with ssl.keystore.key."),
+        ConfigKey("ssl.key.password", PASSWORD, None, HIGH,
+                  "Password of an encrypted private key."),
+        ConfigKey("ssl.truststore.type", STRING, "PEM", MEDIUM,
+                  "Format of the trusted certificates: PEM only.", Validator.one_of("PEM")),
+        ConfigKey("ssl.truststore.location", STRING, None, HIGH,
+                  "PEM file of the certificate authorities trusted to sign client certificates "
+                  "(mutual TLS)."),
+        ConfigKey("ssl.truststore.certificates", STRING, None, HIGH,
+                  "The trusted certificates in PEM, inline (instead of ssl.truststore.location)."),
+        ConfigKey("ssl.client.auth", STRING, "none", MEDIUM,
+                  "Whether TLS listeners ask clients for a certificate: none, requested (checked "
+                  "when given) or required. A verified certificate's subject is the principal "
+                  "on an SSL listener.", Validator.one_of("none", "requested", "required")),
+        ConfigKey("ssl.enabled.protocols", LIST, TLS_PROTOCOLS, MEDIUM,
+                  "TLS versions TLS listeners accept.", Validator.one_of(*TLS_PROTOCOLS)),
+        ConfigKey("ssl.cipher.suites", LIST, None, LOW,
+                  "TLS 1.2 cipher suites TLS listeners accept, in OpenSSL's names; unset: the "
+                  "ssl module's defaults. TLS 1.3 suites are not configurable."),
+        ConfigKey("ssl.handshake.timeout.ms", LONG, 10000, LOW,
+                  "Time a client has to finish the TLS handshake before it is disconnected.",
+                  Validator.at_least(1)),
+        ConfigKey("sasl.enabled.mechanisms", LIST, SASL_MECHANISMS, MEDIUM,
+                  "SASL mechanisms SASL listeners offer. SCRAM users are managed with "
+                  "`odradek users` or AlterUserScramCredentials; PLAIN checks the password "
+                  "against the same salted credentials.", Validator.one_of(*SASL_MECHANISMS)),
+        ConfigKey("sasl.server.max.receive.size", INT, 524288, LOW,
+                  "Largest request a SASL listener reads before the client has authenticated.",
+                  Validator.at_least(1)),
+        ConfigKey("sasl.server.authentication.timeout.ms", LONG, 30000, LOW,
+                  "Time a client on a SASL listener has to authenticate from connecting before "
+                  "it is disconnected.", Validator.at_least(1)),
+        ConfigKey("connection.failed.authentication.delay.ms", INT, 100, LOW,
+                  "Delay of the answer to a failed SASL authentication (the connection closes "
+                  "after it), which slows password guessing.", Validator.at_least(0)),
+        ConfigKey("authorizer.class.name", STRING, None, HIGH,
+                  "Unset: every principal may do everything. Kafka's StandardAuthorizer (or "
+                  "AclAuthorizer) class name: requests are checked against the ACLs kept in the "
+                  "log directory.", Validator.one_of(*STANDARD_AUTHORIZERS)),
+        ConfigKey("super.users", STRING, None, HIGH,
+                  "Principals allowed everything whatever the ACLs, separated by semicolons "
+                  "(User:admin;User:CN=ops,O=example)."),
+        ConfigKey("allow.everyone.if.no.acl.found", BOOLEAN, False, HIGH,
+                  "Allow an operation on a resource no ACL matches (with an authorizer set)."),
         ConfigKey("metrics.host", STRING, "127.0.0.1", MEDIUM,
                   "Address the Prometheus metrics endpoint binds to."),
         ConfigKey("metrics.port", INT, 9644, MEDIUM,

@@ -39,6 +39,12 @@ from odradek.protocol.offset_commit import OffsetCommitRequest, OffsetCommitResp
 from odradek.protocol.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 from odradek.protocol.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from odradek.protocol.produce import ProduceRequest, ProduceResponse
+from odradek.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from odradek.protocol.schema import Message, Payload
 from odradek.protocol.sync_group import SyncGroupRequest, SyncGroupResponse
 from odradek.protocol.topics import (
@@ -76,6 +82,8 @@ REQUEST_TYPES: dict[ApiKey, type[Message]] = {
         DescribeGroupsRequest,
         DeleteGroupsRequest,
         OffsetDeleteRequest,
+        SaslHandshakeRequest,
+        SaslAuthenticateRequest,
     )
 }
 
@@ -105,6 +113,8 @@ RESPONSE_TYPES: dict[ApiKey, type[Message]] = {
         DescribeGroupsResponse,
         DeleteGroupsResponse,
         OffsetDeleteResponse,
+        SaslHandshakeResponse,
+        SaslAuthenticateResponse,
     )
 }
 

@@ -19,7 +19,10 @@ from odradek.config.listeners import advertised_host
 from odradek.native import native_summary
 from odradek.protocol.api_versions import ApiVersionsResponse, supported_api_versions
 from odradek.protocol.metadata import BrokerMetadata
+from odradek.security.acl_store import AclStore
+from odradek.security.credential_store import CredentialStore
 from odradek.server.admin_manager import AdminManager
+from odradek.server.authorizer import Authorizer
 from odradek.server.client_connection import ConnectionSettings
 from odradek.server.event_loop_lag_monitor import EventLoopLagMonitor
 from odradek.server.group.group_coordinator import GroupCoordinator
@@ -29,9 +32,12 @@ from odradek.server.group.group_metadata_manager import GroupMetadataManager
 from odradek.server.group_request_handlers import GroupRequestHandlers
 from odradek.server.kafka_apis import KafkaApis
 from odradek.server.kafka_request_handler import KafkaRequestHandler
+from odradek.server.kafka_security_requests import KafkaSecurityRequests
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.replica_manager import ReplicaManager
+from odradek.server.sasl_authenticator import SaslAuthenticator
 from odradek.server.socket_server import SocketServer
+from odradek.server.ssl_factory import server_ssl_context
 from odradek.server.topic_ids import TopicIds
 from odradek.storage.descriptor_budget import raise_descriptor_limit
 from odradek.storage.idle_file_cache import IDLE_FILES, default_capacity
@@ -112,11 +118,25 @@ class Broker:
             config.queued_max_request_bytes,
         )
         self._socket_server = SocketServer(
-            settings, config.max_connections, self.metrics, self._io_executor
+            settings,
+            config.max_connections,
+            self.metrics,
+            self._io_executor,
+            config.sasl_server_max_receive_size,
+        )
+        security_dir = config.log_dir_paths[0]
+        self.credentials = CredentialStore(security_dir)
+        self.authorizer = Authorizer(
+            AclStore(security_dir),
+            enabled=bool(config.authorizer_class_name),
+            super_users=Authorizer.parse_super_users(config.super_users or ""),
+            allow_if_no_acl=config.allow_everyone_if_no_acl_found,
         )
         self._lag_monitor = EventLoopLagMonitor(self.metrics.event_loop_lag)
         self._metrics_server: WSGIServer | None = None
         self.port = 0
+        self.listener_ports: dict[str, int] = {}
+        """The port each listener is bound to, by listener name."""
         self.metrics_port = 0
 
     async def start(self) -> None:
@@ -132,8 +152,7 @@ class Broker:
             self._shut_down_executors()
             raise
         try:
-            listener = self.config.listener()
-            self.port = await self._socket_server.bind(listener.host or None, listener.port)
+            await self._bind_listeners()
             self._metrics_server = self.metrics.serve(
                 self.config.metrics_host, self.config.metrics_port
             )
@@ -145,13 +164,41 @@ class Broker:
         self.group_coordinator.startup()
         await self._socket_server.start_serving(*self._handlers())
         logger.info(
-            "broker %d serving on %s:%d (metrics on %s:%d)",
+            "broker %d serving on %s (metrics on %s:%d)",
             self.config.broker_id,
-            self.config.listener().host or "*",
-            self.port,
+            ", ".join(
+                f"{e.listener_name}://{e.host or '*'}:{self.listener_ports[e.listener_name]}"
+                for e in self.config.endpoints()
+            ),
             self.config.metrics_host,
             self.metrics_port,
         )
+
+    async def _bind_listeners(self) -> None:
+        """Bind every listener, TLS and SASL as their security protocols say."""
+        config = self.config
+        endpoints = config.endpoints()
+        ssl_context = server_ssl_context(config) if any(e.uses_tls for e in endpoints) else None
+
+        def authenticator() -> SaslAuthenticator:
+            return SaslAuthenticator(
+                config.sasl_enabled_mechanisms,
+                self.credentials,
+                self._io_executor,
+                config.sasl_server_max_receive_size,
+                config.sasl_server_authentication_timeout_ms / 1000,
+                config.connection_failed_authentication_delay_ms / 1000,
+            )
+
+        for endpoint in endpoints:
+            port = await self._socket_server.bind(
+                endpoint,
+                ssl_context if endpoint.uses_tls else None,
+                authenticator if endpoint.uses_sasl else None,
+                config.ssl_handshake_timeout_ms / 1000,
+            )
+            self.listener_ports[endpoint.listener_name] = port
+        self.port = self.listener_ports[endpoints[0].listener_name]
 
     async def stop(self) -> None:
         """Stop accepting, finish in-flight requests, then shut the logs down cleanly."""
@@ -225,7 +272,9 @@ class Broker:
             config.socket_request_max_bytes,
         )
         groups = GroupRequestHandlers(self.group_coordinator, self.group_metadata_manager, broker)
-        apis = KafkaApis(self.replica_manager, admin, api_versions, self.metrics, groups)
+        apis = KafkaApis(
+            self.replica_manager, admin, api_versions, self.metrics, groups, self.authorizer
+        )
         kafka_handler = KafkaRequestHandler(
             apis,
             self.replica_manager,
@@ -234,13 +283,18 @@ class Broker:
             config,
             config.broker_id,
             self.advertised,
+            KafkaSecurityRequests(self.credentials, self.authorizer, self._io_executor),
+            self.authorizer,
+            self._io_executor,
         )
         return apis, kafka_handler
 
-    def advertised(self) -> tuple[str, int]:
-        """The host and port Metadata tells clients to connect to (advertised.listeners)."""
-        endpoint = self.config.advertised_listener()
-        return advertised_host(endpoint.host), endpoint.port or self.port
+    def advertised(self, listener_name: str | None = None) -> tuple[str, int]:
+        """The host and port Metadata tells a client of ``listener_name`` (default: the
+        first listener) to connect to (advertised.listeners)."""
+        endpoint = self.config.advertised_listener(listener_name)
+        bound = self.listener_ports.get(endpoint.listener_name, self.port)
+        return advertised_host(endpoint.host), endpoint.port or bound
 
     async def _in_thread(self, function: Callable[[], object]) -> None:
         await asyncio.get_running_loop().run_in_executor(self._io_executor, function)

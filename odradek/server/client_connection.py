@@ -36,6 +36,8 @@ from odradek.server.metrics import BrokerMetrics
 from odradek.server.request_context import RequestContext
 from odradek.server.request_memory_pool import RequestMemoryPool
 from odradek.server.response_writer import ResponseWriter
+from odradek.server.sasl_gate import SaslGate
+from odradek.server.session import Session, principal_of_transport
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +78,10 @@ class ClientConnection(asyncio.BufferedProtocol):
         metrics: BrokerMetrics,
         executor: Executor,
         memory_pool: RequestMemoryPool,
+        session: Session | None = None,
     ) -> None:
         self._apis = apis
+        self._session = session
         self._settings = settings
         self._registry = registry
         self._metrics = metrics
@@ -98,6 +102,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._request_started: float | None = None  # loop time the pending frame began
         self._request_timer: asyncio.TimerHandle | None = None
         self._paused_at: float | None = None  # reading paused by the broker, not for memory
+        self._sasl_gate: SaslGate | None = None
         self.peer = "unknown peer"
 
     def __repr__(self) -> str:
@@ -111,6 +116,16 @@ class ClientConnection(asyncio.BufferedProtocol):
         if not self._registry.register(self):
             transport.abort()
             return
+        if self._session is not None:  # --- security hook: who the requests come from
+            self._session.peer = self.peer
+            self._session.certificate_principal = principal_of_transport(transport)
+            self._sasl_gate = SaslGate.start(
+                self._session,
+                self._loop,
+                self._close_unauthenticated,
+                self._reader,
+                self._settings.max_request_bytes,
+            )
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES, low=WRITE_BUFFER_LOW_BYTES)
         self._writer = ResponseWriter(
             transport, self.peer, self._executor, self._metrics, self._update_reading
@@ -131,6 +146,8 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._request_timer.cancel()
         self._memory_pool.cancel_wait(self._memory_released)
         self._reader.close()
+        if self._sasl_gate is not None:
+            self._sasl_gate.cancel()
         if self._writer is not None:
             self._writer.close()
         for task in self._tasks:
@@ -192,6 +209,9 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._memory_pool.release(size)
             self._close_for(error)
             return
+        if self._sasl_gate is not None and not self._sasl_gate.allows(header.api_key):
+            self._close_unauthenticated(f"API key {header.api_key} before SASL authentication")
+            return
         try:
             request = decode_request(header, frame)
         except KafkaError as error:
@@ -217,7 +237,7 @@ class ClientConnection(asyncio.BufferedProtocol):
     ) -> None:
         """Run one request and write its response; appends happen in the handler's first
         step, so produce requests are applied in the order they arrived."""
-        context = RequestContext(self.peer, header)
+        context = RequestContext(self.peer, header, self._session)
         error_code = 0
         try:
             response = await self._apis.handle(context, request)
@@ -238,6 +258,9 @@ class ClientConnection(asyncio.BufferedProtocol):
         if response is not None or response_header.error:
             self._respond(header, response_header, response)
         self._record(header, error_code, received)
+        if self._sasl_gate is not None and self._sasl_gate.after_step():
+            self._metrics.closed_connections.labels("authentication_failed").inc()
+            self._loop.create_task(self.shutdown(), name=f"close-{self.peer}")
         self._update_reading()
 
     def _respond(
@@ -353,6 +376,14 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._transport.close()
             return
         self._arm_idle_timer(max_idle_s if busy else max_idle_s - idle_s)
+
+    def _close_unauthenticated(self, message: str) -> None:
+        if self._closing:
+            return
+        logger.warning("%s: closing connection: %s", self.peer, message)
+        self._metrics.closed_connections.labels("unauthenticated").inc()
+        self._closing = True
+        self._transport.abort()
 
     def _close_for(self, error: FrameError) -> None:
         """The stream cannot be framed any more: log it once and drop the connection."""

@@ -62,6 +62,15 @@ class FrameReader:
         """Try again to grow the buffer of the frame being received; whether it may read."""
         return self._large is None or self._large.try_grow()
 
+    @property
+    def max_frame_bytes(self) -> int:
+        return self._max_frame_bytes
+
+    @max_frame_bytes.setter
+    def max_frame_bytes(self, value: int) -> None:
+        """The limit changes (raised once a SASL client has authenticated)."""
+        self._max_frame_bytes = value
+
     def get_buffer(self) -> memoryview:
         """Where the next read goes."""
         if self._large is not None:

@@ -17,9 +17,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Coroutine
 from concurrent.futures import Executor
+from typing import Any
 
-from odradek.errors import InvalidRequestError, KafkaError, error_name_for
+from odradek.errors import (
+    InvalidRequestError,
+    KafkaError,
+    SaslAuthenticationFailedError,
+    error_name_for,
+)
 from odradek.protocol.frame import FrameError
 from odradek.protocol.kafka.api_versions import API_VERSIONS, api_name
 from odradek.server.client_connection import (
@@ -35,6 +42,7 @@ from odradek.server.kafka_request import KafkaRequest
 from odradek.server.kafka_request_handler import KafkaRequestHandler
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.response_writer import ResponseWriter
+from odradek.server.session import Session, principal_of_transport
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +59,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         registry: ConnectionRegistry,
         metrics: BrokerMetrics,
         executor: Executor,
+        session: Session | None = None,
     ) -> None:
         self._handler = handler
+        self._session = session
         self._settings = settings
         self._registry = registry
         self._metrics = metrics
@@ -69,6 +79,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._closing = False
         self._last_active = self._loop.time()
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._auth_timer: asyncio.TimerHandle | None = None
         self.peer = "unknown peer"
 
     def __repr__(self) -> str:
@@ -83,6 +94,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if not self._registry.register(self):
             transport.abort()
             return
+        if self._session is not None:
+            # --- security hook: the principal of a verified client certificate; a SASL
+            # listener's limits until the client has authenticated.
+            self._session.peer = self.peer
+            self._session.certificate_principal = principal_of_transport(transport)
+            if self._session.authenticator is not None:
+                self._session.authenticator.peer = self.peer
+                self._reader.max_frame_bytes = min(
+                    self._settings.max_request_bytes, self._session.authenticator.max_receive_bytes
+                )
+                deadline = self._session.accepted_at + self._session.authenticator.timeout_s
+                self._auth_timer = self._loop.call_at(deadline, self._authentication_timed_out)
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES, low=WRITE_BUFFER_LOW_BYTES)
         self._writer = ResponseWriter(
             transport, self.peer, self._executor, self._metrics, self._update_reading
@@ -94,6 +117,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._closing = True
         if self._idle_timer is not None:
             self._idle_timer.cancel()
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
         if self._writer is not None:
             self._writer.close()
         for task in self._tasks:
@@ -136,11 +161,27 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _dispatch(self, frame: memoryview) -> None:
         received = time.perf_counter()
+        session = self._session
+        if session is not None and not session.authenticated:
+            if session.authenticator.expects_bare_token:  # after SaslHandshake v0
+                self._start(self._bare_token(frame), len(frame))
+                return
         try:
             request = self._handler.decode(frame)
         except InvalidRequestError as error:
             self._close_for("bad_request", error.message)
             return
+        if session is not None and not session.authenticated:
+            # --- security hook: before authentication only ApiVersions, SaslHandshake and
+            # SaslAuthenticate are served; anything else closes the connection.
+            if not session.authenticator.allows(request.api_key):
+                self._record(request, SaslAuthenticationFailedError.code, received)
+                self._close_for(
+                    "unauthenticated",
+                    f"{request} before SASL authentication completed "
+                    f"(state {session.authenticator.state.value})",
+                )
+                return
         if request.refusal is not None:
             if request.api_key != API_VERSIONS:
                 self._record(request, request.refusal.code, received)
@@ -148,10 +189,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
             logger.info("%s: %s", self.peer, request.refusal.message)
         size = len(frame)
-        self._in_flight_bytes += size
         written = self._loop.create_future()
         previous, self._previous_response = self._previous_response, written
-        task = self._loop.create_task(self._handle(request, size, received, previous, written))
+        self._start(self._handle(request, size, received, previous, written), size)
+
+    def _start(self, handling: Coroutine[Any, Any, None], size: int) -> None:
+        self._in_flight_bytes += size
+        task = self._loop.create_task(handling)
         self._tasks.add(task)
         self._update_reading()
 
@@ -168,7 +212,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         response = None
         try:
             try:
-                response = await self._handler.handle(self.peer, request)
+                response = await self._handler.handle(self.peer, request, self._session)
             except KafkaError as error:
                 logger.warning("%s: %s failed: %s", self.peer, request, error)
                 error_code = error.code
@@ -183,6 +227,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             elif error_code:
                 # No response can say it in this API's terms: close, as Kafka does.
                 self._close_for("failed_request", f"{request} failed")
+            self._after_authentication_step()
         finally:
             if not written.done():
                 written.set_result(None)
@@ -192,6 +237,43 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._in_flight_bytes -= size
         self._record(request, error_code, received)
         self._update_reading()
+
+    async def _bare_token(self, frame: memoryview) -> None:
+        """One SASL token framed by its size alone (SaslHandshake v0), answered alike."""
+        try:
+            authenticator = self._session.authenticator
+            try:
+                answer = await authenticator.authenticate(bytes(frame))
+            except KafkaError:
+                answer = None
+            if not self._transport.is_closing() and answer is not None:
+                self._writer.write([len(answer).to_bytes(4, "big"), answer])
+            self._after_authentication_step()
+        finally:
+            self._tasks.discard(asyncio.current_task())
+            self._in_flight_bytes -= len(frame)
+        self._update_reading()
+
+    def _after_authentication_step(self) -> None:
+        """A SASL exchange that failed closes the connection once its answer is out; one that
+        succeeded lifts the unauthenticated limits and gives the session its principal."""
+        authenticator = self._session.authenticator if self._session is not None else None
+        if authenticator is None or self._closing:
+            return
+        if authenticator.failed:
+            self._metrics.closed_connections.labels("authentication_failed").inc()
+            self._loop.create_task(self.shutdown(), name=f"close-{self.peer}")
+        elif authenticator.complete and self._auth_timer is not None:
+            self._auth_timer.cancel()
+            self._auth_timer = None
+            self._reader.max_frame_bytes = self._settings.max_request_bytes
+
+    def _authentication_timed_out(self) -> None:
+        self._auth_timer = None
+        self._close_for(
+            "authentication_timeout",
+            f"no SASL authentication within {self._session.authenticator.timeout_s:.0f} s",
+        )
 
     def _record(self, request: KafkaRequest, error_code: int, received: float) -> None:
         api = api_name(request.api_key)

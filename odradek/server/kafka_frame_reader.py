@@ -27,6 +27,15 @@ class KafkaFrameReader:
         self._large: bytearray | None = None
         self._large_filled = 0
 
+    @property
+    def max_frame_bytes(self) -> int:
+        return self._max_frame_bytes
+
+    @max_frame_bytes.setter
+    def max_frame_bytes(self, value: int) -> None:
+        """The limit changes (raised once a SASL client has authenticated)."""
+        self._max_frame_bytes = value
+
     def get_buffer(self) -> memoryview:
         if self._large is not None:
             return memoryview(self._large)[self._large_filled :]

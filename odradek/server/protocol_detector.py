@@ -111,6 +111,8 @@ class ProtocolDetector(asyncio.BufferedProtocol):
         protocol = None
         if self._received == DETECTION_BYTES:
             protocol = detect_protocol(first, self._max_request_bytes)
+            if protocol not in self._factories:
+                protocol = None  # a protocol this listener does not serve
         if protocol is None:
             logger.warning(
                 "%s: closing connection: its first bytes %s are neither a Kafka request nor "

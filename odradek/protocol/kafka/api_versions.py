@@ -31,6 +31,9 @@ PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 18, 19, 20, 21
 DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS = 32, 33, 37
 INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER, FIND_COORDINATOR = 44, 60, 10
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
+DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 
 ADVERTISED: dict[int, ApiRange] = {
     r.api_key: r
@@ -49,6 +52,13 @@ ADVERTISED: dict[int, ApiRange] = {
         ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1, 0),
         ApiRange(CREATE_PARTITIONS, "CreatePartitions", 0, 3, 0),
         ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 0, 0),
+        ApiRange(SASL_HANDSHAKE, "SaslHandshake", 0, 1, 0),
+        ApiRange(SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2, 0),
+        ApiRange(DESCRIBE_ACLS, "DescribeAcls", 1, 3, 1),
+        ApiRange(CREATE_ACLS, "CreateAcls", 1, 3, 1),
+        ApiRange(DELETE_ACLS, "DeleteAcls", 1, 3, 1),
+        ApiRange(DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0, 0),
+        ApiRange(ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0, 0),
     )
 }
 
