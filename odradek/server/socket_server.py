@@ -111,11 +111,18 @@ class SocketServer:
                     self.memory_pool,
                 ),
                 WireProtocol.KAFKA: lambda: KafkaConnection(
-                    self._kafka_handler, self._settings, self, self._metrics, self._executor
+                    self._kafka_handler,
+                    self._settings,
+                    self,
+                    self._metrics,
+                    self._executor,
+                    self.memory_pool,
                 ),
             },
             self._settings.max_request_bytes,
-            self._settings.max_idle_ms / 1000,
+            self._settings.max_idle_ms,
+            self._settings.request_timeout_ms,
             self,
             self._metrics.closed_connections.labels("unknown_protocol").inc,
+            self._metrics.closed_connections.labels("request_timeout").inc,
         )
