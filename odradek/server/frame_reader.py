@@ -55,9 +55,10 @@ class SizePrefixedFrameReader(Generic[FrameT]):
 
     # --- what a frame format says ------------------------------------------------------------
 
-    def check_prefix(self, start: memoryview) -> int:
-        """The size of the frame beginning with ``start`` (at least 4 bytes, up to
-        ``prefix_bytes`` or more); raises FrameError as soon as the bytes in hand rule it out."""
+    def check_prefix(self, buffer: bytearray, start: int, available: int) -> int:
+        """The size of the frame at ``buffer[start:]``, of which ``available`` bytes (at least
+        4, maybe fewer than ``prefix_bytes``) are in; raises FrameError as soon as the bytes
+        in hand rule it out."""
         raise NotImplementedError
 
     def decode(self, body: bytearray) -> FrameT:
@@ -136,8 +137,7 @@ class SizePrefixedFrameReader(Generic[FrameT]):
         buffer = self._buffer
         while self._end - self._start >= 4:
             start, available = self._start, self._end - self._start
-            with memoryview(buffer) as view:
-                frame_size = self.check_prefix(view[start : self._end])
+            frame_size = self.check_prefix(buffer, start, available)
             if available >= 4 + frame_size:
                 frames.append(self.decode(buffer[start + 4 : start + 4 + frame_size]))
                 self._start += 4 + frame_size
@@ -147,7 +147,7 @@ class SizePrefixedFrameReader(Generic[FrameT]):
             else:
                 break
         if frames:  # copies of the receive buffer's bytes: each frame's reservation
-            self._pool.reserve(sum(self.retained_bytes(frame) for frame in frames))
+            self._pool.reserve(sum(map(self.retained_bytes, frames)))
         if self._buffer is not None and self._start == self._end:
             self._pool.release(self._reserved)
             self._buffer, self._start, self._end, self._reserved = None, 0, 0, 0
@@ -175,11 +175,11 @@ class FrameReader(SizePrefixedFrameReader[Frame]):
 
     prefix_bytes = SIZE_FIELDS_BYTES
 
-    def check_prefix(self, start: memoryview) -> int:
-        frame_size = int.from_bytes(start[0:4], "big")
+    def check_prefix(self, buffer: bytearray, start: int, available: int) -> int:
+        frame_size = int.from_bytes(buffer[start : start + 4], "big")
         header_size = None
-        if len(start) >= SIZE_FIELDS_BYTES:
-            header_size = int.from_bytes(start[4:8], "big")
+        if available >= SIZE_FIELDS_BYTES:
+            header_size = int.from_bytes(buffer[start + 4 : start + 8], "big")
         check_frame_size(frame_size, header_size, self._max_frame_bytes)
         return frame_size
 

@@ -14,8 +14,8 @@ class KafkaFrameReader(SizePrefixedFrameReader[memoryview]):
     against ``socket.request.max.bytes`` as soon as its 4 bytes arrive, before anything is
     allocated for the frame; each frame returned holds a reservation of its whole size."""
 
-    def check_prefix(self, start: memoryview) -> int:
-        size = int.from_bytes(start[0:4], "big", signed=True)
+    def check_prefix(self, buffer: bytearray, start: int, available: int) -> int:
+        size = int.from_bytes(buffer[start : start + 4], "big", signed=True)
         if size < MIN_REQUEST_BYTES or size > self._max_frame_bytes:
             raise FrameError(
                 f"Kafka request size {size} is outside {MIN_REQUEST_BYTES}.."
