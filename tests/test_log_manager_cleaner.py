@@ -104,8 +104,8 @@ def test_the_cleaner_owns_its_checkpoint_per_dir_and_drops_a_deleted_topic(tmp_p
     config = broker_config(tmp_path, dirs=2)
     orders_0, orders_1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
     with running(config) as manager:
-        manager.create_topic("orders", 2)
-        manager.create_topic("keep", 1)
+        topic_admin(manager).create_topic("orders", 2)
+        topic_admin(manager).create_topic("keep", 1)
         keep = TopicPartition("keep", 0)
         cleaner = LogCleaner(CleanerConfig.from_broker_config(config), manager.all_logs)
         manager.attach_cleaner(cleaner)
@@ -115,7 +115,7 @@ def test_the_cleaner_owns_its_checkpoint_per_dir_and_drops_a_deleted_topic(tmp_p
         assert checkpoints.cleaner_offsets() == {orders_0: 10, orders_1: 20, keep: 5}
         orders_1_dir = manager.get_log(orders_1).dir.parent
         assert _checkpoint(orders_1_dir).get(orders_1) == 20
-        manager.delete_topic("orders")  # the LogManager asks the cleaner to forget them
+        topic_admin(manager).delete_topic("orders")  # the cleaner is asked to forget them
         assert checkpoints.cleaner_offsets() == {keep: 5}
         assert orders_1 not in _checkpoint(orders_1_dir)
         assert not any(
@@ -130,14 +130,14 @@ def test_a_deleted_topic_leaves_the_checkpoint_even_before_the_cleaner_read_it(
     config = broker_config(tmp_path, dirs=1)
     orders_0, keep = TopicPartition("orders", 0), TopicPartition("keep", 0)
     with running(config) as manager:
-        manager.create_topic("orders", 1)
-        manager.create_topic("keep", 1)
+        topic_admin(manager).create_topic("orders", 1)
+        topic_admin(manager).create_topic("keep", 1)
         checkpoints = LogCleaner(CleanerConfig(), manager.all_logs).manager.checkpoints
         checkpoints.update_cleaner_offsets({orders_0: 10, keep: 5})
     with running(config) as manager:  # a restart: nothing read the file yet
         manager.attach_cleaner(LogCleaner(CleanerConfig(), manager.all_logs))
-        manager.delete_topic("orders")
-        manager.create_topic("orders", 1)  # a new topic of the same name starts clean
+        topic_admin(manager).delete_topic("orders")
+        topic_admin(manager).create_topic("orders", 1)  # a new topic of the same name starts clean
         assert _checkpoint(manager.log_dirs[0]) == {keep: 5}
 
 
@@ -147,7 +147,7 @@ def test_cleaner_offsets_are_written_from_memory_and_read_back_after_a_restart(
     config = broker_config(tmp_path, dirs=1)
     orders_0, orders_1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
     with running(config) as manager:
-        manager.create_topic("orders", 2)
+        topic_admin(manager).create_topic("orders", 2)
         checkpoints = LogCleaner(CleanerConfig(), manager.all_logs).manager.checkpoints
         checkpoints.update_cleaner_offsets({orders_0: 10, orders_1: 20})
         path = manager.get_log(orders_0).dir.parent / CLEANER_OFFSET_CHECKPOINT_FILE
@@ -162,9 +162,9 @@ def test_cleaner_offsets_are_written_from_memory_and_read_back_after_a_restart(
 def test_the_log_manager_writes_no_cleaner_checkpoint(tmp_path: Path) -> None:
     """One owner: without a cleaner, nothing writes ``cleaner-offset-checkpoint``."""
     with running(broker_config(tmp_path, dirs=1)) as manager:
-        manager.create_topic("orders", 1, {"cleanup.policy": "compact"})
+        topic_admin(manager).create_topic("orders", 1, {"cleanup.policy": "compact"})
         manager.checkpoint_log_recovery_offsets()
-        manager.delete_topic("orders")
+        topic_admin(manager).delete_topic("orders")
         assert not (manager.log_dirs[0] / CLEANER_OFFSET_CHECKPOINT_FILE).exists()
 
 

@@ -227,7 +227,7 @@ def test_the_first_start_on_an_empty_directory_is_no_unclean_shutdown(tmp_path, 
     config = broker_config(tmp_path, dirs=1)
     with caplog.at_level(logging.INFO, logger="odradek.storage.log_manager"):
         with running(config) as manager:
-            manager.create_topic("orders", 1)
+            topic_admin(manager).create_topic("orders", 1)
         assert "a new log directory" in caplog.text
         assert "unclean" not in caplog.text
         caplog.clear()
