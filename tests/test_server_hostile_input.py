@@ -428,6 +428,27 @@ def test_half_sent_large_kafka_frames_hold_no_more_than_the_request_memory_bound
         await_true(lambda: request_memory(broker) == 0, 10, "request memory still reserved")
 
 
+def test_a_request_slow_before_its_protocol_is_known_is_timed_from_its_first_byte(
+    tmp_path: Path,
+) -> None:
+    """8 bytes, a pause, then the 9th byte lets the port tell the protocol: the connection
+    it goes to keeps the request's clock started by the first byte, not by the 9th."""
+    with ServeProcess(tmp_path / "data", "--set", "socket.request.timeout.ms=2000") as broker:
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=30) as slow:
+            first = struct.pack(">ihhih", 100, 18, 3, 1, 4)  # ApiVersions v3, 100 bytes
+            slow.sendall(first[:8])
+            started = time.monotonic()
+            time.sleep(1.2)
+            slow.sendall(first[8:])  # detected now: a Kafka connection takes over
+            slow.settimeout(5.0)
+            try:
+                closed = slow.recv(1) == b""
+            except ConnectionResetError:
+                closed = True
+            elapsed = time.monotonic() - started
+    assert closed and 1.5 < elapsed < 2.9, elapsed  # not 1.2 s + 2 s
+
+
 @pytest.mark.parametrize("detected", [True, False], ids=["kafka", "first-bytes"])
 def test_a_trickled_kafka_request_is_closed_after_the_request_timeout(
     tmp_path: Path, detected: bool

@@ -121,6 +121,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if exc is not None:
             logger.info("%s: connection lost: %s", self.peer, exc)
 
+    def request_began_at(self, when: float) -> None:
+        """Its first request began at loop time ``when``, while its protocol was detected."""
+        self._read_control.began_at(when)
+
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._reader.get_buffer()
 

@@ -25,7 +25,7 @@ import asyncio
 import enum
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from odradek.server.client_connection import ConnectionRegistry
@@ -65,7 +65,20 @@ def detect_protocol(first: bytes, max_request_bytes: int) -> WireProtocol | None
     return None
 
 
-ProtocolFactory = Callable[[], asyncio.BufferedProtocol]
+class DetectedConnection(Protocol):
+    """What the detector hands a connection over to: a buffered protocol that can be told
+    when the request it is fed began."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None: ...
+
+    def get_buffer(self, sizehint: int) -> memoryview: ...
+
+    def buffer_updated(self, nbytes: int) -> None: ...
+
+    def request_began_at(self, when: float) -> None: ...
+
+
+ProtocolFactory = Callable[[], DetectedConnection]
 
 
 class ProtocolDetector(asyncio.BufferedProtocol):
@@ -76,8 +89,8 @@ class ProtocolDetector(asyncio.BufferedProtocol):
     ``idle_timeout_ms``, ``connections.max.idle.ms``) and the first byte starts the request's
     clock: the 9 bytes must arrive within ``request_timeout_ms`` (``socket.request.timeout.ms``)
     of it, or the connection is closed, logged with the peer and counted by ``on_timed_out``.
-    The connection handed over starts its own clock with the bytes it is fed, so a first
-    request is whole within twice that timeout of its first byte at most."""
+    The connection handed over is told when those bytes began (``request_began_at``), so its
+    first request, too, must be whole within the timeout of its first byte."""
 
     def __init__(
         self,
@@ -98,6 +111,7 @@ class ProtocolDetector(asyncio.BufferedProtocol):
         self._on_timed_out = on_timed_out
         self._buffer = bytearray(DETECTION_BYTES)
         self._received = 0
+        self._first_byte_at = 0.0  # loop time
         self._transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._handed_over = False
@@ -122,6 +136,8 @@ class ProtocolDetector(asyncio.BufferedProtocol):
         if self._timer is None:
             return  # refused at accept
         first_bytes = self._received == 0
+        if first_bytes:
+            self._first_byte_at = asyncio.get_running_loop().time()
         self._received += nbytes
         if self._received < DETECTION_BYTES and not self._size_refused():
             if first_bytes:
@@ -160,6 +176,7 @@ class ProtocolDetector(asyncio.BufferedProtocol):
             target[:count] = first[fed : fed + count]
             fed += count
             connection.buffer_updated(count)
+        connection.request_began_at(self._first_byte_at)
 
     def _size_refused(self) -> bool:
         """Whether the size prefix alone (once its 4 bytes are in) rules out both protocols."""

@@ -77,6 +77,16 @@ class RequestReadControl:
         if self._reader.blocked or self._pool.exhausted:
             self._wait_for_memory()
 
+    def began_at(self, when: float) -> None:
+        """The request being received began at loop time ``when``, before this connection
+        had it (its first bytes went through protocol detection): its clock starts then."""
+        if self._closed or self._request_started is None or when >= self._request_started:
+            return
+        self._request_started = when
+        if self._timer is not None:
+            self._timer.cancel()
+            self._arm_timer()
+
     def paused(self) -> None:
         """The connection stopped reading for a reason of its own."""
         if not self.waiting_for_memory:
