@@ -169,6 +169,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._memory_pool.release(size)
             self._close_for("bad_request", error.message)
             return
+        except Exception:  # a defect in a decoder must not keep the request's memory
+            self._memory_pool.release(size)
+            logger.exception("%s: closing Kafka connection: a request failed to decode", self.peer)
+            self._metrics.closed_connections.labels("bad_request").inc()
+            self._abort()
+            return
         if request.refusal is not None:
             if request.api_key != API_VERSIONS:
                 self._memory_pool.release(size)
