@@ -116,6 +116,11 @@ def still_serves(broker: RunningBroker) -> None:
     kafka.send(18, 3, api_versions_v3(), True)
     assert read_api_versions(kafka.read_frame(), True)[1] == 0
     kafka.close()
+    # and what the refused requests reserved of the request memory is back
+    deadline = time.monotonic() + 5
+    while broker.metrics()["odradek_request_memory_bytes"] != 0:
+        assert time.monotonic() < deadline, "request memory still reserved"
+        time.sleep(0.05)
 
 
 # --- detection -------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from odradek.server.kafka_apis import KafkaApis
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.request_context import RequestContext
 from odradek.server.request_memory_pool import RequestMemoryPool
+from odradek.server.request_read_control import RequestReadControl
 from odradek.server.response_writer import ResponseWriter
 from odradek.server.sasl_gate import SaslGate
 from odradek.server.session import Session, principal_of_transport
@@ -88,6 +89,14 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._executor = executor
         self._memory_pool = memory_pool
         self._reader = FrameReader(settings.max_request_bytes, memory_pool)
+        self._read_control = RequestReadControl(
+            self._reader,
+            memory_pool,
+            settings.request_timeout_ms,
+            metrics,
+            self._update_reading,
+            self._abort,
+        )
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
         self._writer: ResponseWriter | None = None
@@ -98,10 +107,6 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._closing = False
         self._last_active = self._loop.time()
         self._idle_timer: asyncio.TimerHandle | None = None
-        self._waiting_for_memory = False
-        self._request_started: float | None = None  # loop time the pending frame began
-        self._request_timer: asyncio.TimerHandle | None = None
-        self._paused_at: float | None = None  # reading paused by the broker, not for memory
         self._sasl_gate: SaslGate | None = None
         self.peer = "unknown peer"
 
@@ -131,21 +136,14 @@ class ClientConnection(asyncio.BufferedProtocol):
             transport, self.peer, self._executor, self._metrics, self._update_reading
         )
         self._arm_idle_timer(self._settings.max_idle_ms / 1000)
-        if self._memory_pool.exhausted:
-            # Not paused here: uvloop starts reading once this returns, whatever it was told.
-            self._waiting_for_memory = True
-            self._memory_pool.wait(self._memory_released)
-            self._loop.call_soon(self._update_reading)
+        self._read_control.start(self.peer)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._registry.unregister(self)
         self._closing = True
         if self._idle_timer is not None:
             self._idle_timer.cancel()
-        if self._request_timer is not None:
-            self._request_timer.cancel()
-        self._memory_pool.cancel_wait(self._memory_released)
-        self._reader.close()
+        self._read_control.close()
         if self._sasl_gate is not None:
             self._sasl_gate.cancel()
         if self._writer is not None:
@@ -155,32 +153,27 @@ class ClientConnection(asyncio.BufferedProtocol):
         if exc is not None:
             logger.info("%s: connection lost: %s", self.peer, exc)
 
+    def request_began_at(self, when: float) -> None:
+        """Its first request began at loop time ``when``, while its protocol was detected."""
+        self._read_control.began_at(when)
+
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._reader.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
-        self._last_active = now = self._loop.time()
+        self._last_active = self._loop.time()
         self._metrics.bytes_in.inc(nbytes)
-        reader = self._reader
         try:
-            frames = reader.buffer_updated(nbytes)
+            frames = self._reader.buffer_updated(nbytes)
         except FrameError as error:
             self._close_for(error)
             return
-        if reader.pending:
-            if frames or self._request_started is None:
-                self._request_started = now
-                if self._request_timer is None:
-                    self._arm_request_timer()
-        else:
-            self._request_started = None
+        self._read_control.received(bool(frames))
         for frame in frames:
             if self._closing:
                 self._memory_pool.release(len(frame.payload))
                 continue
             self._dispatch(frame)
-        if reader.blocked or self._memory_pool.exhausted:
-            self._wait_for_memory()
 
     def eof_received(self) -> bool:
         # Keep the write side open until the responses to requests already read are sent.
@@ -285,7 +278,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             return
         pause = (
             self._transport_paused
-            or self._waiting_for_memory
+            or self._read_control.waiting_for_memory
             or (self._writer is not None and self._writer.backlog_bytes > WRITE_BUFFER_HIGH_BYTES)
             or len(self._tasks) >= MAX_IN_FLIGHT_REQUESTS
             or self._in_flight_bytes >= MAX_IN_FLIGHT_BYTES
@@ -294,71 +287,10 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._reading_paused = pause
             if pause:
                 self._transport.pause_reading()
-                if not self._waiting_for_memory:
-                    self._paused_at = self._loop.time()
+                self._read_control.paused()
             else:
                 self._transport.resume_reading()
-                self._excuse_pause()
-
-    def _excuse_pause(self) -> None:
-        """A request held back because its client did not read its responses, or had too
-        much in flight, is not late for that time: socket.request.timeout.ms counts only
-        reading time and time waiting for request memory (so that half-sent requests cannot
-        keep the pool exhausted)."""
-        if self._paused_at is not None and self._request_started is not None:
-            self._request_started += self._loop.time() - self._paused_at
-        self._paused_at = None
-
-    def _wait_for_memory(self) -> None:
-        """Stop reading until the request memory pool has room (for this connection's frame
-        buffer to grow, or for any new request)."""
-        if self._waiting_for_memory or self._closing:
-            return
-        self._waiting_for_memory = True
-        self._memory_pool.wait(self._memory_released)
-        self._update_reading()
-
-    def _memory_released(self) -> None:
-        self._waiting_for_memory = False
-        if self._closing:
-            return
-        if (self._reader.blocked and not self._reader.try_grow()) or self._memory_pool.exhausted:
-            self._wait_for_memory()
-            return
-        self._update_reading()
-
-    def _arm_request_timer(self) -> None:
-        timeout_s = self._settings.request_timeout_ms / 1000
-        self._request_timer = self._loop.call_at(
-            self._request_started + timeout_s, self._check_request_time
-        )
-
-    def _check_request_time(self) -> None:
-        """Close the connection if the request being received began more than
-        ``socket.request.timeout.ms`` ago; otherwise look again when the current one would."""
-        self._request_timer = None
-        if self._request_started is None or self._closing:
-            return
-        if self._paused_at is not None:  # not its fault: look again once reading resumes
-            self._request_timer = self._loop.call_later(
-                self._settings.request_timeout_ms / 1000, self._check_request_time
-            )
-            return
-        elapsed_s = self._loop.time() - self._request_started
-        if elapsed_s < self._settings.request_timeout_ms / 1000:
-            self._arm_request_timer()
-            return
-        logger.warning(
-            "%s: closing connection: a request still incomplete after %.1f s "
-            "(socket.request.timeout.ms=%d), %d of its bytes received",
-            self.peer,
-            elapsed_s,
-            self._settings.request_timeout_ms,
-            self._reader.pending_bytes,
-        )
-        self._metrics.closed_connections.labels("request_timeout").inc()
-        self._closing = True
-        self._transport.abort()
+                self._read_control.resumed()
 
     def _arm_idle_timer(self, delay_s: float) -> None:
         self._idle_timer = self._loop.call_later(delay_s, self._check_idle)
@@ -389,6 +321,9 @@ class ClientConnection(asyncio.BufferedProtocol):
         """The stream cannot be framed any more: log it once and drop the connection."""
         logger.warning("%s: closing connection: %s", self.peer, error.message)
         self._metrics.closed_connections.labels("bad_frame").inc()
+        self._abort()
+
+    def _abort(self) -> None:
         self._closing = True
         self._transport.abort()
 

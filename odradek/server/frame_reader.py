@@ -1,6 +1,13 @@
-"""FrameReader: request frames received in place, for an asyncio BufferedProtocol."""
+"""FrameReader: request frames received in place, for an asyncio BufferedProtocol.
+
+SizePrefixedFrameReader holds what every size-prefixed frame format shares (odradek's msgpack
+frames, Kafka's requests): receiving, buffers grown as bytes arrive, the request memory pool.
+A format says only how its prefix is checked and how a whole frame is decoded.
+"""
 
 from __future__ import annotations
+
+from typing import Generic, TypeVar
 
 from odradek.protocol.frame import (
     SIZE_FIELDS_BYTES,
@@ -14,23 +21,28 @@ from odradek.server.request_memory_pool import RequestMemoryPool
 
 RECEIVE_BUFFER_BYTES = 64 * 1024
 
+FrameT = TypeVar("FrameT")
 
-class FrameReader:
+
+class SizePrefixedFrameReader(Generic[FrameT]):
     """Hands the socket the buffer to read into next, and returns the frames completed.
 
-    Small frames are read into a receive buffer and copied out whole; the buffer is dropped
-    whenever it holds no partial frame, so an idle connection holds none. A frame larger than
-    that buffer gets a FrameBuffer of its own, once the size fields passed the protocol's
-    checks, and the socket reads straight into it: a 1 MB produce request is not copied piece
-    by piece as it is joined. That buffer grows as the frame's bytes arrive, never ahead of
-    them: a size prefix alone costs nothing.
+    Every frame is ``uint32 size`` then ``size`` bytes. Small frames are read into a receive
+    buffer and copied out whole; the buffer is dropped whenever it holds no partial frame, so
+    an idle connection holds none. A frame larger than that buffer gets a FrameBuffer of its
+    own, once its prefix passed the format's checks, and the socket reads straight into it: a
+    1 MB produce request is not copied piece by piece as it is joined. That buffer grows as
+    the frame's bytes arrive, never ahead of them: a size prefix alone costs nothing.
 
     Every buffer is reserved in the ``pool`` first. When a large frame's buffer cannot grow,
     ``blocked`` is set: the caller stops reading, waits for the pool and calls ``try_grow``.
-    Each frame returned holds a reservation of ``len(frame.payload)`` bytes, which the caller
+    Each frame returned holds a reservation of ``retained_bytes(frame)``, which the caller
     releases when done with it; ``close`` releases what the reader itself holds.
-    Raises the protocol's FrameError when the stream cannot be framed.
+    Raises FrameError when the stream cannot be framed.
     """
+
+    prefix_bytes = 4
+    """How much of a frame's start ``check_prefix`` needs to vouch for its size."""
 
     def __init__(self, max_frame_bytes: int, pool: RequestMemoryPool | None = None) -> None:
         self._max_frame_bytes = max_frame_bytes
@@ -40,6 +52,24 @@ class FrameReader:
         self._end = 0
         self._reserved = 0  # for _buffer
         self._large: FrameBuffer | None = None  # the body of a large frame being received
+
+    # --- what a frame format says ------------------------------------------------------------
+
+    def check_prefix(self, buffer: bytearray, start: int, available: int) -> int:
+        """The size of the frame at ``buffer[start:]``, of which ``available`` bytes (at least
+        4, maybe fewer than ``prefix_bytes``) are in; raises FrameError as soon as the bytes
+        in hand rule it out."""
+        raise NotImplementedError
+
+    def decode(self, body: bytearray) -> FrameT:
+        """The frame whose bytes after its size prefix are ``body``."""
+        raise NotImplementedError
+
+    def retained_bytes(self, frame: FrameT) -> int:
+        """How much of the frame's reservation stays with it once decoded."""
+        raise NotImplementedError
+
+    # --- receiving ---------------------------------------------------------------------------
 
     @property
     def pending(self) -> bool:
@@ -78,7 +108,7 @@ class FrameReader:
         if self._buffer is None:
             size = RECEIVE_BUFFER_BYTES
             if not self._pool.try_reserve(size):  # exhausted: just enough to frame
-                size = SIZE_FIELDS_BYTES
+                size = self.prefix_bytes
                 self._pool.reserve(size)
             self._buffer = bytearray(size)
             self._reserved = size
@@ -86,7 +116,7 @@ class FrameReader:
             self._compact()
         return memoryview(self._buffer)[self._end :]
 
-    def buffer_updated(self, count: int) -> list[Frame]:
+    def buffer_updated(self, count: int) -> list[FrameT]:
         """``count`` bytes were read into the last buffer given; the frames they complete."""
         large = self._large
         if large is None:
@@ -97,11 +127,11 @@ class FrameReader:
         self._large = None
         received, reserved = large.take()
         try:
-            frame = decode_frame(received)
+            frame = self.decode(received)
         except FrameError:
             self._pool.release(reserved)
             raise
-        self._pool.release(reserved - len(frame.payload))  # the payload's stays, for the caller
+        self._pool.release(reserved - self.retained_bytes(frame))  # the rest is the caller's
         return [frame]
 
     def close(self) -> None:
@@ -111,26 +141,22 @@ class FrameReader:
             self._large.release()
         self._buffer, self._large, self._reserved = None, None, 0
 
-    def _frames(self) -> list[Frame]:
+    def _frames(self) -> list[FrameT]:
         frames = []
         buffer = self._buffer
         while self._end - self._start >= 4:
             start, available = self._start, self._end - self._start
-            frame_size = int.from_bytes(buffer[start : start + 4], "big")
-            header_size = None
-            if available >= SIZE_FIELDS_BYTES:
-                header_size = int.from_bytes(buffer[start + 4 : start + 8], "big")
-            check_frame_size(frame_size, header_size, self._max_frame_bytes)
+            frame_size = self.check_prefix(buffer, start, available)
             if available >= 4 + frame_size:
-                frames.append(decode_frame(buffer[start + 4 : start + 4 + frame_size]))
+                frames.append(self.decode(buffer[start + 4 : start + 4 + frame_size]))
                 self._start += 4 + frame_size
-            elif 4 + frame_size > len(buffer) and header_size is not None:
+            elif 4 + frame_size > len(buffer) and available >= self.prefix_bytes:
                 self._start_large_frame(frame_size)
                 break
             else:
                 break
-        if frames:  # copies of the receive buffer's bytes: each payload's reservation
-            self._pool.reserve(sum(len(frame.payload) for frame in frames))
+        if frames:  # copies of the receive buffer's bytes: each frame's reservation
+            self._pool.reserve(sum(map(self.retained_bytes, frames)))
         if self._buffer is not None and self._start == self._end:
             self._pool.release(self._reserved)
             self._buffer, self._start, self._end, self._reserved = None, 0, 0, 0
@@ -149,3 +175,25 @@ class FrameReader:
         pending = self._end - self._start
         self._buffer[:pending] = self._buffer[self._start : self._end]
         self._start, self._end = 0, pending
+
+
+class FrameReader(SizePrefixedFrameReader[Frame]):
+    """odradek's msgpack frames: ``uint32 frame_size | uint32 header_size | header | payload``,
+    both sizes checked before anything is allocated for the frame. A frame's reservation is
+    its payload's."""
+
+    prefix_bytes = SIZE_FIELDS_BYTES
+
+    def check_prefix(self, buffer: bytearray, start: int, available: int) -> int:
+        frame_size = int.from_bytes(buffer[start : start + 4], "big")
+        header_size = None
+        if available >= SIZE_FIELDS_BYTES:
+            header_size = int.from_bytes(buffer[start + 4 : start + 8], "big")
+        check_frame_size(frame_size, header_size, self._max_frame_bytes)
+        return frame_size
+
+    def decode(self, body: bytearray) -> Frame:
+        return decode_frame(body)
+
+    def retained_bytes(self, frame: Frame) -> int:
+        return len(frame.payload)

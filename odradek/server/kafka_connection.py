@@ -10,6 +10,12 @@ first step, so one connection's produce requests apply in arrival order.
 A frame that cannot be read, a header that cannot be parsed, an API or version not served
 (except ApiVersions, answered with UNSUPPORTED_VERSION and the full list as Kafka does) and a
 body that cannot be decoded close the connection, logged once with the peer, as Kafka does.
+
+Reading is bounded as on msgpack connections, by the same RequestReadControl: each request's
+bytes are reserved in the broker's request memory pool (``queued.max.request.bytes``) as they
+arrive, reading stops while the pool is exhausted, and a request must arrive whole within
+``socket.request.timeout.ms`` of its first byte. A request's reservation is released once its
+response is written (or it is refused).
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ from odradek.server.kafka_frame_reader import KafkaFrameReader
 from odradek.server.kafka_request import KafkaRequest
 from odradek.server.kafka_request_handler import KafkaRequestHandler
 from odradek.server.metrics import BrokerMetrics
+from odradek.server.request_memory_pool import RequestMemoryPool
+from odradek.server.request_read_control import RequestReadControl
 from odradek.server.response_writer import ResponseWriter
 from odradek.server.session import Session, principal_of_transport
 
@@ -59,6 +67,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         registry: ConnectionRegistry,
         metrics: BrokerMetrics,
         executor: Executor,
+        memory_pool: RequestMemoryPool,
         session: Session | None = None,
     ) -> None:
         self._handler = handler
@@ -67,7 +76,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._registry = registry
         self._metrics = metrics
         self._executor = executor
-        self._reader = KafkaFrameReader(settings.max_request_bytes)
+        self._memory_pool = memory_pool
+        self._reader = KafkaFrameReader(settings.max_request_bytes, memory_pool)
+        self._read_control = RequestReadControl(
+            self._reader,
+            memory_pool,
+            settings.request_timeout_ms,
+            metrics,
+            self._update_reading,
+            self._abort,
+        )
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
         self._writer: ResponseWriter | None = None
@@ -111,6 +129,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             transport, self.peer, self._executor, self._metrics, self._update_reading
         )
         self._arm_idle_timer(self._settings.max_idle_ms / 1000)
+        self._read_control.start(self.peer)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._registry.unregister(self)
@@ -119,12 +138,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._idle_timer.cancel()
         if self._auth_timer is not None:
             self._auth_timer.cancel()
+        self._read_control.close()
         if self._writer is not None:
             self._writer.close()
         for task in self._tasks:
             task.cancel()
         if exc is not None:
             logger.info("%s: connection lost: %s", self.peer, exc)
+
+    def request_began_at(self, when: float) -> None:
+        """Its first request began at loop time ``when``, while its protocol was detected."""
+        self._read_control.began_at(when)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._reader.get_buffer()
@@ -137,9 +161,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except FrameError as error:
             self._close_for("bad_frame", error.message)
             return
+        self._read_control.received(bool(frames))
         for frame in frames:
             if self._closing:
-                return
+                self._memory_pool.release(len(frame))
+                continue
             self._dispatch(frame)
 
     def eof_received(self) -> bool:
@@ -161,20 +187,29 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _dispatch(self, frame: memoryview) -> None:
         received = time.perf_counter()
+        size = len(frame)
         session = self._session
         if session is not None and not session.authenticated:
             if session.authenticator.expects_bare_token:  # after SaslHandshake v0
-                self._start(self._bare_token(frame), len(frame))
+                self._start(self._bare_token(frame), size)
                 return
         try:
             request = self._handler.decode(frame)
         except InvalidRequestError as error:
+            self._memory_pool.release(size)
             self._close_for("bad_request", error.message)
+            return
+        except Exception:  # a defect in a decoder must not keep the request's memory
+            self._memory_pool.release(size)
+            logger.exception("%s: closing Kafka connection: a request failed to decode", self.peer)
+            self._metrics.closed_connections.labels("bad_request").inc()
+            self._abort()
             return
         if session is not None and not session.authenticated:
             # --- security hook: before authentication only ApiVersions, SaslHandshake and
             # SaslAuthenticate are served; anything else closes the connection.
             if not session.authenticator.allows(request.api_key):
+                self._memory_pool.release(size)
                 self._record(request, SaslAuthenticationFailedError.code, received)
                 self._close_for(
                     "unauthenticated",
@@ -184,11 +219,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
         if request.refusal is not None:
             if request.api_key != API_VERSIONS:
+                self._memory_pool.release(size)
                 self._record(request, request.refusal.code, received)
                 self._close_for("unsupported_version", request.refusal.message)
                 return
             logger.info("%s: %s", self.peer, request.refusal.message)
-        size = len(frame)
         written = self._loop.create_future()
         previous, self._previous_response = self._previous_response, written
         self._start(self._handle(request, size, received, previous, written), size)
@@ -196,6 +231,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _start(self, handling: Coroutine[Any, Any, None], size: int) -> None:
         self._in_flight_bytes += size
         task = self._loop.create_task(handling)
+        # released when the task ends, even if cancelled (connection lost) before it ran
+        task.add_done_callback(lambda _: self._memory_pool.release(size))
         self._tasks.add(task)
         self._update_reading()
 
@@ -289,6 +326,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         pause = (
             self._transport_paused
+            or self._read_control.waiting_for_memory
             or (self._writer is not None and self._writer.backlog_bytes > WRITE_BUFFER_HIGH_BYTES)
             or len(self._tasks) >= MAX_IN_FLIGHT_REQUESTS
             or self._in_flight_bytes >= MAX_IN_FLIGHT_BYTES
@@ -297,8 +335,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._reading_paused = pause
             if pause:
                 self._transport.pause_reading()
+                self._read_control.paused()
             else:
                 self._transport.resume_reading()
+                self._read_control.resumed()
 
     def _arm_idle_timer(self, delay_s: float) -> None:
         self._idle_timer = self._loop.call_later(delay_s, self._check_idle)
@@ -321,6 +361,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         logger.warning("%s: closing Kafka connection: %s", self.peer, message)
         self._metrics.closed_connections.labels(reason).inc()
+        self._abort()
+
+    def _abort(self) -> None:
         self._closing = True
         self._transport.abort()
 

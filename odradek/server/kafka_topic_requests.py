@@ -134,9 +134,7 @@ class KafkaTopicRequests:
         if counts:
             response = await self._call(
                 context,
-                CreatePartitionsRequest(
-                    tuple(counts), body["validate_only"], body["timeout"]
-                ),
+                CreatePartitionsRequest(tuple(counts), body["validate_only"], body["timeout"]),
             )
             grown = iter(response.topics)
             for index, result in enumerate(results):

@@ -24,7 +24,7 @@ import asyncio
 import enum
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from odradek.server.client_connection import ConnectionRegistry
@@ -60,28 +60,53 @@ def detect_protocol(first: bytes, max_request_bytes: int) -> WireProtocol | None
     return None
 
 
-ProtocolFactory = Callable[[], asyncio.BufferedProtocol]
+class DetectedConnection(Protocol):
+    """What the detector hands a connection over to: a buffered protocol that can be told
+    when the request it is fed began."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None: ...
+
+    def get_buffer(self, sizehint: int) -> memoryview: ...
+
+    def buffer_updated(self, nbytes: int) -> None: ...
+
+    def request_began_at(self, when: float) -> None: ...
+
+
+ProtocolFactory = Callable[[], DetectedConnection]
 
 
 class ProtocolDetector(asyncio.BufferedProtocol):
     """A new connection's protocol until its first 9 bytes arrive; then it hands the
-    transport, and those bytes, to the connection type of the protocol detected."""
+    transport, and those bytes, to the connection type of the protocol detected.
+
+    As on a connection whose protocol is known, silence is idleness (closed after
+    ``idle_timeout_ms``, ``connections.max.idle.ms``) and the first byte starts the request's
+    clock: the 9 bytes must arrive within ``request_timeout_ms`` (``socket.request.timeout.ms``)
+    of it, or the connection is closed, logged with the peer and counted by ``on_timed_out``.
+    The connection handed over is told when those bytes began (``request_began_at``), so its
+    first request, too, must be whole within the timeout of its first byte."""
 
     def __init__(
         self,
         factories: dict[WireProtocol, ProtocolFactory],
         max_request_bytes: int,
-        timeout_s: float,
+        idle_timeout_ms: int,
+        request_timeout_ms: int,
         registry: ConnectionRegistry,
         on_refused: Callable[[], None],
+        on_timed_out: Callable[[], None],
     ) -> None:
         self._factories = factories
         self._max_request_bytes = max_request_bytes
-        self._timeout_s = timeout_s
+        self._idle_timeout_ms = idle_timeout_ms
+        self._request_timeout_ms = request_timeout_ms
         self._registry = registry
         self._on_refused = on_refused
+        self._on_timed_out = on_timed_out
         self._buffer = bytearray(DETECTION_BYTES)
         self._received = 0
+        self._first_byte_at = 0.0  # loop time
         self._transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._handed_over = False
@@ -95,7 +120,9 @@ class ProtocolDetector(asyncio.BufferedProtocol):
         if not self._registry.register(self):  # counted from accept on (max.connections)
             transport.abort()
             return
-        self._timer = asyncio.get_running_loop().call_later(self._timeout_s, self._timed_out)
+        self._timer = asyncio.get_running_loop().call_later(
+            self._idle_timeout_ms / 1000, self._idle
+        )
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return memoryview(self._buffer)[self._received :]
@@ -103,8 +130,16 @@ class ProtocolDetector(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         if self._timer is None:
             return  # refused at accept
+        first_bytes = self._received == 0
+        if first_bytes:
+            self._first_byte_at = asyncio.get_running_loop().time()
         self._received += nbytes
         if self._received < DETECTION_BYTES and not self._size_refused():
+            if first_bytes:
+                self._timer.cancel()
+                self._timer = asyncio.get_running_loop().call_later(
+                    self._request_timeout_ms / 1000, self._timed_out
+                )
             return
         self._timer.cancel()
         first = bytes(self._buffer[: self._received])
@@ -138,6 +173,7 @@ class ProtocolDetector(asyncio.BufferedProtocol):
             target[:count] = first[fed : fed + count]
             fed += count
             connection.buffer_updated(count)
+        connection.request_began_at(self._first_byte_at)
 
     def _size_refused(self) -> bool:
         """Whether the size prefix alone (once its 4 bytes are in) rules out both protocols."""
@@ -160,11 +196,23 @@ class ProtocolDetector(asyncio.BufferedProtocol):
         if self._transport is not None and not self._handed_over:
             self._transport.abort()
 
-    def _timed_out(self) -> None:
+    def _idle(self) -> None:
         logger.info(
-            "%s: closing connection: %d bytes in %.1f s, too few to tell its protocol",
+            "%s: closing connection silent for %.1f s (connections.max.idle.ms)",
             self.peer,
-            self._received,
-            self._timeout_s,
+            self._idle_timeout_ms / 1000,
         )
+        self._transport.abort()
+
+    def _timed_out(self) -> None:
+        logger.warning(
+            "%s: closing connection: a request still incomplete after %.1f s "
+            "(socket.request.timeout.ms=%d), %d of its bytes received, too few to tell its "
+            "protocol",
+            self.peer,
+            self._request_timeout_ms / 1000,
+            self._request_timeout_ms,
+            self._received,
+        )
+        self._on_timed_out()
         self._transport.abort()

@@ -132,7 +132,13 @@ class SocketServer:
         session = Session(endpoint, authenticator=authenticator() if authenticator else None)
         factories = {
             WireProtocol.KAFKA: lambda: KafkaConnection(
-                self._kafka_handler, self._settings, self, self._metrics, self._executor, session
+                self._kafka_handler,
+                self._settings,
+                self,
+                self._metrics,
+                self._executor,
+                self.memory_pool,
+                session,
             ),
         }
         factories[WireProtocol.MSGPACK] = lambda: ClientConnection(
@@ -145,14 +151,16 @@ class SocketServer:
             session,
         )
         max_request_bytes = self._settings.max_request_bytes
-        detection_timeout_s = self._settings.max_idle_ms / 1000
+        idle_timeout_ms = self._settings.max_idle_ms
         if session.authenticator is not None:
             max_request_bytes = min(max_request_bytes, self._sasl_max_receive_bytes)
-            detection_timeout_s = min(detection_timeout_s, session.authenticator.timeout_s)
+            idle_timeout_ms = min(idle_timeout_ms, int(session.authenticator.timeout_s * 1000))
         return ProtocolDetector(
             factories,
             max_request_bytes,
-            detection_timeout_s,
+            idle_timeout_ms,
+            self._settings.request_timeout_ms,
             self,
             self._metrics.closed_connections.labels("unknown_protocol").inc,
+            self._metrics.closed_connections.labels("request_timeout").inc,
         )
