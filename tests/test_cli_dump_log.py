@@ -26,6 +26,7 @@ from odradek.record.memory_records import MemoryRecords
 from odradek.record.record_batch import (
     ATTRIBUTES_OFFSET,
     BATCH_LENGTH_OFFSET,
+    DELETE_HORIZON_FLAG_MASK,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     TimestampType,
@@ -203,6 +204,28 @@ def test_batch_header_fields_come_from_the_file(tmp_path: Path) -> None:
         "isControl": False,
         "crcValid": True,
     }
+
+
+def test_a_delete_horizon_set_by_kafkas_cleaner_is_shown(tmp_path: Path) -> None:
+    """Kafka's cleaner flags a batch holding a kept tombstone (attribute bit 6) and stores the
+    delete horizon in its base timestamp field; Kafka's dump tool shows it as deleteHorizonMs
+    (tests/test_kafka_reference_files.py reads such batches from Kafka itself)."""
+    horizon = BASE_TIME_MS + 86_400_000
+    data = bytearray(build_batch([(horizon, b"k", None, ())]))
+    attributes = struct.unpack_from(">h", data, ATTRIBUTES_OFFSET)[0]
+    struct.pack_into(">h", data, ATTRIBUTES_OFFSET, attributes | DELETE_HORIZON_FLAG_MASK)
+    write_crc(data, 0)
+    log_file = tmp_path / "00000000000000000000.log"
+    log_file.write_bytes(bytes(data))
+
+    result = dump("--json", log_file)
+
+    assert result.exit_code == 0, result.stderr
+    [batch] = json_lines(result, "batch")
+    assert batch["deleteHorizonMs"] == batch["baseTimestamp"] == horizon
+    log_file.write_bytes(build_batch([(horizon, b"k", None, ())]))
+    [plain] = json_lines(dump("--json", log_file), "batch")
+    assert "deleteHorizonMs" not in plain
 
 
 def kafka_python_batch(base_offset: int, codec: CompressionType, n: int) -> bytes:
@@ -465,6 +488,22 @@ def test_verify_index_on_an_active_segment_truncated_live(tmp_path: Path, index_
         assert result.exit_code == 0, result.stderr
         entries = json_lines(result, "entry")
         assert 0 < len(entries) < 8 and all(entry["offset"] < 9 for entry in entries)
+
+
+def test_the_preallocated_indexes_of_a_segment_with_no_entries_yet(tmp_path: Path) -> None:
+    """A segment holding one batch has no index entry yet (the first batch of a segment is
+    never indexed), only zeros: not an entry for offset 0 at position 0, which would not
+    match the batch there. Found on Kafka's files copied from a running broker
+    (tests/test_kafka_reference_files.py); Kafka's own dump tool reports a mismatch there."""
+    with open_log(tmp_path / "orders-0", INDEXED) as log:
+        log.append(build_batch(records_for(0)))
+        indexes = [names.offset_index_file(log.dir, 0), names.time_index_file(log.dir, 0)]
+
+        result = dump("--json", "--verify-index", *indexes)
+
+        assert result.exit_code == 0, result.stderr
+        assert json_lines(result, "entry") == []
+        assert [summary["entries"] for summary in json_lines(result, "summary")] == [0, 0]
 
 
 def test_dumping_changes_no_file(segment: Path) -> None:

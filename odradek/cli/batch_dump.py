@@ -74,7 +74,8 @@ def dump_log_file(path: Path, printer: DumpPrinter, with_records: bool) -> list[
 def describe_batch(
     batch: RecordBatch, codec: CompressionType | None, computed_crc: int
 ) -> dict[str, object]:
-    """The header fields of ``batch``, with the CRC it should have when it has another."""
+    """The header fields of ``batch``, with Kafka's delete horizon when its cleaner set one and
+    the CRC it should have when it has another."""
     fields: dict[str, object] = {
         "baseOffset": batch.base_offset,
         "lastOffset": batch.last_offset,
@@ -93,6 +94,8 @@ def describe_batch(
         "crcValid": computed_crc == batch.crc,
         "crc": batch.crc,
     }
+    if batch.delete_horizon_ms is not None:  # then baseTimestamp is that horizon
+        fields["deleteHorizonMs"] = batch.delete_horizon_ms
     if computed_crc != batch.crc:
         fields["computedCrc"] = computed_crc
     return fields

@@ -49,6 +49,9 @@ COMPRESSION_CODEC_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_FLAG_MASK = 0x10
 CONTROL_FLAG_MASK = 0x20
+# Set by Kafka's cleaner on a batch holding a tombstone it kept: the base timestamp field then
+# holds the delete horizon, and the records' timestamp deltas are relative to it.
+DELETE_HORIZON_FLAG_MASK = 0x40
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -155,6 +158,11 @@ class RecordBatch:
     @property
     def is_control(self) -> bool:
         return bool(self.attributes & CONTROL_FLAG_MASK)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """When a tombstone of this batch may be removed, if Kafka's cleaner set it (bit 6)."""
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_FLAG_MASK else None
 
     @property
     def last_offset_delta(self) -> int:
