@@ -37,6 +37,9 @@ COMPATIBILITY_DOC = Path(__file__).parents[1] / "docs" / "kafka-compatibility.md
 OFFSET_OUT_OF_RANGE = 1
 NOW = int(time.time() * 1000)
 DAY_MS = 86_400_000
+BASE = NOW - 3_600_000
+"""Where the scenarios' explicit timestamps start: an hour ago, well inside the default
+retention (a timestamp near 1970 would let retention delete the records mid-scenario)."""
 
 
 @dataclass
@@ -78,12 +81,21 @@ RUN = uuid.uuid4().hex[:6]  # topic names unique to a run
 
 
 def create_topic(target: Target, name: str, partitions: int = 1, **configs: str) -> None:
-    """Create the topic and wait until its partitions answer ListOffsets (Kafka's broker learns
-    of a topic from its controller a moment after CreateTopics returns)."""
+    """Create the topic and wait until it has a leader and answers ListOffsets (Kafka's broker
+    learns of a topic from its controller a moment after CreateTopics returns, and a loaded
+    machine makes that moment long)."""
     admin = target.admin()
     topic = NewTopic(name, num_partitions=partitions, replication_factor=1, config=configs)
     admin.create_topics([topic])[name].result(timeout=30)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
+    probe = confluent_kafka.Producer({"bootstrap.servers": target.bootstrap})
+    while True:
+        metadata = probe.list_topics(name, timeout=10).topics.get(name)
+        if metadata and metadata.error is None and metadata.partitions:
+            if all(p.leader >= 0 for p in metadata.partitions.values()):
+                break
+        assert time.monotonic() < deadline, f"{target.name}: {name} has no leader after 60 s"
+        time.sleep(0.2)
     while True:
         try:
             list_offsets(target, name, OffsetSpec.latest())
@@ -91,7 +103,7 @@ def create_topic(target: Target, name: str, partitions: int = 1, **configs: str)
         except confluent_kafka.KafkaException:
             if time.monotonic() > deadline:
                 raise
-            time.sleep(0.2)
+            time.sleep(0.5)
 
 
 def both(
@@ -204,14 +216,14 @@ def _list_offsets(target: Target, topic: str) -> dict[str, object]:
         "by time": list_offsets(target, topic + "-empty", OffsetSpec.for_timestamp(0)),
     }
     create_topic(target, topic)
-    produce(target, topic, [(b"v%d" % n, ts) for n, ts in enumerate(TIMESTAMPS)])
+    produce(target, topic, [(b"v%d" % n, BASE + ts) for n, ts in enumerate(TIMESTAMPS)])
     found = {
         "earliest": list_offsets(target, topic, OffsetSpec.earliest()),
         "latest": list_offsets(target, topic, OffsetSpec.latest()),
         "max": list_offsets(target, topic, OffsetSpec.max_timestamp()),
     }
     for target_ms in (0, 1_000, 1_500, 3_000, 4_500, 7_000, 7_001):
-        found[target_ms] = list_offsets(target, topic, OffsetSpec.for_timestamp(target_ms))
+        found[target_ms] = list_offsets(target, topic, OffsetSpec.for_timestamp(BASE + target_ms))
     return {"empty": empty, "written": found}
 
 
@@ -243,7 +255,7 @@ def _run_steps(target: Target, topic: str, script: list[tuple]) -> list[object]:
     end = 0
     for kind, argument in script:
         if kind == "produce":
-            reports = produce(target, topic, [(b"r", ts) for ts in argument])
+            reports = produce(target, topic, [(b"r", BASE + ts) for ts in argument])
             end += len(argument)
             observed.append([(error, offset) for error, offset, _kind in reports])
         elif kind == "delete-records":
@@ -254,7 +266,7 @@ def _run_steps(target: Target, topic: str, script: list[tuple]) -> list[object]:
                 "earliest": OffsetSpec.earliest(),
                 "latest": OffsetSpec.latest(),
                 "max": OffsetSpec.max_timestamp(),
-            }.get(argument) or OffsetSpec.for_timestamp(argument)
+            }.get(argument) or OffsetSpec.for_timestamp(BASE + argument)
             offset, timestamp = list_offsets(target, topic, spec)
             observed.append((offset, timestamp))
     return observed
