@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cleaner_helpers import CLEANER, clean_fully
 from kafka_reference import (
     JavaClient,
     ProducedRecord,
@@ -42,7 +43,6 @@ from kafka_reference import (
 )
 from log_helpers import open_log
 from serve_process import ServeProcess
-from test_cleaner_helpers import CLEANER, clean_fully
 
 from odradek.cli.dump_output import display_bytes
 from odradek.client import Consumer
