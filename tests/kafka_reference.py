@@ -170,14 +170,28 @@ class JavaClient:
         assert next(acks, None) is None, "more acknowledgements than records"
         return results
 
-    def consume(self, *topics: str, **properties: str) -> dict[str, list[StoredRecord]]:
+    def consume(
+        self, *topics: str, start: Sequence[str] = (), **properties: str
+    ) -> dict[str, list[StoredRecord]]:
         """Every record of the topics up to their end offsets, as Kafka's consumer returns
-        them (one call, one JVM)."""
-        args = [arg for topic in topics for arg in ("--topic", topic)]
+        them (one call, one JVM), manually assigned from the beginning or from ``start``: the
+        harness's options, e.g. ("--from", "5"), ("--from-timestamp", "1000"),
+        ("--from-end", "true")."""
+        return self.consume_positions(*topics, start=start, **properties)[1]
+
+    def consume_positions(
+        self, *topics: str, start: Sequence[str] = (), **properties: str
+    ) -> tuple[dict[tuple[str, int], int], dict[str, list[StoredRecord]]]:
+        """:meth:`consume`, with where the seek put each partition's consumer."""
+        args = [arg for topic in topics for arg in ("--topic", topic)] + list(start)
         for name, value in properties.items():
             args += ["--property", f"{name.replace('_', '.')}={value}"]
         records: dict[str, list[StoredRecord]] = {topic: [] for topic in topics}
+        positions: dict[tuple[str, int], int] = {}
         for row in self._run("consume", args):
+            if "start" in row:
+                positions[(row["topic"], row["partition"])] = row["start"]
+                continue
             records[row["topic"]].append(
                 StoredRecord(
                     row["partition"],
@@ -188,7 +202,15 @@ class JavaClient:
                     tuple((name, _unb64(value)) for name, value in row["headers"]),
                 )
             )
-        return records
+        return positions, records
+
+    def admin(self, *steps: Sequence[str]) -> list[dict]:
+        """Kafka's Admin client runs the steps (the harness's ``admin`` command, one JVM); one
+        answer a step: what the step returned, or ``{"error": ExceptionClass, "message"}``."""
+        lines = ["\t".join(str(field) for field in step) for step in steps]
+        answers = self._run("admin", [], "\n".join(lines) + "\n")
+        assert len(answers) == len(steps), answers
+        return answers
 
     def offsets_for_times(
         self, topics: Iterable[str], timestamps: Iterable[int]

@@ -59,7 +59,7 @@ KAFKA_BROKER_DEFAULTS = {
     "message.max.bytes": 1048588,
     "log.message.timestamp.type": "CreateTime",
     "log.message.timestamp.before.max.ms": LONG_MAX,
-    "log.message.timestamp.after.max.ms": LONG_MAX,
+    "log.message.timestamp.after.max.ms": 3_600_000,
     "compression.type": "producer",
     "log.segment.delete.delay.ms": 60000,
     "log.preallocate": False,

@@ -28,7 +28,7 @@ KAFKA_TOPIC_DEFAULTS = {
     "max.message.bytes": "1048588",
     "message.timestamp.type": "CreateTime",
     "message.timestamp.before.max.ms": "9223372036854775807",
-    "message.timestamp.after.max.ms": "9223372036854775807",
+    "message.timestamp.after.max.ms": "3600000",
     "flush.messages": "9223372036854775807",
     "flush.ms": "9223372036854775807",
     "file.delete.delay.ms": "60000",

@@ -696,7 +696,11 @@ def test_kafka_serves_what_odradek_appended_to_its_log_directory(
 def odradek_written(tmp_path: Path) -> Path:
     """A partition directory written by odradek's Log, rolled into several segments."""
     directory = tmp_path / "written-0"
-    config = LogConfig(segment_bytes=1000, index_interval_bytes=1)
+    # The log's mock clock stands in 2023, the batches carry today's times (as Kafka's do):
+    # accept them however far ahead they look (Kafka 4's default allows an hour).
+    config = LogConfig(
+        segment_bytes=1000, index_interval_bytes=1, message_timestamp_after_max_ms=2**63 - 1
+    )
     with open_log(directory, config) as log:
         for batch in _odradek_batches():
             log.append(batch)

@@ -87,9 +87,9 @@ TOPIC_CONFIG_DEF = ConfigDef(
                   "How far a CreateTime timestamp may lie before the broker's clock; older "
                   "batches are refused.",
                   Validator.at_least(0)),
-        ConfigKey("message.timestamp.after.max.ms", LONG, LONG_MAX, MEDIUM,
+        ConfigKey("message.timestamp.after.max.ms", LONG, 3_600_000, MEDIUM,
                   "How far a CreateTime timestamp may lie after the broker's clock; batches "
-                  "further in the future are refused.",
+                  "further in the future are refused (Kafka 4's default: one hour).",
                   Validator.at_least(0)),
         ConfigKey("flush.messages", LONG, LONG_MAX, MEDIUM,
                   "Records appended before the log is forced to disk with fsync; by default the "

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.errors import InvalidRequestError
+from odradek.protocol.configs import DescribeConfigsRequest
 from odradek.protocol.kafka import api_versions as apis
 from odradek.protocol.topics import (
     CreatableTopic,
@@ -14,6 +15,7 @@ from odradek.protocol.topics import (
     CreateTopicsRequest,
     DeleteTopicsRequest,
 )
+from odradek.server.kafka_config_requests import CONFIG_SOURCE_CODES
 from odradek.server.kafka_request import CallApis, KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext
 from odradek.server.topic_ids import TopicIds
@@ -68,9 +70,13 @@ class KafkaTopicRequests:
                 context,
                 CreateTopicsRequest(tuple(creatable), body["validate_only"], body["timeout"]),
             )
+            configs_of: dict[str, list[dict[str, Any]]] = {}
             if not body["validate_only"]:
                 await self._topic_ids.ensure(
                     {t.name: t.num_partitions for t in response.topics if not t.error}
+                )
+                configs_of = await self._configs(
+                    context, [t.name for t in response.topics if not t.error]
                 )
             created = iter(response.topics)
             for index, result in enumerate(results):
@@ -83,9 +89,33 @@ class KafkaTopicRequests:
                         "error_message": found.message,
                         "num_partitions": found.num_partitions,
                         "replication_factor": 1 if not found.error else -1,
-                        "configs": None,
+                        # Kafka's Java admin client reads the configs of every topic created
+                        # without error (it fails on null); a failed topic has none.
+                        "configs": None if found.error else configs_of.get(found.name, []),
                     }
         return {"topics": results}
+
+    async def _configs(
+        self, context: RequestContext, names: list[str]
+    ) -> dict[str, list[dict[str, Any]]]:
+        """Every config of the topics just created, as CreateTopics v5+ returns them."""
+        if not names:
+            return {}
+        response = await self._call(context, DescribeConfigsRequest(tuple(names)))
+        return {
+            topic.name: [
+                {
+                    "name": entry.name,
+                    "value": entry.value,
+                    "read_only": False,
+                    "config_source": CONFIG_SOURCE_CODES[entry.source.name],
+                    "is_sensitive": False,
+                }
+                for entry in topic.entries
+            ]
+            for topic in response.topics
+            if not topic.error
+        }
 
     async def _delete_topics(self, request: KafkaRequest, context: RequestContext) -> dict:
         body = request.body

@@ -44,6 +44,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * produce      --bootstrap HOST:PORT [--topic T] [--property K=V]... (records on stdin)
  * consume      --bootstrap HOST:PORT (--topic T)... [--property K=V]... (to the end offsets)
  * offsets-for-times --bootstrap HOST:PORT (--topic T)... (--timestamp MS)...
+ * admin        --bootstrap HOST:PORT [--property K=V]... (steps on stdin)
  * </pre>
  *
  * produce reads one line per step, fields separated by tabs:
@@ -58,9 +59,23 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * transaction's records are in the log, as after a producer that failed mid-transaction.
  *
  * consume prints one line per record of every partition of each --topic (or partition P of
- * them with --partition P) from the start (or --from OFFSET) up to the end offsets taken when
+ * them with --partition P) from the start (or --from OFFSET, or --from-timestamp MS: the offset
+ * offsetsForTimes finds, the end when none; or --from-end) up to the end offsets taken when
  * it starts: topic, partition, offset, timestamp, timestampType, key, value, headers (bytes
- * base64, null as null).
+ * base64, null as null). Before them, one {@code {"topic","partition","start"}} line per
+ * partition gives the position the seek left the consumer at. The consumer is manually
+ * assigned (no group: odradek serves no group APIs yet).
+ *
+ * admin runs Kafka's Admin client, one step a line (tab-separated fields), and prints one JSON
+ * line per step: its answer, or {@code {"error": ExceptionClass, "message": ...}}:
+ * {@code create-topic T PARTITIONS [K=V]...}, {@code delete-topic T},
+ * {@code create-partitions T TOTAL}, {@code list-topics},
+ * {@code describe-configs T} (every config: value, source, readOnly, sensitive),
+ * {@code alter-configs T [K=V]...} (AlterConfigs: replaces the whole override set),
+ * {@code set-configs T [K=V]...} and {@code delete-configs T [K]...} (IncrementalAlterConfigs),
+ * {@code delete-records T PARTITION OFFSET} (the new low watermark),
+ * {@code describe-cluster}, {@code describe-topic T} (partitions, leaders, topic id),
+ * {@code list-offsets T PARTITION SPEC} (SPEC earliest, latest, max-timestamp or a timestamp).
  */
 public final class KafkaHarness {
 
@@ -78,6 +93,7 @@ public final class KafkaHarness {
             case "produce" -> produce(options, out);
             case "consume" -> consume(options, out);
             case "offsets-for-times" -> offsetsForTimes(options, out);
+            case "admin" -> AdminSteps.run(options.clientProperties(), out);
             default -> throw new IllegalArgumentException("unknown command " + args[0]);
         }
         out.flush();
@@ -220,10 +236,24 @@ public final class KafkaHarness {
                 }
             }
             consumer.assign(partitions);
-            if (options.from == null) {
+            if (options.fromEnd) {
+                consumer.seekToEnd(partitions);
+            } else if (options.fromTimestamp != null) {
+                Map<TopicPartition, Long> query = new HashMap<>();
+                partitions.forEach(tp -> query.put(tp, options.fromTimestamp));
+                Map<TopicPartition, OffsetAndTimestamp> found =
+                        consumer.offsetsForTimes(query, Duration.ofMillis(options.timeoutMs));
+                Map<TopicPartition, Long> ends = consumer.endOffsets(partitions);
+                partitions.forEach(tp -> consumer.seek(tp,
+                        found.get(tp) == null ? ends.get(tp) : found.get(tp).offset()));
+            } else if (options.from == null) {
                 consumer.seekToBeginning(partitions);
             } else {
                 partitions.forEach(tp -> consumer.seek(tp, options.from));
+            }
+            for (TopicPartition tp : partitions) {
+                out.println("{\"topic\":" + json(tp.topic()) + ",\"partition\":" + tp.partition()
+                        + ",\"start\":" + consumer.position(tp) + "}");
             }
             Map<TopicPartition, Long> end = consumer.endOffsets(partitions);
             long deadline = System.currentTimeMillis() + options.timeoutMs;
@@ -306,7 +336,7 @@ public final class KafkaHarness {
         return data == null ? "null" : "\"" + Base64.getEncoder().encodeToString(data) + "\"";
     }
 
-    private static String json(String text) {
+    static String json(String text) {
         StringBuilder quoted = new StringBuilder("\"");
         for (char c : text.toCharArray()) {
             switch (c) {
@@ -343,6 +373,8 @@ public final class KafkaHarness {
         final List<TopicSpec> topics = new ArrayList<>();
         Integer partition;
         Long from;
+        Long fromTimestamp;
+        boolean fromEnd;
         final List<Long> timestamps = new ArrayList<>();
         long timeoutMs = 60000;
         final Properties properties = new Properties();
@@ -363,6 +395,8 @@ public final class KafkaHarness {
                     case "--partitions" -> options.lastTopic().partitions = Integer.parseInt(value);
                     case "--partition" -> options.partition = Integer.valueOf(value);
                     case "--from" -> options.from = Long.valueOf(value);
+                    case "--from-timestamp" -> options.fromTimestamp = Long.valueOf(value);
+                    case "--from-end" -> options.fromEnd = Boolean.parseBoolean(value);
                     case "--timestamp" -> options.timestamps.add(Long.valueOf(value));
                     case "--timeout-ms" -> options.timeoutMs = Long.parseLong(value);
                     case "--config" -> {
@@ -376,7 +410,7 @@ public final class KafkaHarness {
                     default -> throw new IllegalArgumentException("unknown option " + args[i]);
                 }
             }
-            if (options.bootstrap == null || (options.topic == null && !args[0].equals("produce"))) {
+            if (options.bootstrap == null || (options.topic == null && !args[0].equals("produce") && !args[0].equals("admin"))) {
                 throw new IllegalArgumentException("--bootstrap and --topic are required");
             }
             return options;
