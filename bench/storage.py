@@ -8,7 +8,7 @@ same bytes, because absolute times on a shared 2-core machine are noisy:
     that validates, copies and assigns offsets, pwrite, two index entries) with no Log,
     segment or index objects; the ratio a Python append can reach at best, for judging the
     0.6 target;
-  - the append vs raw os.write that also does what SPEC 4 asks of each roll: a new file
+  - the append vs raw os.write that also does what design §4 asks of each roll: a new file
     every segment.bytes and an fsync of the full one in a background thread. A raw write
     of a few hundred MB ends before the kernel writes anything back, while the log's rolls
     write back every full segment meanwhile; this line leaves that mandated cost out;

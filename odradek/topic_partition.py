@@ -1,4 +1,4 @@
-"""TopicPartition and the rules for topic names and partition directory names (SPEC 2)."""
+"""TopicPartition and the rules for topic names and partition directory names (design §2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Cleaner: which records a cleaned log keeps and how it stores them (SPEC 11)."""
+"""Cleaner: which records a cleaned log keeps and how it stores them (design §11)."""
 
 from __future__ import annotations
 

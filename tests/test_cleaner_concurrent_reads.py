@@ -1,4 +1,4 @@
-"""Consumers reading a partition while it is written and cleaned (SPEC 11): no error, no gap in
+"""Consumers reading a partition while it is written and cleaned (design §11): no error, no gap in
 the latest values, no offset going backwards."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Crash safety of the cleaner's swap (SPEC 8, 11): the work is killed after each step of
+"""Crash safety of the cleaner's swap (design §8, 11): the work is killed after each step of
 ``.cleaned`` -> ``.swap`` -> ``.log``, and reopening the log (LogLoader) gives a log with no
 record lost, none duplicated and every latest value intact."""
 

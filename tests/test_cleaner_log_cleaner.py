@@ -1,5 +1,5 @@
 """LogCleaner: cleaner threads running their cleanings in a worker process each, and the
-controls the LogManager uses (SPEC 11, 12)."""
+controls the LogManager uses (design §11, 12)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """LogCleanerManager: choosing the dirtiest log, its dirty section, and keeping the cleaner and
-the rest of the broker off each other's logs (SPEC 11)."""
+the rest of the broker off each other's logs (design §11)."""
 
 from __future__ import annotations
 

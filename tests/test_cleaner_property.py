@@ -1,5 +1,5 @@
 """Property: whatever is written, a consumer reading a cleaned log from the start reads what a
-model says: the latest record of each key, and tombstones until their horizon (SPEC 11)."""
+model says: the latest record of each key, and tombstones until their horizon (design §11)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Log.replace_segments: the live half of the cleaner's crash-safe swap (SPEC 11)."""
+"""Log.replace_segments: the live half of the cleaner's crash-safe swap (design §11)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Log: append, read, high watermark, flush, retention, truncation (SPEC 4, 6, 7, 9, 10)."""
+"""Log: append, read, high watermark, flush, retention, truncation (design §4, 6, 7, 9, 10)."""
 
 from __future__ import annotations
 
@@ -346,7 +346,7 @@ def test_retention_by_time(partition_dir: Path) -> None:
 def test_retention_by_time_dates_a_segment_without_timestamps_by_its_file(
     partition_dir: Path,
 ) -> None:
-    """SPEC 10: records with no timestamp (-1) leave the time index empty; the segment's
+    """design §10: records with no timestamp (-1) leave the time index empty; the segment's
     largest timestamp is then its .log file's mtime."""
     clock = MockClock(BASE_TIME_MS)
     config = LogConfig(retention_ms=10_000, file_delete_delay_ms=0)
@@ -470,7 +470,7 @@ def test_offset_for_timestamp(partition_dir: Path) -> None:
 
 
 def test_list_offsets_latest_is_the_high_watermark_for_consumers(partition_dir: Path) -> None:
-    """SPEC 6: ListOffsets "latest" is the HW for consumers (Kafka's READ_UNCOMMITTED: no offset
+    """design §6: ListOffsets "latest" is the HW for consumers (Kafka's READ_UNCOMMITTED: no offset
     they cannot fetch yet), the LEO for replicas; "earliest" is the log start offset, also once
     delete-records raised it."""
     consumer, replica = FetchIsolation.HIGH_WATERMARK, FetchIsolation.LOG_END

@@ -1,4 +1,5 @@
-"""Loading and recovery (SPEC 8): every test builds a broken state on disk and checks the result."""
+"""Loading and recovery (design §8): every test builds a broken state on disk and checks the
+result."""
 
 from __future__ import annotations
 
@@ -319,7 +320,7 @@ TEMPORARY_SUFFIXES = (names.DELETED_FILE_SUFFIX, names.CLEANED_FILE_SUFFIX, name
     ],
 )
 def test_temporary_files_left_by_a_crash(partition_dir: Path, leftovers: str) -> None:
-    """SPEC 8 step 1, in each combination. A crash cuts two cleanings, of segments 1-2 into one
+    """design §8 step 1, in each combination. A crash cuts two cleanings, of segments 1-2 into one
     segment and of segments 3-4:
     - .cleaned: the second is half written;
     - .swap: the first is written and renamed .swap, not swapped in yet;

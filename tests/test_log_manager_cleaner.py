@@ -1,4 +1,4 @@
-"""The LogManager and an attached log cleaner never work on one log at once (SPEC 11, 12)."""
+"""The LogManager and an attached log cleaner never work on one log at once (design §11, 12)."""
 
 from __future__ import annotations
 

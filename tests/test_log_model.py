@@ -5,7 +5,7 @@ log start offset, the log end offset and the high watermark. Every read, offset 
 is checked against it across rolls, truncation, delete-records, retention (by time, size and log
 start offset), high watermark moves, clean restarts and crashes that damage anything not yet
 flushed. The model takes only the segments' base offsets from the log: which segments retention
-and recovery keep, it predicts from SPEC 10 and SPEC 8.
+and recovery keep, it predicts from design §10 and design §8.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ RETENTION = st.builds(
 )
 
 Records = list[tuple[int, bytes]]
-# A retention rule of SPEC 10: (base, batches, the next segment's base or None) -> delete it?
+# A retention rule of design §10: (base, batches, the next segment's base or None) -> delete it?
 SegmentRule = Callable[[int, list["ModelBatch"], "int | None"], bool]
 
 
@@ -153,7 +153,7 @@ class LogModel(RuleBasedStateMachine):
         self.high_watermark = 0
         self.high_watermark_set = False  # set from an offset alone: the next read resolves it
         # Segments (by base) whose largest timestamp the log may under-state: truncation reads it
-        # back from the truncated (sparse) time index, SPEC 10's source, not from the batches.
+        # back from the truncated (sparse) time index, design §10's source, not from the batches.
         self.stale_timestamps: set[int] = set()
         self.counter = 0
 
@@ -166,7 +166,7 @@ class LogModel(RuleBasedStateMachine):
 
     def expected_records(self, start: int, isolation: FetchIsolation) -> Records:
         """Records from ``start`` a read may return: with HIGH_WATERMARK only whole batches
-        below the HW (a read stops at the byte position of the HW's batch, SPEC 6)."""
+        below the HW (a read stops at the byte position of the HW's batch, design §6)."""
         end = self.next_offset if isolation is FetchIsolation.LOG_END else self.high_watermark
         return [
             (batch.first_offset + i, value)
@@ -195,7 +195,7 @@ class LogModel(RuleBasedStateMachine):
             assert self.read_from(start, isolation) == self.expected_records(start, isolation)
 
     def clamp_high_watermark(self, offset: int) -> int:
-        """``Log.update_high_watermark``'s rule (SPEC 7): into [log start offset, LEO]."""
+        """``Log.update_high_watermark``'s rule (design §7): into [log start offset, LEO]."""
         return min(max(offset, self.log_start_offset), self.next_offset)
 
     def grouped(self, bases: Sequence[int]) -> list[list[ModelBatch]]:
@@ -208,7 +208,7 @@ class LogModel(RuleBasedStateMachine):
         return groups
 
     def deletable(self, bases: Sequence[int], rule: SegmentRule) -> int:
-        """How many segments SPEC 10 deletes under ``rule``: oldest first, stopping at the first
+        """How many segments design §10 deletes under ``rule``: oldest first, stopping at the first
         that fails it, that is not wholly below the HW, or that is the empty active segment."""
         count = 0
         for index, batches in enumerate(self.grouped(bases)):
@@ -234,11 +234,11 @@ class LogModel(RuleBasedStateMachine):
     def below_log_start(
         self, _base: int, _batches: list[ModelBatch], next_base: int | None
     ) -> bool:
-        """SPEC 10's log start offset rule: the next segment starts at or below it."""
+        """design §10's log start offset rule: the next segment starts at or below it."""
         return next_base is not None and next_base <= self.log_start_offset
 
     def predict_retention(self, bases: list[int], config: LogConfig) -> tuple[list[int], int]:
-        """The bases ``delete_old_segments`` leaves, and how many it deletes (SPEC 10)."""
+        """The bases ``delete_old_segments`` leaves, and how many it deletes (design §10)."""
         deleted = 0
 
         def apply(rule: SegmentRule) -> None:
@@ -332,7 +332,7 @@ class LogModel(RuleBasedStateMachine):
 
     @rule(data=st.data(), follower=st.booleans())
     def move_high_watermark(self, data: st.DataObject, follower: bool) -> None:
-        """SPEC 7. The follower path sets any value, clamped into [log start offset, LEO]; the
+        """design §7. The follower path sets any value, clamped into [log start offset, LEO]; the
         leader path only moves it forward, and never above the LEO."""
         low, high = max(0, self.log_start_offset - 3), self.next_offset + (3 if follower else 1)
         target = data.draw(st.integers(low, high), label="hw")
@@ -381,7 +381,7 @@ class LogModel(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def delete_records(self, data: st.DataObject) -> None:
-        """Raise the log start offset; above the HW it is refused (SPEC 7, 10)."""
+        """Raise the log start offset; above the HW it is refused (design §7, 10)."""
         target = data.draw(st.integers(self.log_start_offset, self.next_offset))
         if target > self.high_watermark:
             with pytest.raises(OffsetOutOfRangeError):
@@ -417,7 +417,7 @@ class LogModel(RuleBasedStateMachine):
     )
     def retention(self, ms: int, edge: str) -> None:
         """Time passes (or ``edge``: see ``go_to_edge``), then ``delete_old_segments``, against
-        SPEC 10 applied to the model's own batches."""
+        design §10 applied to the model's own batches."""
         bases = list(self.log.segments.base_offsets)
         if edge:
             self.go_to_edge(bases, edge)
@@ -478,7 +478,7 @@ class LogModel(RuleBasedStateMachine):
     def predict_recovery(
         self, bases: list[int], first: int, fates: dict[int, tuple[int, bool]]
     ) -> list[int]:
-        """Apply SPEC 8 to the model: the segments from ``first`` on are re-validated in order;
+        """Apply design §8 to the model: the segments from ``first`` on are re-validated in order;
         the first one recovery has to truncate (a partial batch or garbage) ends the log and
         every later segment goes. So does one that ends short of the next segment's base (cut
         cleanly between batches, or emptied) unless the log is compacted: a power cut took its
@@ -518,7 +518,7 @@ class LogModel(RuleBasedStateMachine):
     def crash_and_recover(self, data: st.DataObject) -> None:
         """Stop without flushing: the log is torn anywhere after its durable prefix (the
         recovery point) and every index file from the recovery point's segment on may be
-        truncated, zeroed, overwritten or lost (SPEC 8 rebuilds them)."""
+        truncated, zeroed, overwritten or lost (design §8 rebuilds them)."""
         recovery_point = self.log.recovery_point
         segments = self.log.segments.values()
         bases = [segment.base_offset for segment in segments]

@@ -88,7 +88,7 @@ def test_a_write_cut_short_by_the_kernel_leaves_nothing_behind(tmp_path: Path) -
 
 
 def test_an_index_entry_needs_more_than_the_interval(tmp_path: Path) -> None:
-    """SPEC 5: an entry once *more than* index.interval.bytes were written since the last."""
+    """design §5: an entry once *more than* index.interval.bytes were written since the last."""
     one, _, _ = assigned(batch(2, value_size=30), 0)
     segment, _ = filled_segment(tmp_path, LogConfig(index_interval_bytes=len(one)), 0)
     next_offset = 0
@@ -127,7 +127,7 @@ def test_a_roll_at_the_segment_size_edge(tmp_path: Path) -> None:
 
 
 def test_a_roll_at_the_segment_age_edge(tmp_path: Path) -> None:
-    """SPEC 4, as Kafka's timeWaitedForRoll: the age is the incoming batch's max timestamp less
+    """design §4, as Kafka's timeWaitedForRoll: the age is the incoming batch's max timestamp less
     the first batch's; the clock does not enter into it."""
     config = LogConfig(segment_ms=500)
     segment, next_offset = filled_segment(tmp_path, config, 2)
@@ -164,7 +164,7 @@ def test_a_segment_without_timestamps_ages_by_the_clock(tmp_path: Path) -> None:
 def test_a_roll_at_the_segment_age_edge_less_the_jitter(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """SPEC 4: the age edge is segment.ms - the segment's jitter, drawn in [0,
+    """design §4: the age edge is segment.ms - the segment's jitter, drawn in [0,
     segment.jitter.ms) when it is opened; pinned here, as a draw of 0 would show nothing."""
     bounds: list[int] = []
 

@@ -1,4 +1,4 @@
-"""LogValidator: every rejection of SPEC 4 step 1 on a crafted request, and offset assignment.
+"""LogValidator: every rejection of design §4 step 1 on a crafted request, and offset assignment.
 
 Also the framing walk (record_framing), checked against a reference built on decode_record:
 both the C walk (with the Python walk naming the fault) and the Python walk alone, which does

@@ -1,5 +1,5 @@
 /*
- * CRC-32C (Castagnoli), the checksum of a v2 record batch (SPEC 3), for odradek's C modules.
+ * CRC-32C (Castagnoli), the checksum of a v2 record batch (design §3), for odradek's C modules.
  *
  * On x86-64 with SSE4.2 the `crc32` instruction does the work, three streams at a time: it
  * has a latency of three cycles and a throughput of one, so one stream would run at a third

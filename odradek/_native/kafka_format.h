@@ -1,5 +1,5 @@
 /*
- * The v2 record batch format (SPEC 3) as odradek's C modules read and write it: header field
+ * The v2 record batch format (design §3) as odradek's C modules read and write it: header field
  * positions, big-endian integers and zigzag varints. One definition for the append path's checks
  * (odradek/record/_record_scan.c) and the cleaner's offset map (odradek/cleaner/_offset_map.c).
  * Every reader is bounded by a limit the caller passes, or reads fixed header fields the caller

@@ -1,4 +1,4 @@
-"""Log compaction (SPEC 11): for topics whose ``cleanup.policy`` has ``compact``, keep only the
+"""Log compaction (design §11): for topics whose ``cleanup.policy`` has ``compact``, keep only the
 latest record of each key, and tombstones for ``delete.retention.ms``.
 
 Who does what, one file each, named as in Kafka:

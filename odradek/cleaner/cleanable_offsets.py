@@ -23,7 +23,7 @@ class OffsetsToClean:
 
 
 def cleanable_offsets(log: Log, last_clean_offset: int | None, now_ms: int) -> OffsetsToClean:
-    """The dirty section of ``log`` given its checkpointed first dirty offset (SPEC 11).
+    """The dirty section of ``log`` given its checkpointed first dirty offset (design §11).
 
     It starts at the checkpoint, reset to the log start offset when it lies outside the log
     (below it after retention, past the end after a truncation), and stops at the first of:

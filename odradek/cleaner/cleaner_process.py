@@ -1,5 +1,5 @@
 """CleanerProcess: the worker process in which a cleaner thread runs its :class:`Cleaner`, so
-the broker's event loop and threads never wait on the cleaner's CPU-bound work (SPEC 11).
+the broker's event loop and threads never wait on the cleaner's CPU-bound work (design §11).
 
 Both halves live here: :class:`CleanerProcess`, the thread's handle on its worker, and
 :func:`main`, the worker itself (``python -m odradek.cleaner.cleaner_process``).

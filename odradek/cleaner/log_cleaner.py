@@ -1,4 +1,4 @@
-"""LogCleaner: the broker's log compaction service (Kafka's ``LogCleaner``, SPEC 11).
+"""LogCleaner: the broker's log compaction service (Kafka's ``LogCleaner``, design §11).
 
 The LogManager starts it with its logs and checkpoint store, and keeps it off a log while it
 changes that log in other ways:

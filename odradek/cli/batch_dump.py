@@ -1,5 +1,5 @@
 """The ``.log`` half of ``dump-log``: each batch's header, optionally its records, and what is
-corrupt (SPEC 3).
+corrupt (design §3).
 
 The file is memory-mapped read-only, so batches are views at their true file positions and
 every problem names the byte it is at. A CRC mismatch does not stop the dump (the batch's

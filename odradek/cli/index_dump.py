@@ -1,6 +1,6 @@
 """The index half of ``dump-log``: the entries of a ``.index`` or ``.timeindex`` file, whether
 they are in order, and with ``--verify-index`` whether each agrees with the segment's ``.log``
-(SPEC 5).
+(design §5).
 
 Indexes are opened read-only and released without the trim a normal close does, so inspecting
 a file never changes it.

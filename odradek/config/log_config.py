@@ -1,4 +1,4 @@
-"""Per-topic log settings: Kafka's topic-level config names and defaults (SPEC 14)."""
+"""Per-topic log settings: Kafka's topic-level config names and defaults (design §14)."""
 
 from __future__ import annotations
 

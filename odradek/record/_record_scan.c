@@ -3,7 +3,7 @@
  * and odradek.record.record_framing).
  *
  * Every produce request has each batch header checked and each record of each batch walked
- * before anything is written (SPEC 4 step 1). In Python that costs several times the write of
+ * before anything is written (design §4 step 1). In Python that costs several times the write of
  * the batch to the page cache; here a small fraction of it (docs/native.md has the figures).
  *
  * validate_batches is the common case in one call: a request of uncompressed batches is

@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 
 class BatchHeader(NamedTuple):
-    """The 61-byte header of a batch, field by field, in wire order (SPEC 3).
+    """The 61-byte header of a batch, field by field, in wire order (design §3).
 
     :meth:`RecordBatch.header` unpacks it with one struct call, for code that reads most
     fields of every batch (the append path, recovery) where a property per field would cost

@@ -1,6 +1,6 @@
 """The compression codecs of a record batch, wire-compatible with Kafka's Java client.
 
-A batch's records are compressed as one block (SPEC 3). Each codec writes exactly what Kafka's
+A batch's records are compressed as one block (design §3). Each codec writes exactly what Kafka's
 producer writes, so a Java consumer can read our batches and we can read theirs:
 
 - gzip: a gzip stream (``GZIPOutputStream``), deflate level 6 as Java's default;

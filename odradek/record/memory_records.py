@@ -14,7 +14,7 @@ Buffer = bytes | bytearray | memoryview
 class MemoryRecords:
     """Iterates the whole batches of ``buffer``; a trailing partial batch is not one of them.
 
-    A fetch may end in the middle of a batch (SPEC 6), so a partial batch at the end is dropped
+    A fetch may end in the middle of a batch (design §6), so a partial batch at the end is dropped
     silently. A batch whose header is impossible (length below the header size, magic other
     than 2) raises CorruptRecordError: what follows it cannot be framed.
     """

@@ -1,4 +1,4 @@
-"""One record of a v2 batch, and the zigzag varints its body is made of (SPEC 3).
+"""One record of a v2 batch, and the zigzag varints its body is made of (design §3).
 
 A record body is: ``length`` varint (bytes after it), ``attributes`` int8 (unused, 0),
 ``timestampDelta`` varlong, ``offsetDelta`` varint, ``keyLength`` varint (-1 = null), key,

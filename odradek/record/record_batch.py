@@ -1,4 +1,4 @@
-"""A v2 record batch (magic 2) read in place, and the header edits the broker makes (SPEC 3).
+"""A v2 record batch (magic 2) read in place, and the header edits the broker makes (design §3).
 
 A batch is a 61-byte header followed by its records, compressed as one block when the codec is
 not NONE. :class:`RecordBatch` is a view: it copies nothing and reads each header field when

@@ -1,4 +1,4 @@
-"""Writes v2 record batches: producers, tests and the cleaner build batches here (SPEC 3)."""
+"""Writes v2 record batches: producers, tests and the cleaner build batches here (design §3)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The framing walk over a producer batch's records: the append path's per-record check.
 
-Before a batch is accepted every record must frame exactly (SPEC 4 step 1): its length varint
+Before a batch is accepted every record must frame exactly (design §4 step 1): its length varint
 lands on the next record, its fields end where its length says, its offsetDelta is its index,
 and the records fill the batch.
 

@@ -35,7 +35,7 @@ def _runs_inline(records: bytes | memoryview) -> bool:
 
 
 class Partition:
-    """Appends to one Log and moves its high watermark as a single replica must (SPEC 7, 9).
+    """Appends to one Log and moves its high watermark as a single replica must (design §7, 9).
 
     The broker is the partition's only replica, so the HW follows the log end: at once after
     an acks=0/1 append, and after an acks=all append once it is fsync'ed (HW := max(HW,

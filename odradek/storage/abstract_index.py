@@ -1,6 +1,6 @@
 """AbstractIndex: the memory-mapped file of sorted fixed-size entries both segment indexes are.
 
-Kafka's layout (SPEC 5): big-endian entries, one after another, no header. The file is
+Kafka's layout (design §5): big-endian entries, one after another, no header. The file is
 preallocated while its segment is active and trimmed to the used entries when it stops being.
 """
 

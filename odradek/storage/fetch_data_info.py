@@ -1,4 +1,4 @@
-"""FetchDataInfo and FetchIsolation: what a read returns and how far it may read (SPEC 6)."""
+"""FetchDataInfo and FetchIsolation: what a read returns and how far it may read (design §6)."""
 
 from __future__ import annotations
 

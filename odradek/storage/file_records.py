@@ -1,4 +1,4 @@
-"""FileRecords: a segment's ``.log`` file, a concatenation of record batches (SPEC 3, 6)."""
+"""FileRecords: a segment's ``.log`` file, a concatenation of record batches (design §3, 6)."""
 
 from __future__ import annotations
 

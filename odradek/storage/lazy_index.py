@@ -1,4 +1,4 @@
-"""LazyIndex: a segment index opened on first use (Kafka's ``LazyIndex``, SPEC 5).
+"""LazyIndex: a segment index opened on first use (Kafka's ``LazyIndex``, design §5).
 
 A broker with thousands of segments opens only the indexes that reads and appends touch, so
 start-up maps no index files and holds no descriptors for them.

@@ -1,4 +1,5 @@
-"""Log: one partition's append-only, segmented log (Kafka's ``UnifiedLog``; SPEC 1, 4, 6, 7, 9, 10).
+"""Log: one partition's append-only, segmented log (Kafka's ``UnifiedLog``; design §1, 4,
+6, 7, 9, 10).
 
 One writer at a time (the log lock serialises appends, rolls, truncation and retention); any
 number of reader threads read without the lock from immutable snapshots (the segment map and the
@@ -111,7 +112,7 @@ class Log:
         high_watermark: int | None = None,
         had_clean_shutdown: bool = False,
     ) -> Log:
-        """Open the log in ``directory`` (creating it if needed), recovering it as SPEC 8 says.
+        """Open the log in ``directory`` (creating it if needed), recovering it as design §8 says.
 
         ``high_watermark`` is the checkpointed value; None means "up to the log end".
         """
@@ -227,7 +228,7 @@ class Log:
     def append(
         self, records: bytes | bytearray | memoryview, leader_epoch: int = 0
     ) -> LogAppendInfo:
-        """Validate ``records``, give them offsets from the log end and write them (SPEC 4).
+        """Validate ``records``, give them offsets from the log end and write them (design §4).
 
         A request is written whole or not at all: every check runs before the first byte is
         written, and a failed write is cut back by the segment.
@@ -291,7 +292,7 @@ class Log:
             self._recovery_point = recovery_point
 
     def roll(self) -> LogSegment:
-        """Start a new active segment at the log end offset (SPEC 4 step 4)."""
+        """Start a new active segment at the log end offset (design §4 step 4)."""
         with self._lock:
             new_offset = self.log_end_offset
             active = self._segments.active_segment
@@ -384,7 +385,7 @@ class Log:
         isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
         min_one_message: bool = True,
     ) -> FetchDataInfo:
-        """Records from the batch holding ``start_offset`` as a file slice (SPEC 6)."""
+        """Records from the batch holding ``start_offset`` as a file slice (design §6)."""
         end_metadata = self._next_offset_metadata
         if isolation is FetchIsolation.LOG_END:
             max_metadata = end_metadata
@@ -441,7 +442,7 @@ class Log:
                     return found
         return None
 
-    # --- high watermark and log start offset (SPEC 7) ----------------------------------------
+    # --- high watermark and log start offset (design §7) ----------------------------------------
 
     def update_high_watermark(self, high_watermark: int) -> int:
         """Set the HW, clamped into [log start offset, LEO]; return the value set."""
@@ -520,7 +521,7 @@ class Log:
         self._delete_log_start_offset_breached_segments()
         return self._log_start_offset
 
-    # --- flush (SPEC 9) ----------------------------------------------------------------------
+    # --- flush (design §9) ----------------------------------------------------------------------
 
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding offsets in [recovery point, ``offset``), then move the
@@ -575,7 +576,7 @@ class Log:
                 return  # renamed for deletion meanwhile: nothing in it has to last
             self._directory_synced = covered
 
-    # --- retention (SPEC 10) -----------------------------------------------------------------
+    # --- retention (design §10) -----------------------------------------------------------------
 
     def delete_old_segments(self) -> int:
         """Apply the retention rules of the topic's cleanup.policy; return segments deleted."""
@@ -687,7 +688,7 @@ class Log:
         """Put the cleaner's ``new_segment`` (its files end in ``.swap``) in place of
         ``old_segments``, the segments it was made from (Kafka's ``LocalLog.replaceSegments``).
 
-        The steps follow SPEC 11 so that LogLoader can finish the swap after a crash at any
+        The steps follow design §11 so that LogLoader can finish the swap after a crash at any
         point: the new segment enters the map first (replacing the old one with its base offset,
         so readers never find a hole), the old segments leave it and their files go ``.deleted``
         for a delayed delete, and only once that rename is durable do the new files drop their

@@ -1,4 +1,4 @@
-"""LogDirLock: the ``.lock`` file that keeps two brokers out of one log directory (SPEC 2).
+"""LogDirLock: the ``.lock`` file that keeps two brokers out of one log directory (design §2).
 
 The lock is an exclusive ``flock`` on ``<log dir>/.lock``, held for the broker's lifetime and
 dropped by the kernel if the process dies, so a crash never leaves a stale lock. The holder

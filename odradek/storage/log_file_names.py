@@ -1,4 +1,4 @@
-"""Segment file names and temporary suffixes of Kafka's on-disk layout (SPEC 2)."""
+"""Segment file names and temporary suffixes of Kafka's on-disk layout (design §2)."""
 
 from __future__ import annotations
 

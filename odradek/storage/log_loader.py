@@ -1,4 +1,4 @@
-"""LogLoader: open a partition directory after a clean or unclean stop (SPEC 8).
+"""LogLoader: open a partition directory after a clean or unclean stop (design §8).
 
 Four steps, each repairing what a crash at any point can leave behind:
 1. remove temporary files (``.deleted``, ``.cleaned``), collect the ``.swap`` files worth keeping;

@@ -1,4 +1,4 @@
-"""LogManager: every partition's Log on this broker (Kafka's ``LogManager``; SPEC 2, 8, 12).
+"""LogManager: every partition's Log on this broker (Kafka's ``LogManager``; design §2, 8, 12).
 
 It owns the log directories (``log.dirs``: each locked, identified by ``meta.properties`` and
 taken offline on an I/O error while the others keep serving), the Logs (new partitions go to
@@ -775,7 +775,7 @@ class LogManager:
     def shutdown(self, creation_timeout_s: float = CREATION_ABORT_TIMEOUT_S) -> None:
         """Abandon unfinished creations (waiting at most ``creation_timeout_s`` for them to
         roll back), stop the background tasks, flush every log, write the checkpoints, close
-        the logs, write the clean-shutdown markers and release the locks (SPEC 12).
+        the logs, write the clean-shutdown markers and release the locks (design §12).
 
         A creation still running after the wait leaves every directory without its
         clean-shutdown marker: the next start-up recovers and rolls the creation back.

@@ -1,4 +1,4 @@
-"""LogOffsetMetadata: an offset plus, where known, where it sits on disk (SPEC 1)."""
+"""LogOffsetMetadata: an offset plus, where known, where it sits on disk (design §1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""LogSegment: one ``.log`` file with its offset and time indexes (SPEC 4, 5, 6, 8)."""
+"""LogSegment: one ``.log`` file with its offset and time indexes (design §4, 5, 6, 8)."""
 
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ class LogSegment:
         return (self._checked_indexes or self._check_indexes())[1]
 
     def _check_indexes(self) -> tuple[OffsetIndex, TimeIndex]:
-        """Open and sanity-check both indexes the first time either is used (SPEC 5); rebuild
+        """Open and sanity-check both indexes the first time either is used (design §5); rebuild
         them from the ``.log`` when either is corrupt. Lazy so opening thousands of segments
         stays fast; afterwards the pair is one attribute read away."""
         with self._index_check_lock:
@@ -202,7 +202,7 @@ class LogSegment:
     ) -> None:
         """``append`` once its checks passed: the write at ``physical_position`` (the end of
         the file), then the index entries: one in each index once more than
-        ``index.interval.bytes`` were written since the last (SPEC 5).
+        ``index.interval.bytes`` were written since the last (design §5).
 
         Runs on every append, in one call: the indexes are reached only when an entry is due,
         and the counters are read and written once.
@@ -252,7 +252,7 @@ class LogSegment:
     ) -> bool:
         """``append`` unless the segment must roll first: whether it did (the Log's append).
 
-        The roll check is SPEC 4 step 4, before an append of ``records`` up to offset
+        The roll check is design §4 step 4, before an append of ``records`` up to offset
         ``largest_offset`` and timestamp ``largest_timestamp`` at ``now_ms``: size
         (segment.bytes), age (segment.ms, with jitter: ``time_waited_for_roll``), a full index,
         or a relative offset overflow. Kafka passes these in a RollParams; they come as
@@ -486,7 +486,7 @@ class LogSegment:
         return self.log.path.name.endswith(suffix)
 
     def rename_for_deletion(self) -> None:
-        """Rename the files ``.deleted`` until their delayed delete (SPEC 10). Reads in flight
+        """Rename the files ``.deleted`` until their delayed delete (design §10). Reads in flight
         go on through the open files; flushes stop, since the names may be gone before a
         scheduled one runs: a later segment of the same base offset, deleted in its turn,
         takes the same ones, and this segment's delete then unlinks them."""

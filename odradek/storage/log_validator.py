@@ -1,4 +1,4 @@
-"""Kafka's LogValidator: check a produce request's batches and assign their offsets (SPEC 4).
+"""Kafka's LogValidator: check a produce request's batches and assign their offsets (design §4).
 
 Step 1 of the append path rejects a malformed request whole, with an error naming the batch
 (index and byte position in the request) and the record (index) at fault; nothing of it is

@@ -1,4 +1,4 @@
-"""OffsetCheckpointFile: one offset per partition in Kafka's checkpoint text format (SPEC 2).
+"""OffsetCheckpointFile: one offset per partition in Kafka's checkpoint text format (design §2).
 
 Used for ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
 ``replication-offset-checkpoint`` and ``cleaner-offset-checkpoint``::

@@ -1,4 +1,5 @@
-"""OffsetIndex: a segment's sparse map from offsets to byte positions in its ``.log`` (SPEC 5)."""
+"""OffsetIndex: a segment's sparse map from offsets to byte positions in its ``.log``
+(design §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TimeIndex: a segment's sparse map from timestamps to offsets (SPEC 5)."""
+"""TimeIndex: a segment's sparse map from timestamps to offsets (design §5)."""
 
 from __future__ import annotations
 
