@@ -21,8 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from group_helpers import join, sync
 from server_helpers import RawClient
 
+from odradek.protocol.consumer_protocol import Assignment
 from odradek.protocol.offset_commit import OffsetCommitPartition, OffsetCommitRequest
 from odradek.protocol.offset_fetch import OffsetFetchGroup, OffsetFetchRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
@@ -104,10 +106,16 @@ class CommitLedger:
             for (topic, partition), (offset, _) in found.items():
                 self.floor[(group, topic, partition)] = offset
 
-    def commit(self, client: RawClient, rng: random.Random, **member: object) -> bool:
-        """One OffsetCommit of a random group for some partitions, each at a new, higher
-        offset; whether it was acknowledged (everywhere)."""
-        group = rng.choice(GROUPS)
+    def commit(
+        self,
+        client: RawClient,
+        rng: random.Random,
+        group: str,
+        generation_id: int = -1,
+        member_id: str = "",
+    ) -> bool:
+        """One OffsetCommit of ``group`` (as the member given, if any) for some partitions,
+        each at a new, higher offset; whether it was acknowledged (everywhere)."""
         partitions = rng.sample(range(PARTITIONS), rng.randint(1, PARTITIONS))
         offsets = {}
         for partition in partitions:
@@ -120,7 +128,8 @@ class CommitLedger:
                 OffsetCommitPartition(t, p, o, -1, metadata_of(o, self.metadata_size))
                 for (t, p), o in offsets.items()
             ),
-            **member,  # type: ignore[arg-type]
+            generation_id,
+            member_id,
         )
         response = client.call(request)
         if any(r.error != 0 for r in response.partitions):
@@ -168,12 +177,16 @@ def test_acknowledged_commits_survive_power_cuts_of_a_broker_process(fs: PowerCu
 
             def commit_until_cut(stop, broker=broker) -> None:
                 with connect(broker) as client:
-                    while not stop.is_set() and ledger.commit(client, rng):
+                    while not stop.is_set() and ledger.commit(client, rng, rng.choice(GROUPS)):
                         pass
 
             with CutTimer(commit_until_cut) as workload:
                 time.sleep(rng.uniform(0.2, 1.2))
-                fs.cut(abandon=lambda: (broker.stop(signal.SIGKILL), workload.join()))  # noqa: B023
+                fs.cut(
+                    keep_unsynced=rng.choice([0.0, 0.0, 0.5, 1.0]),  # torn pages now and then
+                    seed=rng.randrange(1 << 30),
+                    abandon=lambda: (broker.stop(signal.SIGKILL), workload.join()),  # noqa: B023
+                )
         finally:
             broker.stop(signal.SIGKILL)
     broker = serve(fs, BROKER_SETTINGS)
@@ -184,3 +197,152 @@ def test_acknowledged_commits_survive_power_cuts_of_a_broker_process(fs: PowerCu
         broker.stop()
     print(f"{ledger.acked_commits} commits acknowledged over {fs.cuts} cuts")
     assert ledger.acked_commits > 0
+
+
+COMPACTING_SETTINGS = {
+    **BROKER_SETTINGS,
+    "offsets.topic.segment.bytes": str(1 << 20),  # the floor; metadata of 3 KB fills it
+    "log.cleaner.backoff.ms": "50",
+    "log.cleaner.min.cleanable.ratio": "0.05",
+    "log.cleaner.dedupe.buffer.size": str(1 << 20),
+}
+
+
+ASSIGNMENT = Assignment({TOPIC: tuple(range(PARTITIONS))}).to_bytes()
+
+
+@dataclass
+class Membership:
+    """One member of a group, as far as the client knows: its id and the generations it was
+    given (by JoinGroup) and confirmed in (by SyncGroup, answered once the group's record
+    is durable)."""
+
+    group: str
+    member_id: str = ""
+    joined_generation: int = 0
+    synced_generation: int = 0
+
+    def rebalance(self, client: RawClient) -> bool:
+        """Rejoin (a leader's rejoin starts a new generation) and sync the assignment;
+        whether both were answered without error."""
+        joined = join(client, self.group, member_id=self.member_id)
+        if joined.error_code != 0:
+            return False
+        self.member_id = joined.member_id
+        self.joined_generation = max(self.joined_generation, joined.generation_id)
+        synced = sync(client, self.group, joined, {joined.member_id: ASSIGNMENT})
+        if synced.error_code != 0:
+            return False
+        self.synced_generation = joined.generation_id
+        return True
+
+    def check(self, client: RawClient, where: str) -> None:
+        """After a cut: the member the last acknowledged SyncGroup stored is still there, in
+        a generation from the last acknowledged one to the last one handed out; rejoining
+        starts the next one."""
+        if not self.member_id:
+            return
+        before = self.synced_generation
+        joined = join(client, self.group, member_id=self.member_id)
+        assert joined.error_code == 0, (
+            f"{where}: member {self.member_id} of {self.group} is gone: {joined}"
+        )
+        assert before < joined.generation_id <= self.joined_generation + 1, (
+            f"{where}: {self.group} rejoined in generation {joined.generation_id}; "
+            f"generation {before} was acknowledged, {self.joined_generation} handed out"
+        )
+        self.joined_generation = joined.generation_id
+        synced = sync(client, self.group, joined, {joined.member_id: ASSIGNMENT})
+        assert synced.error_code == 0, f"{where}: {self.group} cannot sync: {synced}"
+        self.synced_generation = joined.generation_id
+
+
+def cleaned_offsets(data: Path) -> dict[str, int]:
+    """The cleaner's checkpoint: how far it cleaned each partition."""
+    path = data / "cleaner-offset-checkpoint"
+    if not path.exists():
+        return {}
+    lines = path.read_text().splitlines()[2:]
+    return {
+        f"{topic}-{partition}": int(offset) for topic, partition, offset in map(str.split, lines)
+    }
+
+
+@pytest.mark.slow
+def test_commits_and_group_records_survive_power_cuts_while_the_cleaner_compacts_them(
+    fs: PowerCutFS,
+) -> None:
+    """As above, with each group a member that rebalances now and then (JoinGroup, SyncGroup:
+    a GroupMetadata record each) and commits as that member with 3 KB of metadata, so
+    __consumer_offsets rolls 1 MiB segments and the cleaner compacts them (and swaps its
+    segments in) while the power goes. After each cut the offsets hold as above, and the
+    member the last acknowledged SyncGroup stored rejoins, in a generation at or past it."""
+    rng = random.Random(SEED + 2522)
+    ledger = CommitLedger(metadata_size=3000)
+    members = {group: Membership(group) for group in GROUPS}
+    cleaned_before_cuts = []  # what the cleaner's checkpoint said after each cut
+    for cut in range(cuts(4)):
+        cleaned_before_cuts.append(sum(cleaned_offsets(fs.mount / "data").values()))
+        broker = serve(fs, COMPACTING_SETTINGS)
+        try:
+            with connect(broker) as client:
+                if cut == 0:
+                    create_topic(client)
+                else:
+                    ledger.check(client, f"cut {cut}")
+                    for member in members.values():
+                        member.check(client, f"cut {cut}")
+                for member in members.values():
+                    if not member.member_id:
+                        assert member.rebalance(client)
+
+            # Some rounds mostly rebalance, so cuts often fall just after a SyncGroup.
+            rebalancing = rng.choice([0.05, 0.5])
+
+            def work_until_cut(stop, broker=broker, rebalancing=rebalancing) -> None:
+                with connect(broker) as client:
+                    while not stop.is_set():
+                        member = members[rng.choice(GROUPS)]
+                        if rng.random() < rebalancing:
+                            done = member.rebalance(client)
+                        else:
+                            done = ledger.commit(
+                                client,
+                                rng,
+                                member.group,
+                                member.synced_generation,
+                                member.member_id,
+                            )
+                        if not done:
+                            return
+
+            with CutTimer(work_until_cut) as workload:
+                time.sleep(rng.uniform(0.5, 2.5))
+                fs.cut(
+                    keep_unsynced=rng.choice([0.0, 0.0, 0.5, 1.0]),
+                    seed=rng.randrange(1 << 30),
+                    abandon=lambda: (broker.stop(signal.SIGKILL), workload.join()),  # noqa: B023
+                )
+        finally:
+            broker.stop(signal.SIGKILL)
+    cleaned: dict[str, int] = {}
+    broker = serve(fs, COMPACTING_SETTINGS)
+    try:
+        with connect(broker) as client:
+            ledger.check(client, "after the last cut")
+            for member in members.values():
+                member.check(client, "after the last cut")
+        deadline = time.monotonic() + 30  # the cuts may have stopped every cleaning before
+        while time.monotonic() < deadline:
+            cleaned = cleaned_offsets(fs.mount / "data")
+            if any(name.startswith("__consumer_offsets") for name in cleaned):
+                break
+            time.sleep(0.1)
+    finally:
+        broker.stop()
+    generations = {member.group: member.synced_generation for member in members.values()}
+    print(
+        f"{ledger.acked_commits} commits acknowledged over {fs.cuts} cuts; generations "
+        f"{generations}; cleaned up to (after each cut) {cleaned_before_cuts}, at the end {cleaned}"
+    )
+    assert any(name.startswith("__consumer_offsets") for name in cleaned), "never compacted"
