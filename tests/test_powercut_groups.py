@@ -346,3 +346,41 @@ def test_commits_and_group_records_survive_power_cuts_while_the_cleaner_compacts
         f"{generations}; cleaned up to (after each cut) {cleaned_before_cuts}, at the end {cleaned}"
     )
     assert any(name.startswith("__consumer_offsets") for name in cleaned), "never compacted"
+
+
+def test_a_static_members_new_id_is_durable_before_its_rejoin_is_answered(
+    fs: PowerCutFS,
+) -> None:
+    """Regression: a static member rejoining a Stable group under a new member id was
+    answered at once and its new id stored in the background; after a power cut in between
+    the instance came back under its old id, fencing the member holding the new one. Now,
+    as in Kafka, the rejoin is answered once the new id is durable; with the file system
+    frozen it cannot be, and the member is told to find the coordinator again."""
+    broker = serve(fs, BROKER_SETTINGS)
+    try:
+        with connect(broker) as client:
+            create_topic(client)
+            first = join(client, "pc-static", instance="pc-instance")
+            assert first.error_code == 0, first
+            assert sync(client, "pc-static", first, {first.member_id: ASSIGNMENT}).error_code == 0
+        answers = []
+
+        def rejoin_frozen() -> None:
+            with connect(broker) as client:
+                answers.append(join(client, "pc-static", instance="pc-instance"))
+            broker.stop(signal.SIGKILL)
+
+        fs.cut(abandon=rejoin_frozen)
+    finally:
+        broker.stop(signal.SIGKILL)
+    (rejoined,) = answers
+    assert rejoined.error_code != 0, (
+        f"a new member id nothing could store was acknowledged: {rejoined}"
+    )
+    broker = serve(fs, BROKER_SETTINGS)
+    try:
+        with connect(broker) as client:
+            again = join(client, "pc-static", member_id=first.member_id, instance="pc-instance")
+            assert again.error_code == 0, f"the durable member id was lost: {again}"
+    finally:
+        broker.stop()
