@@ -1292,8 +1292,8 @@ class GroupCoordinator:
         return answer
 
     def _spawn_store(self, group: GroupMetadata) -> None:
-        """Write the group's metadata in the background (an empty generation, a static
-        member's new id): nobody waits on it, a failure is logged."""
+        """Write the group's metadata in the background (an empty generation): nobody waits
+        on it, a failure is logged."""
         self._spawn(self._manager.store_group(group))
 
     def _spawn(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
