@@ -566,8 +566,7 @@ class GroupCoordinator:
         if group.is_in(STABLE):
             if group.select_protocol() == group.protocol_name:
                 self._schedule_heartbeat(group, member)
-                self._spawn_store(group)
-                return JoinGroupResult(
+                answer = JoinGroupResult(
                     NO_ERROR,
                     group.generation_id,
                     group.protocol_type,
@@ -577,6 +576,7 @@ class GroupCoordinator:
                     new_member_id,
                     (),
                 )
+                return self._spawn(self._answer_once_stored(group, answer))
         # Otherwise a rebalance, also when CompletingRebalance: the leader may be assigning
         # partitions to the old member id, which the new one would never get.
         return self._update_member_and_rebalance(
@@ -1272,9 +1272,28 @@ class GroupCoordinator:
 
     # --- storing groups ----------------------------------------------------------------------
 
+    async def _answer_once_stored(
+        self, group: GroupMetadata, answer: JoinGroupResult
+    ) -> JoinGroupResult:
+        """``answer`` once the group's record (a static member's new id) is durable, as Kafka
+        does: answered earlier, a power cut could bring the instance back under its old id
+        and fence the member holding the new one. NOT_COORDINATOR if it cannot be stored
+        (the member finds the coordinator again and rejoins)."""
+        try:
+            await self._manager.store_group(group)
+        except KafkaError as error:
+            logger.warning(
+                "group %s: storing member %s failed: %s", group.group_id, answer.member_id, error
+            )
+            failed = NotCoordinatorError(
+                f"the new member id of group {group.group_id} could not be stored: {error}"
+            )
+            return JoinGroupResult(ErrorInfo.of(failed), member_id=answer.member_id)
+        return answer
+
     def _spawn_store(self, group: GroupMetadata) -> None:
-        """Write the group's metadata in the background (an empty generation, a static
-        member's new id): nobody waits on it, a failure is logged."""
+        """Write the group's metadata in the background (an empty generation): nobody waits
+        on it, a failure is logged."""
         self._spawn(self._manager.store_group(group))
 
     def _spawn(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
