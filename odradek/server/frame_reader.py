@@ -7,6 +7,7 @@ A format says only how its prefix is checked and how a whole frame is decoded.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Generic, TypeVar
 
 from odradek.protocol.frame import (
@@ -24,7 +25,7 @@ RECEIVE_BUFFER_BYTES = 64 * 1024
 FrameT = TypeVar("FrameT")
 
 
-class SizePrefixedFrameReader(Generic[FrameT]):
+class SizePrefixedFrameReader(ABC, Generic[FrameT]):
     """Hands the socket the buffer to read into next, and returns the frames completed.
 
     Every frame is ``uint32 size`` then ``size`` bytes. Small frames are read into a receive
@@ -55,19 +56,22 @@ class SizePrefixedFrameReader(Generic[FrameT]):
 
     # --- what a frame format says ------------------------------------------------------------
 
+    @abstractmethod
     def check_prefix(self, buffer: bytearray, start: int, available: int) -> int:
         """The size of the frame at ``buffer[start:]``, of which ``available`` bytes (at least
         4, maybe fewer than ``prefix_bytes``) are in; raises FrameError as soon as the bytes
         in hand rule it out."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def decode(self, body: bytearray) -> FrameT:
         """The frame whose bytes after its size prefix are ``body``."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def retained_bytes(self, frame: FrameT) -> int:
         """How much of the frame's reservation stays with it once decoded."""
-        raise NotImplementedError
+        ...
 
     # --- receiving ---------------------------------------------------------------------------
 
