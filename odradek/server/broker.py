@@ -28,6 +28,7 @@ from odradek.server.group.group_coordinator_metrics import GroupCoordinatorMetri
 from odradek.server.group.group_metadata_manager import GroupMetadataManager
 from odradek.server.group_request_handlers import GroupRequestHandlers
 from odradek.server.kafka_apis import KafkaApis
+from odradek.server.kafka_group_requests import KafkaGroupRequests
 from odradek.server.kafka_request_handler import KafkaRequestHandler
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.replica_manager import ReplicaManager
@@ -234,6 +235,12 @@ class Broker:
             config,
             config.broker_id,
             self.advertised,
+            KafkaGroupRequests(
+                self.group_coordinator,
+                self.group_metadata_manager,
+                config.broker_id,
+                self.advertised,
+            ),
         )
         return apis, kafka_handler
 

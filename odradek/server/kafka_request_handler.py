@@ -4,8 +4,9 @@ Each Kafka request is turned into the body odradek's own protocol would carry
 (ProduceRequest, FetchRequest, ...) and handed to KafkaApis, the same handlers and the same
 validation and append path as msgpack requests; their answer is turned back into the Kafka
 response of the request's version. What only Kafka's protocol has (ApiVersions' list, fetch
-sessions, max-timestamp lookups, DescribeCluster) is answered here; topic administration
-and configs are answered by KafkaTopicRequests and KafkaConfigRequests.
+sessions, max-timestamp lookups, DescribeCluster) is answered here; topic administration,
+configs and consumer groups are answered by KafkaTopicRequests, KafkaConfigRequests and
+KafkaGroupRequests.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from odradek.protocol.schema import Message
 from odradek.server.admin_manager import AdminManager
 from odradek.server.kafka_apis import KafkaApis
 from odradek.server.kafka_config_requests import KafkaConfigRequests
+from odradek.server.kafka_group_requests import KafkaGroupRequests
 from odradek.server.kafka_request import KafkaHandler, KafkaRequest
 from odradek.server.kafka_topic_requests import KafkaTopicRequests
 from odradek.server.replica_manager import ReplicaManager
@@ -67,7 +69,6 @@ from odradek.server.topic_ids import TopicIds
 UNSUPPORTED_VERSION = UnsupportedVersionError.code
 INVALID_REQUEST = InvalidRequestError.code
 FETCH_SESSION_ID_NOT_FOUND = 70
-COORDINATOR_NOT_AVAILABLE = 15
 MAX_TIMESTAMP = -3
 READ_COMMITTED = 1
 
@@ -84,6 +85,7 @@ class KafkaRequestHandler:
         broker_config: BrokerConfig,
         node_id: int,
         advertised: Callable[[], tuple[str, int]],
+        group_requests: KafkaGroupRequests,
     ) -> None:
         self._apis = kafka_apis
         self._replicas = replica_manager
@@ -95,6 +97,7 @@ class KafkaRequestHandler:
         self._handlers: dict[int, KafkaHandler] = {
             **KafkaTopicRequests(self._call, topic_ids).handlers(),
             **KafkaConfigRequests(self._call, broker_config, node_id).handlers(),
+            **group_requests.handlers(),
             apis.API_VERSIONS: self._api_versions,
             apis.METADATA: self._metadata,
             apis.PRODUCE: self._produce,
@@ -102,7 +105,6 @@ class KafkaRequestHandler:
             apis.LIST_OFFSETS: self._list_offsets,
             apis.DELETE_RECORDS: self._delete_records,
             apis.DESCRIBE_CLUSTER: self._describe_cluster,
-            apis.FIND_COORDINATOR: self._find_coordinator,
         }
 
     # --- decoding ----------------------------------------------------------------------------
@@ -246,14 +248,6 @@ class KafkaRequestHandler:
             "cluster_id": self._admin.cluster_id,
             "controller_id": self._node_id,
             "brokers": [self._broker()],
-        }
-
-    async def _find_coordinator(self, request: KafkaRequest, _context: RequestContext) -> dict:
-        return {
-            "error_code": COORDINATOR_NOT_AVAILABLE,
-            "node_id": -1,
-            "host": "",
-            "port": -1,
         }
 
     # --- Produce -----------------------------------------------------------------------------

@@ -3,9 +3,8 @@
 Kafka's own ranges as of Kafka 4.x, except where noted. Produce advertises v0-2 although it
 serves v3 and later only: librdkafka turns compression on only when Produce v0 is listed, and
 v0-2 carry message format v0/v1 which odradek does not store (a v0-2 request is answered with
-UNSUPPORTED_VERSION on every partition). FindCoordinator v0 is listed, though consumer groups
-do not exist yet, because librdkafka enables LZ4 only when it is; it is answered with
-COORDINATOR_NOT_AVAILABLE.
+UNSUPPORTED_VERSION on every partition). The group APIs are the classic protocol's, with the
+versions Kafka 4.x serves for it.
 """
 
 from __future__ import annotations
@@ -31,6 +30,9 @@ PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 18, 19, 20, 21
 DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS = 32, 33, 37
 INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER, FIND_COORDINATOR = 44, 60, 10
+# Consumer groups (classic protocol).
+OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 8, 9, 11, 12, 13, 14
+DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
 
 ADVERTISED: dict[int, ApiRange] = {
     r.api_key: r
@@ -48,7 +50,18 @@ ADVERTISED: dict[int, ApiRange] = {
         ApiRange(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1, 0),
         ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1, 0),
         ApiRange(CREATE_PARTITIONS, "CreatePartitions", 0, 3, 0),
-        ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 0, 0),
+        # Consumer groups (classic protocol).
+        ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 4, 0),
+        ApiRange(JOIN_GROUP, "JoinGroup", 0, 9, 0),
+        ApiRange(SYNC_GROUP, "SyncGroup", 0, 5, 0),
+        ApiRange(HEARTBEAT, "Heartbeat", 0, 4, 0),
+        ApiRange(LEAVE_GROUP, "LeaveGroup", 0, 5, 0),
+        ApiRange(OFFSET_COMMIT, "OffsetCommit", 2, 9, 2),
+        ApiRange(OFFSET_FETCH, "OffsetFetch", 1, 8, 1),
+        ApiRange(LIST_GROUPS, "ListGroups", 0, 4, 0),
+        ApiRange(DESCRIBE_GROUPS, "DescribeGroups", 0, 5, 0),
+        ApiRange(DELETE_GROUPS, "DeleteGroups", 0, 2, 0),
+        ApiRange(OFFSET_DELETE, "OffsetDelete", 0, 0, 0),
     )
 }
 
