@@ -346,3 +346,64 @@ def test_delete_groups_and_offset_delete(wire: KafkaWire, version: int) -> None:
         ("never-existed", GROUP_ID_NOT_FOUND),
     ]
     assert joined["member_id"]
+
+
+# --- bad input -------------------------------------------------------------------------------
+
+
+def test_bad_group_requests_get_kafkas_error_codes(wire: KafkaWire) -> None:
+    empty = wire.call(apis.JOIN_GROUP, 9, join_body(""))
+    assert empty["error_code"] == 24  # INVALID_GROUP_ID
+    too_short = wire.call(apis.JOIN_GROUP, 9, {**join_body("bad-timeout"), "session_timeout": 1})
+    assert too_short["error_code"] == 26  # INVALID_SESSION_TIMEOUT
+    unknown_topic = wire.call(
+        apis.OFFSET_COMMIT,
+        9,
+        {
+            "group_id": "bad-commit",
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "topics": [
+                {
+                    "name": "no-such-topic",
+                    "partitions": [{"partition_index": 0, "committed_offset": 1}],
+                }
+            ],
+        },
+    )
+    assert unknown_topic["topics"][0]["partitions"][0]["error_code"] == 3
+    stale_sync = wire.call(
+        apis.SYNC_GROUP,
+        5,
+        {"group_id": "never-joined", "generation_id": 3, "member_id": "ghost", "assignments": []},
+    )
+    assert stale_sync["error_code"] == UNKNOWN_MEMBER_ID
+
+
+def test_garbage_protocol_metadata_is_relayed_untouched(wire: KafkaWire) -> None:
+    """The broker does not read the members' metadata to join them: any bytes go back."""
+    garbage = bytes(range(256)) * 400  # 100 KB that no consumer protocol parses
+    body = join_body("garbage-metadata")
+    body["protocols"] = [{"name": "range", "metadata": garbage}]
+    answer = wire.call(apis.JOIN_GROUP, 9, body)
+    answer = wire.call(apis.JOIN_GROUP, 9, {**body, "member_id": answer["member_id"]})
+    assert answer["error_code"] == 0
+    assert [bytes(m["metadata"]) for m in answer["members"]] == [garbage]
+    described = wire.call(apis.DESCRIBE_GROUPS, 5, {"groups": ["garbage-metadata"]})
+    assert described["groups"][0]["error_code"] == 0
+
+
+def test_a_truncated_join_group_closes_only_its_connection(
+    broker: RunningBroker, wire: KafkaWire
+) -> None:
+    spec = request_spec(apis.JOIN_GROUP, 9)
+    data = b"".join(bytes(p) for p in encode_parts(spec, join_body("truncated")))
+    header = struct.pack(">hhih", apis.JOIN_GROUP, 9, 1, 4) + b"test\x00"
+    frame = header + data[: len(data) // 2]
+    wire.sock.sendall(struct.pack(">i", len(frame)) + frame)
+    assert wire.sock.recv(1) == b""  # closed by the broker
+    fresh = KafkaWire(broker)
+    try:
+        assert join(fresh, 9, "after-truncation")["generation_id"] == 1
+    finally:
+        fresh.close()

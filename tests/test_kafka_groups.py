@@ -476,3 +476,25 @@ def test_odradek_and_librdkafka_consumers_share_one_group(broker: RunningBroker)
         own.close()
         kafka_member.stop()
     assert ownership.violations == []
+
+
+def test_confluent_admin_alters_lists_and_deletes_group_offsets(broker: RunningBroker) -> None:
+    from confluent_kafka import TopicPartition
+
+    topic, group = "admin-groups", "admin-groups"
+    create_topic(broker.bootstrap, topic, 2)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    offsets = [TopicPartition(topic, 0, 4), TopicPartition(topic, 1, 9)]
+    request = ConsumerGroupTopicPartitions(group, offsets)
+    altered = admin.alter_consumer_group_offsets([request])[group].result(timeout=10)
+    assert [(tp.partition, tp.offset, tp.error) for tp in altered.topic_partitions] == [
+        (0, 4, None),
+        (1, 9, None),
+    ]
+    assert committed(admin, group) == {0: 4, 1: 9}
+    listed = admin.list_consumer_groups().result(timeout=10)
+    assert group in {g.group_id for g in listed.valid}
+    admin.delete_consumer_groups([group])[group].result(timeout=10)
+    listed = admin.list_consumer_groups().result(timeout=10)
+    assert group not in {g.group_id for g in listed.valid}
+    assert committed(admin, group) == {}
