@@ -239,7 +239,7 @@ class Broker:
                 self.group_coordinator,
                 self.group_metadata_manager,
                 config.broker_id,
-                self.advertised,
+                lambda _context: self.advertised(),  # one listener: every client's endpoint
             ),
         )
         return apis, kafka_handler

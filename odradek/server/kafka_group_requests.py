@@ -45,12 +45,14 @@ class KafkaGroupRequests:
         coordinator: GroupCoordinator,
         manager: GroupMetadataManager,
         node_id: int,
-        advertised: Callable[[], tuple[str, int]],
+        endpoint: Callable[[RequestContext], tuple[str, int]],
     ) -> None:
+        """``endpoint``: the host and port the client of a request reaches this broker at
+        (what Metadata tells it), which FindCoordinator names."""
         self._coordinator = coordinator
         self._manager = manager
         self._node_id = node_id
-        self._advertised = advertised
+        self._endpoint = endpoint
 
     def handlers(self) -> dict[int, KafkaHandler]:
         return {
@@ -69,7 +71,7 @@ class KafkaGroupRequests:
 
     # --- FindCoordinator ---------------------------------------------------------------------
 
-    async def _find_coordinator(self, request: KafkaRequest, _context: RequestContext) -> dict:
+    async def _find_coordinator(self, request: KafkaRequest, context: RequestContext) -> dict:
         """This broker for every group key (creating ``__consumer_offsets`` on first use, as
         Kafka does); a transaction key has no coordinator here; other key types are invalid."""
         body = request.body
@@ -84,7 +86,7 @@ class KafkaGroupRequests:
                 await self._manager.ensure_topic()
             except KafkaError as failure:
                 error = CoordinatorNotAvailableError(f"cannot create the offsets topic: {failure}")
-        host, port = self._advertised()
+        host, port = self._endpoint(context)
         if error is None:
             found = {"node_id": self._node_id, "host": host, "port": port, "error_code": 0}
         else:
