@@ -597,3 +597,53 @@ def test_a_kafka_python_group_grows_to_three_members_and_shrinks_back(broker: Ru
         watch.join(10)
     assert ownership.violations == []
     assert watch.backwards == [] and watch.samples > 5
+
+
+MEMBER_PROCESS = """
+import sys, confluent_kafka
+consumer = confluent_kafka.Consumer({
+    "bootstrap.servers": sys.argv[1], "group.id": sys.argv[2], "session.timeout.ms": 6000,
+    "heartbeat.interval.ms": 300, "enable.auto.commit": False})
+consumer.subscribe([sys.argv[3]], on_assign=lambda c, parts: print(
+    "assigned", len(parts), flush=True))
+while True:
+    consumer.poll(0.1)
+"""
+
+
+def test_a_killed_member_s_partitions_move_after_its_session_timeout(
+    broker: RunningBroker,
+) -> None:
+    import os
+    import signal
+    import sys
+
+    topic, group, partitions = "killed-member", "killed-member-group", 4
+    create_topic(broker.bootstrap, topic, partitions)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    ownership = Ownership()
+    survivor = ConfluentMember("survivor", broker, topic, group, ownership)
+    survivor.start()
+    victim = subprocess.Popen(
+        [sys.executable, "-c", MEMBER_PROCESS, broker.bootstrap, group, topic],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_until(lambda: stable_assignment(admin, group, 2), "two members")
+        wait_until(lambda: len(survivor.assignment) == 2, "the survivor holding half")
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.wait(10)
+        killed_at = time.monotonic()
+        wait_until(lambda: survivor.assignment == set(range(partitions)), "all on the survivor")
+        moved_after = time.monotonic() - killed_at
+        assert_partitioned(
+            wait_until(lambda: stable_assignment(admin, group, 1), "one member"), partitions
+        )
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+            victim.wait(10)
+        survivor.stop()
+    assert 3 < moved_after < 30, moved_after  # the 6 s session timeout, not at once
+    assert ownership.violations == []
