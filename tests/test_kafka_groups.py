@@ -647,3 +647,29 @@ def test_a_killed_member_s_partitions_move_after_its_session_timeout(
         survivor.stop()
     assert 3 < moved_after < 30, moved_after  # the 6 s session timeout, not at once
     assert ownership.violations == []
+
+
+def test_kafka_python_admin_manages_group_offsets(broker: RunningBroker) -> None:
+    from kafka import KafkaAdminClient, TopicPartition
+    from kafka.errors import NoError
+    from kafka.structs import OffsetAndMetadata
+
+    topic, group = "kp-admin", "kp-admin-group"
+    create_topic(broker.bootstrap, topic, 2)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        partition = TopicPartition(topic, 0)
+        altered = admin.alter_group_offsets(group, {partition: OffsetAndMetadata(5, "m", -1)})
+        assert altered == {partition: NoError}
+        listed = admin.list_group_offsets({group: None})[group]
+        assert (listed[partition].offset, listed[partition].metadata) == (5, "m")
+        empty = admin.list_groups(states_filter=["Empty"])
+        assert {"group_id": group, "protocol_type": "", "group_state": "Empty"} in empty
+        described = admin.describe_groups([group], include_authorized_operations=True)[group]
+        assert (described["group_state"], described["error"]) == ("Empty", None)
+        assert sorted(described["authorized_operations"]) == ["DELETE", "DESCRIBE", "READ"]
+        assert admin.delete_group_offsets(group, [partition]) == {partition: NoError}
+        assert admin.list_group_offsets({group: None})[group] == {}
+        assert admin.delete_groups([group]) == {group: "OK"}
+    finally:
+        admin.close()
