@@ -673,3 +673,46 @@ def test_kafka_python_admin_manages_group_offsets(broker: RunningBroker) -> None
         assert admin.delete_groups([group]) == {group: "OK"}
     finally:
         admin.close()
+
+
+def test_two_aiokafka_consumers_split_a_topic(broker: RunningBroker) -> None:
+    from aiokafka import AIOKafkaConsumer
+
+    topic, group, partitions = "aiokafka-pair", "aiokafka-pair", 4
+    create_topic(broker.bootstrap, topic, partitions)
+    produced = produce(broker, topic, partitions, 40)
+
+    async def run() -> tuple[set, list[set]]:
+        consumers = [
+            AIOKafkaConsumer(
+                topic,
+                bootstrap_servers=broker.bootstrap,
+                group_id=group,
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                heartbeat_interval_ms=300,
+                session_timeout_ms=6000,
+            )
+            for _ in range(2)
+        ]
+        for consumer in consumers:
+            await consumer.start()
+        consumed: set[tuple] = set()
+        owned: list[set] = [set(), set()]
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                for consumer in consumers:
+                    for records in (await consumer.getmany(timeout_ms=100)).values():
+                        consumed.update((r.partition, r.offset) for r in records)
+                owned = [{tp.partition for tp in c.assignment()} for c in consumers]
+                if produced <= consumed and all(owned) and not owned[0] & owned[1]:
+                    break
+        finally:
+            for consumer in consumers:
+                await consumer.stop()
+        return consumed, owned
+
+    consumed, owned = asyncio.run(run())
+    assert produced <= consumed
+    assert owned[0] | owned[1] == set(range(partitions)) and not owned[0] & owned[1], owned
