@@ -15,8 +15,8 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, **configs: str)
 
 
 def consumer(bootstrap: str) -> confluent_kafka.Consumer:
-    """A consumer for manual assignment: no group is joined and nothing is committed (the
-    group APIs are not served yet), so closing it does not wait for a coordinator."""
+    """A consumer for manual assignment: no group is joined and nothing is committed, so
+    tests that read partitions do not leave groups behind."""
     return confluent_kafka.Consumer(
         {
             "bootstrap.servers": bootstrap,

@@ -31,6 +31,7 @@ from odradek.server.group.group_coordinator_metrics import GroupCoordinatorMetri
 from odradek.server.group.group_metadata_manager import GroupMetadataManager
 from odradek.server.group_request_handlers import GroupRequestHandlers
 from odradek.server.kafka_apis import KafkaApis
+from odradek.server.kafka_group_requests import KafkaGroupRequests
 from odradek.server.kafka_request_handler import KafkaRequestHandler
 from odradek.server.kafka_security_requests import KafkaSecurityRequests
 from odradek.server.metrics import BrokerMetrics
@@ -286,6 +287,14 @@ class Broker:
             KafkaSecurityRequests(self.credentials, self.authorizer, self._io_executor),
             self.authorizer,
             self._io_executor,
+            KafkaGroupRequests(
+                self.group_coordinator,
+                self.group_metadata_manager,
+                config.broker_id,
+                lambda context: self.advertised(
+                    context.session.listener.listener_name if context.session else None
+                ),
+            ),
         )
         return apis, kafka_handler
 

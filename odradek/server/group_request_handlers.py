@@ -96,7 +96,7 @@ class GroupRequestHandlers:
             request.group_instance_id,
             True,
             context.header.client_id or "",
-            _client_host(context),
+            client_host(context),
             request.rebalance_timeout_ms,
             request.session_timeout_ms,
             request.protocol_type,
@@ -289,7 +289,7 @@ class GroupRequestHandlers:
         )
 
 
-def _client_host(context: RequestContext) -> str:
+def client_host(context: RequestContext) -> str:
     """The peer's address as Kafka shows a member's host: ``/`` and the IP."""
     host = context.peer.rsplit(":", 1)[0] if ":" in context.peer else context.peer
     return "/" + host.strip("[]")

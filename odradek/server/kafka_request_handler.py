@@ -4,8 +4,9 @@ Each Kafka request is turned into the body odradek's own protocol would carry
 (ProduceRequest, FetchRequest, ...) and handed to KafkaApis, the same handlers and the same
 validation and append path as msgpack requests; their answer is turned back into the Kafka
 response of the request's version. What only Kafka's protocol has (ApiVersions' list, fetch
-sessions, max-timestamp lookups, DescribeCluster) is answered here; topic administration
-and configs are answered by KafkaTopicRequests and KafkaConfigRequests.
+sessions, max-timestamp lookups, DescribeCluster) is answered here; topic administration,
+configs and consumer groups are answered by KafkaTopicRequests, KafkaConfigRequests and
+KafkaGroupRequests.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ from odradek.server.authorizer import Authorizer
 from odradek.server.kafka_acl_requests import KafkaAclRequests
 from odradek.server.kafka_apis import KafkaApis
 from odradek.server.kafka_config_requests import KafkaConfigRequests
+from odradek.server.kafka_group_requests import KafkaGroupRequests
 from odradek.server.kafka_request import KafkaHandler, KafkaRequest
 from odradek.server.kafka_security_requests import KafkaSecurityRequests
 from odradek.server.kafka_topic_requests import KafkaTopicRequests
@@ -74,7 +76,6 @@ UNSUPPORTED_VERSION = UnsupportedVersionError.code
 TOPIC_AUTHORIZATION_FAILED = TopicAuthorizationFailedError.code
 INVALID_REQUEST = InvalidRequestError.code
 FETCH_SESSION_ID_NOT_FOUND = 70
-COORDINATOR_NOT_AVAILABLE = 15
 MAX_TIMESTAMP = -3
 READ_COMMITTED = 1
 
@@ -94,6 +95,7 @@ class KafkaRequestHandler:
         security: KafkaSecurityRequests | None = None,
         authorizer: Authorizer | None = None,
         executor: Executor | None = None,
+        group_requests: KafkaGroupRequests | None = None,
     ) -> None:
         self._apis = kafka_apis
         self._replicas = replica_manager
@@ -109,6 +111,7 @@ class KafkaRequestHandler:
             **KafkaAclRequests(self._authorizer, executor).handlers(),
             **KafkaTopicRequests(self._call, topic_ids).handlers(),
             **KafkaConfigRequests(self._call, broker_config, node_id, self._authorizer).handlers(),
+            **(group_requests.handlers() if group_requests is not None else {}),
             apis.API_VERSIONS: self._api_versions,
             apis.METADATA: self._metadata,
             apis.PRODUCE: self._produce,
@@ -116,7 +119,6 @@ class KafkaRequestHandler:
             apis.LIST_OFFSETS: self._list_offsets,
             apis.DELETE_RECORDS: self._delete_records,
             apis.DESCRIBE_CLUSTER: self._describe_cluster,
-            apis.FIND_COORDINATOR: self._find_coordinator,
         }
 
     # --- decoding ----------------------------------------------------------------------------
@@ -265,14 +267,6 @@ class KafkaRequestHandler:
             "cluster_id": self._admin.cluster_id,
             "controller_id": self._node_id,
             "brokers": [self._broker(context)],
-        }
-
-    async def _find_coordinator(self, request: KafkaRequest, _context: RequestContext) -> dict:
-        return {
-            "error_code": COORDINATOR_NOT_AVAILABLE,
-            "node_id": -1,
-            "host": "",
-            "port": -1,
         }
 
     # --- Produce -----------------------------------------------------------------------------

@@ -3,9 +3,8 @@
 Kafka's own ranges as of Kafka 4.x, except where noted. Produce advertises v0-2 although it
 serves v3 and later only: librdkafka turns compression on only when Produce v0 is listed, and
 v0-2 carry message format v0/v1 which odradek does not store (a v0-2 request is answered with
-UNSUPPORTED_VERSION on every partition). FindCoordinator v0 is listed, though consumer groups
-do not exist yet, because librdkafka enables LZ4 only when it is; it is answered with
-COORDINATOR_NOT_AVAILABLE.
+UNSUPPORTED_VERSION on every partition). The group APIs are the classic protocol's, with the
+versions Kafka 4.x serves for it.
 """
 
 from __future__ import annotations
@@ -34,6 +33,9 @@ INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER, FIND_COORDINATOR = 44, 60, 10
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
+# Consumer groups (classic protocol).
+OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 8, 9, 11, 12, 13, 14
+DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
 
 ADVERTISED: dict[int, ApiRange] = {
     r.api_key: r
@@ -51,7 +53,6 @@ ADVERTISED: dict[int, ApiRange] = {
         ApiRange(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1, 0),
         ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1, 0),
         ApiRange(CREATE_PARTITIONS, "CreatePartitions", 0, 3, 0),
-        ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 0, 0),
         ApiRange(SASL_HANDSHAKE, "SaslHandshake", 0, 1, 0),
         ApiRange(SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2, 0),
         ApiRange(DESCRIBE_ACLS, "DescribeAcls", 1, 3, 1),
@@ -59,6 +60,18 @@ ADVERTISED: dict[int, ApiRange] = {
         ApiRange(DELETE_ACLS, "DeleteAcls", 1, 3, 1),
         ApiRange(DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0, 0),
         ApiRange(ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0, 0),
+        # Consumer groups (classic protocol).
+        ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 4, 0),
+        ApiRange(JOIN_GROUP, "JoinGroup", 0, 9, 0),
+        ApiRange(SYNC_GROUP, "SyncGroup", 0, 5, 0),
+        ApiRange(HEARTBEAT, "Heartbeat", 0, 4, 0),
+        ApiRange(LEAVE_GROUP, "LeaveGroup", 0, 5, 0),
+        ApiRange(OFFSET_COMMIT, "OffsetCommit", 2, 9, 2),
+        ApiRange(OFFSET_FETCH, "OffsetFetch", 1, 8, 1),
+        ApiRange(LIST_GROUPS, "ListGroups", 0, 4, 0),
+        ApiRange(DESCRIBE_GROUPS, "DescribeGroups", 0, 5, 0),
+        ApiRange(DELETE_GROUPS, "DeleteGroups", 0, 2, 0),
+        ApiRange(OFFSET_DELETE, "OffsetDelete", 0, 0, 0),
     )
 }
 

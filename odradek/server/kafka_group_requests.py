@@ -1,0 +1,373 @@
+"""KafkaGroupRequests: the consumer-group APIs of Kafka's protocol (FindCoordinator,
+JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
+DescribeGroups, DeleteGroups, OffsetDelete), answered by the GroupCoordinator.
+
+Each handler reads the request's fields by their kio names, calls the coordinator the msgpack
+protocol's handlers call, and writes the fields of the response version asked for: fields a
+version lacks are simply not written, so one answer serves every version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from odradek.errors import CoordinatorNotAvailableError, InvalidRequestError, KafkaError
+from odradek.protocol.kafka import api_versions as apis
+from odradek.server.group.coordinator_results import (
+    ErrorInfo,
+    MemberIdentity,
+    OffsetCommitEntry,
+    PartitionResult,
+)
+from odradek.server.group.group_coordinator import GroupCoordinator
+from odradek.server.group.group_metadata_manager import GroupMetadataManager
+from odradek.server.group_request_handlers import client_host
+from odradek.server.kafka_request import KafkaHandler, KafkaRequest
+from odradek.server.request_context import RequestContext
+
+GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1
+FIRST_JOIN_WITH_MEMBER_ID_REQUIRED = 4  # JoinGroup v4+: MEMBER_ID_REQUIRED round trip
+FIRST_BATCHED_LEAVE = 3  # LeaveGroup v3+: members[]
+FIRST_OFFSET_FETCH_GROUP_ERROR = 2  # OffsetFetch v2+: a top-level error_code
+FIRST_OFFSET_FETCH_GROUPS = 8  # OffsetFetch v8+: groups[]
+FIRST_NULLABLE_PROTOCOL_NAME = 7  # JoinGroup v7+
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+# READ (3), DELETE (6), DESCRIBE (8): what anyone may do to a group on a broker without ACLs.
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+
+
+class KafkaGroupRequests:
+    """The group APIs of Kafka's protocol, one handler each."""
+
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        manager: GroupMetadataManager,
+        node_id: int,
+        endpoint: Callable[[RequestContext], tuple[str, int]],
+    ) -> None:
+        """``endpoint``: the host and port the client of a request reaches this broker at
+        (what Metadata tells it), which FindCoordinator names."""
+        self._coordinator = coordinator
+        self._manager = manager
+        self._node_id = node_id
+        self._endpoint = endpoint
+
+    def handlers(self) -> dict[int, KafkaHandler]:
+        return {
+            apis.FIND_COORDINATOR: self._find_coordinator,
+            apis.JOIN_GROUP: self._join_group,
+            apis.SYNC_GROUP: self._sync_group,
+            apis.HEARTBEAT: self._heartbeat,
+            apis.LEAVE_GROUP: self._leave_group,
+            apis.OFFSET_COMMIT: self._offset_commit,
+            apis.OFFSET_FETCH: self._offset_fetch,
+            apis.LIST_GROUPS: self._list_groups,
+            apis.DESCRIBE_GROUPS: self._describe_groups,
+            apis.DELETE_GROUPS: self._delete_groups,
+            apis.OFFSET_DELETE: self._offset_delete,
+        }
+
+    # --- FindCoordinator ---------------------------------------------------------------------
+
+    async def _find_coordinator(self, request: KafkaRequest, context: RequestContext) -> dict:
+        """This broker for every group key (creating ``__consumer_offsets`` on first use, as
+        Kafka does); a transaction key has no coordinator here; other key types are invalid."""
+        body = request.body
+        key_type = body.get("key_type", GROUP_KEY_TYPE)
+        error: KafkaError | None = None
+        if key_type == TRANSACTION_KEY_TYPE:
+            error = CoordinatorNotAvailableError("this broker has no transaction coordinator")
+        elif key_type != GROUP_KEY_TYPE:
+            error = InvalidRequestError(f"unknown coordinator key type {key_type}")
+        else:
+            try:
+                await self._manager.ensure_topic()
+            except KafkaError as failure:
+                error = CoordinatorNotAvailableError(f"cannot create the offsets topic: {failure}")
+        host, port = self._endpoint(context)
+        if error is None:
+            found = {"node_id": self._node_id, "host": host, "port": port, "error_code": 0}
+        else:
+            found = {
+                "node_id": -1,
+                "host": "",
+                "port": -1,
+                "error_code": error.code,
+                "error_message": error.message,
+            }
+        if "coordinator_keys" in body:  # v4+: one answer per key
+            return {"coordinators": [{"key": key, **found} for key in body["coordinator_keys"]]}
+        return found
+
+    # --- membership --------------------------------------------------------------------------
+
+    async def _join_group(self, request: KafkaRequest, context: RequestContext) -> dict:
+        body = request.body
+        version = request.api_version
+        result = await self._coordinator.join_group(
+            body["group_id"],
+            body["member_id"],
+            body.get("group_instance_id"),
+            version >= FIRST_JOIN_WITH_MEMBER_ID_REQUIRED,
+            request.client_id or "",
+            client_host(context),
+            body.get("rebalance_timeout", -1),
+            body["session_timeout"],
+            body["protocol_type"],
+            [(p["name"], p["metadata"]) for p in body["protocols"]],
+            body.get("reason"),
+        )
+        protocol_name = result.protocol_name
+        if protocol_name is None and version < FIRST_NULLABLE_PROTOCOL_NAME:
+            protocol_name = ""
+        return {
+            "error_code": result.error.error_code,
+            "generation_id": result.generation_id,
+            "protocol_type": result.protocol_type,
+            "protocol_name": protocol_name,
+            "leader": result.leader,
+            "skip_assignment": result.skip_assignment,
+            "member_id": result.member_id,
+            "members": [
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "metadata": m.metadata,
+                }
+                for m in result.members
+            ],
+        }
+
+    async def _sync_group(self, request: KafkaRequest, _context: RequestContext) -> dict:
+        body = request.body
+        result = await self._coordinator.sync_group(
+            body["group_id"],
+            body["generation_id"],
+            body["member_id"],
+            body.get("group_instance_id"),
+            body.get("protocol_type"),
+            body.get("protocol_name"),
+            {a["member_id"]: bytes(a["assignment"]) for a in body["assignments"]},
+        )
+        return {
+            "error_code": result.error.error_code,
+            "protocol_type": result.protocol_type,
+            "protocol_name": result.protocol_name,
+            "assignment": result.assignment,
+        }
+
+    async def _heartbeat(self, request: KafkaRequest, _context: RequestContext) -> dict:
+        body = request.body
+        error = await self._coordinator.heartbeat(
+            body["group_id"],
+            body["member_id"],
+            body.get("group_instance_id"),
+            body["generation_id"],
+        )
+        return {"error_code": error.error_code}
+
+    async def _leave_group(self, request: KafkaRequest, _context: RequestContext) -> dict:
+        """v0-2 name one member and get one error (the member's when the group's is none);
+        v3+ name several, each with its own outcome."""
+        body = request.body
+        if request.api_version < FIRST_BATCHED_LEAVE:
+            identities = [MemberIdentity(body["member_id"])]
+        else:
+            identities = [
+                MemberIdentity(m["member_id"], m.get("group_instance_id")) for m in body["members"]
+            ]
+        result = await self._coordinator.leave_group(body["group_id"], identities)
+        error_code = result.error.error_code
+        if request.api_version < FIRST_BATCHED_LEAVE and not error_code and result.members:
+            error_code = result.members[0].error.error_code
+        return {
+            "error_code": error_code,
+            "members": [
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "error_code": m.error.error_code,
+                }
+                for m in result.members
+            ],
+        }
+
+    # --- offsets -----------------------------------------------------------------------------
+
+    async def _offset_commit(self, request: KafkaRequest, _context: RequestContext) -> dict:
+        """Answered once the commit is durable. ``retention_time`` (v2-4) is not honoured:
+        offsets expire by ``offsets.retention.minutes`` alone, as since Kafka 2.1 for v5+."""
+        body = request.body
+        topics = body["topics"]
+        results = await self._coordinator.commit_offsets(
+            body["group_id"],
+            body["generation_id_or_member_epoch"],
+            body["member_id"],
+            body.get("group_instance_id"),
+            [
+                OffsetCommitEntry(
+                    topic["name"],
+                    p["partition_index"],
+                    p["committed_offset"],
+                    p.get("committed_leader_epoch", -1),
+                    p["committed_metadata"],
+                )
+                for topic in topics
+                for p in topic["partitions"]
+            ],
+        )
+        return {"topics": _partition_errors(topics, results)}
+
+    async def _offset_fetch(self, request: KafkaRequest, _context: RequestContext) -> dict:
+        body = request.body
+        version = request.api_version
+        if version >= FIRST_OFFSET_FETCH_GROUPS:
+            return {"groups": [self._fetch_group(g, version) for g in body["groups"]]}
+        return self._fetch_group(body, version)
+
+    def _fetch_group(self, group: dict[str, Any], version: int) -> dict[str, Any]:
+        """One group's committed offsets, by topic; ``topics`` null (v2+) asks for every
+        partition the group has an offset for."""
+        topics = group["topics"]
+        wanted = (
+            None
+            if topics is None
+            else [(t["name"], index) for t in topics for index in t["partition_indexes"]]
+        )
+        result = self._coordinator.fetch_offsets(group["group_id"], wanted)
+        partitions = [
+            (
+                p.topic,
+                {
+                    "partition_index": p.partition,
+                    "committed_offset": p.committed_offset,
+                    "committed_leader_epoch": p.committed_leader_epoch,
+                    "metadata": p.metadata,
+                    "error_code": p.error.error_code,
+                },
+            )
+            for p in result.partitions
+        ]
+        error_code = result.error.error_code
+        if error_code and version < FIRST_OFFSET_FETCH_GROUP_ERROR:
+            # v1 has no group-level error: every partition asked for carries it.
+            partitions = [
+                (
+                    name,
+                    {
+                        "partition_index": index,
+                        "committed_offset": -1,
+                        "metadata": "",
+                        "error_code": error_code,
+                    },
+                )
+                for name, index in wanted or []
+            ]
+        return {
+            "group_id": group["group_id"],
+            "error_code": error_code,
+            "topics": [
+                {"name": name, "partitions": entries} for name, entries in _by_topic(partitions)
+            ],
+        }
+
+    async def _offset_delete(self, request: KafkaRequest, _context: RequestContext) -> dict:
+        body = request.body
+        topics = body["topics"]
+        error, results = await self._coordinator.delete_offsets(
+            body["group_id"],
+            [(t["name"], p["partition_index"]) for t in topics for p in t["partitions"]],
+        )
+        return {
+            "error_code": error.error_code,
+            "topics": _partition_errors(topics, results) if not error.error_code else [],
+        }
+
+    # --- administration ----------------------------------------------------------------------
+
+    async def _list_groups(self, request: KafkaRequest, _context: RequestContext) -> dict:
+        listings = self._coordinator.list_groups(request.body.get("states_filter", ()))
+        return {
+            "error_code": 0,
+            "groups": [
+                {
+                    "group_id": g.group_id,
+                    "protocol_type": g.protocol_type,
+                    "group_state": g.group_state,
+                }
+                for g in listings
+            ],
+        }
+
+    async def _describe_groups(self, request: KafkaRequest, _context: RequestContext) -> dict:
+        body = request.body
+        operations = (
+            GROUP_OPERATIONS
+            if body.get("include_authorized_operations")
+            else AUTHORIZED_OPERATIONS_OMITTED
+        )
+        groups = []
+        for group_id in body["groups"]:
+            group = self._coordinator.describe_group(group_id)
+            groups.append(
+                {
+                    "error_code": group.error.error_code,
+                    "group_id": group.group_id,
+                    "group_state": group.group_state,
+                    "protocol_type": group.protocol_type,
+                    "protocol_data": group.protocol_data,
+                    "members": [
+                        {
+                            "member_id": m.member_id,
+                            "group_instance_id": m.group_instance_id,
+                            "client_id": m.client_id,
+                            "client_host": m.client_host,
+                            "member_metadata": m.member_metadata,
+                            "member_assignment": m.member_assignment,
+                        }
+                        for m in group.members
+                    ],
+                    "authorized_operations": operations,
+                }
+            )
+        return {"groups": groups}
+
+    async def _delete_groups(self, request: KafkaRequest, _context: RequestContext) -> dict:
+        results = await self._coordinator.delete_groups(request.body["groups_names"])
+        return {
+            "results": [{"group_id": r.group_id, "error_code": r.error.error_code} for r in results]
+        }
+
+
+def _partition_errors(
+    topics: list[dict[str, Any]], results: Iterable[PartitionResult]
+) -> list[dict[str, Any]]:
+    """Per-partition outcomes (in request order) in the request's topics."""
+    found = iter(results)
+    return [
+        {
+            "name": topic["name"],
+            "partitions": [
+                _partition_error(p["partition_index"], next(found).error)
+                for p in topic["partitions"]
+            ],
+        }
+        for topic in topics
+    ]
+
+
+def _partition_error(partition: int, error: ErrorInfo) -> dict[str, Any]:
+    return {"partition_index": partition, "error_code": error.error_code}
+
+
+def _by_topic(entries: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, list[dict]]]:
+    """Consecutive entries of one topic gathered under it, order kept."""
+    topics: list[tuple[str, list[dict]]] = []
+    for name, entry in entries:
+        if topics and topics[-1][0] == name:
+            topics[-1][1].append(entry)
+        else:
+            topics.append((name, [entry]))
+    return topics

@@ -1,0 +1,623 @@
+"""Consumer groups on Kafka's protocol with Kafka's own clients: confluent-kafka (a group
+growing from 1 to 3 members and shrinking back; cooperative-sticky), kafka-python, aiokafka,
+kcat's balanced consumer, and odradek's own consumer sharing a group with librdkafka."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import confluent_kafka
+import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+from confluent_kafka.admin import AdminClient
+from kafka_helpers import create_topic
+from server_helpers import RunningBroker, running_broker
+
+GROUP_SETTINGS = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3"}
+FAST_GROUP = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> RunningBroker:
+    with running_broker(tmp_path_factory.mktemp("kafka-groups"), GROUP_SETTINGS) as running:
+        yield running
+
+
+def wait_until(condition: Callable[[], Any], what: str, timeout_s: float = 60) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def produce(broker: RunningBroker, topic: str, partitions: int, count: int) -> set[tuple]:
+    """``count`` records spread over the partitions; their (partition, offset)s."""
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    delivered: set[tuple] = set()
+
+    def on_delivery(error: object, message: confluent_kafka.Message) -> None:
+        assert error is None, error
+        delivered.add((message.partition(), message.offset()))
+
+    for index in range(count):
+        producer.produce(
+            topic, value=b"v%d" % index, partition=index % partitions, on_delivery=on_delivery
+        )
+    assert producer.flush(30) == 0
+    return delivered
+
+
+def committed(admin: AdminClient, group: str) -> dict[int, int]:
+    request = ConsumerGroupTopicPartitions(group)
+    result = admin.list_consumer_group_offsets([request])[group].result(timeout=10)
+    return {tp.partition: tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+
+
+def stable_assignment(admin: AdminClient, group: str, members: int) -> dict[str, set] | None:
+    """Each member's partitions once the group is Stable with ``members`` members."""
+    description = admin.describe_consumer_groups([group])[group].result(timeout=10)
+    if description.state != confluent_kafka.ConsumerGroupState.STABLE:
+        return None
+    if len(description.members) != members:
+        return None
+    return {
+        m.member_id: {tp.partition for tp in m.assignment.topic_partitions}
+        for m in description.members
+    }
+
+
+def assert_partitioned(assignment: dict[str, set], partitions: int) -> None:
+    """Every partition owned by exactly one member."""
+    owned = [p for parts in assignment.values() for p in parts]
+    assert sorted(owned) == list(range(partitions)), assignment
+
+
+class Ownership:
+    """Which member holds which partitions, as the clients' rebalance callbacks say; any
+    partition held by two members at once is a violation."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.owned: dict[str, set[int]] = {}
+        self.violations: list[str] = []
+        self.consumed: set[tuple] = set()
+
+    def assigned(self, member: str, partitions: list[int]) -> None:
+        with self.lock:
+            for other, held in self.owned.items():
+                both = held & set(partitions)
+                if other != member and both:
+                    self.violations.append(f"{member} got {both} still held by {other}")
+            self.owned.setdefault(member, set()).update(partitions)
+
+    def revoked(self, member: str, partitions: list[int]) -> None:
+        with self.lock:
+            self.owned.setdefault(member, set()).difference_update(partitions)
+
+    def add(self, records: set[tuple]) -> None:
+        with self.lock:
+            self.consumed |= records
+
+
+class ConfluentMember(threading.Thread):
+    """A librdkafka consumer subscribed in its own thread; commits after every poll."""
+
+    def __init__(
+        self,
+        name: str,
+        broker: RunningBroker,
+        topic: str,
+        group: str,
+        ownership: Ownership,
+        **config: Any,
+    ) -> None:
+        super().__init__(name=name, daemon=True)
+        self.ownership = ownership
+        self.stopping = threading.Event()
+        self.failure: BaseException | None = None
+        self.assignment: set[int] = set()
+        self.consumer = confluent_kafka.Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": group,
+                "client.id": name,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                **FAST_GROUP,
+                **config,
+            }
+        )
+        self.consumer.subscribe(
+            [topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_revoke
+        )
+
+    def _on_assign(self, consumer: confluent_kafka.Consumer, partitions: list) -> None:
+        self.ownership.assigned(self.name, [tp.partition for tp in partitions])
+
+    def _on_revoke(self, consumer: confluent_kafka.Consumer, partitions: list) -> None:
+        self.ownership.revoked(self.name, [tp.partition for tp in partitions])
+
+    def run(self) -> None:
+        try:
+            while not self.stopping.is_set():
+                messages = self.consumer.consume(100, 0.1)
+                records = {(m.partition(), m.offset()) for m in messages if not m.error()}
+                self.ownership.add(records)
+                if records:
+                    try:
+                        self.consumer.commit(asynchronous=False)
+                    except KafkaException:  # a rebalance began: the next owner re-reads
+                        pass
+                self.assignment = {tp.partition for tp in self.consumer.assignment()}
+            self.consumer.close()
+        except BaseException as failure:  # noqa: BLE001 - reported by the test
+            self.failure = failure
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(30)
+        assert not self.is_alive() and self.failure is None, self.failure
+
+
+class CommitWatch(threading.Thread):
+    """Samples the group's committed offsets; records any that went backwards."""
+
+    def __init__(self, admin: AdminClient, group: str) -> None:
+        super().__init__(daemon=True)
+        self.admin, self.group = admin, group
+        self.stopping = threading.Event()
+        self.latest: dict[int, int] = {}
+        self.backwards: list[str] = []
+        self.samples = 0
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            for partition, offset in committed(self.admin, self.group).items():
+                if offset < self.latest.get(partition, -1):
+                    self.backwards.append(
+                        f"partition {partition}: {self.latest[partition]} -> {offset}"
+                    )
+                self.latest[partition] = max(offset, self.latest.get(partition, -1))
+            self.samples += 1
+            time.sleep(0.1)
+
+
+def test_a_confluent_group_grows_to_three_members_and_shrinks_back(broker: RunningBroker):
+    topic, group, partitions = "grow-shrink", "grow-shrink-group", 6
+    create_topic(broker.bootstrap, topic, partitions)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    ownership = Ownership()
+    watch = CommitWatch(admin, group)
+    produced = produce(broker, topic, partitions, 120)
+    members = [ConfluentMember("member-a", broker, topic, group, ownership)]
+    members[0].start()
+    watch.start()
+    try:
+        assert_partitioned(
+            wait_until(lambda: stable_assignment(admin, group, 1), "one member"), partitions
+        )
+        wait_until(lambda: produced <= ownership.consumed, "the first records consumed")
+        for name, size in (("member-b", 2), ("member-c", 3)):
+            members.append(ConfluentMember(name, broker, topic, group, ownership))
+            members[-1].start()
+            assignment = wait_until(
+                lambda size=size: stable_assignment(admin, group, size), f"{size} members"
+            )
+            assert_partitioned(assignment, partitions)
+            assert all(assignment.values()), assignment  # range spreads 6 partitions over all
+        produced |= produce(broker, topic, partitions, 120)
+        wait_until(lambda: produced <= ownership.consumed, "records consumed by three members")
+        for size in (2, 1):
+            members.pop().stop()
+            assert_partitioned(
+                wait_until(lambda size=size: stable_assignment(admin, group, size), f"{size}"),
+                partitions,
+            )
+        produced |= produce(broker, topic, partitions, 120)
+        wait_until(lambda: produced <= ownership.consumed, "records consumed after shrinking")
+        ends = {p: 1 + max(o for q, o in produced if q == p) for p in range(partitions)}
+        wait_until(lambda: committed(admin, group) == ends, "every record committed")
+    finally:
+        for member in members:
+            member.stop()
+        watch.stopping.set()
+        watch.join(10)
+    assert ownership.violations == []
+    assert watch.backwards == [] and watch.samples > 10
+    assert watch.latest == ends
+
+
+def test_confluent_commit_and_committed_and_a_restart_resumes(broker: RunningBroker) -> None:
+    topic, group = "commit-resume", "commit-resume-group"
+    create_topic(broker.bootstrap, topic, 2)
+    produce(broker, topic, 2, 10)
+    settings = {
+        "bootstrap.servers": broker.bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        **FAST_GROUP,
+    }
+    first = confluent_kafka.Consumer(settings)
+    first.subscribe([topic])
+    seen = []
+    wait_until(
+        lambda: seen.extend(m for m in first.consume(10, 0.2) if not m.error()) or len(seen) >= 10,
+        "10 records",
+    )
+    offsets = [
+        confluent_kafka.TopicPartition(topic, 0, 3),
+        confluent_kafka.TopicPartition(topic, 1, 5),
+    ]
+    first.commit(offsets=offsets, asynchronous=False)
+    found = first.committed([confluent_kafka.TopicPartition(topic, p) for p in (0, 1)], 10)
+    assert [(tp.partition, tp.offset) for tp in found] == [(0, 3), (1, 5)]
+    first.close()
+    second = confluent_kafka.Consumer(settings)
+    second.subscribe([topic])
+    again: list = []
+    wait_until(
+        lambda: (
+            again.extend(m for m in second.consume(10, 0.2) if not m.error()) or len(again) >= 2
+        ),
+        "records after the committed offsets",
+    )
+    second.close()
+    assert sorted((m.partition(), m.offset()) for m in again) == [(0, 3), (0, 4)]
+
+
+def test_cooperative_sticky_moves_only_what_it_must(broker: RunningBroker) -> None:
+    topic, group, partitions = "cooperative", "cooperative-group", 4
+    create_topic(broker.bootstrap, topic, partitions)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    ownership = Ownership()
+    produced = produce(broker, topic, partitions, 40)
+    strategy = {"partition.assignment.strategy": "cooperative-sticky"}
+    first = ConfluentMember("coop-a", broker, topic, group, ownership, **strategy)
+    first.start()
+    second = None
+    try:
+        wait_until(lambda: first.assignment == set(range(partitions)), "all partitions on one")
+        second = ConfluentMember("coop-b", broker, topic, group, ownership, **strategy)
+        second.start()
+        assignment = wait_until(lambda: stable_assignment(admin, group, 2), "two members")
+        assert_partitioned(assignment, partitions)
+        wait_until(lambda: len(first.assignment) == len(second.assignment) == 2, "2 and 2")
+        assert first.assignment.isdisjoint(second.assignment)
+        produced |= produce(broker, topic, partitions, 40)
+        wait_until(lambda: produced <= ownership.consumed, "every record consumed")
+        second.stop()
+        second = None
+        wait_until(lambda: first.assignment == set(range(partitions)), "all back on one")
+    finally:
+        for member in (first, second):
+            if member is not None:
+                member.stop()
+    assert ownership.violations == []
+
+
+def test_kafka_python_consumers_share_a_group_and_commit(broker: RunningBroker) -> None:
+    from kafka import KafkaConsumer, TopicPartition
+
+    topic, group, partitions = "kafka-python-group", "kafka-python-group", 4
+    create_topic(broker.bootstrap, topic, partitions)
+    produced = produce(broker, topic, partitions, 40)
+
+    def member() -> KafkaConsumer:
+        consumer = KafkaConsumer(
+            bootstrap_servers=broker.bootstrap,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            heartbeat_interval_ms=300,
+            session_timeout_ms=6000,
+            # a leader that assigned before it saw the new topic notices it soon and rejoins
+            metadata_max_age_ms=1000,
+        )
+        assert consumer.partitions_for_topic(topic)  # the leader must know it to assign it
+        consumer.subscribe([topic])
+        return consumer
+
+    consumers = [member(), member()]
+    consumed: set[tuple] = set()
+    lock = threading.Lock()
+    stopping = threading.Event()
+
+    def poll(consumer: KafkaConsumer) -> None:  # each member polls in its own thread
+        while not stopping.is_set():
+            for records in consumer.poll(100).values():
+                with lock:
+                    consumed.update((r.partition, r.offset) for r in records)
+
+    threads = [threading.Thread(target=poll, args=(c,), daemon=True) for c in consumers]
+    for thread in threads:
+        thread.start()
+
+    def split() -> bool:
+        owned = [consumer.assignment() for consumer in consumers]
+        with lock:
+            done = produced <= consumed
+        every = {TopicPartition(topic, p) for p in range(partitions)}
+        return done and all(owned) and not owned[0] & owned[1] and owned[0] | owned[1] == every
+
+    try:
+        wait_until(split, "two members splitting the partitions, every record consumed")
+    finally:
+        stopping.set()
+        for thread in threads:
+            thread.join(10)
+    assert consumers[0].assignment() | consumers[1].assignment() == {
+        TopicPartition(topic, p) for p in range(partitions)
+    }
+    for consumer in consumers:
+        consumer.commit()
+    ends = {p: 1 + max(o for q, o in produced if q == p) for p in range(partitions)}
+    assert {p: consumers[0].committed(TopicPartition(topic, p)) for p in range(partitions)} == ends
+    for consumer in consumers:
+        consumer.close()
+
+
+def test_aiokafka_consumer_group_commits(broker: RunningBroker) -> None:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    topic, group = "aiokafka-group", "aiokafka-group"
+    create_topic(broker.bootstrap, topic, 2)
+    produced = produce(broker, topic, 2, 20)
+
+    async def run() -> tuple[set, dict]:
+        consumer = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=broker.bootstrap,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            heartbeat_interval_ms=300,
+            session_timeout_ms=6000,
+        )
+        await consumer.start()
+        consumed: set[tuple] = set()
+        try:
+            deadline = time.monotonic() + 60
+            while not produced <= consumed and time.monotonic() < deadline:
+                batches = await consumer.getmany(timeout_ms=200)
+                for records in batches.values():
+                    consumed.update((r.partition, r.offset) for r in records)
+            await consumer.commit()
+            found = {p: await consumer.committed(TopicPartition(topic, p)) for p in (0, 1)}
+        finally:
+            await consumer.stop()
+        return consumed, found
+
+    consumed, found = asyncio.run(run())
+    assert produced <= consumed
+    assert found == {0: 10, 1: 10}
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
+def test_kcat_balanced_consumer_reads_and_commits(broker: RunningBroker) -> None:
+    topic, group = "kcat-group", "kcat-group"
+    create_topic(broker.bootstrap, topic, 3)
+    produce(broker, topic, 3, 30)
+    result = subprocess.run(
+        [
+            "kcat",
+            "-b",
+            broker.bootstrap,
+            "-G",
+            group,
+            "-X",
+            "auto.offset.reset=earliest",
+            "-e",
+            "-q",
+            "-f",
+            "%p %o\n",
+            topic,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    seen = {tuple(map(int, line.split())) for line in result.stdout.split("\n") if line}
+    assert seen == {(p, o) for p in range(3) for o in range(10)}
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    assert committed(admin, group) == {0: 10, 1: 10, 2: 10}
+
+
+def test_odradek_and_librdkafka_consumers_share_one_group(broker: RunningBroker) -> None:
+    """Both speak Kafka's consumer protocol ("consumer", range): one group, one assignment."""
+    from odradek.client.consumer import Consumer
+
+    topic, group, partitions = "mixed-group", "mixed-group", 4
+    create_topic(broker.bootstrap, topic, partitions)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    ownership = Ownership()
+    produced = produce(broker, topic, partitions, 40)
+    kafka_member = ConfluentMember(
+        "librdkafka", broker, topic, group, ownership, **{"partition.assignment.strategy": "range"}
+    )
+    kafka_member.start()
+    own = Consumer(
+        bootstrap_servers=broker.bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        heartbeat_interval_ms=300,
+        session_timeout_ms=6000,
+        partition_assignment_strategy="range",
+    )
+    try:
+        own.subscribe([topic])
+
+        def settled() -> dict | None:
+            ownership.add({(r.partition, r.offset) for r in own.poll(100)})
+            found = stable_assignment(admin, group, 2)
+            mine = {tp.partition for tp in own.assignment()}
+            if (
+                found is None
+                or not mine
+                or mine | kafka_member.assignment != set(range(partitions))
+            ):
+                return None
+            return found
+
+        assignment = wait_until(settled, "both members in one Stable generation")
+        assert_partitioned(assignment, partitions)
+        assert {tp.partition for tp in own.assignment()}.isdisjoint(kafka_member.assignment)
+        wait_until(lambda: settled() and produced <= ownership.consumed, "every record read")
+        own.commit()
+    finally:
+        own.close()
+        kafka_member.stop()
+    assert ownership.violations == []
+
+
+def test_confluent_admin_alters_lists_and_deletes_group_offsets(broker: RunningBroker) -> None:
+    from confluent_kafka import TopicPartition
+
+    topic, group = "admin-groups", "admin-groups"
+    create_topic(broker.bootstrap, topic, 2)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    offsets = [TopicPartition(topic, 0, 4), TopicPartition(topic, 1, 9)]
+    request = ConsumerGroupTopicPartitions(group, offsets)
+    altered = admin.alter_consumer_group_offsets([request])[group].result(timeout=10)
+    assert [(tp.partition, tp.offset, tp.error) for tp in altered.topic_partitions] == [
+        (0, 4, None),
+        (1, 9, None),
+    ]
+    assert committed(admin, group) == {0: 4, 1: 9}
+    listed = admin.list_consumer_groups().result(timeout=10)
+    assert group in {g.group_id for g in listed.valid}
+    admin.delete_consumer_groups([group])[group].result(timeout=10)
+    listed = admin.list_consumer_groups().result(timeout=10)
+    assert group not in {g.group_id for g in listed.valid}
+    assert committed(admin, group) == {}
+
+
+MEMBER_PROCESS = """
+import sys, confluent_kafka
+consumer = confluent_kafka.Consumer({
+    "bootstrap.servers": sys.argv[1], "group.id": sys.argv[2], "session.timeout.ms": 6000,
+    "heartbeat.interval.ms": 300, "enable.auto.commit": False})
+consumer.subscribe([sys.argv[3]], on_assign=lambda c, parts: print(
+    "assigned", len(parts), flush=True))
+while True:
+    consumer.poll(0.1)
+"""
+
+
+def test_a_killed_member_s_partitions_move_after_its_session_timeout(
+    broker: RunningBroker,
+) -> None:
+    import os
+    import signal
+    import sys
+
+    topic, group, partitions = "killed-member", "killed-member-group", 4
+    create_topic(broker.bootstrap, topic, partitions)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    ownership = Ownership()
+    survivor = ConfluentMember("survivor", broker, topic, group, ownership)
+    survivor.start()
+    victim = subprocess.Popen(
+        [sys.executable, "-c", MEMBER_PROCESS, broker.bootstrap, group, topic],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_until(lambda: stable_assignment(admin, group, 2), "two members")
+        wait_until(lambda: len(survivor.assignment) == 2, "the survivor holding half")
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.wait(10)
+        killed_at = time.monotonic()
+        wait_until(lambda: survivor.assignment == set(range(partitions)), "all on the survivor")
+        moved_after = time.monotonic() - killed_at
+        assert_partitioned(
+            wait_until(lambda: stable_assignment(admin, group, 1), "one member"), partitions
+        )
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+            victim.wait(10)
+        survivor.stop()
+    assert 3 < moved_after < 30, moved_after  # the 6 s session timeout, not at once
+    assert ownership.violations == []
+
+
+def test_kafka_python_admin_manages_group_offsets(broker: RunningBroker) -> None:
+    from kafka import KafkaAdminClient, TopicPartition
+    from kafka.errors import NoError
+    from kafka.structs import OffsetAndMetadata
+
+    topic, group = "kp-admin", "kp-admin-group"
+    create_topic(broker.bootstrap, topic, 2)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        partition = TopicPartition(topic, 0)
+        altered = admin.alter_group_offsets(group, {partition: OffsetAndMetadata(5, "m", -1)})
+        assert altered == {partition: NoError}
+        listed = admin.list_group_offsets({group: None})[group]
+        assert (listed[partition].offset, listed[partition].metadata) == (5, "m")
+        empty = admin.list_groups(states_filter=["Empty"])
+        assert {"group_id": group, "protocol_type": "", "group_state": "Empty"} in empty
+        described = admin.describe_groups([group], include_authorized_operations=True)[group]
+        assert (described["group_state"], described["error"]) == ("Empty", None)
+        assert sorted(described["authorized_operations"]) == ["DELETE", "DESCRIBE", "READ"]
+        assert admin.delete_group_offsets(group, [partition]) == {partition: NoError}
+        assert admin.list_group_offsets({group: None})[group] == {}
+        assert admin.delete_groups([group]) == {group: "OK"}
+    finally:
+        admin.close()
+
+
+def test_two_aiokafka_consumers_split_a_topic(broker: RunningBroker) -> None:
+    from aiokafka import AIOKafkaConsumer
+
+    topic, group, partitions = "aiokafka-pair", "aiokafka-pair", 4
+    create_topic(broker.bootstrap, topic, partitions)
+    produced = produce(broker, topic, partitions, 40)
+
+    async def run() -> tuple[set, list[set]]:
+        consumers = [
+            AIOKafkaConsumer(
+                topic,
+                bootstrap_servers=broker.bootstrap,
+                group_id=group,
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                heartbeat_interval_ms=300,
+                session_timeout_ms=6000,
+            )
+            for _ in range(2)
+        ]
+        for consumer in consumers:
+            await consumer.start()
+        consumed: set[tuple] = set()
+        owned: list[set] = [set(), set()]
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                for consumer in consumers:
+                    for records in (await consumer.getmany(timeout_ms=100)).values():
+                        consumed.update((r.partition, r.offset) for r in records)
+                owned = [{tp.partition for tp in c.assignment()} for c in consumers]
+                if produced <= consumed and all(owned) and not owned[0] & owned[1]:
+                    break
+        finally:
+            for consumer in consumers:
+                await consumer.stop()
+        return consumed, owned
+
+    consumed, owned = asyncio.run(run())
+    assert produced <= consumed
+    assert owned[0] | owned[1] == set(range(partitions)) and not owned[0] & owned[1], owned
