@@ -7,8 +7,13 @@ from typing import Any
 
 from odradek.errors import InvalidRequestError
 from odradek.protocol.kafka import api_versions as apis
-from odradek.protocol.topics import CreatePartitionsRequest, CreatePartitionsTopic
-from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest, DeleteTopicsRequest
+from odradek.protocol.topics import (
+    CreatableTopic,
+    CreatePartitionsRequest,
+    CreatePartitionsTopic,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+)
 from odradek.server.kafka_request import CallApis, KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext
 from odradek.server.topic_ids import TopicIds
@@ -127,7 +132,8 @@ class KafkaTopicRequests:
             results.append(None)
         if counts:
             response = await self._call(
-                context, CreatePartitionsRequest(tuple(counts), body["validate_only"], body["timeout_ms"])
+                context,
+                CreatePartitionsRequest(tuple(counts), body["validate_only"], body["timeout_ms"]),
             )
             grown = iter(response.topics)
             for index, result in enumerate(results):
