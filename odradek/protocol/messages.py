@@ -26,6 +26,7 @@ from odradek.protocol.describe_topic_partitions import (
 from odradek.protocol.fetch import FetchRequest, FetchResponse
 from odradek.protocol.frame import Frame, encode_frame_prefix
 from odradek.protocol.header import RequestHeader, ResponseHeader
+from odradek.protocol.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from odradek.protocol.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from odradek.protocol.metadata import MetadataRequest, MetadataResponse
 from odradek.protocol.produce import ProduceRequest, ProduceResponse
@@ -50,6 +51,7 @@ REQUEST_TYPES: dict[ApiKey, type[Message]] = {
         CreateTopicsRequest,
         DeleteTopicsRequest,
         DeleteRecordsRequest,
+        InitProducerIdRequest,
         CreatePartitionsRequest,
         DescribeConfigsRequest,
         AlterConfigsRequest,
@@ -68,6 +70,7 @@ RESPONSE_TYPES: dict[ApiKey, type[Message]] = {
         CreateTopicsResponse,
         DeleteTopicsResponse,
         DeleteRecordsResponse,
+        InitProducerIdResponse,
         CreatePartitionsResponse,
         DescribeConfigsResponse,
         AlterConfigsResponse,

@@ -22,6 +22,7 @@ from odradek.server.event_loop_lag_monitor import EventLoopLagMonitor
 from odradek.server.kafka_apis import KafkaApis
 from odradek.server.kafka_request_handler import KafkaRequestHandler
 from odradek.server.metrics import BrokerMetrics
+from odradek.server.producer_id_manager import ProducerIdManager
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.socket_server import SocketServer
 from odradek.server.topic_ids import TopicIds
@@ -70,6 +71,7 @@ class Broker:
         self.replica_manager = ReplicaManager(
             self.log_manager, self._append_executor, self._flush_executor, self._io_executor
         )
+        self.producer_ids = ProducerIdManager(self.log_manager.log_dirs, self._io_executor)
         settings = ConnectionSettings(
             config.socket_request_max_bytes, config.connections_max_idle_ms
         )
@@ -141,6 +143,7 @@ class Broker:
         self.metrics.watch(self.log_manager)
         self.metrics.watch_cleaner(self.log_cleaner)
         self.replica_manager.startup()
+        self.producer_ids.load()
 
     async def _stop_storage(self) -> None:
         await self._in_thread(self.log_cleaner.shutdown)
@@ -177,7 +180,9 @@ class Broker:
             version("odradek"),
             config.socket_request_max_bytes,
         )
-        apis = KafkaApis(self.replica_manager, admin, api_versions, self.metrics)
+        apis = KafkaApis(
+            self.replica_manager, admin, api_versions, self.metrics, self.producer_ids
+        )
         kafka_handler = KafkaRequestHandler(
             apis,
             self.replica_manager,

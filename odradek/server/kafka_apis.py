@@ -12,6 +12,7 @@ from odradek.protocol.api_versions import ApiVersionsResponse
 from odradek.protocol.schema import Message
 from odradek.server.admin_manager import AdminManager
 from odradek.server.metrics import BrokerMetrics
+from odradek.server.producer_id_manager import ProducerIdManager
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
 
@@ -27,6 +28,7 @@ class KafkaApis:
         admin_manager: AdminManager,
         api_versions: ApiVersionsResponse,
         metrics: BrokerMetrics,
+        producer_ids: ProducerIdManager,
     ) -> None:
         self._metrics = metrics
         self._api_versions = api_versions
@@ -36,6 +38,7 @@ class KafkaApis:
             ApiKey.FETCH: replicas.fetch_messages,
             ApiKey.LIST_OFFSETS: lambda request, _: replicas.list_offsets(request),
             ApiKey.DELETE_RECORDS: lambda request, _: replicas.delete_records(request),
+            ApiKey.INIT_PRODUCER_ID: producer_ids.init_producer_id,
             ApiKey.METADATA: lambda request, _: admin.metadata(request),
             ApiKey.API_VERSIONS: self._api_versions_response,
             ApiKey.CREATE_TOPICS: lambda request, _: admin.create_topics(request),

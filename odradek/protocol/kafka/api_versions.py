@@ -31,6 +31,7 @@ PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 18, 19, 20, 21
 DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS = 32, 33, 37
 INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER, FIND_COORDINATOR = 44, 60, 10
+INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 22, 23
 
 ADVERTISED: dict[int, ApiRange] = {
     r.api_key: r
@@ -49,6 +50,8 @@ ADVERTISED: dict[int, ApiRange] = {
         ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1, 0),
         ApiRange(CREATE_PARTITIONS, "CreatePartitions", 0, 3, 0),
         ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 0, 0),
+        ApiRange(INIT_PRODUCER_ID, "InitProducerId", 0, 4, 0),
+        ApiRange(OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 4, 2),
     )
 }
 
