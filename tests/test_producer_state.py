@@ -233,3 +233,27 @@ def test_the_leader_epoch_checkpoint_records_where_epoch_zero_starts(partition_d
         assert log.end_offset_for_epoch(-1, 0) == EpochEntry(-1, -1)
         log.truncate_fully_and_start_at(10)
         assert decode_checkpoint((partition_dir / LEADER_EPOCH_CHECKPOINT_FILE).read_text()) == []
+
+
+def test_compaction_keeps_the_last_batch_of_every_live_producer(tmp_path):
+    """Producer 7 writes key a then overwrites it from a plain batch: the cleaner would drop
+    its batch, but it is the producer's last, so it stays and its retry is still answered."""
+    from test_cleaner_helpers import COMPACT, clean_fully
+
+    directory = tmp_path / "compacted-0"
+    directory.mkdir()
+    with open_log(directory, COMPACT) as log:
+        first = append(log, idempotent(7, 0, 0))
+        append(log, idempotent(8, 0, 0))
+        for i in range(40):
+            append(log, build_batch([(BASE_TIME_MS + i, b"k", b"x" * 40, ())]))
+        log.roll()
+        assert clean_fully(log) > 0
+        offsets = [r.offset for r in read_all(log)]
+        assert first.first_offset in offsets and 1 in offsets
+        assert len(offsets) < 10  # the rest was compacted away
+        assert append(log, idempotent(7, 0, 0)).first_offset == first.first_offset
+        end = log.log_end_offset
+    with open_log(directory, COMPACT, recovery_point=0) as log:  # rebuilt from the log
+        assert append(log, idempotent(7, 0, 0)).first_offset == first.first_offset
+        assert log.log_end_offset == end
