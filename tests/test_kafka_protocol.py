@@ -220,7 +220,8 @@ def test_unknown_api_keys_and_versions(broker: RunningBroker) -> None:
     received_id, error, entries = read_api_versions(kafka.read_frame(), False)
     assert (received_id, error) == (correlation_id, 35)
     assert (18, 0, 4) in entries and (0, 0, 12) in entries and (1, 4, 12) in entries
-    assert not {11, 12, 14, 22, 36} & {key for key, _, _ in entries}  # no groups, txns, SASL
+    assert (22, 0, 4) in entries and (23, 2, 4) in entries  # idempotence, leader epochs
+    assert not {11, 12, 14, 24, 36} & {key for key, _, _ in entries}  # no groups, txns, SASL
 
     kafka.send(1, 3, b"", False)  # Fetch v3: below the versions served
     assert kafka.is_closed_by_peer()

@@ -137,9 +137,24 @@ class RecordAccumulator:
         return drained
 
     def reenqueue(self, batches: Sequence[ProducerBatch]) -> None:
-        """Put batches of one partition back at the front of its queue, in their order."""
+        """Put batches of one partition back at the front of its queue, in their order; an
+        idempotent producer's (numbered) go in sequence order among the numbered batches
+        already back, whatever order their failures came in."""
         with self._lock:
-            self._queues[batches[0].topic_partition].extendleft(reversed(batches))
+            queue = self._queues[batches[0].topic_partition]
+            back = list(batches)
+            if back[0].base_sequence is not None:
+                while queue and queue[0].base_sequence is not None:
+                    back.append(queue.popleft())
+                back.sort(key=lambda batch: batch.base_sequence or 0)
+            queue.extendleft(reversed(back))
+
+    def clear_producer_state(self) -> None:
+        """Forget the sequences of every queued batch (see ProducerBatch)."""
+        with self._lock:
+            for queue in self._queues.values():
+                for batch in queue:
+                    batch.clear_producer_state()
 
     def expired_batches(self, now_ms: int, delivery_timeout_ms: int) -> list[ProducerBatch]:
         """Remove and return queued batches created more than ``delivery_timeout_ms`` ago."""
