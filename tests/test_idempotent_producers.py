@@ -1,0 +1,167 @@
+"""Exactly one copy after a lost acknowledgement: real producers (librdkafka, kafka-python,
+odradek's own) through a proxy that drops the connection after the broker appended a batch and
+before the client read the answer; also with the broker SIGKILLed before the retry arrives,
+restarted from a snapshot or from the log alone, after clean and unclean shutdowns."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import confluent_kafka
+import kafka
+import pytest
+from fault_proxy import FaultProxy
+from serve_process import ServeProcess
+from server_helpers import running_broker
+
+from odradek.client.producer import Producer
+
+TOPIC = "exactly-once"
+
+
+def produce_confluent(bootstrap: str, values: list[bytes]) -> None:
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "linger.ms": 0,
+            "retry.backoff.ms": 100,
+            "reconnect.backoff.ms": 100,
+            "reconnect.backoff.max.ms": 500,
+        }
+    )
+    errors = []
+    for value in values:
+        producer.produce(TOPIC, value=value, on_delivery=lambda e, _m: errors.append(e))
+        producer.flush(60)  # one batch per value: the marked one travels alone
+    assert producer.flush(60) == 0
+    assert not [e for e in errors if e is not None]
+
+
+def produce_kafka_python(bootstrap: str, values: list[bytes]) -> None:
+    producer = kafka.KafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", retry_backoff_ms=100, reconnect_backoff_ms=100
+    )
+    for value in values:
+        producer.send(TOPIC, value=value).get(timeout=60)
+    producer.close(30)
+
+
+def produce_odradek(bootstrap: str, values: list[bytes]) -> None:
+    producer = Producer(
+        bootstrap_servers=bootstrap, retry_backoff_ms=100, reconnect_backoff_ms=100
+    )
+    assert producer.config.idempotent
+    for value in values:
+        producer.send(TOPIC, value).result(timeout=60)
+    producer.close(30)
+
+
+PRODUCERS: dict[str, Callable[[str, list[bytes]], None]] = {
+    "confluent-kafka": produce_confluent,
+    "kafka-python": produce_kafka_python,
+    "odradek": produce_odradek,
+}
+
+
+def stored_values(bootstrap: str) -> list[bytes]:
+    """Every record of the topic's partition 0, read to its high watermark."""
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "check", "enable.auto.commit": False}
+    )
+    low, high = consumer.get_watermark_offsets(confluent_kafka.TopicPartition(TOPIC, 0), 30)
+    consumer.assign([confluent_kafka.TopicPartition(TOPIC, 0, low)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(values) < high - low and time.monotonic() < deadline:
+        message = consumer.poll(0.2)
+        if message is not None and not message.error():
+            values.append(message.value())
+    consumer.close()
+    return values
+
+
+@pytest.fixture
+def proxy() -> Iterator[FaultProxy]:
+    fault_proxy = FaultProxy(target_port=0)
+    yield fault_proxy
+    fault_proxy.close()
+
+
+def advertised(proxy: FaultProxy) -> str:
+    return f"PLAINTEXT://127.0.0.1:{proxy.port}"
+
+
+@pytest.mark.parametrize("client", sorted(PRODUCERS))
+def test_a_lost_acknowledgement_is_retried_and_stored_once(
+    tmp_path: Path, proxy: FaultProxy, client: str
+) -> None:
+    with running_broker(tmp_path, {"advertised.listeners": advertised(proxy)}) as broker:
+        proxy.target_port = broker.port
+        marker = b"lost-ack-" + client.encode()
+        proxy.arm(marker)
+        PRODUCERS[client](proxy.bootstrap, [b"first", marker, b"last"])
+        assert proxy.drops == 1
+        assert stored_values(proxy.bootstrap) == [b"first", marker, b"last"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("history", ["snapshot after clean shutdown", "log only", "rolled"])
+@pytest.mark.parametrize("client", sorted(PRODUCERS))
+def test_a_broker_killed_before_the_retry_still_stores_one_copy(
+    tmp_path: Path, proxy: FaultProxy, client: str, history: str
+) -> None:
+    """The broker appends (acks=all: fsynced), the answer is lost, the broker is SIGKILLed;
+    the restarted broker rebuilds the producer state (from the snapshot the clean shutdown
+    left, from the log alone, or from a roll's snapshot plus the log) and recognises the
+    retry."""
+    data = tmp_path / "data"
+    settings = ["--set", f"advertised.listeners={advertised(proxy)}"]
+    if history == "rolled":
+        settings += ["--set", "log.segment.bytes=1024"]
+    broker = ServeProcess(data, *settings)
+    try:
+        proxy.target_port = broker.port
+        PRODUCERS[client](proxy.bootstrap, [b"warm-up"] + [b"x" * 300] * 6)
+        if history == "snapshot after clean shutdown":
+            assert broker.stop() == 0
+            broker = ServeProcess(data, *settings)
+            proxy.target_port = broker.port
+        elif history == "log only":
+            for snapshot in (data / f"{TOPIC}-0").glob("*.snapshot"):
+                snapshot.unlink()
+        marker = b"killed-" + client.encode()
+        killed = broker
+
+        def kill() -> None:
+            killed.stop(signal.SIGKILL)
+
+        proxy.arm(marker, on_drop=kill)
+        restarted: list[ServeProcess] = []
+
+        def restart_when_dropped() -> None:
+            deadline = time.monotonic() + 30
+            while proxy.drops == 0 or killed.process.poll() is None:
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            restarted.append(ServeProcess(data, *settings))
+            proxy.target_port = restarted[0].port
+
+        import threading
+
+        restarter = threading.Thread(target=restart_when_dropped)
+        restarter.start()
+        try:
+            PRODUCERS[client](proxy.bootstrap, [marker, b"after"])
+        finally:
+            restarter.join(60)
+        broker = restarted[0]
+        assert proxy.drops == 1
+        counts = Counter(stored_values(proxy.bootstrap))
+        assert counts[marker] == 1 and counts[b"after"] == 1 and counts[b"warm-up"] == 1
+    finally:
+        broker.stop()
