@@ -6,6 +6,7 @@ restarted from a snapshot or from the log alone, after clean and unclean shutdow
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -122,11 +123,18 @@ def test_a_broker_killed_before_the_retry_still_stores_one_copy(
     data = tmp_path / "data"
     settings = ["--set", f"advertised.listeners={advertised(proxy)}"]
     if history == "rolled":
-        settings += ["--set", "log.segment.bytes=1024"]
+        settings += ["--set", "log.segment.bytes=1048576"]
     broker = ServeProcess(data, *settings)
     try:
         proxy.target_port = broker.port
-        PRODUCERS[client](proxy.bootstrap, [b"warm-up"] + [b"x" * 300] * 6)
+        # "rolled": past the smallest segment.bytes (1 MiB), so a roll writes a snapshot
+        filler = [b"x" * 100_000] * (12 if history == "rolled" else 2)
+        PRODUCERS[client](proxy.bootstrap, [b"warm-up", *filler])
+        if history == "rolled":  # the roll's background flush writes it
+            deadline = time.monotonic() + 10
+            while not list((data / f"{TOPIC}-0").glob("*.snapshot")):
+                assert time.monotonic() < deadline, "no snapshot written at the roll"
+                time.sleep(0.05)
         if history == "snapshot after clean shutdown":
             assert broker.stop() == 0
             broker = ServeProcess(data, *settings)
@@ -150,8 +158,6 @@ def test_a_broker_killed_before_the_retry_still_stores_one_copy(
                 time.sleep(0.02)
             restarted.append(ServeProcess(data, *settings))
             proxy.target_port = restarted[0].port
-
-        import threading
 
         restarter = threading.Thread(target=restart_when_dropped)
         restarter.start()
