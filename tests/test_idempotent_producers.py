@@ -53,9 +53,7 @@ def produce_kafka_python(bootstrap: str, values: list[bytes]) -> None:
 
 
 def produce_odradek(bootstrap: str, values: list[bytes]) -> None:
-    producer = Producer(
-        bootstrap_servers=bootstrap, retry_backoff_ms=100, reconnect_backoff_ms=100
-    )
+    producer = Producer(bootstrap_servers=bootstrap, retry_backoff_ms=100, reconnect_backoff_ms=100)
     assert producer.config.idempotent
     for value in values:
         producer.send(TOPIC, value).result(timeout=60)

@@ -57,6 +57,8 @@ class LeaderEpochFileCache:
         self.path = directory / LEADER_EPOCH_CHECKPOINT_FILE
         self._name = name
         self.entries: list[EpochEntry] = self._read()
+        self.latest_epoch = self.entries[-1].epoch if self.entries else UNDEFINED_EPOCH
+        """The newest epoch (a plain attribute: every append compares against it)."""
 
     def _read(self) -> list[EpochEntry]:
         try:
@@ -73,11 +75,8 @@ class LeaderEpochFileCache:
             return []
 
     def _write(self) -> None:
+        self.latest_epoch = self.entries[-1].epoch if self.entries else UNDEFINED_EPOCH
         write_atomically(self.path, encode_checkpoint(self.entries))
-
-    @property
-    def latest_epoch(self) -> int:
-        return self.entries[-1].epoch if self.entries else UNDEFINED_EPOCH
 
     def assign(self, epoch: int, start_offset: int) -> None:
         """Record that ``epoch`` starts at ``start_offset`` (a newer epoch only)."""

@@ -31,14 +31,17 @@ from odradek.storage.producer_state_entry import NO_PRODUCER_EPOCH, ProducerStat
 # (skip baseTimestamp), maxTimestamp, producerId, producerEpoch, baseSequence
 _FIELDS = struct.Struct(">qi11xi8xqqhi")
 PRODUCER_ID_STRUCT = struct.Struct(">q")
+_new = tuple.__new__
 
 
 class ProducerAppendInfo(NamedTuple):
     """The producers an append updates (new entries, applied once it is written), or the
-    batch it duplicates (then nothing is written)."""
+    batch it duplicates (then nothing is written). The common case, one batch that goes on
+    where its producer left off, is ``next_batch``: the entry and the batch to add to it."""
 
-    updated: dict[int, ProducerStateEntry]
+    updated: dict[int, ProducerStateEntry] | None
     duplicate: BatchMetadata | None = None
+    next_batch: tuple[ProducerStateEntry, BatchMetadata] | None = None
 
 
 def analyze_producer_state(
@@ -51,8 +54,31 @@ def analyze_producer_state(
     ``where`` names the partition in errors. Raises InvalidProducerEpochError or
     OutOfOrderSequenceNumberError; ``producers`` is never modified.
     """
+    end = len(records)
+    fields = _FIELDS.unpack_from(records, 0)
+    if fields[1] + LOG_OVERHEAD == end:  # one batch: try the common case first
+        base_offset, _, last_offset_delta, max_timestamp, producer_id, epoch, first_seq = fields
+        entry = producers.get(producer_id)
+        if (
+            entry is not None
+            and entry.batches
+            and epoch == entry.producer_epoch
+            and first_seq == entry.batches[-1].last_seq + 1
+            and first_seq <= INT32_MAX - last_offset_delta
+        ):
+            # tuple.__new__: a named tuple's own constructor costs a Python call per append
+            batch = _new(
+                BatchMetadata,
+                (
+                    first_seq + last_offset_delta,
+                    base_offset + last_offset_delta,
+                    last_offset_delta,
+                    max_timestamp,
+                ),
+            )
+            return _new(ProducerAppendInfo, (None, None, (entry, batch)))
     updated: dict[int, ProducerStateEntry] = {}
-    position, end = 0, len(records)
+    position = 0
     while position < end:
         (
             base_offset,

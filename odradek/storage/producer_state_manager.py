@@ -63,7 +63,12 @@ class ProducerStateManager:
 
     def update(self, append_info: ProducerAppendInfo) -> None:
         """Apply a written append's producer updates."""
-        self.producers.update(append_info.updated)
+        if append_info.next_batch is not None:
+            entry, batch = append_info.next_batch
+            entry.batches.append(batch)  # a bounded deque: the oldest of five goes
+            entry.last_timestamp = batch.timestamp
+        else:
+            self.producers.update(append_info.updated)
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
