@@ -225,7 +225,7 @@ class FakeBroker:
 
     async def _init_producer_id(self, request, fault):
         if fault is not None and fault.action == "error":
-            return InitProducerIdResponse(fault.error_code)
+            raise error_for_code(fault.error_code)
         if request.producer_id >= 0:
             return InitProducerIdResponse(
                 producer_id=request.producer_id, producer_epoch=request.producer_epoch + 1

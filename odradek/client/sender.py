@@ -122,8 +122,6 @@ class Sender:
         )
         try:
             response: InitProducerIdResponse = await self._client.send(request)
-            if response.error:
-                raise error_for_code(response.error, response.message or "")
         except KafkaError as error:
             if not error.retriable and not isinstance(error, RequestTimedOutError):
                 logger.error("InitProducerId failed: %s; failing the records waiting", error)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.schema import ErrorCode, Int16, Int32, Int64, Message
+from odradek.protocol.schema import Int16, Int32, Int64, Message
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -27,8 +27,9 @@ class InitProducerIdRequest(Message):
 
 @dataclass(frozen=True)
 class InitProducerIdResponse(Message):
+    """The id and epoch; a refusal is a request error in the response header (its code and
+    message), like every whole-request error of this protocol."""
+
     api_key: ClassVar[ApiKey] = ApiKey.INIT_PRODUCER_ID
-    error: ErrorCode = 0
-    message: str | None = None
     producer_id: Int64 = NO_PRODUCER_ID
     producer_epoch: Int16 = NO_PRODUCER_EPOCH

@@ -269,17 +269,20 @@ class KafkaRequestHandler:
 
     async def _init_producer_id(self, request: KafkaRequest, context: RequestContext) -> dict:
         body = request.body
-        response = await self._call(
-            context,
-            InitProducerIdRequest(
-                body["transactional_id"],
-                _milliseconds(body["transaction_timeout"]),
-                body.get("producer_id", -1),
-                body.get("producer_epoch", -1),
-            ),
-        )
+        try:
+            response = await self._call(
+                context,
+                InitProducerIdRequest(
+                    body["transactional_id"],
+                    _milliseconds(body["transaction_timeout"]),
+                    body.get("producer_id", -1),
+                    body.get("producer_epoch", -1),
+                ),
+            )
+        except KafkaError as error:
+            return {"error_code": error.code, "producer_id": -1, "producer_epoch": -1}
         return {
-            "error_code": response.error,
+            "error_code": 0,
             "producer_id": response.producer_id,
             "producer_epoch": response.producer_epoch,
         }

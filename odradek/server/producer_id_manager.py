@@ -125,12 +125,13 @@ class ProducerIdManager:
     async def init_producer_id(
         self, request: InitProducerIdRequest, context: RequestContext
     ) -> InitProducerIdResponse:
+        """The id and epoch for ``request``; raises the KafkaError that refuses it."""
         try:
             producer_id, epoch = await self._init(request)
         except KafkaError as error:
             logger.warning("InitProducerId from %s refused: %s", context.peer, error)
-            return InitProducerIdResponse(error.code, error.message)
-        return InitProducerIdResponse(producer_id=producer_id, producer_epoch=epoch)
+            raise
+        return InitProducerIdResponse(producer_id, epoch)
 
     async def _init(self, request: InitProducerIdRequest) -> tuple[int, int]:
         if request.transactional_id is not None:
