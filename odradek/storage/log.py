@@ -41,7 +41,7 @@ from odradek.storage.log_stats import (
     RETENTION_TIME,
 )
 from odradek.storage.log_validator import validate_and_assign_offsets
-from odradek.storage.producer_append_info import PRODUCER_ID_STRUCT, ProducerAppendInfo
+from odradek.storage.producer_append_info import ProducerAppendInfo
 from odradek.storage.producer_snapshot_file import snapshot_file
 from odradek.storage.producer_state_manager import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -257,10 +257,9 @@ class Log:
                 partition_leader_epoch=leader_epoch,
             )
             producer_append: ProducerAppendInfo | None = None
-            if (
-                validated.batch_count > 1
-                or PRODUCER_ID_STRUCT.unpack_from(validated.records, PRODUCER_ID_OFFSET)[0] >= 0
-            ):
+            # The sign bit of the first batch's producer id: -1 (no producer) has it set, so a
+            # plain one-batch append pays one byte read for idempotence.
+            if validated.batch_count > 1 or not validated.records[PRODUCER_ID_OFFSET] & 0x80:
                 producer_append = self.producer_state.analyze(validated.records)
                 if producer_append.duplicate is not None:
                     return self._duplicate_append_info(producer_append, config)

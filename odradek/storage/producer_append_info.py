@@ -30,7 +30,6 @@ from odradek.storage.producer_state_entry import NO_PRODUCER_EPOCH, ProducerStat
 # baseOffset, batchLength, (skip ple, magic, crc, attributes), lastOffsetDelta,
 # (skip baseTimestamp), maxTimestamp, producerId, producerEpoch, baseSequence
 _FIELDS = struct.Struct(">qi11xi8xqqhi")
-PRODUCER_ID_STRUCT = struct.Struct(">q")
 _new = tuple.__new__
 
 
