@@ -343,9 +343,11 @@ class Log:
 
     def take_producer_snapshot(self) -> None:
         """Write the producer state at the log end (clean shutdown), unless a snapshot there
-        exists already (nothing was appended since the last one)."""
+        exists already (nothing was appended since the last one) or the log is empty."""
         with self._lock:
             offset = self.log_end_offset
+            if offset == self._log_start_offset and not self.producer_state.producers:
+                return  # an empty log: nothing to replay, and shutdown stays one write lighter
             data = self.producer_state.snapshot_bytes()
         self._write_snapshot(offset, data)
 
