@@ -132,8 +132,7 @@ class KafkaTopicRequests:
             results.append(None)
         if counts:
             response = await self._call(
-                context,
-                CreatePartitionsRequest(tuple(counts), body["validate_only"], body["timeout_ms"]),
+                context, CreatePartitionsRequest(tuple(counts), body["validate_only"])
             )
             grown = iter(response.topics)
             for index, result in enumerate(results):
