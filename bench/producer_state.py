@@ -29,12 +29,12 @@ CONFIG = LogConfig(segment_bytes=64 * 1024 * 1024)
 
 
 def batches(count: int, producer_id: int, records: int = 10, size: int = 100) -> list[bytes]:
-    """``count`` batches of ``records`` records; idempotent when ``producer_id`` >= 0."""
+    """``count`` batches of ``records`` records; idempotent when ``producer_id`` >= 0. Each
+    batch is its own object on both sides, so both read as much memory."""
     now = SYSTEM_CLOCK.milliseconds()
     values = [(now, b"key-%d" % i, b"v" * size, ()) for i in range(records)]
     if producer_id < 0:
-        plain = build_batch(values)
-        return [plain] * count
+        return [build_batch(values) for _ in range(count)]
     return [
         build_batch(values, producer_id=producer_id, producer_epoch=0, base_sequence=n * records)
         for n in range(count)

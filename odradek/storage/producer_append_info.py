@@ -35,12 +35,42 @@ _new = tuple.__new__
 
 class ProducerAppendInfo(NamedTuple):
     """The producers an append updates (new entries, applied once it is written), or the
-    batch it duplicates (then nothing is written). The common case, one batch that goes on
-    where its producer left off, is ``next_batch``: the entry and the batch to add to it."""
+    batch it duplicates (then nothing is written)."""
 
-    updated: dict[int, ProducerStateEntry] | None
+    updated: dict[int, ProducerStateEntry]
     duplicate: BatchMetadata | None = None
-    next_batch: tuple[ProducerStateEntry, BatchMetadata] | None = None
+
+
+def next_batch_of_known_producer(
+    producers: dict[int, ProducerStateEntry], records: bytes | bytearray | memoryview
+) -> tuple[ProducerStateEntry, BatchMetadata] | None:
+    """The common case, checked first: ``records`` is one batch that goes on where its
+    producer left off (same epoch, the next sequence). Such a batch cannot be a retry and
+    passes every rule, so it needs no copy of the entry and no duplicate scan: the entry and
+    the batch to add to it once written. None for anything else."""
+    fields = _FIELDS.unpack_from(records, 0)
+    if fields[1] + LOG_OVERHEAD != len(records):
+        return None
+    base_offset, _, last_offset_delta, max_timestamp, producer_id, epoch, first_seq = fields
+    entry = producers.get(producer_id)
+    if (
+        entry is None
+        or not entry.batches
+        or epoch != entry.producer_epoch
+        or first_seq != entry.batches[-1].last_seq + 1
+        or first_seq > INT32_MAX - last_offset_delta
+    ):
+        return None
+    # tuple.__new__: a named tuple's own constructor costs a Python call per append
+    return entry, _new(
+        BatchMetadata,
+        (
+            first_seq + last_offset_delta,
+            base_offset + last_offset_delta,
+            last_offset_delta,
+            max_timestamp,
+        ),
+    )
 
 
 def analyze_producer_state(
@@ -54,28 +84,6 @@ def analyze_producer_state(
     OutOfOrderSequenceNumberError; ``producers`` is never modified.
     """
     end = len(records)
-    fields = _FIELDS.unpack_from(records, 0)
-    if fields[1] + LOG_OVERHEAD == end:  # one batch: try the common case first
-        base_offset, _, last_offset_delta, max_timestamp, producer_id, epoch, first_seq = fields
-        entry = producers.get(producer_id)
-        if (
-            entry is not None
-            and entry.batches
-            and epoch == entry.producer_epoch
-            and first_seq == entry.batches[-1].last_seq + 1
-            and first_seq <= INT32_MAX - last_offset_delta
-        ):
-            # tuple.__new__: a named tuple's own constructor costs a Python call per append
-            batch = _new(
-                BatchMetadata,
-                (
-                    first_seq + last_offset_delta,
-                    base_offset + last_offset_delta,
-                    last_offset_delta,
-                    max_timestamp,
-                ),
-            )
-            return _new(ProducerAppendInfo, (None, None, (entry, batch)))
     updated: dict[int, ProducerStateEntry] = {}
     position = 0
     while position < end:

@@ -24,6 +24,7 @@ from odradek.storage.log_segment import LogSegment
 from odradek.storage.producer_append_info import (
     ProducerAppendInfo,
     analyze_producer_state,
+    next_batch_of_known_producer,
     replay_batch,
 )
 from odradek.storage.producer_snapshot_file import (
@@ -39,6 +40,9 @@ from odradek.storage.producer_state_entry import NUM_BATCHES_TO_RETAIN, Producer
 logger = logging.getLogger(__name__)
 
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
+NEXT_BATCH = ProducerAppendInfo({})
+"""What :meth:`ProducerStateManager.analyze` answers for the common case: the batch it
+noted is added to its producer's entry by :meth:`update`."""
 
 
 class ProducerStateManager:
@@ -54,17 +58,23 @@ class ProducerStateManager:
         self._name = name
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
+        self._next_batch: tuple[ProducerStateEntry, BatchMetadata] | None = None
 
     # --- the append path ---------------------------------------------------------------------
 
     def analyze(self, records: bytes | bytearray | memoryview) -> ProducerAppendInfo:
-        """Check a client's batches (offsets assigned); see ProducerAppendInfo."""
+        """Check a client's batches (offsets assigned); see ProducerAppendInfo. The answer
+        goes to :meth:`update` once the batches are written, before any other analysis."""
+        next_batch = next_batch_of_known_producer(self.producers, records)
+        if next_batch is not None:
+            self._next_batch = next_batch
+            return NEXT_BATCH  # no allocation on the common path
         return analyze_producer_state(self.producers, records, self._name)
 
     def update(self, append_info: ProducerAppendInfo) -> None:
         """Apply a written append's producer updates."""
-        if append_info.next_batch is not None:
-            entry, batch = append_info.next_batch
+        if append_info is NEXT_BATCH:
+            entry, batch = self._next_batch
             entry.batches.append(batch)  # a bounded deque: the oldest of five goes
             entry.last_timestamp = batch.timestamp
         else:
