@@ -5,7 +5,10 @@ restarted from a snapshot or from the log alone, after clean and unclean shutdow
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
+import subprocess
 import threading
 import time
 from collections import Counter
@@ -60,10 +63,36 @@ def produce_odradek(bootstrap: str, values: list[bytes]) -> None:
     producer.close(30)
 
 
+JAVA_PROGRAM = Path(__file__).parent / "java" / "IdempotentProducer.java"
+MAVEN_REPOSITORY = Path.home() / ".m2" / "repository"
+JAVA_CLASSPATH = [
+    MAVEN_REPOSITORY / "org/apache/kafka/kafka-clients/4.4.0/kafka-clients-4.4.0.jar",
+    MAVEN_REPOSITORY / "org/slf4j/slf4j-api/1.7.36/slf4j-api-1.7.36.jar",
+]
+
+
+def produce_java(bootstrap: str, values: list[bytes]) -> None:
+    """Kafka's Java client (kafka-clients 4.4.0 from the local Maven repository; .ci/run
+    fetches it), idempotent and acks=all, one record at a time."""
+    missing = [str(jar) for jar in JAVA_CLASSPATH if not jar.exists()]
+    if shutil.which("java") is None or missing:
+        reason = f"the Java client test needs java and {missing or 'kafka-clients'}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    classpath = os.pathsep.join(map(str, JAVA_CLASSPATH))
+    command = ["java", "-cp", classpath, str(JAVA_PROGRAM), bootstrap, TOPIC]
+    result = subprocess.run(
+        command + [v.decode() for v in values], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
 PRODUCERS: dict[str, Callable[[str, list[bytes]], None]] = {
     "confluent-kafka": produce_confluent,
     "kafka-python": produce_kafka_python,
     "odradek": produce_odradek,
+    "java": produce_java,
 }
 
 
