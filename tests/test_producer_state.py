@@ -257,3 +257,22 @@ def test_compaction_keeps_the_last_batch_of_every_live_producer(tmp_path):
     with open_log(directory, COMPACT, recovery_point=0) as log:  # rebuilt from the log
         assert append(log, idempotent(7, 0, 0)).first_offset == first.first_offset
         assert log.log_end_offset == end
+
+
+def test_snapshots_and_leader_epochs_follow_retention(partition_dir):
+    from dataclasses import replace
+
+    config = replace(LogConfig(segment_bytes=400), retention_bytes=500)
+    with open_log(partition_dir, config) as log:
+        for seq in range(10):
+            append(log, idempotent(7, 0, seq, tag="x" * 50))
+        wait_for_roll_snapshots(partition_dir, log.number_of_segments - 1)
+        assert log.delete_old_segments() > 0
+        first = log.segments.first_segment.base_offset
+        offsets = sorted(int(p.name[:20]) for p in partition_dir.glob("*.snapshot"))
+        assert offsets and min(offsets) >= first
+        epochs = decode_checkpoint((partition_dir / LEADER_EPOCH_CHECKPOINT_FILE).read_text())
+        assert epochs == [EpochEntry(0, log.log_start_offset)]
+        append(log, idempotent(7, 0, 10, tag="x" * 50))  # the producer is still known
+        with pytest.raises(OutOfOrderSequenceNumberError):
+            append(log, idempotent(7, 0, 20))
