@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -149,6 +150,10 @@ def test_offset_for_leader_epoch_answers_the_log_end_for_epoch_zero(
     assert ask("epochs", 0, current=1)["error_code"] == 76  # UNKNOWN_LEADER_EPOCH
     assert ask("no-such-topic", 0)["error_code"] == UnknownTopicOrPartitionError.code
     checkpoint = broker.data_dir / "epochs-0" / "leader-epoch-checkpoint"
+    deadline = time.monotonic() + 10  # written in the background
+    while not checkpoint.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
     assert checkpoint.read_text() == "0\n1\n0 0\n"
 
 

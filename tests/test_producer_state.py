@@ -51,6 +51,15 @@ def wait_for_roll_snapshots(directory: Path, count: int) -> None:
         time.sleep(0.01)
 
 
+def wait_for_file(path: Path) -> str:
+    """A file the log writes in the background, once it is there."""
+    deadline = time.monotonic() + 10
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path.name} not written"
+        time.sleep(0.01)
+    return path.read_text()
+
+
 def values(log) -> list[bytes]:
     return [r.value for r in read_all(log)]
 
@@ -227,8 +236,7 @@ def test_the_leader_epoch_checkpoint_records_where_epoch_zero_starts(partition_d
     with open_log(partition_dir) as log:
         append(log, idempotent(7, 0, 0))
         append(log, idempotent(7, 0, 1))
-        text = (partition_dir / LEADER_EPOCH_CHECKPOINT_FILE).read_text()
-        assert text == "0\n1\n0 0\n"
+        assert wait_for_file(partition_dir / LEADER_EPOCH_CHECKPOINT_FILE) == "0\n1\n0 0\n"
         assert log.end_offset_for_epoch(0, 0) == EpochEntry(0, 2)
         assert log.end_offset_for_epoch(-1, 0) == EpochEntry(-1, -1)
         log.truncate_fully_and_start_at(10)

@@ -11,6 +11,7 @@ docs/kafka-compatibility.md).
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 from typing import NamedTuple
 
@@ -56,6 +57,7 @@ class LeaderEpochFileCache:
     def __init__(self, directory: Path, name: str) -> None:
         self.path = directory / LEADER_EPOCH_CHECKPOINT_FILE
         self._name = name
+        self._write_lock = threading.Lock()
         self.entries: list[EpochEntry] = self._read()
         self.latest_epoch = self.entries[-1].epoch if self.entries else UNDEFINED_EPOCH
         """The newest epoch (a plain attribute: every append compares against it)."""
@@ -75,14 +77,24 @@ class LeaderEpochFileCache:
             return []
 
     def _write(self) -> None:
-        self.latest_epoch = self.entries[-1].epoch if self.entries else UNDEFINED_EPOCH
-        write_atomically(self.path, encode_checkpoint(self.entries))
+        # One writer at a time (the background flush and a truncation share the temp file);
+        # the entries are read under the lock, so the last write is the newest state.
+        with self._write_lock:
+            entries = self.entries  # replaced, never mutated: a consistent list
+            self.latest_epoch = entries[-1].epoch if entries else UNDEFINED_EPOCH
+            write_atomically(self.path, encode_checkpoint(entries))
 
-    def assign(self, epoch: int, start_offset: int) -> None:
-        """Record that ``epoch`` starts at ``start_offset`` (a newer epoch only)."""
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record that ``epoch`` starts at ``start_offset`` (a newer epoch only); the caller
+        writes the file with :meth:`flush`, off the append path. True when it changed."""
         if epoch <= self.latest_epoch:
-            return
-        self.entries.append(EpochEntry(epoch, start_offset))
+            return False
+        self.entries = [*self.entries, EpochEntry(epoch, start_offset)]
+        self.latest_epoch = epoch
+        return True
+
+    def flush(self) -> None:
+        """Write the entries as they are now (atomically, durably)."""
         self._write()
 
     def truncate_from_end(self, end_offset: int) -> None:

@@ -317,10 +317,22 @@ class Log:
         )
 
     def _assign_leader_epoch(self, epoch: int, start_offset: int) -> None:
+        """A new epoch starts: the checkpoint is written in the background (two fsyncs have
+        no place on the append path; one lost to a crash is recorded again at the next append)."""
+        if self.leader_epoch_cache.assign(epoch, start_offset):
+            self._scheduler.schedule(
+                f"leader-epoch-checkpoint-{self.topic_partition}", self._flush_leader_epochs
+            )
+
+    def _flush_leader_epochs(self) -> None:
+        if self._closed:
+            return
         try:
-            self.leader_epoch_cache.assign(epoch, start_offset)
+            self.leader_epoch_cache.flush()
         except OSError as error:
-            raise self._storage_error("leader epoch checkpoint", error) from error
+            logger.warning(
+                "[%s] leader-epoch-checkpoint not written: %s", self.topic_partition, error
+            )
 
     # --- producer state and leader epochs ----------------------------------------------------
 
