@@ -197,3 +197,16 @@ def test_the_block_file_is_kafka_style_text(tmp_path: Path) -> None:
         generate(manager, 1)
     assert (tmp_path / PRODUCER_ID_BLOCK_FILE).read_text() == "version=0\nblock_end=1000\n"
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_the_log_manager_expires_idle_producers(tmp_path: Path) -> None:
+    """producer.id.expiration.ms reaches every partition; the periodic task (first run 30 s
+    after start-up, as Kafka's tasks) calls what is called here."""
+    with running_broker(tmp_path, {"producer.id.expiration.ms": "200"}) as running:
+        pid = init(running).producer_id
+        assert produce(running, "idle", pid, 0, 0).error == 0  # timestamped long ago
+        log = running.broker.replica_manager.partition("idle", 0).log
+        assert pid in log.producer_state.producers
+        running.broker.log_manager.remove_expired_producers()
+        assert not log.producer_state.producers
+        assert produce(running, "idle", pid, 0, 0).base_offset == 1  # a new write now
