@@ -6,7 +6,7 @@ DATA_DIR ?= ./data
 PORT ?= 9092
 METRICS_PORT ?= 9644
 
-.PHONY: run test install install-test lint bench sdist-check sanitize clean
+.PHONY: run test install install-test lint bench soak sdist-check sanitize clean
 
 # The C sources and their shared headers are prerequisites: an editable install compiles them
 # into the source tree (setup.py declares them). Each install ends with one line saying which
@@ -37,6 +37,19 @@ run: install
 
 test: install-test
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q
+
+# The edit-and-check loop: no slow, Spark or Prometheus tests, Hypothesis's dev budgets (a
+# quarter of CI's, tests/conftest.py); under 90 s on 2 quiet cores.
+.PHONY: test-fast
+test-fast: install-test
+	$(PY) -m pytest -q -m "not slow and not spark and not prometheus"
+
+# Thousands of power cuts on the power-cut file system (tests/powercut_fs.py); not part of CI.
+# SOAK_CUTS scales the cuts of `make test` (20 times, about 20 minutes here).
+SOAK_CUTS ?= 20
+SOAK_SEED ?= $(shell date +%s)
+soak: install-test
+	POWERCUT_CUTS=$(SOAK_CUTS) POWERCUT_SEED=$(SOAK_SEED) $(PY) -m pytest -q tests/test_powercut.py tests/test_powercut_fs.py
 
 lint: install-test
 	$(VENV)/bin/ruff check .

@@ -51,7 +51,7 @@ MB = 1024 * 1024
 BATCH_LIMIT = 1_000_000  # under the default max.message.bytes (1048588)
 MAX_BATCH_RECORDS = 8000
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-SERVING = re.compile(r"serving on [^:]+:(\d+) \(metrics on [^:]+:(\d+)\)")
+SERVING = re.compile(r"serving on (?:\w+://)?[^:]+:(\d+)[^(]*\(metrics on [^:]+:(\d+)\)")
 
 
 # --- the broker process ----------------------------------------------------------------------
@@ -60,7 +60,7 @@ SERVING = re.compile(r"serving on [^:]+:(\d+) \(metrics on [^:]+:(\d+)\)")
 class BrokerProcess:
     """``odradek serve`` in a child process; its CPU time and RSS read from /proc."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, *args: str) -> None:
         command = [
             sys.executable,
             "-m",
@@ -72,6 +72,7 @@ class BrokerProcess:
             "0",
             "--metrics-port",
             "0",
+            *args,
         ]
         self.process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
         for line in self.process.stderr:

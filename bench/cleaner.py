@@ -51,6 +51,7 @@ from odradek.cleaner.cleanable_offsets import cleanable_offsets
 from odradek.cleaner.cleaned_segment_swap import delete_leftovers, swap_in
 from odradek.cleaner.cleaner import Cleaner
 from odradek.cleaner.cleaner_config import CleanerConfig
+from odradek.cleaner.cleaner_offset_checkpoints import CleanerOffsetCheckpoints
 from odradek.cleaner.cleaner_process import CleanerProcess
 from odradek.cleaner.cleaning_task import CleaningTask
 from odradek.cleaner.log_to_clean import LogToClean
@@ -63,7 +64,6 @@ from odradek.record.record_batch_builder import build_batch
 from odradek.server.broker import Broker
 from odradek.storage.file_records import FileRecords
 from odradek.storage.log import Log
-from odradek.storage.log_manager import LogManager
 from odradek.storage.scheduler import Scheduler
 from odradek.topic_partition import TopicPartition
 
@@ -181,12 +181,12 @@ class Recleaner:
     """While on, the cleaner finds ``tp`` all dirty again after each run: the first dirty offset
     it checkpoints is replaced by 0 (the checkpoint is still written, as after any run)."""
 
-    def __init__(self, manager: LogManager, tp: TopicPartition) -> None:
+    def __init__(self, checkpoints: CleanerOffsetCheckpoints, tp: TopicPartition) -> None:
         self.tp = tp
         self.on = False
         self.runs = 0
-        self._update = manager.update_cleaner_offsets
-        manager.update_cleaner_offsets = self._update_cleaner_offsets
+        self._update = checkpoints.update_cleaner_offsets
+        checkpoints.update_cleaner_offsets = self._update_cleaner_offsets
 
     def _update_cleaner_offsets(self, offsets: dict[TopicPartition, int]) -> None:
         if offsets.get(self.tp, 0) > 0 and self.on:
@@ -233,7 +233,7 @@ class BenchBroker:
         self._broker.topic_admin.create_topic("live", 1, {"cleanup.policy": "compact"})
         keys = 10**9 if mix == "unique" else megabytes * 10  # unique: every record recopied
         fill(manager.get_log(dirty), megabytes, distinct_keys=keys)
-        self._recleaner = Recleaner(manager, dirty)
+        self._recleaner = Recleaner(cleaner.manager.checkpoints, dirty)
         cleaner.resume_cleaning([dirty])
         self._await_clean()
         self._probe = LagProbe(self._loop_thread.loop)

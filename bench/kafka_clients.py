@@ -5,7 +5,9 @@
     (acks=1), then fetched back by both protocols;
 (b) confluent-kafka (librdkafka) producer, 100 B and 1 KB records, acks=1 and acks=all, beside
     odradek's own Producer: records/s, MB/s and broker CPU-seconds per 1M records;
-(c) confluent-kafka consumer beside odradek's own Consumer, 100 B records.
+(c) confluent-kafka consumer beside odradek's own Consumer, 100 B records;
+(d) an all-topics Metadata request (Kafka v12 and msgpack) with 1,000, 2,000 and 4,000 topics
+    of 2 partitions: its time should grow with the partitions, not with topics x partitions.
 
 Targets (issue 17): Kafka's protocol costs the broker at most 10% more CPU per record than
 msgpack; librdkafka produces >= 500k records/s of 100 B.
@@ -26,6 +28,7 @@ from broker import (
     MB,
     BrokerProcess,
     PipelinedClient,
+    admin_call,
     create_topic,
     frame_of,
 )
@@ -35,7 +38,9 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from odradek.client import AsyncConsumer, AsyncProducer
 from odradek.protocol.fetch import FetchPartition, FetchRequest
 from odradek.protocol.kafka.message_codec import encode_parts, request_spec
+from odradek.protocol.metadata import MetadataRequest
 from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
+from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
 from odradek.record.record_batch_builder import build_batch
 from odradek.topic_partition import TopicPartition
 
@@ -235,6 +240,34 @@ async def own_consumer(broker: BrokerProcess, topic: str, count: int) -> tuple[f
         return time.perf_counter() - started, broker.cpu_seconds() - started_cpu
 
 
+def section_d(broker: BrokerProcess, scale: float) -> None:
+    print("(d) an all-topics Metadata request against the number of topics (2 partitions each)")
+    kafka = kafka_frame(
+        3,
+        12,
+        {
+            "topics": None,
+            "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False,
+        },
+    )
+    msgpack = frame_of(MetadataRequest(None, False))
+    created = 0
+    for topics in (int(1000 * scale), int(2000 * scale), int(4000 * scale)):
+        for first in range(created, topics, 250):
+            names = [f"d-{n:05d}" for n in range(first, min(first + 250, topics))]
+            admin_call(broker.port, CreateTopicsRequest(tuple(CreatableTopic(n, 2) for n in names)))
+        created = topics
+        times = {}
+        for label, frame in (("kafka", kafka), ("msgpack", msgpack)):
+            times[label] = min(PipelinedClient(broker.port, 1).run([frame]) for _ in range(7))
+        print(
+            f"  {topics:>5} topics, {2 * topics:>5} partitions (and those of (a)-(c)): "
+            f"Kafka {times['kafka'] * 1000:6.1f} ms, msgpack {times['msgpack'] * 1000:6.1f} ms, "
+            f"best of 7"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a tenth of the volumes")
@@ -245,6 +278,7 @@ def main() -> None:
             section_a(broker, scale)
             section_b(broker, scale)
             section_c(broker, scale)
+            section_d(broker, scale)
         finally:
             broker.stop()
 

@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 import threading
+import time
 
 from click_topics import CLICK_COUNTS, CLICKS, ensure_pipeline_topics
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -105,8 +106,28 @@ def run_until_interrupted(query: StreamingQuery) -> None:
     """
     interrupted = threading.Event()
     signal.signal(signal.SIGINT, lambda signum, frame: interrupted.set())
+    reported = -1
     while query.isActive and not interrupted.is_set():
         query.awaitTermination(1)
+        progress = query.lastProgress
+        if progress and progress["batchId"] != reported:
+            reported = progress["batchId"]
+            print(describe_progress(progress), file=sys.stderr, flush=True)
+
+
+def describe_progress(progress: dict) -> str:
+    """One line per micro-batch: its records and where its time went (Spark's durationMs)."""
+    durations = progress.get("durationMs", {})
+    phases = ", ".join(
+        f"{phase} {durations[phase] / 1000:.1f} s"
+        for phase in ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
+        if phase in durations
+    )
+    total = durations.get("triggerExecution", 0) / 1000
+    return (
+        f"micro-batch {progress['batchId']}: {progress['numInputRows']} clicks in {total:.1f} s"
+        + (f" ({phases})" if phases else "")
+    )
 
 
 def main() -> None:
@@ -117,7 +138,10 @@ def main() -> None:
     parser.add_argument("--available-now", action="store_true", help="stream: catch up, stop")
     args = parser.parse_args()
     ensure_pipeline_topics(args.bootstrap)
+    print("starting a local Spark session (the JVM takes a while)...", file=sys.stderr, flush=True)
+    started = time.monotonic()
     spark = local_session()
+    print(f"Spark ready in {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
     try:
         if args.job == "batch":
             count_batch(spark, args.bootstrap)

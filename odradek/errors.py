@@ -143,6 +143,121 @@ class ThrottlingQuotaExceededError(KafkaError):
     """More topic creations than a limit allows now (Kafka's controller mutation quota)."""
 
     code, error_name, retriable = 89, "THROTTLING_QUOTA_EXCEEDED", True
+class OffsetMetadataTooLargeError(KafkaError):
+    code, error_name = 12, "OFFSET_METADATA_TOO_LARGE"
+
+
+class CoordinatorLoadInProgressError(KafkaError):
+    code, error_name, retriable = 14, "COORDINATOR_LOAD_IN_PROGRESS", True
+
+
+class CoordinatorNotAvailableError(KafkaError):
+    code, error_name, retriable = 15, "COORDINATOR_NOT_AVAILABLE", True
+
+
+class NotCoordinatorError(KafkaError):
+    code, error_name, retriable = 16, "NOT_COORDINATOR", True
+
+
+class IllegalGenerationError(KafkaError):
+    code, error_name = 22, "ILLEGAL_GENERATION"
+
+
+class InconsistentGroupProtocolError(KafkaError):
+    code, error_name = 23, "INCONSISTENT_GROUP_PROTOCOL"
+
+
+class InvalidGroupIdError(KafkaError):
+    code, error_name = 24, "INVALID_GROUP_ID"
+
+
+class UnknownMemberIdError(KafkaError):
+    code, error_name = 25, "UNKNOWN_MEMBER_ID"
+
+
+class InvalidSessionTimeoutError(KafkaError):
+    code, error_name = 26, "INVALID_SESSION_TIMEOUT"
+
+
+class RebalanceInProgressError(KafkaError):
+    code, error_name = 27, "REBALANCE_IN_PROGRESS"
+
+
+class InvalidCommitOffsetSizeError(KafkaError):
+    code, error_name = 28, "INVALID_COMMIT_OFFSET_SIZE"
+
+
+class CommitFailedError(IllegalGenerationError):
+    """A consumer's commit refused because its group rebalanced meanwhile: the partitions may
+    be another member's now (Kafka's ``CommitFailedException``)."""
+
+
+class NonEmptyGroupError(KafkaError):
+    code, error_name = 68, "NON_EMPTY_GROUP"
+
+
+class GroupIdNotFoundError(KafkaError):
+    code, error_name = 69, "GROUP_ID_NOT_FOUND"
+
+
+class MemberIdRequiredError(KafkaError):
+    """JoinGroup v4+: the member must rejoin with the member id this response gives it."""
+
+    code, error_name = 79, "MEMBER_ID_REQUIRED"
+
+
+class GroupMaxSizeReachedError(KafkaError):
+    code, error_name = 81, "GROUP_MAX_SIZE_REACHED"
+
+
+class FencedInstanceIdError(KafkaError):
+    """Another member now holds this ``group.instance.id``: this one is a zombie."""
+
+    code, error_name = 82, "FENCED_INSTANCE_ID"
+
+
+class GroupSubscribedToTopicError(KafkaError):
+    code, error_name = 86, "GROUP_SUBSCRIBED_TO_TOPIC"
+
+
+class TopicAuthorizationFailedError(KafkaError):
+    code, error_name = 29, "TOPIC_AUTHORIZATION_FAILED"
+
+
+class GroupAuthorizationFailedError(KafkaError):
+    code, error_name = 30, "GROUP_AUTHORIZATION_FAILED"
+
+
+class ClusterAuthorizationFailedError(KafkaError):
+    code, error_name = 31, "CLUSTER_AUTHORIZATION_FAILED"
+
+
+class UnsupportedSaslMechanismError(KafkaError):
+    code, error_name = 33, "UNSUPPORTED_SASL_MECHANISM"
+
+
+class IllegalSaslStateError(KafkaError):
+    code, error_name = 34, "ILLEGAL_SASL_STATE"
+
+
+class SecurityDisabledError(KafkaError):
+    code, error_name = 54, "SECURITY_DISABLED"
+
+
+class SaslAuthenticationFailedError(KafkaError):
+    code, error_name = 58, "SASL_AUTHENTICATION_FAILED"
+
+
+class ResourceNotFoundError(KafkaError):
+    code, error_name = 91, "RESOURCE_NOT_FOUND"
+
+
+class UnacceptableCredentialError(KafkaError):
+    code, error_name = 93, "UNACCEPTABLE_CREDENTIAL"
+
+
+class DuplicateResourceError(KafkaError):
+    code, error_name = 92, "DUPLICATE_RESOURCE"
 
 
 _BY_CODE: dict[int, type[KafkaError]] = {
@@ -174,6 +289,33 @@ _BY_CODE: dict[int, type[KafkaError]] = {
         InvalidRecordError,
         ProducerFencedError,
         ThrottlingQuotaExceededError,
+        OffsetMetadataTooLargeError,
+        CoordinatorLoadInProgressError,
+        CoordinatorNotAvailableError,
+        NotCoordinatorError,
+        IllegalGenerationError,
+        InconsistentGroupProtocolError,
+        InvalidGroupIdError,
+        UnknownMemberIdError,
+        InvalidSessionTimeoutError,
+        RebalanceInProgressError,
+        InvalidCommitOffsetSizeError,
+        NonEmptyGroupError,
+        GroupIdNotFoundError,
+        MemberIdRequiredError,
+        GroupMaxSizeReachedError,
+        FencedInstanceIdError,
+        GroupSubscribedToTopicError,
+        TopicAuthorizationFailedError,
+        GroupAuthorizationFailedError,
+        ClusterAuthorizationFailedError,
+        UnsupportedSaslMechanismError,
+        IllegalSaslStateError,
+        SecurityDisabledError,
+        SaslAuthenticationFailedError,
+        ResourceNotFoundError,
+        UnacceptableCredentialError,
+        DuplicateResourceError,
     )
 }
 

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 DEADLINE_S = 20.0
-WORKER_MODULE = b"odradek.cleaner.cleaner_worker"
+WORKER_MODULE = b"odradek.cleaner.cleaner_process"
 
 
 def state(pid: int) -> str | None:

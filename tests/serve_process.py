@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -35,14 +35,19 @@ class ServeProcess:
     """``odradek serve --data-dir DATA_DIR --port P --metrics-port M *ARGS`` on free ports,
     ready once both its metrics endpoint and its Kafka listener accept connections (the
     metrics port is bound before the listener serves), whatever its log level. Every line it
-    logs is kept in ``lines``; a context manager that stops it with SIGTERM."""
+    logs is kept in ``lines``; a context manager that stops it with SIGTERM. ``preexec_fn``
+    runs in the child before it starts (to set resource limits), ``env`` adds variables."""
 
     def __init__(
-        self, data_dir: Path, *args: str, preexec_fn: Callable[[], None] | None = None
+        self,
+        data_dir: Path,
+        *args: str,
+        preexec_fn: Callable[[], None] | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.port, self.metrics_port = free_port(), free_port()
         command = serve_command(data_dir, self.port, self.metrics_port, *args)
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.process = subprocess.Popen(
             command, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=preexec_fn
         )

@@ -15,6 +15,7 @@ import log_helpers
 from prometheus_client.parser import text_string_to_metric_families
 
 from odradek.client.event_loop_thread import EventLoopThread
+from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.config.broker_config_loader import load_broker_config
 from odradek.protocol.fetch import FetchPartition, FetchRequest
 from odradek.protocol.frame import Frame, FrameDecoder, encode_frame
@@ -70,14 +71,14 @@ class RunningBroker:
 
 @contextmanager
 def running_broker(
-    tmp_path: Path, settings: Mapping[str, str] | None = None
+    tmp_path: Path, settings: Mapping[str, str] | None = None, clock: Clock = SYSTEM_CLOCK
 ) -> Iterator[RunningBroker]:
     """A broker on ``tmp_path/data`` with ephemeral ports and the given Kafka-named settings."""
     overrides = {"log.dirs": str(tmp_path / "data"), "port": "0", "metrics.port": "0"}
     overrides.update(settings or {})
     config = load_broker_config(overrides=overrides)
     loop_thread = EventLoopThread(name="test-broker-loop")
-    broker = loop_thread.call(Broker, config)
+    broker = loop_thread.call(Broker, config, clock)
     loop_thread.run(broker.start(), timeout=30)
     try:
         yield RunningBroker(broker, loop_thread)

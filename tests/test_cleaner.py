@@ -6,8 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from log_helpers import BASE_TIME_MS, batch, open_log, read_all
-from test_cleaner_helpers import (
+from cleaner_helpers import (
     CLEANER,
     clean_fully,
     clean_once,
@@ -17,6 +16,7 @@ from test_cleaner_helpers import (
     plan,
     write,
 )
+from log_helpers import BASE_TIME_MS, batch, open_log, read_all
 
 from odradek.cleaner.cleaner import Cleaner
 from odradek.cleaner.cleaner_config import CleanerConfig

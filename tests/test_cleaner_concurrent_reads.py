@@ -7,8 +7,8 @@ import threading
 import time
 from pathlib import Path
 
+from cleaner_helpers import compact_config, final_values
 from log_helpers import BASE_TIME_MS, open_log, records_of
-from test_cleaner_helpers import compact_config, final_values
 
 from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.cleaner.log_cleaner import LogCleaner

@@ -12,8 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from log_helpers import open_log, read_all
-from test_cleaner_helpers import (
+from cleaner_helpers import (
     ONE_BATCH_AT_A_TIME,
     SMALL_SEGMENTS,
     clean_fully,
@@ -22,6 +21,7 @@ from test_cleaner_helpers import (
     plan,
     write,
 )
+from log_helpers import open_log, read_all
 
 from odradek.cleaner.cleaned_segment_swap import swap_in
 from odradek.cleaner.cleaner import Cleaner

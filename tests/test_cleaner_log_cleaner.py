@@ -3,23 +3,26 @@ controls the LogManager uses (SPEC 11, 12)."""
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from cleaner_helpers import compact_config, latest_records, write
 from log_helpers import open_log, read_all
-from process_helpers import await_workers, state
-from test_cleaner_helpers import compact_config, latest_records, write
+from process_helpers import await_workers, state, worker_pids
 
 from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.cleaner.cleaner_offset_checkpoints import CleanerOffsetCheckpoints
 from odradek.cleaner.log_cleaner import LogCleaner
-from odradek.cleaner.log_cleaning_state import paused
+from odradek.cleaner.log_cleaner_manager import MAX_CLEANING_ATTEMPTS, paused
 from odradek.clock import MockClock
+from odradek.server.cleaner_collector import CleanerCollector
 from odradek.storage import log_file_names as names
 from odradek.storage.log import Log
 
@@ -52,8 +55,19 @@ def _blocking_segment(log: Log) -> Iterator[None]:
     try:
         yield
     finally:
-        path.unlink()
+        fifo = path.with_name("fifo")
+        path.rename(fifo)
         aside.rename(path)
+        _release_readers(fifo)
+        fifo.unlink()
+
+
+def _release_readers(fifo: Path) -> None:
+    """Let a run blocked opening ``fifo`` go on (it finds the file empty and stops)."""
+    try:
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError:  # ENXIO: no run is blocked on it
+        pass
 
 
 def _stuck_run(log: Log, cleaner: LogCleaner) -> None:
@@ -172,10 +186,94 @@ def test_a_failed_run_marks_the_partition_uncleanable(tmp_path: Path) -> None:
         with running(LogCleaner(FAST, lambda: [bad, good])) as cleaner:
             assert cleaner.await_cleaned(good.topic_partition, good.log_end_offset, 20)
             assert read_all(good) == latest_records(good_before)
-            assert cleaner.metrics().uncleanable_partitions_count == 1
+            _await(lambda: cleaner.metrics().uncleanable_partitions_count == 1)
+            [(_, tp, reason)] = cleaner.metrics().uncleanable_partitions
+            assert tp == bad.topic_partition
+            assert "3 cleaning runs failed in a row" in reason and "CorruptRecordError" in reason
+            assert cleaner.metrics().worker_failures == 0  # the worker reported it and lives
             assert cleaner.manager.is_uncleanable_partition(bad)
             assert cleaner.manager.first_dirty_offset(bad.topic_partition) == -1
         assert not [p for p in bad.dir.iterdir() if p.name.endswith((".cleaned", ".swap"))]
+
+
+def _await(condition: Callable[[], bool], timeout_s: float = 20) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def _compacted_dirty_log(log: Log) -> list:
+    for _ in range(3):
+        _dirty(log, rounds=2)
+    return read_all(log)
+
+
+def test_a_killed_worker_is_replaced_and_the_partition_compacted(tmp_path: Path) -> None:
+    config = compact_config(min_cleanable_dirty_ratio=0.01, segment_bytes=4096)
+    with open_log(tmp_path / "a-0", config) as log:
+        before = _compacted_dirty_log(log)
+        tp = log.topic_partition
+        cleaner = LogCleaner(FAST, lambda: [log])
+        try:
+            with _blocking_segment(log):
+                _stuck_run(log, cleaner)  # the run is in the worker, blocked mid-way
+                [worker] = await_workers(os.getpid(), 1)
+                os.kill(worker, signal.SIGKILL)
+                _await(lambda: cleaner.metrics().worker_failures == 1)
+            assert cleaner.await_cleaned(tp, log.active_segment.base_offset, 20)
+            after = read_all(log)
+            assert len(after) < len(before)
+            assert {r.key: r.value for r in after} == {r.key: r.value for r in before}
+            [replacement] = await_workers(os.getpid(), 1)
+            assert replacement != worker and state(worker) is None  # replaced, and reaped
+            metrics = cleaner.metrics()
+            assert metrics.worker_failures == 1 and metrics.uncleanable_partitions_count == 0
+            assert cleaner.manager.failed_attempts(tp) == 0  # the retry completed
+        finally:
+            cleaner.shutdown()
+
+
+def test_a_partition_whose_worker_keeps_dying_is_marked_uncleanable(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = compact_config(min_cleanable_dirty_ratio=0.01, segment_bytes=4096)
+    with open_log(tmp_path / "a-0", config) as log:
+        before = _compacted_dirty_log(log)
+        tp = log.topic_partition
+        cleaner = LogCleaner(FAST, lambda: [log])
+        killed: list[int] = []
+        try:
+            with caplog.at_level(logging.WARNING), _blocking_segment(log):
+                _stuck_run(log, cleaner)
+                deadline = time.monotonic() + 30
+                while len(killed) < MAX_CLEANING_ATTEMPTS:
+                    assert time.monotonic() < deadline, f"{len(killed)} workers killed"
+                    for worker in set(worker_pids(os.getpid())) - set(killed):
+                        os.kill(worker, signal.SIGKILL)
+                        killed.append(worker)
+                    time.sleep(0.01)
+                _await(lambda: cleaner.metrics().uncleanable_partitions_count == 1)
+                time.sleep(0.2)
+                assert worker_pids(os.getpid()) == []  # given up: no new worker
+            metrics = cleaner.metrics()
+            assert metrics.worker_failures == MAX_CLEANING_ATTEMPTS
+            [(log_dir, uncleanable, reason)] = metrics.uncleanable_partitions
+            assert (log_dir, uncleanable) == (tmp_path, tp)
+            assert f"the cleaner worker process {killed[-1]} died (killed by SIGKILL)" in reason
+            samples = [
+                sample
+                for family in CleanerCollector(cleaner).collect()
+                for sample in family.samples
+                if sample.name == "odradek_cleaner_uncleanable_partition"
+            ]
+            assert [s.labels["reason"] for s in samples] == [reason]
+            assert [s.labels["topic"] for s in samples] == [tp.topic]
+            assert f"[{tp}] marked uncleanable" in caplog.text
+            assert caplog.text.count("starting a new worker") == MAX_CLEANING_ATTEMPTS
+            assert read_all(log) == before
+        finally:
+            cleaner.shutdown()
 
 
 def _looks_for_work(backoff_ms: int, seconds: float) -> int:

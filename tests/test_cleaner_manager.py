@@ -3,21 +3,21 @@ the rest of the broker off each other's logs (SPEC 11)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
+from cleaner_helpers import compact_config, write
 from log_helpers import BASE_TIME_MS, open_log
-from test_cleaner_helpers import compact_config, write
 
 from odradek.cleaner.cleaner_offset_checkpoints import (
     CLEANER_OFFSET_CHECKPOINT_FILE,
     CleanerOffsetCheckpoints,
 )
-from odradek.cleaner.log_cleaner_manager import LogCleanerManager
-from odradek.cleaner.log_cleaning_state import ABORTED, IN_PROGRESS, paused
+from odradek.cleaner.log_cleaner_manager import ABORTED, IN_PROGRESS, LogCleanerManager, paused
 from odradek.clock import MockClock
 from odradek.config.log_config import LogConfig
 from odradek.storage.log import Log
@@ -27,9 +27,12 @@ from odradek.topic_partition import TopicPartition
 NOW_MS = BASE_TIME_MS + 3_600_000
 
 
-def _manager(logs: list[Log], now_ms: int = NOW_MS) -> LogCleanerManager:
+def _manager(logs: list[Log], now_ms: int = NOW_MS, clock: MockClock | None = None):
     return LogCleanerManager(
-        lambda: list(logs), CleanerOffsetCheckpoints(lambda: list(logs)), MockClock(now_ms)
+        lambda: list(logs),
+        CleanerOffsetCheckpoints(lambda: list(logs)),
+        clock or MockClock(now_ms),
+        retry_backoff_ms=1_000,
     )
 
 
@@ -193,8 +196,8 @@ def test_uncleanable_partitions_are_skipped_until_forgotten(tmp_path: Path) -> N
     with ExitStack() as stack:
         log = _dirty_log(stack, tmp_path / "a-0", keys=10, rounds=4)
         manager = _manager([log])
-        manager.mark_partition_uncleanable(tmp_path, log.topic_partition)
-        assert manager.uncleanable_partitions() == {tmp_path: frozenset({log.topic_partition})}
+        manager.mark_partition_uncleanable(tmp_path, log.topic_partition, "broken\ndetails")
+        assert manager.uncleanable_partitions() == {tmp_path: {log.topic_partition: "broken"}}
         assert manager.grab_filthiest_compacted_log() is None
         manager.handle_log_dir_failure(tmp_path)
         assert manager.grab_filthiest_compacted_log() is not None
@@ -222,3 +225,47 @@ def test_checkpoint_updates_drop_partitions_that_are_gone(tmp_path: Path) -> Non
         logs.remove(b)  # b's topic was deleted
         checkpoints.update_cleaner_offsets({a.topic_partition: 7})
         assert _checkpoint(tmp_path) == {a.topic_partition: 7}
+
+
+def test_a_failed_partition_is_retried_with_backoff_then_marked_uncleanable(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with ExitStack() as stack:
+        log = _dirty_log(stack, tmp_path / "a-0", keys=10, rounds=4)
+        tp = log.topic_partition
+        clock = MockClock(NOW_MS)
+        manager = _manager([log], clock=clock)
+        for attempt, backoff_ms in ((1, 1_000), (2, 2_000)):
+            assert manager.grab_filthiest_compacted_log() is not None
+            manager.cleaning_failed(tmp_path, tp, f"worker died ({attempt})")
+            manager.done_cleaning(tp, None)
+            assert manager.failed_attempts(tp) == attempt
+            clock.sleep(backoff_ms - 1)
+            assert manager.grab_filthiest_compacted_log() is None  # still backing off
+            clock.sleep(1)
+        assert manager.grab_filthiest_compacted_log() is not None
+        with caplog.at_level(logging.ERROR):
+            manager.cleaning_failed(tmp_path, tp, "worker died (3)")
+        manager.done_cleaning(tp, None)
+        reason = manager.uncleanable_partitions()[tmp_path][tp]
+        assert reason == "3 cleaning runs failed in a row; the last: worker died (3)"
+        assert f"[{tp}] marked uncleanable" in caplog.text and "worker died (3)" in caplog.text
+        clock.sleep(3_600_000)
+        assert manager.grab_filthiest_compacted_log() is None
+
+
+def test_a_completed_run_resets_the_failure_count(tmp_path: Path) -> None:
+    with ExitStack() as stack:
+        log = _dirty_log(stack, tmp_path / "a-0", keys=10, rounds=4)
+        tp = log.topic_partition
+        clock = MockClock(NOW_MS)
+        manager = _manager([log], clock=clock)
+        for _ in range(2):
+            assert manager.grab_filthiest_compacted_log() is not None
+            manager.cleaning_failed(tmp_path, tp, "worker died")
+            manager.done_cleaning(tp, None)
+            clock.sleep(10_000)
+        assert manager.grab_filthiest_compacted_log() is not None
+        manager.done_cleaning(tp, log.segments.non_active()[1].base_offset)
+        assert manager.failed_attempts(tp) == 0
+        assert manager.uncleanable_partitions() == {}

@@ -10,8 +10,8 @@ import signal
 from pathlib import Path
 
 import pytest
+from cleaner_helpers import compact_config, final_values, plan, write
 from log_helpers import open_log, read_all
-from test_cleaner_helpers import compact_config, final_values, plan, write
 
 from odradek.cleaner.cleaned_segment_swap import delete_leftovers
 from odradek.cleaner.cleaner import Cleaner

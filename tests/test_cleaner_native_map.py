@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from cleaner_helpers import CLEANER, clean_once, compact_config, latest_records, plan, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 from log_helpers import append, open_log, read_all
-from test_cleaner_helpers import CLEANER, clean_once, compact_config, latest_records, plan, write
 
 import odradek.cleaner.offset_map as offset_map_module
 from odradek.cleaner.cleaner import Cleaner
@@ -96,7 +97,7 @@ _writes = st.lists(
 )
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(_writes, st.sampled_from([8, 12, 1000]))
 def test_both_maps_write_the_same_cleaned_log(tmp_path_factory, writes, map_entries) -> None:
     """Keyless records (from before the topic was compacted), tombstones, compressed batches,

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from odradek.cleaner.batch_keys import BatchKeys
-from odradek.cleaner.segment_groups import INT32_MAX, group_segments_by_size
+from odradek.cleaner.cleaner import INT32_MAX, group_segments_by_size
 from odradek.cleaner.segment_snapshot import SegmentSnapshot
 from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY, NOT_FOUND, SkimpyOffsetMap
 from odradek.cleaner.throttler import Throttler
@@ -80,7 +81,7 @@ _records = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     _records,
     st.sampled_from(list(CompressionType)),

@@ -14,6 +14,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from cleaner_helpers import (
+    ONE_BATCH_AT_A_TIME,
+    SMALL_SEGMENTS,
+    compact_config,
+    latest_records,
+    plan,
+    write,
+)
 from log_helpers import open_log, read_all
 from process_helpers import (
     DEADLINE_S,
@@ -25,14 +33,6 @@ from process_helpers import (
     state,
 )
 from serve_process import ServeProcess
-from test_cleaner_helpers import (
-    ONE_BATCH_AT_A_TIME,
-    SMALL_SEGMENTS,
-    compact_config,
-    latest_records,
-    plan,
-    write,
-)
 
 from odradek.cleaner.cleaned_segment_swap import delete_leftovers, swap_in
 from odradek.cleaner.cleaner_config import CleanerConfig
@@ -174,6 +174,7 @@ def test_a_worker_killed_between_runs_is_replaced(tmp_path: Path, process: Clean
         assert process.pid not in (None, killed)
         assert state(killed) is None  # waited for when replaced
         assert read_all(log) == latest_records(before)
+        assert process.idle_deaths == 1  # counted (odradek_cleaner_worker_failures_total)
 
 
 def test_the_worker_dies_with_its_parent(tmp_path: Path) -> None:

@@ -6,10 +6,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from log_helpers import open_log, read_all
-from test_cleaner_helpers import (
+from cleaner_helpers import (
     NOW_MS,
     clean_fully,
     clean_once,
@@ -18,6 +15,10 @@ from test_cleaner_helpers import (
     latest_records,
     write,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis_budget import examples
+from log_helpers import open_log, read_all
 
 from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY
@@ -55,7 +56,7 @@ def _expected_after_horizon(log: Log, kept: list[Record], times: dict[int, int])
     ]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     pairs=writes,
     per_batch=st.integers(1, 4),

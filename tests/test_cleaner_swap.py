@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -81,8 +82,11 @@ def test_the_swap_is_made_durable_step_by_step(
         swap_file = swap.log.path
         final_file = names.log_file(log.dir, old[0].base_offset)
         synced: list[tuple[bool, bool]] = []  # (old segments .deleted, .swap renamed) per fsync
+        swapping = threading.get_ident()
 
         def fsync_directory(directory: Path) -> None:
+            if threading.get_ident() != swapping:
+                return  # a flush a roll scheduled, syncing the new segments' names
             deleted = all(not names.log_file(directory, s.base_offset).exists() for s in old[1:])
             synced.append((deleted, final_file.exists() and not swap_file.exists()))
 

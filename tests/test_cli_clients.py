@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import pty
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -269,6 +273,30 @@ def test_records_the_broker_refuses_are_counted_and_named(broker: Broker) -> Non
     assert consumed(broker, "tiny", "--from-beginning") == []
 
 
+def test_a_backlog_larger_than_a_segment_is_delivered_whole(broker: Broker) -> None:
+    """A partition's pending batches together exceed ``segment.bytes``: sent one batch per
+    partition per request, every record is stored (all together, the broker refused them with
+    RECORD_LIST_TOO_LARGE and 78,736 of 200,000 records were lost)."""
+    segment_bytes = 1024 * 1024
+    config = ["--config", f"segment.bytes={segment_bytes}"]
+    ok(odradek(broker, "topics", "create", "small-segments", *config))
+    values = [b"%06d" % n + b"." * 994 for n in range(6000)]  # 6 MB: about 6 segments
+    with Producer(
+        bootstrap_servers=broker.bootstrap,
+        batch_size=segment_bytes // 4,
+        max_request_size=8 * segment_bytes,  # room for the whole backlog in one request
+        linger_ms=60_000,
+    ) as producer:
+        futures = [producer.send("small-segments", value) for value in values]
+        producer.flush()  # every batch is ready at once
+    offsets = [future.result().offset for future in futures]
+    assert offsets == list(range(len(values)))
+    records = consumed(broker, "small-segments", "--from-beginning")
+    assert [r["value"].encode() for r in records] == values
+    partitions, _ = described(broker, "small-segments")
+    assert int(partitions[0]["Segments"]) >= 6
+
+
 @pytest.fixture(scope="module")
 def timed(broker: Broker) -> tuple[str, int]:
     """A one-partition topic of 10 records, value "v<n>" at timestamp base + 1000 * n."""
@@ -286,7 +314,8 @@ def test_consume_from_an_offset(broker: Broker, timed: tuple[str, int]) -> None:
     assert [r["offset"] for r in consumed(broker, topic, "--offset", 7)] == [7, 8, 9]
     assert consumed(broker, topic, "--offset", 10) == []
     result = odradek(broker, "consume", topic, "--offset", 11, "--timeout-ms", IDLE_MS)
-    assert "offset 11" in failed(result, "OFFSET_OUT_OF_RANGE")
+    error = failed(result, "OFFSET_OUT_OF_RANGE")
+    assert error == f"OFFSET_OUT_OF_RANGE: offset 11 of {topic}-0 is out of range [0, 10]\n"
 
 
 def test_consume_from_a_timestamp(broker: Broker, timed: tuple[str, int]) -> None:
@@ -369,3 +398,109 @@ def test_the_console_script_with_the_bootstrap_from_the_environment(broker: Brok
     assert missing.returncode == 1
     assert missing.stderr.decode().startswith("UNKNOWN_TOPIC_OR_PARTITION: ")
     assert missing.stdout == b""
+
+
+def _batches(broker: Broker, topic: str) -> int:
+    """How many batches partition 0 of ``topic`` holds, by ``dump-log --json`` of its files."""
+    segments = sorted((broker.data_dir / f"{topic}-0").glob("*.log"))
+    result = CliRunner().invoke(cli, ["dump-log", "--json", *map(str, segments)])
+    return sum(json.loads(line)["type"] == "batch" for line in ok(result).splitlines())
+
+
+def test_producer_settings_come_from_a_file_properties_and_options(
+    broker: Broker, tmp_path: Path
+) -> None:
+    lines = "".join(f"{'x' * 60}{n}\n" for n in range(20))
+    config = tmp_path / "client.properties"
+    config.write_text("# as for kafka-console-producer\nbatch.size=100\nlinger.ms = 0\n")
+    cases = [
+        ("one-batch", ["--linger-ms", 1000], 1),
+        ("from-file", ["--command-config", config], 20),
+        ("property", ["--producer-property", "batch.size=100"], 20),
+        (
+            "option-wins",
+            ["--command-config", config, "--batch-size", 100_000, "--linger-ms", 1000],
+            1,
+        ),
+    ]
+    for topic, options, batches in cases:
+        ok(odradek(broker, "produce", topic, *options, input=lines))
+        assert _batches(broker, topic) == batches, topic
+        assert len(consumed(broker, topic, "--from-beginning")) == 20
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["produce", "t", "--producer-property", "no.such=1"], "unknown property 'no.such'"),
+        (["produce", "t", "--producer-property", "batch.size"], "expected NAME=VALUE"),
+        (["produce", "t", "--producer-property", "batch.size=big"], "must be an integer"),
+        (["consume", "t", "--consumer-property", "max.poll.records=x"], "must be an integer"),
+        (["consume", "t", "--property", "print.colour=true"], "unknown property"),
+        (["consume", "t", "--property", "print.key=maybe"], "must be true or false"),
+    ],
+)
+def test_bad_client_properties_are_usage_errors(args: list, message: str) -> None:
+    result = CliRunner().invoke(cli, [*args, "--bootstrap", f"127.0.0.1:{free_port()}"])
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+
+
+def test_consume_properties_shape_the_text_lines(broker: Broker, tmp_path: Path) -> None:
+    produce_records(
+        broker,
+        "shaped",
+        [
+            {"value": b"v0", "key": b"k0", "timestamp_ms": 1000, "headers": [("h", b"1")]},
+            {"value": None, "timestamp_ms": 2000},
+        ],
+    )
+    config = tmp_path / "consumer.properties"
+    config.write_text("max.poll.records=1\n")
+    base = ["consume", "shaped", "--from-beginning", "--timeout-ms", IDLE_MS]
+    assert ok(odradek(broker, *base)) == "k0\tv0\nnull\n"
+    shaped = ["--property", "print.key=true", "--property", "print.timestamp=true"]
+    shaped += ["--property", "key.separator=|", "--property", "null.literal=-"]
+    assert ok(odradek(broker, *base, *shaped)) == "CreateTime:1000|k0|v0\nCreateTime:2000|-|-\n"
+    everything = ["--property", "print.partition=true", "--property", "print.offset=true"]
+    everything += ["--property", "print.headers=true", "--property", "print.value=false"]
+    everything += ["--command-config", config, "--consumer-property", "max.poll.records=2"]
+    assert ok(odradek(broker, *base, *everything)) == (
+        "Partition:0\tOffset:0\th:1\tk0\nPartition:0\tOffset:1\tNO_HEADERS\n"
+    )
+
+
+def test_ctrl_c_stops_consume_with_exit_0_and_no_error(broker: Broker) -> None:
+    produce_records(broker, "interrupted", [{"value": b"v"}])
+    command = [ODRADEK, "consume", "interrupted", "--from-beginning"]
+    command += ["--bootstrap", broker.bootstrap]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as reader:
+        assert reader.stdout.readline() == b"v\n"  # it is reading, waiting for more
+        reader.send_signal(signal.SIGINT)
+        stdout, stderr = reader.communicate(timeout=30)
+    assert (reader.returncode, stdout, stderr) == (0, b"", b"")
+
+
+def test_produce_prints_a_summary_on_a_terminal_only(broker: Broker) -> None:
+    command = [ODRADEK, "produce", "summarised", "--bootstrap", broker.bootstrap]
+    primary, secondary = pty.openpty()
+    try:
+        on_terminal = subprocess.run(
+            command, input=b"a\nb\nc\n", stdout=secondary, stderr=subprocess.PIPE, timeout=60
+        )
+        os.close(secondary)
+        secondary = -1
+        output = b""
+        with contextlib.suppress(OSError):  # EIO once the terminal's other end is closed
+            while chunk := os.read(primary, 1024):
+                output += chunk
+    finally:
+        os.close(primary)
+        if secondary >= 0:
+            os.close(secondary)
+    assert on_terminal.returncode == 0, on_terminal.stderr
+    assert re.fullmatch(
+        rb"Sent 3 records to summarised in [0-9.,]+ s \([0-9,]+ records/s\)\.\r\n", output
+    ), output
+    piped = subprocess.run(command, input=b"d\n", capture_output=True, timeout=60)
+    assert (piped.returncode, piped.stdout) == (0, b"")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_client_fake_broker import FakeBroker, async_test, broker_in_thread, fill
+from fake_broker import FakeBroker, async_test, broker_in_thread, fill
 
 from odradek.client.admin import Admin, AsyncAdmin, NewTopic
 from odradek.client.offset_lookup import OffsetAndTimestamp

@@ -6,7 +6,7 @@ import asyncio
 import socket
 
 import pytest
-from test_client_fake_broker import FakeBroker, async_test
+from fake_broker import FakeBroker, async_test
 
 from odradek.client.config import ClientConfig
 from odradek.client.connection import Connection

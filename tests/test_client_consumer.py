@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from test_client_fake_broker import FakeBroker, async_test, broker_in_thread, fill
+from fake_broker import FakeBroker, async_test, broker_in_thread, fill
 
 from odradek.client.completed_fetch import CompletedFetch
 from odradek.client.consumer import AsyncConsumer, Consumer
@@ -171,7 +171,10 @@ async def test_out_of_range_fetch_with_reset_none_raises() -> None:
         async with consumer_for(broker, auto_offset_reset="none") as consumer:
             consumer.assign([TP])
             consumer.seek(TP, 50)
-            with pytest.raises(OffsetOutOfRangeError, match="t-0 at offset 50"):
+            with pytest.raises(
+                OffsetOutOfRangeError,
+                match=r"^OFFSET_OUT_OF_RANGE: offset 50 of t-0 is out of range \[0, 6\]$",
+            ):
                 await poll_until(consumer, 1)
 
 

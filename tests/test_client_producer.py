@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from test_client_fake_broker import FakeBroker, async_test, broker_in_thread
+from fake_broker import FakeBroker, async_test, broker_in_thread
 
 from odradek.client.partitioner import partition_for_key
 from odradek.client.produce_request_result import ProduceRequestResult

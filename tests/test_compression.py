@@ -5,6 +5,8 @@ from __future__ import annotations
 import gzip
 import os
 import struct
+import time
+import tracemalloc
 
 import lz4.frame
 import pytest
@@ -12,9 +14,14 @@ import snappy
 import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 from kafka import codec as kafka_codec
 
-from odradek.errors import CorruptRecordError, UnsupportedCompressionTypeError
+from odradek.errors import (
+    CorruptRecordError,
+    RecordListTooLargeError,
+    UnsupportedCompressionTypeError,
+)
 from odradek.record.compression import (
     XERIAL_BLOCK_SIZE,
     XERIAL_HEADER,
@@ -38,7 +45,7 @@ def test_accepts_bytearray_and_memoryview(codec: CompressionType) -> None:
     assert codec.decompress(memoryview(bytearray(compressed))) == PAYLOAD
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(data=st.binary(max_size=3000), codec=st.sampled_from(list(CompressionType)))
 def test_round_trip_random(data: bytes, codec: CompressionType) -> None:
     assert codec.decompress(codec.compress(data)) == data
@@ -119,17 +126,94 @@ def test_zstd_reads_frames_without_content_size_and_several_frames() -> None:
 
 @pytest.mark.parametrize("codec", COMPRESSED)
 @pytest.mark.parametrize("keep", [0.5, 0.9, -1])
-def test_truncated_input_is_corrupt(codec: CompressionType, keep: float) -> None:
+@pytest.mark.parametrize("max_bytes", [None, 1024 * 1024, len(PAYLOAD)])  # read at once, streamed
+def test_truncated_input_is_corrupt(
+    codec: CompressionType, keep: float, max_bytes: int | None
+) -> None:
     compressed = codec.compress(PAYLOAD)
     cut = len(compressed) - 1 if keep == -1 else int(len(compressed) * keep)
-    with pytest.raises(CorruptRecordError, match=codec.label):
-        codec.decompress(compressed[:cut])
+    # A gzip stream's last four bytes declare its size: cut short, they declare anything.
+    trusted_trailer = codec is CompressionType.GZIP and max_bytes is not None
+    refused = (CorruptRecordError, RecordListTooLargeError) if trusted_trailer else (
+        CorruptRecordError
+    )
+    with pytest.raises(refused, match=codec.label):
+        codec.decompress(compressed[:cut], max_bytes)
 
 
 @pytest.mark.parametrize("codec", COMPRESSED)
-def test_garbage_is_corrupt(codec: CompressionType) -> None:
+@pytest.mark.parametrize("max_bytes", [None, 1024 * 1024])
+def test_garbage_is_corrupt(codec: CompressionType, max_bytes: int | None) -> None:
     with pytest.raises(CorruptRecordError, match=codec.label):
-        codec.decompress(b"\x82SNAPPY\x00garbage" if codec is CompressionType.SNAPPY else b"junk")
+        garbage = b"\x82SNAPPY\x00garbage" if codec is CompressionType.SNAPPY else b"junk"
+        codec.decompress(garbage, max_bytes)
+
+
+@pytest.mark.parametrize("codec", list(CompressionType))
+def test_bounded_decompression_reads_what_fits(codec: CompressionType) -> None:
+    compressed = codec.compress(PAYLOAD)
+    assert codec.decompress(compressed, len(PAYLOAD)) == PAYLOAD
+    with pytest.raises(RecordListTooLargeError, match=f"more than {len(PAYLOAD) - 1} bytes"):
+        codec.decompress(compressed, len(PAYLOAD) - 1)
+
+
+def test_gzip_refuses_a_trailer_declaring_more_than_the_bound_before_decompressing() -> None:
+    forged = bytearray(CompressionType.GZIP.compress(PAYLOAD))
+    forged[-4:] = (len(PAYLOAD) + 1).to_bytes(4, "little")  # decompressing would show the lie
+    with pytest.raises(RecordListTooLargeError, match=f"declares {len(PAYLOAD) + 1} bytes"):
+        CompressionType.GZIP.decompress(forged, len(PAYLOAD))
+
+
+def test_zstd_refuses_rle_blocks_past_the_bound_from_their_headers() -> None:
+    bomb = zstandard.ZstdCompressor(write_content_size=False).compress(bytes(64 * 1024 * 1024))
+    started = time.perf_counter()
+    for _ in range(100):
+        with pytest.raises(RecordListTooLargeError):
+            CompressionType.ZSTD.decompress(bomb, 1024 * 1024)
+    assert time.perf_counter() - started < 0.5  # read from headers: not 100 x 1 MiB inflated
+
+
+def test_bounded_zstd_reads_several_frames_and_frames_without_content_size() -> None:
+    without_size = zstandard.ZstdCompressor(write_content_size=False).compress(PAYLOAD)
+    checksummed = zstandard.ZstdCompressor(write_checksum=True).compress(PAYLOAD)
+    assert CompressionType.ZSTD.decompress(without_size + checksummed, 2 * len(PAYLOAD)) == (
+        PAYLOAD + PAYLOAD
+    )
+
+
+BOMB_BYTES = 256 * 1024 * 1024
+BOMB_LIMIT = 4 * 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def bombs() -> dict[CompressionType, bytes]:
+    """256 MiB of (mostly) zeros in each codec, a few KiB to a few MiB each."""
+    zeros = bytes(BOMB_BYTES)
+    made = {codec: codec.compress(zeros) for codec in COMPRESSED}
+    # Sizes a stream declares would refuse these at once: hide them, so the codecs must stream
+    # (zstd: no content size, and compressed blocks rather than RLE ones).
+    mostly_zeros = (bytes(4095) + b"\x01") * (BOMB_BYTES // 4096)
+    made[CompressionType.NONE] = zstandard.ZstdCompressor(write_content_size=False).compress(
+        mostly_zeros
+    )
+    made[CompressionType.GZIP] = made[CompressionType.GZIP][:-4] + bytes(4)
+    return made
+
+
+@pytest.mark.parametrize("codec", list(CompressionType))
+def test_a_bomb_stops_at_the_bound_without_expanding(
+    codec: CompressionType, bombs: dict[CompressionType, bytes]
+) -> None:
+    # NONE stands for the zstd bomb without a content size here.
+    bomb, codec = bombs[codec], CompressionType.ZSTD if codec is CompressionType.NONE else codec
+    tracemalloc.start()
+    try:
+        with pytest.raises(RecordListTooLargeError, match=f"{codec.label} data decompresses"):
+            codec.decompress(bomb, BOMB_LIMIT)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * BOMB_LIMIT + 2 * len(bomb), f"{peak} bytes allocated for a {codec} bomb"
 
 
 def test_snappy_chunk_overrunning_the_stream_is_corrupt() -> None:

@@ -71,6 +71,31 @@ KAFKA_BROKER_DEFAULTS = {
     "socket.request.max.bytes": 104857600,
     "connections.max.idle.ms": 600000,
     "delete.topic.enable": True,
+    "offsets.topic.num.partitions": 50,
+    "offsets.topic.segment.bytes": 104857600,
+    "offsets.load.buffer.size": 5242880,
+    "offsets.retention.minutes": 10080,
+    "offsets.retention.check.interval.ms": 600000,
+    "offsets.commit.timeout.ms": 5000,
+    "offset.metadata.max.bytes": 4096,
+    "group.initial.rebalance.delay.ms": 3000,
+    "group.min.session.timeout.ms": 6000,
+    "group.max.session.timeout.ms": 1800000,
+    "group.max.size": 2147483647,
+    "ssl.keystore.location": None,
+    "ssl.keystore.key": None,
+    "ssl.keystore.certificate.chain": None,
+    "ssl.key.password": None,
+    "ssl.truststore.location": None,
+    "ssl.truststore.certificates": None,
+    "ssl.client.auth": "none",
+    "ssl.enabled.protocols": ("TLSv1.2", "TLSv1.3"),
+    "ssl.cipher.suites": None,
+    "sasl.server.max.receive.size": 524288,
+    "connection.failed.authentication.delay.ms": 100,
+    "authorizer.class.name": None,
+    "super.users": None,
+    "allow.everyone.if.no.acl.found": False,
 }
 # odradek's own keys, and the ones whose default differs from Kafka's on purpose.
 ODRADEK_DEFAULTS = {
@@ -85,11 +110,21 @@ ODRADEK_DEFAULTS = {
     "metrics.host": "127.0.0.1",
     "metrics.port": 9644,
     "max.connections": 10000,
+    "queued.max.request.bytes": 512 * 1024 * 1024,
+    "socket.request.timeout.ms": 30000,
+    "log.message.decompression.max.ratio": 32,
     "log.level": "INFO",
     "log.format": "text",
     "create.topics.max.partitions.per.request": 10000,  # Kafka's controller: the same bound
     "auto.create.topics.max.per.request": 100,
     "auto.create.topics.max.per.second": 100.0,
+    # Security: PEM only (Kafka's default store type is JKS); SASL offers the mechanisms
+    # odradek serves (Kafka's default is GSSAPI); a SASL client has a bounded time to log in.
+    "ssl.keystore.type": "PEM",
+    "ssl.truststore.type": "PEM",
+    "sasl.enabled.mechanisms": ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+    "sasl.server.authentication.timeout.ms": 30000,
+    "ssl.handshake.timeout.ms": 10000,
 }
 
 
@@ -239,6 +274,8 @@ def test_log_dirs_wins_over_log_dir() -> None:
         ("socket.request.max.bytes", "0", "at least 1"),
         ("max.connections", "-1", "at least 0"),
         ("connections.max.idle.ms", "0", "at least 1"),
+        ("queued.max.request.bytes", "-2", "at least -1"),
+        ("socket.request.timeout.ms", "0", "at least 1"),
         ("log.level", "VERBOSE", "one of: DEBUG, INFO, WARNING, ERROR, CRITICAL"),
         ("log.format", "xml", "one of: text, json"),
         ("log.segment.bytes", "1048575", "at least 1048576"),
@@ -275,6 +312,13 @@ def test_dedupe_buffer_needs_a_mebibyte_per_cleaner_thread() -> None:
 def test_compaction_lags_are_checked_at_broker_level_too() -> None:
     with pytest.raises(InvalidConfigError, match="min.compaction.lag.ms"):
         _config(log_cleaner_min_compaction_lag_ms="10", log_cleaner_max_compaction_lag_ms="5")
+
+
+def test_queued_request_memory_must_hold_a_request_of_the_largest_size() -> None:
+    with pytest.raises(InvalidConfigError, match="queued.max.request.bytes \\(999\\) must be -1"):
+        _config(queued_max_request_bytes="999", socket_request_max_bytes="1000")
+    assert _config(queued_max_request_bytes="1000", socket_request_max_bytes="1000")
+    assert _config(queued_max_request_bytes="-1")
 
 
 def test_listener_and_metrics_must_not_share_a_port() -> None:
@@ -355,7 +399,8 @@ def test_listeners_default_to_host_and_port_and_may_be_advertised_elsewhere() ->
     ("settings", "message"),
     [
         ({"listeners": "PLAINTEXT://127.0.0.1:9092", "port": "9093"}, "not both"),
-        ({"listeners": "SSL://127.0.0.1:9093"}, "not supported yet"),
+        ({"listeners": "SSL://127.0.0.1:9093"}, "needs the broker.s key and certificate"),
+        ({"listeners": "PLAINTEXT://:1,SSL://:1", "ssl.keystore.location": "k"}, "share a port"),
         ({"listeners": "127.0.0.1:9092"}, "NAME://host:port"),
         ({"listeners": "OTHER://127.0.0.1:9092"}, "not in listener.security.protocol.map"),
         ({"listeners": "PLAINTEXT://a:1,PLAINTEXT://b:2"}, "twice"),

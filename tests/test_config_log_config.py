@@ -39,10 +39,22 @@ KAFKA_TOPIC_DEFAULTS = {
     "min.cleanable.dirty.ratio": "0.5",
     "compression.type": "producer",
 }
+# odradek's own topic keys.
+ODRADEK_TOPIC_DEFAULTS = {
+    "message.decompression.max.ratio": "32",
+}
 
 
 def test_defaults_are_kafkas() -> None:
-    assert LogConfig().to_props() == KAFKA_TOPIC_DEFAULTS
+    assert LogConfig().to_props() == KAFKA_TOPIC_DEFAULTS | ODRADEK_TOPIC_DEFAULTS
+
+
+def test_decompressed_records_are_bounded_by_max_message_bytes_times_the_ratio() -> None:
+    assert LogConfig().max_decompressed_bytes == 1048588 * 32
+    config = LogConfig.from_props(
+        {"max.message.bytes": "1000", "message.decompression.max.ratio": "3"}
+    )
+    assert config.max_decompressed_bytes == 3000
 
 
 def test_every_key_is_a_field_and_every_field_a_key() -> None:
@@ -50,7 +62,7 @@ def test_every_key_is_a_field_and_every_field_a_key() -> None:
     settings = [field.name for field in fields(LogConfig) if field.init]
     derived = [field.name for field in fields(LogConfig) if not field.init]
     assert settings == attributes
-    assert derived == ["compact", "delete", "log_append_time"]
+    assert derived == ["compact", "delete", "log_append_time", "max_decompressed_bytes"]
 
 
 def test_direct_construction_keeps_working() -> None:
@@ -102,6 +114,7 @@ REJECTED = [
     ("cleanup.policy", "delete,archive", "each one of: delete, compact"),
     ("cleanup.policy", "", "each one of: delete, compact"),
     ("max.message.bytes", "-1", "at least 0"),
+    ("message.decompression.max.ratio", "0", "at least 1"),
     ("message.timestamp.type", "createtime", "one of: CreateTime, LogAppendTime"),
     ("message.timestamp.before.max.ms", "-1", "at least 0"),
     ("message.timestamp.after.max.ms", "-1", "at least 0"),

@@ -151,7 +151,7 @@ def test_compose_mounts_the_rule_files_beside_the_prometheus_config() -> None:
 def test_alerts_use_only_metrics_the_broker_exports(tmp_path: Path) -> None:
     alerts = yaml.safe_load((ROOT / "deploy" / "alerts.yml").read_text())
     expressions = [rule["expr"] for group in alerts["groups"] for rule in group["rules"]]
-    used = set(re.findall(r"\b(?:odradek|process)_\w+", " ".join(expressions)))
+    used = set(re.findall(r"\b(?:odradek|process|kafka_consumergroup)_\w+", " ".join(expressions)))
     with running_broker(tmp_path) as broker:
         families = list(broker.broker.metrics.registry.collect())
     exported = {family.name for family in families}

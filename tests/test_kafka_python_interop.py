@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords as KafkaMemoryRecords
 
@@ -138,7 +139,7 @@ def test_recompressed_batches_parse_there() -> None:
     assert records == _expected(RECORDS, 3)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(records=records_strategy, codec=st.sampled_from(list(CompressionType)))
 def test_both_ways_random(records: list[tuple], codec: CompressionType) -> None:
     [(_, parsed)] = _read_theirs(build_batch(records, compression=codec, base_offset=5))

@@ -9,10 +9,12 @@ from log_helpers import BASE_TIME_MS, read_all
 from log_manager_helpers import broker_config, running, topic_admin, wait_until
 
 from odradek.cleaner.cleaner_config import CleanerConfig
+from odradek.cleaner.cleaner_offset_checkpoints import CLEANER_OFFSET_CHECKPOINT_FILE
 from odradek.cleaner.log_cleaner import LogCleaner
 from odradek.clock import MockClock
 from odradek.record.record_batch_builder import build_batch
 from odradek.storage.log import Log
+from odradek.storage.offset_checkpoint_file import OffsetCheckpointFile
 from odradek.topic_partition import TopicPartition
 
 
@@ -83,7 +85,7 @@ def test_a_real_cleaner_compacts_a_topic_of_the_log_manager(tmp_path: Path) -> N
         log = manager.get_log(TopicPartition("compacted", 0))
         fill(log, 30)
         log.roll()
-        cleaner = LogCleaner(CleanerConfig.from_broker_config(config), manager.all_logs, manager)
+        cleaner = LogCleaner(CleanerConfig.from_broker_config(config), manager.all_logs)
         manager.attach_cleaner(cleaner)
         cleaner.startup()
         try:
@@ -95,4 +97,76 @@ def test_a_real_cleaner_compacts_a_topic_of_the_log_manager(tmp_path: Path) -> N
         assert len(records) < 30  # older values of the three keys were dropped
         assert {r.key: r.offset for r in records} == {b"k0": 27, b"k1": 28, b"k2": 29}
         assert [r.offset for r in records] == sorted(r.offset for r in records)
-        assert manager.cleaner_offsets()[TopicPartition("compacted", 0)] > 0
+        assert cleaner.manager.first_dirty_offset(TopicPartition("compacted", 0)) > 0
+
+
+def test_the_cleaner_owns_its_checkpoint_per_dir_and_drops_a_deleted_topic(tmp_path: Path) -> None:
+    config = broker_config(tmp_path, dirs=2)
+    orders_0, orders_1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+    with running(config) as manager:
+        topic_admin(manager).create_topic("orders", 2)
+        topic_admin(manager).create_topic("keep", 1)
+        keep = TopicPartition("keep", 0)
+        cleaner = LogCleaner(CleanerConfig.from_broker_config(config), manager.all_logs)
+        manager.attach_cleaner(cleaner)
+        checkpoints = cleaner.manager.checkpoints
+        checkpoints.update_cleaner_offsets({orders_0: 10, orders_1: 20})
+        checkpoints.update_cleaner_offsets({keep: 5, TopicPartition("gone", 0): 1})
+        assert checkpoints.cleaner_offsets() == {orders_0: 10, orders_1: 20, keep: 5}
+        orders_1_dir = manager.get_log(orders_1).dir.parent
+        assert _checkpoint(orders_1_dir).get(orders_1) == 20
+        topic_admin(manager).delete_topic("orders")  # the cleaner forgets them
+        assert checkpoints.cleaner_offsets() == {keep: 5}
+        assert orders_1 not in _checkpoint(orders_1_dir)
+        assert not any(
+            (log_dir / "cleaner-offset-checkpoint").exists() and orders_0 in _checkpoint(log_dir)
+            for log_dir in manager.log_dirs
+        )
+
+
+def test_a_deleted_topic_leaves_the_checkpoint_even_before_the_cleaner_read_it(
+    tmp_path: Path,
+) -> None:
+    config = broker_config(tmp_path, dirs=1)
+    orders_0, keep = TopicPartition("orders", 0), TopicPartition("keep", 0)
+    with running(config) as manager:
+        topic_admin(manager).create_topic("orders", 1)
+        topic_admin(manager).create_topic("keep", 1)
+        checkpoints = LogCleaner(CleanerConfig(), manager.all_logs).manager.checkpoints
+        checkpoints.update_cleaner_offsets({orders_0: 10, keep: 5})
+    with running(config) as manager:  # a restart: nothing read the file yet
+        manager.attach_cleaner(LogCleaner(CleanerConfig(), manager.all_logs))
+        topic_admin(manager).delete_topic("orders")
+        topic_admin(manager).create_topic("orders", 1)  # a new topic of the same name starts clean
+        assert _checkpoint(manager.log_dirs[0]) == {keep: 5}
+
+
+def test_cleaner_offsets_are_written_from_memory_and_read_back_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    config = broker_config(tmp_path, dirs=1)
+    orders_0, orders_1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+    with running(config) as manager:
+        topic_admin(manager).create_topic("orders", 2)
+        checkpoints = LogCleaner(CleanerConfig(), manager.all_logs).manager.checkpoints
+        checkpoints.update_cleaner_offsets({orders_0: 10, orders_1: 20})
+        path = manager.get_log(orders_0).dir.parent / CLEANER_OFFSET_CHECKPOINT_FILE
+        path.write_text("0\n2\norders 0 999\nghost 0 7\n")  # the file is not read back
+        checkpoints.update_cleaner_offsets({orders_0: 11})
+        assert OffsetCheckpointFile(path).read() == {orders_0: 11, orders_1: 20}
+    with running(config) as manager:
+        checkpoints = LogCleaner(CleanerConfig(), manager.all_logs).manager.checkpoints
+        assert checkpoints.cleaner_offsets() == {orders_0: 11, orders_1: 20}
+
+
+def test_the_log_manager_writes_no_cleaner_checkpoint(tmp_path: Path) -> None:
+    """One owner: without a cleaner, nothing writes ``cleaner-offset-checkpoint``."""
+    with running(broker_config(tmp_path, dirs=1)) as manager:
+        topic_admin(manager).create_topic("orders", 1, {"cleanup.policy": "compact"})
+        manager.checkpoint_log_recovery_offsets()
+        topic_admin(manager).delete_topic("orders")
+        assert not (manager.log_dirs[0] / CLEANER_OFFSET_CHECKPOINT_FILE).exists()
+
+
+def _checkpoint(log_dir: Path) -> dict[TopicPartition, int]:
+    return OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT_FILE).read()

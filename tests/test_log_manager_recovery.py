@@ -221,3 +221,16 @@ def test_topic_config_applies_to_loaded_logs(tmp_path):
         assert manager.get_log(ORDERS_0).config == LogConfig.from_props(
             {"segment.bytes": "4194304"}, config.log_config()
         )
+
+
+def test_the_first_start_on_an_empty_directory_is_no_unclean_shutdown(tmp_path, caplog):
+    config = broker_config(tmp_path, dirs=1)
+    with caplog.at_level(logging.INFO, logger="odradek.storage.log_manager"):
+        with running(config) as manager:
+            topic_admin(manager).create_topic("orders", 1)
+        assert "a new log directory" in caplog.text
+        assert "unclean" not in caplog.text
+        caplog.clear()
+        with running(config):
+            pass
+        assert "(clean shutdown)" in caplog.text and "new log directory" not in caplog.text

@@ -1,4 +1,4 @@
-"""LogManager background tasks: retention, flush, checkpoints, cleaner offsets."""
+"""LogManager background tasks: retention, flush, checkpoints."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from log_manager_helpers import broker_config, running, topic_admin, wait_until
 from odradek.clock import MockClock
 from odradek.storage.log import Log
 from odradek.storage.log_manager import (
-    CLEANER_OFFSET_CHECKPOINT_FILE,
     HIGH_WATERMARK_CHECKPOINT_FILE,
     LOG_START_OFFSET_CHECKPOINT_FILE,
     RECOVERY_POINT_CHECKPOINT_FILE,
@@ -139,30 +138,3 @@ def test_scheduler_runs_the_tasks_on_their_intervals(tmp_path):
                 == 2
             )
         )
-
-
-def test_cleaner_offsets_are_kept_per_dir_and_dropped_with_the_topic(tmp_path):
-    with running(broker_config(tmp_path)) as manager:
-        topic_admin(manager).create_topic("orders", 2)
-        topic_admin(manager).create_topic("keep", 1)
-        manager.update_cleaner_offsets({ORDERS_0: 10, ORDERS_1: 20})
-        keep = TopicPartition("keep", 0)
-        manager.update_cleaner_offsets({keep: 5, TopicPartition("gone", 0): 1})
-        assert manager.cleaner_offsets() == {ORDERS_0: 10, ORDERS_1: 20, keep: 5}
-        assert checkpoint(tmp_path, "d1", CLEANER_OFFSET_CHECKPOINT_FILE) == {ORDERS_1: 20}
-        topic_admin(manager).delete_topic("orders")
-        assert manager.cleaner_offsets() == {keep: 5}
-
-
-def test_cleaner_offsets_are_written_from_memory_and_read_back_after_a_restart(tmp_path):
-    config = broker_config(tmp_path)
-    with running(config) as manager:
-        topic_admin(manager).create_topic("orders", 2)
-        manager.update_cleaner_offsets({ORDERS_0: 10, ORDERS_1: 20})
-        path = manager.get_log(ORDERS_0).dir.parent / CLEANER_OFFSET_CHECKPOINT_FILE
-        path.write_text("0\n2\norders 0 999\nghost 0 7\n")  # the file is not read back
-        manager.update_cleaner_offsets({ORDERS_0: 11})
-        assert OffsetCheckpointFile(path).read() == {ORDERS_0: 11}
-        assert manager.cleaner_offsets() == {ORDERS_0: 11, ORDERS_1: 20}
-    with running(config) as manager:
-        assert manager.cleaner_offsets() == {ORDERS_0: 11, ORDERS_1: 20}

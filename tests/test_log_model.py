@@ -36,6 +36,7 @@ from hypothesis.stateful import (
     precondition,
     rule,
 )
+from hypothesis_budget import examples
 from log_helpers import BASE_TIME_MS, records_of
 
 from odradek.clock import MockClock
@@ -544,9 +545,10 @@ class LogModel(RuleBasedStateMachine):
     ) -> list[int]:
         """Apply SPEC 8 to the model: the segments from ``first`` on are re-validated in order;
         the first one recovery has to truncate (a partial batch or garbage) ends the log and
-        every later segment goes. A segment cut cleanly between batches, or emptied, needs no
-        truncation: as SPEC 8 words it (and as Kafka does) the later segments stay, leaving a
-        gap in the offsets. Return the bases left."""
+        every later segment goes. So does one that ends short of the next segment's base (cut
+        cleanly between batches, or emptied) unless the log is compacted: a power cut took its
+        unflushed tail, and what follows was unflushed too. A compacted log keeps the later
+        segments, leaving a gap in the offsets (as Kafka does). Return the bases left."""
         groups = self.grouped(bases)
         kept_batches = [b for group in groups[:first] for b in group]
         expected_bases = bases[:first]
@@ -561,6 +563,13 @@ class LogModel(RuleBasedStateMachine):
                 position += batch.size
             if garbage or position < kept:
                 break
+            if index + 1 < len(bases) and not self.config.compact:
+                segment_end = max(
+                    [b.next_offset for b in kept_batches if b.first_offset >= bases[index]],
+                    default=bases[index],
+                )
+                if segment_end < bases[index + 1]:
+                    break
         self.batches = kept_batches
         # An empty active segment ends the log at its base, past the last batch if a gap is left.
         self.next_offset = max([b.next_offset for b in kept_batches] + [expected_bases[-1]])
@@ -638,7 +647,7 @@ class LogModel(RuleBasedStateMachine):
 
 
 LogModel.TestCase.settings = settings(
-    max_examples=250,
+    max_examples=examples(250),
     stateful_step_count=100,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -200,3 +200,32 @@ def test_a_roll_when_offsets_outgrow_the_segment(tmp_path: Path) -> None:
     segment, _ = filled_segment(tmp_path, config, 1)
     assert not appended(segment, config, 2**31)  # one record: last offset 2**31
     assert appended(segment, config, 2**31 - 1)
+
+
+def time_entries(segment: LogSegment) -> list[tuple[int, int]]:
+    index = segment.time_index
+    return [(entry.timestamp, entry.offset) for entry in map(index.entry, range(index.entries))]
+
+
+def test_the_time_index_takes_the_max_timestamp_at_each_entry_only_when_it_grew(
+    tmp_path: Path,
+) -> None:
+    """An index entry due while the segment's max timestamp stands still (appends within one
+    millisecond) adds nothing to the time index; one after it grew adds it, after a
+    truncation too; and the entries are those recovery rebuilds from the same bytes."""
+    config = LogConfig(index_interval_bytes=0)  # an entry at every batch but the first
+    segment = LogSegment.open(tmp_path, 0, config, MockClock(BASE_TIME_MS))
+    t = BASE_TIME_MS
+    for offset, timestamp in enumerate([t, t, t, t + 5, t + 5, t + 7]):
+        assert appended(segment, config, offset, timestamp=timestamp)
+    assert time_entries(segment) == [(t, 0), (t + 5, 3), (t + 7, 5)]
+    appended_entries = time_entries(segment)
+    segment.recover()
+    assert time_entries(segment) == appended_entries
+    segment.resize_indexes(config.segment_index_bytes)
+
+    segment.truncate_to(4)
+    assert time_entries(segment) == [(t, 0), (t + 5, 3)]
+    for offset, timestamp in ((4, t + 5), (5, t + 5), (6, t + 6), (7, t + 6)):
+        assert appended(segment, config, offset, timestamp=timestamp)
+    assert time_entries(segment) == [(t, 0), (t + 5, 3), (t + 6, 6)]

@@ -13,6 +13,7 @@ from unittest import mock
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from odradek.config.log_config import LogConfig
 from odradek.errors import (
@@ -21,6 +22,7 @@ from odradek.errors import (
     InvalidTimestampError,
     KafkaError,
     MessageTooLargeError,
+    RecordListTooLargeError,
     UnsupportedCompressionTypeError,
 )
 from odradek.record import record_framing
@@ -195,7 +197,7 @@ def test_timestamps_within_bounds_are_accepted() -> None:
     assert _validate(build_batch(records), config).record_count == 2
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     batches=st.lists(
         st.tuples(
@@ -401,7 +403,7 @@ def test_header_keys_beyond_ascii_are_accepted(key: str) -> None:
     assert _walk(record, 1, False) == _python_walk(record, 1, False) == RecordFraming(0, 0, 0)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(raw_key=st.binary(max_size=12) | st.text(max_size=4).map(str.encode))
 def test_header_key_check_is_pythons_utf8(raw_key: bytes) -> None:
     """The C walk's UTF-8 check takes exactly what Python's strict decoder takes."""
@@ -464,6 +466,31 @@ def test_compressed_records_are_walked() -> None:
     body = _body(3)[:-1]
     batch = _craft(body, 3, codec=CompressionType.GZIP)
     _rejects(batch, CorruptRecordError, r"batch 0 at byte 0 \(in its decompressed records\)")
+
+
+@pytest.mark.parametrize("codec", [CompressionType.GZIP, CompressionType.ZSTD])
+def test_records_decompressing_past_the_ratio_are_refused_naming_the_limit(
+    codec: CompressionType,
+) -> None:
+    bomb = _craft(bytes(64 * 1024 * 1024), 1, codec=codec)  # zeros: no valid record
+    config = LogConfig(max_message_bytes=len(bomb), message_decompression_max_ratio=4)
+    limit = len(bomb) * 4
+    _rejects(
+        bomb,
+        RecordListTooLargeError,
+        f"batch 0 at byte 0: {codec.label} records decompress to more than {limit} bytes "
+        rf"\(max.message.bytes {len(bomb)} x message.decompression.max.ratio 4\)",
+        config,
+    )
+
+
+def test_records_within_the_ratio_are_accepted() -> None:
+    batch = build_batch([(NOW, b"k", b"a" * 5000, ())], compression=CompressionType.GZIP)
+    config = LogConfig(max_message_bytes=len(batch), message_decompression_max_ratio=1)
+    _rejects(batch, RecordListTooLargeError, "records decompress to more than", config)
+    ratio = 5100 // len(batch) + 1
+    config = LogConfig(max_message_bytes=len(batch), message_decompression_max_ratio=ratio)
+    assert _validate(batch, config).record_count == 1
 
 
 def test_one_bad_batch_rejects_the_whole_request() -> None:
@@ -557,7 +584,7 @@ def uniform_records(draw: st.DrawFn) -> tuple[bytes, int]:
     return b"".join(records), count
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     generated=uniform_records(),
     flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), max_size=2),
@@ -595,7 +622,7 @@ varied_records = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     generated=varied_records,
     flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), max_size=2),
@@ -746,7 +773,7 @@ def requests(draw: st.DrawFn) -> bytearray:
     return bytearray(b"".join(batches))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     request=requests(),
     flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), max_size=3),

@@ -35,9 +35,25 @@ def test_malformed_file_is_refused_with_its_path(tmp_path, text):
         MetaProperties.read(tmp_path)
 
 
-def test_unknown_version_is_refused(tmp_path):
+def test_kafkas_kraft_version_1_names_the_broker_by_node_id(tmp_path):
+    """What Kafka 4's storage format writes (tests/test_kafka_reference_files.py starts odradek
+    on a real one)."""
+    (tmp_path / META_PROPERTIES_FILE_NAME).write_text(
+        "#\n#Thu Nov 26 05:21:13 UTC 2026\nnode.id=1\ndirectory.id=J8aAPcfLQt2bqs1JT_rRWQ\n"
+        "version=1\ncluster.id=WsaQbjxXS4-d3V2gwSUpXg\n"
+    )
+    assert MetaProperties.read(tmp_path) == MetaProperties("WsaQbjxXS4-d3V2gwSUpXg", 1, 1)
+
+
+def test_version_1_without_node_id_is_malformed(tmp_path):
     (tmp_path / META_PROPERTIES_FILE_NAME).write_text("version=1\nbroker.id=1\ncluster.id=c\n")
-    with pytest.raises(InconsistentClusterIdError, match="unsupported version 1"):
+    with pytest.raises(InconsistentClusterIdError, match="malformed.*node.id"):
+        MetaProperties.read(tmp_path)
+
+
+def test_unknown_version_is_refused(tmp_path):
+    (tmp_path / META_PROPERTIES_FILE_NAME).write_text("version=2\nnode.id=1\ncluster.id=c\n")
+    with pytest.raises(InconsistentClusterIdError, match="unsupported version 2"):
         MetaProperties.read(tmp_path)
 
 

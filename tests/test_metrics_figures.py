@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
+from cleaner_helpers import compact_config, latest_records, write
 from log_helpers import append, batch, open_log, read_all
 from log_manager_helpers import broker_config, running, topic_admin
 from server_helpers import running_broker
-from test_cleaner_helpers import compact_config, latest_records, write
 
 from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.cleaner.log_cleaner import LogCleaner

@@ -246,7 +246,7 @@ def test_the_leader_epoch_checkpoint_records_where_epoch_zero_starts(partition_d
 def test_compaction_keeps_the_last_batch_of_every_live_producer(tmp_path):
     """Producer 7 writes key a then overwrites it from a plain batch: the cleaner would drop
     its batch, but it is the producer's last, so it stays and its retry is still answered."""
-    from test_cleaner_helpers import COMPACT, clean_fully
+    from cleaner_helpers import COMPACT, clean_fully
 
     directory = tmp_path / "compacted-0"
     directory.mkdir()

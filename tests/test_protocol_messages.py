@@ -27,11 +27,18 @@ from odradek.protocol.configs import (
     DescribeConfigsResponse,
     TopicConfigs,
 )
+from odradek.protocol.delete_groups import DeletedGroup, DeleteGroupsRequest, DeleteGroupsResponse
 from odradek.protocol.delete_records import (
     DeleteRecordsPartition,
     DeleteRecordsPartitionResponse,
     DeleteRecordsRequest,
     DeleteRecordsResponse,
+)
+from odradek.protocol.describe_groups import (
+    DescribedGroupEntry,
+    DescribedGroupMember,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
 )
 from odradek.protocol.describe_topic_partitions import (
     DescribeTopicPartitionsRequest,
@@ -45,10 +52,29 @@ from odradek.protocol.fetch import (
     FetchRequest,
     FetchResponse,
 )
+from odradek.protocol.find_coordinator import (
+    Coordinator,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
 from odradek.protocol.frame import Frame, FrameDecoder
 from odradek.protocol.header import RequestHeader, ResponseHeader
+from odradek.protocol.heartbeat import HeartbeatRequest, HeartbeatResponse
 from odradek.protocol.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from odradek.protocol.isolation import IsolationLevel
+from odradek.protocol.join_group import (
+    JoinGroupMemberEntry,
+    JoinGroupProtocol,
+    JoinGroupRequest,
+    JoinGroupResponse,
+)
+from odradek.protocol.leave_group import (
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    LeavingMember,
+    LeavingMemberResponse,
+)
+from odradek.protocol.list_groups import ListedGroup, ListGroupsRequest, ListGroupsResponse
 from odradek.protocol.list_offsets import (
     EARLIEST_TIMESTAMP,
     ListOffsetsPartition,
@@ -71,6 +97,25 @@ from odradek.protocol.metadata import (
     PartitionMetadata,
     TopicMetadata,
 )
+from odradek.protocol.offset_commit import (
+    OffsetCommitPartition,
+    OffsetCommitPartitionResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+)
+from odradek.protocol.offset_delete import (
+    OffsetDeletePartitionResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+)
+from odradek.protocol.offset_fetch import (
+    GroupPartition,
+    OffsetFetchGroup,
+    OffsetFetchGroupResponse,
+    OffsetFetchPartitionResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+)
 from odradek.protocol.produce import (
     Acks,
     ProducePartitionData,
@@ -78,7 +123,14 @@ from odradek.protocol.produce import (
     ProduceRequest,
     ProduceResponse,
 )
+from odradek.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from odradek.protocol.schema import Message
+from odradek.protocol.sync_group import SyncGroupAssignment, SyncGroupRequest, SyncGroupResponse
 from odradek.protocol.topics import (
     CreatableTopic,
     CreatableTopicResult,
@@ -124,6 +176,22 @@ REQUESTS: list[Message] = [
     ),
     DescribeTopicPartitionsRequest(("a",)),
     DescribeTopicPartitionsRequest(),
+    FindCoordinatorRequest(("g",)),
+    JoinGroupRequest(
+        "g", 10000, "consumer", (JoinGroupProtocol("range", b"\x00\x00"),), 30000, "m", "i"
+    ),
+    SyncGroupRequest("g", 1, "m", None, "consumer", "range", (SyncGroupAssignment("m", b"a"),)),
+    HeartbeatRequest("g", 1, "m"),
+    LeaveGroupRequest("g", (LeavingMember("m"), LeavingMember("", "instance-1", "bye"))),
+    OffsetCommitRequest("g", (OffsetCommitPartition("a", 0, 17, 3, "meta"),), 1, "m"),
+    OffsetFetchRequest((OffsetFetchGroup("g", (GroupPartition("a", 0),)), OffsetFetchGroup("h"))),
+    ListGroupsRequest(("Stable",)),
+    DescribeGroupsRequest(("g",)),
+    DeleteGroupsRequest(("g",)),
+    OffsetDeleteRequest("g", (GroupPartition("a", 0),)),
+    SaslHandshakeRequest("SCRAM-SHA-512"),
+    SaslAuthenticateRequest("n,,n=alice,r=abc"),
+    SaslAuthenticateRequest("\0alice\0secret"),
 ]
 
 RESPONSES: list[Message] = [
@@ -178,6 +246,47 @@ RESPONSES: list[Message] = [
             ),
         )
     ),
+    FindCoordinatorResponse((Coordinator("g", 1, "localhost", 9092),)),
+    JoinGroupResponse(
+        0,
+        None,
+        2,
+        "consumer",
+        "range",
+        "m",
+        False,
+        "m",
+        (JoinGroupMemberEntry("m", None, b"\x00"),),
+    ),
+    JoinGroupResponse(79, "rejoin", member_id="m-1"),
+    SyncGroupResponse(0, None, "consumer", "range", b"assignment"),
+    HeartbeatResponse(27, "rebalancing"),
+    LeaveGroupResponse(members=(LeavingMemberResponse("m", None, 25, "unknown"),)),
+    OffsetCommitResponse(
+        (OffsetCommitPartitionResponse("a", 0), OffsetCommitPartitionResponse("b", 1, 3, "no"))
+    ),
+    OffsetFetchResponse(
+        (OffsetFetchGroupResponse("g", partitions=(OffsetFetchPartitionResponse("a", 0, 17),)),)
+    ),
+    ListGroupsResponse(groups=(ListedGroup("g", "consumer", "Stable"),)),
+    DescribeGroupsResponse(
+        (
+            DescribedGroupEntry(
+                "g",
+                0,
+                None,
+                "Stable",
+                "consumer",
+                "range",
+                (DescribedGroupMember("m", None, "c", "/127.0.0.1", b"x", b"y"),),
+            ),
+        )
+    ),
+    DeleteGroupsResponse((DeletedGroup("g", 68, "not empty"),)),
+    OffsetDeleteResponse(partitions=(OffsetDeletePartitionResponse("a", 0, 86, "subscribed"),)),
+    SaslHandshakeResponse(("PLAIN", "SCRAM-SHA-256")),
+    SaslAuthenticateResponse("r=abcdef,s=c2FsdA==,i=4096"),
+    SaslAuthenticateResponse(""),
 ]
 
 

@@ -6,8 +6,9 @@ Also the hot paths (write_record, decode_records) against the plain codec they m
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 from kafka.record import util as kafka_util
 
 from odradek.errors import CorruptRecordError
@@ -61,7 +62,7 @@ def test_varlong_extremes() -> None:
         assert decode_varlong(encode_varlong(value), 0) == (value, 10)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.integers(INT32_MIN, INT32_MAX))
 def test_varint_matches_an_independent_implementation(value: int) -> None:
     theirs = bytearray()
@@ -70,7 +71,7 @@ def test_varint_matches_an_independent_implementation(value: int) -> None:
     assert decode_varint(theirs, 0) == kafka_util.decode_varint(theirs, 0)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.integers(INT64_MIN, INT64_MAX))
 def test_varlong_round_trip(value: int) -> None:
     encoded = encode_varlong(value)
@@ -119,7 +120,7 @@ def test_record_layout() -> None:
     assert encoded == encode_varint(len(body)) + body
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     offset_delta=st.integers(0, INT32_MAX),
     timestamp_delta=st.integers(-(2**40), 2**40),
@@ -190,7 +191,7 @@ record_arguments = st.tuples(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(arguments=record_arguments)
 def test_write_record_matches_encode_record(arguments: tuple) -> None:
     out = bytearray(b"before")
@@ -230,7 +231,11 @@ def _decode_one_by_one(
     return records if position == len(data) else None
 
 
-@settings(max_examples=300, deadline=None)
+@settings(
+    max_examples=examples(300),
+    deadline=None,
+    suppress_health_check=[HealthCheck.data_too_large],  # up to 80 records a batch, by design
+)
 @given(
     records=st.lists(record_arguments, max_size=80),
     base_offset=st.integers(0, 2**62),

@@ -30,6 +30,7 @@ from odradek.record.record_batch import (
     RECORDS_OFFSET,
     RecordBatch,
     TimestampType,
+    decompresses_within,
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
@@ -286,3 +287,22 @@ def test_less_than_a_header_is_invalid(keep: int, offset: str) -> None:
     batch = RecordBatch(_batch()[:keep])
     with pytest.raises(CorruptRecordError, match=f"offset {offset} .*only {keep} bytes"):
         batch.ensure_valid()
+
+
+def test_decompresses_within_decompresses_no_further_than_asked() -> None:
+    plain = build_batch([(0, b"k", b"v", ())])
+    small = build_batch([(0, b"k", b"v" * 1000, ())], compression=CompressionType.GZIP)
+    large = build_batch([(0, b"k", bytes(10**6), ())], compression=CompressionType.ZSTD)
+    assert decompresses_within(plain * 3, 0)
+    assert decompresses_within(plain + small + small, 4000)
+    assert not decompresses_within(plain + small + small, 2000)  # together, past the budget
+    assert not decompresses_within(large, 100_000)
+    assert decompresses_within(large, 2_000_000)
+    assert not decompresses_within(plain * 5, 10**6, max_batches=4)  # too many to look at
+    assert decompresses_within(b"\x00" * 10, 0)  # malformed: the validator refuses it at once
+    torn = bytearray(plain * 2)
+    torn[8:12] = (-20).to_bytes(4, "big", signed=True)
+    assert decompresses_within(torn, 0)
+    garbage = bytearray(small)
+    garbage[-20:] = bytes(20)
+    assert decompresses_within(garbage, 10)  # corrupt within the budget: refused as cheaply

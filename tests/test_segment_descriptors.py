@@ -210,3 +210,39 @@ def test_the_idle_file_cache_releases_the_least_recently_used() -> None:
     cache.discard(a)
     cache.set_capacity(1)
     assert released == ["b"] and len(cache) == 1 and c in cache
+
+
+def test_the_idle_file_cache_stays_bounded_under_touches_from_many_threads() -> None:
+    class File:
+        def __init__(self) -> None:
+            self.releases = 0
+
+        def release_idle(self) -> None:
+            self.releases += 1
+
+    cache = IdleFileCache(3)
+    files = [File() for _ in range(12)]
+    stop = threading.Event()
+
+    def touch(worker: int) -> None:
+        n = worker
+        while not stop.is_set():
+            cache.touch(files[n % len(files)])
+            n += worker + 1
+            if n % 97 == 0:
+                cache.discard(files[n % len(files)])
+
+    threads = [threading.Thread(target=touch, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    threading.Event().wait(0.5)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    assert len(cache) <= 3
+    assert sum(file.releases for file in files) > 0  # files were evicted meanwhile
+    recent = files[0]
+    cache.touch(recent)
+    for other in files[1:3]:
+        cache.touch(other)
+    assert recent in cache  # touched third from last: still among the three kept

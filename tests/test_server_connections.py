@@ -64,8 +64,13 @@ def test_idle_connections_are_closed_busy_ones_are_not(tmp_path: Path) -> None:
         assert broker.metrics()['odradek_closed_connections_total{reason="idle"}'] >= 1
 
 
-def test_a_client_that_does_not_read_its_responses_is_not_read_either(tmp_path: Path) -> None:
-    with running_broker(tmp_path) as broker:
+@pytest.mark.parametrize("held_s", [0, 1.5])
+def test_a_client_that_does_not_read_its_responses_is_not_read_either(
+    tmp_path: Path, held_s: float
+) -> None:
+    # Held back longer than socket.request.timeout.ms with a request half read: that time
+    # does not count against it, the broker stopped reading it.
+    with running_broker(tmp_path, {"socket.request.timeout.ms": "500"}) as broker:
         with broker.connect() as setup:
             create_topic(setup, "flood")
             setup.call(produce("flood", batch(4, value_size=64 * 1024)))
@@ -86,6 +91,7 @@ def test_a_client_that_does_not_read_its_responses_is_not_read_either(tmp_path: 
             fetches = 'odradek_requests_total{api="Fetch",error="NONE",protocol="msgpack"}'
             handled = broker.metrics()[fetches]
             assert sent >= 100 and handled < sent / 2, (sent, handled)
+            time.sleep(held_s)
             client.sock.settimeout(10)
             responses = [client.read_frame() for _ in range(sent)]
         assert all(len(r.payload) > 4 * 64 * 1024 for r in responses)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import struct
 import threading
@@ -20,6 +21,7 @@ from odradek.protocol.fetch import FetchPartition, FetchRequest, FetchResponse
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
+from odradek.record.compression import CompressionType
 from odradek.record.memory_records import MemoryRecords
 from odradek.record.record_batch_builder import build_batch
 from odradek.storage.log import Log
@@ -267,8 +269,10 @@ def test_fetch_out_of_range_names_the_valid_range(broker: RunningBroker) -> None
     with broker.connect() as client:
         client.call(produce("range", 0, batch(5)))
         response = client.call(fetch("range", 0, 9, max_wait_ms=0))
-    assert response.partitions[0].error == 1
-    assert "[0, 5]" in response.partitions[0].message
+    (answer,) = response.partitions
+    assert answer.error == 1
+    assert answer.message == "offset 9 of range-0 is out of range [0, 5]"
+    assert (answer.log_start_offset, answer.high_watermark) == (0, 5)  # no English to parse
 
 
 def test_a_waiting_fetch_does_not_hold_up_later_requests_on_its_connection(
@@ -330,3 +334,28 @@ def test_large_append_completes_and_commits_when_its_client_vanishes(
         response = client.call(fetch("abandoned", 0, 0, max_wait_ms=0))
     assert response.partitions[0].high_watermark == 1
     assert len(values(response)) == 1
+
+
+def test_batches_expanding_far_are_validated_on_an_append_thread_that_yields_to_the_loop(
+    broker: RunningBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    create_topic(broker, "zipped", 1)
+    original_append = Log.append
+    appended_on: list[tuple[str, int]] = []
+
+    def recorded_append(self: Log, records: bytes, leader_epoch: int = 0) -> object:
+        niceness = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        appended_on.append((threading.current_thread().name, niceness))
+        return original_append(self, records, leader_epoch)
+
+    monkeypatch.setattr(Log, "append", recorded_append)
+    now = int(time.time() * 1000)
+    expanding = build_batch([(now, b"k", bytes(100_000), ())] * 3, compression=CompressionType.GZIP)
+    small_zipped = build_batch([(now, b"k", b"v" * 100, ())] * 3, compression=CompressionType.LZ4)
+    assert len(expanding) < 2000  # small on the wire, 300 KB to validate
+    with broker.connect() as client:
+        for records in (expanding, small_zipped, batch(3)):
+            assert client.call(produce("zipped", 0, records)).partitions[0].error == 0
+    (expanding_thread, expanding_niceness), *others = appended_on
+    assert expanding_thread.startswith("odradek-append") and expanding_niceness == 10
+    assert not any(thread.startswith("odradek-append") for thread, _ in others)  # on the loop

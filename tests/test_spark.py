@@ -29,11 +29,15 @@ from pyspark.sql import DataFrame, DataFrameReader, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 from serve_process import ServeProcess  # noqa: E402
 
+import odradek.spark  # noqa: E402
 import pyspark_odradek  # noqa: E402
 from odradek.client import Admin, NewTopic, Producer  # noqa: E402
 from odradek.topic_partition import TopicPartition  # noqa: E402
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
+# ODRADEK_TEST_SPARK_MASTER=local-cluster[2,1,1024] runs the module with two executor processes,
+# as on a cluster: nothing may depend on the driver and the executors sharing a process.
+SPARK_MASTER = os.environ.get("ODRADEK_TEST_SPARK_MASTER", "local[2]")
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 # Recent: retention would delete records stamped more than retention.ms (7 days) ago.
 BASE_TIMESTAMP = int(time.time() * 1000)
@@ -82,7 +86,7 @@ def spark() -> Iterator[SparkSession]:
             "PYTHONPATH", os.pathsep.join(filter(None, [shim_root, os.getenv("PYTHONPATH")]))
         )
         session = (
-            SparkSession.builder.master("local[2]")
+            SparkSession.builder.master(SPARK_MASTER)
             .appName("odradek-tests")
             .config("spark.pyspark.python", sys.executable)
             .config("spark.driver.host", "127.0.0.1")
@@ -640,3 +644,25 @@ def test_what_a_kafka_client_wrote_reads_identically(
     assert producer.flush(30) == 0
 
     assert rows_of(read(spark, bootstrap, topic)) == sorted(expected, key=by_position)
+
+
+def test_register_leaves_a_format_the_session_found_alone(spark: SparkSession) -> None:
+    """Found through pyspark_odradek: registering again would replace it, with a warning."""
+    assert odradek.spark.is_registered(spark)
+    assert odradek.spark.register(spark) is False
+    if SPARK_MASTER.startswith("local-cluster["):  # the driver and two executor processes
+        assert spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() == 3
+
+
+def test_the_streaming_example_says_where_each_micro_batch_spent_its_time(
+    example: Callable[[str], ModuleType],
+) -> None:
+    job = example("count_clicks")
+    progress = {
+        "batchId": 4,
+        "numInputRows": 5,
+        "durationMs": {"addBatch": 2243, "latestOffset": 3, "triggerExecution": 2726},
+    }
+    assert job.describe_progress(progress) == (
+        "micro-batch 4: 5 clicks in 2.7 s (latestOffset 0.0 s, addBatch 2.2 s)"
+    )

@@ -382,3 +382,11 @@ def test_maybe_append_all_checks_order_and_keeps_the_roll_slot(path: Path) -> No
         index.maybe_append_all(SAMPLE[1:])
     index.maybe_append_all(SAMPLE[1:2])
     assert entries_of(index) == SAMPLE[:2]
+
+
+def test_a_closed_index_refuses_even_an_append_that_adds_nothing(path: Path) -> None:
+    index = filled(path, SAMPLE)
+    index.close()
+    for timestamp, offset in ((3000, 120), (3000, 125), (4000, 130)):
+        with pytest.raises(ValueError, match="closed"):
+            index.maybe_append(timestamp, offset)

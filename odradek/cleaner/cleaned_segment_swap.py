@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from odradek.cleaner.cleaning_result import CleaningResult
+from odradek.cleaner.cleaning_task import CleaningResult
 from odradek.cleaner.errors import LogCleaningAbortedError
 from odradek.clock import SYSTEM_CLOCK
 from odradek.storage import log_file_names as names

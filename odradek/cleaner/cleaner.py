@@ -24,12 +24,10 @@ from odradek.cleaner.batch_keys import Buffer, records_section
 from odradek.cleaner.batch_scan import FilterProgress
 from odradek.cleaner.cleaned_writer import CleanedWriter
 from odradek.cleaner.cleaner_stats import CleanerStats
-from odradek.cleaner.cleaning_result import CleaningResult
-from odradek.cleaner.cleaning_task import CleaningTask
+from odradek.cleaner.cleaning_task import CleaningResult, CleaningTask
 from odradek.cleaner.errors import LogCleaningAbortedError, LogCleaningError
 from odradek.cleaner.offset_map import OffsetMap, create_offset_map
 from odradek.cleaner.segment_chunks import SegmentShrankError, chunk_end, map_log
-from odradek.cleaner.segment_groups import group_segments_by_size
 from odradek.cleaner.segment_snapshot import SegmentSnapshot
 from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY
 from odradek.cleaner.throttler import Throttler
@@ -47,6 +45,7 @@ from odradek.storage.log_segment import LogSegment
 
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
 _INT32 = struct.Struct(">i")
+INT32_MAX = 2**31 - 1
 
 
 class Cleaner:
@@ -292,3 +291,45 @@ class Cleaner:
             ) from None
         self._maps[segment.base_offset] = data
         return data
+
+
+def group_segments_by_size(
+    segments: Sequence[SegmentSnapshot],
+    max_size: int,
+    max_index_size: int,
+    first_uncleanable_offset: int,
+) -> list[list[SegmentSnapshot]]:
+    """Consecutive runs of ``segments`` whose data fits ``max_size`` bytes, whose indexes fit
+    ``max_index_size`` bytes each and whose offsets fit one segment's int32 relative offsets
+    (Kafka's ``Cleaner.groupSegmentsBySize``). Cleaning only shrinks a segment, so a group's
+    output fits wherever its input did."""
+    groups: list[list[SegmentSnapshot]] = []
+    rest = list(segments)
+    while rest:
+        group = [rest.pop(0)]
+        log_size = group[0].size
+        offset_index_size = group[0].offset_index_bytes
+        time_index_size = group[0].time_index_bytes
+        while (
+            rest
+            and log_size + rest[0].size <= max_size
+            and offset_index_size + rest[0].offset_index_bytes <= max_index_size
+            and time_index_size + rest[0].time_index_bytes <= max_index_size
+            and (
+                rest[0].size == 0
+                or _last_offset_bound(rest, first_uncleanable_offset) - group[0].base_offset
+                <= INT32_MAX
+            )
+        ):
+            segment = rest.pop(0)
+            group.append(segment)
+            log_size += segment.size
+            offset_index_size += segment.offset_index_bytes
+            time_index_size += segment.time_index_bytes
+        groups.append(group)
+    return groups
+
+
+def _last_offset_bound(rest: list[SegmentSnapshot], first_uncleanable_offset: int) -> int:
+    """The highest offset the first of ``rest`` may hold: below the next segment's base."""
+    return (rest[1].base_offset if len(rest) > 1 else first_uncleanable_offset) - 1

@@ -8,10 +8,14 @@ import threading
 from odradek.cleaner.cleaned_segment_swap import delete_leftovers, swap_in
 from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.cleaner.cleaner_process import CleanerProcess
-from odradek.cleaner.cleaning_report import CleaningReport
+from odradek.cleaner.cleaner_stats import CleaningReport
 from odradek.cleaner.cleaning_task import CleaningTask
-from odradek.cleaner.errors import LogCleaningAbortedError
-from odradek.cleaner.log_cleaner_manager import LogCleanerManager
+from odradek.cleaner.errors import (
+    CleanerWorkerDiedError,
+    LogCleaningAbortedError,
+    LogCleaningError,
+)
+from odradek.cleaner.log_cleaner_manager import LogCleanerManager, retry_backoff_ms
 from odradek.cleaner.log_to_clean import LogToClean
 from odradek.errors import KafkaStorageError
 
@@ -29,11 +33,18 @@ class CleanerThread:
 
     The thread itself plans each run, waits on the worker, swaps the result in and writes the
     checkpoint: about 2 ms of the broker's CPU a run, in short stretches between system calls.
+
+    A worker that dies in a run (killed, out of memory) is counted in ``worker_failures`` and
+    replaced by a fresh one after a backoff (``log.cleaner.backoff.ms``, doubled for each death
+    in a row); the manager retries the partition (log_cleaner_manager.py).
     """
 
     def __init__(self, thread_id: int, config: CleanerConfig, manager: LogCleanerManager) -> None:
         self.thread_id = thread_id
         self.last_report: CleaningReport | None = None
+        self._run_deaths = 0  # worker processes that died in a run, in all
+        self._deaths_in_a_row = 0
+        self._restart_backoff_s = 0.0
         self._config = config
         self._manager = manager
         self._stopping = threading.Event()
@@ -41,6 +52,11 @@ class CleanerThread:
         self._thread = threading.Thread(
             target=self._run, name=f"kafka-log-cleaner-thread-{thread_id}", daemon=True
         )
+
+    @property
+    def worker_failures(self) -> int:
+        """Worker processes that died, in a run or between runs (each was replaced)."""
+        return self._run_deaths + self._process.idle_deaths
 
     @property
     def is_alive(self) -> bool:
@@ -65,7 +81,10 @@ class CleanerThread:
                 except Exception:
                     logger.exception("log cleaner thread %d: unexpected error", self.thread_id)
                     cleaned = False
-                if not cleaned:
+                if self._restart_backoff_s:
+                    self._stopping.wait(self._restart_backoff_s)
+                    self._restart_backoff_s = 0.0
+                elif not cleaned:
                     self._stopping.wait(self._config.backoff_ms / 1000)
         finally:
             self._process.stop()
@@ -88,13 +107,30 @@ class CleanerThread:
             end_offset = report.end_offset
             self.last_report = report
             logger.info("%s", report.describe())
+            self._deaths_in_a_row = 0
         except LogCleaningAbortedError as error:
             logger.info("[%s] cleaning stopped: %s", tp, error)
         except KafkaStorageError as error:
             logger.warning("[%s] cleaning stopped, the log directory failed: %s", tp, error)
-        except Exception:
-            logger.exception("[%s] cleaning failed; the partition is not cleaned again", tp)
-            self._manager.mark_partition_uncleanable(cleanable.log.dir.parent, tp)
+        except CleanerWorkerDiedError as error:
+            self._run_deaths += 1
+            self._deaths_in_a_row += 1
+            backoff_ms = retry_backoff_ms(self._config.backoff_ms, self._deaths_in_a_row)
+            self._restart_backoff_s = backoff_ms / 1000
+            logger.error(
+                "log cleaner thread %d: %s; starting a new worker in %.1f s",
+                self.thread_id,
+                error,
+                self._restart_backoff_s,
+            )
+            self._manager.cleaning_failed(cleanable.log.dir.parent, tp, str(error))
+        except LogCleaningError as error:  # the worker's traceback is in the message
+            logger.error("%s", error)
+            self._manager.cleaning_failed(cleanable.log.dir.parent, tp, str(error))
+        except Exception as error:
+            logger.exception("[%s] cleaning failed", tp)
+            reason = f"{type(error).__name__}: {error}"
+            self._manager.cleaning_failed(cleanable.log.dir.parent, tp, reason)
         finally:
             if end_offset is None:
                 delete_leftovers(cleanable.log.dir)

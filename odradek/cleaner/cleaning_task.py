@@ -1,4 +1,5 @@
-"""CleaningTask: everything the cleaning process needs to clean one log, and nothing live."""
+"""CleaningTask and CleaningResult: what a cleaner thread sends its worker process for one run
+(everything needed to clean one log, nothing live) and what the worker sends back."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from odradek.cleaner.cleaner_config import CleanerConfig
+from odradek.cleaner.cleaner_stats import CleanerStats
 from odradek.cleaner.log_to_clean import LogToClean
 from odradek.cleaner.segment_snapshot import SegmentSnapshot
 from odradek.config.log_config import LogConfig
@@ -65,3 +67,14 @@ class CleaningTask:
     def upper_bounds(self) -> list[int]:
         """Per segment, the offset its records stay below: the next segment's base offset."""
         return [s.base_offset for s in self.segments[1:]] + [self.first_uncleanable_offset]
+
+
+@dataclass(frozen=True)
+class CleaningResult:
+    """The run cleaned the log up to ``end_offset`` (the next first dirty offset) and left one
+    ``.swap`` segment per group, named by the group's first base offset, to replace the
+    segments with the base offsets in ``groups``."""
+
+    end_offset: int
+    groups: tuple[tuple[int, ...], ...]
+    stats: CleanerStats

@@ -10,4 +10,11 @@ class LogCleaningAbortedError(Exception):
 
 
 class LogCleaningError(Exception):
-    """The run failed; the log is marked uncleanable until the broker restarts."""
+    """The run failed. The log is retried after a backoff; after
+    ``MAX_CLEANING_ATTEMPTS`` failures in a row it is marked uncleanable until the broker
+    restarts (log_cleaner_manager.py)."""
+
+
+class CleanerWorkerDiedError(LogCleaningError):
+    """The worker process running the cleaning died (killed, out of memory, a crash in native
+    code): the thread starts a new worker after a backoff and the log is retried."""

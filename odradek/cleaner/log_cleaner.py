@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
-from odradek.cleaner.cleaner_checkpoint_store import CleanerCheckpointStore
 from odradek.cleaner.cleaner_config import CleanerConfig
-from odradek.cleaner.cleaner_metrics import CleanerMetrics
-from odradek.cleaner.cleaner_offset_checkpoints import CleanerOffsetCheckpoints
+from odradek.cleaner.cleaner_offset_checkpoints import CleanerOffsetCheckpoints, DirFailureHandler
+from odradek.cleaner.cleaner_stats import CleaningReport
 from odradek.cleaner.cleaner_thread import CleanerThread
-from odradek.cleaner.cleaning_report import CleaningReport
 from odradek.cleaner.log_cleaner_manager import LogCleanerManager
 from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.storage.log import Log
@@ -32,26 +31,48 @@ from odradek.topic_partition import TopicPartition
 AWAIT_POLL_S = 0.01
 
 
+@dataclass(frozen=True)
+class CleanerMetrics:
+    """``kafka.log:type=LogCleaner`` and ``type=LogCleanerManager`` gauges at one moment, by
+    their names: the ``max_``/``recopy`` figures are over each thread's last run."""
+
+    max_buffer_utilization_percent: float
+    cleaner_recopy_percent: float
+    max_clean_time_secs: float
+    max_compaction_delay_secs: float
+    dead_thread_count: int
+    max_dirty_percent: float
+    time_since_last_run_ms: int
+    uncleanable_partitions_count: int
+    worker_failures: int = 0
+    uncleanable_partitions: tuple[tuple[Path, TopicPartition, str], ...] = ()
+    """(log directory, partition, reason) of each uncleanable partition."""
+
+
 class LogCleaner:
     """``config.num_threads`` cleaner threads sharing one :class:`LogCleanerManager`.
 
-    ``logs`` returns the broker's online logs (``LogManager.all_logs``); ``checkpoints``
-    stores the first dirty offsets (the LogManager, or by default the checkpoint files).
-    Every method may be called from any thread, but not while holding a Log's lock.
+    ``logs`` returns the broker's online logs (``LogManager.all_logs``); the cleaner keeps
+    their first dirty offsets in each directory's ``cleaner-offset-checkpoint`` (its only
+    writer), reporting a directory it cannot write to ``on_dir_failure``
+    (``LogDirFailureChannel.maybe_add_offline_log_dir``). Every method may be called from any
+    thread, but not while holding a Log's lock.
     """
 
     def __init__(
         self,
         config: CleanerConfig,
         logs: Callable[[], Iterable[Log]],
-        checkpoints: CleanerCheckpointStore | None = None,
         *,
+        on_dir_failure: DirFailureHandler | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.config = config
-        self.manager = LogCleanerManager(logs, checkpoints or CleanerOffsetCheckpoints(logs), clock)
+        checkpoints = CleanerOffsetCheckpoints(logs, on_dir_failure)
+        self.manager = LogCleanerManager(logs, checkpoints, clock, config.backoff_ms)
         self._clock = clock
         self._threads: list[CleanerThread] = []
+        self._worker_failures = 0  # of threads since shut down
 
     def startup(self) -> None:
         """Start the cleaner threads (none when ``log.cleaner.enable`` is false)."""
@@ -70,6 +91,7 @@ class LogCleaner:
             thread.initiate_shutdown()
         for thread in self._threads:
             thread.await_shutdown()
+        self._worker_failures += sum(t.worker_failures for t in self._threads)
         self._threads = []
 
     # --- keeping the cleaner off a log -------------------------------------------------------
@@ -106,7 +128,7 @@ class LogCleaner:
         bytes_read = sum(r.bytes_read for r in reports)
         bytes_written = sum(r.bytes_written for r in reports)
         utilization = max((r.buffer_utilization for r in reports), default=0.0)
-        uncleanable = manager.uncleanable_partitions().values()
+        uncleanable = manager.uncleanable_partitions()
         return CleanerMetrics(
             max_buffer_utilization_percent=100 * utilization,
             cleaner_recopy_percent=100 * bytes_written / max(bytes_read, 1),
@@ -115,7 +137,13 @@ class LogCleaner:
             dead_thread_count=sum(not t.is_alive for t in self._threads),
             max_dirty_percent=100 * manager.dirtiest_log_cleanable_ratio,
             time_since_last_run_ms=self._clock.milliseconds() - manager.time_of_last_run_ms,
-            uncleanable_partitions_count=sum(len(tps) for tps in uncleanable),
+            uncleanable_partitions_count=sum(len(tps) for tps in uncleanable.values()),
+            worker_failures=self._worker_failures + sum(t.worker_failures for t in self._threads),
+            uncleanable_partitions=tuple(
+                (log_dir, tp, reason)
+                for log_dir, tps in sorted(uncleanable.items())
+                for tp, reason in sorted(tps.items())
+            ),
         )
 
     def await_cleaned(self, tp: TopicPartition, offset: int, timeout_s: float) -> bool:

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from odradek.cli.dump_output import DumpPrinter, Fields, display_bytes
+from odradek.cli.dump_output import DumpPrinter, Fields
+from odradek.cli.offsets_decoder import decode_offsets_record
 from odradek.errors import CorruptRecordError, UnsupportedCompressionTypeError
 from odradek.record.compression import CompressionType
 from odradek.record.memory_records import MemoryRecords
@@ -39,7 +40,9 @@ def map_read_only(path: Path) -> Iterator[bytes | mmap.mmap]:
             yield mapped
 
 
-def dump_log_file(path: Path, printer: DumpPrinter, with_records: bool) -> list[str]:
+def dump_log_file(
+    path: Path, printer: DumpPrinter, with_records: bool, offsets_decoder: bool = False
+) -> list[str]:
     """Print every batch of the ``.log`` at ``path`` and a summary; return what is corrupt.
 
     ``validBytes`` in the summary is where the first bad batch starts (the end of the file
@@ -50,7 +53,7 @@ def dump_log_file(path: Path, printer: DumpPrinter, with_records: bool) -> list[
         batches = records = valid_bytes = end = 0
         try:
             for batch in MemoryRecords(buffer).batches():
-                problems += _dump_batch(batch, printer, with_records)
+                problems += _dump_batch(batch, printer, with_records, offsets_decoder)
                 batches += 1
                 records += batch.records_count
                 end = batch.position + batch.size_in_bytes
@@ -75,7 +78,8 @@ def dump_log_file(path: Path, printer: DumpPrinter, with_records: bool) -> list[
 def describe_batch(
     batch: RecordBatch, codec: CompressionType | None, computed_crc: int
 ) -> dict[str, object]:
-    """The header fields of ``batch``, with the CRC it should have when it has another."""
+    """The header fields of ``batch``, with Kafka's delete horizon when its cleaner set one and
+    the CRC it should have when it has another."""
     fields: dict[str, object] = {
         "baseOffset": batch.base_offset,
         "lastOffset": batch.last_offset,
@@ -96,23 +100,29 @@ def describe_batch(
         "crcValid": computed_crc == batch.crc,
         "crc": batch.crc,
     }
+    if batch.delete_horizon_ms is not None:  # then baseTimestamp is that horizon
+        fields["deleteHorizonMs"] = batch.delete_horizon_ms
     if computed_crc != batch.crc:
         fields["computedCrc"] = computed_crc
     return fields
 
 
-def describe_record(record: Record) -> dict[str, object]:
-    """A record's offset, timestamp, key, value and headers, bytes shown as text when they are."""
+def describe_record(record: Record, offsets_decoder: bool = False) -> dict[str, object]:
+    """A record's offset, timestamp, key, value and headers (bytes: the printer shows them;
+    with ``offsets_decoder``, key and value decoded as ``__consumer_offsets`` records)."""
+    key, value = decode_offsets_record(record) if offsets_decoder else (record.key, record.value)
     return {
         "offset": record.offset,
         "timestamp": record.timestamp,
-        "key": display_bytes(record.key),
-        "value": display_bytes(record.value),
-        "headers": [(key, display_bytes(value)) for key, value in record.headers],
+        "key": key,
+        "value": value,
+        "headers": tuple(record.headers),
     }
 
 
-def _dump_batch(batch: RecordBatch, printer: DumpPrinter, with_records: bool) -> list[str]:
+def _dump_batch(
+    batch: RecordBatch, printer: DumpPrinter, with_records: bool, offsets_decoder: bool
+) -> list[str]:
     """Print one batch (and its records); return what is wrong with it."""
     problems: list[str] = []
     try:
@@ -128,18 +138,20 @@ def _dump_batch(batch: RecordBatch, printer: DumpPrinter, with_records: bool) ->
         )
     records = None
     if with_records and codec is not None:
-        records, record_problem = _describe_records(batch)
+        records, record_problem = _describe_records(batch, offsets_decoder)
         problems += record_problem
     printer.batch(describe_batch(batch, codec, computed_crc), records)
     return problems
 
 
-def _describe_records(batch: RecordBatch) -> tuple[list[Fields], list[str]]:
+def _describe_records(
+    batch: RecordBatch, offsets_decoder: bool
+) -> tuple[list[Fields], list[str]]:
     """The batch's records up to a corrupt one, and why it is corrupt if one is."""
     described: list[Fields] = []
     try:
         for record in batch.records():
-            described.append(describe_record(record))
+            described.append(describe_record(record, offsets_decoder))
     except CorruptRecordError as error:
         return described, [error.message]
     return described, []

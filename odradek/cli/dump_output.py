@@ -1,7 +1,8 @@
 """How ``dump-log`` writes what it finds: ``key: value`` lines for people, JSON lines for tools.
 
 Both printers take the same field mappings, so the two formats never drift apart. Values are
-ints, strings, booleans, None (shown as ``null``), lists, and ``(key, value)`` tuples (headers).
+ints, strings, booleans, None (shown as ``null``) and lists; a record's key, value and headers
+are bytes, shown as ``consume`` shows them (bytes_display.py).
 """
 
 from __future__ import annotations
@@ -13,18 +14,9 @@ from typing import Protocol
 
 import click
 
+from odradek.cli.bytes_display import display_bytes, json_bytes, json_headers
+
 Fields = Mapping[str, object]
-
-
-def display_bytes(data: bytes | None) -> str | None:
-    """Printable UTF-8 as text, anything else as an escaped bytes literal (``b'\\x00..'``)."""
-    if data is None:
-        return None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return repr(data)
-    return text if text.isprintable() else repr(data)
 
 
 class DumpPrinter(Protocol):
@@ -48,7 +40,7 @@ class TextPrinter:
     def batch(self, fields: Fields, records: Sequence[Fields] | None) -> None:
         click.echo(_line(fields))
         for record in records or ():
-            click.echo(f"| {_line(record)}")
+            click.echo(f"| {_line(_text_record(record))}")
 
     def entry(self, fields: Fields) -> None:
         click.echo(_line(fields))
@@ -64,13 +56,35 @@ class JsonPrinter:
         _emit("file", {"path": str(path)})
 
     def batch(self, fields: Fields, records: Sequence[Fields] | None) -> None:
-        _emit("batch", fields if records is None else {**fields, "records": list(records)})
+        if records is not None:
+            fields = {**fields, "records": [_json_record(record) for record in records]}
+        _emit("batch", fields)
 
     def entry(self, fields: Fields) -> None:
         _emit("entry", fields)
 
     def summary(self, fields: Fields) -> None:
         _emit("summary", fields)
+
+
+def _text_record(record: Fields) -> Fields:
+    headers = record["headers"]
+    return {
+        **record,
+        "key": display_bytes(record["key"]),
+        "value": display_bytes(record["value"]),
+        "headers": [(key, display_bytes(value)) for key, value in headers],
+    }
+
+
+def _json_record(record: Fields) -> Fields:
+    """As ``consume --format json`` prints a record: strings when UTF-8, else base64."""
+    return {
+        **record,
+        "key": json_bytes(record["key"]),
+        "value": json_bytes(record["value"]),
+        "headers": json_headers(record["headers"]),
+    }
 
 
 def _emit(kind: str, fields: Fields) -> None:

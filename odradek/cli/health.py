@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from odradek.cli.client_options import bootstrap_option, reports_errors
+from odradek.cli.client_options import bootstrap_option, client_settings, reports_errors
 from odradek.client import Admin
 
 DEFAULT_TIMEOUT_S = 5.0
@@ -23,7 +23,7 @@ DEFAULT_TIMEOUT_S = 5.0
 @reports_errors
 def health(bootstrap: str, timeout: float) -> None:
     """Exit 0 if the broker answers a metadata request within --timeout, 1 otherwise."""
-    with Admin(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000)) as admin:
+    with Admin(**client_settings(bootstrap, request_timeout_ms=int(timeout * 1000))) as admin:
         metadata = admin.metadata(topics=())
     broker = metadata.broker
     click.echo(f"broker {broker.node_id} of cluster {metadata.cluster_id} is serving")

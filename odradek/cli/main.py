@@ -6,12 +6,15 @@ from importlib.metadata import version
 
 import click
 
+from odradek.cli.acls import acls
 from odradek.cli.consume import consume
 from odradek.cli.dump_log import dump_log
+from odradek.cli.groups import groups
 from odradek.cli.health import health
 from odradek.cli.produce import produce
 from odradek.cli.serve import serve
 from odradek.cli.topics import topics
+from odradek.cli.users import users
 from odradek.native import native_summary
 
 
@@ -35,12 +38,15 @@ def cli() -> None:
     """odradek: a Kafka-style log broker."""
 
 
+cli.add_command(acls)
 cli.add_command(consume)
 cli.add_command(dump_log)
+cli.add_command(groups)
 cli.add_command(health)
 cli.add_command(produce)
 cli.add_command(serve)
 cli.add_command(topics)
+cli.add_command(users)
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import click
 
-from odradek.cli.client_options import bootstrap_option, reports_errors
+from odradek.cli.client_options import bootstrap_option, client_settings, reports_errors
 from odradek.client import Admin, NewTopic
 from odradek.protocol.describe_topic_partitions import PartitionDescription, TopicDescription
 
@@ -55,7 +55,7 @@ def topics() -> None:
 def create(name: str, partitions: int | None, configs: dict[str, str], bootstrap: str) -> None:
     """Create topic NAME."""
     topic = NewTopic(name, -1 if partitions is None else partitions, configs)
-    with Admin(bootstrap_servers=bootstrap) as admin:
+    with Admin(**client_settings(bootstrap)) as admin:
         admin.create_topics([topic])
     click.echo(f"Created topic {name}.")
 
@@ -65,7 +65,7 @@ def create(name: str, partitions: int | None, configs: dict[str, str], bootstrap
 @reports_errors
 def list_topics(bootstrap: str) -> None:
     """Print the name of every topic, one a line, sorted."""
-    with Admin(bootstrap_servers=bootstrap) as admin:
+    with Admin(**client_settings(bootstrap)) as admin:
         names = admin.list_topics()
     for name in names:
         click.echo(name)
@@ -83,7 +83,7 @@ def describe(name: str, bootstrap: str) -> None:
     where the value comes from (DYNAMIC_TOPIC_CONFIG for an override of this topic,
     STATIC_BROKER_CONFIG for the broker's setting, DEFAULT_CONFIG for the built-in default).
     """
-    with Admin(bootstrap_servers=bootstrap) as admin:
+    with Admin(**client_settings(bootstrap)) as admin:
         (topic,) = admin.describe_topics([name])
     for line in _description_lines(topic):
         click.echo(line)
@@ -149,7 +149,7 @@ def alter(
     both = sorted(configs.keys() & set(deleted))
     if both:
         raise click.UsageError(f"both set and deleted: {', '.join(both)}")
-    with Admin(bootstrap_servers=bootstrap) as admin:
+    with Admin(**client_settings(bootstrap)) as admin:
         if partitions is not None:
             admin.create_partitions({name: partitions})
             click.echo(f"Topic {name} now has {partitions} partitions.")
@@ -164,6 +164,6 @@ def alter(
 @reports_errors
 def delete(name: str, bootstrap: str) -> None:
     """Delete topic NAME and its records."""
-    with Admin(bootstrap_servers=bootstrap) as admin:
+    with Admin(**client_settings(bootstrap)) as admin:
         admin.delete_topics([name])
     click.echo(f"Deleted topic {name}.")

@@ -6,6 +6,7 @@ blocking twins, running the core on one shared background event loop thread.
 
 from odradek.client.admin import Admin, AsyncAdmin, NewTopic
 from odradek.client.consumer import AsyncConsumer, Consumer
+from odradek.client.consumer_rebalance_listener import ConsumerRebalanceListener
 from odradek.client.consumer_record import ConsumerRecord
 from odradek.client.offset_lookup import OffsetAndTimestamp
 from odradek.client.producer import AsyncProducer, Producer
@@ -17,6 +18,7 @@ __all__ = [
     "AsyncConsumer",
     "AsyncProducer",
     "Consumer",
+    "ConsumerRebalanceListener",
     "ConsumerRecord",
     "FutureRecordMetadata",
     "NewTopic",

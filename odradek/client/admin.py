@@ -23,13 +23,18 @@ from odradek.protocol.configs import (
     ConfigEntry,
     DescribeConfigsRequest,
 )
+from odradek.protocol.delete_groups import DeleteGroupsRequest
 from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
+from odradek.protocol.describe_groups import DescribedGroupEntry, DescribeGroupsRequest
 from odradek.protocol.describe_topic_partitions import (
     DescribeTopicPartitionsRequest,
     TopicDescription,
 )
 from odradek.protocol.isolation import IsolationLevel
+from odradek.protocol.list_groups import ListedGroup, ListGroupsRequest
 from odradek.protocol.metadata import MetadataRequest, MetadataResponse
+from odradek.protocol.offset_commit import OffsetCommitPartition, OffsetCommitRequest
+from odradek.protocol.offset_fetch import OffsetFetchGroup, OffsetFetchRequest
 from odradek.protocol.topics import (
     CreatableTopic,
     CreatePartitionsRequest,
@@ -164,6 +169,47 @@ class AsyncAdmin:
         """Offsets by timestamp, or EARLIEST_TIMESTAMP/LATEST_TIMESTAMP (offset -1: none)."""
         return await list_offsets(self._client, timestamps, isolation)
 
+    # --- consumer groups ---------------------------------------------------------------------
+
+    async def list_consumer_groups(self, states: Iterable[str] = ()) -> list[ListedGroup]:
+        """Every group (only those in ``states`` when given: Stable, Empty, ...)."""
+        response = await self._client.send(ListGroupsRequest(tuple(states)))
+        if response.error_code:
+            raise error_for_code(response.error_code, response.error_message or "")
+        return list(response.groups)
+
+    async def describe_consumer_groups(self, groups: Iterable[str]) -> list[DescribedGroupEntry]:
+        """State, protocol and members (with their assignments) of each group; an unknown
+        group comes back in state Dead."""
+        response = await self._client.send(DescribeGroupsRequest(tuple(groups)))
+        _raise_first_error(response.groups)
+        return list(response.groups)
+
+    async def delete_consumer_groups(self, groups: Iterable[str]) -> None:
+        """Delete empty groups and their committed offsets."""
+        response = await self._client.send(DeleteGroupsRequest(tuple(groups)))
+        _raise_first_error(response.results)
+
+    async def list_consumer_group_offsets(self, group: str) -> dict[TopicPartition, int]:
+        """Every committed offset of ``group``."""
+        response = await self._client.send(OffsetFetchRequest((OffsetFetchGroup(group),)))
+        _raise_first_error(response.groups)
+        return {
+            TopicPartition(p.topic, p.partition): p.committed_offset
+            for p in response.groups[0].partitions
+            if p.committed_offset >= 0
+        }
+
+    async def alter_consumer_group_offsets(
+        self, group: str, offsets: Mapping[TopicPartition, int]
+    ) -> None:
+        """Commit ``offsets`` for ``group`` from outside it (the group must be empty)."""
+        request = OffsetCommitRequest(
+            group,
+            tuple(OffsetCommitPartition(tp.topic, tp.partition, o) for tp, o in offsets.items()),
+        )
+        _raise_first_error((await self._client.send(request)).partitions)
+
     async def close(self) -> None:
         await self._client.close()
 
@@ -216,6 +262,23 @@ class Admin(BlockingClient):
         isolation: IsolationLevel = IsolationLevel.HIGH_WATERMARK,
     ) -> dict[TopicPartition, OffsetAndTimestamp]:
         return self._thread.run(self._admin.list_offsets(timestamps, isolation))
+
+    def list_consumer_groups(self, states: Iterable[str] = ()) -> list[ListedGroup]:
+        return self._thread.run(self._admin.list_consumer_groups(list(states)))
+
+    def describe_consumer_groups(self, groups: Iterable[str]) -> list[DescribedGroupEntry]:
+        return self._thread.run(self._admin.describe_consumer_groups(list(groups)))
+
+    def delete_consumer_groups(self, groups: Iterable[str]) -> None:
+        self._thread.run(self._admin.delete_consumer_groups(list(groups)))
+
+    def list_consumer_group_offsets(self, group: str) -> dict[TopicPartition, int]:
+        return self._thread.run(self._admin.list_consumer_group_offsets(group))
+
+    def alter_consumer_group_offsets(
+        self, group: str, offsets: Mapping[TopicPartition, int]
+    ) -> None:
+        self._thread.run(self._admin.alter_consumer_group_offsets(group, offsets))
 
     def close(self) -> None:
         self._thread.run(self._admin.close())

@@ -7,8 +7,9 @@ an unknown name is a TypeError and a bad value an InvalidConfigError.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from odradek.client.client_security import ClientSecurity, client_security
 from odradek.errors import InvalidConfigError
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.produce import Acks
@@ -19,6 +20,7 @@ MAX_IDEMPOTENT_IN_FLIGHT = 5
 """Kafka's limit: a partition remembers the last five batches of a producer."""
 _ACKS_BY_NAME = {"all": Acks.ALL, "-1": Acks.ALL, "0": Acks.NONE, "1": Acks.LEADER}
 _OFFSET_RESETS = ("earliest", "latest", "none")
+ASSIGNOR_NAMES = ("range", "roundrobin")
 
 
 def _require(condition: bool, message: str) -> None:
@@ -35,12 +37,39 @@ class ClientConfig:
     request_timeout_ms: int = 30000
     reconnect_backoff_ms: int = 50
     retry_backoff_ms: int = 100
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = field(default=None, repr=False)
+    ssl_ca_location: str | None = None
+    ssl_truststore_location: str | None = None
+    ssl_certificate_location: str | None = None
+    ssl_key_location: str | None = None
+    ssl_keystore_location: str | None = None
+    ssl_key_password: str | None = field(default=None, repr=False)
+    ssl_endpoint_identification_algorithm: str = "https"
 
     def __post_init__(self) -> None:
         self.broker_addresses()
+        self.security()
         _require(self.request_timeout_ms > 0, "request_timeout_ms must be > 0")
         _require(self.reconnect_backoff_ms >= 0, "reconnect_backoff_ms must be >= 0")
         _require(self.retry_backoff_ms >= 0, "retry_backoff_ms must be >= 0")
+
+    def security(self) -> ClientSecurity:
+        """TLS and SASL as the ``security_protocol``, ``sasl_*`` and ``ssl_*`` settings say."""
+        return client_security(
+            self.security_protocol,
+            self.sasl_mechanism,
+            self.sasl_username,
+            self.sasl_password,
+            self.ssl_ca_location or self.ssl_truststore_location,
+            self.ssl_certificate_location,
+            self.ssl_key_location,
+            self.ssl_keystore_location,
+            self.ssl_key_password,
+            self.ssl_endpoint_identification_algorithm,
+        )
 
     def broker_addresses(self) -> list[tuple[str, int]]:
         """``bootstrap_servers`` ("host:port", comma-separated or a tuple) as (host, port) pairs."""
@@ -139,10 +168,32 @@ class ConsumerConfig(ClientConfig):
     auto_offset_reset: str = "latest"
     isolation: str = "high_watermark"
     check_crcs: bool = True
+    group_id: str | None = None
+    group_instance_id: str | None = None
+    enable_auto_commit: bool = True
+    auto_commit_interval_ms: int = 5000
+    session_timeout_ms: int = 45000
+    heartbeat_interval_ms: int = 3000
+    max_poll_interval_ms: int = 300000
+    partition_assignment_strategy: str | tuple[str, ...] = ("range", "roundrobin")
+    metadata_max_age_ms: int = 300000
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.isolation_level()
+        self.assignors()
+        _require(self.auto_commit_interval_ms > 0, "auto_commit_interval_ms must be > 0")
+        _require(self.session_timeout_ms > 0, "session_timeout_ms must be > 0")
+        _require(
+            0 < self.heartbeat_interval_ms < self.session_timeout_ms,
+            "heartbeat_interval_ms must be > 0 and below session_timeout_ms",
+        )
+        _require(self.max_poll_interval_ms > 0, "max_poll_interval_ms must be > 0")
+        _require(self.metadata_max_age_ms > 0, "metadata_max_age_ms must be > 0")
+        _require(
+            self.group_id is not None or self.group_instance_id is None,
+            "group_instance_id needs a group_id",
+        )
         _require(self.fetch_max_wait_ms >= 0, "fetch_max_wait_ms must be >= 0")
         _require(self.fetch_min_bytes >= 0, "fetch_min_bytes must be >= 0")
         _require(self.fetch_max_bytes > 0, "fetch_max_bytes must be > 0")
@@ -152,6 +203,19 @@ class ConsumerConfig(ClientConfig):
             self.auto_offset_reset in _OFFSET_RESETS,
             f"auto_offset_reset must be one of {', '.join(_OFFSET_RESETS)}",
         )
+
+    def assignors(self) -> tuple[str, ...]:
+        """``partition_assignment_strategy`` as assignor names in preference order: ``range``
+        and ``roundrobin`` (comma-separated, or a tuple)."""
+        strategy = self.partition_assignment_strategy
+        names = strategy.split(",") if isinstance(strategy, str) else list(strategy)
+        names = [name.strip() for name in names if name.strip()]
+        unknown = [name for name in names if name not in ASSIGNOR_NAMES]
+        _require(
+            bool(names) and not unknown,
+            f"partition_assignment_strategy must name some of {', '.join(ASSIGNOR_NAMES)}",
+        )
+        return tuple(names)
 
     def isolation_level(self) -> IsolationLevel:
         """``isolation`` as the wire value."""

@@ -13,6 +13,7 @@ import asyncio
 import logging
 from typing import Any
 
+from odradek.client.client_security import ClientSecurity
 from odradek.errors import (
     InvalidRequestError,
     KafkaError,
@@ -40,8 +41,15 @@ class Connection(asyncio.Protocol):
     """A connection to the broker at ``host:port``; :meth:`connect` must succeed before use."""
 
     def __init__(
-        self, host: str, port: int, *, client_id: str | None, request_timeout_ms: int
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str | None,
+        request_timeout_ms: int,
+        security: ClientSecurity | None = None,
     ) -> None:
+        self._security = security or ClientSecurity()
         self.host = host
         self.port = port
         self._client_id = client_id
@@ -68,13 +76,20 @@ class Connection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self._request_timeout_s):
-                await loop.create_connection(lambda: self, self.host, self.port)
+                await loop.create_connection(
+                    lambda: self,
+                    self.host,
+                    self.port,
+                    ssl=self._security.ssl_context,
+                    server_hostname=self._security.server_hostname(self.host),
+                )
         except (OSError, TimeoutError) as error:
             self._failure = NetworkError(f"cannot connect to {self.host}:{self.port}: {error}")
             raise self._failure from None
         request = ApiVersionsRequest(CLIENT_SOFTWARE_NAME, CLIENT_SOFTWARE_VERSION)
         try:
             response = await self.send(request)
+            await self._security.authenticate(self.send)
         except KafkaError as error:
             self.abort(NetworkError(f"handshake with {self.host}:{self.port} failed: {error}"))
             raise

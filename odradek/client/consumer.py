@@ -1,27 +1,32 @@
 """Consumers: AsyncConsumer (the asyncio core) and Consumer (its blocking twin).
 
-Partitions are assigned by hand (``assign``); there are no consumer groups or committed
-offsets, so a partition starts where ``seek`` puts it or, failing that, where
-``auto_offset_reset`` says (``earliest``, ``latest``, or ``none`` to raise instead).
+Partitions are assigned by hand (``assign``) or by the consumer's group (``subscribe`` with a
+``group_id``). A partition starts where ``seek`` puts it, else at the group's committed
+offset, else where ``auto_offset_reset`` says (``earliest``, ``latest``, or ``none`` to raise
+instead). With ``enable_auto_commit`` the positions are committed every
+``auto_commit_interval_ms``, before a rebalance and on close.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Self
 
 from odradek.client.blocking_client import BlockingClient
 from odradek.client.config import ConsumerConfig
+from odradek.client.consumer_coordinator import ConsumerCoordinator, ConsumerGroupMetadata
+from odradek.client.consumer_rebalance_listener import ConsumerRebalanceListener
 from odradek.client.consumer_record import ConsumerRecord
 from odradek.client.event_loop_thread import shared_event_loop_thread
 from odradek.client.fetcher import Fetcher
 from odradek.client.network_client import NetworkClient
 from odradek.client.offset_lookup import OffsetAndTimestamp, list_offsets
 from odradek.client.subscription_state import SubscriptionState
-from odradek.errors import KafkaError, OffsetOutOfRangeError
+from odradek.errors import InvalidConfigError, KafkaError, OffsetOutOfRangeError
 from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from odradek.topic_partition import TopicPartition
 
@@ -41,6 +46,10 @@ class AsyncConsumer:
         self._client = NetworkClient(self.config)
         self._subscriptions = SubscriptionState(self.config.auto_offset_reset)
         self._fetcher = Fetcher(self._client, self._subscriptions, self.config)
+        self._coordinator: ConsumerCoordinator | None = None
+        self._committed_pending: set[TopicPartition] = set()
+        if self.config.group_id is not None:
+            self._coordinator = ConsumerCoordinator(self._client, self.config, self._subscriptions)
 
     async def __aenter__(self) -> Self:
         return self
@@ -55,7 +64,75 @@ class AsyncConsumer:
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Read exactly these partitions from now on (partitions kept keep their positions)."""
+        if self._coordinator is not None and self._coordinator.is_subscribed:
+            raise InvalidConfigError("this consumer subscribed; it cannot also assign")
+        partitions = list(partitions)
+        if self._coordinator is not None:
+            self._committed_pending.update(
+                p for p in partitions if not self._subscriptions.is_assigned(p)
+            )
         self._subscriptions.assign(partitions)
+
+    def subscribe(
+        self,
+        topics: Iterable[str] | str | re.Pattern[str],
+        listener: ConsumerRebalanceListener | None = None,
+    ) -> None:
+        """Read the partitions the group assigns among ``topics``: names, or a regex
+        (``re.Pattern``, or a string starting with ``^``) matched against every topic."""
+        if self._coordinator is None:
+            raise InvalidConfigError("subscribe needs a group_id")
+        if isinstance(topics, str) and topics.startswith("^"):
+            topics = re.compile(topics)
+        if isinstance(topics, re.Pattern):
+            self._coordinator.subscribe(None, topics, listener)
+        else:
+            names = [topics] if isinstance(topics, str) else list(topics)
+            self._coordinator.subscribe(names, None, listener)
+
+    def group_metadata(self) -> ConsumerGroupMetadata | None:
+        """The group, generation and member id this consumer has now (Kafka's
+        ``groupMetadata()``); None without a group_id."""
+        coordinator = self._coordinator
+        if coordinator is None:
+            return None
+        return ConsumerGroupMetadata(
+            coordinator.group_id,
+            coordinator.generation_id,
+            coordinator.member_id,
+            self.config.group_instance_id,
+        )
+
+    def subscription(self) -> set[str]:
+        """The topics subscribed to (those a pattern matched last)."""
+        return set(self._coordinator.subscribed_topics) if self._coordinator else set()
+
+    async def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+        """Commit ``offsets`` (default: the position of every assigned partition) for the
+        group, returning once the broker has made them durable. CommitFailedError when the
+        group rebalanced meanwhile."""
+        coordinator = self._require_group()
+        await coordinator.commit(
+            dict(offsets) if offsets is not None else self._subscriptions.fetch_positions()
+        )
+
+    def commit_async(
+        self, offsets: Mapping[TopicPartition, int] | None = None
+    ) -> asyncio.Task[None]:
+        """Start a commit and return its task at once (await it, or add a done callback)."""
+        snapshot = dict(offsets) if offsets is not None else self._subscriptions.fetch_positions()
+        return asyncio.get_running_loop().create_task(self.commit(snapshot))
+
+    async def committed(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int | None]:
+        """The group's committed offset of each partition (None where there is none)."""
+        return await self._require_group().committed(list(partitions))
+
+    def _require_group(self) -> ConsumerCoordinator:
+        if self._coordinator is None:
+            raise InvalidConfigError("committed offsets need a group_id")
+        return self._coordinator
 
     def assignment(self) -> set[TopicPartition]:
         return self._subscriptions.assignment
@@ -110,6 +187,10 @@ class AsyncConsumer:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
         while True:
+            if self._coordinator is not None and self._coordinator.is_subscribed:
+                remaining = deadline - loop.time()
+                if not await self._coordinator.poll(remaining):
+                    return []
             await self._reset_positions()
             records = self._fetcher.fetched_records(self.config.max_poll_records)
             self._fetcher.send_fetch()
@@ -119,8 +200,25 @@ class AsyncConsumer:
             await self._fetcher.wait_for_data(remaining)
 
     async def close(self) -> None:
+        if self._coordinator is not None:
+            await self._coordinator.close()
         await self._fetcher.close()
         await self._client.close()
+
+    async def _seek_to_committed(self) -> None:
+        """Partitions assigned by hand to a consumer with a group start at its committed
+        offsets, where it has them."""
+        pending = [
+            tp
+            for tp in self._committed_pending
+            if self._subscriptions.is_assigned(tp) and self._subscriptions.position(tp) is None
+        ]
+        self._committed_pending.clear()
+        if not pending or self._coordinator is None:
+            return
+        for tp, offset in (await self._coordinator.committed(pending)).items():
+            if offset is not None:
+                self._subscriptions.seek(tp, offset)
 
     async def _offsets(
         self, partitions: Iterable[TopicPartition], target: int
@@ -131,6 +229,7 @@ class AsyncConsumer:
 
     async def _reset_positions(self) -> None:
         """Look up the offsets of partitions waiting for a reset, and seek to them."""
+        await self._seek_to_committed()
         due, stuck = self._subscriptions.resets_due()
         if stuck:
             names = ", ".join(map(str, sorted(stuck)))
@@ -165,6 +264,49 @@ class Consumer(BlockingClient):
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         self._thread.call(self._consumer.assign, list(partitions))
 
+    def subscribe(
+        self,
+        topics: Iterable[str] | str | re.Pattern[str],
+        listener: ConsumerRebalanceListener | None = None,
+    ) -> None:
+        """As AsyncConsumer.subscribe; the listener runs on a worker thread, so it may call
+        this consumer (commit, seek, position)."""
+        wrapped = _ThreadedListener(listener) if listener is not None else None
+        if not isinstance(topics, str | re.Pattern):
+            topics = list(topics)
+        self._thread.call(self._consumer.subscribe, topics, wrapped)
+
+    def subscription(self) -> set[str]:
+        return self._thread.call(self._consumer.subscription)
+
+    def group_metadata(self) -> ConsumerGroupMetadata | None:
+        return self._thread.call(self._consumer.group_metadata)
+
+    def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+        self._thread.run(self._consumer.commit(offsets))
+
+    def commit_async(
+        self,
+        offsets: Mapping[TopicPartition, int] | None = None,
+        callback: Callable[[BaseException | None], object] | None = None,
+    ) -> None:
+        """Start a commit and return at once; ``callback`` gets its error (None on success),
+        on the client's event loop thread."""
+
+        def start() -> None:
+            task = self._consumer.commit_async(offsets)
+            if callback is not None:
+                task.add_done_callback(
+                    lambda done: callback(None if done.cancelled() else done.exception())
+                )
+            else:
+                task.add_done_callback(_log_commit_failure)
+
+        self._thread.call(start)
+
+    def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+        return self._thread.run(self._consumer.committed(list(partitions)))
+
     def assignment(self) -> set[TopicPartition]:
         return self._thread.call(self._consumer.assignment)
 
@@ -196,3 +338,23 @@ class Consumer(BlockingClient):
 
     def close(self) -> None:
         self._thread.run(self._consumer.close())
+
+
+class _ThreadedListener(ConsumerRebalanceListener):
+    """Runs a blocking consumer's listener on a worker thread, off the event loop."""
+
+    def __init__(self, listener: ConsumerRebalanceListener) -> None:
+        self._listener = listener
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._listener.on_partitions_revoked, revoked)
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._listener.on_partitions_assigned, assigned)
+
+
+def _log_commit_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.warning("asynchronous commit failed: %s", task.exception())

@@ -38,10 +38,12 @@ class Fetcher:
         self._task: asyncio.Task[None] | None = None
         self._failure: KafkaError | None = None
         self._backoff_until = 0.0
+        self._closed = False
 
     def send_fetch(self) -> None:
-        """Start a fetch unless one is in flight, a retry backoff runs, or nothing is fetchable."""
-        if self._task is not None and not self._task.done():
+        """Start a fetch unless one is in flight, a retry backoff runs, nothing is fetchable,
+        or the fetcher is closed (a poll interrupted by Ctrl-C may still be running)."""
+        if self._closed or (self._task is not None and not self._task.done()):
             return
         if asyncio.get_running_loop().time() < self._backoff_until:
             return
@@ -108,6 +110,7 @@ class Fetcher:
         return taken
 
     async def close(self) -> None:
+        self._closed = True
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -127,7 +130,9 @@ class Fetcher:
         if isinstance(error, OffsetOutOfRangeError):
             reset = RESET_TIMESTAMPS.get(self._config.auto_offset_reset)
             if reset is None:
-                raise OffsetOutOfRangeError(f"{tp} at offset {fetch.fetch_offset}: {error.message}")
+                raise OffsetOutOfRangeError(
+                    error.message or f"offset {fetch.fetch_offset} of {tp} is out of range"
+                )
             logger.info(
                 "%s: offset %d out of range, resetting to %s",
                 tp,
@@ -156,6 +161,8 @@ class Fetcher:
         try:
             response: FetchResponse = await self._client.send(request, timeout_ms)
         except KafkaError as error:
+            if self._closed:
+                return  # the consumer is closing: nothing to retry or report
             if not error.retriable:
                 self._failure = error
                 return

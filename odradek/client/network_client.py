@@ -14,7 +14,7 @@ from typing import Any
 
 from odradek.client.config import ClientConfig
 from odradek.client.connection import Connection
-from odradek.errors import KafkaError, NetworkError
+from odradek.errors import KafkaError, NetworkError, SaslAuthenticationFailedError
 from odradek.protocol.schema import Message
 
 logger = logging.getLogger(__name__)
@@ -26,6 +26,7 @@ class NetworkClient:
     def __init__(self, config: ClientConfig) -> None:
         self._config = config
         self._addresses = config.broker_addresses()
+        self._security = config.security()
         self._connection: Connection | None = None
         self._connecting = asyncio.Lock()
         self._last_failure = 0.0
@@ -68,9 +69,13 @@ class NetworkClient:
                 port,
                 client_id=self._config.client_id,
                 request_timeout_ms=self._config.request_timeout_ms,
+                security=self._security,
             )
             try:
                 await connection.connect()
+            except SaslAuthenticationFailedError:
+                self._last_failure = time.monotonic()
+                raise  # the credentials are wrong: another server would say the same
             except KafkaError as error:
                 failures.append(error.message)
                 continue

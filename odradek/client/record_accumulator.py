@@ -112,41 +112,44 @@ class RecordAccumulator:
 
     def drain(
         self, partitions: Iterable[TopicPartition], max_request_size: int, now_ms: int
-    ) -> dict[TopicPartition, list[ProducerBatch]]:
-        """Take the sendable batches of ``partitions``, in order, up to ``max_request_size``.
+    ) -> dict[TopicPartition, ProducerBatch]:
+        """Take the first batch of each of ``partitions``, while the request stays within
+        ``max_request_size`` (the first batch always goes, however large).
 
-        The first batch always goes, however large. The batches are built (closed) on the way.
+        One batch per partition, as Kafka's ``RecordAccumulator.drain`` takes: the broker
+        refuses a partition's whole append when it exceeds the topic's ``segment.bytes``
+        (RECORD_LIST_TOO_LARGE, not retriable), so sending a partition's backlog together
+        would lose records on topics with small segments; a batch is bounded by ``batch_size``
+        instead. The batches are built (closed) on the way.
         """
-        drained: dict[TopicPartition, list[ProducerBatch]] = {}
+        drained: dict[TopicPartition, ProducerBatch] = {}
         size = 0
         with self._lock:
             for topic_partition in partitions:
                 queue = self._queues[topic_partition]
-                batches = []
-                while queue and self._send_at(queue[0], len(queue) > 1) <= now_ms:
-                    estimate = queue[0].estimated_size
-                    if size and size + estimate > max_request_size:
-                        break
-                    batches.append(queue.popleft())
-                    size += estimate
-                if batches:
-                    drained[topic_partition] = batches
-        for batches in drained.values():
-            for batch in batches:
-                batch.close()
+                if not queue or self._send_at(queue[0], len(queue) > 1) > now_ms:
+                    continue
+                estimate = queue[0].estimated_size
+                if size and size + estimate > max_request_size:
+                    break
+                drained[topic_partition] = queue.popleft()
+                size += estimate
+        for batch in drained.values():
+            batch.close()
         return drained
 
-    def reenqueue(self, batches: Sequence[ProducerBatch]) -> None:
-        """Put batches of one partition back at the front of its queue, in their order; an
-        idempotent producer's (numbered) go in sequence order among the numbered batches
-        already back, whatever order their failures came in."""
+    def reenqueue(self, batch: ProducerBatch) -> None:
+        """Put a batch back at the front of its partition's queue, to be retried first; an
+        idempotent producer's (numbered) batch goes in sequence order among the numbered
+        batches already back, whatever order the failures of its partition's requests in
+        flight came in."""
         with self._lock:
-            queue = self._queues[batches[0].topic_partition]
-            back = list(batches)
-            if back[0].base_sequence is not None:
+            queue = self._queues[batch.topic_partition]
+            back = [batch]
+            if batch.base_sequence is not None:
                 while queue and queue[0].base_sequence is not None:
                     back.append(queue.popleft())
-                back.sort(key=lambda batch: batch.base_sequence or 0)
+                back.sort(key=lambda queued: queued.base_sequence or 0)
             queue.extendleft(reversed(back))
 
     def clear_producer_state(self) -> None:

@@ -37,20 +37,22 @@ class Sender:
 
     Up to ``max_in_flight_requests_per_connection`` requests per partition are in flight
     (odradek has one broker, so this is Kafka's per-connection limit kept per partition, so
-    that partitions do not wait for each other). Once a batch of a partition must be retried,
-    nothing more of that partition is sent until its requests in flight are answered; the
-    batches to retry then go out again, in order, before any later batch: records stay in
-    order across retries. Each request carries every ready batch of its partitions, up to
-    ``max_request_size``.
+    that partitions do not wait for each other). Each request carries one batch of each ready
+    partition, up to ``max_request_size`` (as Kafka's producer sends them: a partition's whole
+    backlog in one append could exceed the topic's ``segment.bytes``, which the broker
+    refuses). Once a batch of a partition must be retried, nothing more of that partition is
+    sent until its requests in flight are answered; the batches to retry then go out again,
+    one a request, in order, before any later batch: records stay in order across retries.
 
     Idempotent (the default, as Kafka's): the sender first gets a producer id
-    (InitProducerId) and numbers each partition's batches when it first sends them; a retry
-    resends the same bytes, which the broker recognises when it wrote them already and
-    answers with their offsets: exactly one copy, however often the acknowledgement is lost.
-    OUT_OF_ORDER_SEQUENCE_NUMBER (a later batch reached the broker before an earlier one
-    that failed) is retried. A numbered batch that fails for good leaves a gap, so the
-    producer re-initialises with its id and epoch (KIP-360): the next epoch, sequences from 0.
-    Not idempotent: delivery is at least once.
+    (InitProducerId) and numbers each partition's batches in the order it drains them, when
+    it first sends them; a retry resends the same bytes, which the broker recognises when it
+    wrote them already and answers with their offsets: exactly one copy, however often the
+    acknowledgement is lost. OUT_OF_ORDER_SEQUENCE_NUMBER (a later batch reached the broker
+    before an earlier one that failed) is retried. A numbered batch that fails for good
+    leaves a gap, so the producer re-initialises with its id and epoch (KIP-360): the next
+    epoch, sequences from 0. Not idempotent: delivery is at least once (a batch whose
+    response was lost is sent again and may be stored twice).
     """
 
     def __init__(
@@ -143,21 +145,19 @@ class Sender:
         self._next_sequence.clear()
         self._epoch_bump_needed = False
 
-    def _number(self, drained: dict[TopicPartition, list[ProducerBatch]]) -> None:
+    def _number(self, drained: dict[TopicPartition, ProducerBatch]) -> None:
         """Give each batch sent for the first time its producer id, epoch and sequence."""
-        for tp, batches in drained.items():
-            self._retrying.discard(tp)
-            for batch in batches:
-                if batch.base_sequence is None:
-                    sequence = self._next_sequence.get(tp, 0)
-                    batch.set_producer_state(self._producer_id, self._producer_epoch, sequence)
-                    self._next_sequence[tp] = (sequence + batch.record_count) % SEQUENCE_MODULUS
+        for tp, batch in drained.items():
+            if batch.base_sequence is None:
+                sequence = self._next_sequence.get(tp, 0)
+                batch.set_producer_state(self._producer_id, self._producer_epoch, sequence)
+                self._next_sequence[tp] = (sequence + batch.record_count) % SEQUENCE_MODULUS
 
     # --- sending -----------------------------------------------------------------------------
 
     def _muted(self) -> set[TopicPartition]:
-        """Partitions that may not send now: at their in-flight limit, or with batches to
-        retry while requests are in flight (the retries go first, in order)."""
+        """Partitions that may not send now: at their in-flight limit, or retrying while a
+        request is in flight (the retries go first, in order, one at a time)."""
         limit = self._config.max_in_flight_requests_per_connection
         return {
             tp for tp, count in self._in_flight.items() if count >= limit or tp in self._retrying
@@ -179,18 +179,20 @@ class Sender:
             if drained:
                 if self._idempotent:
                     self._number(drained)
-                for tp in drained:
+                for tp, batch in drained.items():
                     self._in_flight[tp] = self._in_flight.get(tp, 0) + 1
+                    if batch.attempts == 0:
+                        self._retrying.discard(tp)  # the retries of tp have all gone out
                 task = asyncio.create_task(self._produce(drained))
                 self._requests.add(task)
                 task.add_done_callback(self._requests.discard)
         return delay_ms
 
-    async def _produce(self, drained: dict[TopicPartition, list[ProducerBatch]]) -> None:
+    async def _produce(self, drained: dict[TopicPartition, ProducerBatch]) -> None:
         request = ProduceRequest(
             tuple(
-                ProducePartitionData(tp.topic, tp.partition, b"".join(b.close() for b in batches))
-                for tp, batches in drained.items()
+                ProducePartitionData(tp.topic, tp.partition, batch.close())
+                for tp, batch in drained.items()
             ),
             self._acks,
             self._config.request_timeout_ms,
@@ -198,18 +200,17 @@ class Sender:
         try:
             if self._acks is Acks.NONE:
                 await self._client.send_no_response(request)
-                for batches in drained.values():
-                    for batch in batches:
-                        self._settle(batch)  # acks 0: no offsets are known
+                for batch in drained.values():
+                    self._settle(batch)  # acks 0: no offsets are known
                 return
             response = await self._client.send(request)
         except KafkaError as error:
-            for batches in drained.values():
-                self._retry_or_fail(batches, error)
+            for batch in drained.values():
+                self._retry_or_fail(batch, error)
         except Exception as error:  # a bug must not leave futures unsettled forever
             logger.exception("produce request failed unexpectedly")
-            for batches in drained.values():
-                self._retry_or_fail(batches, UnknownServerError(repr(error)))
+            for batch in drained.values():
+                self._retry_or_fail(batch, UnknownServerError(repr(error)))
         else:
             self._handle_response(drained, response.partitions)
         finally:
@@ -223,56 +224,42 @@ class Sender:
 
     def _handle_response(
         self,
-        drained: dict[TopicPartition, list[ProducerBatch]],
+        drained: dict[TopicPartition, ProducerBatch],
         partitions: tuple[ProducePartitionResponse, ...],
     ) -> None:
         answers = {(p.topic, p.partition): p for p in partitions}
-        for tp, batches in drained.items():
+        for tp, batch in drained.items():
             answer = answers.get((tp.topic, tp.partition))
             if answer is None:
-                self._retry_or_fail(batches, UnknownServerError(f"no response for {tp}"))
+                self._retry_or_fail(batch, UnknownServerError(f"no response for {tp}"))
             elif answer.error:
-                self._retry_or_fail(batches, error_for_code(answer.error, answer.message or ""))
+                self._retry_or_fail(batch, error_for_code(answer.error, answer.message or ""))
             else:
-                self._settle_all(batches, answer)
+                self._settle(batch, answer.base_offset, answer.log_append_time_ms)
 
-    def _settle_all(self, batches: list[ProducerBatch], answer: ProducePartitionResponse) -> None:
-        """Complete the batches of one partition entry; their offsets follow on one another."""
-        base_offset = answer.base_offset
-        for batch in batches:
-            self._settle(batch, base_offset, answer.log_append_time_ms)
-            if base_offset >= 0:
-                base_offset += batch.record_count
-
-    def _retry_or_fail(self, batches: list[ProducerBatch], error: KafkaError) -> None:
+    def _retry_or_fail(self, batch: ProducerBatch, error: KafkaError) -> None:
         now = SYSTEM_CLOCK.milliseconds()
         backoff_ms = self._config.retry_backoff_ms
-        retry = []
+        deadline = batch.created_ms + self._config.delivery_timeout_ms
         retriable = error.retriable or (
             self._idempotent and isinstance(error, OutOfOrderSequenceNumberError)
         )
-        for batch in batches:
-            deadline = batch.created_ms + self._config.delivery_timeout_ms
-            if (
-                retriable
-                and batch.attempts < self._config.retries
-                and (now + backoff_ms < deadline)
-            ):
-                batch.attempts += 1
-                batch.retry_at_ms = now + backoff_ms
-                retry.append(batch)
-            else:
-                self._settle(batch, error=error)
-        if retry:
-            logger.warning(
-                "retrying %d batch(es) for %s (attempt %d): %s",
-                len(retry),
-                retry[0].topic_partition,
-                retry[0].attempts,
-                error,
-            )
-            self._accumulator.reenqueue(retry)
-            self._retrying.add(retry[0].topic_partition)
+        if not (
+            retriable and batch.attempts < self._config.retries and now + backoff_ms < deadline
+        ):
+            self._settle(batch, error=error)
+            return
+        batch.attempts += 1
+        batch.retry_at_ms = now + backoff_ms
+        logger.warning(
+            "retrying %d record(s) for %s (attempt %d): %s",
+            batch.record_count,
+            batch.topic_partition,
+            batch.attempts,
+            error,
+        )
+        self._accumulator.reenqueue(batch)
+        self._retrying.add(batch.topic_partition)
 
     def _settle(
         self,

@@ -9,6 +9,7 @@ from pathlib import Path
 from odradek.config.broker_configs import BROKER_CONFIG_DEF, TOPIC_CONFIG_SYNONYMS
 from odradek.config.config_entry import ConfigEntry
 from odradek.config.config_source import ConfigSource
+from odradek.config.config_type import ConfigType
 from odradek.config.listeners import EndPoint, parse_listeners, security_protocol_map
 from odradek.config.log_config import LogConfig
 from odradek.config.setting import Setting
@@ -58,6 +59,7 @@ class BrokerConfig:
     log_message_timestamp_before_max_ms: int = _default("log.message.timestamp.before.max.ms")
     log_message_timestamp_after_max_ms: int = _default("log.message.timestamp.after.max.ms")
     message_max_bytes: int = _default("message.max.bytes")
+    log_message_decompression_max_ratio: int = _default("log.message.decompression.max.ratio")
     compression_type: str = _default("compression.type")
     log_flush_interval_messages: int = _default("log.flush.interval.messages")
     log_flush_interval_ms: int | None = _default("log.flush.interval.ms")
@@ -97,9 +99,43 @@ class BrokerConfig:
     )
     auto_create_topics_max_per_request: int = _default("auto.create.topics.max.per.request")
     auto_create_topics_max_per_second: float = _default("auto.create.topics.max.per.second")
+    offsets_topic_num_partitions: int = _default("offsets.topic.num.partitions")
+    offsets_topic_segment_bytes: int = _default("offsets.topic.segment.bytes")
+    offsets_load_buffer_size: int = _default("offsets.load.buffer.size")
+    offsets_retention_minutes: int = _default("offsets.retention.minutes")
+    offsets_retention_check_interval_ms: int = _default("offsets.retention.check.interval.ms")
+    offsets_commit_timeout_ms: int = _default("offsets.commit.timeout.ms")
+    offset_metadata_max_bytes: int = _default("offset.metadata.max.bytes")
+    group_initial_rebalance_delay_ms: int = _default("group.initial.rebalance.delay.ms")
+    group_min_session_timeout_ms: int = _default("group.min.session.timeout.ms")
+    group_max_session_timeout_ms: int = _default("group.max.session.timeout.ms")
+    group_max_size: int = _default("group.max.size")
     socket_request_max_bytes: int = _default("socket.request.max.bytes")
+    queued_max_request_bytes: int = _default("queued.max.request.bytes")
+    socket_request_timeout_ms: int = _default("socket.request.timeout.ms")
     max_connections: int = _default("max.connections")
     connections_max_idle_ms: int = _default("connections.max.idle.ms")
+    ssl_keystore_type: str = _default("ssl.keystore.type")
+    ssl_keystore_location: str | None = _default("ssl.keystore.location")
+    ssl_keystore_key: str | None = _default("ssl.keystore.key")
+    ssl_keystore_certificate_chain: str | None = _default("ssl.keystore.certificate.chain")
+    ssl_key_password: str | None = _default("ssl.key.password")
+    ssl_truststore_type: str = _default("ssl.truststore.type")
+    ssl_truststore_location: str | None = _default("ssl.truststore.location")
+    ssl_truststore_certificates: str | None = _default("ssl.truststore.certificates")
+    ssl_client_auth: str = _default("ssl.client.auth")
+    ssl_enabled_protocols: tuple[str, ...] = _default("ssl.enabled.protocols")
+    ssl_cipher_suites: tuple[str, ...] | None = _default("ssl.cipher.suites")
+    ssl_handshake_timeout_ms: int = _default("ssl.handshake.timeout.ms")
+    sasl_enabled_mechanisms: tuple[str, ...] = _default("sasl.enabled.mechanisms")
+    sasl_server_max_receive_size: int = _default("sasl.server.max.receive.size")
+    sasl_server_authentication_timeout_ms: int = _default("sasl.server.authentication.timeout.ms")
+    connection_failed_authentication_delay_ms: int = _default(
+        "connection.failed.authentication.delay.ms"
+    )
+    authorizer_class_name: str | None = _default("authorizer.class.name")
+    super_users: str | None = _default("super.users")
+    allow_everyone_if_no_acl_found: bool = _default("allow.everyone.if.no.acl.found")
     log_level: str = _default("log.level")
     log_format: str = _default("log.format")
     static_keys: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
@@ -145,7 +181,11 @@ class BrokerConfig:
         return [
             ConfigEntry(
                 name=key.name,
-                value=key.render(getattr(self, key.attribute)),
+                value=(
+                    None
+                    if key.type is ConfigType.PASSWORD
+                    else key.render(getattr(self, key.attribute))
+                ),
                 source=(
                     ConfigSource.STATIC_BROKER_CONFIG
                     if key.name in self.static_keys
@@ -171,51 +211,84 @@ class BrokerConfig:
                 f"log.cleaner.dedupe.buffer.size ({self.log_cleaner_dedupe_buffer_size}) must be "
                 f"at least 1 MiB per cleaner thread ({threads} threads)"
             )
-        listener = self.listener()
-        self.advertised_listener()
-        if (
-            listener.port
-            and listener.port == self.metrics_port
-            and listener.host == self.metrics_host
+        queued = self.queued_max_request_bytes
+        if queued != -1 and queued < self.socket_request_max_bytes:
+            raise InvalidConfigError(
+                f"queued.max.request.bytes ({queued}) must be -1 or at least "
+                f"socket.request.max.bytes ({self.socket_request_max_bytes}): a request of the "
+                "largest size could never be read"
+            )
+        endpoints = self.endpoints()
+        for listener in endpoints:
+            self.advertised_listener(listener.listener_name)
+            if (
+                listener.port
+                and listener.port == self.metrics_port
+                and listener.host == self.metrics_host
+            ):
+                raise InvalidConfigError(
+                    f"listener {listener} and metrics.port are both on "
+                    f"{listener.host}:{listener.port}: they need their own ports"
+                )
+        ports = [e.port for e in endpoints if e.port]
+        if len(set(ports)) != len(ports):
+            raise InvalidConfigError(
+                f"two listeners share a port: {', '.join(map(str, endpoints))}"
+            )
+        if any(e.uses_tls for e in endpoints) and not (
+            self.ssl_keystore_location
+            or (self.ssl_keystore_key and self.ssl_keystore_certificate_chain)
         ):
             raise InvalidConfigError(
-                f"the listener and metrics.port are both on {listener.host}:{listener.port}: "
-                f"they need their own ports"
+                "a TLS listener (SSL or SASL_SSL) needs the broker's key and certificate: set "
+                "ssl.keystore.location (or ssl.keystore.key and ssl.keystore.certificate.chain)"
+            )
+        if (
+            self.ssl_client_auth != "none"
+            and any(e.uses_tls for e in endpoints)
+            and not (self.ssl_truststore_location or self.ssl_truststore_certificates)
+        ):
+            raise InvalidConfigError(
+                f"ssl.client.auth={self.ssl_client_auth} needs the authorities that sign client "
+                f"certificates: set ssl.truststore.location"
             )
 
-    def listener(self) -> EndPoint:
-        """The end point the broker binds: ``listeners``, else PLAINTEXT://host:port."""
+    def endpoints(self) -> tuple[EndPoint, ...]:
+        """The listeners the broker binds: ``listeners``, else PLAINTEXT://host:port."""
         protocols = security_protocol_map(self.listener_security_protocol_map)
         if self.listeners is None:
             return parse_listeners(
                 "host/port",
                 (f"PLAINTEXT://{self.host}:{self.port}",),
                 {**protocols, "PLAINTEXT": "PLAINTEXT"},
-            )[0]
+            )
         if {"host", "port"} & self.static_keys:
             raise InvalidConfigError("set either listeners or host/port (--host/--port), not both")
-        endpoints = parse_listeners("listeners", self.listeners, protocols)
-        if len(endpoints) != 1:
-            raise InvalidConfigError(
-                f"listeners must name exactly one listener for now, not {len(endpoints)}"
-            )
-        return endpoints[0]
+        return parse_listeners("listeners", self.listeners, protocols)
 
-    def advertised_listener(self) -> EndPoint:
-        """What Metadata returns: ``advertised.listeners``' entry for the listener, else the
-        listener itself (port 0: the port bound, filled in by the broker)."""
-        listener = self.listener()
+    def listener(self) -> EndPoint:
+        """The first listener (the one ``port`` reports and tools connect to by default)."""
+        return self.endpoints()[0]
+
+    def advertised_listener(self, listener_name: str | None = None) -> EndPoint:
+        """What Metadata returns to a client of listener ``listener_name`` (default: the
+        first): ``advertised.listeners``' entry of that name, else the listener itself (port
+        0: the port bound, filled in by the broker)."""
+        endpoints = self.endpoints()
+        listener = endpoints[0]
+        if listener_name is not None:
+            listener = next(e for e in endpoints if e.listener_name == listener_name)
         if self.advertised_listeners is None:
             return listener
         protocols = security_protocol_map(self.listener_security_protocol_map)
-        endpoints = parse_listeners("advertised.listeners", self.advertised_listeners, protocols)
-        for endpoint in endpoints:
+        advertised = parse_listeners("advertised.listeners", self.advertised_listeners, protocols)
+        for endpoint in advertised:
             if endpoint.host in ("0.0.0.0", "::"):
                 raise InvalidConfigError(
                     f"advertised.listeners entry {endpoint} cannot be advertised: clients "
                     f"cannot connect to {endpoint.host}"
                 )
-        found = [e for e in endpoints if e.listener_name == listener.listener_name]
+        found = [e for e in advertised if e.listener_name == listener.listener_name]
         if not found:
             raise InvalidConfigError(
                 f"advertised.listeners has no entry for listener {listener.listener_name}"

@@ -19,6 +19,7 @@ from odradek.config.validator import Validator
 
 INT, LONG, DOUBLE = ConfigType.INT, ConfigType.LONG, ConfigType.DOUBLE
 BOOLEAN, STRING, LIST = ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.LIST
+PASSWORD = ConfigType.PASSWORD
 HIGH, MEDIUM, LOW = Importance.HIGH, Importance.MEDIUM, Importance.LOW
 
 MIB = 1024 * 1024
@@ -28,6 +29,15 @@ LOG_FORMATS = ("text", "json")
 # Kafka's default is Integer.MAX_VALUE; every connection costs a file descriptor and buffers,
 # so a cap a default `ulimit -n` can hold keeps a flood of clients from exhausting the process.
 DEFAULT_MAX_CONNECTIONS = 10000
+# Kafka's default is -1 (unbounded); a bound keeps many half-sent requests from exhausting
+# the process. Five requests of the largest size socket.request.max.bytes allows by default.
+DEFAULT_QUEUED_MAX_REQUEST_BYTES = 512 * MIB
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
+STANDARD_AUTHORIZERS = (
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+)
 
 TOPIC_CONFIG_SYNONYMS: dict[str, tuple[ConfigSynonym, ...]] = {
     "segment.bytes": (ConfigSynonym("log.segment.bytes"),),
@@ -46,6 +56,7 @@ TOPIC_CONFIG_SYNONYMS: dict[str, tuple[ConfigSynonym, ...]] = {
     "retention.bytes": (ConfigSynonym("log.retention.bytes"),),
     "cleanup.policy": (ConfigSynonym("log.cleanup.policy"),),
     "max.message.bytes": (ConfigSynonym("message.max.bytes"),),
+    "message.decompression.max.ratio": (ConfigSynonym("log.message.decompression.max.ratio"),),
     "message.timestamp.type": (ConfigSynonym("log.message.timestamp.type"),),
     "message.timestamp.before.max.ms": (ConfigSynonym("log.message.timestamp.before.max.ms"),),
     "message.timestamp.after.max.ms": (ConfigSynonym("log.message.timestamp.after.max.ms"),),
@@ -91,9 +102,11 @@ BROKER_CONFIG_DEF = ConfigDef(
         ConfigKey("port", INT, 9092, HIGH,
                   "Port of the listener, when listeners is not set; 0 picks a free one.", PORT),
         ConfigKey("listeners", LIST, None, HIGH,
-                  "The listener as NAME://host:port (one, PLAINTEXT for now); it serves both "
-                  "Kafka's protocol and odradek's. Unset: PLAINTEXT://host:port from host and "
-                  "port. An empty host binds every interface."),
+                  "The listeners as NAME://host:port, each with the security protocol "
+                  "listener.security.protocol.map gives NAME (PLAINTEXT, SSL, SASL_PLAINTEXT, "
+                  "SASL_SSL); each serves both Kafka's protocol and odradek's. Unset: "
+                  "PLAINTEXT://host:port from host and port. An empty host binds every "
+                  "interface."),
         ConfigKey("advertised.listeners", LIST, None, HIGH,
                   "Where clients reach the listener, as NAME://host:port, returned by Metadata "
                   "(e.g. PLAINTEXT://localhost:9092 for a broker bound to 0.0.0.0 in a "
@@ -102,6 +115,59 @@ BROKER_CONFIG_DEF = ConfigDef(
                   ("PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT",
                    "SASL_SSL:SASL_SSL"), MEDIUM,
                   "Security protocol of each listener name, as NAME:PROTOCOL."),
+        ConfigKey("ssl.keystore.type", STRING, "PEM", HIGH,
+                  "Format of the broker's key and certificate chain: PEM only (Kafka's JKS and "
+                  "PKCS12 keystores can be converted with openssl).", Validator.one_of("PEM")),
+        ConfigKey("ssl.keystore.location", STRING, None, HIGH,
+                  "PEM file holding the private key and certificate chain TLS listeners present "
+                  "(or use ssl.keystore.key and ssl.keystore.certificate.chain)."),
+        ConfigKey("ssl.keystore.key", PASSWORD, None, HIGH,
+                  "The private key in PEM, inline, with ssl.keystore.certificate.chain."),
+        ConfigKey("ssl.keystore.certificate.chain", STRING, None, HIGH,
+                  "The certificate chain in PEM, inline, with ssl.keystore.key."),
+        ConfigKey("ssl.key.password", PASSWORD, None, HIGH,
+                  "Password of an encrypted private key."),
+        ConfigKey("ssl.truststore.type", STRING, "PEM", MEDIUM,
+                  "Format of the trusted certificates: PEM only.", Validator.one_of("PEM")),
+        ConfigKey("ssl.truststore.location", STRING, None, HIGH,
+                  "PEM file of the certificate authorities trusted to sign client certificates "
+                  "(mutual TLS)."),
+        ConfigKey("ssl.truststore.certificates", STRING, None, HIGH,
+                  "The trusted certificates in PEM, inline (instead of ssl.truststore.location)."),
+        ConfigKey("ssl.client.auth", STRING, "none", MEDIUM,
+                  "Whether TLS listeners ask clients for a certificate: none, requested (checked "
+                  "when given) or required. A verified certificate's subject is the principal "
+                  "on an SSL listener.", Validator.one_of("none", "requested", "required")),
+        ConfigKey("ssl.enabled.protocols", LIST, TLS_PROTOCOLS, MEDIUM,
+                  "TLS versions TLS listeners accept.", Validator.one_of(*TLS_PROTOCOLS)),
+        ConfigKey("ssl.cipher.suites", LIST, None, LOW,
+                  "TLS 1.2 cipher suites TLS listeners accept, in OpenSSL's names; unset: the "
+                  "ssl module's defaults. TLS 1.3 suites are not configurable."),
+        ConfigKey("ssl.handshake.timeout.ms", LONG, 10000, LOW,
+                  "Time a client has to finish the TLS handshake before it is disconnected.",
+                  Validator.at_least(1)),
+        ConfigKey("sasl.enabled.mechanisms", LIST, SASL_MECHANISMS, MEDIUM,
+                  "SASL mechanisms SASL listeners offer. SCRAM users are managed with "
+                  "`odradek users` or AlterUserScramCredentials; PLAIN checks the password "
+                  "against the same salted credentials.", Validator.one_of(*SASL_MECHANISMS)),
+        ConfigKey("sasl.server.max.receive.size", INT, 524288, LOW,
+                  "Largest request a SASL listener reads before the client has authenticated.",
+                  Validator.at_least(1)),
+        ConfigKey("sasl.server.authentication.timeout.ms", LONG, 30000, LOW,
+                  "Time a client on a SASL listener has to authenticate from connecting before "
+                  "it is disconnected.", Validator.at_least(1)),
+        ConfigKey("connection.failed.authentication.delay.ms", INT, 100, LOW,
+                  "Delay of the answer to a failed SASL authentication (the connection closes "
+                  "after it), which slows password guessing.", Validator.at_least(0)),
+        ConfigKey("authorizer.class.name", STRING, None, HIGH,
+                  "Unset: every principal may do everything. Kafka's StandardAuthorizer (or "
+                  "AclAuthorizer) class name: requests are checked against the ACLs kept in the "
+                  "log directory.", Validator.one_of(*STANDARD_AUTHORIZERS)),
+        ConfigKey("super.users", STRING, None, HIGH,
+                  "Principals allowed everything whatever the ACLs, separated by semicolons "
+                  "(User:admin;User:CN=ops,O=example)."),
+        ConfigKey("allow.everyone.if.no.acl.found", BOOLEAN, False, HIGH,
+                  "Allow an operation on a resource no ACL matches (with an authorizer set)."),
         ConfigKey("metrics.host", STRING, "127.0.0.1", MEDIUM,
                   "Address the Prometheus metrics endpoint binds to."),
         ConfigKey("metrics.port", INT, 9644, MEDIUM,
@@ -137,6 +203,8 @@ BROKER_CONFIG_DEF = ConfigDef(
         _default_of("message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms",
                     MEDIUM),
         _default_of("max.message.bytes", "message.max.bytes", HIGH),
+        _default_of("message.decompression.max.ratio", "log.message.decompression.max.ratio",
+                    MEDIUM),
         _default_of("compression.type", "compression.type", HIGH),
         _default_of("flush.messages", "log.flush.interval.messages", HIGH),
         _millis_of("flush.ms", "log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
@@ -215,8 +283,61 @@ BROKER_CONFIG_DEF = ConfigDef(
                   "up to one second's worth); topics beyond are answered "
                   "THROTTLING_QUOTA_EXCEEDED (retriable) and not created.",
                   Validator.above(0)),
+        ConfigKey("offsets.topic.num.partitions", INT, 50, HIGH,
+                  "Partitions of the __consumer_offsets topic, which holds committed offsets "
+                  "and group metadata; read when the topic is created, not after.",
+                  Validator.at_least(1)),
+        ConfigKey("offsets.topic.segment.bytes", INT, 100 * MIB, HIGH,
+                  "Segment size of the __consumer_offsets topic, kept small so its compaction "
+                  "and loading stay fast.",
+                  Validator.at_least(1)),
+        ConfigKey("offsets.load.buffer.size", INT, 5 * MIB, HIGH,
+                  "Bytes read at a time from __consumer_offsets while the group state is "
+                  "rebuilt at start-up.",
+                  Validator.at_least(1)),
+        ConfigKey("offsets.retention.minutes", INT, 10080, HIGH,
+                  "How long the committed offsets of a group without members are kept, "
+                  "counted from the moment it became empty (or from the commit).",
+                  Validator.at_least(1)),
+        ConfigKey("offsets.retention.check.interval.ms", LONG, 600000, HIGH,
+                  "How often the group coordinator looks for expired offsets.",
+                  Validator.at_least(1)),
+        ConfigKey("offsets.commit.timeout.ms", INT, 5000, HIGH,
+                  "How long an offset commit waits for its append to __consumer_offsets to be "
+                  "fsync'ed before it fails with REQUEST_TIMED_OUT.",
+                  Validator.at_least(1)),
+        ConfigKey("offset.metadata.max.bytes", INT, 4096, HIGH,
+                  "Largest metadata string a committed offset may carry.",
+                  Validator.at_least(0)),
+        ConfigKey("group.initial.rebalance.delay.ms", INT, 3000, MEDIUM,
+                  "How long the first rebalance of an empty group waits for more members to "
+                  "join, so they are assigned in one round instead of one each.",
+                  Validator.at_least(0)),
+        ConfigKey("group.min.session.timeout.ms", INT, 6000, MEDIUM,
+                  "Smallest session.timeout.ms a group member may ask for.",
+                  Validator.at_least(0)),
+        ConfigKey("group.max.session.timeout.ms", INT, 1800000, MEDIUM,
+                  "Largest session.timeout.ms a group member may ask for.",
+                  Validator.at_least(0)),
+        ConfigKey("group.max.size", INT, 2**31 - 1, MEDIUM,
+                  "Most members a consumer group may have; more are refused with "
+                  "GROUP_MAX_SIZE_REACHED.",
+                  Validator.at_least(1)),
         ConfigKey("socket.request.max.bytes", INT, 100 * MIB, HIGH,
                   "Largest request the broker reads; larger ones close the connection.",
+                  Validator.at_least(1)),
+        ConfigKey("queued.max.request.bytes", LONG, DEFAULT_QUEUED_MAX_REQUEST_BYTES, MEDIUM,
+                  "Memory all connections together may hold for requests, from their first byte "
+                  "until their response is sent; at the limit the broker stops reading sockets "
+                  "until requests finish. Buffers grow as bytes arrive, not from a size prefix. "
+                  "-1 means no limit (Kafka's default); otherwise at least "
+                  "socket.request.max.bytes.",
+                  Validator.at_least(-1)),
+        ConfigKey("socket.request.timeout.ms", INT, 30000, MEDIUM,
+                  "Time a request may take to arrive, from its first byte to its last; a "
+                  "connection still sending one after that (a trickle) is closed. Time the "
+                  "broker stops reading a client that does not read its responses does not "
+                  "count; time waiting for queued.max.request.bytes does.",
                   Validator.at_least(1)),
         ConfigKey("max.connections", INT, DEFAULT_MAX_CONNECTIONS, MEDIUM,
                   "Client connections the broker accepts at once; more are closed on accept. "

@@ -18,6 +18,7 @@ class ConfigType(Enum):
 
     ``parse`` raises ValueError with a short reason; the caller names the key and the source.
     Text is trimmed first, as Kafka does. Lists are comma separated and hold at least one item.
+    A password is a string that is never described or logged (Kafka's ``Type.PASSWORD``).
     """
 
     INT = "int"
@@ -26,6 +27,7 @@ class ConfigType(Enum):
     BOOLEAN = "boolean"
     STRING = "string"
     LIST = "list"
+    PASSWORD = "password"
 
     def parse(self, value: object) -> object:
         """The typed value of ``value``: text as it arrives, or an already typed Python value."""

@@ -21,7 +21,9 @@ _INTRO = f"""\
 <!-- Generated from odradek/config by `{REGENERATE}`; do not edit. -->
 
 Names, meanings and defaults are Kafka's (3.x); odradek adds its listener and logging keys
-(`host`, `port`, `metrics.host`, `metrics.port`, `log.level`, `log.format`).
+(`host`, `port`, `metrics.host`, `metrics.port`, `log.level`, `log.format`) and limits on what
+clients may cost it (`message.decompression.max.ratio`, `socket.request.timeout.ms`; and
+`queued.max.request.bytes`, Kafka's, is bounded by default).
 
 ## Where broker settings come from
 

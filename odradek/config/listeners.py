@@ -1,9 +1,11 @@
 """Listeners as Kafka names them: ``listeners``, ``advertised.listeners`` and
 ``listener.security.protocol.map``.
 
-A listener is ``NAME://host:port``; its security protocol is the map's entry for NAME. odradek
-serves one listener, PLAINTEXT (the security issue adds SSL and SASL). ``host`` and ``port``
-remain a shorthand for ``PLAINTEXT://host:port`` when ``listeners`` is not set.
+A listener is ``NAME://host:port``; its security protocol is the map's entry for NAME:
+PLAINTEXT, SSL (TLS), SASL_PLAINTEXT or SASL_SSL (SASL authentication, over TLS for the
+latter). Several listeners may be served at once (plaintext on loopback, SASL_SSL outside).
+``host`` and ``port`` remain a shorthand for ``PLAINTEXT://host:port`` when ``listeners`` is not
+set.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ DEFAULT_SECURITY_PROTOCOL_MAP = (
     "SASL_PLAINTEXT:SASL_PLAINTEXT",
     "SASL_SSL:SASL_SSL",
 )
-SUPPORTED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT"})
+SUPPORTED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:\[\]]*):(\d+)$")
 
 
@@ -35,6 +37,14 @@ class EndPoint:
 
     def __str__(self) -> str:
         return f"{self.listener_name}://{self.host}:{self.port}"
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
 
 def security_protocol_map(entries: tuple[str, ...]) -> dict[str, str]:
@@ -69,8 +79,8 @@ def parse_listeners(
         protocol = protocols[name]
         if protocol not in SUPPORTED_SECURITY_PROTOCOLS:
             raise InvalidConfigError(
-                f"{key} entry {entry!r}: security protocol {protocol} is not supported yet; "
-                f"only PLAINTEXT is"
+                f"{key} entry {entry!r}: security protocol {protocol} is not one of "
+                f"{', '.join(sorted(SUPPORTED_SECURITY_PROTOCOLS))}"
             )
         endpoints.append(EndPoint(name, host, port, protocol))
     names = [endpoint.listener_name for endpoint in endpoints]

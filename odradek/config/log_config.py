@@ -39,6 +39,7 @@ class LogConfig:
     retention_bytes: int = _default("retention.bytes")
     cleanup_policy: tuple[str, ...] = _default("cleanup.policy")
     max_message_bytes: int = _default("max.message.bytes")
+    message_decompression_max_ratio: int = _default("message.decompression.max.ratio")
     message_timestamp_type: str = _default("message.timestamp.type")
     message_timestamp_before_max_ms: int = _default("message.timestamp.before.max.ms")
     message_timestamp_after_max_ms: int = _default("message.timestamp.after.max.ms")
@@ -58,12 +59,15 @@ class LogConfig:
     compact: bool = field(init=False, repr=False, compare=False)
     delete: bool = field(init=False, repr=False, compare=False)
     log_append_time: bool = field(init=False, repr=False, compare=False)
+    max_decompressed_bytes: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         derived = {
             "compact": "compact" in self.cleanup_policy,
             "delete": "delete" in self.cleanup_policy,
             "log_append_time": self.message_timestamp_type == "LogAppendTime",
+            "max_decompressed_bytes": self.max_message_bytes
+            * self.message_decompression_max_ratio,
         }
         for name, value in derived.items():
             object.__setattr__(self, name, value)  # the dataclass is frozen

@@ -25,6 +25,9 @@ MIN_SEGMENT_BYTES = 1024 * 1024
 MIN_SEGMENT_INDEX_BYTES = 1024
 # The floors raised since overrides were first stored: a stored value below one loads at it.
 RAISED_FLOORS = {"segment.bytes": MIN_SEGMENT_BYTES, "segment.index.bytes": MIN_SEGMENT_INDEX_BYTES}
+# A legitimate batch rarely compresses 10:1; 32 leaves room, and caps a decompression bomb
+# at 32 MiB under the default max.message.bytes.
+DEFAULT_DECOMPRESSION_MAX_RATIO = 32
 CLEANUP_POLICIES = ("delete", "compact")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
@@ -70,6 +73,12 @@ TOPIC_CONFIG_DEF = ConfigDef(
         ConfigKey("max.message.bytes", INT, 1048588, MEDIUM,
                   "Largest record batch the broker accepts for this topic.",
                   Validator.at_least(0)),
+        ConfigKey("message.decompression.max.ratio", INT, DEFAULT_DECOMPRESSION_MAX_RATIO, MEDIUM,
+                  "How many times max.message.bytes the records of one compressed batch may "
+                  "take once decompressed; the codec is stopped at that size and the produce "
+                  "refused with RECORD_LIST_TOO_LARGE, so a small batch cannot expand without "
+                  "bound (odradek's own key).",
+                  Validator.at_least(1)),
         ConfigKey("message.timestamp.type", STRING, "CreateTime", MEDIUM,
                   "Whether record timestamps are the producer's (CreateTime) or the broker's "
                   "append time (LogAppendTime).",

@@ -18,19 +18,36 @@ from odradek.protocol.configs import (
     DescribeConfigsRequest,
     DescribeConfigsResponse,
 )
+from odradek.protocol.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from odradek.protocol.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
+from odradek.protocol.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from odradek.protocol.describe_topic_partitions import (
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,
 )
 from odradek.protocol.fetch import FetchRequest, FetchResponse
+from odradek.protocol.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from odradek.protocol.frame import Frame, encode_frame_prefix
 from odradek.protocol.header import RequestHeader, ResponseHeader
+from odradek.protocol.heartbeat import HeartbeatRequest, HeartbeatResponse
 from odradek.protocol.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from odradek.protocol.join_group import JoinGroupRequest, JoinGroupResponse
+from odradek.protocol.leave_group import LeaveGroupRequest, LeaveGroupResponse
+from odradek.protocol.list_groups import ListGroupsRequest, ListGroupsResponse
 from odradek.protocol.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from odradek.protocol.metadata import MetadataRequest, MetadataResponse
+from odradek.protocol.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from odradek.protocol.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
+from odradek.protocol.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from odradek.protocol.produce import ProduceRequest, ProduceResponse
+from odradek.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from odradek.protocol.schema import Message, Payload
+from odradek.protocol.sync_group import SyncGroupRequest, SyncGroupResponse
 from odradek.protocol.topics import (
     CreatePartitionsRequest,
     CreatePartitionsResponse,
@@ -56,6 +73,19 @@ REQUEST_TYPES: dict[ApiKey, type[Message]] = {
         DescribeConfigsRequest,
         AlterConfigsRequest,
         DescribeTopicPartitionsRequest,
+        FindCoordinatorRequest,
+        JoinGroupRequest,
+        SyncGroupRequest,
+        HeartbeatRequest,
+        LeaveGroupRequest,
+        OffsetCommitRequest,
+        OffsetFetchRequest,
+        ListGroupsRequest,
+        DescribeGroupsRequest,
+        DeleteGroupsRequest,
+        OffsetDeleteRequest,
+        SaslHandshakeRequest,
+        SaslAuthenticateRequest,
     )
 }
 
@@ -75,6 +105,19 @@ RESPONSE_TYPES: dict[ApiKey, type[Message]] = {
         DescribeConfigsResponse,
         AlterConfigsResponse,
         DescribeTopicPartitionsResponse,
+        FindCoordinatorResponse,
+        JoinGroupResponse,
+        SyncGroupResponse,
+        HeartbeatResponse,
+        LeaveGroupResponse,
+        OffsetCommitResponse,
+        OffsetFetchResponse,
+        ListGroupsResponse,
+        DescribeGroupsResponse,
+        DeleteGroupsResponse,
+        OffsetDeleteResponse,
+        SaslHandshakeResponse,
+        SaslAuthenticateResponse,
     )
 }
 

@@ -9,7 +9,8 @@ field's type and range and raises InvalidRequestError naming the field, e.g.
 - A field with a default may be absent on the wire; a field without one is required. Keys that
   are not in the schema are ignored, so a newer peer may add fields.
 - Integers carry an :class:`IntRange`; ``bool`` is a msgpack boolean (never an integer);
-  ``str`` is a msgpack string; an Enum travels as its value.
+  ``str`` is a msgpack string; ``bytes`` is msgpack bin (opaque client data, relayed as
+  is); an Enum travels as its value.
 - ``X | None`` also accepts nil; ``tuple[X, ...]`` is an array; ``Mapping[str, X]`` a map with
   string keys; a nested dataclass is a map.
 - A :data:`Records` field travels as its byte count under the key ``size``; its bytes are the
@@ -312,6 +313,8 @@ def _codec_for(hint: Any) -> _Codec:
         return _ExactTypeCodec(bool, "a boolean")
     elif hint is str:
         return _ExactTypeCodec(str, "a string")
+    elif hint is bytes:
+        return _ExactTypeCodec(bytes, "bytes (msgpack bin)")
     elif isinstance(hint, type) and issubclass(hint, enum.Enum):
         return _EnumCodec(hint)
     elif dataclasses.is_dataclass(hint):

@@ -14,7 +14,12 @@ from enum import IntEnum
 
 import crc32c
 
-from odradek.errors import CorruptRecordError, UnsupportedCompressionTypeError
+from odradek.errors import (
+    CorruptRecordError,
+    KafkaError,
+    RecordListTooLargeError,
+    UnsupportedCompressionTypeError,
+)
 from odradek.record.batch_header import BatchHeader
 from odradek.record.compression import CompressionType
 from odradek.record.record import Record, decode_record, decode_records
@@ -44,6 +49,9 @@ COMPRESSION_CODEC_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_FLAG_MASK = 0x10
 CONTROL_FLAG_MASK = 0x20
+# Set by Kafka's cleaner on a batch holding a tombstone it kept: the base timestamp field then
+# holds the delete horizon, and the records' timestamp deltas are relative to it.
+DELETE_HORIZON_FLAG_MASK = 0x40
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -150,6 +158,11 @@ class RecordBatch:
     @property
     def is_control(self) -> bool:
         return bool(self.attributes & CONTROL_FLAG_MASK)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """When a tombstone of this batch may be removed, if Kafka's cleaner set it (bit 6)."""
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_FLAG_MASK else None
 
     @property
     def last_offset_delta(self) -> int:
@@ -335,3 +348,40 @@ def set_producer_state(
 def set_log_append_time(buffer: bytearray | memoryview, position: int, timestamp: int) -> None:
     """Mark the batch LogAppendTime at ``timestamp``: readers see it as every record's time."""
     set_max_timestamp(buffer, position, TimestampType.LOG_APPEND_TIME, timestamp)
+
+
+def decompresses_within(buffer: Buffer, max_bytes: int, max_batches: int = 64) -> bool:
+    """Whether the compressed batches of ``buffer`` (a producer's, not yet validated) expand to
+    at most ``max_bytes`` together, found by decompressing them no further than that: what
+    costs a validator little enough to do at once. False too past ``max_batches`` batches.
+
+    Reads each batch's length and attributes, so it costs a step per batch. A malformed batch
+    or stream ends the walk with True: the validator refuses it no later than this did.
+    """
+    total = len(buffer)
+    position = 0
+    budget = max_bytes
+    for _ in range(max_batches):
+        if total - position < RECORDS_OFFSET:
+            return True
+        length_at = position + BATCH_LENGTH_OFFSET
+        end = position + LOG_OVERHEAD + int.from_bytes(buffer[length_at : length_at + 4], "big")
+        codec_id = buffer[position + ATTRIBUTES_OFFSET + 1] & COMPRESSION_CODEC_MASK
+        if codec_id:
+            if end > total or codec_id >= len(CompressionType):
+                return True
+            try:
+                with memoryview(buffer) as view:
+                    budget -= len(
+                        CompressionType(codec_id).decompress(
+                            view[position + RECORDS_OFFSET : end], budget
+                        )
+                    )
+            except RecordListTooLargeError:
+                return False
+            except KafkaError:
+                return True
+        if end <= length_at:
+            return True
+        position = end
+    return position >= total

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import version
@@ -11,20 +13,32 @@ from wsgiref.simple_server import WSGIServer
 
 from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.cleaner.log_cleaner import LogCleaner
+from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.config.broker_config import BrokerConfig
 from odradek.config.listeners import advertised_host
 from odradek.native import native_summary
 from odradek.protocol.api_versions import ApiVersionsResponse, supported_api_versions
 from odradek.protocol.metadata import BrokerMetadata
+from odradek.security.acl_store import AclStore
+from odradek.security.credential_store import CredentialStore
 from odradek.server.admin_manager import AdminManager
+from odradek.server.authorizer import Authorizer
 from odradek.server.client_connection import ConnectionSettings
 from odradek.server.event_loop_lag_monitor import EventLoopLagMonitor
+from odradek.server.group.group_coordinator import GroupCoordinator
+from odradek.server.group.group_coordinator_collector import GroupCoordinatorCollector
+from odradek.server.group.group_coordinator_metrics import GroupCoordinatorMetrics
+from odradek.server.group.group_metadata_manager import GroupMetadataManager
+from odradek.server.group_request_handlers import GroupRequestHandlers
 from odradek.server.kafka_apis import KafkaApis
 from odradek.server.kafka_request_handler import KafkaRequestHandler
+from odradek.server.kafka_security_requests import KafkaSecurityRequests
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.producer_id_manager import ProducerIdManager
 from odradek.server.replica_manager import ReplicaManager
+from odradek.server.sasl_authenticator import SaslAuthenticator
 from odradek.server.socket_server import SocketServer
+from odradek.server.ssl_factory import server_ssl_context
 from odradek.server.topic_ids import TopicIds
 from odradek.storage.descriptor_budget import raise_descriptor_limit
 from odradek.storage.idle_file_cache import IDLE_FILES, default_capacity
@@ -36,10 +50,23 @@ logger = logging.getLogger(__name__)
 IO_THREADS = 8
 """Threads for work that may wait on the disk: cold reads, admin changes, start and stop."""
 APPEND_THREADS = 2
-"""Threads for large appends (one at a time per partition, in arrival order)."""
+"""Threads for large appends and appends whose batches expand far once decompressed (one at a
+time per partition, in arrival order)."""
+APPEND_THREAD_NICENESS = 10
+"""How much lower the append threads' scheduling priority is than the event loop's: their
+work is bulk (a client can make them decompress up to max.message.bytes x
+message.decompression.max.ratio per batch), the loop's is every client's latency."""
 FLUSH_THREADS = 4
 """Threads for acks=all fsyncs (one at a time per partition: group commit)."""
 SHUTDOWN_TIMEOUT_S = 10.0
+
+
+def _yield_to_the_loop() -> None:
+    """Lower the calling thread's priority (Linux schedules threads one by one); best effort."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), APPEND_THREAD_NICENESS)
+    except OSError as error:
+        logger.info("append threads keep the loop's priority: %s", error)
 
 
 class Broker:
@@ -55,32 +82,63 @@ class Broker:
     ``port`` and ``metrics_port`` tell which.
     """
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
         self.metrics = BrokerMetrics()
         self.log_manager = LogManager(config)
         self.topic_admin = TopicAdmin(self.log_manager, config)
         self.log_cleaner = LogCleaner(
-            CleanerConfig.from_broker_config(config), self.log_manager.all_logs, self.log_manager
+            CleanerConfig.from_broker_config(config),
+            self.log_manager.all_logs,
+            on_dir_failure=self.log_manager.failure_channel.maybe_add_offline_log_dir,
         )
         self._io_executor = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="odradek-io")
         self._append_executor = ThreadPoolExecutor(
-            APPEND_THREADS, thread_name_prefix="odradek-append"
+            APPEND_THREADS, thread_name_prefix="odradek-append", initializer=_yield_to_the_loop
         )
         self._flush_executor = ThreadPoolExecutor(FLUSH_THREADS, thread_name_prefix="odradek-flush")
         self.replica_manager = ReplicaManager(
             self.log_manager, self._append_executor, self._flush_executor, self._io_executor
         )
         self.producer_ids = ProducerIdManager(self.log_manager.log_dirs, self._io_executor)
+        self.group_metadata_manager = GroupMetadataManager(
+            config,
+            self.log_manager,
+            self.replica_manager,
+            self._io_executor,
+            clock,
+            self.topic_admin.create_topic,
+        )
+        self.group_metrics = GroupCoordinatorMetrics(self.metrics.registry)
+        self.group_coordinator = GroupCoordinator(
+            config, self.group_metadata_manager, self.log_manager, self.group_metrics, clock
+        )
         settings = ConnectionSettings(
-            config.socket_request_max_bytes, config.connections_max_idle_ms
+            config.socket_request_max_bytes,
+            config.connections_max_idle_ms,
+            config.socket_request_timeout_ms,
+            config.queued_max_request_bytes,
         )
         self._socket_server = SocketServer(
-            settings, config.max_connections, self.metrics, self._io_executor
+            settings,
+            config.max_connections,
+            self.metrics,
+            self._io_executor,
+            config.sasl_server_max_receive_size,
+        )
+        security_dir = config.log_dir_paths[0]
+        self.credentials = CredentialStore(security_dir)
+        self.authorizer = Authorizer(
+            AclStore(security_dir),
+            enabled=bool(config.authorizer_class_name),
+            super_users=Authorizer.parse_super_users(config.super_users or ""),
+            allow_if_no_acl=config.allow_everyone_if_no_acl_found,
         )
         self._lag_monitor = EventLoopLagMonitor(self.metrics.event_loop_lag)
         self._metrics_server: WSGIServer | None = None
         self.port = 0
+        self.listener_ports: dict[str, int] = {}
+        """The port each listener is bound to, by listener name."""
         self.metrics_port = 0
 
     async def start(self) -> None:
@@ -96,8 +154,7 @@ class Broker:
             self._shut_down_executors()
             raise
         try:
-            listener = self.config.listener()
-            self.port = await self._socket_server.bind(listener.host or None, listener.port)
+            await self._bind_listeners()
             self._metrics_server = self.metrics.serve(
                 self.config.metrics_host, self.config.metrics_port
             )
@@ -106,15 +163,44 @@ class Broker:
             raise
         self.metrics_port = self._metrics_server.server_port
         self._lag_monitor.start()
+        self.group_coordinator.startup()
         await self._socket_server.start_serving(*self._handlers())
         logger.info(
-            "broker %d serving on %s:%d (metrics on %s:%d)",
+            "broker %d serving on %s (metrics on %s:%d)",
             self.config.broker_id,
-            self.config.listener().host or "*",
-            self.port,
+            ", ".join(
+                f"{e.listener_name}://{e.host or '*'}:{self.listener_ports[e.listener_name]}"
+                for e in self.config.endpoints()
+            ),
             self.config.metrics_host,
             self.metrics_port,
         )
+
+    async def _bind_listeners(self) -> None:
+        """Bind every listener, TLS and SASL as their security protocols say."""
+        config = self.config
+        endpoints = config.endpoints()
+        ssl_context = server_ssl_context(config) if any(e.uses_tls for e in endpoints) else None
+
+        def authenticator() -> SaslAuthenticator:
+            return SaslAuthenticator(
+                config.sasl_enabled_mechanisms,
+                self.credentials,
+                self._io_executor,
+                config.sasl_server_max_receive_size,
+                config.sasl_server_authentication_timeout_ms / 1000,
+                config.connection_failed_authentication_delay_ms / 1000,
+            )
+
+        for endpoint in endpoints:
+            port = await self._socket_server.bind(
+                endpoint,
+                ssl_context if endpoint.uses_tls else None,
+                authenticator if endpoint.uses_sasl else None,
+                config.ssl_handshake_timeout_ms / 1000,
+            )
+            self.listener_ports[endpoint.listener_name] = port
+        self.port = self.listener_ports[endpoints[0].listener_name]
 
     async def stop(self) -> None:
         """Stop accepting, finish in-flight requests, then shut the logs down cleanly."""
@@ -123,6 +209,7 @@ class Broker:
         deadline = loop.time() + SHUTDOWN_TIMEOUT_S
         self._socket_server.stop_accepting()
         self.replica_manager.shutdown()
+        await self.group_coordinator.shutdown()
         await self._socket_server.shutdown(SHUTDOWN_TIMEOUT_S)
         # Topic operations that outlived their requests get what is left of the same bound.
         remaining_s = max(0.0, deadline - loop.time())
@@ -144,6 +231,10 @@ class Broker:
         self.metrics.watch_cleaner(self.log_cleaner)
         self.replica_manager.startup()
         self.producer_ids.load()
+        self.group_coordinator.load()
+        self.metrics.registry.register(
+            GroupCoordinatorCollector(self.group_coordinator, self.group_metrics, self.log_manager)
+        )
 
     async def _stop_storage(self) -> None:
         await self._in_thread(self.log_cleaner.shutdown)
@@ -162,8 +253,11 @@ class Broker:
         topic_ids = TopicIds(self.log_manager, self._io_executor)
 
         def topic_deleted(topic: str) -> None:
+            """Forget a deleted topic's partitions, its id and, as Kafka does, the offsets
+            committed on it."""
             self.replica_manager.forget_topic(topic)
             topic_ids.forget(topic)
+            self.group_coordinator.topic_deleted(topic)
 
         admin = AdminManager(
             self.log_manager,
@@ -180,8 +274,15 @@ class Broker:
             version("odradek"),
             config.socket_request_max_bytes,
         )
+        groups = GroupRequestHandlers(self.group_coordinator, self.group_metadata_manager, broker)
         apis = KafkaApis(
-            self.replica_manager, admin, api_versions, self.metrics, self.producer_ids
+            self.replica_manager,
+            admin,
+            api_versions,
+            self.metrics,
+            self.producer_ids,
+            groups,
+            self.authorizer,
         )
         kafka_handler = KafkaRequestHandler(
             apis,
@@ -191,13 +292,18 @@ class Broker:
             config,
             config.broker_id,
             self.advertised,
+            KafkaSecurityRequests(self.credentials, self.authorizer, self._io_executor),
+            self.authorizer,
+            self._io_executor,
         )
         return apis, kafka_handler
 
-    def advertised(self) -> tuple[str, int]:
-        """The host and port Metadata tells clients to connect to (advertised.listeners)."""
-        endpoint = self.config.advertised_listener()
-        return advertised_host(endpoint.host), endpoint.port or self.port
+    def advertised(self, listener_name: str | None = None) -> tuple[str, int]:
+        """The host and port Metadata tells a client of ``listener_name`` (default: the
+        first listener) to connect to (advertised.listeners)."""
+        endpoint = self.config.advertised_listener(listener_name)
+        bound = self.listener_ports.get(endpoint.listener_name, self.port)
+        return advertised_host(endpoint.host), endpoint.port or bound
 
     async def _in_thread(self, function: Callable[[], object]) -> None:
         await asyncio.get_running_loop().run_in_executor(self._io_executor, function)

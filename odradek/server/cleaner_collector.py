@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
@@ -50,7 +50,8 @@ CLEANER_GAUGES = (
     ),
     (
         "odradek_cleaner_uncleanable_partitions",
-        "Partitions the cleaner gave up on after a failed run.",
+        "Partitions the cleaner gave up on after failed runs (Kafka's "
+        "uncleanable-partitions-count).",
         lambda m: m.uncleanable_partitions_count,
     ),
 )
@@ -76,6 +77,20 @@ class CleanerCollector(Collector):
         metrics = self._cleaner.metrics()
         for name, documentation, figure in CLEANER_GAUGES:
             yield GaugeMetricFamily(name, documentation, value=figure(metrics))
+        yield CounterMetricFamily(
+            "odradek_cleaner_worker_failures",
+            "Cleaner worker processes that died, in a run or between runs (each is replaced; "
+            "a run's partition is retried after a backoff).",
+            value=metrics.worker_failures,
+        )
+        uncleanable = GaugeMetricFamily(
+            "odradek_cleaner_uncleanable_partition",
+            "1 for each partition the cleaner gave up on, labelled with the reason.",
+            labels=["log_dir", "topic", "partition", "reason"],
+        )
+        for log_dir, tp, reason in metrics.uncleanable_partitions:
+            uncleanable.add_metric([str(log_dir), tp.topic, str(tp.partition), reason], 1)
+        yield uncleanable
         reports = self._cleaner.last_reports
         for name, what, attribute in LAST_RUN_GAUGES:
             yield GaugeMetricFamily(

@@ -7,9 +7,12 @@ ResponseWriter.
 Responses carry the request's correlation id and may leave in any order.
 
 Reading stops while the client is not keeping up (the transport's buffer is above its
-high-water mark, or responses queue behind a zero-copy send) and while too much of its work
-is in flight; it resumes when that clears. A stream that cannot be framed closes the
+high-water mark, or responses queue behind a zero-copy send), while too much of its work
+is in flight, and while the broker's request memory (``queued.max.request.bytes``) is
+exhausted; it resumes when that clears. A stream that cannot be framed closes the
 connection; a request that cannot be decoded gets an error response and the connection stays.
+A request must arrive whole within ``socket.request.timeout.ms`` of its first byte, or the
+connection is closed.
 """
 
 from __future__ import annotations
@@ -31,7 +34,11 @@ from odradek.server.frame_reader import FrameReader
 from odradek.server.kafka_apis import KafkaApis
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.request_context import RequestContext
+from odradek.server.request_memory_pool import RequestMemoryPool
+from odradek.server.request_read_control import RequestReadControl
 from odradek.server.response_writer import ResponseWriter
+from odradek.server.sasl_gate import SaslGate
+from odradek.server.session import Session, principal_of_transport
 
 logger = logging.getLogger(__name__)
 
@@ -44,10 +51,13 @@ MAX_IN_FLIGHT_BYTES = 64 * 1024 * 1024
 @dataclass(frozen=True)
 class ConnectionSettings:
     """The limits every connection runs with (``socket.request.max.bytes``,
-    ``connections.max.idle.ms``)."""
+    ``connections.max.idle.ms``, ``socket.request.timeout.ms``, and
+    ``queued.max.request.bytes`` for all of them together; -1 for no limit)."""
 
     max_request_bytes: int
     max_idle_ms: int
+    request_timeout_ms: int = 30000
+    queued_max_request_bytes: int = -1
 
 
 class ConnectionRegistry(Protocol):
@@ -68,13 +78,25 @@ class ClientConnection(asyncio.BufferedProtocol):
         registry: ConnectionRegistry,
         metrics: BrokerMetrics,
         executor: Executor,
+        memory_pool: RequestMemoryPool,
+        session: Session | None = None,
     ) -> None:
         self._apis = apis
+        self._session = session
         self._settings = settings
         self._registry = registry
         self._metrics = metrics
         self._executor = executor
-        self._reader = FrameReader(settings.max_request_bytes)
+        self._memory_pool = memory_pool
+        self._reader = FrameReader(settings.max_request_bytes, memory_pool)
+        self._read_control = RequestReadControl(
+            self._reader,
+            memory_pool,
+            settings.request_timeout_ms,
+            metrics,
+            self._update_reading,
+            self._abort,
+        )
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
         self._writer: ResponseWriter | None = None
@@ -85,6 +107,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._closing = False
         self._last_active = self._loop.time()
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._sasl_gate: SaslGate | None = None
         self.peer = "unknown peer"
 
     def __repr__(self) -> str:
@@ -98,23 +121,41 @@ class ClientConnection(asyncio.BufferedProtocol):
         if not self._registry.register(self):
             transport.abort()
             return
+        if self._session is not None:  # --- security hook: who the requests come from
+            self._session.peer = self.peer
+            self._session.certificate_principal = principal_of_transport(transport)
+            self._sasl_gate = SaslGate.start(
+                self._session,
+                self._loop,
+                self._close_unauthenticated,
+                self._reader,
+                self._settings.max_request_bytes,
+            )
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES, low=WRITE_BUFFER_LOW_BYTES)
         self._writer = ResponseWriter(
             transport, self.peer, self._executor, self._metrics, self._update_reading
         )
         self._arm_idle_timer(self._settings.max_idle_ms / 1000)
+        self._read_control.start(self.peer)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._registry.unregister(self)
         self._closing = True
         if self._idle_timer is not None:
             self._idle_timer.cancel()
+        self._read_control.close()
+        if self._sasl_gate is not None:
+            self._sasl_gate.cancel()
         if self._writer is not None:
             self._writer.close()
         for task in self._tasks:
             task.cancel()
         if exc is not None:
             logger.info("%s: connection lost: %s", self.peer, exc)
+
+    def request_began_at(self, when: float) -> None:
+        """Its first request began at loop time ``when``, while its protocol was detected."""
+        self._read_control.began_at(when)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._reader.get_buffer()
@@ -127,9 +168,11 @@ class ClientConnection(asyncio.BufferedProtocol):
         except FrameError as error:
             self._close_for(error)
             return
+        self._read_control.received(bool(frames))
         for frame in frames:
             if self._closing:
-                return
+                self._memory_pool.release(len(frame.payload))
+                continue
             self._dispatch(frame)
 
     def eof_received(self) -> bool:
@@ -152,14 +195,20 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def _dispatch(self, frame: Frame) -> None:
         received = time.perf_counter()
+        size = len(frame.payload)
         try:
             header = RequestHeader.from_header(frame.header)
         except FrameError as error:
+            self._memory_pool.release(size)
             self._close_for(error)
+            return
+        if self._sasl_gate is not None and not self._sasl_gate.allows(header.api_key):
+            self._close_unauthenticated(f"API key {header.api_key} before SASL authentication")
             return
         try:
             request = decode_request(header, frame)
         except KafkaError as error:
+            self._memory_pool.release(size)
             logger.warning(
                 "%s: request %d (API key %d v%d) rejected: %s",
                 self.peer,
@@ -171,7 +220,6 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._respond(header, ResponseHeader.for_error(header.correlation_id, error), None)
             self._record(header, error_code_for(error), received)
             return
-        size = len(frame.payload)
         self._in_flight_bytes += size
         task = self._loop.create_task(self._handle(header, request, size, received))
         self._tasks.add(task)
@@ -182,7 +230,7 @@ class ClientConnection(asyncio.BufferedProtocol):
     ) -> None:
         """Run one request and write its response; appends happen in the handler's first
         step, so produce requests are applied in the order they arrived."""
-        context = RequestContext(self.peer, header)
+        context = RequestContext(self.peer, header, self._session)
         error_code = 0
         try:
             response = await self._apis.handle(context, request)
@@ -199,9 +247,13 @@ class ClientConnection(asyncio.BufferedProtocol):
         finally:
             self._tasks.discard(asyncio.current_task())
             self._in_flight_bytes -= size
+            self._memory_pool.release(size)
         if response is not None or response_header.error:
             self._respond(header, response_header, response)
         self._record(header, error_code, received)
+        if self._sasl_gate is not None and self._sasl_gate.after_step():
+            self._metrics.closed_connections.labels("authentication_failed").inc()
+            self._loop.create_task(self.shutdown(), name=f"close-{self.peer}")
         self._update_reading()
 
     def _respond(
@@ -226,6 +278,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             return
         pause = (
             self._transport_paused
+            or self._read_control.waiting_for_memory
             or (self._writer is not None and self._writer.backlog_bytes > WRITE_BUFFER_HIGH_BYTES)
             or len(self._tasks) >= MAX_IN_FLIGHT_REQUESTS
             or self._in_flight_bytes >= MAX_IN_FLIGHT_BYTES
@@ -234,8 +287,10 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._reading_paused = pause
             if pause:
                 self._transport.pause_reading()
+                self._read_control.paused()
             else:
                 self._transport.resume_reading()
+                self._read_control.resumed()
 
     def _arm_idle_timer(self, delay_s: float) -> None:
         self._idle_timer = self._loop.call_later(delay_s, self._check_idle)
@@ -254,10 +309,21 @@ class ClientConnection(asyncio.BufferedProtocol):
             return
         self._arm_idle_timer(max_idle_s if busy else max_idle_s - idle_s)
 
+    def _close_unauthenticated(self, message: str) -> None:
+        if self._closing:
+            return
+        logger.warning("%s: closing connection: %s", self.peer, message)
+        self._metrics.closed_connections.labels("unauthenticated").inc()
+        self._closing = True
+        self._transport.abort()
+
     def _close_for(self, error: FrameError) -> None:
         """The stream cannot be framed any more: log it once and drop the connection."""
         logger.warning("%s: closing connection: %s", self.peer, error.message)
         self._metrics.closed_connections.labels("bad_frame").inc()
+        self._abort()
+
+    def _abort(self) -> None:
         self._closing = True
         self._transport.abort()
 

@@ -20,6 +20,11 @@ class GroupCommit:
     waiting is answered by it; producers arriving while it runs are covered by the next one,
     started as soon as it ends. However many producers wait, the partition costs one fsync per
     flush window, not one per request.
+
+    The flush also makes durable the directory entries of the partition's files created since
+    the last one (``Log.flush``): the first acks=all append into a new segment is answered only
+    once the segment's name survives a power cut, for one directory fsync per roll, shared here
+    like the segments' own.
     """
 
     def __init__(

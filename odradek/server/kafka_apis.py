@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import fields
 from typing import Any
 
-from odradek.errors import error_name_for
+from odradek.errors import IllegalSaslStateError, SaslAuthenticationFailedError, error_name_for
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.api_versions import ApiVersionsResponse
+from odradek.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from odradek.protocol.schema import Message
 from odradek.server.admin_manager import AdminManager
+from odradek.server.api_authorization import ApiAuthorization
+from odradek.server.authorizer import Authorizer
+from odradek.server.group_request_handlers import GroupRequestHandlers
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.producer_id_manager import ProducerIdManager
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
+from odradek.server.sasl_authenticator import SaslAuthenticator
 
 Handler = Callable[[Any, RequestContext], Awaitable[Message | None]]
 
@@ -29,8 +40,11 @@ class KafkaApis:
         api_versions: ApiVersionsResponse,
         metrics: BrokerMetrics,
         producer_ids: ProducerIdManager,
+        groups: GroupRequestHandlers,
+        authorizer: Authorizer | None = None,
     ) -> None:
         self._metrics = metrics
+        self._authorization = ApiAuthorization(authorizer or Authorizer())
         self._api_versions = api_versions
         replicas, admin = replica_manager, admin_manager
         self._handlers: dict[ApiKey, Handler] = {
@@ -49,20 +63,53 @@ class KafkaApis:
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: lambda request, _: admin.describe_topic_partitions(
                 request
             ),
+            ApiKey.FIND_COORDINATOR: groups.find_coordinator,
+            ApiKey.JOIN_GROUP: groups.join_group,
+            ApiKey.SYNC_GROUP: groups.sync_group,
+            ApiKey.HEARTBEAT: groups.heartbeat,
+            ApiKey.LEAVE_GROUP: groups.leave_group,
+            ApiKey.OFFSET_COMMIT: groups.offset_commit,
+            ApiKey.OFFSET_FETCH: groups.offset_fetch,
+            ApiKey.LIST_GROUPS: groups.list_groups,
+            ApiKey.DESCRIBE_GROUPS: groups.describe_groups,
+            ApiKey.DELETE_GROUPS: groups.delete_groups,
+            ApiKey.OFFSET_DELETE: groups.offset_delete,
+            ApiKey.SASL_HANDSHAKE: self._sasl_handshake,
+            ApiKey.SASL_AUTHENTICATE: self._sasl_authenticate,
         }
 
     async def handle(self, context: RequestContext, request: Message) -> Message | None:
         """The response to ``request`` (None when the request wants none: acks=0).
 
-        Raises a KafkaError when the request fails as a whole.
+        Raises a KafkaError when the request fails as a whole. Entries the request's
+        principal may not touch are refused first (ApiAuthorization).
         """
-        response = await self._handlers[context.api_key](request, context)
+        handler = self._handlers[context.api_key]
+        response = await self._authorization.handle(context.api_key, handler, request, context)
         if response is not None:
             self._count_entry_errors(context.api_key, response)
         return response
 
     async def _api_versions_response(self, _request: Message, _context: RequestContext) -> Message:
         return self._api_versions
+
+    async def _sasl_handshake(
+        self, request: SaslHandshakeRequest, context: RequestContext
+    ) -> SaslHandshakeResponse:
+        authenticator = _authenticator(context)
+        authenticator.handshake(request.mechanism, 1)
+        return SaslHandshakeResponse(tuple(authenticator.mechanisms))
+
+    async def _sasl_authenticate(
+        self, request: SaslAuthenticateRequest, context: RequestContext
+    ) -> SaslAuthenticateResponse:
+        authenticator = _authenticator(context)
+        try:
+            token = await authenticator.authenticate(request.token.encode("utf-8"))
+        except SaslAuthenticationFailedError:
+            await asyncio.sleep(authenticator.failure_delay_s)
+            raise
+        return SaslAuthenticateResponse(token.decode("utf-8"))
 
     def _count_entry_errors(self, api_key: ApiKey, response: Message) -> None:
         """Count the per-topic and per-partition errors of ``response``."""
@@ -75,3 +122,10 @@ class KafkaApis:
                 if code:
                     counter = self._metrics.partition_errors
                     counter.labels(api_key.display_name, error_name_for(code)).inc()
+
+
+def _authenticator(context: RequestContext) -> SaslAuthenticator:
+    session = context.session
+    if session is None or session.authenticator is None:
+        raise IllegalSaslStateError("this listener does not use SASL")
+    return session.authenticator

@@ -17,6 +17,7 @@ from odradek.protocol.configs import (
     DescribeConfigsRequest,
 )
 from odradek.protocol.kafka import api_versions as apis
+from odradek.server.authorizer import Authorizer
 from odradek.server.kafka_request import CallApis, KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext
 
@@ -33,7 +34,14 @@ CONFIG_TYPE_CODES = {"boolean": 1, "string": 2, "int": 3, "long": 5, "double": 6
 class KafkaConfigRequests:
     """The config APIs of Kafka's protocol."""
 
-    def __init__(self, call: CallApis, broker_config: BrokerConfig, node_id: int) -> None:
+    def __init__(
+        self,
+        call: CallApis,
+        broker_config: BrokerConfig,
+        node_id: int,
+        authorizer: Authorizer | None = None,
+    ) -> None:
+        self._authorizer = authorizer or Authorizer()
         self._call = call
         self._broker_config = broker_config
         self._node_id = node_id
@@ -52,7 +60,18 @@ class KafkaConfigRequests:
             name = resource["resource_name"]
             kind = resource["resource_type"]
             if kind == BROKER_RESOURCE:
-                results.append(self._broker_configs(resource, body))
+                denial = self._authorizer.cluster_denial(context, "DescribeConfigs")
+                results.append(
+                    self._broker_configs(resource, body)
+                    if denial is None
+                    else {
+                        "error_code": denial.code,
+                        "error_message": denial.message,
+                        "resource_type": kind,
+                        "resource_name": name,
+                        "configs": [],
+                    }
+                )
                 continue
             if kind != TOPIC_RESOURCE:
                 results.append(_unsupported_resource(resource))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
 from odradek.config.broker_config import BrokerConfig
@@ -19,6 +20,7 @@ from odradek.errors import (
     InvalidRequestError,
     InvalidRequiredAcksError,
     KafkaError,
+    TopicAuthorizationFailedError,
     UnsupportedVersionError,
 )
 from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
@@ -57,15 +59,20 @@ from odradek.protocol.metadata import MetadataRequest
 from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
 from odradek.protocol.schema import Message
 from odradek.server.admin_manager import AdminManager
+from odradek.server.authorizer import Authorizer
+from odradek.server.kafka_acl_requests import KafkaAclRequests
 from odradek.server.kafka_apis import KafkaApis
 from odradek.server.kafka_config_requests import KafkaConfigRequests
 from odradek.server.kafka_request import KafkaHandler, KafkaRequest
+from odradek.server.kafka_security_requests import KafkaSecurityRequests
 from odradek.server.kafka_topic_requests import KafkaTopicRequests
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
+from odradek.server.session import Session
 from odradek.server.topic_ids import TopicIds
 
 UNSUPPORTED_VERSION = UnsupportedVersionError.code
+TOPIC_AUTHORIZATION_FAILED = TopicAuthorizationFailedError.code
 INVALID_REQUEST = InvalidRequestError.code
 FETCH_SESSION_ID_NOT_FOUND = 70
 COORDINATOR_NOT_AVAILABLE = 15
@@ -89,7 +96,10 @@ class KafkaRequestHandler:
         topic_ids: TopicIds,
         broker_config: BrokerConfig,
         node_id: int,
-        advertised: Callable[[], tuple[str, int]],
+        advertised: Callable[[str | None], tuple[str, int]],
+        security: KafkaSecurityRequests | None = None,
+        authorizer: Authorizer | None = None,
+        executor: Executor | None = None,
     ) -> None:
         self._apis = kafka_apis
         self._replicas = replica_manager
@@ -98,9 +108,13 @@ class KafkaRequestHandler:
         self._broker_config = broker_config
         self._node_id = node_id
         self._advertised = advertised
+        self._authorizer = authorizer or Authorizer()
+        executor = executor or ThreadPoolExecutor(1, thread_name_prefix="odradek-acls")
         self._handlers: dict[int, KafkaHandler] = {
+            **(security.handlers() if security is not None else {}),
+            **KafkaAclRequests(self._authorizer, executor).handlers(),
             **KafkaTopicRequests(self._call, topic_ids).handlers(),
-            **KafkaConfigRequests(self._call, broker_config, node_id).handlers(),
+            **KafkaConfigRequests(self._call, broker_config, node_id, self._authorizer).handlers(),
             apis.API_VERSIONS: self._api_versions,
             apis.METADATA: self._metadata,
             apis.PRODUCE: self._produce,
@@ -150,8 +164,11 @@ class KafkaRequestHandler:
 
     # --- answering ---------------------------------------------------------------------------
 
-    async def handle(self, peer: str, request: KafkaRequest) -> list[Payload] | None:
-        """The response frame, or None when the request wants none (acks=0)."""
+    async def handle(
+        self, peer: str, request: KafkaRequest, session: Session | None = None
+    ) -> list[Payload] | None:
+        """The response frame, or None when the request wants none (acks=0). ``session``
+        says who sent it (principal, listener) for authorization."""
         if request.refusal is not None:  # ApiVersions of an unknown version: v0, full list
             body = self._api_versions_body(request.refusal.code)
             return self._frame(request, body, version=0)
@@ -160,6 +177,7 @@ class KafkaRequestHandler:
             RequestHeader(
                 request.api_key, request.api_version, request.correlation_id, request.client_id
             ),
+            session,
         )
         body = await self._handlers[request.api_key](request, context)
         if body is None:
@@ -173,7 +191,7 @@ class KafkaRequestHandler:
         own = RequestHeader(
             message.api_key, header.api_version, header.correlation_id, header.client_id
         )
-        return await self._apis.handle(RequestContext(context.peer, own), message)
+        return await self._apis.handle(RequestContext(context.peer, own, context.session), message)
 
     def _frame(
         self, request: KafkaRequest, body: dict[str, Any], version: int | None = None
@@ -202,8 +220,9 @@ class KafkaRequestHandler:
     async def _api_versions(self, request: KafkaRequest, _context: RequestContext) -> dict:
         return self._api_versions_body()
 
-    def _broker(self) -> dict[str, Any]:
-        host, port = self._advertised()
+    def _broker(self, context: RequestContext | None = None) -> dict[str, Any]:
+        session = context.session if context is not None else None
+        host, port = self._advertised(session.listener.listener_name if session else None)
         return {"node_id": self._node_id, "broker_id": self._node_id, "host": host, "port": port}
 
     async def _metadata(self, request: KafkaRequest, context: RequestContext) -> dict:
@@ -244,17 +263,17 @@ class KafkaRequestHandler:
                 }
             )
         return {
-            "brokers": [self._broker()],
+            "brokers": [self._broker(context)],
             "cluster_id": response.cluster_id,
             "controller_id": self._node_id,
             "topics": topic_entries,
         }
 
-    async def _describe_cluster(self, request: KafkaRequest, _context: RequestContext) -> dict:
+    async def _describe_cluster(self, request: KafkaRequest, context: RequestContext) -> dict:
         return {
             "cluster_id": self._admin.cluster_id,
             "controller_id": self._node_id,
-            "brokers": [self._broker()],
+            "brokers": [self._broker(context)],
         }
 
     async def _find_coordinator(self, request: KafkaRequest, _context: RequestContext) -> dict:
@@ -412,7 +431,7 @@ class KafkaRequestHandler:
                 p.last_stable_offset,
                 p.log_start_offset,
             )
-            if p.error:
+            if p.error and p.error != TOPIC_AUTHORIZATION_FAILED:
                 high_watermark, last_stable, log_start = self._offsets(p.topic, p.partition)
             entry = {
                 "partition_index": p.partition,
@@ -448,8 +467,12 @@ class KafkaRequestHandler:
                 timestamp = partition["timestamp"]
                 index = len(wanted) + len(special)
                 if timestamp == MAX_TIMESTAMP:
-                    special[index] = self._max_timestamp(
-                        topic["name"], partition["partition_index"]
+                    # Read here, not through KafkaApis: authorized here too.
+                    denial = self._authorizer.topic_denial(context, "Describe", topic["name"])
+                    special[index] = (
+                        {"partition_index": partition["partition_index"], "error_code": denial.code}
+                        if denial is not None
+                        else self._max_timestamp(topic["name"], partition["partition_index"])
                     )
                 elif timestamp < MAX_TIMESTAMP:
                     special[index] = {

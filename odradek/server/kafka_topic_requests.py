@@ -65,7 +65,8 @@ class KafkaTopicRequests:
             results.append(None)
         if creatable:
             response = await self._call(
-                context, CreateTopicsRequest(tuple(creatable), body["validate_only"])
+                context,
+                CreateTopicsRequest(tuple(creatable), body["validate_only"], body["timeout"]),
             )
             if not body["validate_only"]:
                 await self._topic_ids.ensure(
@@ -132,7 +133,8 @@ class KafkaTopicRequests:
             results.append(None)
         if counts:
             response = await self._call(
-                context, CreatePartitionsRequest(tuple(counts), body["validate_only"])
+                context,
+                CreatePartitionsRequest(tuple(counts), body["validate_only"], body["timeout"]),
             )
             grown = iter(response.topics)
             for index, result in enumerate(results):

@@ -28,8 +28,16 @@ class LogReadResult:
         """The partition's entry in the fetch response; its records go out with sendfile."""
         request = self.request
         if self.error is not None:
+            # The offsets go with an error too (OFFSET_OUT_OF_RANGE): clients read the valid
+            # range from them, not from the message.
+            known = self.partition is not None
             return FetchPartitionResponse(
-                request.topic, request.partition, self.error.code, self.error.message
+                request.topic,
+                request.partition,
+                self.error.code,
+                self.error.message,
+                high_watermark=self.partition.log.high_watermark if known else -1,
+                log_start_offset=self.partition.log.log_start_offset if known else -1,
             )
         log = self.partition.log
         high_watermark = log.high_watermark

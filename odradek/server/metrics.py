@@ -97,6 +97,12 @@ class BrokerMetrics:
         self.open_connections = Gauge(
             "odradek_open_connections", "Client connections open now.", registry=registry
         )
+        self.request_memory = Gauge(
+            "odradek_request_memory_bytes",
+            "Memory reserved now for requests being received or handled; at "
+            "queued.max.request.bytes the broker stops reading sockets.",
+            registry=registry,
+        )
         self.rejected_connections = Counter(
             "odradek_rejected_connections",
             "Connections closed at accept because max.connections were open.",

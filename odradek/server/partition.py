@@ -8,6 +8,7 @@ from concurrent.futures import Executor
 
 from odradek.errors import KafkaError
 from odradek.protocol.produce import Acks
+from odradek.record.record_batch import decompresses_within
 from odradek.server.group_commit import GroupCommit
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log import Log
@@ -21,6 +22,16 @@ OffsetsMoved = Callable[[TopicPartition], None]
 INLINE_APPEND_MAX_BYTES = 64 * 1024
 """Appends up to this size run on the event loop (cheaper than a hop to a thread); larger
 ones, whose write to the page cache takes milliseconds, run on the append threads."""
+INLINE_DECOMPRESSED_MAX_BYTES = 128 * 1024
+"""So do appends whose compressed batches expand past this: validating them may mean
+decompressing up to max.message.bytes x message.decompression.max.ratio, tens of
+milliseconds. Found by decompressing no further than this, a fraction of a millisecond."""
+
+
+def _runs_inline(records: bytes | memoryview) -> bool:
+    return len(records) <= INLINE_APPEND_MAX_BYTES and decompresses_within(
+        records, INLINE_DECOMPRESSED_MAX_BYTES
+    )
 
 
 class Partition:
@@ -55,12 +66,13 @@ class Partition:
         Log's Kafka error when they are refused (nothing of them is written then).
 
         A small append with none queued ahead is done before this returns; the others queue
-        behind the last one and run in turn, large ones on an append thread. A queued append
-        runs to its end even if its caller is cancelled (the connection went away), so the
-        high watermark still follows it and the appends behind it keep their order.
+        behind the last one and run in turn, large ones (or ones that decompress to much) on
+        an append thread. A queued append runs to its end even if its caller is cancelled (the
+        connection went away), so the high watermark still follows it and the appends behind
+        it keep their order.
         """
         loop = asyncio.get_running_loop()
-        if self._last_append is None and len(records) <= INLINE_APPEND_MAX_BYTES:
+        if self._last_append is None and _runs_inline(records):
             done = loop.create_future()
             try:
                 done.set_result(self._append_now(records, acks))
@@ -80,7 +92,7 @@ class Partition:
     ) -> LogAppendInfo:
         if previous is not None:
             await asyncio.wait([previous])
-        if len(records) <= INLINE_APPEND_MAX_BYTES:
+        if _runs_inline(records):
             return self._append_now(records, acks)
         loop = asyncio.get_running_loop()
         info = await loop.run_in_executor(self._append_executor, self.log.append, records)

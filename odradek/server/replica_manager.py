@@ -15,7 +15,13 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import TypeVar
 
-from odradek.errors import KafkaError, KafkaStorageError, RequestTimedOutError, error_code_for
+from odradek.errors import (
+    InvalidTopicError,
+    KafkaError,
+    KafkaStorageError,
+    RequestTimedOutError,
+    error_code_for,
+)
 from odradek.protocol.delete_records import (
     HIGH_WATERMARK_OFFSET,
     DeleteRecordsPartition,
@@ -55,6 +61,10 @@ from odradek.topic_partition import TopicPartition, validate_topic_name
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+"""Topics only the broker writes (clients may read them): Produce to them is refused with
+INVALID_TOPIC_EXCEPTION, as Kafka does."""
 
 
 class ReplicaManager:
@@ -141,6 +151,8 @@ class ReplicaManager:
         self, data: ProducePartitionData, acks: Acks
     ) -> tuple[Partition | None, asyncio.Future[LogAppendInfo]]:
         try:
+            if data.topic in INTERNAL_TOPICS:
+                raise InvalidTopicError(f"cannot append to internal topic {data.topic}")
             partition = self.partition(data.topic, data.partition)
         except KafkaError as error:
             failed = asyncio.get_running_loop().create_future()
@@ -257,6 +269,7 @@ class ReplicaManager:
     async def _read_partition(
         self, entry: FetchPartition, isolation: FetchIsolation, max_bytes: int, min_one: bool
     ) -> LogReadResult:
+        partition = None
         try:
             partition = self.partition(entry.topic, entry.partition)
             log = partition.log
@@ -267,9 +280,11 @@ class ReplicaManager:
             else:
                 info = log.read(entry.fetch_offset, max_bytes, isolation, min_one)
         except KafkaError as error:
-            return LogReadResult(entry, error=error)
+            return LogReadResult(entry, partition, error=error)
         except OSError as error:
-            return LogReadResult(entry, error=_read_error(entry.topic, entry.partition, error))
+            return LogReadResult(
+                entry, partition, error=_read_error(entry.topic, entry.partition, error)
+            )
         return LogReadResult(entry, partition, info)
 
     # --- list offsets, delete records --------------------------------------------------------

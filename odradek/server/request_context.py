@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.header import RequestHeader
 
+if TYPE_CHECKING:
+    from odradek.server.session import Session
+
 
 @dataclass(frozen=True)
 class RequestContext:
-    """The peer address and envelope of a request being handled."""
+    """The peer address and envelope of a request being handled, and its connection's
+    session (listener and principal; None in tests that call handlers directly)."""
 
     peer: str
     header: RequestHeader
+    session: Session | None = field(default=None, compare=False)
 
     @property
     def api_key(self) -> ApiKey:

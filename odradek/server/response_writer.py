@@ -135,9 +135,12 @@ class ResponseWriter:
         self._metrics.bytes_out.inc(length)
 
     def _sendfile_sender(self) -> SendfileSender | None:
-        """The sender on this connection's socket; None when the transport has no socket, or
-        when the process is out of descriptors for its duplicate (the region is copied then,
-        and the next one tries again)."""
+        """The sender on this connection's socket; None when the transport is TLS (sendfile
+        would put the file's bytes on the socket unencrypted), has no socket, or when the
+        process is out of descriptors for its duplicate (the region is copied then, and the
+        next one tries again)."""
+        if self._transport.get_extra_info("ssl_object") is not None:
+            return None
         if self._sender is None:
             sock = self._transport.get_extra_info("socket")
             if sock is not None:

@@ -86,9 +86,7 @@ class SendfileSender:
     ) -> int | None:
         """``_sendfile`` on a thread. The thread's task holds ``region`` (and so its file's
         descriptor, see FileSlice) until it returns, even if this send is cancelled first."""
-        in_thread = self._executor.submit(
-            self._sendfile_region, self._fd, region, position, count
-        )
+        in_thread = self._executor.submit(self._sendfile_region, self._fd, region, position, count)
         self._in_thread = in_thread
         return await asyncio.wrap_future(in_thread)
 

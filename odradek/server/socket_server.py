@@ -4,23 +4,34 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
+from collections.abc import Callable
 from concurrent.futures import Executor
+from functools import partial
 
+from odradek.config.listeners import EndPoint
 from odradek.server.client_connection import ClientConnection, ConnectionSettings
 from odradek.server.kafka_apis import KafkaApis
 from odradek.server.kafka_connection import KafkaConnection
 from odradek.server.kafka_request_handler import KafkaRequestHandler
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.protocol_detector import ProtocolDetector, WireProtocol
+from odradek.server.request_memory_pool import RequestMemoryPool
+from odradek.server.sasl_authenticator import SaslAuthenticator
+from odradek.server.session import Session
 
 logger = logging.getLogger(__name__)
 
 LISTEN_BACKLOG = 1024
 
 
+AuthenticatorFactory = Callable[[], SaslAuthenticator]
+
+
 class SocketServer:
-    """Accepts connections (at most ``max_connections`` open at once) and closes them all,
-    gracefully, at shutdown."""
+    """Accepts connections on every listener (at most ``max_connections`` open at once over
+    all of them) and closes them all, gracefully, at shutdown. The connections share one
+    request memory pool (``queued.max.request.bytes``)."""
 
     def __init__(
         self,
@@ -28,35 +39,54 @@ class SocketServer:
         max_connections: int,
         metrics: BrokerMetrics,
         executor: Executor,
+        sasl_max_receive_bytes: int = 524288,
     ) -> None:
         self._settings = settings
         self._max_connections = max_connections
         self._metrics = metrics
         self._executor = executor
-        self._server: asyncio.Server | None = None
+        self._sasl_max_receive_bytes = sasl_max_receive_bytes
+        self._servers: list[asyncio.Server] = []
         self._apis: KafkaApis | None = None
         self._kafka_handler: KafkaRequestHandler | None = None
         self._connections: set[ClientConnection] = set()
+        queued = settings.queued_max_request_bytes
+        self.memory_pool = RequestMemoryPool(None if queued == -1 else queued)
+        metrics.request_memory.set_function(lambda: self.memory_pool.reserved)
 
-    async def bind(self, host: str, port: int) -> int:
-        """Listen on ``host:port`` (0: any free port) without accepting yet; return the port."""
+    async def bind(
+        self,
+        endpoint: EndPoint,
+        ssl_context: ssl.SSLContext | None = None,
+        authenticator: AuthenticatorFactory | None = None,
+        ssl_handshake_timeout_s: float | None = None,
+    ) -> int:
+        """Listen on ``endpoint`` (port 0: any free port) without accepting yet; return the
+        port. TLS listeners get ``ssl_context``; SASL listeners authenticate each connection
+        with a fresh ``authenticator()``."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            self._new_connection,
-            host,
-            port,
+        tls = {}
+        if ssl_context is not None:
+            tls = {"ssl": ssl_context, "ssl_handshake_timeout": ssl_handshake_timeout_s}
+        server = await loop.create_server(
+            partial(self._new_connection, endpoint, authenticator),
+            endpoint.host or None,
+            endpoint.port,
             backlog=LISTEN_BACKLOG,
             reuse_address=True,
             start_serving=False,
+            **tls,
         )
-        return self._server.sockets[0].getsockname()[1]
+        self._servers.append(server)
+        return server.sockets[0].getsockname()[1]
 
     async def start_serving(self, apis: KafkaApis, kafka_handler: KafkaRequestHandler) -> None:
         """Start accepting connections, answering their requests with ``apis`` (msgpack) or
         ``kafka_handler`` (Kafka's protocol)."""
         self._apis = apis
         self._kafka_handler = kafka_handler
-        await self._server.start_serving()
+        for server in self._servers:
+            await server.start_serving()
 
     @property
     def connection_count(self) -> int:
@@ -80,8 +110,8 @@ class SocketServer:
         self._metrics.open_connections.set(len(self._connections))
 
     def stop_accepting(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
 
     async def shutdown(self, timeout_s: float) -> None:
         """Stop accepting, then let every connection finish its requests and close."""
@@ -89,23 +119,48 @@ class SocketServer:
         connections = list(self._connections)
         if connections:
             await asyncio.gather(*(c.shutdown(timeout_s) for c in connections))
-        if self._server is not None:
-            await self._server.wait_closed()
+        for server in self._servers:
+            await server.wait_closed()
 
-    def _new_connection(self) -> asyncio.BufferedProtocol:
+    def _new_connection(
+        self, endpoint: EndPoint, authenticator: AuthenticatorFactory | None
+    ) -> asyncio.BufferedProtocol:
         # --- protocol detection hook: the first bytes pick the connection type (msgpack or
         # Kafka); see odradek/server/protocol_detector.py.
+        # --- security hook: each connection's Session carries its listener and, on a SASL
+        # listener, the authenticator that gates its requests until it has authenticated.
+        session = Session(endpoint, authenticator=authenticator() if authenticator else None)
+        factories = {
+            WireProtocol.KAFKA: lambda: KafkaConnection(
+                self._kafka_handler,
+                self._settings,
+                self,
+                self._metrics,
+                self._executor,
+                self.memory_pool,
+                session,
+            ),
+        }
+        factories[WireProtocol.MSGPACK] = lambda: ClientConnection(
+            self._apis,
+            self._settings,
+            self,
+            self._metrics,
+            self._executor,
+            self.memory_pool,
+            session,
+        )
+        max_request_bytes = self._settings.max_request_bytes
+        idle_timeout_ms = self._settings.max_idle_ms
+        if session.authenticator is not None:
+            max_request_bytes = min(max_request_bytes, self._sasl_max_receive_bytes)
+            idle_timeout_ms = min(idle_timeout_ms, int(session.authenticator.timeout_s * 1000))
         return ProtocolDetector(
-            {
-                WireProtocol.MSGPACK: lambda: ClientConnection(
-                    self._apis, self._settings, self, self._metrics, self._executor
-                ),
-                WireProtocol.KAFKA: lambda: KafkaConnection(
-                    self._kafka_handler, self._settings, self, self._metrics, self._executor
-                ),
-            },
-            self._settings.max_request_bytes,
-            self._settings.max_idle_ms / 1000,
+            factories,
+            max_request_bytes,
+            idle_timeout_ms,
+            self._settings.request_timeout_ms,
             self,
             self._metrics.closed_connections.labels("unknown_protocol").inc,
+            self._metrics.closed_connections.labels("request_timeout").inc,
         )

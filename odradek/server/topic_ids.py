@@ -29,19 +29,17 @@ class TopicIds:
         self._log_manager = log_manager
         self._executor = executor
         self._ids: dict[str, uuid.UUID] = {}
+        self._names: dict[uuid.UUID, str] = {}  # the reverse of _ids: a lookup by id is O(1)
         self._partition_counts: dict[str, int] = {}
 
     def get(self, topic: str) -> uuid.UUID | None:
         return self._ids.get(topic)
 
     def name_of(self, topic_id: uuid.UUID | None) -> str | None:
-        for name, known in self._ids.items():
-            if known == topic_id:
-                return name
-        return None
+        return self._names.get(topic_id)
 
     def forget(self, topic: str) -> None:
-        self._ids.pop(topic, None)
+        self._names.pop(self._ids.pop(topic, None), None)
         self._partition_counts.pop(topic, None)
 
     async def ensure(self, partition_counts: Mapping[str, int | None]) -> None:
@@ -78,5 +76,7 @@ class TopicIds:
                         write_topic_id(directory, topic_id)
                     except OSError as error:
                         logger.warning("[%s] cannot write its topic id: %s", directory.name, error)
+            self._names.pop(self._ids.get(topic), None)  # a topic recreated under its name
             self._ids[topic] = topic_id
+            self._names[topic_id] = topic
             self._partition_counts[topic] = len(partitions)

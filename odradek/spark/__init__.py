@@ -17,9 +17,26 @@ from odradek.spark.record_sender import RecordRejectedError
 from odradek.spark.schema import SCHEMA, SCHEMA_WITH_HEADERS
 
 
-def register(spark: SparkSession) -> None:
-    """Make the ``odradek`` format known to ``spark``."""
+def register(spark: SparkSession) -> bool:
+    """Make the ``odradek`` format known to ``spark``, unless it already is (found through
+    ``pyspark_odradek``, or registered before): registering it again would replace it, and
+    Spark warns "The data source odradek replaced a statically registered data source" on
+    every run. True when this call registered it."""
+    if is_registered(spark):
+        return False
     spark.dataSource.register(OdradekDataSource)
+    return True
+
+
+def is_registered(spark: SparkSession) -> bool:
+    """Whether ``spark`` knows the ``odradek`` format (asking its data source manager, which
+    looks the static ones up on first use). False where the session has no JVM of its own
+    (Spark Connect): registering there is the only way to know it is there."""
+    try:
+        manager = spark._jsparkSession.sessionState().dataSourceManager()
+    except AttributeError:
+        return False
+    return bool(manager.dataSourceExists(OdradekDataSource.name()))
 
 
 __all__ = [
@@ -28,5 +45,6 @@ __all__ = [
     "DataLossError",
     "OdradekDataSource",
     "RecordRejectedError",
+    "is_registered",
     "register",
 ]

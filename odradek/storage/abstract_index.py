@@ -398,12 +398,13 @@ class AbstractIndex(ABC):
 
     def _current_map(self) -> mmap.mmap | None:
         """The map (None for an empty file), mapped again if it was evicted; raises once the
-        index is closed."""
-        self._check_open()
+        index is closed (a closed index holds no map)."""
         index_map = self._mmap
         if index_map is not None:
             IDLE_FILES.touch(self)
-        elif self._length:
+            return index_map
+        self._check_open()
+        if self._length:
             index_map = self._map_file("r+b" if self._writable else "rb")
         return index_map
 

@@ -26,7 +26,8 @@ class CleaningControl(Protocol):
         """Let the cleaner work on ``tps`` again."""
 
     def abort_cleaning(self, tp: TopicPartition) -> None:
-        """Stop any cleaning of ``tp`` and forget it (its topic is being deleted)."""
+        """Stop any cleaning of ``tp`` and forget it, its ``cleaner-offset-checkpoint`` entry
+        included (its topic is being deleted; the cleaner owns that file)."""
 
     def handle_log_dir_failure(self, log_dir: Path) -> None:
         """Drop the cleaner's state for the logs of a failed directory."""

@@ -66,7 +66,17 @@ class IdleFileCache:
         return file in self._files
 
     def touch(self, file: IdleFile) -> None:
-        """``file`` was just used (and is open): make it the most recent."""
+        """``file`` was just used (and is open): make it the most recent.
+
+        A file already cached (an active segment's index, on every index entry) is moved
+        without the lock: ``move_to_end`` is one step under the GIL, and a file evicted
+        meanwhile raises KeyError and is added back below, as it would be after the lock.
+        """
+        try:
+            self._files.move_to_end(file)
+            return
+        except KeyError:
+            pass
         with self._lock:
             files = self._files
             if file in files:

@@ -22,7 +22,7 @@ from odradek.errors import (
 )
 from odradek.record.record_batch import PRODUCER_ID_OFFSET
 from odradek.storage import log_file_names as names
-from odradek.storage.atomic_file import fsync_directory, write_atomically
+from odradek.storage.atomic_file import fsync_directory, fsync_file_if_exists, write_atomically
 from odradek.storage.fetch_data_info import FetchDataInfo, FetchIsolation
 from odradek.storage.file_records import TimestampAndOffset
 from odradek.storage.leader_epoch_file_cache import EpochEntry, LeaderEpochFileCache
@@ -90,6 +90,15 @@ class Log:
         self._load_summary = offsets
         self._high_watermark = LogOffsetMetadata(self._log_start_offset)
         self._last_flush_ms = clock.milliseconds()
+        # Durability point: changes to ``dir``'s entries (the files loading created, a roll's
+        # new segment, ``.deleted`` renames) are counted, and the count the last completed
+        # fsync of ``dir`` covered is kept. A flush fsyncs the directory if they differ before
+        # it moves the recovery point, so an acks=all append into a new segment is answered
+        # only once the segment's name is durable, inside the group commit it already waits
+        # for; the flush a roll schedules usually does it first.
+        self._directory_changes = 1
+        self._directory_synced = 0
+        self._directory_sync_lock = threading.Lock()
         self.io_error_handler: IoErrorHandler | None = None
         self._closed = False
         self.producer_state = producer_state or ProducerStateManager(directory, directory.name)
@@ -122,7 +131,10 @@ class Log:
 
         ``high_watermark`` is the checkpointed value; None means "up to the log end".
         """
-        directory.mkdir(parents=True, exist_ok=True)
+        if not directory.is_dir():
+            directory.mkdir(parents=True, exist_ok=True)
+            # Durability point: the partition directory's entry in its log directory.
+            fsync_directory(directory.parent)
         segments = LogSegments()
         offsets = LogLoader(
             directory,
@@ -427,6 +439,7 @@ class Log:
                 segment.delete_if_exists()
                 raise
             self._segments.add(segment)
+            self._directory_changes += 1  # durability point: the new segment's files
             self._update_log_end_offset(new_offset)
             logger.info(
                 "[%s] rolled new log segment at offset %d", self.topic_partition, new_offset
@@ -439,11 +452,15 @@ class Log:
             return segment
 
     def _flush_rolled_segment(self, rolled: LogSegment, new_offset: int, snapshot: bytes) -> None:
-        """After a roll: make the segment that stopped taking writes durable, indexes included
-        (an acks=all flush may have moved the recovery point past it without its indexes),
-        then the producer snapshot taken at the roll."""
+        """After a roll: make the new segment's names durable first (the next acks=all flush
+        waits for that), then the segment that stopped taking writes, indexes included (an
+        acks=all flush may have moved the recovery point past it without its indexes), then
+        the producer snapshot taken at the roll."""
+        if self._closed:
+            return
         try:
             with LOG_FLUSH_SECONDS.time():
+                self._sync_directory()
                 rolled.flush()
         except OSError as error:
             raise self._storage_error("flush", error) from error
@@ -518,8 +535,8 @@ class Log:
             or segment is None
         ):
             raise OffsetOutOfRangeError(
-                f"offset {start_offset} is out of range for partition {self.topic_partition}: "
-                f"the valid range is [{log_start_offset}, {end_metadata.message_offset}]"
+                f"offset {start_offset} of {self.topic_partition} is out of range "
+                f"[{log_start_offset}, {end_metadata.message_offset}]"
             )
         if start_offset == max_metadata.message_offset:
             return FetchDataInfo(max_metadata, None)
@@ -657,7 +674,8 @@ class Log:
         truncations = self._truncations  # before the log end: a truncation moves both
         end = self.log_end_offset
         offset = end if offset is None else min(offset, end)
-        if self._closed or offset <= self._recovery_point:
+        directory_synced = self._directory_synced >= self._directory_changes
+        if self._closed or (offset <= self._recovery_point and directory_synced):
             return
         to_flush = self._segments.values_between(self._recovery_point, offset)
         try:
@@ -669,12 +687,31 @@ class Log:
                     following = self._segments.higher_segment(segment.base_offset)
                     wholly_below = following is not None and following.base_offset <= offset
                     segment.flush(include_indexes=wholly_below)
+                self._sync_directory()
         except OSError as error:
             raise self._storage_error("flush", error) from error
         with self._recovery_point_lock:
             if self._truncations == truncations and offset > self._recovery_point:
                 self._recovery_point = offset
             self._last_flush_ms = self._clock.milliseconds()
+
+    def _sync_directory(self) -> None:
+        """fsync ``dir`` unless a completed fsync covers every change to its entries so far.
+        A caller finding one in progress waits for it rather than taking it as done."""
+        target = self._directory_changes
+        if self._directory_synced >= target:
+            return
+        with self._directory_sync_lock:
+            if self._directory_synced >= target:
+                return
+            covered = self._directory_changes
+            try:
+                fsync_directory(self.dir)
+            except FileNotFoundError:
+                if self.dir.exists():
+                    raise
+                return  # renamed for deletion meanwhile: nothing in it has to last
+            self._directory_synced = covered
 
     # --- retention (SPEC 10) -----------------------------------------------------------------
 
@@ -786,6 +823,7 @@ class Log:
                 reason,
             )
             segment.rename_for_deletion()
+        self._directory_changes += 1  # durability point: the ``.deleted`` renames
         self._scheduler.schedule(
             f"delete-segments-{self.topic_partition}",
             lambda: _delete_segment_files(segments),
@@ -867,6 +905,7 @@ class Log:
                 preallocate=self._config.preallocate,
             )
             self._segments.add(segment)
+            self._directory_changes += 1  # durability point: the new segment's files
             self._log_start_offset = new_offset
             self._note_truncation(new_offset)
             self._next_offset_metadata = LogOffsetMetadata(new_offset, new_offset, 0)
@@ -879,12 +918,15 @@ class Log:
 
     def close(self) -> None:
         """Write the producer snapshot at the log end and close every segment (trimming the
-        indexes). Flush first for durability."""
+        indexes). Flush first for durability.
+
+        Closing trims the active segment's files and adds its last time index entry; those
+        are fsynced here, since the clean-shutdown marker written after a close claims them.
+        """
         with self._lock:
-            if self._closed:
-                return
             try:
-                self.take_producer_snapshot()
+                if not self._closed:  # not after stop_flushes: the files moved
+                    self.take_producer_snapshot()
             except OSError as error:
                 logger.error(
                     "[%s] producer snapshot at close failed: %s; the next start-up rebuilds "
@@ -893,7 +935,22 @@ class Log:
                     error,
                 )
             self._closed = True
+            active = None if self._segments.is_empty else self._segments.active_segment
             self._segments.close()
+            if active is not None:
+                for path in (
+                    active.log.path,
+                    active.offset_index_path,
+                    active.time_index_path,
+                ):
+                    fsync_file_if_exists(path)
+            self._sync_directory()
+
+    def stop_flushes(self) -> None:
+        """The partition directory was renamed for deletion: flushes stop (a scheduled one
+        would look for its files under the old names and take the log directory offline);
+        reads in flight go on through the open files."""
+        self._closed = True
 
     def close_handlers(self) -> None:
         """Close file descriptors without trimming (the log is about to be deleted)."""

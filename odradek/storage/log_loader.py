@@ -268,6 +268,9 @@ class LogLoader:
             if truncated > 0:
                 truncated_bytes += truncated + self._delete_segments_after(segment)
                 break
+            if self._lost_tail_before_next(segment):
+                truncated_bytes += self._delete_segments_after(segment)
+                break
         if recovered:
             logger.info(
                 "[%s] recovered %d segments (%d bytes scanned, %d bytes truncated)",
@@ -277,6 +280,28 @@ class LogLoader:
                 truncated_bytes,
             )
         return recovered, scanned_bytes, truncated_bytes
+
+    def _lost_tail_before_next(self, segment: LogSegment) -> bool:
+        """Whether ``segment`` ends short of the next one's base offset in a log that
+        compaction never thins: a power cut took its unflushed tail, while pages of the next
+        segment the operating system had written back survived. Everything after the hole was
+        unflushed too (a flush syncs the segments in order), so recovery cuts it, keeping the
+        log a prefix of what was written. A compacted segment may end short legitimately."""
+        following = self.segments.higher_segment(segment.base_offset)
+        if following is None or self.config.compact:
+            return False
+        next_offset = segment.read_next_offset()
+        if next_offset >= following.base_offset:
+            return False
+        logger.warning(
+            "[%s] segment %d ends at offset %d, below the next segment's base offset %d: "
+            "its unflushed tail was lost; deleting the segments after it",
+            self._name,
+            segment.base_offset,
+            next_offset,
+            following.base_offset,
+        )
+        return True
 
     def _delete_segments_after(self, torn: LogSegment) -> int:
         """Delete every segment after ``torn``, which recovery cut; the bytes they held."""

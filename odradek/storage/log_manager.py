@@ -22,7 +22,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from operator import attrgetter
@@ -70,7 +70,6 @@ CLEAN_SHUTDOWN_FILE_NAME = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT_FILE = "replication-offset-checkpoint"
-CLEANER_OFFSET_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 # The offsets each log checkpoint file records, taken from the live Logs.
 LOG_CHECKPOINTS: dict[str, Callable[[Log], int]] = {
     RECOVERY_POINT_CHECKPOINT_FILE: attrgetter("recovery_point"),
@@ -107,7 +106,7 @@ class LogManager:
         self._checkpoint_files = {
             (log_dir, name): OffsetCheckpointFile(log_dir / name)
             for log_dir in self.log_dirs
-            for name in (*LOG_CHECKPOINTS, CLEANER_OFFSET_CHECKPOINT_FILE)
+            for name in LOG_CHECKPOINTS
         }
         self._logs: dict[TopicPartition, Log] = {}
         self._offline_partitions: dict[TopicPartition, Path] = {}
@@ -121,10 +120,8 @@ class LogManager:
         self._creations_in_flight = 0
         self._creations_done = threading.Condition(self._lock)
         self._checkpoint_lock = threading.Lock()  # a checkpoint snapshot and its write are one step
-        # Each directory's cleaner offsets, read from its file once: this is the file's only
-        # writer, so a cleaning run updates them without reading the file back (checkpoint lock).
-        self._cleaner_offsets: dict[Path, dict[TopicPartition, int]] = {}
         self.meta_properties: MetaProperties | None = None
+        self._new_log_dirs: frozenset[Path] = frozenset()  # without meta.properties at start-up
         self.load_summary: LogLoadSummary | None = None
         self.cleaner: CleaningControl | None = None
         self._starting = False
@@ -161,7 +158,7 @@ class LogManager:
         self._schedule_background_tasks()
 
     def _prepare_log_dirs(self) -> None:
-        self._for_each_online_dir("create", lambda d: d.mkdir(parents=True, exist_ok=True))
+        self._for_each_online_dir("create", _create_log_dir)
         for log_dir in self._online_dirs():
             try:
                 self._log_dir_locks.append(LogDirLock.acquire(log_dir))
@@ -170,6 +167,7 @@ class LogManager:
         stored = self._for_each_online_dir("read meta.properties of", MetaProperties.read)
         meta = MetaProperties.reconcile(stored, self._config.broker_id, self._config.cluster_id)
         fresh = [log_dir for log_dir, found in stored.items() if found is None]
+        self._new_log_dirs = frozenset(fresh)
         self._for_each_online_dir("write meta.properties to", meta.write, fresh)
         if not self._online_dirs():
             raise KafkaStorageError(
@@ -217,7 +215,11 @@ class LogManager:
         recovery_points, log_start_offsets, high_watermarks = (
             self._checkpoint_files[(log_dir, name)].read() for name in LOG_CHECKPOINTS
         )
-        logger.info("loading logs from %s (%s shutdown)", log_dir, "clean" if clean else "unclean")
+        if log_dir in self._new_log_dirs:
+            logger.info("loading logs from %s (a new log directory)", log_dir)
+        else:
+            state = "clean" if clean else "unclean"
+            logger.info("loading logs from %s (%s shutdown)", log_dir, state)
 
         def open_log(directory: Path, tp: TopicPartition) -> Log:
             return Log.open(
@@ -281,9 +283,7 @@ class LogManager:
             for log in logs:
                 self._register_locked(log)
         self._for_each_online_dir(
-            "remove the clean-shutdown marker of",
-            lambda d: (d / CLEAN_SHUTDOWN_FILE_NAME).unlink(missing_ok=True),
-            [log_dir],
+            "remove the clean-shutdown marker of", _remove_clean_shutdown_marker, [log_dir]
         )
         return logs
 
@@ -429,50 +429,6 @@ class LogManager:
                 logger.exception("[%s] %s failed", log.topic_partition, action)
         return results
 
-    # --- cleaner checkpoint ------------------------------------------------------------------
-
-    def cleaner_offsets(self) -> dict[TopicPartition, int]:
-        """The log cleaner's first dirty offsets (``cleaner-offset-checkpoint``) of every online
-        directory."""
-        offsets: dict[TopicPartition, int] = {}
-        with self._checkpoint_lock:
-            for log_dir in self._online_dirs():
-                offsets.update(self._cleaner_offsets_in(log_dir))
-        return offsets
-
-    def update_cleaner_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """Record the cleaner's new first dirty offsets, each in its partition's directory;
-        partitions deleted or offline meanwhile are skipped."""
-        by_dir: dict[Path, dict[TopicPartition, int]] = defaultdict(dict)
-        for tp, offset in offsets.items():
-            log = self._logs.get(tp)
-            if log is not None:
-                by_dir[log.dir.parent][tp] = offset
-        for log_dir, updates in by_dir.items():
-            self._rewrite_cleaner_offsets(log_dir, updates, ())
-
-    def _rewrite_cleaner_offsets(
-        self,
-        log_dir: Path,
-        updates: Mapping[TopicPartition, int],
-        removed: Iterable[TopicPartition],
-    ) -> None:
-        with self._checkpoint_lock:
-            offsets = self._cleaner_offsets_in(log_dir)
-            for tp in removed:
-                offsets.pop(tp, None)
-            offsets.update(updates)
-            self._write_checkpoint(log_dir, CLEANER_OFFSET_CHECKPOINT_FILE, offsets)
-
-    def _cleaner_offsets_in(self, log_dir: Path) -> dict[TopicPartition, int]:
-        """``log_dir``'s cleaner offsets, its file read on first use; call with the checkpoint
-        lock held."""
-        offsets = self._cleaner_offsets.get(log_dir)
-        if offsets is None:
-            checkpoint = self._checkpoint_files[(log_dir, CLEANER_OFFSET_CHECKPOINT_FILE)]
-            offsets = self._cleaner_offsets[log_dir] = checkpoint.read()
-        return offsets
-
     # --- partitions --------------------------------------------------------------------------
 
     def get_log(self, tp: TopicPartition) -> Log:
@@ -600,7 +556,12 @@ class LogManager:
             if self._roll_back(creation, logs, made):
                 self._for_each_online_dir("remove a creation marker from", creation.remove, marked)
             raise
-        self._for_each_online_dir("remove a creation marker from", creation.remove, marked)
+        action = "remove a creation marker from"
+        removed = self._for_each_online_dir(action, creation.remove, marked)
+        if len(removed) != len(marked):  # a marker left behind rolls the creation back at start-up
+            raise KafkaStorageError(
+                f"cannot finish creating {topic}: its creation marker could not be removed"
+            )
         logger.info(
             "created %d partitions of %s: %s",
             len(logs),
@@ -735,7 +696,6 @@ class LogManager:
         for log_dir in {log.dir.parent for log in logs}:
             for file_name in LOG_CHECKPOINTS:
                 self._write_checkpoints(file_name, [log_dir])
-            self._rewrite_cleaner_offsets(log_dir, {}, [log.topic_partition for log in logs])
 
     def _rename_for_deletion(self, log: Log) -> None:
         deleted_dir = log.dir.with_name(_delete_dir_name(log.topic_partition))
@@ -751,6 +711,7 @@ class LogManager:
                 self._index_locked(log.topic_partition)
             _close_quietly(log, log.close_handlers)
             return
+        log.stop_flushes()  # its files' paths are gone
         logger.debug("[%s] renamed to %s for deletion", log.topic_partition, deleted_dir.name)
         self._schedule_log_dir_removal(deleted_dir, log, log.config.file_delete_delay_ms)
 
@@ -931,3 +892,20 @@ def _close_quietly(log: Log, close: Callable[[], None]) -> None:
         close()
     except OSError as error:
         logger.warning("[%s] closing the log failed: %s", log.topic_partition, error)
+
+
+def _remove_clean_shutdown_marker(log_dir: Path) -> None:
+    """Durability point: the marker's removal is durable before any write it would hide from
+    recovery after a power cut (an unlink, like a rename, lasts only once its directory is
+    fsynced)."""
+    marker = log_dir / CLEAN_SHUTDOWN_FILE_NAME
+    if marker.exists():
+        marker.unlink(missing_ok=True)
+        fsync_directory(log_dir)
+
+
+def _create_log_dir(log_dir: Path) -> None:
+    """Durability point: a log directory created here has a durable entry in its parent."""
+    if not log_dir.is_dir():
+        log_dir.mkdir(parents=True, exist_ok=True)
+        fsync_directory(log_dir.parent)

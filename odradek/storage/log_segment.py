@@ -65,6 +65,10 @@ class LogSegment:
         # see half of a change; None until first needed (then read from the time index). A
         # plain tuple, not a TimestampAndOffset: most appends make one.
         self._max_timestamp_and_offset: tuple[int, int] | None = None
+        # The pair (that very tuple) last given to the time index since its entries last
+        # changed otherwise: giving it again would add nothing, so an index entry due while
+        # the max timestamp stands still (appends within one millisecond) skips that call.
+        self._time_indexed: tuple[int, int] | None = None
         self._checked_indexes: tuple[OffsetIndex, TimeIndex] | None = None
         self._index_check_lock = threading.Lock()
         self._closed = False
@@ -197,21 +201,15 @@ class LogSegment:
         self, records: bytes | bytearray | memoryview, physical_position: int, write_through: bool
     ) -> None:
         """``append`` once its checks passed: the write at ``physical_position`` (the end of
-        the file), then the index entries."""
+        the file), then the index entries: one in each index once more than
+        ``index.interval.bytes`` were written since the last (SPEC 5).
+
+        Runs on every append, in one call: the indexes are reached only when an entry is due,
+        and the counters are read and written once.
+        """
         if physical_position == 0:
             self._rolling_based_timestamp = RecordBatch(records).max_timestamp
         self.log.append(records, write_through=write_through)
-        self._index_batches(records, physical_position)
-
-    def _index_batches(
-        self, records: bytes | bytearray | memoryview, physical_position: int
-    ) -> None:
-        """Add index entries for the batches just written at ``physical_position``: one entry in
-        each index once more than ``index.interval.bytes`` were written since the last (SPEC 5).
-
-        Runs on every append, so the indexes are reached only when an entry is due, and the
-        counters are read and written once a call.
-        """
         unpack_from = _INDEXED_FIELDS.unpack_from
         interval = self.index_interval_bytes
         since_last_entry = self._bytes_since_last_index_entry
@@ -229,7 +227,9 @@ class LogSegment:
                 self._bytes_since_last_index_entry = since_last_entry = 0
                 offset_index, time_index = self._checked_indexes or self._check_indexes()
                 offset_index.append(last_offset, physical_position + position_in_records)
-                time_index.maybe_append(*latest)
+                if latest is not self._time_indexed:
+                    time_index.maybe_append(*latest)
+                    self._time_indexed = latest
             size = batch_length + LOG_OVERHEAD
             since_last_entry += size
             position_in_records += size
@@ -260,11 +260,16 @@ class LogSegment:
         """
         size = self.log.size_in_bytes
         offset_index, time_index = self._checked_indexes or self._check_indexes()
+        rolling_based_timestamp = self._rolling_based_timestamp
         if (
             size > config.segment_bytes - len(records)
             or (
                 size > 0
-                and self.time_waited_for_roll(now_ms, largest_timestamp)
+                and (
+                    largest_timestamp - rolling_based_timestamp  # time_waited_for_roll, known
+                    if rolling_based_timestamp is not None and rolling_based_timestamp >= 0
+                    else self.time_waited_for_roll(now_ms, largest_timestamp)
+                )
                 > config.segment_ms - self.roll_jitter_ms
             )
             or offset_index.is_full
@@ -373,6 +378,7 @@ class LogSegment:
         offset_index.reset()
         time_index.reset()
         self._max_timestamp_and_offset = (-1, -1)
+        self._time_indexed = None
         self._bytes_since_last_index_entry = 0
         valid_bytes = 0
         next_offset = self.base_offset
@@ -441,6 +447,7 @@ class LogSegment:
         mapping = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self._time_indexed = None
         self.offset_index.resize(self.offset_index.max_index_size)
         self.time_index.resize(self.time_index.max_index_size)
         if mapping is None:

@@ -25,6 +25,7 @@ from odradek.errors import (
     InvalidTimestampError,
     KafkaError,
     MessageTooLargeError,
+    RecordListTooLargeError,
     UnsupportedCompressionTypeError,
 )
 from odradek.record.batch_header import BatchHeader
@@ -306,15 +307,33 @@ def _check_records(
     start, end = position + RECORDS_OFFSET, position + size
     codec = _CODECS[attributes & COMPRESSION_CODEC_MASK]
     data = records
+    if codec is not CompressionType.NONE:
+        with memoryview(records) as view:
+            data = _decompress(codec, view[start:end], where, config)
+        start, end = 0, len(data)
+        where += " (in its decompressed records)"
     try:
-        if codec is not CompressionType.NONE:
-            where += " (in its decompressed records)"
-            with memoryview(records) as view:
-                data = codec.decompress(view[start:end])
-            start, end = 0, len(data)
         return check_framing(data, start, end, count, keys_required=config.compact)
     except KafkaError as error:
         raise type(error)(f"{where}: {error.message}") from None
+
+
+def _decompress(codec: CompressionType, block: Buffer, where: str, config: LogConfig) -> bytes:
+    """The batch's records decompressed, at most max.message.bytes times
+    message.decompression.max.ratio of them: the codec stops there (RECORD_LIST_TOO_LARGE)."""
+    try:
+        return codec.decompress(block, config.max_decompressed_bytes)
+    except CorruptRecordError as error:
+        raise CorruptRecordError(
+            f"{where} (in its decompressed records): {error.message}"
+        ) from None
+    except RecordListTooLargeError:
+        raise RecordListTooLargeError(
+            f"{where}: {codec.label} records decompress to more than "
+            f"{config.max_decompressed_bytes} bytes (max.message.bytes "
+            f"{config.max_message_bytes} x message.decompression.max.ratio "
+            f"{config.message_decompression_max_ratio})"
+        ) from None
 
 
 def _assign(
@@ -349,7 +368,7 @@ def _raise_for_timestamps(
         f"{config.message_timestamp_before_max_ms}, message.timestamp.after.max.ms "
         f"{config.message_timestamp_after_max_ms})"
     )
-    for index, timestamp in enumerate(_record_timestamps(records, layout)):
+    for index, timestamp in enumerate(_record_timestamps(records, layout, config)):
         if not low <= timestamp <= high:
             raise InvalidTimestampError(
                 f"{where}: record {index} has timestamp {timestamp}, outside {bounds}"
@@ -357,11 +376,13 @@ def _raise_for_timestamps(
     raise InvalidTimestampError(f"{where}: a record's timestamp is outside {bounds}")
 
 
-def _record_timestamps(records: bytearray, layout: tuple) -> list[int]:
+def _record_timestamps(records: bytearray, layout: tuple, config: LogConfig) -> list[int]:
     """The records' own timestamps (base + delta), read only to name a culprit."""
     position, size, _, attributes, count, base_timestamp, _, _ = layout
     codec = _CODECS[attributes & COMPRESSION_CODEC_MASK]
-    data = codec.decompress(records[position + RECORDS_OFFSET : position + size])
+    data = codec.decompress(
+        records[position + RECORDS_OFFSET : position + size], config.max_decompressed_bytes
+    )
     timestamps = []
     offset = 0
     for _ in range(count):

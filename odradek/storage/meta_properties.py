@@ -6,6 +6,16 @@ Kafka's version 0 file, written once when a directory is first used and checked 
     broker.id=0
     cluster.id=WsaQbjxXS4-d3V2gwSUpXg
 
+Kafka in KRaft mode writes version 1, naming the node instead (and the directory)::
+
+    version=1
+    node.id=1
+    directory.id=J8aAPcfLQt2bqs1JT_rRWQ
+    cluster.id=WsaQbjxXS4-d3V2gwSUpXg
+
+Both are read, so odradek starts on a copy of a Kafka broker's log directory; odradek writes
+version 0 in a fresh directory and never rewrites an existing file.
+
 A directory that names another cluster or broker holds someone else's data; starting on it
 would mix two logs, so the broker refuses to start (InconsistentClusterIdError).
 """
@@ -24,6 +34,8 @@ from odradek.storage.atomic_file import write_atomically
 
 META_PROPERTIES_FILE_NAME = "meta.properties"
 CURRENT_VERSION = 0
+# The key naming the broker in each version Kafka writes: 0 (ZooKeeper era), 1 (KRaft).
+_BROKER_ID_KEYS = {0: "broker.id", 1: "node.id"}
 
 
 @dataclass(frozen=True)
@@ -46,15 +58,15 @@ class MetaProperties:
         try:
             props = {s.name: s.value for s in parse_properties(text, str(path))}
             version = int(props["version"])
-            broker_id = int(props["broker.id"])
+            if version not in _BROKER_ID_KEYS:
+                raise InconsistentClusterIdError(f"{path} has unsupported version {version}")
+            broker_id = int(props[_BROKER_ID_KEYS[version]])
             cluster_id = props["cluster.id"]
         except (KeyError, ValueError, InvalidConfigError) as error:
             raise InconsistentClusterIdError(
                 f"{path} is malformed ({error!r}): cannot tell which cluster and broker the "
                 f"directory belongs to; repair or remove the file"
             ) from None
-        if version != CURRENT_VERSION:
-            raise InconsistentClusterIdError(f"{path} has unsupported version {version}")
         return cls(cluster_id, broker_id, version)
 
     def write(self, log_dir: Path) -> None:

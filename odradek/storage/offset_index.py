@@ -42,15 +42,18 @@ class OffsetIndex(AbstractIndex):
         """Add ``offset`` at byte ``position``; the offset must be above the last one."""
         with self._lock:
             index_map = self._current_map()
-            last = self._last_fields()
-            if last is not None and offset <= self._base_offset + last[0]:
+            last = self._last or self._last_fields()
+            relative = offset - self._base_offset
+            if last is not None and relative <= last[0]:
                 raise InvalidOffsetError(
                     f"cannot append offset {offset} to {self._path}: it is not above the last "
                     f"offset {self._base_offset + last[0]}"
                 )
             if not 0 <= position <= INT32_MAX:
                 raise ValueError(f"position {position} does not fit an int32 index entry")
-            self._append_fields(index_map, self.relative_offset(offset), position)
+            if not 0 <= relative <= INT32_MAX:
+                self.relative_offset(offset)  # raises, naming the offset and the file
+            self._append_fields(index_map, relative, position)
 
     def append_all(self, entries: list[tuple[int, int]]) -> None:
         """Add each (offset, position) of ``entries`` as :meth:`append` would, in one write."""

@@ -8,8 +8,11 @@ the descriptor while it uses it, and the last one to let go closes it.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
+
+logger = logging.getLogger(__name__)
 
 
 class SharedDescriptor:
@@ -49,7 +52,10 @@ class SharedDescriptor:
             if self._holders:
                 return
             fd, self._fd = self._fd, -1
-        os.close(fd)
+        try:
+            os.close(fd)
+        except OSError as error:  # Linux frees the number whatever close reports
+            logger.warning("closing descriptor %d reported %s", fd, error)
 
     def __repr__(self) -> str:
         return f"SharedDescriptor(fd={self._fd}, holders={self._holders})"

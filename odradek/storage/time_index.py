@@ -8,7 +8,7 @@ import struct
 from dataclasses import dataclass
 
 from odradek.errors import InvalidOffsetError
-from odradek.storage.abstract_index import AbstractIndex
+from odradek.storage.abstract_index import INT32_MAX, AbstractIndex
 
 NO_TIMESTAMP = -1
 
@@ -56,29 +56,39 @@ class TimeIndex(AbstractIndex):
         ``skip_full_check`` lets a roll use the slot ``is_full`` keeps back.
         """
         with self._lock:
-            index_map = self._current_map()
-            last = self._last or self._last_fields()
-            if last is not None and timestamp == last[0] and offset >= self._base_offset + last[1]:
+            last = self._last
+            if (
+                last is not None
+                and timestamp == last[0]
+                and offset >= self._base_offset + last[1]
+                and not self._closed
+            ):
                 return  # the segment's max timestamp has not grown: the usual case, kept cheap
-            if not skip_full_check and self.is_full:
+            index_map = self._current_map()
+            last = last or self._last_fields()
+            if last is not None and timestamp == last[0] and offset >= self._base_offset + last[1]:
+                return
+            if not skip_full_check and self._entries >= self._max_entries - 1:  # is_full
                 raise ValueError(f"cannot append to {self!r}: it is full")
+            relative = offset - self._base_offset
             if last is None:
                 if timestamp > NO_TIMESTAMP:
                     self._append_fields(index_map, timestamp, self.relative_offset(offset))
                 return
-            last_timestamp, last_offset = last[0], self._base_offset + last[1]
-            if offset < last_offset:
+            if relative < last[1]:
                 raise InvalidOffsetError(
                     f"cannot append offset {offset} to {self._path}: it is below the last "
-                    f"offset {last_offset}"
+                    f"offset {self._base_offset + last[1]}"
                 )
-            if timestamp < last_timestamp:
+            if timestamp < last[0]:
                 raise ValueError(
                     f"cannot append timestamp {timestamp} to {self._path}: it is below the last "
-                    f"timestamp {last_timestamp}"
+                    f"timestamp {last[0]}"
                 )
-            if timestamp > last_timestamp:
-                self._append_fields(index_map, timestamp, self.relative_offset(offset))
+            if timestamp > last[0]:
+                if not 0 <= relative <= INT32_MAX:
+                    self.relative_offset(offset)  # raises, naming the offset and the file
+                self._append_fields(index_map, timestamp, relative)
 
     def maybe_append_all(self, entries: list[tuple[int, int]]) -> None:
         """Add each (timestamp, offset) of ``entries`` as :meth:`maybe_append` would, in one

@@ -32,6 +32,9 @@ API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 18, 19, 20, 21
 DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS = 32, 33, 37
 INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER, FIND_COORDINATOR = 44, 60, 10
 INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 22, 23
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
+DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 
 ADVERTISED: dict[int, ApiRange] = {
     r.api_key: r
@@ -52,6 +55,13 @@ ADVERTISED: dict[int, ApiRange] = {
         ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 0, 0),
         ApiRange(INIT_PRODUCER_ID, "InitProducerId", 0, 4, 0),
         ApiRange(OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 4, 2),
+        ApiRange(SASL_HANDSHAKE, "SaslHandshake", 0, 1, 0),
+        ApiRange(SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2, 0),
+        ApiRange(DESCRIBE_ACLS, "DescribeAcls", 1, 3, 1),
+        ApiRange(CREATE_ACLS, "CreateAcls", 1, 3, 1),
+        ApiRange(DELETE_ACLS, "DeleteAcls", 1, 3, 1),
+        ApiRange(DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0, 0),
+        ApiRange(ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0, 0),
     )
 }
 

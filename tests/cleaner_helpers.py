@@ -12,8 +12,7 @@ from odradek.cleaner.cleanable_offsets import cleanable_offsets
 from odradek.cleaner.cleaned_segment_swap import swap_in
 from odradek.cleaner.cleaner import Cleaner
 from odradek.cleaner.cleaner_config import CleanerConfig
-from odradek.cleaner.cleaning_result import CleaningResult
-from odradek.cleaner.cleaning_task import CleaningTask
+from odradek.cleaner.cleaning_task import CleaningResult, CleaningTask
 from odradek.cleaner.log_to_clean import LogToClean
 from odradek.config.log_config import LogConfig
 from odradek.record.compression import CompressionType

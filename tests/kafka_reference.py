@@ -1,0 +1,250 @@
+"""Apache Kafka beside odradek in tests: its jars, its broker, its tools and its Java client.
+
+Everything goes through ``tools/kafka-reference/kafka-reference``. Kafka that cannot be resolved
+(no Java or mvn, Maven Central unreachable) skips the test with the reason, except in CI
+(``CI=true``), where it fails: CI must run these tests.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+TOOL = Path(__file__).parents[1] / "tools" / "kafka-reference" / "kafka-reference"
+UNRESOLVABLE = 2  # the tool's exit status when Kafka cannot be resolved
+HARNESS_MAIN = "io.odradek.harness.KafkaHarness"
+Headers = tuple[tuple[str, bytes | None], ...]
+
+
+def unavailable(reason: str) -> None:
+    """Skip the test for ``reason``, or fail it in CI, where the reference Kafka must run."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"the reference Kafka is needed in CI: {reason}")
+    pytest.skip(f"the reference Kafka is unavailable: {reason}")
+
+
+def tool(*args: str, timeout: float = 900) -> str:
+    """Run the tool; its stdout. Skips (fails in CI) when Kafka cannot be resolved."""
+    try:
+        done = subprocess.run([str(TOOL), *args], capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError as error:  # no python3 on PATH for the shebang
+        unavailable(str(error))
+    if done.returncode == UNRESOLVABLE:
+        unavailable(done.stderr.strip())
+    assert done.returncode == 0, f"kafka-reference {' '.join(args)} failed:\n{done.stderr}"
+    return done.stdout
+
+
+def kafka_classpath() -> str:
+    """The classpath of Kafka's broker and tools (resolved on first use)."""
+    return tool("resolve").strip()
+
+
+def harness_classpath() -> str:
+    """The classpath of tests/java/kafka-harness (built on first use)."""
+    return tool("harness").strip()
+
+
+def run_java(
+    classpath: str, main_class: str, args: Sequence[str], stdin: str = "", heap: str = "256m"
+) -> subprocess.CompletedProcess[str]:
+    """Run a Java main class to completion; its output (check the return code yourself)."""
+    return subprocess.run(
+        ["java", f"-Xmx{heap}", "-cp", classpath, main_class, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@dataclass(frozen=True)
+class ProducedRecord:
+    """A record as a client hands it to the producer (timestamp None: the producer's clock)."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: Headers = ()
+    timestamp: int | None = None
+    partition: int | None = None
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """A topic to create: its name, partitions and topic-level configs (Kafka's names)."""
+
+    name: str
+    partitions: int = 1
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProducerRun:
+    """What one producer sends: ``batches`` with a flush after each (each is then one or more
+    batches on disk); with ``transactions``, batch i is one transaction ended by
+    ``transactions[i]``, "commit" or "abort" (an abort flushes first)."""
+
+    topic: str
+    batches: Sequence[Sequence[ProducedRecord]]
+    properties: dict[str, str] = field(default_factory=dict)
+    transactions: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    """A record as a broker reports or serves it."""
+
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+
+
+class JavaClient:
+    """Kafka's Java client (tests/java/kafka-harness) against one bootstrap address."""
+
+    def __init__(self, classpath: str, bootstrap: str) -> None:
+        self.classpath = classpath
+        self.bootstrap = bootstrap
+
+    def _run(self, command: str, args: Iterable[str], stdin: str = "") -> list[dict]:
+        done = run_java(
+            self.classpath,
+            HARNESS_MAIN,
+            [command, "--bootstrap", self.bootstrap, *args],
+            stdin,
+        )
+        assert done.returncode == 0, f"harness {command} failed:\n{done.stderr[-4000:]}"
+        return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+    def create_topics(self, *topics: TopicSpec) -> None:
+        """Create the topics (one call, one JVM); an existing topic is left as it is."""
+        args = []
+        for topic in topics:
+            args += ["--topic", topic.name, "--partitions", str(topic.partitions)]
+            for name, value in topic.configs.items():
+                args += ["--config", f"{name}={value}"]
+        self._run("create-topic", args)
+
+    def produce(self, *runs: ProducerRun) -> list[list[StoredRecord]]:
+        """Each run's records sent by its own producer, one after the other in one JVM; what
+        the broker acknowledged for each record, in order, per run."""
+        lines = []
+        for run in runs:
+            lines.append(
+                "\t".join(["producer", run.topic, *(f"{k}={v}" for k, v in run.properties.items())])
+            )
+            for number, batch in enumerate(run.batches):
+                if run.transactions:
+                    lines.append("begin")
+                lines += [_record_line(record) for record in batch]
+                lines.append(run.transactions[number] if run.transactions else "flush")
+        acks = iter(self._run("produce", [], "\n".join(lines) + "\n"))
+        results = []
+        for run in runs:
+            sent = [record for batch in run.batches for record in batch]
+            stored = []
+            for record in sent:
+                ack = next(acks, None)
+                assert ack is not None, f"{run.topic}: acknowledgements missing"
+                stored.append(
+                    StoredRecord(
+                        ack["partition"],
+                        ack["offset"],
+                        ack["timestamp"],
+                        record.key,
+                        record.value,
+                        record.headers,
+                    )
+                )
+            results.append(stored)
+        assert next(acks, None) is None, "more acknowledgements than records"
+        return results
+
+    def consume(self, *topics: str, **properties: str) -> dict[str, list[StoredRecord]]:
+        """Every record of the topics up to their end offsets, as Kafka's consumer returns
+        them (one call, one JVM)."""
+        args = [arg for topic in topics for arg in ("--topic", topic)]
+        for name, value in properties.items():
+            args += ["--property", f"{name.replace('_', '.')}={value}"]
+        records: dict[str, list[StoredRecord]] = {topic: [] for topic in topics}
+        for row in self._run("consume", args):
+            records[row["topic"]].append(
+                StoredRecord(
+                    row["partition"],
+                    row["offset"],
+                    row["timestamp"],
+                    _unb64(row["key"]),
+                    _unb64(row["value"]),
+                    tuple((name, _unb64(value)) for name, value in row["headers"]),
+                )
+            )
+        return records
+
+    def offsets_for_times(
+        self, topics: Iterable[str], timestamps: Iterable[int]
+    ) -> dict[tuple[str, int, int], tuple[int, int] | None]:
+        """ListOffsets by timestamp, as Kafka's consumer asks it: for (topic, partition,
+        target) the (timestamp, offset) of the first record at or after the target, or None."""
+        args = [arg for topic in topics for arg in ("--topic", topic)]
+        args += [arg for timestamp in timestamps for arg in ("--timestamp", str(timestamp))]
+        return {
+            (row["topic"], row["partition"], row["target"]): None
+            if row["offset"] is None
+            else (row["timestamp"], row["offset"])
+            for row in self._run("offsets-for-times", args)
+        }
+
+
+def _b64(data: bytes | None) -> str:
+    return "-" if data is None else ":" + base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text: str | None) -> bytes | None:
+    return None if text is None else base64.b64decode(text)
+
+
+def _record_line(record: ProducedRecord) -> str:
+    fields = [
+        "record",
+        "-" if record.partition is None else str(record.partition),
+        "-" if record.timestamp is None else str(record.timestamp),
+        _b64(record.key),
+        _b64(record.value),
+    ]
+    for name, value in record.headers:
+        assert "\t" not in name and "\n" not in name
+        fields += [name, _b64(value)]
+    return "\t".join(fields)
+
+
+@dataclass
+class ReferenceBroker:
+    """A running reference Kafka broker (one KRaft node on loopback)."""
+
+    state_dir: Path
+    bootstrap: str
+    log_dir: Path
+    start_seconds: float
+
+    @classmethod
+    def start(cls, state_dir: Path, *properties: str) -> ReferenceBroker:
+        args = ["start", "--dir", str(state_dir)]
+        for line in properties:
+            args += ["--property", line]
+        started = json.loads(tool(*args))
+        return cls(
+            state_dir, started["bootstrap"], Path(started["log_dir"]), started["start_seconds"]
+        )
+
+    def stop(self) -> None:
+        tool("stop", "--dir", str(self.state_dir))

@@ -1,0 +1,797 @@
+"""Apache Kafka and odradek read each other's files.
+
+Kafka writes, odradek reads: Kafka's Java producer writes to the reference broker (every codec,
+headers, null keys and values, idempotent, plain and transactional producers, LogAppendTime,
+several segments and partitions, a compacted topic after Kafka's cleaner ran). Its log
+directory is copied while it runs (as a crash leaves it) and after it stops. ``odradek
+dump-log`` reads every segment and index of both; odradek's Log and ``odradek serve`` on the
+copies serve every record with the offsets, timestamps, keys, values and headers Kafka
+acknowledged; odradek finds offsets by timestamp as Kafka's broker did; odradek's cleaner keeps
+what Kafka's kept.
+
+odradek writes, Kafka reads: Kafka's own DumpLogSegments reads the segments, offset and time
+indexes odradek's Log and odradek's cleaner wrote, with no error and the same records; Kafka
+restarted on its log directory after odradek appended to it serves what odradek wrote.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from cleaner_helpers import CLEANER, clean_fully
+from kafka_reference import (
+    JavaClient,
+    ProducedRecord,
+    ProducerRun,
+    ReferenceBroker,
+    StoredRecord,
+    TopicSpec,
+    harness_classpath,
+    kafka_classpath,
+    run_java,
+)
+from log_helpers import open_log
+from serve_process import ServeProcess
+
+from odradek.cli.bytes_display import json_bytes, json_headers
+from odradek.client import Consumer
+from odradek.config.broker_config import BrokerConfig
+from odradek.config.log_config import LogConfig
+from odradek.record.compression import CompressionType
+from odradek.record.memory_records import MemoryRecords
+from odradek.record.record_batch import TimestampType
+from odradek.record.record_batch_builder import build_batch
+from odradek.storage.fetch_data_info import FetchIsolation
+from odradek.storage.log import Log
+from odradek.storage.log_manager import LogManager
+from odradek.storage.offset_checkpoint_file import parse_checkpoint
+from odradek.topic_partition import TopicPartition
+
+# slow too: a Kafka broker and several JVMs, kept out of the quick suite.
+pytestmark = [pytest.mark.reference_kafka, pytest.mark.slow, pytest.mark.timeout(900)]
+
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+# Kafka refuses segment.bytes under 1 MiB; a 64-byte index (5 time-index entries) with an entry
+# per batch rolls the segment every few batches instead.
+SMALL_SEGMENTS = {"segment.index.bytes": "64", "index.interval.bytes": "1"}
+# Recent: odradek applies the default retention.ms (7 days) to the copy.
+BASE_TIMESTAMP = int(time.time() * 1000) - 3_600_000
+SEGMENT_FILE_SUFFIXES = (".log", ".index", ".timeindex")
+
+
+def sample_batches(seed: int, batches: int = 30, per_batch: int = 3) -> list[list[ProducedRecord]]:
+    """Records covering what a record can hold: null and empty keys and values, binary and
+    compressible values, headers with null and empty values, timestamps out of order, and the
+    producer's own clock."""
+    out = []
+    for b in range(batches):
+        batch = []
+        for r in range(per_batch):
+            i = b * per_batch + r
+            key = None if i % 4 == 1 else b"" if i % 9 == 0 else f"key-{seed}-{i % 7}".encode()
+            if i % 6 == 5:
+                value = None
+            elif i % 11 == 3:
+                value = bytes(range(256)) * 3
+            else:
+                value = f"value {seed} {i} ".encode() * (1 + i % 13)
+            headers: tuple[tuple[str, bytes | None], ...] = ()
+            if i % 3 == 0:
+                headers = (("trace", f"t{i}".encode()), ("empty", b""), ("gone", None))
+            elif i % 3 == 1:
+                headers = (("ünï-cødé", b"\x00\xff"),)
+            timestamp = None if i % 10 == 7 else BASE_TIMESTAMP + (i * 7919) % 5000
+            batch.append(ProducedRecord(key, value, headers, timestamp))
+        out.append(batch)
+    return out
+
+
+def large_batch(seed: int) -> list[ProducedRecord]:
+    """Records of 64-200 KB, half-compressible, sent as one batch: the codecs' framing then has
+    many blocks (snappy-java 32 KB chunks, Kafka's LZ4 64 KB blocks, zstd and gzip streams)."""
+    rng = random.Random(seed)
+    return [
+        ProducedRecord(
+            f"large-{n}".encode(), rng.randbytes(size // 2).hex().encode(), (), BASE_TIMESTAMP + n
+        )
+        for n, size in enumerate((64_000, 100_000, 200_000, 150_000))
+    ]
+
+
+@dataclass(frozen=True)
+class KafkaWritten:
+    """A copy of the log directory of a stopped reference broker, and what each topic holds."""
+
+    log_dir: Path
+    live_log_dir: Path  # copied while Kafka was running, as a crash leaves it
+    expected: dict[str, list[StoredRecord]]
+    sent: dict[str, list[StoredRecord]]
+    # Kafka's answers to ListOffsets by timestamp: (topic, partition, target) to
+    # (timestamp, offset), None when no record is that new.
+    offsets_for_times: dict[tuple[str, int, int], tuple[int, int] | None]
+
+
+def _cleaned_up_to_active_segment(log_dir: Path, tp: TopicPartition) -> bool:
+    """Whether Kafka's cleaner has cleaned the partition up to its active segment."""
+    try:  # Kafka creates the file empty and writes it after each cleaning
+        checkpoint = parse_checkpoint((log_dir / "cleaner-offset-checkpoint").read_text())
+    except (OSError, ValueError):
+        return False
+    segments = [int(p.stem) for p in (log_dir / tp.dir_name).glob("*.log")]
+    return bool(segments) and checkpoint.get(tp, -1) == max(segments)
+
+
+@pytest.fixture(scope="module")
+def kafka_written(tmp_path_factory: pytest.TempPathFactory) -> KafkaWritten:
+    """The reference broker after producers wrote every kind of topic, stopped, its log
+    directory copied."""
+    classpath = harness_classpath()
+    broker = ReferenceBroker.start(
+        tmp_path_factory.mktemp("reference-kafka"), "log.cleaner.backoff.ms=100"
+    )
+    compacted_configs = {
+        **SMALL_SEGMENTS,
+        "cleanup.policy": "compact",
+        "min.cleanable.dirty.ratio": "0.01",
+        "min.compaction.lag.ms": "0",
+    }
+    # Each batch of the partitioned topic goes to the three partitions in turn.
+    spread = [
+        [dataclasses.replace(record, partition=n % 3) for n, record in enumerate(batch)]
+        for batch in sample_batches(12)
+    ]
+    updates = [
+        [
+            ProducedRecord(
+                f"k{(b * 5 + r) % 6}".encode(),
+                None if r == 4 and b % 3 == 0 else f"v{b}-{r}".encode(),
+                (("n", f"{b}".encode()),),
+                BASE_TIMESTAMP + 10 * b + r,  # the same in both topics fed these
+            )
+            for r in range(5)
+        ]
+        for b in range(16)
+    ]
+    # A key deleted early: Kafka keeps its tombstone in a cleaned batch carrying the delete
+    # horizon (attribute bit 6; the base timestamp field then holds the horizon).
+    updates[2].append(ProducedRecord(b"doomed", b"soon gone", (), BASE_TIMESTAMP + 25))
+    updates[5].append(ProducedRecord(b"doomed", None, (), BASE_TIMESTAMP + 55))
+    runs = [
+        # Kafka's producer is idempotent by default (acks=all, a producer id per batch).
+        *(
+            ProducerRun(
+                f"codec-{codec}",
+                [*sample_batches(seed), large_batch(seed)],
+                {"compression.type": codec, "linger.ms": "50", "batch.size": "1048576"},
+            )
+            for seed, codec in enumerate(CODECS)
+        ),
+        ProducerRun(
+            "plain-producer",
+            sample_batches(10),
+            {"enable.idempotence": "false", "acks": "1", "compression.type": "lz4"},
+        ),
+        ProducerRun("log-append-time", sample_batches(11)),
+        ProducerRun("partitioned", spread, {"compression.type": "zstd"}),
+        # Committed and aborted transactions: transactional batches and control batches.
+        ProducerRun(
+            "transactional",
+            sample_batches(13, batches=12),
+            {"transactional.id": "reference-tx", "compression.type": "snappy"},
+            ["commit", "abort", "commit"] * 4,
+        ),
+        ProducerRun("compacted", updates, {"compression.type": "gzip"}),
+        # The same records in a topic Kafka does not compact: odradek's cleaner compacts a copy.
+        ProducerRun("compaction-input", updates, {"compression.type": "gzip"}),
+    ]
+    try:
+        client = JavaClient(classpath, broker.bootstrap)
+        client.create_topics(
+            *(TopicSpec(run.topic, configs=SMALL_SEGMENTS) for run in runs[:-4]),
+            TopicSpec(
+                "log-append-time",
+                configs={**SMALL_SEGMENTS, "message.timestamp.type": "LogAppendTime"},
+            ),
+            TopicSpec("partitioned", 3, SMALL_SEGMENTS),
+            TopicSpec("transactional", configs=SMALL_SEGMENTS),
+            TopicSpec("compacted", configs=compacted_configs),
+            TopicSpec("compaction-input", configs=SMALL_SEGMENTS),
+        )
+        sent = {run.topic: acked for run, acked in zip(runs, client.produce(*runs), strict=True)}
+        tp = TopicPartition("compacted", 0)
+        deadline = time.monotonic() + 120
+        while not _cleaned_up_to_active_segment(broker.log_dir, tp):
+            assert time.monotonic() < deadline, "Kafka's cleaner did not clean in 2 minutes"
+            time.sleep(0.2)
+        # What Kafka's consumer reads: of the compacted topic, what the cleaner kept; of the
+        # transactional one, the aborted records too (read_uncommitted), never the markers.
+        expected = {
+            **sent,
+            **client.consume("compacted", "transactional", isolation_level="read_uncommitted"),
+        }
+        offsets_for_times = client.offsets_for_times(expected, _timestamp_targets(sent))
+        # The files as a crash would leave them: no clean shutdown, preallocated indexes.
+        live_copy = tmp_path_factory.mktemp("kafka-live-copy") / "data"
+        _copy_while_running(broker.log_dir, live_copy)
+    finally:
+        broker.stop()
+    copy = tmp_path_factory.mktemp("kafka-log-copy") / "data"
+    shutil.copytree(broker.log_dir, copy)
+    return KafkaWritten(copy, live_copy, expected, sent, offsets_for_times)
+
+
+def _copy_while_running(source: Path, destination: Path) -> None:
+    """Copy a running broker's log directory; a file it deletes meanwhile (a cleaned
+    segment's .deleted files, a checkpoint's temporary file) is left out, as from a crash."""
+    try:
+        shutil.copytree(source, destination)
+    except shutil.Error as error:
+        failures = error.args[0]
+        assert all("No such file" in str(why) for _, _, why in failures), failures
+
+
+def _timestamp_targets(sent: dict[str, list[StoredRecord]]) -> list[int]:
+    """Timestamps to look offsets up by: before, at and after the records' timestamps, and
+    a spread of the timestamps in between (which the samples have out of order)."""
+    stamps = sorted({record.timestamp for records in sent.values() for record in records})
+    return sorted({stamps[0] - 1, *stamps[:: max(1, len(stamps) // 24)], stamps[-1] + 1})
+
+
+def _partition_dirs(log_dir: Path, topic: str) -> list[Path]:
+    return sorted(log_dir.glob(f"{topic}-*"), key=lambda p: int(p.name.rsplit("-", 1)[1]))
+
+
+def _segment_files(directory: Path) -> list[Path]:
+    return [p for p in sorted(directory.iterdir()) if p.suffix in SEGMENT_FILE_SUFFIXES]
+
+
+def _dump_log(files: list[Path]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "odradek.cli.main",
+            "dump-log",
+            "--print-records",
+            "--verify-index",
+            "--json",
+            *map(str, files),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_producers_wrote_what_the_tests_rely_on(kafka_written: KafkaWritten) -> None:
+    """Several segments per partition, and a compacted topic Kafka really compacted."""
+    for topic in kafka_written.expected:
+        for directory in _partition_dirs(kafka_written.log_dir, topic):
+            # The cleaner merges the segments it cleans: one cleaned, one active.
+            assert len(list(directory.glob("*.log"))) >= (2 if topic == "compacted" else 3)
+    transactional = kafka_written.expected["transactional"]
+    assert [r.offset for r in transactional] != list(range(len(transactional))), "no markers"
+    assert sorted(transactional, key=_position) == sorted(
+        kafka_written.sent["transactional"], key=_position
+    )
+    compacted, sent = kafka_written.expected["compacted"], kafka_written.sent["compacted"]
+    assert len(compacted) < len(sent)
+    cleaned_batches = [
+        batch
+        for log_file in (kafka_written.log_dir / "compacted-0").glob("*.log")
+        for batch in MemoryRecords(log_file.read_bytes()).batches()
+    ]
+    assert any(batch.header().attributes & DELETE_HORIZON_FLAG for batch in cleaned_batches)
+    latest = {record.key: record for record in sent}
+    assert {r.key: r.value for r in compacted if r.offset == latest[r.key].offset} == {
+        key: record.value for key, record in latest.items()
+    }
+
+
+COPIES = ["stopped", "crashed"]
+DELETE_HORIZON_FLAG = 0x40  # Kafka's batch attribute: baseTimestamp holds the delete horizon
+
+
+def _copy(kafka_written: KafkaWritten, which: str) -> Path:
+    """Kafka's log directory after a clean stop, or as copied while Kafka ran."""
+    return kafka_written.log_dir if which == "stopped" else kafka_written.live_log_dir
+
+
+@pytest.mark.parametrize("which", COPIES)
+def test_dump_log_reads_every_segment_kafka_wrote(kafka_written: KafkaWritten, which: str) -> None:
+    """``odradek dump-log --print-records --verify-index`` exits 0 on every segment, offset
+    index and time index (preallocated ones too), and lists the records the broker
+    acknowledged."""
+    files = [
+        path
+        for topic in kafka_written.expected
+        for directory in _partition_dirs(_copy(kafka_written, which), topic)
+        for path in _segment_files(directory)
+    ]
+    done = _dump_log(files)
+    assert done.returncode == 0, done.stderr
+    listed: dict[str, list[tuple]] = {topic: [] for topic in kafka_written.expected}
+    for line in map(json.loads, done.stdout.splitlines()):
+        if line["type"] == "file":
+            tp = TopicPartition.from_dir_name(Path(line["path"]).parent.name)
+        elif line["type"] == "batch" and not line["isControl"]:
+            idempotent = tp.topic != "plain-producer"
+            assert (line["producerId"] >= 0) == idempotent, (tp, line)
+            assert line["isTransactional"] == (tp.topic == "transactional"), (tp, line)
+            listed[tp.topic] += [
+                (
+                    tp.partition,
+                    r["offset"],
+                    r["timestamp"],
+                    json.dumps(r["key"]),
+                    json.dumps(r["value"]),
+                    json.dumps(r["headers"]),
+                )
+                for r in line["records"]
+            ]
+    for topic, expected in kafka_written.expected.items():
+        assert sorted(listed[topic]) == sorted(
+            (
+                r.partition,
+                r.offset,
+                r.timestamp,
+                json.dumps(json_bytes(r.key)),
+                json.dumps(json_bytes(r.value)),
+                json.dumps(json_headers(r.headers)),
+            )
+            for r in expected
+        ), topic
+
+
+def test_dump_log_agrees_with_kafkas_dump_log_segments(kafka_written: KafkaWritten) -> None:
+    """On Kafka's own files, odradek dump-log and Kafka's DumpLogSegments list the same batch
+    headers (offsets, count, producer, epochs, flags, delete horizon, position, max timestamp
+    and its type, size, codec, CRC and its validity) and the same index entries."""
+    files = [
+        path
+        for topic in [*kafka_written.expected, "__cluster_metadata"]
+        for directory in _partition_dirs(kafka_written.log_dir, topic)
+        for path in _segment_files(directory)
+    ]
+    kafka: dict[str, list[dict[str, str]]] = {}
+    for line in _kafka_dump("--files", ",".join(map(str, files))).splitlines():
+        if line.startswith("Dumping "):
+            listed = kafka.setdefault(line.removeprefix("Dumping "), [])
+        elif not line.startswith("Log starting offset") and not line.endswith(" is empty."):
+            listed.append(dict(re.findall(r"(\w+): (\S+)", line)))
+    done = _dump_log(files)
+    assert done.returncode == 0, done.stderr
+    odradek: dict[str, list[dict[str, str]]] = {}
+    for line in map(json.loads, done.stdout.splitlines()):
+        if line["type"] == "file":
+            listed = odradek.setdefault(line["path"], [])
+        elif line["type"] == "batch":
+            listed.append(_as_kafka_prints_it(line))
+        elif line["type"] == "entry":
+            listed.append({name: str(value) for name, value in line.items() if name != "type"})
+    assert kafka.keys() == odradek.keys()
+    for path, entries in kafka.items():
+        if path.endswith(".log"):
+            entries = [_batch_as_kafka_printed_it(entry) for entry in entries]
+        assert odradek[path] == entries, path
+
+
+# The batch fields both tools print, under Kafka's names.
+_KAFKA_BATCH_FIELDS = (
+    "baseOffset", "lastOffset", "count", "producerId", "producerEpoch", "partitionLeaderEpoch",
+    "isTransactional", "isControl", "deleteHorizonMs", "position", "timestampType",
+    "maxTimestamp", "size", "compresscodec", "crc", "isvalid",
+)  # fmt: skip
+
+
+def _batch_as_kafka_printed_it(fields: dict[str, str]) -> dict[str, str]:
+    """The fields of a DumpLogSegments batch line that odradek prints too (Kafka prints the
+    max timestamp under the name of its type)."""
+    kind = "LogAppendTime" if "LogAppendTime" in fields else "CreateTime"
+    fields = {**fields, "timestampType": kind, "maxTimestamp": fields[kind]}
+    return {name: fields[name] for name in _KAFKA_BATCH_FIELDS}
+
+
+def _as_kafka_prints_it(batch: dict[str, object]) -> dict[str, str]:
+    """A batch of odradek dump-log's JSON with Kafka's DumpLogSegments' names and spelling."""
+    shown = {
+        "baseOffset": batch["baseOffset"],
+        "lastOffset": batch["lastOffset"],
+        "count": batch["count"],
+        "producerId": batch["producerId"],
+        "producerEpoch": batch["producerEpoch"],
+        "partitionLeaderEpoch": batch["partitionLeaderEpoch"],
+        "isTransactional": str(batch["isTransactional"]).lower(),
+        "isControl": str(batch["isControl"]).lower(),
+        "deleteHorizonMs": f"OptionalLong[{batch['deleteHorizonMs']}]"
+        if "deleteHorizonMs" in batch
+        else "OptionalLong.empty",
+        "position": batch["position"],
+        "timestampType": batch["timestampType"],
+        "maxTimestamp": batch["maxTimestamp"],
+        "size": batch["size"],
+        "compresscodec": batch["compression"],
+        "crc": batch["crc"],
+        "isvalid": str(batch["crcValid"]).lower(),
+    }
+    return {name: str(value) for name, value in shown.items()}
+
+
+def test_dump_log_reads_kafkas_metadata_log(kafka_written: KafkaWritten) -> None:
+    """Kafka's KRaft metadata log is in the same batch format, control batches included."""
+    files = _segment_files(kafka_written.log_dir / "__cluster_metadata-0")
+    done = _dump_log(files)
+    assert done.returncode == 0, done.stderr
+
+
+def _served(log: Log) -> list[StoredRecord]:
+    """Every data record of ``log`` up to its high watermark, as a fetch returns them."""
+    records: list[StoredRecord] = []
+    offset = log.log_start_offset
+    while offset < log.high_watermark:
+        info = log.read(offset, 1 << 20, FetchIsolation.HIGH_WATERMARK)
+        assert info.records is not None
+        batches = list(MemoryRecords(info.records.read_bytes()).batches())
+        assert batches, f"no whole batch at offset {offset} of {log}"
+        for batch in batches:
+            if not batch.is_control:
+                records += [
+                    StoredRecord(
+                        log.topic_partition.partition,
+                        r.offset,
+                        r.timestamp,
+                        r.key,
+                        r.value,
+                        tuple(r.headers),
+                    )
+                    for r in batch.records()
+                    if r.offset >= offset
+                ]
+            offset = batch.last_offset + 1
+    return records
+
+
+@pytest.fixture
+def odradek_on_kafka_files(kafka_written: KafkaWritten, tmp_path: Path) -> Iterator[LogManager]:
+    """odradek's LogManager started on a fresh copy of Kafka's log directory."""
+    copy = tmp_path / "data"
+    shutil.copytree(kafka_written.log_dir, copy)
+    manager = LogManager(BrokerConfig(log_dirs=(str(copy),), broker_id=1))
+    manager.startup()
+    try:
+        yield manager
+    finally:
+        manager.shutdown()
+
+
+def test_odradek_serves_every_record_kafka_wrote(
+    kafka_written: KafkaWritten, odradek_on_kafka_files: LogManager
+) -> None:
+    """Same offsets, timestamps, keys, values and headers as Kafka acknowledged (compacted:
+    as Kafka's consumer read them after cleaning)."""
+    for topic, expected in kafka_written.expected.items():
+        served = [
+            record
+            for tp in sorted(odradek_on_kafka_files.partitions(topic))
+            for record in _served(odradek_on_kafka_files.get_log(tp))
+        ]
+        assert sorted(served, key=_position) == sorted(expected, key=_position), topic
+
+
+def _position(record: StoredRecord) -> tuple[int, int]:
+    return record.partition, record.offset
+
+
+def test_odradek_finds_offsets_by_timestamp_as_kafka_does(
+    kafka_written: KafkaWritten, odradek_on_kafka_files: LogManager
+) -> None:
+    """ListOffsets by timestamp on Kafka's files: odradek's Log answers what Kafka's broker
+    answered (the first record at or after the target in offset order; out-of-order
+    timestamps, LogAppendTime, transaction markers, cleaned segments), which is what a scan of
+    every record finds.
+
+    One known difference: Kafka searches only the first segment whose largest timestamp is at
+    or after the target, and takes an empty segment's modification time as its largest
+    timestamp, so a segment its cleaner emptied hides the records after it (no offset found);
+    odradek goes on to the next segment."""
+    assert kafka_written.offsets_for_times
+    scanned, odradek_answers = {}, {}
+    for topic, partition, target in kafka_written.offsets_for_times:
+        log = odradek_on_kafka_files.get_log(TopicPartition(topic, partition))
+        found = log.fetch_offset_by_timestamp(target, FetchIsolation.HIGH_WATERMARK)
+        odradek_answers[topic, partition, target] = (
+            None if found is None else (found.timestamp, found.offset)
+        )
+        scanned[topic, partition, target] = _first_record_at_or_after(log, target)
+    assert odradek_answers == scanned
+    assert kafka_written.offsets_for_times == {
+        (topic, partition, target): _kafkas_answer(
+            kafka_written.log_dir / TopicPartition(topic, partition).dir_name, target
+        )
+        for topic, partition, target in kafka_written.offsets_for_times
+    }
+
+
+def _kafkas_answer(directory: Path, target: int) -> tuple[int, int] | None:
+    """What Kafka's broker answers: the first record at or after ``target`` in the first
+    segment whose largest timestamp (its modification time when empty) reaches it."""
+    for segment_file in sorted(directory.glob("*.log")):
+        batches = list(MemoryRecords(segment_file.read_bytes()).batches())
+        largest = (
+            max(batch.max_timestamp for batch in batches)
+            if batches
+            else segment_file.stat().st_mtime_ns // 1_000_000
+        )
+        if largest >= target:
+            for batch in batches:
+                for record in batch.records():
+                    if record.timestamp >= target:
+                        return record.timestamp, record.offset
+            return None
+    return None
+
+
+def _first_record_at_or_after(log: Log, target: int) -> tuple[int, int] | None:
+    """(timestamp, offset) of the first record of ``log`` (control records too) whose
+    timestamp is at or after ``target``, by reading every batch."""
+    for segment_file in sorted(log.dir.glob("*.log")):
+        for batch in MemoryRecords(segment_file.read_bytes()).batches():
+            for record in batch.records():
+                if record.timestamp >= target and record.offset >= log.log_start_offset:
+                    return record.timestamp, record.offset
+    return None
+
+
+@pytest.mark.parametrize("which", COPIES)
+def test_odradek_serve_on_kafkas_files_serves_every_record(
+    kafka_written: KafkaWritten, tmp_path: Path, which: str
+) -> None:
+    """``odradek serve`` on a copy of Kafka's log directory, after a clean stop or as a crash
+    leaves it (recovered, its stale checkpoints ignored or caught up), serves every record to
+    odradek's consumer as Kafka acknowledged it."""
+    copy = tmp_path / "data"
+    shutil.copytree(_copy(kafka_written, which), copy)
+    with ServeProcess(copy, "--set", "broker.id=1") as broker:
+        for topic, expected in kafka_written.expected.items():
+            partitions = {r.partition for r in kafka_written.sent[topic]}
+            served = _consume(broker.bootstrap, [TopicPartition(topic, p) for p in partitions])
+            assert sorted(served, key=_position) == sorted(expected, key=_position), topic
+
+
+def _consume(bootstrap: str, partitions: list[TopicPartition]) -> list[StoredRecord]:
+    """Every record of ``partitions`` up to their end offsets, through odradek's consumer."""
+    records: list[StoredRecord] = []
+    with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        end = consumer.end_offsets(partitions)
+        deadline = time.monotonic() + 60
+        while any(consumer.position(tp) < offset for tp, offset in end.items()):
+            assert time.monotonic() < deadline, f"did not reach {end}"
+            records += [
+                StoredRecord(r.partition, r.offset, r.timestamp, r.key, r.value, r.headers)
+                for r in consumer.poll(timeout_ms=500)
+            ]
+    return records
+
+
+def test_odradeks_cleaner_keeps_what_kafkas_cleaner_kept(
+    kafka_written: KafkaWritten, tmp_path: Path
+) -> None:
+    """The same records, compacted by Kafka on one topic and by odradek's cleaner on a copy of
+    another topic Kafka did not compact, leave the same records (tombstones within
+    delete.retention.ms kept, the active segment untouched)."""
+    source = kafka_written.log_dir / "compaction-input-0"
+    compacted = kafka_written.log_dir / "compacted-0"
+    active_base = max(int(p.stem) for p in compacted.glob("*.log"))
+    if max(int(p.stem) for p in source.glob("*.log")) != active_base:
+        # Kafka rolls these topics when their 64-byte time index fills, which depends on when
+        # its batches arrived; the comparison needs the same active segment on both.
+        pytest.skip("Kafka rolled the two topics differently this run")
+    directory = tmp_path / source.name
+    shutil.copytree(source, directory)
+    config = LogConfig(cleanup_policy=("compact",), min_compaction_lag_ms=0)
+    with open_log(directory, config) as log:
+        clean_fully(log, CLEANER)
+        kept = _served(log)
+    kafka_kept = kafka_written.expected["compacted"]
+    assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in kept] == [
+        (r.offset, r.timestamp, r.key, r.value, r.headers) for r in kafka_kept
+    ]
+    # And Kafka's own tool reads what odradek's cleaner wrote.
+    assert_kafka_reads_segments(directory)
+    assert_kafka_verifies_indexes(directory)
+
+
+# --- odradek writes, Kafka reads -------------------------------------------------------------
+
+_DUMPED_BATCH = re.compile(
+    r"^baseOffset: (\d+) lastOffset: (\d+) count: (\d+) .*"
+    r"producerId: (-?\d+) .*isControl: (\w+) .*position: (\d+) "
+    r"(CreateTime|LogAppendTime): (-?\d+) size: (\d+) magic: 2 "
+    r"compresscodec: (\w+) crc: (\d+) isvalid: (\w+)$"
+)
+_DUMPED_RECORD = re.compile(
+    r"^\| offset: (\d+) (CreateTime|LogAppendTime): (-?\d+) "
+    r"keySize: (-?\d+) valueSize: (-?\d+) sequence: (-?\d+) "
+    r"headerKeys: \[(.*)\](?: key: (.*?))?(?: payload: (.*))?$"
+)
+
+
+def _odradek_batches() -> list[bytes]:
+    """Batches an odradek producer can send: every codec, headers, null keys and values,
+    producer ids, a LogAppendTime batch."""
+    batches = []
+    for number, codec in enumerate(CompressionType):
+        records = [
+            (
+                BASE_TIMESTAMP + 10 * number + (i * 31) % 7,
+                None if i % 4 == 1 else f"key-{i}".encode(),
+                None if i % 5 == 4 else f"value {number} {i} ".encode() * (1 + i % 9),
+                (("h1", b"x"), ("h2", None)) if i % 2 else (),
+            )
+            for i in range(7)
+        ]
+        batches.append(build_batch(records, compression=codec))
+        batches.append(
+            build_batch(
+                records[:3],
+                compression=codec,
+                producer_id=4000 + number,
+                producer_epoch=0,
+                base_sequence=0,
+            )
+        )
+    batches.append(
+        build_batch(
+            [(BASE_TIMESTAMP, b"k", b"appended", ())], timestamp_type=TimestampType.LOG_APPEND_TIME
+        )
+    )
+    return batches
+
+
+def test_kafka_serves_what_odradek_appended_to_its_log_directory(
+    kafka_written: KafkaWritten, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """odradek started on Kafka's stopped log directory appends batches (every codec,
+    producer ids, LogAppendTime) in a new segment of its own and shuts down cleanly; Kafka
+    restarted on that directory serves the partition to its Java consumer exactly as odradek
+    reads it: Kafka loads odradek's segments, indexes, checkpoints and clean-shutdown marker."""
+    state = tmp_path_factory.mktemp("kafka-after-odradek")
+    shutil.copytree(kafka_written.log_dir, state / "data")
+    tp = TopicPartition("codec-none", 0)
+    manager = LogManager(BrokerConfig(log_dirs=(str(state / "data"),), broker_id=1))
+    manager.startup()
+    try:
+        log = manager.get_log(tp)
+        log.roll()
+        for batch in _odradek_batches():
+            log.append(batch)
+        log.maybe_increment_high_watermark(log.log_end_offset_metadata)
+        odradek_reads = _served(log)
+    finally:
+        manager.shutdown()
+    assert len(odradek_reads) > len(kafka_written.expected["codec-none"])
+
+    broker = ReferenceBroker.start(state)
+    try:
+        kafka_reads = JavaClient(harness_classpath(), broker.bootstrap).consume(tp.topic)
+    finally:
+        broker.stop()
+    assert kafka_reads[tp.topic] == odradek_reads
+
+
+@pytest.fixture
+def odradek_written(tmp_path: Path) -> Path:
+    """A partition directory written by odradek's Log, rolled into several segments."""
+    directory = tmp_path / "written-0"
+    config = LogConfig(segment_bytes=1000, index_interval_bytes=1)
+    with open_log(directory, config) as log:
+        for batch in _odradek_batches():
+            log.append(batch)
+        log.update_high_watermark(log.log_end_offset)
+        log.flush()
+    assert len(list(directory.glob("*.log"))) >= 3
+    return directory
+
+
+def _kafka_dump(*args: str) -> str:
+    done = run_java(kafka_classpath(), "org.apache.kafka.tools.DumpLogSegments", list(args))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "rror" not in done.stderr, done.stderr
+    return done.stdout
+
+
+def test_kafkas_dump_log_segments_reads_odradeks_segments(odradek_written: Path) -> None:
+    """DumpLogSegments --deep-iteration --print-data-log lists every batch and record odradek
+    wrote, valid, with the offsets, timestamps, keys and values odradek reads back."""
+    assert_kafka_reads_segments(odradek_written)
+
+
+def test_kafkas_dump_log_segments_verifies_odradeks_indexes(odradek_written: Path) -> None:
+    """--verify-index-only and --index-sanity-check find nothing wrong with odradek's offset
+    and time indexes."""
+    assert_kafka_verifies_indexes(odradek_written)
+
+
+def assert_kafka_reads_segments(directory: Path) -> None:
+    """Kafka's DumpLogSegments lists the batches and records of every segment in
+    ``directory`` as odradek reads them, all valid."""
+    logs = sorted(directory.glob("*.log"))
+    output = _kafka_dump(
+        "--deep-iteration", "--print-data-log", "--files", ",".join(map(str, logs))
+    )
+    batches, records = [], []
+    for line in output.splitlines():
+        if line.startswith(("Dumping ", "Log starting offset")):
+            continue
+        if batch := _DUMPED_BATCH.match(line):
+            batches.append(batch.groups())
+        elif record := _DUMPED_RECORD.match(line):
+            records.append(record.groups())
+        else:
+            pytest.fail(f"DumpLogSegments printed an unexpected line: {line!r}\n{output}")
+
+    expected_batches, expected_records = [], []
+    for log_file in logs:
+        for batch in MemoryRecords(log_file.read_bytes()).batches():
+            kind = "LogAppendTime" if batch.timestamp_type else "CreateTime"
+            expected_batches.append(
+                (
+                    str(batch.base_offset),
+                    str(batch.last_offset),
+                    str(batch.records_count),
+                    str(batch.producer_id),
+                    "false",
+                    str(batch.position),
+                    kind,
+                    str(batch.max_timestamp),
+                    str(batch.size_in_bytes),
+                    batch.compression_type.label,
+                    str(batch.crc),
+                    "true",
+                )
+            )
+            for r in batch.records():
+                expected_records.append(
+                    (
+                        str(r.offset),
+                        kind,
+                        str(r.timestamp),
+                        str(-1 if r.key is None else len(r.key)),
+                        str(-1 if r.value is None else len(r.value)),
+                        str(
+                            -1
+                            if batch.producer_id < 0
+                            else batch.base_sequence + r.offset - batch.base_offset
+                        ),
+                        ",".join(name for name, _ in r.headers),
+                        None if r.key is None else r.key.decode(),
+                        None if r.value is None else r.value.decode(),
+                    )
+                )
+    assert batches == expected_batches
+    assert records == expected_records
+
+
+def assert_kafka_verifies_indexes(directory: Path) -> None:
+    """Kafka's DumpLogSegments finds nothing wrong with the indexes in ``directory``."""
+    indexes = sorted([*directory.glob("*.index"), *directory.glob("*.timeindex")])
+    files = ",".join(map(str, indexes))
+    verified = _kafka_dump("--verify-index-only", "--deep-iteration", "--files", files)
+    for word in ("ismatch", "out of order", "Non-consecutive", "not found", "corrupt"):
+        assert word not in verified, verified
+    sane = _kafka_dump("--index-sanity-check", "--files", files)
+    checked = sane.count("passed sanity check") + sane.count(" is empty.")
+    assert checked == len(indexes), sane

@@ -1,0 +1,135 @@
+"""Log's durability points without a power-cut file system: which directory fsyncs happen
+when, and that a flush never takes an fsync in progress for a completed one."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from log_helpers import batch, open_log
+
+from odradek.config.log_config import LogConfig
+from odradek.storage import log as log_module
+from odradek.storage.log import Log
+from odradek.storage.scheduler import Scheduler
+
+CONFIG = LogConfig(segment_bytes=1024)
+
+
+@pytest.fixture
+def directory_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The directories Log fsyncs, in order (the fsyncs still run)."""
+    synced: list[Path] = []
+    original = log_module.fsync_directory
+
+    def recording(directory: Path) -> None:
+        synced.append(Path(directory))
+        original(directory)
+
+    monkeypatch.setattr(log_module, "fsync_directory", recording)
+    return synced
+
+
+def test_creating_a_partition_directory_syncs_its_log_directory(
+    tmp_path: Path, directory_fsyncs: list[Path]
+) -> None:
+    with open_log(tmp_path / "t-0", CONFIG):
+        assert directory_fsyncs == [tmp_path]
+
+
+def test_the_flush_after_a_roll_syncs_the_partition_directory_once(
+    tmp_path: Path, directory_fsyncs: list[Path]
+) -> None:
+    with open_log(tmp_path / "t-0", CONFIG) as log:
+        log.flush()  # the first flush covers the files loading created
+        directory_fsyncs.clear()
+        while log.number_of_segments < 2:
+            log.append(batch(5, value_size=50))
+        log.flush()
+        assert directory_fsyncs.count(tmp_path / "t-0") >= 1
+        synced = len(directory_fsyncs)
+        log.append(batch(1))
+        log.flush()  # nothing new in the directory: no fsync of it
+        assert len(directory_fsyncs) == synced
+
+
+def test_a_flush_waits_for_a_directory_fsync_in_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: the first flush dropped the 'unsynced' flag before its fsync, so a second
+    flush arriving meanwhile returned (and acks=all answered) before the name was durable."""
+    started, release = threading.Event(), threading.Event()
+    original = log_module.fsync_directory
+
+    def slow(directory: Path) -> None:
+        started.set()
+        release.wait(10)
+        original(directory)
+
+    # A scheduler never started: the flush the roll schedules does not sync first.
+    log = Log.open(tmp_path / "t-0", CONFIG, Scheduler())
+    try:
+        log.flush()
+        while log.number_of_segments < 2:
+            log.append(batch(5, value_size=50))
+        monkeypatch.setattr(log_module, "fsync_directory", slow)
+        first = threading.Thread(target=log.flush)
+        first.start()
+        assert started.wait(10)
+        second = threading.Thread(target=log.flush)
+        second.start()
+        second.join(0.3)
+        assert second.is_alive(), "a flush returned while the directory fsync was running"
+        release.set()
+        first.join(10)
+        second.join(10)
+        assert not second.is_alive()
+    finally:
+        release.set()
+        log.close()
+
+
+def test_a_flush_after_the_partition_directory_was_renamed_for_deletion_is_harmless(
+    tmp_path: Path,
+) -> None:
+    """A topic deletion renames the directory while a flush a roll scheduled may still run:
+    the directory fsync it then owes is moot, not an I/O error taking the log dir offline."""
+    log = Log.open(tmp_path / "t-0", CONFIG, Scheduler())  # the files loading made: unsynced
+    try:
+        log.append(batch(5, value_size=50))
+        (tmp_path / "t-0").rename(tmp_path / "t-0.x-delete")
+        log.flush()
+        assert log.recovery_point == log.log_end_offset
+    finally:
+        log.close_handlers()
+
+
+class RecordingScheduler:
+    """Keeps the tasks a Log schedules, for the test to run when it chooses."""
+
+    def __init__(self) -> None:
+        self.tasks: list[tuple[str, object]] = []
+
+    def schedule(self, name: str, function, delay_ms: int = 0, period_ms=None) -> None:
+        self.tasks.append((name, function))
+
+
+def test_the_flush_a_roll_scheduled_does_nothing_once_the_partition_is_being_deleted(
+    tmp_path: Path,
+) -> None:
+    """Regression: a topic deleted right after a roll renamed the partition directory; the
+    roll's flush then opened the rolled segment's index under its old path, failed, and took
+    the whole log directory offline."""
+    scheduler = RecordingScheduler()
+    log = Log.open(tmp_path / "t-0", CONFIG, scheduler)  # type: ignore[arg-type]
+    try:
+        while log.number_of_segments < 2:
+            log.append(batch(5, value_size=50))
+        (tmp_path / "t-0").rename(tmp_path / "t-0.x-delete")
+        log.stop_flushes()
+        for name, task in scheduler.tasks:
+            if name.startswith("flush-"):
+                task()  # raised KafkaStorageError (FileNotFoundError) before
+    finally:
+        log.close_handlers()
