@@ -424,3 +424,26 @@ def test_idempotence_follows_kafkas_defaults_and_rules() -> None:
             enable_idempotence=True,
             max_in_flight_requests_per_connection=6,
         )
+
+
+def test_retried_batches_go_back_in_sequence_order_whatever_order_they_failed_in() -> None:
+    """One batch a request, up to five requests in flight: their failures may come back in
+    any order, yet the partition's queue must resend them by sequence, before new batches."""
+    from odradek.client.record_accumulator import RecordAccumulator
+    from odradek.topic_partition import TopicPartition
+
+    tp = TopicPartition("t", 0)
+    accumulator = RecordAccumulator(
+        batch_size=16, compression=CompressionType.NONE, linger_ms=0, buffer_memory=1 << 20
+    )
+    for i in range(4):  # each record fills its own batch
+        accumulator.append(tp, 1000, None, b"v%d" % i * 8, (), 24, now_ms=0)
+    sent = []
+    for sequence in range(3):
+        (batch,) = accumulator.drain([tp], 1 << 20, now_ms=0).values()
+        batch.set_producer_state(7, 0, sequence)
+        sent.append(batch)
+    for batch in (sent[2], sent[0], sent[1]):
+        accumulator.reenqueue(batch)
+    order = [next(iter(accumulator.drain([tp], 1 << 20, now_ms=0).values())) for _ in range(4)]
+    assert [batch.base_sequence for batch in order] == [0, 1, 2, None]
