@@ -152,14 +152,17 @@ class SocketServer:
         )
         max_request_bytes = self._settings.max_request_bytes
         idle_timeout_ms = self._settings.max_idle_ms
-        if session.authenticator is not None:
+        request_timeout_ms = self._settings.request_timeout_ms
+        if session.authenticator is not None:  # the SASL deadline holds from accept on
             max_request_bytes = min(max_request_bytes, self._sasl_max_receive_bytes)
-            idle_timeout_ms = min(idle_timeout_ms, int(session.authenticator.timeout_s * 1000))
+            sasl_timeout_ms = int(session.authenticator.timeout_s * 1000)
+            idle_timeout_ms = min(idle_timeout_ms, sasl_timeout_ms)
+            request_timeout_ms = min(request_timeout_ms, sasl_timeout_ms)
         return ProtocolDetector(
             factories,
             max_request_bytes,
             idle_timeout_ms,
-            self._settings.request_timeout_ms,
+            request_timeout_ms,
             self,
             self._metrics.closed_connections.labels("unknown_protocol").inc,
             self._metrics.closed_connections.labels("request_timeout").inc,
