@@ -102,6 +102,23 @@ class PolicyViolationError(KafkaError):
     code, error_name = 44, "POLICY_VIOLATION"
 
 
+class OutOfOrderSequenceNumberError(KafkaError):
+    """An idempotent producer's batch does not follow its last sequence (a gap, or a new
+    epoch not starting at 0)."""
+
+    code, error_name = 45, "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+class InvalidProducerEpochError(KafkaError):
+    """A batch from an epoch older than the producer's current one (a fenced producer)."""
+
+    code, error_name = 47, "INVALID_PRODUCER_EPOCH"
+
+
+class UnknownProducerIdError(KafkaError):
+    code, error_name = 59, "UNKNOWN_PRODUCER_ID"
+
+
 class KafkaStorageError(KafkaError):
     """A log directory failed (I/O error, full disk); its partitions are offline."""
 
@@ -116,6 +133,10 @@ class InvalidRecordError(KafkaError):
     """A record breaks a rule of its topic, e.g. no key on a compacted topic (INVALID_RECORD)."""
 
     code, error_name = 87, "INVALID_RECORD"
+
+
+class ProducerFencedError(KafkaError):
+    code, error_name = 90, "PRODUCER_FENCED"
 
 
 class ThrottlingQuotaExceededError(KafkaError):
@@ -260,9 +281,13 @@ _BY_CODE: dict[int, type[KafkaError]] = {
         InvalidConfigError,
         InvalidRequestError,
         PolicyViolationError,
+        OutOfOrderSequenceNumberError,
+        InvalidProducerEpochError,
+        UnknownProducerIdError,
         KafkaStorageError,
         UnsupportedCompressionTypeError,
         InvalidRecordError,
+        ProducerFencedError,
         ThrottlingQuotaExceededError,
         OffsetMetadataTooLargeError,
         CoordinatorLoadInProgressError,

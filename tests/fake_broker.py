@@ -48,6 +48,7 @@ from odradek.protocol.describe_topic_partitions import (
 from odradek.protocol.fetch import FetchPartitionResponse, FetchResponse
 from odradek.protocol.frame import FrameDecoder, FrameError
 from odradek.protocol.header import RequestHeader, ResponseHeader
+from odradek.protocol.init_producer_id import InitProducerIdResponse
 from odradek.protocol.list_offsets import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -135,6 +136,7 @@ class FakeBroker:
         self.configs: dict[str, dict[str, str]] = {}
         self.requests: list[tuple[RequestHeader, Message]] = []
         self.faults: deque[Fault] = deque()
+        self.producer_ids = 0
         self.api_versions = supported_api_versions()
         self.connections: list[asyncio.Transport] = []
         self._appended = asyncio.Event()
@@ -217,6 +219,16 @@ class FakeBroker:
         return MetadataResponse(
             BrokerMetadata(1, "127.0.0.1", self.port), "fake-cluster", tuple(topics)
         )
+
+    async def _init_producer_id(self, request, fault):
+        if fault is not None and fault.action == "error":
+            raise error_for_code(fault.error_code)
+        if request.producer_id >= 0:
+            return InitProducerIdResponse(
+                producer_id=request.producer_id, producer_epoch=request.producer_epoch + 1
+            )
+        self.producer_ids += 1
+        return InitProducerIdResponse(producer_id=self.producer_ids - 1, producer_epoch=0)
 
     async def _produce(self, request, fault):
         answers = []

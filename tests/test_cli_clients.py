@@ -25,7 +25,7 @@ from odradek.client import Producer
 from odradek.client.partitioner import partition_for_key
 
 ODRADEK = Path(sys.executable).with_name("odradek")
-IDLE_MS = "1000"
+IDLE_MS = "5000"  # a loaded 2-core machine can take over a second to answer a first poll
 
 
 @dataclass(frozen=True)

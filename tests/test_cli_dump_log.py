@@ -115,7 +115,8 @@ def test_text_output_has_one_line_per_batch_and_a_summary(log_file: Path) -> Non
     assert lines[0] == f"Dumping {log_file}"
     assert lines[1].startswith("baseOffset: 0 lastOffset: 1 count: 2 position: 0 size: ")
     assert "compression: none timestampType: CreateTime" in lines[1]
-    assert "producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0" in lines[1]
+    assert "producerId: -1 producerEpoch: -1 baseSequence: -1 lastSequence: -1" in lines[1]
+    assert "partitionLeaderEpoch: 0" in lines[1]
     assert "crcValid: yes" in lines[1]
     assert "compression: gzip" in lines[2]
     assert not any(line.startswith("|") for line in lines)
@@ -180,6 +181,7 @@ def test_batch_header_fields_come_from_the_file(tmp_path: Path) -> None:
             timestamp_type=TimestampType.LOG_APPEND_TIME,
             producer_id=42,
             producer_epoch=3,
+            base_sequence=2**31 - 1,
             partition_leader_epoch=7,
             is_transactional=True,
         )
@@ -199,6 +201,8 @@ def test_batch_header_fields_come_from_the_file(tmp_path: Path) -> None:
         "maxTimestamp": BASE_TIME_MS + 9,
         "producerId": 42,
         "producerEpoch": 3,
+        "baseSequence": 2**31 - 1,
+        "lastSequence": 0,  # sequences wrap
         "partitionLeaderEpoch": 7,
         "isTransactional": True,
         "isControl": False,
@@ -607,3 +611,30 @@ def test_verify_index_on_a_live_and_then_a_killed_broker(tmp_path: Path) -> None
     crashed = verify()
     assert crashed.returncode == 0, crashed.stderr
     assert crashed.stdout == live.stdout
+
+
+def test_producer_snapshots_and_the_leader_epoch_checkpoint_are_dumped(tmp_path: Path) -> None:
+    from odradek.storage.leader_epoch_file_cache import EpochEntry, encode_checkpoint
+    from odradek.storage.producer_snapshot_file import (
+        SnapshotEntry,
+        snapshot_file,
+        write_snapshot,
+    )
+
+    snapshot = snapshot_file(tmp_path, 12)
+    write_snapshot(snapshot, [SnapshotEntry(7, 1, 9, 11, 2, BASE_TIME_MS)])
+    checkpoint = tmp_path / "leader-epoch-checkpoint"
+    checkpoint.write_bytes(encode_checkpoint([EpochEntry(0, 0), EpochEntry(3, 40)]))
+
+    result = dump(str(snapshot), str(checkpoint))
+    assert result.exit_code == 0, result.output
+    assert (
+        "producerId: 7 producerEpoch: 1 coordinatorEpoch: -1 currentTxnFirstOffset: -1 "
+        f"lastTimestamp: {BASE_TIME_MS} firstSequence: 7 lastSequence: 9 lastOffset: 11 "
+        "offsetDelta: 2"
+    ) in result.stdout
+    assert "epoch: 3 startOffset: 40" in result.stdout
+
+    snapshot.write_bytes(snapshot.read_bytes()[:-1] + b"\x00")
+    result = dump(str(snapshot))
+    assert result.exit_code == 1 and "CRC mismatch" in result.stderr

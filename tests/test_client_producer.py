@@ -17,9 +17,11 @@ from odradek.client.producer import AsyncProducer, Producer
 from odradek.client.record_metadata import FutureRecordMetadata, RecordMetadata
 from odradek.errors import (
     InvalidConfigError,
+    InvalidRecordError,
     KafkaStorageError,
     MessageTooLargeError,
     NetworkError,
+    OutOfOrderSequenceNumberError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
     UnsupportedCompressionTypeError,
@@ -366,3 +368,82 @@ def test_record_future_raises_the_batch_error_and_completes_once() -> None:
     assert isinstance(future.exception(), KafkaStorageError)
     with pytest.raises(KafkaStorageError, match="disk"):
         future.result()
+
+
+@async_test
+async def test_the_idempotent_producer_numbers_each_partitions_batches() -> None:
+    async with FakeBroker() as broker:
+        broker.create("t")
+        broker.inject(ApiKey.PRODUCE, "error", OutOfOrderSequenceNumberError.code)
+        async with AsyncProducer(
+            bootstrap_servers=broker.bootstrap, batch_size=200, linger_ms=1, retry_backoff_ms=10
+        ) as producer:
+            assert producer.config.idempotent
+            futures = [producer.send("t", str(i).encode() * 10) for i in range(60)]
+            offsets = [(await future).offset for future in futures]
+        assert offsets == list(range(60))  # OUT_OF_ORDER_SEQUENCE_NUMBER was retried
+        batches = [RecordBatch(b) for b in broker.topics["t"][0].batches]
+        assert {(b.producer_id, b.producer_epoch) for b in batches} == {(0, 0)}
+        sequences = [b.base_sequence for b in batches]
+        assert sequences == list(
+            itertools.accumulate([0] + [b.records_count for b in batches[:-1]])
+        )
+        assert len(broker.requests_of(ApiKey.INIT_PRODUCER_ID)) == 1
+
+
+@async_test
+async def test_a_batch_failing_for_good_makes_the_producer_take_the_next_epoch() -> None:
+    async with FakeBroker() as broker:
+        broker.create("t")
+        async with AsyncProducer(
+            bootstrap_servers=broker.bootstrap, linger_ms=0, retry_backoff_ms=10
+        ) as producer:
+            await producer.send("t", b"first")
+            broker.inject(ApiKey.PRODUCE, "error", InvalidRecordError.code)
+            with pytest.raises(InvalidRecordError):
+                await producer.send("t", b"refused")
+            await producer.send("t", b"after")
+        first, after = (RecordBatch(b) for b in broker.topics["t"][0].batches)
+        assert (first.producer_epoch, first.base_sequence) == (0, 0)
+        assert (after.producer_id, after.producer_epoch, after.base_sequence) == (0, 1, 0)
+        bump = broker.requests_of(ApiKey.INIT_PRODUCER_ID)[-1]
+        assert (bump.producer_id, bump.producer_epoch) == (0, 0)
+
+
+def test_idempotence_follows_kafkas_defaults_and_rules() -> None:
+    from odradek.client.config import ProducerConfig
+
+    assert ProducerConfig(bootstrap_servers="b:1").idempotent
+    assert not ProducerConfig(bootstrap_servers="b:1", acks=1).idempotent
+    assert not ProducerConfig(bootstrap_servers="b:1", enable_idempotence=False).idempotent
+    with pytest.raises(InvalidConfigError, match="acks"):
+        ProducerConfig(bootstrap_servers="b:1", acks=1, enable_idempotence=True)
+    with pytest.raises(InvalidConfigError, match="<= 5"):
+        ProducerConfig(
+            bootstrap_servers="b:1",
+            enable_idempotence=True,
+            max_in_flight_requests_per_connection=6,
+        )
+
+
+def test_retried_batches_go_back_in_sequence_order_whatever_order_they_failed_in() -> None:
+    """One batch a request, up to five requests in flight: their failures may come back in
+    any order, yet the partition's queue must resend them by sequence, before new batches."""
+    from odradek.client.record_accumulator import RecordAccumulator
+    from odradek.topic_partition import TopicPartition
+
+    tp = TopicPartition("t", 0)
+    accumulator = RecordAccumulator(
+        batch_size=16, compression=CompressionType.NONE, linger_ms=0, buffer_memory=1 << 20
+    )
+    for i in range(4):  # each record fills its own batch
+        accumulator.append(tp, 1000, None, b"v%d" % i * 8, (), 24, now_ms=0)
+    sent = []
+    for sequence in range(3):
+        (batch,) = accumulator.drain([tp], 1 << 20, now_ms=0).values()
+        batch.set_producer_state(7, 0, sequence)
+        sent.append(batch)
+    for batch in (sent[2], sent[0], sent[1]):
+        accumulator.reenqueue(batch)
+    order = [next(iter(accumulator.drain([tp], 1 << 20, now_ms=0).values())) for _ in range(4)]
+    assert [batch.base_sequence for batch in order] == [0, 1, 2, None]

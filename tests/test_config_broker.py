@@ -56,6 +56,8 @@ KAFKA_BROKER_DEFAULTS = {
     "log.flush.offset.checkpoint.interval.ms": 60000,
     "log.flush.start.offset.checkpoint.interval.ms": 60000,
     "replica.high.watermark.checkpoint.interval.ms": 5000,
+    "producer.id.expiration.ms": 86400000,
+    "producer.id.expiration.check.interval.ms": 600000,
     "message.max.bytes": 1048588,
     "log.message.timestamp.type": "CreateTime",
     "log.message.timestamp.before.max.ms": LONG_MAX,

@@ -65,7 +65,7 @@ def test_kafka_python_produces_with_every_codec_and_acks(
         compression_type=codec,
         acks=acks,
         linger_ms=5,
-        enable_idempotence=False,  # InitProducerId is not served yet
+        enable_idempotence=acks == "all",  # idempotent where Kafka allows it
     )
     futures = [producer.send(topic, key=b"k%d" % n, value=b"v%d" % n * 20) for n in range(30)]
     producer.flush(30)
@@ -86,7 +86,7 @@ def test_kafka_python_consumes_from_latest_a_timestamp_and_an_offset(
 ) -> None:
     topic = "kp-starts"
     create_topic(broker.bootstrap, topic)
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
     for n in range(10):
         producer.send(topic, value=b"old%d" % n, timestamp_ms=1_000_000 + n)
     for n in range(10):
@@ -131,7 +131,7 @@ def test_kafka_python_admin(broker: RunningBroker) -> None:
     assert configs["segment.ms"]["value"] == "7200000"
     assert configs["retention.ms"]["value"] == "60000"  # kafka-python resends the others
 
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
     for n in range(6):
         producer.send("kp-admin", value=b"%d" % n, partition=0)
     producer.flush(30)

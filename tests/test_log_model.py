@@ -6,6 +6,13 @@ is checked against it across rolls, truncation, delete-records, retention (by ti
 start offset), high watermark moves, clean restarts and crashes that damage anything not yet
 flushed. The model takes only the segments' base offsets from the log: which segments retention
 and recovery keep, it predicts from design §10 and design §8.
+
+Some batches come from idempotent producers: a producer with batches left in the log must go on
+at the sequence after its last one (whatever truncation, retention, restarts and crashes did
+to the producer state, rebuilt from snapshots and the log), and a retry of its last batch is
+answered with that batch's offsets and written nowhere: exactly once. A producer whose batches
+are all gone is not used again (what the broker then remembers of it depends on snapshots
+retention already removed).
 """
 
 from __future__ import annotations
@@ -78,6 +85,7 @@ class ModelBatch:
     values: tuple[bytes, ...]
     size: int  # bytes in the segment file
     max_timestamp: int
+    producer: tuple[int, int] | None = None  # (producer id, base sequence) if idempotent
 
     @property
     def last_offset(self) -> int:
@@ -156,6 +164,8 @@ class LogModel(RuleBasedStateMachine):
         # back from the truncated (sparse) time index, design §10's source, not from the batches.
         self.stale_timestamps: set[int] = set()
         self.counter = 0
+        self.next_producer_id = 1000
+        self.sent: dict[tuple[int, int], bytes] = {}  # (producer, base sequence) -> the batch
 
     def teardown(self) -> None:
         self.scheduler.run_pending()
@@ -288,15 +298,45 @@ class LogModel(RuleBasedStateMachine):
 
     # --- rules -------------------------------------------------------------------------------
 
-    def append_batch(self, count: int, size: int, codec: CompressionType) -> None:
-        """Append a batch of ``count`` records of about ``size`` bytes, 10 ms after the last."""
+    def last_batches_of_producers(self) -> dict[int, ModelBatch]:
+        """Each producer with batches left in the log: its last one."""
+        last: dict[int, ModelBatch] = {}
+        for batch in self.batches:
+            if batch.producer is not None:
+                last[batch.producer[0]] = batch
+        return last
+
+    def append_batch(
+        self, count: int, size: int, codec: CompressionType, producer: int | None = None
+    ) -> None:
+        """Append a batch of ``count`` records of about ``size`` bytes, 10 ms after the last;
+        ``producer``: from that idempotent producer (-1: a new one), at its next sequence."""
         values = tuple(f"{self.counter + i}:".encode() + b"x" * size for i in range(count))
         self.counter += count
         self.clock.sleep(10)
         now = self.clock.milliseconds()
-        records = build_batch([(now, b"key", value, ()) for value in values], compression=codec)
+        idempotent = {}
+        if producer is not None:
+            last = self.last_batches_of_producers().get(producer)
+            if last is None:
+                producer, sequence = self.next_producer_id, 0
+                self.next_producer_id += 1
+            else:
+                sequence = last.producer[1] + len(last.values)
+            idempotent = {"producer_id": producer, "producer_epoch": 0, "base_sequence": sequence}
+        records = build_batch(
+            [(now, b"key", value, ()) for value in values], compression=codec, **idempotent
+        )
         info = self.log.append(records)
-        batch = ModelBatch(self.next_offset, values, len(records), now)
+        batch = ModelBatch(
+            self.next_offset,
+            values,
+            len(records),
+            now,
+            (producer, idempotent["base_sequence"]) if producer is not None else None,
+        )
+        if batch.producer is not None:
+            self.sent[batch.producer] = records
         assert (info.first_offset, info.last_offset) == (batch.first_offset, batch.last_offset)
         self.batches.append(batch)
         self.next_offset = batch.next_offset
@@ -325,6 +365,31 @@ class LogModel(RuleBasedStateMachine):
             self.append_batch(*batch)
         if commit:
             self.commit()
+
+    @rule(batch=BATCHES, data=st.data(), commit=st.booleans())
+    def append_idempotent(
+        self, batch: tuple[int, int, CompressionType], data: st.DataObject, commit: bool
+    ) -> None:
+        """A batch of a producer with batches in the log, at its next sequence, or of a new
+        producer."""
+        producers = sorted(self.last_batches_of_producers())
+        producer = data.draw(st.sampled_from([-1, *producers]), label="producer")
+        self.append_batch(*batch, producer=producer)
+        if commit:
+            self.commit()
+
+    @precondition(lambda self: any(b.producer is not None for b in self.batches))
+    @rule(data=st.data())
+    def retry_written_batch(self, data: st.DataObject) -> None:
+        """A producer resends its last batch (its acknowledgement was lost): the broker answers
+        with the offsets it has and writes nothing."""
+        last = self.last_batches_of_producers()
+        batch = last[data.draw(st.sampled_from(sorted(last)), label="retrying producer")]
+        size = self.log.size_in_bytes
+        info = self.log.append(self.sent[batch.producer])
+        assert (info.first_offset, info.last_offset) == (batch.first_offset, batch.last_offset)
+        assert self.log.log_end_offset == self.next_offset
+        assert self.log.size_in_bytes == size
 
     @rule(data=st.data())
     def read(self, data: st.DataObject) -> None:

@@ -60,6 +60,7 @@ from odradek.protocol.find_coordinator import (
 from odradek.protocol.frame import Frame, FrameDecoder
 from odradek.protocol.header import RequestHeader, ResponseHeader
 from odradek.protocol.heartbeat import HeartbeatRequest, HeartbeatResponse
+from odradek.protocol.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.join_group import (
     JoinGroupMemberEntry,
@@ -167,6 +168,8 @@ REQUESTS: list[Message] = [
     DeleteTopicsRequest(("a", "b")),
     CreatePartitionsRequest((CreatePartitionsTopic("a", 6),), validate_only=True, timeout_ms=500),
     DeleteRecordsRequest((DeleteRecordsPartition("a", 0, 17),)),
+    InitProducerIdRequest(),
+    InitProducerIdRequest(producer_id=4, producer_epoch=2),
     DescribeConfigsRequest(("a",)),
     AlterConfigsRequest(
         (AlterableTopicConfigs("a", {"retention.ms": "5", "segment.bytes": None}),)
@@ -219,6 +222,7 @@ RESPONSES: list[Message] = [
     DeleteTopicsResponse((TopicResult("a"), TopicResult("b", 3, "unknown"))),
     CreatePartitionsResponse((TopicResult("a"), TopicResult("b", 37, "has 6 partitions"))),
     DeleteRecordsResponse((DeleteRecordsPartitionResponse("a", 0, low_watermark=17),)),
+    InitProducerIdResponse(producer_id=4, producer_epoch=3),
     DescribeConfigsResponse(
         (
             TopicConfigs(

@@ -287,3 +287,35 @@ def test_every_topic_api_refuses_a_principal_without_acls(
     assert not (broker.data_dir / "anonymous-topic-0").exists()
     assert not (broker.data_dir / "anonymous-auto-0").exists()
     assert (broker.data_dir / "secret-0").exists() and not (broker.data_dir / "secret-4").exists()
+
+
+def test_init_producer_id_needs_idempotent_write_or_write_on_some_topic(
+    secure: tuple[RunningBroker, Path],
+) -> None:
+    """As Kafka 2.8+ (KIP-679): IdempotentWrite on the cluster, or Write on any topic."""
+    from odradek.protocol.init_producer_id import InitProducerIdRequest
+
+    broker, certs = secure
+    sock = socket.create_connection(("127.0.0.1", broker.broker.listener_ports["PLAINTEXT"]), 10)
+    with RawClient(sock) as client:  # User:ANONYMOUS, no ACL
+        client.send(InitProducerIdRequest())
+        header, _ = client.read_response(InitProducerIdRequest())
+        assert header.error == 31  # CLUSTER_AUTHORIZATION_FAILED
+        write = _acl("anonymous-only", kadmin.AclOperation.WRITE, principal="User:ANONYMOUS")
+        _create_acls(broker, certs, [write])
+        try:
+            response = client.call(InitProducerIdRequest())
+            assert response.producer_id >= 0
+        finally:
+            admin = kadmin.AdminClient(_admin(broker, certs))
+            removal = kadmin.AclBindingFilter(
+                kadmin.ResourceType.TOPIC,
+                "anonymous-only",
+                kadmin.ResourcePatternType.LITERAL,
+                "User:ANONYMOUS",
+                "*",
+                kadmin.AclOperation.WRITE,
+                kadmin.AclPermissionType.ALLOW,
+            )
+            for future in admin.delete_acls([removal]).values():
+                future.result(timeout=30)

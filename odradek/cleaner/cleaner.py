@@ -15,6 +15,7 @@ second pass decides those batches from their headers without reading them again.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 
 from odradek.cleaner import batch_scan
@@ -32,11 +33,18 @@ from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY
 from odradek.cleaner.throttler import Throttler
 from odradek.clock import SYSTEM_CLOCK
 from odradek.errors import CorruptRecordError
-from odradek.record.record_batch import RecordBatch
+from odradek.record.record_batch import (
+    HEADER_SIZE,
+    LAST_OFFSET_DELTA_OFFSET,
+    LOG_OVERHEAD,
+    RecordBatch,
+)
 from odradek.storage import log_file_names as names
 from odradek.storage.atomic_file import fsync_directory
 from odradek.storage.log_segment import LogSegment
 
+_OFFSET_AND_LENGTH = struct.Struct(">qi")
+_INT32 = struct.Struct(">i")
 INT32_MAX = 2**31 - 1
 
 
@@ -206,9 +214,11 @@ class Cleaner:
         batches that keep all of their records or none in bulk, ``keep`` the others one by
         one. Where it stopped, and why."""
         view = memoryview(data)
+        protected = self._next_producer_batch(data, position, end)
         while True:
+            limit = end if protected is None else protected
             progress = FilterProgress._make(
-                keep.offset_map.filter_batches(data, position, end, keep.retain_deletes)
+                keep.offset_map.filter_batches(data, position, limit, keep.retain_deletes)
             )
             self.throttler.maybe_throttle(progress.bytes_read)
             self.stats.read_records(progress.bytes_read, progress.records_read)
@@ -217,14 +227,35 @@ class Cleaner:
             for start, stop in progress.kept_spans:
                 writer.add(view[start:stop], progress.last_kept_offset)
             position = progress.position
-            if progress.status != batch_scan.OTHER:
+            at_protected = position == protected
+            if progress.status != batch_scan.OTHER and not at_protected:
                 return position, progress.status
             batch = RecordBatch(data, position)
             size = batch.size_in_bytes
             self.throttler.maybe_throttle(size)
-            if kept := keep.filter(batch):
+            if at_protected:
+                writer.add(view[position : position + size], batch.last_offset)
+                self.stats.read_records(size, batch.records_count)
+                self.stats.recopy_records(size, batch.records_count)
+                protected = self._next_producer_batch(data, position + size, end)
+            elif kept := keep.filter(batch):
                 writer.add(kept, batch.last_offset)
             position += size
+
+    def _next_producer_batch(self, data: Buffer, position: int, end: int) -> int | None:
+        """Where the next batch in ``data[position:end]`` that is a live producer's last one
+        starts (kept whole); None when there is none. Only logs with idempotent producers
+        pay for this header walk."""
+        last_offsets = self.task.producer_last_offsets
+        if not last_offsets:
+            return None
+        while position + HEADER_SIZE <= end:
+            base_offset, length = _OFFSET_AND_LENGTH.unpack_from(data, position)
+            delta = _INT32.unpack_from(data, position + LAST_OFFSET_DELTA_OFFSET)[0]
+            if base_offset + delta in last_offsets:
+                return position
+            position += length + LOG_OVERHEAD
+        return None
 
     def _create_cleaned_segment(self, base_offset: int) -> LogSegment:
         """A new, empty ``.cleaned`` segment (any left by an earlier failed run goes first)."""

@@ -22,6 +22,10 @@ class CleaningTask:
     ``delete_horizon_ms`` is Kafka's: tombstones in a segment last modified at or before it
     are dropped; it lies ``delete.retention.ms`` before the last modification of the newest
     segment of the clean section (0, keeping every tombstone, when nothing is clean yet).
+
+    ``producer_last_offsets`` are the last offsets of the live idempotent producers' last
+    batches: those batches are kept whole, as Kafka keeps them, so a retry of one is still
+    recognised after compaction (its producer state is rebuilt from them after a restart).
     """
 
     directory: Path
@@ -35,6 +39,7 @@ class CleaningTask:
     load_factor: float
     io_buffer_size: int
     io_bytes_per_second: float
+    producer_last_offsets: frozenset[int] = frozenset()
 
     @classmethod
     def plan(cls, cleanable: LogToClean, config: CleanerConfig) -> CleaningTask:
@@ -56,6 +61,7 @@ class CleaningTask:
             load_factor=config.dedupe_buffer_load_factor,
             io_buffer_size=config.io_buffer_size,
             io_bytes_per_second=config.io_bytes_per_second_per_thread,
+            producer_last_offsets=frozenset(log.last_data_offsets_of_producers().values()),
         )
 
     def upper_bounds(self) -> list[int]:

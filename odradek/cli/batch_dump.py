@@ -21,6 +21,7 @@ from odradek.record.compression import CompressionType
 from odradek.record.memory_records import MemoryRecords
 from odradek.record.record import Record
 from odradek.record.record_batch import HEADER_SIZE, RecordBatch, TimestampType
+from odradek.storage.batch_metadata import increase_sequence
 
 _TIMESTAMP_TYPE_NAMES = {
     TimestampType.CREATE_TIME: "CreateTime",
@@ -91,6 +92,8 @@ def describe_batch(
         "maxTimestamp": batch.max_timestamp,
         "producerId": batch.producer_id,
         "producerEpoch": batch.producer_epoch,
+        "baseSequence": batch.base_sequence,
+        "lastSequence": _last_sequence(batch),
         "partitionLeaderEpoch": batch.partition_leader_epoch,
         "isTransactional": batch.is_transactional,
         "isControl": batch.is_control,
@@ -161,3 +164,10 @@ def _truncation(buffer: bytes | mmap.mmap, end: int) -> str:
         return f"truncated: {remaining} bytes at byte {end} are less than a batch header"
     declared = RecordBatch(buffer, end).size_in_bytes
     return f"truncated batch at byte {end}: it declares {declared} bytes, only {remaining} remain"
+
+
+def _last_sequence(batch: RecordBatch) -> int:
+    """The batch's last sequence (wrapping after 2^31 - 1); -1 without a producer."""
+    if batch.base_sequence < 0:
+        return -1
+    return increase_sequence(batch.base_sequence, batch.last_offset_delta)

@@ -16,6 +16,7 @@ import click
 from odradek.cli.batch_dump import dump_log_file
 from odradek.cli.dump_output import DumpPrinter, JsonPrinter, TextPrinter
 from odradek.cli.index_dump import dump_index_file
+from odradek.cli.state_file_dump import dump_state_file, is_state_file
 from odradek.storage import log_file_names as names
 
 
@@ -54,13 +55,14 @@ def dump_log(
 ) -> None:
     """Print the contents of segment files.
 
-    A .log file shows its batches, an .index or .timeindex file its entries. Keys and
-    values are shown as text when they are printable UTF-8, as a "quoted string" when they
-    are other UTF-8 (or text that would read as null or a quoted form), else as escaped
-    bytes (b'...'); null is shown as null. --json shows them as consume --format json
-    does: strings when UTF-8, else {"base64": "..."}; headers as {"key", "value"} objects.
-    The summary's validBytes is where the first bad batch starts: what a broker recovering
-    the segment would keep.
+    A .log file shows its batches (with each one's producer id, epoch and sequences), an
+    .index or .timeindex file its entries, a .snapshot file the producers it holds, a
+    leader-epoch-checkpoint where each leader epoch starts. Keys and values are shown as
+    text when they are printable UTF-8, as a "quoted string" when they are other UTF-8 (or
+    text that would read as null or a quoted form), else as escaped bytes (b'...'); null is
+    shown as null. --json shows them as consume --format json does: strings when UTF-8, else
+    {"base64": "..."}; headers as {"key", "value"} objects. The summary's validBytes is where
+    the first bad batch starts: what a broker recovering the segment would keep.
     """
     printer = JsonPrinter() if as_json else TextPrinter()
     failed = False
@@ -83,8 +85,11 @@ def _dump_file(
     offsets_decoder: bool = False,
 ) -> list[str]:
     """Dump one file as its name says it is; return its problems, or why it cannot be read."""
-    if not (names.is_log_file(path) or names.is_index_file(path)):
-        return ["not a segment file: expected a .log, .index or .timeindex file"]
+    if not (names.is_log_file(path) or names.is_index_file(path) or is_state_file(path)):
+        return [
+            "not a segment file: expected a .log, .index, .timeindex, .snapshot or "
+            "leader-epoch-checkpoint file"
+        ]
     if not path.is_file():  # said before any "Dumping" line for it
         reason = os.strerror(errno.ENOENT if not path.exists() else errno.EISDIR)
         return [f"cannot read: {reason}"]
@@ -92,6 +97,8 @@ def _dump_file(
     try:
         if names.is_log_file(path):
             return dump_log_file(path, printer, print_records, offsets_decoder)
+        if is_state_file(path):
+            return dump_state_file(path, printer)
         return dump_index_file(path, printer, verify_index)
     except OSError as error:
         return [f"cannot read: {error.strerror}"]

@@ -16,6 +16,8 @@ from odradek.protocol.produce import Acks
 from odradek.record.compression import CompressionType
 
 INT32_MAX = 2**31 - 1
+MAX_IDEMPOTENT_IN_FLIGHT = 5
+"""Kafka's limit: a partition remembers the last five batches of a producer."""
 _ACKS_BY_NAME = {"all": Acks.ALL, "-1": Acks.ALL, "0": Acks.NONE, "1": Acks.LEADER}
 _OFFSET_RESETS = ("earliest", "latest", "none")
 ASSIGNOR_NAMES = ("range", "roundrobin")
@@ -98,6 +100,8 @@ class ProducerConfig(ClientConfig):
     max_request_size: int = 1048576
     buffer_memory: int = 32 * 1024 * 1024
     max_block_ms: int = 60000
+    enable_idempotence: bool | None = None
+    max_in_flight_requests_per_connection: int = 5
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -110,8 +114,35 @@ class ProducerConfig(ClientConfig):
         _require(self.buffer_memory > 0, "buffer_memory must be > 0")
         _require(self.max_block_ms >= 0, "max_block_ms must be >= 0")
         _require(
+            self.max_in_flight_requests_per_connection >= 1,
+            "max_in_flight_requests_per_connection must be >= 1",
+        )
+        if self.enable_idempotence:
+            _require(
+                self.required_acks() is Acks.ALL,
+                "acks must be 'all' for the idempotent producer (enable_idempotence)",
+            )
+            _require(self.retries > 0, "retries must be > 0 for the idempotent producer")
+            _require(
+                self.max_in_flight_requests_per_connection <= MAX_IDEMPOTENT_IN_FLIGHT,
+                f"max_in_flight_requests_per_connection must be <= {MAX_IDEMPOTENT_IN_FLIGHT} "
+                f"for the idempotent producer",
+            )
+        _require(
             self.delivery_timeout_ms >= self.linger_ms + self.request_timeout_ms,
             "delivery_timeout_ms must be >= linger_ms + request_timeout_ms",
+        )
+
+    @property
+    def idempotent(self) -> bool:
+        """Whether the producer is idempotent: ``enable_idempotence``, or by default (None, as
+        Kafka's default true) unless acks, retries or the in-flight limit rule it out."""
+        if self.enable_idempotence is not None:
+            return self.enable_idempotence
+        return (
+            self.required_acks() is Acks.ALL
+            and self.retries > 0
+            and self.max_in_flight_requests_per_connection <= MAX_IDEMPOTENT_IN_FLIGHT
         )
 
     def required_acks(self) -> Acks:

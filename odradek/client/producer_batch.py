@@ -9,6 +9,7 @@ from odradek.client.record_metadata import FutureRecordMetadata
 from odradek.errors import KafkaError
 from odradek.record.compression import CompressionType
 from odradek.record.record_batch import HEADER_SIZE as BATCH_HEADER_SIZE
+from odradek.record.record_batch import set_producer_state
 from odradek.record.record_batch_builder import RecordBatchBuilder
 from odradek.topic_partition import TopicPartition
 
@@ -47,6 +48,7 @@ class ProducerBatch:
         "retry_at_ms",
         "reserved_bytes",
         "record_count",
+        "base_sequence",
         "_builder",
         "_records",
     )
@@ -61,8 +63,9 @@ class ProducerBatch:
         self.retry_at_ms = 0
         self.reserved_bytes = 0
         self.record_count = 0
+        self.base_sequence: int | None = None
         self._builder: RecordBatchBuilder | None = RecordBatchBuilder(compression)
-        self._records: bytes | None = None
+        self._records: bytes | bytearray | None = None
 
     @property
     def estimated_size(self) -> int:
@@ -100,12 +103,25 @@ class ProducerBatch:
     def is_full(self, batch_size: int) -> bool:
         return self._builder is None or BATCH_HEADER_SIZE + self.reserved_bytes >= batch_size
 
-    def close(self) -> bytes:
+    def close(self) -> bytes | bytearray:
         """Build the batch (compressing it) and refuse further appends; idempotent."""
         if self._records is None:
             self._records = self._builder.build()
             self._builder = None
         return self._records
+
+    def set_producer_state(self, producer_id: int, epoch: int, base_sequence: int) -> None:
+        """Number the built batch for an idempotent producer; a retry resends it as it is,
+        so the broker recognises it."""
+        records = bytearray(self.close())
+        set_producer_state(records, 0, producer_id, epoch, base_sequence)
+        self._records = records
+        self.base_sequence = base_sequence
+
+    def clear_producer_state(self) -> None:
+        """Forget the batch's sequence (the producer's epoch was bumped: it is numbered again
+        when next sent)."""
+        self.base_sequence = None
 
     def complete(
         self, base_offset: int, log_append_time_ms: int = -1, error: KafkaError | None = None

@@ -139,9 +139,25 @@ class RecordAccumulator:
         return drained
 
     def reenqueue(self, batch: ProducerBatch) -> None:
-        """Put a batch back at the front of its partition's queue (to be retried first)."""
+        """Put a batch back at the front of its partition's queue, to be retried first; an
+        idempotent producer's (numbered) batch goes in sequence order among the numbered
+        batches already back, whatever order the failures of its partition's requests in
+        flight came in."""
         with self._lock:
-            self._queues[batch.topic_partition].appendleft(batch)
+            queue = self._queues[batch.topic_partition]
+            back = [batch]
+            if batch.base_sequence is not None:
+                while queue and queue[0].base_sequence is not None:
+                    back.append(queue.popleft())
+                back.sort(key=lambda queued: queued.base_sequence or 0)
+            queue.extendleft(reversed(back))
+
+    def clear_producer_state(self) -> None:
+        """Forget the sequences of every queued batch (see ProducerBatch)."""
+        with self._lock:
+            for queue in self._queues.values():
+                for batch in queue:
+                    batch.clear_producer_state()
 
     def expired_batches(self, now_ms: int, delivery_timeout_ms: int) -> list[ProducerBatch]:
         """Remove and return queued batches created more than ``delivery_timeout_ms`` ago."""

@@ -10,7 +10,14 @@ from odradek.client.network_client import NetworkClient
 from odradek.client.producer_batch import ProducerBatch
 from odradek.client.record_accumulator import RecordAccumulator
 from odradek.clock import SYSTEM_CLOCK
-from odradek.errors import KafkaError, RequestTimedOutError, UnknownServerError, error_for_code
+from odradek.errors import (
+    KafkaError,
+    OutOfOrderSequenceNumberError,
+    RequestTimedOutError,
+    UnknownServerError,
+    error_for_code,
+)
+from odradek.protocol.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from odradek.protocol.produce import (
     Acks,
     ProducePartitionData,
@@ -22,16 +29,30 @@ from odradek.topic_partition import TopicPartition
 logger = logging.getLogger(__name__)
 
 
+SEQUENCE_MODULUS = 2**31
+
+
 class Sender:
     """Sends the accumulator's ready batches, retrying retriable failures.
 
-    At most one request per partition is in flight, so a batch being retried goes out again
-    before any later batch of its partition: records stay in order even across retries (Kafka
-    with ``max.in.flight.requests.per.connection=1``, kept per partition so that partitions do
-    not wait for each other). Each request carries one batch of each ready partition, up to
-    ``max_request_size`` (as Kafka's producer sends them: a partition's whole backlog in one
-    append could exceed the topic's ``segment.bytes``, which the broker refuses). Delivery is
-    at least once: a batch whose response was lost is sent again and may be stored twice.
+    Up to ``max_in_flight_requests_per_connection`` requests per partition are in flight
+    (odradek has one broker, so this is Kafka's per-connection limit kept per partition, so
+    that partitions do not wait for each other). Each request carries one batch of each ready
+    partition, up to ``max_request_size`` (as Kafka's producer sends them: a partition's whole
+    backlog in one append could exceed the topic's ``segment.bytes``, which the broker
+    refuses). Once a batch of a partition must be retried, nothing more of that partition is
+    sent until its requests in flight are answered; the batches to retry then go out again,
+    one a request, in order, before any later batch: records stay in order across retries.
+
+    Idempotent (the default, as Kafka's): the sender first gets a producer id
+    (InitProducerId) and numbers each partition's batches in the order it drains them, when
+    it first sends them; a retry resends the same bytes, which the broker recognises when it
+    wrote them already and answers with their offsets: exactly one copy, however often the
+    acknowledgement is lost. OUT_OF_ORDER_SEQUENCE_NUMBER (a later batch reached the broker
+    before an earlier one that failed) is retried. A numbered batch that fails for good
+    leaves a gap, so the producer re-initialises with its id and epoch (KIP-360): the next
+    epoch, sequences from 0. Not idempotent: delivery is at least once (a batch whose
+    response was lost is sent again and may be stored twice).
     """
 
     def __init__(
@@ -41,7 +62,13 @@ class Sender:
         self._accumulator = accumulator
         self._config = config
         self._acks = config.required_acks()
-        self._in_flight: set[TopicPartition] = set()
+        self._idempotent = config.idempotent
+        self._in_flight: dict[TopicPartition, int] = {}
+        self._retrying: set[TopicPartition] = set()
+        self._producer_id = -1
+        self._producer_epoch = -1
+        self._next_sequence: dict[TopicPartition, int] = {}
+        self._epoch_bump_needed = False
         self._requests: set[asyncio.Task[None]] = set()
         self._wakeup = asyncio.Event()
         self._closing = False
@@ -60,6 +87,8 @@ class Sender:
         """Send until closed and every batch is settled."""
         while not (self._closing and not self._accumulator.has_incomplete()):
             self._wakeup.clear()
+            if self._needs_producer_id() and self._accumulator.has_incomplete():
+                await self._init_producer_id()
             delay_ms = self._send_ready(SYSTEM_CLOCK.milliseconds())
             try:
                 async with asyncio.timeout(None if delay_ms is None else delay_ms / 1000):
@@ -75,6 +104,65 @@ class Sender:
         for batch in self._accumulator.abandon_incomplete():
             self._settle(batch, error=error)
 
+    # --- producer id (idempotence) ------------------------------------------------------------
+
+    def _needs_producer_id(self) -> bool:
+        """A producer id is wanted first, or an epoch bump once nothing is in flight."""
+        if not self._idempotent:
+            return False
+        return self._producer_id < 0 or (self._epoch_bump_needed and not self._in_flight)
+
+    async def _init_producer_id(self) -> None:
+        """InitProducerId: a new id, or (bump) the next epoch of ours; sequences restart."""
+        bump = self._producer_id >= 0
+        request = (
+            InitProducerIdRequest(
+                producer_id=self._producer_id, producer_epoch=self._producer_epoch
+            )
+            if bump
+            else InitProducerIdRequest()
+        )
+        try:
+            response: InitProducerIdResponse = await self._client.send(request)
+        except KafkaError as error:
+            if not error.retriable and not isinstance(error, RequestTimedOutError):
+                logger.error("InitProducerId failed: %s; failing the records waiting", error)
+                for batch in self._accumulator.abandon_incomplete():
+                    self._settle(batch, error=error)
+                return
+            logger.warning("InitProducerId failed, retrying: %s", error)
+            await asyncio.sleep(self._config.retry_backoff_ms / 1000)
+            return
+        if bump:
+            logger.info(
+                "producer %d: epoch %d -> %d, sequences start again",
+                response.producer_id,
+                self._producer_epoch,
+                response.producer_epoch,
+            )
+            self._accumulator.clear_producer_state()
+        self._producer_id, self._producer_epoch = response.producer_id, response.producer_epoch
+        self._next_sequence.clear()
+        self._epoch_bump_needed = False
+
+    def _number(self, drained: dict[TopicPartition, ProducerBatch]) -> None:
+        """Give each batch sent for the first time its producer id, epoch and sequence."""
+        for tp, batch in drained.items():
+            if batch.base_sequence is None:
+                sequence = self._next_sequence.get(tp, 0)
+                batch.set_producer_state(self._producer_id, self._producer_epoch, sequence)
+                self._next_sequence[tp] = (sequence + batch.record_count) % SEQUENCE_MODULUS
+
+    # --- sending -----------------------------------------------------------------------------
+
+    def _muted(self) -> set[TopicPartition]:
+        """Partitions that may not send now: at their in-flight limit, or retrying while a
+        request is in flight (the retries go first, in order, one at a time)."""
+        limit = self._config.max_in_flight_requests_per_connection
+        return {
+            tp for tp, count in self._in_flight.items() if count >= limit or tp in self._retrying
+        }
+
     def _send_ready(self, now: int) -> int | None:
         """Expire old batches and send the ready ones; ms until something is due, or None."""
         for batch in self._accumulator.expired_batches(now, self._config.delivery_timeout_ms):
@@ -83,11 +171,18 @@ class Sender:
                 f"{now - batch.created_ms} ms have passed since the batch was created"
             )
             self._settle(batch, error=expired)
-        ready, delay_ms = self._accumulator.ready(now, self._in_flight)
+        if self._idempotent and (self._producer_id < 0 or self._epoch_bump_needed):
+            return self._config.retry_backoff_ms  # InitProducerId first
+        ready, delay_ms = self._accumulator.ready(now, self._muted())
         if ready:
             drained = self._accumulator.drain(ready, self._config.max_request_size, now)
             if drained:
-                self._in_flight.update(drained)
+                if self._idempotent:
+                    self._number(drained)
+                for tp, batch in drained.items():
+                    self._in_flight[tp] = self._in_flight.get(tp, 0) + 1
+                    if batch.attempts == 0:
+                        self._retrying.discard(tp)  # the retries of tp have all gone out
                 task = asyncio.create_task(self._produce(drained))
                 self._requests.add(task)
                 task.add_done_callback(self._requests.discard)
@@ -119,7 +214,12 @@ class Sender:
         else:
             self._handle_response(drained, response.partitions)
         finally:
-            self._in_flight.difference_update(drained)
+            for tp in drained:
+                count = self._in_flight.get(tp, 0) - 1
+                if count > 0:
+                    self._in_flight[tp] = count
+                else:
+                    self._in_flight.pop(tp, None)
             self._wakeup.set()
 
     def _handle_response(
@@ -141,10 +241,11 @@ class Sender:
         now = SYSTEM_CLOCK.milliseconds()
         backoff_ms = self._config.retry_backoff_ms
         deadline = batch.created_ms + self._config.delivery_timeout_ms
+        retriable = error.retriable or (
+            self._idempotent and isinstance(error, OutOfOrderSequenceNumberError)
+        )
         if not (
-            error.retriable
-            and batch.attempts < self._config.retries
-            and now + backoff_ms < deadline
+            retriable and batch.attempts < self._config.retries and now + backoff_ms < deadline
         ):
             self._settle(batch, error=error)
             return
@@ -158,6 +259,7 @@ class Sender:
             error,
         )
         self._accumulator.reenqueue(batch)
+        self._retrying.add(batch.topic_partition)
 
     def _settle(
         self,
@@ -166,5 +268,7 @@ class Sender:
         log_append_time_ms: int = -1,
         error: KafkaError | None = None,
     ) -> None:
+        if error is not None and batch.base_sequence is not None:
+            self._epoch_bump_needed = True  # its sequence is a gap now
         self._accumulator.deallocate(batch)
         batch.complete(base_offset, log_append_time_ms, error)

@@ -75,6 +75,10 @@ class BrokerConfig:
     )
     log_segment_delete_delay_ms: int = _default("log.segment.delete.delay.ms")
     log_preallocate: bool = _default("log.preallocate")
+    producer_id_expiration_ms: int = _default("producer.id.expiration.ms")
+    producer_id_expiration_check_interval_ms: int = _default(
+        "producer.id.expiration.check.interval.ms"
+    )
     log_cleaner_enable: bool = _default("log.cleaner.enable")
     log_cleaner_threads: int = _default("log.cleaner.threads")
     log_cleaner_dedupe_buffer_size: int = _default("log.cleaner.dedupe.buffer.size")

@@ -223,6 +223,13 @@ BROKER_CONFIG_DEF = ConfigDef(
                   Validator.at_least(1)),
         _default_of("file.delete.delay.ms", "log.segment.delete.delay.ms", HIGH),
         _default_of("preallocate", "log.preallocate", MEDIUM),
+        ConfigKey("producer.id.expiration.ms", INT, 86400000, LOW,
+                  "How long a partition remembers an idempotent producer that writes nothing; "
+                  "after that its retries are no longer recognised as duplicates.",
+                  Validator.at_least(1)),
+        ConfigKey("producer.id.expiration.check.interval.ms", INT, 600000, LOW,
+                  "How often partitions forget producers idle for producer.id.expiration.ms.",
+                  Validator.at_least(1)),
         ConfigKey("log.cleaner.enable", BOOLEAN, True, MEDIUM,
                   "Run the log cleaner, which compacts topics whose cleanup.policy has compact."),
         ConfigKey("log.cleaner.threads", INT, 1, MEDIUM,

@@ -30,6 +30,7 @@ from odradek.protocol.find_coordinator import FindCoordinatorRequest, FindCoordi
 from odradek.protocol.frame import Frame, encode_frame_prefix
 from odradek.protocol.header import RequestHeader, ResponseHeader
 from odradek.protocol.heartbeat import HeartbeatRequest, HeartbeatResponse
+from odradek.protocol.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from odradek.protocol.join_group import JoinGroupRequest, JoinGroupResponse
 from odradek.protocol.leave_group import LeaveGroupRequest, LeaveGroupResponse
 from odradek.protocol.list_groups import ListGroupsRequest, ListGroupsResponse
@@ -67,6 +68,7 @@ REQUEST_TYPES: dict[ApiKey, type[Message]] = {
         CreateTopicsRequest,
         DeleteTopicsRequest,
         DeleteRecordsRequest,
+        InitProducerIdRequest,
         CreatePartitionsRequest,
         DescribeConfigsRequest,
         AlterConfigsRequest,
@@ -98,6 +100,7 @@ RESPONSE_TYPES: dict[ApiKey, type[Message]] = {
         CreateTopicsResponse,
         DeleteTopicsResponse,
         DeleteRecordsResponse,
+        InitProducerIdResponse,
         CreatePartitionsResponse,
         DescribeConfigsResponse,
         AlterConfigsResponse,

@@ -330,6 +330,21 @@ def set_max_timestamp(
     write_crc(buffer, position)
 
 
+def set_producer_state(
+    buffer: bytearray | memoryview,
+    position: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+) -> None:
+    """Set the producer id, epoch and base sequence, inside the CRC, and rewrite the CRC (an
+    idempotent producer numbers a batch when it first sends it)."""
+    _INT64.pack_into(buffer, position + PRODUCER_ID_OFFSET, producer_id)
+    _INT16.pack_into(buffer, position + PRODUCER_EPOCH_OFFSET, producer_epoch)
+    _INT32.pack_into(buffer, position + BASE_SEQUENCE_OFFSET, base_sequence)
+    write_crc(buffer, position)
+
+
 def set_log_append_time(buffer: bytearray | memoryview, position: int, timestamp: int) -> None:
     """Mark the batch LogAppendTime at ``timestamp``: readers see it as every record's time."""
     set_max_timestamp(buffer, position, TimestampType.LOG_APPEND_TIME, timestamp)

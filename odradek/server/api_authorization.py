@@ -2,7 +2,8 @@
 
 KafkaApis runs every request of both protocols (Kafka's are translated to odradek's messages
 first), so checking here covers both. Per API, the operation and the resource each entry
-needs: Produce writes its topics, Fetch reads them, ListOffsets describes them, DeleteRecords
+needs: Produce writes its topics (InitProducerId needs IdempotentWrite on the cluster or
+Write on some topic), Fetch reads them, ListOffsets describes them, DeleteRecords
 deletes from them, CreateTopics creates (on the cluster or the topic), DeleteTopics deletes,
 CreatePartitions alters, DescribeConfigs and AlterConfigs describe and alter configs. Entries
 the principal may not touch are answered TOPIC_AUTHORIZATION_FAILED and never reach the
@@ -144,10 +145,25 @@ class ApiAuthorization:
             return await self._metadata(handler, request, context)
         if api_key == ApiKey.DESCRIBE_TOPIC_PARTITIONS:
             return await self._describe_topic_partitions(handler, request, context)
+        if api_key == ApiKey.INIT_PRODUCER_ID:
+            self._check_idempotent_write(context)
+            return await handler(request, context)
         rule = RULES.get(api_key)
         if rule is None:
             return await handler(request, context)
         return await self._by_entry(rule, api_key, handler, request, context)
+
+    def _check_idempotent_write(self, context: RequestContext) -> None:
+        """InitProducerId (idempotent, no transactional id) needs IdempotentWrite on the
+        cluster or, as since Kafka 2.8 (KIP-679), Write on some topic."""
+        authorizer = self.authorizer
+        if authorizer.may(
+            context, AclOperation.IDEMPOTENT_WRITE, "", ResourceType.CLUSTER
+        ) or authorizer.may_on_some_topic(context, AclOperation.WRITE):
+            return
+        denial = authorizer.cluster_denial(context, AclOperation.IDEMPOTENT_WRITE)
+        if denial is not None:  # audit-logged
+            raise denial
 
     def _denial(self, context: RequestContext, rule: EntryRule, entry: Any) -> KafkaError | None:
         topic = rule.topic(entry)

@@ -29,6 +29,7 @@ from odradek.security.acl import (
     WILDCARD,
     WILDCARD_PRINCIPAL,
     AclOperation,
+    PatternType,
     PermissionType,
     ResourceType,
 )
@@ -142,6 +143,34 @@ class Authorizer:
         self, context: RequestContext, operation: AclOperation | str
     ) -> KafkaError | None:
         return self.denial(context, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def may_on_some_topic(self, context: RequestContext, operation: AclOperation) -> bool:
+        """Whether some ACL allows ``operation`` on some topic to the context's principal
+        (Kafka's authorizeByResourceType, as InitProducerId asks with Write): an allowing
+        binding that no DENY of the operation on every topic overrides."""
+        session = context.session
+        if not self.enabled or session is None or str(session.principal) in self._super_users:
+            return True
+        principals = (str(session.principal), WILDCARD_PRINCIPAL)
+        allowing = {operation, AclOperation.ALL}
+        allowed = False
+        for binding in self.acls.bindings():
+            if binding.resource_type != ResourceType.TOPIC:
+                continue
+            if binding.principal not in principals or binding.host not in (
+                session.host,
+                WILDCARD,
+            ):
+                continue
+            if binding.operation not in allowing:
+                continue
+            if binding.permission == PermissionType.DENY and (
+                binding.pattern_type == PatternType.LITERAL and binding.resource_name == WILDCARD
+            ):
+                return False
+            if binding.permission == PermissionType.ALLOW:
+                allowed = True
+        return allowed
 
     def may(
         self,

@@ -35,6 +35,7 @@ from odradek.server.kafka_group_requests import KafkaGroupRequests
 from odradek.server.kafka_request_handler import KafkaRequestHandler
 from odradek.server.kafka_security_requests import KafkaSecurityRequests
 from odradek.server.metrics import BrokerMetrics
+from odradek.server.producer_id_manager import ProducerIdManager
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.sasl_authenticator import SaslAuthenticator
 from odradek.server.socket_server import SocketServer
@@ -100,6 +101,7 @@ class Broker:
         self.replica_manager = ReplicaManager(
             self.log_manager, self._append_executor, self._flush_executor, self._io_executor
         )
+        self.producer_ids = ProducerIdManager(self.log_manager.log_dirs, self._io_executor)
         self.group_metadata_manager = GroupMetadataManager(
             config,
             self.log_manager,
@@ -229,6 +231,7 @@ class Broker:
         self.metrics.watch(self.log_manager)
         self.metrics.watch_cleaner(self.log_cleaner)
         self.replica_manager.startup()
+        self.producer_ids.load()
         self.group_coordinator.load()
         self.metrics.registry.register(
             GroupCoordinatorCollector(self.group_coordinator, self.group_metrics, self.log_manager)
@@ -274,7 +277,13 @@ class Broker:
         )
         groups = GroupRequestHandlers(self.group_coordinator, self.group_metadata_manager, broker)
         apis = KafkaApis(
-            self.replica_manager, admin, api_versions, self.metrics, groups, self.authorizer
+            self.replica_manager,
+            admin,
+            api_versions,
+            self.metrics,
+            self.producer_ids,
+            groups,
+            self.authorizer,
         )
         kafka_handler = KafkaRequestHandler(
             apis,

@@ -22,6 +22,7 @@ from odradek.server.api_authorization import ApiAuthorization
 from odradek.server.authorizer import Authorizer
 from odradek.server.group_request_handlers import GroupRequestHandlers
 from odradek.server.metrics import BrokerMetrics
+from odradek.server.producer_id_manager import ProducerIdManager
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
 from odradek.server.sasl_authenticator import SaslAuthenticator
@@ -38,6 +39,7 @@ class KafkaApis:
         admin_manager: AdminManager,
         api_versions: ApiVersionsResponse,
         metrics: BrokerMetrics,
+        producer_ids: ProducerIdManager,
         groups: GroupRequestHandlers,
         authorizer: Authorizer | None = None,
     ) -> None:
@@ -50,6 +52,7 @@ class KafkaApis:
             ApiKey.FETCH: replicas.fetch_messages,
             ApiKey.LIST_OFFSETS: lambda request, _: replicas.list_offsets(request),
             ApiKey.DELETE_RECORDS: lambda request, _: replicas.delete_records(request),
+            ApiKey.INIT_PRODUCER_ID: producer_ids.init_producer_id,
             ApiKey.METADATA: lambda request, _: admin.metadata(request),
             ApiKey.API_VERSIONS: self._api_versions_response,
             ApiKey.CREATE_TOPICS: lambda request, _: admin.create_topics(request),

@@ -27,6 +27,7 @@ from odradek.errors import (
 from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
 from odradek.protocol.fetch import FetchPartition, FetchRequest
 from odradek.protocol.header import RequestHeader
+from odradek.protocol.init_producer_id import InitProducerIdRequest
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.kafka import api_versions as apis
 from odradek.protocol.kafka.api_versions import (
@@ -76,6 +77,11 @@ UNSUPPORTED_VERSION = UnsupportedVersionError.code
 TOPIC_AUTHORIZATION_FAILED = TopicAuthorizationFailedError.code
 INVALID_REQUEST = InvalidRequestError.code
 FETCH_SESSION_ID_NOT_FOUND = 70
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 76
+LEADER_EPOCH = 0
+"""The partition leader epoch of every partition: the single broker leads each partition in
+epoch 0 for ever (docs/kafka-compatibility.md, "Leader epochs")."""
 MAX_TIMESTAMP = -3
 READ_COMMITTED = 1
 
@@ -119,6 +125,8 @@ class KafkaRequestHandler:
             apis.LIST_OFFSETS: self._list_offsets,
             apis.DELETE_RECORDS: self._delete_records,
             apis.DESCRIBE_CLUSTER: self._describe_cluster,
+            apis.INIT_PRODUCER_ID: self._init_producer_id,
+            apis.OFFSET_FOR_LEADER_EPOCH: self._offset_for_leader_epoch,
         }
 
     # --- decoding ----------------------------------------------------------------------------
@@ -242,6 +250,7 @@ class KafkaRequestHandler:
                     "error_code": p.error,
                     "partition_index": p.partition,
                     "leader_id": p.leader,
+                    "leader_epoch": LEADER_EPOCH if p.leader >= 0 else -1,
                     "replica_nodes": [p.leader] if p.leader >= 0 else [],
                     "isr_nodes": [p.leader] if p.leader >= 0 else [],
                 }
@@ -267,6 +276,65 @@ class KafkaRequestHandler:
             "cluster_id": self._admin.cluster_id,
             "controller_id": self._node_id,
             "brokers": [self._broker(context)],
+        }
+
+    # --- InitProducerId, OffsetForLeaderEpoch -------------------------------------------------
+
+    async def _init_producer_id(self, request: KafkaRequest, context: RequestContext) -> dict:
+        body = request.body
+        try:
+            response = await self._call(
+                context,
+                InitProducerIdRequest(
+                    body["transactional_id"],
+                    _milliseconds(body["transaction_timeout"]),
+                    body.get("producer_id", -1),
+                    body.get("producer_epoch", -1),
+                ),
+            )
+        except KafkaError as error:
+            return {"error_code": error.code, "producer_id": -1, "producer_epoch": -1}
+        return {
+            "error_code": 0,
+            "producer_id": response.producer_id,
+            "producer_epoch": response.producer_epoch,
+        }
+
+    async def _offset_for_leader_epoch(
+        self, request: KafkaRequest, _context: RequestContext
+    ) -> dict:
+        """Where each asked epoch ends (Kafka's ``lastOffsetForLeaderEpoch``): the log end
+        for the current epoch, the start of the next epoch for an older one."""
+        return {
+            "topics": [
+                {
+                    "topic": topic["topic"],
+                    "partitions": [
+                        self._epoch_end_offset(topic["topic"], partition)
+                        for partition in topic["partitions"]
+                    ],
+                }
+                for topic in request.body["topics"]
+            ]
+        }
+
+    def _epoch_end_offset(self, topic: str, entry: dict[str, Any]) -> dict[str, Any]:
+        number = entry["partition"]
+        current = entry.get("current_leader_epoch", -1)
+        if current > LEADER_EPOCH:
+            return {"partition": number, "error_code": UNKNOWN_LEADER_EPOCH}
+        if 0 <= current < LEADER_EPOCH:
+            return {"partition": number, "error_code": FENCED_LEADER_EPOCH}
+        try:
+            log = self._replicas.partition(topic, number).log
+        except KafkaError as error:
+            return {"partition": number, "error_code": error.code}
+        found = log.end_offset_for_epoch(entry["leader_epoch"], LEADER_EPOCH)
+        return {
+            "partition": number,
+            "error_code": 0,
+            "leader_epoch": found.epoch,
+            "end_offset": found.start_offset,
         }
 
     # --- Produce -----------------------------------------------------------------------------
@@ -426,6 +494,7 @@ class KafkaRequestHandler:
                     "error_code": p.error,
                     "timestamp": p.timestamp,
                     "offset": p.offset,
+                    "leader_epoch": LEADER_EPOCH if not p.error else -1,
                 }
         topics: list[dict[str, Any]] = []
         index = 0
@@ -523,3 +592,10 @@ def _legacy_produce_response(body: dict[str, Any], version: int) -> list[Payload
     if version >= 1:
         out += struct.pack(">i", 0)
     return [bytes(out)]
+
+
+def _milliseconds(value: Any) -> int:
+    """A duration field as decoded (a timedelta, or an int) in whole milliseconds."""
+    if hasattr(value, "total_seconds"):
+        return int(value.total_seconds() * 1000)
+    return int(value)

@@ -21,10 +21,12 @@ from odradek.errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
+from odradek.record.record_batch import PRODUCER_ID_OFFSET
 from odradek.storage import log_file_names as names
-from odradek.storage.atomic_file import fsync_directory, fsync_file_if_exists
+from odradek.storage.atomic_file import fsync_directory, fsync_file_if_exists, write_atomically
 from odradek.storage.fetch_data_info import FetchDataInfo, FetchIsolation
 from odradek.storage.file_records import TimestampAndOffset
+from odradek.storage.leader_epoch_file_cache import EpochEntry, LeaderEpochFileCache
 from odradek.storage.log_append_info import LogAppendInfo
 from odradek.storage.log_dir_failure_channel import is_descriptor_exhaustion
 from odradek.storage.log_loader import LoadedLogOffsets, LogLoader
@@ -40,6 +42,12 @@ from odradek.storage.log_stats import (
     RETENTION_TIME,
 )
 from odradek.storage.log_validator import validate_and_assign_offsets
+from odradek.storage.producer_append_info import ProducerAppendInfo
+from odradek.storage.producer_snapshot_file import snapshot_file
+from odradek.storage.producer_state_manager import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ProducerStateManager,
+)
 from odradek.storage.scheduler import Scheduler
 from odradek.topic_partition import TopicPartition
 
@@ -64,6 +72,7 @@ class Log:
         scheduler: Scheduler,
         clock: Clock = SYSTEM_CLOCK,
         high_watermark: int | None = None,
+        producer_state: ProducerStateManager | None = None,
     ) -> None:
         self.dir = directory
         self.topic_partition = TopicPartition.from_dir_name(directory.name)
@@ -93,6 +102,11 @@ class Log:
         self._directory_sync_lock = threading.Lock()
         self.io_error_handler: IoErrorHandler | None = None
         self._closed = False
+        self.producer_state = producer_state or ProducerStateManager(directory, directory.name)
+        self.leader_epoch_cache = LeaderEpochFileCache(directory, str(self.topic_partition))
+        # A roll's snapshot is written by its background flush, the close's by the closer;
+        # both at the log end, so they may name the same file.
+        self._snapshot_write_lock = threading.Lock()
         self.update_high_watermark(
             offsets.next_offset_metadata.message_offset
             if high_watermark is None
@@ -111,8 +125,10 @@ class Log:
         recovery_point: int = 0,
         high_watermark: int | None = None,
         had_clean_shutdown: bool = False,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> Log:
-        """Open the log in ``directory`` (creating it if needed), recovering it as design §8 says.
+        """Open the log in ``directory`` (creating it if needed), recovering it as design §8
+        says, then its producer state (ProducerStateManager.load).
 
         ``high_watermark`` is the checkpointed value; None means "up to the log end".
         """
@@ -130,7 +146,13 @@ class Log:
             recovery_point_checkpoint=recovery_point,
             had_clean_shutdown=had_clean_shutdown,
         ).load()
-        return cls(directory, config, segments, offsets, scheduler, clock, high_watermark)
+        producer_state = ProducerStateManager(directory, directory.name, producer_id_expiration_ms)
+        _load_producer_state(
+            producer_state, segments, offsets, recovery_point, had_clean_shutdown, clock
+        )
+        return cls(
+            directory, config, segments, offsets, scheduler, clock, high_watermark, producer_state
+        )
 
     @classmethod
     def create(
@@ -140,6 +162,7 @@ class Log:
         scheduler: Scheduler,
         *,
         clock: Clock = SYSTEM_CLOCK,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> Log:
         """A new, empty log in the empty ``directory``: one segment at offset 0 whose indexes
         are created by the first append, so a new partition holds one descriptor (its log
@@ -158,7 +181,10 @@ class Log:
         offsets = LoadedLogOffsets(
             log_start_offset=0, recovery_point=0, next_offset_metadata=LogOffsetMetadata(0, 0, 0)
         )
-        return cls(directory, config, segments, offsets, scheduler, clock)
+        producer_state = ProducerStateManager(directory, directory.name, producer_id_expiration_ms)
+        return cls(
+            directory, config, segments, offsets, scheduler, clock, producer_state=producer_state
+        )
 
     # --- state -------------------------------------------------------------------------------
 
@@ -243,6 +269,13 @@ class Log:
                 now_ms=now_ms,
                 partition_leader_epoch=leader_epoch,
             )
+            producer_append: ProducerAppendInfo | None = None
+            # The sign bit of the first batch's producer id: -1 (no producer) has it set, so a
+            # plain one-batch append pays one byte read for idempotence.
+            if validated.batch_count > 1 or not validated.records[PRODUCER_ID_OFFSET] & 0x80:
+                producer_append = self.producer_state.analyze(validated.records)
+                if producer_append.duplicate is not None:
+                    return self._duplicate_append_info(producer_append, config)
             size_in_bytes, last_offset = validated.size_in_bytes, validated.last_offset
             if size_in_bytes > config.segment_bytes:
                 raise RecordListTooLargeError(
@@ -258,6 +291,10 @@ class Log:
                     segment.append(last_offset, validated.records)
             except OSError as error:
                 raise self._storage_error("append", error) from error
+            if producer_append is not None:
+                self.producer_state.update(producer_append)
+            if leader_epoch > self.leader_epoch_cache.latest_epoch:
+                self._assign_leader_epoch(leader_epoch, validated.first_offset)
             self._update_log_end_offset(last_offset + 1, segment)
             if last_offset + 1 - self._recovery_point >= config.flush_messages:
                 self.flush(last_offset + 1)
@@ -272,6 +309,88 @@ class Log:
                 validated.batch_count,
                 size_in_bytes,  # valid_bytes
             )
+
+    def _duplicate_append_info(
+        self, producer_append: ProducerAppendInfo, config: LogConfig
+    ) -> LogAppendInfo:
+        """A retry of a batch already written: its original offsets; nothing is written."""
+        duplicate = producer_append.duplicate
+        assert duplicate is not None
+        logger.debug("[%s] retried batch %s acknowledged again", self.topic_partition, duplicate)
+        return LogAppendInfo(
+            duplicate.first_offset,
+            duplicate.last_offset,
+            duplicate.timestamp,
+            duplicate.last_offset,
+            duplicate.timestamp if config.log_append_time else -1,
+            self._log_start_offset,
+            0,
+            0,
+            0,
+        )
+
+    def _assign_leader_epoch(self, epoch: int, start_offset: int) -> None:
+        """A new epoch starts: the checkpoint is written in the background (two fsyncs have
+        no place on the append path; one lost to a crash is recorded again at the next append)."""
+        if self.leader_epoch_cache.assign(epoch, start_offset):
+            self._scheduler.schedule(
+                f"leader-epoch-checkpoint-{self.topic_partition}", self._flush_leader_epochs
+            )
+
+    def _flush_leader_epochs(self) -> None:
+        if self._closed:
+            return
+        try:
+            self.leader_epoch_cache.flush()
+        except OSError as error:
+            logger.warning(
+                "[%s] leader-epoch-checkpoint not written: %s", self.topic_partition, error
+            )
+
+    # --- producer state and leader epochs ----------------------------------------------------
+
+    def remove_expired_producers(self) -> int:
+        """Forget producers idle for producer.id.expiration.ms (periodic task)."""
+        with self._lock:
+            return self.producer_state.remove_expired_producers(self._clock.milliseconds())
+
+    def last_data_offsets_of_producers(self) -> dict[int, int]:
+        """Each live producer's last written offset: the cleaner keeps those batches."""
+        with self._lock:
+            return self.producer_state.last_data_offsets()
+
+    def end_offset_for_epoch(self, requested_epoch: int, current_epoch: int) -> EpochEntry:
+        """OffsetForLeaderEpoch: the largest epoch <= ``requested_epoch`` and its end offset."""
+        with self._lock:
+            return self.leader_epoch_cache.end_offset_for(
+                requested_epoch, current_epoch, self.log_end_offset
+            )
+
+    def take_producer_snapshot(self) -> None:
+        """Write the producer state at the log end (clean shutdown), unless a snapshot there
+        exists already (nothing was appended since the last one) or the log is empty."""
+        with self._lock:
+            offset = self.log_end_offset
+            if offset == self._log_start_offset and not self.producer_state.producers:
+                return  # an empty log: nothing to replay, and shutdown stays one write lighter
+            data = self.producer_state.snapshot_bytes()
+        self._write_snapshot(offset, data)
+
+    def _write_snapshot(self, offset: int, data: bytes) -> None:
+        with self._snapshot_write_lock:
+            path = snapshot_file(self.dir, offset)
+            if not path.exists():
+                write_atomically(path, data)
+
+    def _reload_producer_state(self) -> None:
+        """After a truncation: the snapshots above the new log end go, and the state is
+        rebuilt from the newest one left and the batches after it."""
+        end = self.log_end_offset
+        self.producer_state.delete_snapshots(above=end)
+        self.producer_state.load(
+            self._segments.values(), self._log_start_offset, end, end, self._clock.milliseconds()
+        )
+        self.leader_epoch_cache.truncate_from_end(end)
 
     def _update_log_end_offset(self, offset: int, active: LogSegment | None = None) -> None:
         """Move the log end to ``offset``, in ``active`` (the active segment, when the caller
@@ -326,16 +445,18 @@ class Log:
             logger.info(
                 "[%s] rolled new log segment at offset %d", self.topic_partition, new_offset
             )
+            snapshot = self.producer_state.snapshot_bytes()
             self._scheduler.schedule(
                 f"flush-{self.topic_partition}",
-                lambda: self._flush_rolled_segment(active, new_offset),
+                lambda: self._flush_rolled_segment(active, new_offset, snapshot),
             )
             return segment
 
-    def _flush_rolled_segment(self, rolled: LogSegment, new_offset: int) -> None:
+    def _flush_rolled_segment(self, rolled: LogSegment, new_offset: int, snapshot: bytes) -> None:
         """After a roll: make the new segment's names durable first (the next acks=all flush
         waits for that), then the segment that stopped taking writes, indexes included (an
-        acks=all flush may have moved the recovery point past it without its indexes)."""
+        acks=all flush may have moved the recovery point past it without its indexes), then
+        the producer snapshot taken at the roll."""
         if self._closed:
             return
         try:
@@ -344,7 +465,23 @@ class Log:
                 rolled.flush()
         except OSError as error:
             raise self._storage_error("flush", error) from error
+        self._write_roll_snapshot(new_offset, snapshot)
         self.flush(new_offset)
+
+    def _write_roll_snapshot(self, offset: int, snapshot: bytes) -> None:
+        """The producer snapshot taken at a roll; one that cannot be written is logged and
+        skipped: start-up rebuilds from an older snapshot or the log."""
+        if self._closed or self._segments.get(offset) is None:
+            return
+        try:
+            self._write_snapshot(offset, snapshot)
+        except OSError as error:
+            logger.warning(
+                "[%s] producer snapshot at offset %d not written: %s",
+                self.topic_partition,
+                offset,
+                error,
+            )
 
     def _remove_leftover_segment_files(self, base_offset: int) -> None:
         for path in (
@@ -508,6 +645,7 @@ class Log:
                 reason,
             )
             self._log_start_offset = new_log_start_offset
+            self._leader_epochs_start_at(new_log_start_offset)
             return True
 
     def delete_records(self, offset: int) -> int:
@@ -645,7 +783,16 @@ class Log:
                 self._log_start_offset = first.base_offset
                 if self._high_watermark.message_offset < first.base_offset:
                     self.update_high_watermark(first.base_offset)
+                self._leader_epochs_start_at(first.base_offset)
+            if first is not None:
+                self.producer_state.delete_snapshots(below=first.base_offset)
             return len(deletable)
+
+    def _leader_epochs_start_at(self, log_start_offset: int) -> None:
+        try:
+            self.leader_epoch_cache.truncate_from_start(log_start_offset)
+        except OSError as error:
+            raise self._storage_error("leader epoch checkpoint", error) from error
 
     def _deletable_segments(self, predicate: SegmentPredicate) -> list[LogSegment]:
         """Oldest-first run of segments matching ``predicate``, wholly below the HW, stopping
@@ -735,6 +882,8 @@ class Log:
                 # The cut went through a batch straddling the log start offset: nothing visible
                 # is left, and the log start offset is never lowered, so restart the log there.
                 self.truncate_fully_and_start_at(self._log_start_offset)
+            else:
+                self._reload_producer_state()
             logger.info(
                 "[%s] truncated to offset %d, log end offset now %d",
                 self.topic_partition,
@@ -762,16 +911,30 @@ class Log:
             self._note_truncation(new_offset)
             self._next_offset_metadata = LogOffsetMetadata(new_offset, new_offset, 0)
             self._high_watermark = self._next_offset_metadata
+            self.producer_state.producers.clear()
+            self.producer_state.delete_snapshots(above=-1)
+            self.leader_epoch_cache.clear()
 
     # --- lifecycle ---------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close every segment (trimming the indexes). Flush first for durability.
+        """Write the producer snapshot at the log end and close every segment (trimming the
+        indexes). Flush first for durability.
 
         Closing trims the active segment's files and adds its last time index entry; those
         are fsynced here, since the clean-shutdown marker written after a close claims them.
         """
         with self._lock:
+            try:
+                if not self._closed:  # not after stop_flushes: the files moved
+                    self.take_producer_snapshot()
+            except OSError as error:
+                logger.error(
+                    "[%s] producer snapshot at close failed: %s; the next start-up rebuilds "
+                    "the producer state from the log",
+                    self.topic_partition,
+                    error,
+                )
             self._closed = True
             active = None if self._segments.is_empty else self._segments.active_segment
             self._segments.close()
@@ -801,3 +964,28 @@ class Log:
 def _delete_segment_files(segments: list[LogSegment]) -> None:
     for segment in segments:
         segment.delete_if_exists()
+
+
+def _load_producer_state(
+    producer_state: ProducerStateManager,
+    segments: LogSegments,
+    offsets: LoadedLogOffsets,
+    recovery_point: int,
+    had_clean_shutdown: bool,
+    clock: Clock,
+) -> None:
+    """Rebuild the producer map after the segments are loaded (Kafka's
+    ``rebuildProducerState``): from the newest snapshot at or below the recovery point (the
+    log end after a clean shutdown), then the batches after it. After an unclean shutdown the
+    snapshots above the recovery point go first: they may describe records that did not
+    survive; snapshots below the first segment go with the segments retention removed."""
+    end = offsets.next_offset_metadata.message_offset
+    max_snapshot = end if had_clean_shutdown else min(recovery_point, end)
+    first = segments.first_segment
+    producer_state.delete_snapshots(
+        below=first.base_offset if first is not None else 0,
+        above=end if had_clean_shutdown else max_snapshot,
+    )
+    producer_state.load(
+        segments.values(), offsets.log_start_offset, end, max_snapshot, clock.milliseconds()
+    )

@@ -231,6 +231,7 @@ class LogManager:
                 recovery_point=recovery_points.get(tp, 0),
                 high_watermark=high_watermarks.get(tp),
                 had_clean_shutdown=clean,
+                producer_id_expiration_ms=self._config.producer_id_expiration_ms,
             )
 
         jobs = {}
@@ -335,6 +336,11 @@ class LogManager:
                 self.checkpoint_high_watermarks,
                 config.replica_high_watermark_checkpoint_interval_ms,
             ),
+            (
+                "PeriodicProducerExpirationCheck",
+                self.remove_expired_producers,
+                config.producer_id_expiration_check_interval_ms,
+            ),
         ]
         self._tasks = [
             self.scheduler.schedule(name, task, self._initial_task_delay_ms, period_ms)
@@ -362,6 +368,10 @@ class LogManager:
             )
         finally:
             cleaner.resume_cleaning([log.topic_partition for log in logs])
+
+    def remove_expired_producers(self) -> None:
+        """Forget, in every online log, producers idle for producer.id.expiration.ms."""
+        self._for_each_log("producer expiration", lambda log: log.remove_expired_producers())
 
     def flush_dirty_logs(self) -> None:
         """Flush every log whose last flush is at least its ``flush.ms`` ago (the flush task)."""
@@ -568,7 +578,13 @@ class LogManager:
         try:
             directory.mkdir()
             made.append(directory)
-            return Log.create(directory, config, self.scheduler, clock=self._clock)
+            return Log.create(
+                directory,
+                config,
+                self.scheduler,
+                clock=self._clock,
+                producer_id_expiration_ms=self._config.producer_id_expiration_ms,
+            )
         except FileExistsError:
             raise KafkaStorageError(
                 f"cannot create partition {tp}: {directory} exists but is not a log of this "

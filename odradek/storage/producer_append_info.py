@@ -1,0 +1,168 @@
+"""ProducerAppendInfo: the producer state an append would leave, checked against Kafka's rules
+before anything is written (Kafka's ``ProducerAppendInfo`` and
+``UnifiedLog.analyzeAndValidateProducerState``).
+
+For a client's append, per batch with a producer id, in order:
+
+- a batch the partition already holds (same producer, epoch and sequence range, among the
+  producer's last five) is a retry: the append is answered with that batch's offsets and
+  nothing is written;
+- an epoch below the producer's current one is INVALID_PRODUCER_EPOCH (what Kafka 2.7+
+  answers an idempotent producer, rather than the fatal PRODUCER_FENCED);
+- a new epoch must start at sequence 0, the same epoch must go on at the last sequence + 1
+  (wrapping after 2^31 - 1): OUT_OF_ORDER_SEQUENCE_NUMBER otherwise;
+- a producer the partition does not know (new, or expired) is accepted at any sequence, as
+  Kafka does since 2.5 (KIP-360), rather than UNKNOWN_PRODUCER_ID.
+
+Replaying the log (start-up, truncation) applies the same updates without the checks.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from odradek.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from odradek.record.record_batch import LOG_OVERHEAD
+from odradek.storage.batch_metadata import INT32_MAX, BatchMetadata, increase_sequence
+from odradek.storage.producer_state_entry import NO_PRODUCER_EPOCH, ProducerStateEntry
+
+# baseOffset, batchLength, (skip ple, magic, crc, attributes), lastOffsetDelta,
+# (skip baseTimestamp), maxTimestamp, producerId, producerEpoch, baseSequence
+_FIELDS = struct.Struct(">qi11xi8xqqhi")
+_new = tuple.__new__
+
+
+class ProducerAppendInfo(NamedTuple):
+    """The producers an append updates (new entries, applied once it is written), or the
+    batch it duplicates (then nothing is written)."""
+
+    updated: dict[int, ProducerStateEntry]
+    duplicate: BatchMetadata | None = None
+
+
+def next_batch_of_known_producer(
+    producers: dict[int, ProducerStateEntry], records: bytes | bytearray | memoryview
+) -> tuple[ProducerStateEntry, BatchMetadata] | None:
+    """The common case, checked first: ``records`` is one batch that goes on where its
+    producer left off (same epoch, the next sequence). Such a batch cannot be a retry and
+    passes every rule, so it needs no copy of the entry and no duplicate scan: the entry and
+    the batch to add to it once written. None for anything else."""
+    fields = _FIELDS.unpack_from(records, 0)
+    if fields[1] + LOG_OVERHEAD != len(records):
+        return None
+    base_offset, _, last_offset_delta, max_timestamp, producer_id, epoch, first_seq = fields
+    entry = producers.get(producer_id)
+    if (
+        entry is None
+        or not entry.batches
+        or epoch != entry.producer_epoch
+        or first_seq != entry.batches[-1].last_seq + 1
+        or first_seq > INT32_MAX - last_offset_delta
+    ):
+        return None
+    # tuple.__new__: a named tuple's own constructor costs a Python call per append
+    return entry, _new(
+        BatchMetadata,
+        (
+            first_seq + last_offset_delta,
+            base_offset + last_offset_delta,
+            last_offset_delta,
+            max_timestamp,
+        ),
+    )
+
+
+def analyze_producer_state(
+    producers: dict[int, ProducerStateEntry],
+    records: bytes | bytearray | memoryview,
+    where: str,
+) -> ProducerAppendInfo:
+    """Check the batches of ``records`` (offsets already assigned) against ``producers``.
+
+    ``where`` names the partition in errors. Raises InvalidProducerEpochError or
+    OutOfOrderSequenceNumberError; ``producers`` is never modified.
+    """
+    end = len(records)
+    updated: dict[int, ProducerStateEntry] = {}
+    position = 0
+    while position < end:
+        (
+            base_offset,
+            batch_length,
+            last_offset_delta,
+            max_timestamp,
+            producer_id,
+            epoch,
+            first_seq,
+        ) = _FIELDS.unpack_from(records, position)
+        position += batch_length + LOG_OVERHEAD
+        if producer_id < 0:
+            continue
+        last_seq = increase_sequence(first_seq, last_offset_delta)
+        entry = updated.get(producer_id)
+        if entry is None:
+            current = producers.get(producer_id)
+            if current is None:
+                entry = ProducerStateEntry(producer_id)
+            else:
+                duplicate = current.find_duplicate_batch(epoch, first_seq, last_seq)
+                if duplicate is not None:
+                    return ProducerAppendInfo({}, duplicate)
+                entry = current.copy()
+            updated[producer_id] = entry
+        last_offset = base_offset + last_offset_delta
+        _check_epoch(entry, epoch, last_offset, where)
+        _check_sequence(entry, epoch, first_seq, last_offset, where)
+        entry.add_batch(epoch, last_seq, last_offset, last_offset_delta, max_timestamp)
+    return ProducerAppendInfo(updated)
+
+
+def _check_epoch(entry: ProducerStateEntry, epoch: int, offset: int, where: str) -> None:
+    if epoch < entry.producer_epoch:
+        raise InvalidProducerEpochError(
+            f"epoch of producer {entry.producer_id} at offset {offset} in {where} is {epoch}, "
+            f"which is smaller than the last seen epoch {entry.producer_epoch}"
+        )
+
+
+def _check_sequence(
+    entry: ProducerStateEntry, epoch: int, first_seq: int, offset: int, where: str
+) -> None:
+    if epoch != entry.producer_epoch:
+        if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
+            raise OutOfOrderSequenceNumberError(
+                f"invalid sequence number for new epoch {epoch} of producer "
+                f"{entry.producer_id} at offset {offset} in {where}: {first_seq} (expected 0; "
+                f"current epoch {entry.producer_epoch})"
+            )
+        return
+    last_seq = entry.last_seq
+    if entry.producer_epoch != NO_PRODUCER_EPOCH and not _in_sequence(last_seq, first_seq):
+        raise OutOfOrderSequenceNumberError(
+            f"out of order sequence number for producer {entry.producer_id} at offset {offset} "
+            f"in {where}: {first_seq} (incoming sequence), {last_seq} (last written sequence)"
+        )
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+def replay_batch(
+    producers: dict[int, ProducerStateEntry],
+    producer_id: int,
+    epoch: int,
+    first_seq: int,
+    base_offset: int,
+    last_offset_delta: int,
+    max_timestamp: int,
+) -> None:
+    """Apply one batch read back from the log to ``producers``, unchecked (recovery)."""
+    entry = producers.get(producer_id)
+    if entry is None:
+        entry = producers[producer_id] = ProducerStateEntry(producer_id)
+    last_seq = increase_sequence(first_seq, last_offset_delta)
+    entry.add_batch(
+        epoch, last_seq, base_offset + last_offset_delta, last_offset_delta, max_timestamp
+    )

@@ -1,0 +1,92 @@
+"""ProducerStateEntry: one producer id's state in one partition (Kafka's ``ProducerStateEntry``):
+its epoch and the metadata of its last five batches."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from odradek.storage.batch_metadata import BatchMetadata
+
+NUM_BATCHES_TO_RETAIN = 5
+"""Kafka's ``ProducerStateEntry.NUM_BATCHES_TO_RETAIN``: as many as a producer may have in
+flight (max.in.flight.requests.per.connection <= 5 with idempotence), so any retry of a batch
+not yet acknowledged is recognised."""
+
+NO_PRODUCER_EPOCH = -1
+
+
+class ProducerStateEntry:
+    """The epoch, last batches and last timestamp of one producer (mutable: it is the map's
+    value, replaced in place as batches arrive)."""
+
+    __slots__ = ("producer_id", "producer_epoch", "batches", "last_timestamp")
+
+    def __init__(
+        self,
+        producer_id: int,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        batches: deque[BatchMetadata] | None = None,
+        last_timestamp: int = -1,
+    ) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.batches: deque[BatchMetadata] = (
+            deque(maxlen=NUM_BATCHES_TO_RETAIN) if batches is None else batches
+        )
+        self.last_timestamp = last_timestamp
+
+    def copy(self) -> ProducerStateEntry:
+        return ProducerStateEntry(
+            self.producer_id,
+            self.producer_epoch,
+            deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN),
+            self.last_timestamp,
+        )
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.batches
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+    @property
+    def last_data_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    @property
+    def last_offset_delta(self) -> int:
+        return self.batches[-1].offset_delta if self.batches else 0
+
+    def add_batch(
+        self,
+        producer_epoch: int,
+        last_seq: int,
+        last_offset: int,
+        offset_delta: int,
+        timestamp: int,
+    ) -> None:
+        """Remember a written batch; a new epoch forgets the batches of the old one."""
+        if producer_epoch != self.producer_epoch:
+            self.batches.clear()
+            self.producer_epoch = producer_epoch
+        self.batches.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
+        self.last_timestamp = timestamp
+
+    def find_duplicate_batch(
+        self, producer_epoch: int, first_seq: int, last_seq: int
+    ) -> BatchMetadata | None:
+        """The written batch with this epoch and exactly this sequence range, if remembered."""
+        if producer_epoch != self.producer_epoch:
+            return None
+        for batch in self.batches:
+            if batch.last_seq == last_seq and batch.first_seq == first_seq:
+                return batch
+        return None
+
+    def __repr__(self) -> str:
+        return (
+            f"ProducerStateEntry(producer_id={self.producer_id}, "
+            f"epoch={self.producer_epoch}, batches={list(self.batches)})"
+        )
