@@ -1,8 +1,12 @@
-"""Helpers for the tests that drive odradek with Kafka's own clients."""
+"""Helpers for the tests that drive odradek with Kafka's own clients, or with Kafka frames
+built by hand (KafkaSocket)."""
 
 from __future__ import annotations
 
+import socket
+import struct
 import time
+from typing import Protocol
 
 import confluent_kafka
 import confluent_kafka.admin
@@ -41,3 +45,69 @@ def consume(
             messages.append(message)
     reader.close()
     return messages
+
+
+class HasBootstrap(Protocol):
+    @property
+    def bootstrap(self) -> str: ...
+
+
+class KafkaSocket:
+    """A blocking socket speaking Kafka frames built by hand (or by kafka-python's classes),
+    to ``target``: a ``host:port``, or a broker fixture (its ``bootstrap``)."""
+
+    def __init__(self, target: str | HasBootstrap, timeout: float = 10.0) -> None:
+        address = target if isinstance(target, str) else target.bootstrap
+        host, port = address.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.correlation_id = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def send(self, api_key: int, version: int, body: bytes, flexible: bool = False) -> int:
+        """A request with header v1 (v2 when ``flexible``), client id "test"; its
+        correlation id."""
+        self.correlation_id += 1
+        header = struct.pack(">hhih", api_key, version, self.correlation_id, 4) + b"test"
+        if flexible:
+            header += b"\x00"
+        frame = header + body
+        self.send_raw(struct.pack(">i", len(frame)) + frame)
+        return self.correlation_id
+
+    def send_message(self, message: object, version: int) -> int:
+        """A request of kafka-python's protocol classes."""
+        cls = type(message)
+        flexible = cls.flexible_version_q(version)
+        return self.send(cls.API_KEY, version, message.encode(version), flexible)
+
+    def read_frame(self) -> bytes:
+        """The next response, without its size prefix."""
+        size = struct.unpack(">i", read_exactly(self.sock, 4))[0]
+        return read_exactly(self.sock, size)
+
+    def is_closed_by_peer(self, timeout: float = 5.0) -> bool:
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                if not self.sock.recv(65536):
+                    return True
+        except ConnectionResetError:
+            return True
+        except TimeoutError:
+            return False
+
+
+def read_exactly(sock: socket.socket, count: int) -> bytes:
+    """``count`` bytes from ``sock``; ConnectionError if the broker closes it first."""
+    data = b""
+    while len(data) < count:
+        chunk = sock.recv(count - len(data))
+        if not chunk:
+            raise ConnectionError("closed by the broker")
+        data += chunk
+    return data

@@ -16,7 +16,7 @@ import confluent_kafka
 import confluent_kafka.admin
 import pytest
 from click.testing import CliRunner
-from kafka_helpers import consume, create_topic
+from kafka_helpers import KafkaSocket, consume, create_topic
 from server_helpers import RunningBroker, running_broker
 
 from odradek.cli.main import cli
@@ -34,58 +34,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> RunningBroker:
     settings = {"socket.request.max.bytes": str(MAX_REQUEST_BYTES)}
     with running_broker(tmp_path_factory.mktemp("kafka-protocol"), settings) as running:
         yield running
-
-
-class KafkaSocket:
-    """A blocking socket speaking Kafka frames built by hand or by kafka-python's classes."""
-
-    def __init__(self, broker: RunningBroker) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", broker.port), timeout=10)
-        self.correlation_id = 0
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def send_raw(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def send(self, api_key: int, version: int, body: bytes, flexible: bool) -> int:
-        self.correlation_id += 1
-        header = struct.pack(">hhih", api_key, version, self.correlation_id, 4) + b"test"
-        if flexible:
-            header += b"\x00"
-        frame = header + body
-        self.send_raw(struct.pack(">i", len(frame)) + frame)
-        return self.correlation_id
-
-    def send_message(self, message: object, version: int) -> int:
-        cls = type(message)
-        flexible = cls.flexible_version_q(version)
-        return self.send(cls.API_KEY, version, message.encode(version), flexible)
-
-    def read_frame(self) -> bytes:
-        size = struct.unpack(">i", self._read(4))[0]
-        return self._read(size)
-
-    def _read(self, count: int) -> bytes:
-        data = b""
-        while len(data) < count:
-            chunk = self.sock.recv(count - len(data))
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            data += chunk
-        return data
-
-    def is_closed_by_peer(self, timeout: float = 5.0) -> bool:
-        self.sock.settimeout(timeout)
-        try:
-            while True:
-                if not self.sock.recv(65536):
-                    return True
-        except ConnectionResetError:
-            return True
-        except TimeoutError:
-            return False
 
 
 def api_versions_v3() -> bytes:

@@ -15,7 +15,6 @@ process. Known differences are pinned by name below and listed in docs/kafka-com
 from __future__ import annotations
 
 import itertools
-import socket
 import struct
 import time
 import uuid
@@ -28,6 +27,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kafka_helpers import KafkaSocket
 from kafka_reference import ReferenceBroker
 from server_helpers import running_broker
 
@@ -328,16 +328,14 @@ def _fetch(
         forgotten_topics_data=[],
         rack_id="",
     )
-    host, port = target.bootstrap.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=30) as sock:
-        body = request.encode(12)
-        header = struct.pack(">hhih", 1, 12, 1, 4) + b"diff" + b"\x00"
-        frame = header + body
+    kafka = KafkaSocket(target.bootstrap, timeout=30)
+    try:
         started = time.monotonic()
-        sock.sendall(struct.pack(">i", len(frame)) + frame)
-        size = struct.unpack(">i", _read(sock, 4))[0]
-        response = FetchResponse[12].decode(_read(sock, size)[5:])
+        kafka.send(1, 12, request.encode(12), flexible=True)
+        response = FetchResponse[12].decode(kafka.read_frame()[5:])
         held = time.monotonic() - started
+    finally:
+        kafka.close()
     [answer] = response.responses[0].partitions
     return {
         "error": answer.error_code,
@@ -347,15 +345,6 @@ def _fetch(
         "batches": _whole_batches(bytes(answer.records or b"")),
         "held": "waited" if held >= max_wait_ms / 1000 * 0.8 and max_wait_ms else "at once",
     }
-
-
-def _read(sock: socket.socket, count: int) -> bytes:
-    data = b""
-    while len(data) < count:
-        chunk = sock.recv(count - len(data))
-        assert chunk, "closed by the broker"
-        data += chunk
-    return data
 
 
 def _whole_batches(records: bytes) -> list[tuple[int, int]]:

@@ -99,7 +99,7 @@ def test_fencing_and_gaps_are_answered_with_kafkas_codes(broker: RunningBroker) 
 
 def kafka_call(broker: RunningBroker, api_key: int, version: int, body: dict) -> dict:
     """One Kafka-protocol request encoded and its response decoded by odradek's codec."""
-    from test_kafka_protocol import KafkaSocket
+    from kafka_helpers import KafkaSocket
 
     kafka = KafkaSocket(broker)
     try:

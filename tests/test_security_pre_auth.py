@@ -5,11 +5,11 @@ a time close the connection without reaching a data API or growing the broker's 
 from __future__ import annotations
 
 import os
-import socket
 import struct
 import time
 
 import pytest
+from kafka_helpers import KafkaSocket
 from security_helpers import PASSWORD, USER, address, secure_broker
 from server_helpers import RunningBroker
 
@@ -23,47 +23,11 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> RunningBroker:
         yield broker
 
 
-class SaslSocket:
+class SaslSocket(KafkaSocket):
     """A plain socket to the SASL_PLAINTEXT listener, speaking Kafka frames by hand."""
 
     def __init__(self, broker: RunningBroker) -> None:
-        host, port = address(broker, "SASL_PLAINTEXT").split(":")
-        self.sock = socket.create_connection((host, int(port)), timeout=10)
-        self.correlation_id = 0
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def send(self, api_key: int, version: int, body: bytes) -> int:
-        self.correlation_id += 1
-        header = struct.pack(">hhih", api_key, version, self.correlation_id, 4) + b"test"
-        frame = header + body
-        self.sock.sendall(struct.pack(">i", len(frame)) + frame)
-        return self.correlation_id
-
-    def read_frame(self) -> bytes:
-        size = struct.unpack(">i", self._read(4))[0]
-        return self._read(size)
-
-    def _read(self, count: int) -> bytes:
-        data = b""
-        while len(data) < count:
-            chunk = self.sock.recv(count - len(data))
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            data += chunk
-        return data
-
-    def is_closed_by_peer(self, timeout: float = 5.0) -> bool:
-        self.sock.settimeout(timeout)
-        try:
-            while True:
-                if not self.sock.recv(65536):
-                    return True
-        except ConnectionResetError:
-            return True
-        except TimeoutError:
-            return False
+        super().__init__(address(broker, "SASL_PLAINTEXT"))
 
     def handshake(self, mechanism: str, version: int = 1) -> int:
         """SaslHandshake; the error code of the answer."""
