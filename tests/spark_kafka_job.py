@@ -90,12 +90,10 @@ def main(version: str, ivy_settings: str, bootstrap: str, topic: str, out_topic:
         [(f"w{i}", f"written-{i}", i % 2) for i in range(50)],
         "key string, value string, partition int",
     )
-    # The connector's producer is idempotent by default; this job still turns it off (Spark's
-    # idempotent sink is not tested yet).
+    # The connector's producer is idempotent by default (kafka-clients 3.0+): left so.
     (
         written.write.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
-        .option("kafka.enable.idempotence", "false")
         .option("topic", out_topic)
         .save()
     )

@@ -1,7 +1,8 @@
 """Spark's own Kafka source and sink (the spark-sql-kafka-0-10 connector, Apache Kafka's Java
 client inside) through odradek's listener: what librdkafka wrote, ``spark.read.format("kafka")``
 and ``readStream.format("kafka")`` read identically, and what ``write.format("kafka")`` wrote,
-librdkafka reads.
+librdkafka reads. The connector's producer keeps its default, idempotence on: its batches are
+stored with the producer id InitProducerId gave it and sequences from 0, each record once.
 
 The connector matching the installed PySpark is resolved from Maven Central at test time (Ivy,
 into ~/.ivy2) and used in a Spark job in its own process (tests/spark_kafka_job.py). Without
@@ -26,6 +27,9 @@ import confluent_kafka
 import pytest
 from kafka_helpers import consume, create_topic
 from serve_process import ServeProcess
+
+from odradek.record.memory_records import MemoryRecords
+from odradek.record.record_batch import RecordBatch
 
 if os.environ.get("CI") != "true":
     pytest.importorskip("pyspark", reason="the Spark tests need pip install -e '.[spark]'")
@@ -54,9 +58,20 @@ def require(condition: bool, reason: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
-    with ServeProcess(tmp_path_factory.mktemp("broker") / "data") as broker:
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("broker") / "data"
+
+
+@pytest.fixture(scope="module")
+def broker(data_dir: Path) -> Iterator[ServeProcess]:
+    with ServeProcess(data_dir) as broker:
         yield broker
+
+
+def stored_batches(data_dir: Path, topic: str, partition: int) -> list[RecordBatch]:
+    """The batches in the partition's segment files, oldest first."""
+    segments = sorted((data_dir / f"{topic}-{partition}").glob("*.log"))
+    return list(MemoryRecords(b"".join(s.read_bytes() for s in segments)).batches())
 
 
 def sample(i: int) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]:
@@ -152,7 +167,7 @@ def unresolved(output: str) -> str | None:
 
 @pytest.mark.spark
 def test_spark_reads_and_writes_through_its_own_kafka_connector(
-    broker: ServeProcess, tmp_path: Path
+    broker: ServeProcess, data_dir: Path, tmp_path: Path
 ) -> None:
     bootstrap = broker.bootstrap
     require(bool(shutil.which("java") or os.environ.get("JAVA_HOME")), "needs Java 17")
@@ -199,6 +214,16 @@ def test_spark_reads_and_writes_through_its_own_kafka_connector(
     assert sorted((m.key(), m.value(), m.partition()) for m in written) == sorted(
         (f"w{i}".encode(), f"written-{i}".encode(), i % 2) for i in range(50)
     )
+    # Written idempotently, each record once: every batch carries a producer id and epoch, and
+    # each producer's sequences in a partition run from 0 without a gap or a repeat.
+    for partition in (0, 1):
+        batches = stored_batches(data_dir, out_topic, partition)
+        assert sum(batch.records_count for batch in batches) == 25
+        assert all(batch.producer_id >= 0 and batch.producer_epoch >= 0 for batch in batches)
+        next_sequence: dict[int, int] = {}
+        for batch in batches:
+            assert batch.base_sequence == next_sequence.get(batch.producer_id, 0)
+            next_sequence[batch.producer_id] = batch.base_sequence + batch.records_count
     # The Java client asked for nothing the broker refuses (an API or version not served).
     refused = [line for line in broker.lines if "closing Kafka connection" in line]
     assert refused == []
