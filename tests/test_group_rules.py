@@ -332,3 +332,25 @@ def wait_for_state(client, group: str, wanted: str) -> None:
             return
         time.sleep(0.02)
     raise AssertionError(f"group {group} never reached {wanted}: {state(client, group)}")
+
+
+def test_a_heartbeat_of_an_old_generation_is_illegal_even_while_rebalancing(
+    tmp_path: Path,
+) -> None:
+    """Kafka checks the generation before the state: during PreparingRebalance a member a
+    generation behind gets ILLEGAL_GENERATION, a current one REBALANCE_IN_PROGRESS."""
+    with (
+        group_broker(tmp_path) as broker,
+        broker.connect() as a,
+        broker.connect() as b,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        first = join(a, "g")
+        sync(a, "g", first, {first.member_id: b""})
+        joining = pool.submit(join, b, "g")
+        wait_for_state(a, "g", "PreparingRebalance")
+        stale = a.call(HeartbeatRequest("g", first.generation_id - 1, first.member_id))
+        current = a.call(HeartbeatRequest("g", first.generation_id, first.member_id))
+        assert (stale.error_code, current.error_code) == (ILLEGAL_GENERATION, REBALANCING)
+        join(a, "g", member_id=first.member_id)
+        assert joining.result(10).generation_id == 2
