@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -427,3 +428,37 @@ def test_two_aiokafka_consumers_split_a_topic(broker: RunningBroker) -> None:
     consumed, owned = asyncio.run(run())
     assert produced <= consumed
     assert owned[0] | owned[1] == set(range(partitions)) and not owned[0] & owned[1], owned
+
+
+@pytest.mark.slow
+@pytest.mark.reference_kafka
+def test_a_java_consumer_asking_for_the_new_group_protocol_is_told_to_use_classic(
+    broker: RunningBroker,
+) -> None:
+    """ConsumerGroupHeartbeat (KIP-848) is not advertised: Kafka's Java consumer set to
+    group.protocol=consumer stops with its own clear message instead of waiting."""
+    from kafka_reference import HARNESS_MAIN, harness_classpath
+
+    topic = "java-new-protocol"
+    create_topic(broker.bootstrap, topic, 1)
+    command = ["java", "-Xmx128m", "-cp", harness_classpath(), HARNESS_MAIN, "group-consume"]
+    command += ["--bootstrap", broker.bootstrap, "--topic", topic]
+    command += ["--property", "group.id=java-new-protocol", "--property", "group.protocol=consumer"]
+    # stdin stays open: the member runs until the client gives up by itself
+    with tempfile.TemporaryFile("w+") as stderr:
+        member = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr, text=True
+        )
+        try:
+            code = member.wait(60)
+        finally:
+            if member.poll() is None:
+                member.kill()
+                member.wait(10)
+            assert member.stdin is not None
+            member.stdin.close()
+        stderr.seek(0)
+        errors = stderr.read()
+    assert code != 0
+    assert "does not support the new CONSUMER group protocol" in errors, errors[-2000:]
+    assert "group.protocol=classic" in errors
