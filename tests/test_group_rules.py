@@ -3,6 +3,7 @@ unknown members, old generations, bad group ids, oversized metadata, batched lea
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -354,3 +355,45 @@ def test_a_heartbeat_of_an_old_generation_is_illegal_even_while_rebalancing(
         assert (stale.error_code, current.error_code) == (ILLEGAL_GENERATION, REBALANCING)
         join(a, "g", member_id=first.member_id)
         assert joining.result(10).generation_id == 2
+
+
+def test_a_static_members_new_id_is_stored_even_if_its_join_request_goes_away(
+    tmp_path: Path,
+) -> None:
+    """The rejoin of a static member is answered once its new member id is durable; the
+    connection dropping meanwhile (its request handler cancelled) must not cancel that write,
+    or a restart would bring the instance back under the id it had before."""
+    with group_broker(tmp_path) as broker, broker.connect() as client:
+        first = join(client, "g", instance="i-a")
+        sync(client, "g", first, {first.member_id: b"a"})
+        coordinator = broker.broker.group_coordinator
+
+        async def rejoin_and_hang_up() -> None:
+            request = asyncio.ensure_future(
+                coordinator.join_group(
+                    "g",
+                    "",
+                    "i-a",
+                    True,
+                    "c",
+                    "/127.0.0.1",
+                    10000,
+                    10000,
+                    "consumer",
+                    [("range", protocols("t")[0].metadata)],
+                )
+            )
+            await asyncio.sleep(0)  # the rejoin starts its write, then the client is gone
+            request.cancel()
+            await asyncio.gather(request, return_exceptions=True)
+
+        broker.loop_thread.run(rejoin_and_hang_up())
+        renamed = [
+            m.member_id for m in client.call(DescribeGroupsRequest(("g",))).groups[0].members
+        ]
+        assert renamed != [first.member_id]
+    with group_broker(tmp_path) as broker, broker.connect() as client:
+        restored = [
+            m.member_id for m in client.call(DescribeGroupsRequest(("g",))).groups[0].members
+        ]
+    assert restored == renamed

@@ -357,6 +357,10 @@ class GroupCoordinator:
             return JoinGroupResult(ErrorInfo.of(error), member_id=member_id)
         if isinstance(future, JoinGroupResult):
             return future
+        if isinstance(future, asyncio.Task):
+            # work of the coordinator's own (a static member's new id being stored): it must
+            # finish even if this request is cancelled with its connection
+            return await asyncio.shield(future)
         return await future
 
     def _join_new_member(
