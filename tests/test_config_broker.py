@@ -279,6 +279,7 @@ def test_log_dirs_wins_over_log_dir() -> None:
         ("log.level", "VERBOSE", "one of: DEBUG, INFO, WARNING, ERROR, CRITICAL"),
         ("log.format", "xml", "one of: text, json"),
         ("log.segment.bytes", "1048575", "at least 1048576"),
+        ("offsets.topic.segment.bytes", "4096", "at least 1048576"),
         ("log.roll.ms", "0", "at least 1"),
         ("log.retention.ms", "-2", "at least -1"),
         ("log.flush.interval.ms", "-1", "at least 0"),

@@ -3,7 +3,10 @@ unknown members, old generations, bad group ids, oversized metadata, batched lea
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from group_helpers import commit, create_topic, fetch, group_broker, join, protocols, sync
@@ -264,3 +267,133 @@ def test_joins_of_versions_before_4_need_no_member_id_round_trip(tmp_path: Path)
     assert result.error.error_code == NONE
     assert result.member_id.startswith("old-client-")
     assert result.generation_id == 1
+
+
+def test_a_leader_that_goes_silent_after_syncing_is_expired_and_the_rest_restabilise(
+    tmp_path: Path,
+) -> None:
+    """What a stalled kafka-python leader did: it rejoined, synced the assignment, then sent
+    nothing more. The coordinator expires it after its session, the two others learn it from
+    their heartbeats, rejoin and form a Stable generation; the silent member's late leave
+    finds it gone."""
+    with (
+        group_broker(tmp_path) as broker,
+        broker.connect() as a,
+        broker.connect() as b,
+        broker.connect() as c,
+        ThreadPoolExecutor(3) as pool,
+    ):
+        first = join(a, "g", session_timeout_ms=1000)
+        sync(a, "g", first, {first.member_id: b"a"})
+        joining = [pool.submit(join, client, "g") for client in (b, c)]
+        wait_for_state(a, "g", "PreparingRebalance")
+        rejoined = join(a, "g", member_id=first.member_id, session_timeout_ms=1000)
+        b_joined, c_joined = (future.result(10) for future in joining)
+        assert rejoined.leader == first.member_id
+        assert rejoined.generation_id == b_joined.generation_id == c_joined.generation_id == 2
+        syncing = [pool.submit(sync, b, "g", b_joined), pool.submit(sync, c, "g", c_joined)]
+        ids = [first.member_id, b_joined.member_id, c_joined.member_id]
+        assert sync(a, "g", rejoined, {m: m.encode() for m in ids}).error_code == NONE
+        assert [future.result(10).assignment for future in syncing] == [
+            ids[1].encode(),
+            ids[2].encode(),
+        ]
+        assert state(b, "g") == ("Stable", 3)
+
+        # a goes silent; b and c heartbeat until told to rejoin (a's 1 s session ends)
+        for client, joined in ((b, b_joined), (c, c_joined)):
+            for _ in range(100):
+                beat = client.call(HeartbeatRequest("g", 2, joined.member_id))
+                if beat.error_code != NONE:
+                    break
+                time.sleep(0.05)
+            assert beat.error_code == REBALANCING
+        joining = [
+            pool.submit(join, client, "g", member_id=joined.member_id)
+            for client, joined in ((b, b_joined), (c, c_joined))
+        ]
+        answers = [future.result(10) for future in joining]
+        assert {answer.generation_id for answer in answers} == {3}
+        leader = next(answer for answer in answers if answer.leader == answer.member_id)
+        assert sorted(m.member_id for m in leader.members) == sorted(ids[1:])
+        follower = next(answer for answer in answers if answer is not leader)
+        leader_client = b if leader.member_id == ids[1] else c
+        follower_client = c if leader_client is b else b
+        waiting = pool.submit(sync, follower_client, "g", follower)
+        assert sync(leader_client, "g", leader, {m: b"x" for m in ids[1:]}).error_code == NONE
+        assert waiting.result(10).error_code == NONE
+        assert state(b, "g") == ("Stable", 2)
+        late = a.call(LeaveGroupRequest("g", (LeavingMember(first.member_id),)))
+        assert late.members[0].error == UNKNOWN_MEMBER
+
+
+def wait_for_state(client, group: str, wanted: str) -> None:
+    for _ in range(200):
+        if state(client, group)[0] == wanted:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"group {group} never reached {wanted}: {state(client, group)}")
+
+
+def test_a_heartbeat_of_an_old_generation_is_illegal_even_while_rebalancing(
+    tmp_path: Path,
+) -> None:
+    """Kafka checks the generation before the state: during PreparingRebalance a member a
+    generation behind gets ILLEGAL_GENERATION, a current one REBALANCE_IN_PROGRESS."""
+    with (
+        group_broker(tmp_path) as broker,
+        broker.connect() as a,
+        broker.connect() as b,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        first = join(a, "g")
+        sync(a, "g", first, {first.member_id: b""})
+        joining = pool.submit(join, b, "g")
+        wait_for_state(a, "g", "PreparingRebalance")
+        stale = a.call(HeartbeatRequest("g", first.generation_id - 1, first.member_id))
+        current = a.call(HeartbeatRequest("g", first.generation_id, first.member_id))
+        assert (stale.error_code, current.error_code) == (ILLEGAL_GENERATION, REBALANCING)
+        join(a, "g", member_id=first.member_id)
+        assert joining.result(10).generation_id == 2
+
+
+def test_a_static_members_new_id_is_stored_even_if_its_join_request_goes_away(
+    tmp_path: Path,
+) -> None:
+    """The rejoin of a static member is answered once its new member id is durable; the
+    connection dropping meanwhile (its request handler cancelled) must not cancel that write,
+    or a restart would bring the instance back under the id it had before."""
+    with group_broker(tmp_path) as broker, broker.connect() as client:
+        first = join(client, "g", instance="i-a")
+        sync(client, "g", first, {first.member_id: b"a"})
+        coordinator = broker.broker.group_coordinator
+
+        async def rejoin_and_hang_up() -> None:
+            request = asyncio.ensure_future(
+                coordinator.join_group(
+                    "g",
+                    "",
+                    "i-a",
+                    True,
+                    "c",
+                    "/127.0.0.1",
+                    10000,
+                    10000,
+                    "consumer",
+                    [("range", protocols("t")[0].metadata)],
+                )
+            )
+            await asyncio.sleep(0)  # the rejoin starts its write, then the client is gone
+            request.cancel()
+            await asyncio.gather(request, return_exceptions=True)
+
+        broker.loop_thread.run(rejoin_and_hang_up())
+        renamed = [
+            m.member_id for m in client.call(DescribeGroupsRequest(("g",))).groups[0].members
+        ]
+        assert renamed != [first.member_id]
+    with group_broker(tmp_path) as broker, broker.connect() as client:
+        restored = [
+            m.member_id for m in client.call(DescribeGroupsRequest(("g",))).groups[0].members
+        ]
+    assert restored == renamed

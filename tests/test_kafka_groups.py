@@ -1,239 +1,41 @@
-"""Consumer groups on Kafka's protocol with Kafka's own clients: confluent-kafka (a group
-growing from 1 to 3 members and shrinking back; cooperative-sticky), kafka-python, aiokafka,
-kcat's balanced consumer, and odradek's own consumer sharing a group with librdkafka."""
+"""Consumer groups on Kafka's protocol with Kafka's own clients: confluent-kafka (commit and
+resume; cooperative-sticky; a member killed; admin), kafka-python, aiokafka, kcat's balanced
+consumer, and odradek's own consumer sharing a group with librdkafka. Groups growing to three
+members and shrinking back, for every client, are in test_group_grow_shrink.py."""
 
 from __future__ import annotations
 
 import asyncio
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
 
 import confluent_kafka
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient
+from group_scenario import (
+    FAST_GROUP,
+    ConfluentMember,
+    Ownership,
+    assert_partitioned,
+    committed,
+    produce,
+    stable_assignment,
+    wait_until,
+)
 from kafka_helpers import create_topic
 from server_helpers import RunningBroker, running_broker
 
 GROUP_SETTINGS = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3"}
-FAST_GROUP = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300}
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> RunningBroker:
     with running_broker(tmp_path_factory.mktemp("kafka-groups"), GROUP_SETTINGS) as running:
         yield running
-
-
-def wait_until(condition: Callable[[], Any], what: str, timeout_s: float = 60) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def produce(broker: RunningBroker, topic: str, partitions: int, count: int) -> set[tuple]:
-    """``count`` records spread over the partitions; their (partition, offset)s."""
-    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
-    delivered: set[tuple] = set()
-
-    def on_delivery(error: object, message: confluent_kafka.Message) -> None:
-        assert error is None, error
-        delivered.add((message.partition(), message.offset()))
-
-    for index in range(count):
-        producer.produce(
-            topic, value=b"v%d" % index, partition=index % partitions, on_delivery=on_delivery
-        )
-    assert producer.flush(30) == 0
-    return delivered
-
-
-def committed(admin: AdminClient, group: str) -> dict[int, int]:
-    request = ConsumerGroupTopicPartitions(group)
-    result = admin.list_consumer_group_offsets([request])[group].result(timeout=10)
-    return {tp.partition: tp.offset for tp in result.topic_partitions if tp.offset >= 0}
-
-
-def stable_assignment(admin: AdminClient, group: str, members: int) -> dict[str, set] | None:
-    """Each member's partitions once the group is Stable with ``members`` members."""
-    description = admin.describe_consumer_groups([group])[group].result(timeout=10)
-    if description.state != confluent_kafka.ConsumerGroupState.STABLE:
-        return None
-    if len(description.members) != members:
-        return None
-    return {
-        m.member_id: {tp.partition for tp in m.assignment.topic_partitions}
-        for m in description.members
-    }
-
-
-def assert_partitioned(assignment: dict[str, set], partitions: int) -> None:
-    """Every partition owned by exactly one member."""
-    owned = [p for parts in assignment.values() for p in parts]
-    assert sorted(owned) == list(range(partitions)), assignment
-
-
-class Ownership:
-    """Which member holds which partitions, as the clients' rebalance callbacks say; any
-    partition held by two members at once is a violation."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.owned: dict[str, set[int]] = {}
-        self.violations: list[str] = []
-        self.consumed: set[tuple] = set()
-
-    def assigned(self, member: str, partitions: list[int]) -> None:
-        with self.lock:
-            for other, held in self.owned.items():
-                both = held & set(partitions)
-                if other != member and both:
-                    self.violations.append(f"{member} got {both} still held by {other}")
-            self.owned.setdefault(member, set()).update(partitions)
-
-    def revoked(self, member: str, partitions: list[int]) -> None:
-        with self.lock:
-            self.owned.setdefault(member, set()).difference_update(partitions)
-
-    def add(self, records: set[tuple]) -> None:
-        with self.lock:
-            self.consumed |= records
-
-
-class ConfluentMember(threading.Thread):
-    """A librdkafka consumer subscribed in its own thread; commits after every poll."""
-
-    def __init__(
-        self,
-        name: str,
-        broker: RunningBroker,
-        topic: str,
-        group: str,
-        ownership: Ownership,
-        **config: Any,
-    ) -> None:
-        super().__init__(name=name, daemon=True)
-        self.ownership = ownership
-        self.stopping = threading.Event()
-        self.failure: BaseException | None = None
-        self.assignment: set[int] = set()
-        self.consumer = confluent_kafka.Consumer(
-            {
-                "bootstrap.servers": broker.bootstrap,
-                "group.id": group,
-                "client.id": name,
-                "auto.offset.reset": "earliest",
-                "enable.auto.commit": False,
-                **FAST_GROUP,
-                **config,
-            }
-        )
-        self.consumer.subscribe(
-            [topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_revoke
-        )
-
-    def _on_assign(self, consumer: confluent_kafka.Consumer, partitions: list) -> None:
-        self.ownership.assigned(self.name, [tp.partition for tp in partitions])
-
-    def _on_revoke(self, consumer: confluent_kafka.Consumer, partitions: list) -> None:
-        self.ownership.revoked(self.name, [tp.partition for tp in partitions])
-
-    def run(self) -> None:
-        try:
-            while not self.stopping.is_set():
-                messages = self.consumer.consume(100, 0.1)
-                records = {(m.partition(), m.offset()) for m in messages if not m.error()}
-                self.ownership.add(records)
-                if records:
-                    try:
-                        self.consumer.commit(asynchronous=False)
-                    except KafkaException:  # a rebalance began: the next owner re-reads
-                        pass
-                self.assignment = {tp.partition for tp in self.consumer.assignment()}
-            self.consumer.close()
-        except BaseException as failure:  # noqa: BLE001 - reported by the test
-            self.failure = failure
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.join(30)
-        assert not self.is_alive() and self.failure is None, self.failure
-
-
-class CommitWatch(threading.Thread):
-    """Samples the group's committed offsets; records any that went backwards."""
-
-    def __init__(self, admin: AdminClient, group: str) -> None:
-        super().__init__(daemon=True)
-        self.admin, self.group = admin, group
-        self.stopping = threading.Event()
-        self.latest: dict[int, int] = {}
-        self.backwards: list[str] = []
-        self.samples = 0
-
-    def run(self) -> None:
-        while not self.stopping.is_set():
-            for partition, offset in committed(self.admin, self.group).items():
-                if offset < self.latest.get(partition, -1):
-                    self.backwards.append(
-                        f"partition {partition}: {self.latest[partition]} -> {offset}"
-                    )
-                self.latest[partition] = max(offset, self.latest.get(partition, -1))
-            self.samples += 1
-            time.sleep(0.1)
-
-
-def test_a_confluent_group_grows_to_three_members_and_shrinks_back(broker: RunningBroker):
-    topic, group, partitions = "grow-shrink", "grow-shrink-group", 6
-    create_topic(broker.bootstrap, topic, partitions)
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    ownership = Ownership()
-    watch = CommitWatch(admin, group)
-    produced = produce(broker, topic, partitions, 120)
-    members = [ConfluentMember("member-a", broker, topic, group, ownership)]
-    members[0].start()
-    watch.start()
-    try:
-        assert_partitioned(
-            wait_until(lambda: stable_assignment(admin, group, 1), "one member"), partitions
-        )
-        wait_until(lambda: produced <= ownership.consumed, "the first records consumed")
-        for name, size in (("member-b", 2), ("member-c", 3)):
-            members.append(ConfluentMember(name, broker, topic, group, ownership))
-            members[-1].start()
-            assignment = wait_until(
-                lambda size=size: stable_assignment(admin, group, size), f"{size} members"
-            )
-            assert_partitioned(assignment, partitions)
-            assert all(assignment.values()), assignment  # range spreads 6 partitions over all
-        produced |= produce(broker, topic, partitions, 120)
-        wait_until(lambda: produced <= ownership.consumed, "records consumed by three members")
-        for size in (2, 1):
-            members.pop().stop()
-            assert_partitioned(
-                wait_until(lambda size=size: stable_assignment(admin, group, size), f"{size}"),
-                partitions,
-            )
-        produced |= produce(broker, topic, partitions, 120)
-        wait_until(lambda: produced <= ownership.consumed, "records consumed after shrinking")
-        ends = {p: 1 + max(o for q, o in produced if q == p) for p in range(partitions)}
-        wait_until(lambda: committed(admin, group) == ends, "every record committed")
-    finally:
-        for member in members:
-            member.stop()
-        watch.stopping.set()
-        watch.join(10)
-    assert ownership.violations == []
-    assert watch.backwards == [] and watch.samples > 10
-    assert watch.latest == ends
 
 
 def test_confluent_commit_and_committed_and_a_restart_resumes(broker: RunningBroker) -> None:
@@ -289,8 +91,14 @@ def test_cooperative_sticky_moves_only_what_it_must(broker: RunningBroker) -> No
         wait_until(lambda: first.assignment == set(range(partitions)), "all partitions on one")
         second = ConfluentMember("coop-b", broker, topic, group, ownership, **strategy)
         second.start()
-        assignment = wait_until(lambda: stable_assignment(admin, group, 2), "two members")
-        assert_partitioned(assignment, partitions)
+
+        def covering() -> dict[str, set] | None:
+            # Cooperative: the generation that revokes from the first member is Stable without
+            # the revoked partitions; the next one assigns them.
+            found = stable_assignment(admin, group, 2)
+            return found if found and sum(map(len, found.values())) >= partitions else None
+
+        assert_partitioned(wait_until(covering, "two members holding every partition"), partitions)
         wait_until(lambda: len(first.assignment) == len(second.assignment) == 2, "2 and 2")
         assert first.assignment.isdisjoint(second.assignment)
         produced |= produce(broker, topic, partitions, 40)
@@ -320,11 +128,10 @@ def test_kafka_python_consumers_share_a_group_and_commit(broker: RunningBroker) 
             enable_auto_commit=False,
             heartbeat_interval_ms=300,
             session_timeout_ms=6000,
-            # a leader that assigned before it saw the new topic notices it soon and rejoins
-            metadata_max_age_ms=1000,
         )
-        assert consumer.partitions_for_topic(topic)  # the leader must know it to assign it
         consumer.subscribe([topic])
+        # the partitions known before the first JoinGroup (see group_scenario.KafkaPythonMember)
+        assert topic in consumer.topics()
         return consumer
 
     consumers = [member(), member()]
@@ -621,3 +428,37 @@ def test_two_aiokafka_consumers_split_a_topic(broker: RunningBroker) -> None:
     consumed, owned = asyncio.run(run())
     assert produced <= consumed
     assert owned[0] | owned[1] == set(range(partitions)) and not owned[0] & owned[1], owned
+
+
+@pytest.mark.slow
+@pytest.mark.reference_kafka
+def test_a_java_consumer_asking_for_the_new_group_protocol_is_told_to_use_classic(
+    broker: RunningBroker,
+) -> None:
+    """ConsumerGroupHeartbeat (KIP-848) is not advertised: Kafka's Java consumer set to
+    group.protocol=consumer stops with its own clear message instead of waiting."""
+    from kafka_reference import HARNESS_MAIN, harness_classpath
+
+    topic = "java-new-protocol"
+    create_topic(broker.bootstrap, topic, 1)
+    command = ["java", "-Xmx128m", "-cp", harness_classpath(), HARNESS_MAIN, "group-consume"]
+    command += ["--bootstrap", broker.bootstrap, "--topic", topic]
+    command += ["--property", "group.id=java-new-protocol", "--property", "group.protocol=consumer"]
+    # stdin stays open: the member runs until the client gives up by itself
+    with tempfile.TemporaryFile("w+") as stderr:
+        member = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr, text=True
+        )
+        try:
+            code = member.wait(60)
+        finally:
+            if member.poll() is None:
+                member.kill()
+                member.wait(10)
+            assert member.stdin is not None
+            member.stdin.close()
+        stderr.seek(0)
+        errors = stderr.read()
+    assert code != 0
+    assert "does not support the new CONSUMER group protocol" in errors, errors[-2000:]
+    assert "group.protocol=classic" in errors

@@ -14,7 +14,7 @@ from odradek.config.config_key import ConfigKey
 from odradek.config.config_synonym import HOUR_MS, MINUTE_MS, ConfigSynonym
 from odradek.config.config_type import LONG_MAX, ConfigType
 from odradek.config.importance import Importance
-from odradek.config.topic_configs import TOPIC_CONFIG_DEF
+from odradek.config.topic_configs import MIN_SEGMENT_BYTES, TOPIC_CONFIG_DEF
 from odradek.config.validator import Validator
 
 INT, LONG, DOUBLE = ConfigType.INT, ConfigType.LONG, ConfigType.DOUBLE
@@ -289,8 +289,9 @@ BROKER_CONFIG_DEF = ConfigDef(
                   Validator.at_least(1)),
         ConfigKey("offsets.topic.segment.bytes", INT, 100 * MIB, HIGH,
                   "Segment size of the __consumer_offsets topic, kept small so its compaction "
-                  "and loading stay fast.",
-                  Validator.at_least(1)),
+                  "and loading stay fast; at least a topic's segment.bytes floor (1 MiB), "
+                  "else the topic could never be created and no group could form.",
+                  Validator.at_least(MIN_SEGMENT_BYTES)),
         ConfigKey("offsets.load.buffer.size", INT, 5 * MIB, HIGH,
                   "Bytes read at a time from __consumer_offsets while the group state is "
                   "rebuilt at start-up.",

@@ -357,6 +357,10 @@ class GroupCoordinator:
             return JoinGroupResult(ErrorInfo.of(error), member_id=member_id)
         if isinstance(future, JoinGroupResult):
             return future
+        if isinstance(future, asyncio.Task):
+            # work of the coordinator's own (a static member's new id being stored): it must
+            # finish even if this request is cancelled with its connection
+            return await asyncio.shield(future)
         return await future
 
     def _join_new_member(
@@ -858,15 +862,16 @@ class GroupCoordinator:
             if group.is_in(EMPTY):
                 raise UnknownMemberIdError(f"group {group_id} is empty")
             member = self._check_member(group, member_id, group_instance_id)
-            if group.is_in(PREPARING):
-                self._schedule_heartbeat(group, member)
-                raise RebalanceInProgressError(f"group {group_id} is rebalancing: rejoin")
+            # The generation first, in every state (Kafka's order): a member a generation
+            # behind learns that, not only that a rebalance is on.
             if generation_id != group.generation_id:
                 raise IllegalGenerationError(
                     f"generation {generation_id} of group {group_id} is over; it is in "
                     f"generation {group.generation_id}"
                 )
             self._schedule_heartbeat(group, member)
+            if group.is_in(PREPARING):
+                raise RebalanceInProgressError(f"group {group_id} is rebalancing: rejoin")
         except KafkaError as error:
             return ErrorInfo.of(error)
         return NO_ERROR

@@ -45,6 +45,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * consume      --bootstrap HOST:PORT (--topic T)... [--property K=V]... (to the end offsets)
  * offsets-for-times --bootstrap HOST:PORT (--topic T)... (--timestamp MS)...
  * admin        --bootstrap HOST:PORT [--property K=V]... (steps on stdin)
+ * group-consume --bootstrap HOST:PORT --topic T --property group.id=G [--property K=V]...
+ *              (a group member until stdin ends; see {@link GroupMember})
  * </pre>
  *
  * produce reads one line per step, fields separated by tabs:
@@ -64,7 +66,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * it starts: topic, partition, offset, timestamp, timestampType, key, value, headers (bytes
  * base64, null as null). Before them, one {@code {"topic","partition","start"}} line per
  * partition gives the position the seek left the consumer at. The consumer is manually
- * assigned (no group: odradek serves no group APIs yet).
+ * assigned (no group).
  *
  * admin runs Kafka's Admin client, one step a line (tab-separated fields), and prints one JSON
  * line per step: its answer, or {@code {"error": ExceptionClass, "message": ...}}:
@@ -94,6 +96,7 @@ public final class KafkaHarness {
             case "consume" -> consume(options, out);
             case "offsets-for-times" -> offsetsForTimes(options, out);
             case "admin" -> AdminSteps.run(options.clientProperties(), out);
+            case "group-consume" -> GroupMember.run(options.clientProperties(), options.topic, out);
             default -> throw new IllegalArgumentException("unknown command " + args[0]);
         }
         out.flush();
