@@ -275,7 +275,9 @@ class Broker:
             version("odradek"),
             config.socket_request_max_bytes,
         )
-        groups = GroupRequestHandlers(self.group_coordinator, self.group_metadata_manager, broker)
+        groups = GroupRequestHandlers(
+            self.group_coordinator, self.group_metadata_manager, broker, self.authorizer
+        )
         apis = KafkaApis(
             self.replica_manager,
             admin,
@@ -303,6 +305,7 @@ class Broker:
                 lambda context: self.advertised(
                     context.session.listener.listener_name if context.session else None
                 ),
+                self.authorizer,
             ),
         )
         return apis, kafka_handler
