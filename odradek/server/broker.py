@@ -36,6 +36,9 @@ from odradek.server.kafka_request_handler import KafkaRequestHandler
 from odradek.server.kafka_security_requests import KafkaSecurityRequests
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.producer_id_manager import ProducerIdManager
+from odradek.server.quota.client_quota_store import ClientQuotaStore
+from odradek.server.quota.client_quotas import ClientQuotas
+from odradek.server.quota.quota_collector import QuotaCollector
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.sasl_authenticator import SaslAuthenticator
 from odradek.server.socket_server import SocketServer
@@ -135,6 +138,11 @@ class Broker:
             super_users=Authorizer.parse_super_users(config.super_users or ""),
             allow_if_no_acl=config.allow_everyone_if_no_acl_found,
         )
+        self.quotas = ClientQuotas(
+            ClientQuotaStore(security_dir),
+            config.quota_window_num,
+            config.quota_window_size_seconds,
+        )
         self._lag_monitor = EventLoopLagMonitor(self.metrics.event_loop_lag)
         self._metrics_server: WSGIServer | None = None
         self.port = 0
@@ -165,6 +173,7 @@ class Broker:
         self.metrics_port = self._metrics_server.server_port
         self._lag_monitor.start()
         self.group_coordinator.startup()
+        self.quotas.start()
         await self._socket_server.start_serving(*self._handlers())
         logger.info(
             "broker %d serving on %s (metrics on %s:%d)",
@@ -209,6 +218,7 @@ class Broker:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + SHUTDOWN_TIMEOUT_S
         self._socket_server.stop_accepting()
+        self.quotas.stop()
         self.replica_manager.shutdown()
         await self.group_coordinator.shutdown()
         await self._socket_server.shutdown(SHUTDOWN_TIMEOUT_S)
@@ -233,6 +243,8 @@ class Broker:
         self.replica_manager.startup()
         self.producer_ids.load()
         self.group_coordinator.load()
+        self.quotas.load()
+        self.metrics.registry.register(QuotaCollector(self.quotas))
         self.metrics.registry.register(
             GroupCoordinatorCollector(self.group_coordinator, self.group_metrics, self.log_manager)
         )
@@ -286,6 +298,7 @@ class Broker:
             self.producer_ids,
             groups,
             self.authorizer,
+            self.quotas,
         )
         kafka_handler = KafkaRequestHandler(
             apis,
@@ -307,6 +320,7 @@ class Broker:
                 ),
                 self.authorizer,
             ),
+            self.quotas,
         )
         return apis, kafka_handler
 
