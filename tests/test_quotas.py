@@ -210,3 +210,70 @@ def test_a_quota_limited_consumer_is_held_to_its_rate(tmp_path: Path) -> None:
     window = slow_timeline[100] - slow_timeline[0]
     assert abs(window / 10 / QUOTA - 1) <= TOLERANCE, slow_timeline[::10]
     assert fast_timeline[-1] >= 4 * slow_timeline[-1], (fast_timeline[::10], slow_timeline[::10])
+
+
+@pytest.mark.reference_kafka
+@pytest.mark.slow
+def test_kafka_configs_alters_and_describes_client_quotas(tmp_path: Path) -> None:
+    """Kafka's own kafka-configs tool (ConfigCommand) against odradek."""
+    from kafka_reference import kafka_classpath, run_java
+
+    classpath = kafka_classpath()
+
+    def configs(*args: str) -> str:
+        done = run_java(classpath, "org.apache.kafka.tools.ConfigCommand", args)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    with running_broker(tmp_path) as broker:
+        bootstrap = ["--bootstrap-server", broker.bootstrap]
+        entity = ["--entity-type", "users", "--entity-name", "alice",
+                  "--entity-type", "clients", "--entity-name", "app"]  # fmt: skip
+        configs(*bootstrap, "--alter", *entity,
+                "--add-config", "producer_byte_rate=1024,consumer_byte_rate=2048")  # fmt: skip
+        described = configs(*bootstrap, "--describe", *entity)
+        assert "producer_byte_rate=1024" in described and "consumer_byte_rate=2048" in described
+        quotas = ClientQuotaStore(broker.data_dir).quotas()
+        assert quotas[ClientQuotaEntity.of(user="alice", client_id="app")] == {
+            PRODUCER_BYTE_RATE: 1024.0,
+            CONSUMER_BYTE_RATE: 2048.0,
+        }
+        assert broker.broker.quotas.fetch.quota_for("alice", "app") == 2048.0
+        configs(*bootstrap, "--alter", *entity, "--delete-config", "producer_byte_rate",
+                "--add-config", "request_percentage=50")  # fmt: skip
+        assert broker.broker.quotas.produce.quota_for("alice", "app") is None
+        assert broker.broker.quotas.request.quota_for("alice", "app") == 50.0
+
+
+def test_cli_alters_quotas_a_running_broker_follows(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from odradek.cli.main import cli
+
+    runner = CliRunner()
+    with running_broker(tmp_path) as broker:
+        data_dir = str(broker.data_dir)
+        done = runner.invoke(cli, ["quotas", "alter", "--data-dir", data_dir,
+                                   "--entity-type", "users", "--entity-default",
+                                   "--add-config", "producer_byte_rate=4096"])  # fmt: skip
+        assert done.exit_code == 0, done.output
+        deadline = time.monotonic() + 5
+        quotas = broker.broker.quotas
+        while quotas.produce.quota_for("ANONYMOUS", "x") is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert quotas.enabled and quotas.produce.quota_for("ANONYMOUS", "x") == 4096
+        done = runner.invoke(cli, ["quotas", "describe", "--data-dir", data_dir,
+                                   "--entity-type", "users"])  # fmt: skip
+        assert "user-principal the default are producer_byte_rate=4096.0" in done.output
+        refused = runner.invoke(cli, ["quotas", "alter", "--data-dir", data_dir,
+                                      "--entity-type", "clients", "--entity-name", "a",
+                                      "--add-config", "bytes=1"])  # fmt: skip
+        assert refused.exit_code != 0 and "producer_byte_rate" in refused.output
+        done = runner.invoke(cli, ["quotas", "alter", "--data-dir", data_dir,
+                                   "--entity-type", "users", "--entity-default",
+                                   "--delete-config", "producer_byte_rate"])  # fmt: skip
+        assert done.exit_code == 0, done.output
+        deadline = time.monotonic() + 5
+        while quotas.enabled and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not quotas.enabled  # none left: the request paths skip quotas again
