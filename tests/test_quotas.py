@@ -277,3 +277,83 @@ def test_cli_alters_quotas_a_running_broker_follows(tmp_path: Path) -> None:
         while quotas.enabled and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not quotas.enabled  # none left: the request paths skip quotas again
+
+
+def test_msgpack_describes_and_alters_client_quotas(tmp_path: Path) -> None:
+    from odradek.protocol.client_quotas import (
+        AlterClientQuotasEntry,
+        AlterClientQuotasRequest,
+        DescribeClientQuotasRequest,
+        QuotaEntityPart,
+        QuotaFilterComponent,
+        QuotaOp,
+    )
+
+    alice_app = (QuotaEntityPart("client-id", "app"), QuotaEntityPart("user", "alice"))
+    default_client = (QuotaEntityPart("client-id", None),)
+    with running_broker(tmp_path) as broker, broker.connect() as client:
+        altered = client.call(
+            AlterClientQuotasRequest(
+                (
+                    AlterClientQuotasEntry(alice_app, (QuotaOp(PRODUCER_BYTE_RATE, 2048),)),
+                    AlterClientQuotasEntry(default_client, (QuotaOp(REQUEST_PERCENTAGE, 25.5),)),
+                    AlterClientQuotasEntry(default_client, (QuotaOp("bogus", 1),)),
+                    AlterClientQuotasEntry((QuotaEntityPart("group", "g"),), ()),
+                )
+            )
+        )
+        assert [e.error for e in altered.entries] == [0, 0, 42, 42]
+        assert "bogus" in altered.entries[2].message
+        assert broker.broker.quotas.produce.quota_for("alice", "app") == 2048
+        everything = client.call(DescribeClientQuotasRequest())
+        assert {e.entity: {v.key: v.value for v in e.values} for e in everything.entries} == {
+            alice_app: {PRODUCER_BYTE_RATE: 2048.0},
+            default_client: {REQUEST_PERCENTAGE: 25.5},
+        }
+        defaults = client.call(
+            DescribeClientQuotasRequest((QuotaFilterComponent("client-id", 1),), strict=True)
+        )
+        assert [e.entity for e in defaults.entries] == [default_client]
+        of_alice = client.call(
+            DescribeClientQuotasRequest((QuotaFilterComponent("user", 0, "alice"),))
+        )
+        assert [e.entity for e in of_alice.entries] == [alice_app]
+        strict_alice = client.call(
+            DescribeClientQuotasRequest((QuotaFilterComponent("user", 0, "alice"),), strict=True)
+        )
+        assert strict_alice.entries == ()
+        removed = client.call(
+            AlterClientQuotasRequest(
+                (AlterClientQuotasEntry(alice_app, (QuotaOp(PRODUCER_BYTE_RATE, remove=True),)),)
+            )
+        )
+        assert removed.entries[0].error == 0
+        assert broker.broker.quotas.produce.quota_for("alice", "app") is None
+
+
+def test_quota_apis_need_cluster_acls(tmp_path: Path) -> None:
+    from odradek.protocol.client_quotas import (
+        AlterClientQuotasEntry,
+        AlterClientQuotasRequest,
+        DescribeClientQuotasRequest,
+        QuotaEntityPart,
+        QuotaOp,
+    )
+
+    settings = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
+    with running_broker(tmp_path, settings) as broker, broker.connect() as client:
+        request = DescribeClientQuotasRequest()
+        client.send(request)
+        header, _ = client.read_response(request)
+        assert header.error == 31  # CLUSTER_AUTHORIZATION_FAILED
+        altered = client.call(
+            AlterClientQuotasRequest(
+                (
+                    AlterClientQuotasEntry(
+                        (QuotaEntityPart("user", None),), (QuotaOp(PRODUCER_BYTE_RATE, 1),)
+                    ),
+                )
+            )
+        )
+        assert altered.entries[0].error == 31
+        assert not broker.broker.quotas.enabled

@@ -24,6 +24,7 @@ from odradek.security.credential_store import CredentialStore
 from odradek.server.admin_manager import AdminManager
 from odradek.server.authorizer import Authorizer
 from odradek.server.client_connection import ConnectionSettings
+from odradek.server.client_quota_request_handlers import ClientQuotaRequestHandlers
 from odradek.server.event_loop_lag_monitor import EventLoopLagMonitor
 from odradek.server.group.group_coordinator import GroupCoordinator
 from odradek.server.group.group_coordinator_collector import GroupCoordinatorCollector
@@ -36,6 +37,7 @@ from odradek.server.kafka_request_handler import KafkaRequestHandler
 from odradek.server.kafka_security_requests import KafkaSecurityRequests
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.producer_id_manager import ProducerIdManager
+from odradek.server.quota.client_quota_admin import ClientQuotaAdmin
 from odradek.server.quota.client_quota_store import ClientQuotaStore
 from odradek.server.quota.client_quotas import ClientQuotas
 from odradek.server.quota.quota_collector import QuotaCollector
@@ -299,6 +301,9 @@ class Broker:
             groups,
             self.authorizer,
             self.quotas,
+            ClientQuotaRequestHandlers(
+                ClientQuotaAdmin(self.quotas, self.authorizer, self._io_executor)
+            ),
         )
         kafka_handler = KafkaRequestHandler(
             apis,

@@ -22,6 +22,7 @@ from odradek.protocol.schema import Message
 from odradek.server.admin_manager import AdminManager
 from odradek.server.api_authorization import ApiAuthorization
 from odradek.server.authorizer import Authorizer
+from odradek.server.client_quota_request_handlers import ClientQuotaRequestHandlers
 from odradek.server.group_request_handlers import GroupRequestHandlers
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.producer_id_manager import ProducerIdManager
@@ -46,6 +47,7 @@ class KafkaApis:
         groups: GroupRequestHandlers,
         authorizer: Authorizer | None = None,
         quotas: ClientQuotas | None = None,
+        client_quotas: ClientQuotaRequestHandlers | None = None,
     ) -> None:
         self._metrics = metrics
         self._quotas = quotas
@@ -79,6 +81,14 @@ class KafkaApis:
             ApiKey.DESCRIBE_GROUPS: groups.describe_groups,
             ApiKey.DELETE_GROUPS: groups.delete_groups,
             ApiKey.OFFSET_DELETE: groups.offset_delete,
+            **(
+                {
+                    ApiKey.DESCRIBE_CLIENT_QUOTAS: client_quotas.describe_client_quotas,
+                    ApiKey.ALTER_CLIENT_QUOTAS: client_quotas.alter_client_quotas,
+                }
+                if client_quotas is not None
+                else {}
+            ),
             ApiKey.SASL_HANDSHAKE: self._sasl_handshake,
             ApiKey.SASL_AUTHENTICATE: self._sasl_authenticate,
         }

@@ -70,6 +70,7 @@ from odradek.server.kafka_quota_requests import KafkaQuotaRequests
 from odradek.server.kafka_request import KafkaHandler, KafkaRequest
 from odradek.server.kafka_security_requests import KafkaSecurityRequests
 from odradek.server.kafka_topic_requests import KafkaTopicRequests
+from odradek.server.quota.client_quota_admin import ClientQuotaAdmin
 from odradek.server.quota.client_quotas import ClientQuotas
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
@@ -124,7 +125,7 @@ class KafkaRequestHandler:
             **KafkaConfigRequests(self._call, broker_config, node_id, self._authorizer).handlers(),
             **(group_requests.handlers() if group_requests is not None else {}),
             **(
-                KafkaQuotaRequests(quotas, self._authorizer, executor).handlers()
+                KafkaQuotaRequests(ClientQuotaAdmin(quotas, self._authorizer, executor)).handlers()
                 if quotas is not None
                 else {}
             ),
