@@ -234,3 +234,51 @@ def test_odradek_protocol_groups_are_authorized_the_same(
     assert any(
         "principal=User:ANONYMOUS operation=Read resource=Group:anon-g" in line for line in audit
     ), audit
+
+
+def test_every_version_of_the_group_apis_answers_group_authorization_failed(
+    secure: tuple[RunningBroker, Path],
+) -> None:
+    """On Kafka's protocol, every served version of each group API encodes the refusal."""
+    from test_kafka_group_versions import KafkaWire, join_body, versions
+
+    from odradek.protocol.kafka import api_versions as apis
+
+    broker, _ = secure
+    wire = KafkaWire(broker)  # the PLAINTEXT listener: User:ANONYMOUS, Read on anon-g only
+    try:
+        group = "nobody-g"
+        for version in versions(apis.JOIN_GROUP):
+            answer = wire.call(apis.JOIN_GROUP, version, join_body(group))
+            assert answer["error_code"] == GROUP_AUTHORIZATION_FAILED, (version, answer)
+        member = {"group_id": group, "generation_id": 1, "member_id": "m"}
+        for version in versions(apis.SYNC_GROUP):
+            body = {**member, "protocol_type": "consumer", "protocol_name": "range",
+                    "assignments": []}  # fmt: skip
+            answer = wire.call(apis.SYNC_GROUP, version, body)
+            assert answer["error_code"] == GROUP_AUTHORIZATION_FAILED, (version, answer)
+        for version in versions(apis.HEARTBEAT):
+            answer = wire.call(apis.HEARTBEAT, version, member)
+            assert answer["error_code"] == GROUP_AUTHORIZATION_FAILED, (version, answer)
+        for version in versions(apis.LEAVE_GROUP):
+            body = {"group_id": group, "member_id": "m", "members": [{"member_id": "m"}]}
+            answer = wire.call(apis.LEAVE_GROUP, version, body)
+            assert answer["error_code"] == GROUP_AUTHORIZATION_FAILED, (version, answer)
+        for version in versions(apis.OFFSET_COMMIT):
+            body = {
+                "group_id": group,
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "topics": [{"name": "open", "partitions": [
+                    {"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}]}],
+            }  # fmt: skip
+            answer = wire.call(apis.OFFSET_COMMIT, version, body)
+            codes = [p["error_code"] for t in answer["topics"] for p in t["partitions"]]
+            assert codes == [GROUP_AUTHORIZATION_FAILED], (version, answer)
+        for version in versions(apis.FIND_COORDINATOR):
+            body = {"key": group, "key_type": 0, "coordinator_keys": [group]}
+            answer = wire.call(apis.FIND_COORDINATOR, version, body)
+            found = answer["coordinators"][0] if version >= 4 else answer
+            assert found["error_code"] == GROUP_AUTHORIZATION_FAILED, (version, answer)
+    finally:
+        wire.close()
