@@ -357,3 +357,22 @@ def test_quota_apis_need_cluster_acls(tmp_path: Path) -> None:
         )
         assert altered.entries[0].error == 31
         assert not broker.broker.quotas.enabled
+
+
+def test_request_percentage_throttles_a_busy_client(tmp_path: Path) -> None:
+    from odradek.protocol.metadata import MetadataRequest
+
+    ClientQuotaStore(tmp_path / "data").alter(
+        [(ClientQuotaEntity.of(client_id="busy"), {REQUEST_PERCENTAGE: 0.001})]
+    )
+    with running_broker(tmp_path) as broker, broker.connect() as client:
+        client.client_id = "busy"
+        started = time.monotonic()
+        while time.monotonic() - started < 10:
+            client.call(MetadataRequest(None))
+            labels = 'client_id="busy",quota_type="Request",user=""'
+            if broker.metrics().get(f"odradek_quota_throttled_requests_total{{{labels}}}"):
+                break
+        else:
+            raise AssertionError("a client over request_percentage was never throttled")
+        assert broker.broker.quotas.request.quota_for("ANONYMOUS", "other") is None
