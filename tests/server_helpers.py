@@ -95,6 +95,7 @@ class RawClient:
         self._decoder = FrameDecoder(1 << 30)
         self._frames: list[Frame] = []
         self._next_id = 0
+        self.client_id = "raw-test"
 
     def close(self) -> None:
         self.sock.close()
@@ -109,7 +110,7 @@ class RawClient:
         """Send ``request``; return its correlation id."""
         if correlation_id is None:
             correlation_id, self._next_id = self._next_id, self._next_id + 1
-        header = RequestHeader(request.api_key, version, correlation_id, "raw-test")
+        header = RequestHeader(request.api_key, version, correlation_id, self.client_id)
         self.sock.sendall(b"".join(bytes(part) for part in encode_request(header, request)))
         return correlation_id
 

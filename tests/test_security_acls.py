@@ -136,6 +136,16 @@ def test_prefixed_allows_and_a_deny_wins(secure: tuple[RunningBroker, Path]) -> 
             _acl("alice-", op.WRITE, prefixed),
             _acl("alice-", op.READ, prefixed),
             _acl("alice-no-read", op.READ, permission=kadmin.AclPermissionType.DENY),
+            # The consumer's group (it looks up its coordinator even when only assigned).
+            kadmin.AclBinding(
+                kadmin.ResourceType.GROUP,
+                "g",
+                kadmin.ResourcePatternType.LITERAL,
+                f"User:{USER}",
+                "*",
+                op.READ,
+                kadmin.AclPermissionType.ALLOW,
+            ),
         ],
     )
     alice = _alice(broker, certs)
@@ -162,7 +172,7 @@ def test_prefixed_allows_and_a_deny_wins(secure: tuple[RunningBroker, Path]) -> 
         kadmin.AclPermissionType.ANY,
     )
     found = admin.describe_acls(everything_of_alice).result(timeout=30)
-    assert len(found) == 3
+    assert len(found) == 4
 
 
 def test_mutual_tls_super_user_and_host_matching(secure: tuple[RunningBroker, Path]) -> None:

@@ -12,6 +12,7 @@ from odradek.cli.dump_log import dump_log
 from odradek.cli.groups import groups
 from odradek.cli.health import health
 from odradek.cli.produce import produce
+from odradek.cli.quotas import quotas
 from odradek.cli.serve import serve
 from odradek.cli.topics import topics
 from odradek.cli.users import users
@@ -44,6 +45,7 @@ cli.add_command(dump_log)
 cli.add_command(groups)
 cli.add_command(health)
 cli.add_command(produce)
+cli.add_command(quotas)
 cli.add_command(serve)
 cli.add_command(topics)
 cli.add_command(users)

@@ -136,6 +136,8 @@ class BrokerConfig:
     authorizer_class_name: str | None = _default("authorizer.class.name")
     super_users: str | None = _default("super.users")
     allow_everyone_if_no_acl_found: bool = _default("allow.everyone.if.no.acl.found")
+    quota_window_num: int = _default("quota.window.num")
+    quota_window_size_seconds: int = _default("quota.window.size.seconds")
     log_level: str = _default("log.level")
     log_format: str = _default("log.format")
     static_keys: frozenset[str] = field(default=frozenset(), compare=False, repr=False)

@@ -57,7 +57,9 @@ class FetchPartitionResponse:
 
 @dataclass(frozen=True)
 class FetchResponse(Message):
-    """One entry per partition of the request, in the request's order."""
+    """One entry per partition of the request, in the request's order; ``throttle_time_ms``:
+    how long a client over its quota must wait (its connection is muted that long)."""
 
     api_key: ClassVar[ApiKey] = ApiKey.FETCH
     partitions: tuple[FetchPartitionResponse, ...]
+    throttle_time_ms: NonNegativeInt32 = 0

@@ -12,6 +12,12 @@ from __future__ import annotations
 from odradek.errors import error_for_code
 from odradek.protocol.api_keys import ApiKey, check_supported
 from odradek.protocol.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from odradek.protocol.client_quotas import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
+)
 from odradek.protocol.configs import (
     AlterConfigsRequest,
     AlterConfigsResponse,
@@ -84,6 +90,8 @@ REQUEST_TYPES: dict[ApiKey, type[Message]] = {
         DescribeGroupsRequest,
         DeleteGroupsRequest,
         OffsetDeleteRequest,
+        DescribeClientQuotasRequest,
+        AlterClientQuotasRequest,
         SaslHandshakeRequest,
         SaslAuthenticateRequest,
     )
@@ -116,6 +124,8 @@ RESPONSE_TYPES: dict[ApiKey, type[Message]] = {
         DescribeGroupsResponse,
         DeleteGroupsResponse,
         OffsetDeleteResponse,
+        DescribeClientQuotasResponse,
+        AlterClientQuotasResponse,
         SaslHandshakeResponse,
         SaslAuthenticateResponse,
     )

@@ -52,7 +52,9 @@ class ProducePartitionResponse:
 
 @dataclass(frozen=True)
 class ProduceResponse(Message):
-    """One entry per partition of the request, in the request's order."""
+    """One entry per partition of the request, in the request's order; ``throttle_time_ms``:
+    how long a client over its quota must wait (its connection is muted that long)."""
 
     api_key: ClassVar[ApiKey] = ApiKey.PRODUCE
     partitions: tuple[ProducePartitionResponse, ...]
+    throttle_time_ms: NonNegativeInt32 = 0

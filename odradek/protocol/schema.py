@@ -10,7 +10,7 @@ field's type and range and raises InvalidRequestError naming the field, e.g.
   are not in the schema are ignored, so a newer peer may add fields.
 - Integers carry an :class:`IntRange`; ``bool`` is a msgpack boolean (never an integer);
   ``str`` is a msgpack string; ``bytes`` is msgpack bin (opaque client data, relayed as
-  is); an Enum travels as its value.
+  is); ``float`` is a finite msgpack float or integer; an Enum travels as its value.
 - ``X | None`` also accepts nil; ``tuple[X, ...]`` is an array; ``Mapping[str, X]`` a map with
   string keys; a nested dataclass is a map.
 - A :data:`Records` field travels as its byte count under the key ``size``; its bytes are the
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import reprlib
 import types
 from collections.abc import Mapping, Sized
@@ -166,6 +167,18 @@ class _ExactTypeCodec:
         return value
 
 
+class _FloatCodec:
+    """float: a msgpack float, or an integer (a whole number a client wrote as one)."""
+
+    def encode(self, value: float, parts: list[Payload]) -> Any:
+        return float(value)
+
+    def decode(self, value: Any, path: str, reader: _PayloadReader) -> float:
+        if type(value) not in (float, int) or not math.isfinite(value):
+            raise _invalid(path, "a finite number", value)
+        return float(value)
+
+
 class _EnumCodec:
     def __init__(self, enum_type: type[enum.Enum]) -> None:
         self._type = enum_type
@@ -272,6 +285,7 @@ class _StructCodec:
 _Codec = (
     _IntCodec
     | _ExactTypeCodec
+    | _FloatCodec
     | _EnumCodec
     | _OptionalCodec
     | _ArrayCodec
@@ -313,6 +327,8 @@ def _codec_for(hint: Any) -> _Codec:
         return _ExactTypeCodec(bool, "a boolean")
     elif hint is str:
         return _ExactTypeCodec(str, "a string")
+    elif hint is float:
+        return _FloatCodec()
     elif hint is bytes:
         return _ExactTypeCodec(bytes, "bytes (msgpack bin)")
     elif isinstance(hint, type) and issubclass(hint, enum.Enum):

@@ -24,6 +24,7 @@ from odradek.security.credential_store import CredentialStore
 from odradek.server.admin_manager import AdminManager
 from odradek.server.authorizer import Authorizer
 from odradek.server.client_connection import ConnectionSettings
+from odradek.server.client_quota_request_handlers import ClientQuotaRequestHandlers
 from odradek.server.event_loop_lag_monitor import EventLoopLagMonitor
 from odradek.server.group.group_coordinator import GroupCoordinator
 from odradek.server.group.group_coordinator_collector import GroupCoordinatorCollector
@@ -36,6 +37,10 @@ from odradek.server.kafka_request_handler import KafkaRequestHandler
 from odradek.server.kafka_security_requests import KafkaSecurityRequests
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.producer_id_manager import ProducerIdManager
+from odradek.server.quota.client_quota_admin import ClientQuotaAdmin
+from odradek.server.quota.client_quota_store import ClientQuotaStore
+from odradek.server.quota.client_quotas import ClientQuotas
+from odradek.server.quota.quota_collector import QuotaCollector
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.sasl_authenticator import SaslAuthenticator
 from odradek.server.socket_server import SocketServer
@@ -135,6 +140,11 @@ class Broker:
             super_users=Authorizer.parse_super_users(config.super_users or ""),
             allow_if_no_acl=config.allow_everyone_if_no_acl_found,
         )
+        self.quotas = ClientQuotas(
+            ClientQuotaStore(security_dir),
+            config.quota_window_num,
+            config.quota_window_size_seconds,
+        )
         self._lag_monitor = EventLoopLagMonitor(self.metrics.event_loop_lag)
         self._metrics_server: WSGIServer | None = None
         self.port = 0
@@ -165,6 +175,7 @@ class Broker:
         self.metrics_port = self._metrics_server.server_port
         self._lag_monitor.start()
         self.group_coordinator.startup()
+        self.quotas.start()
         await self._socket_server.start_serving(*self._handlers())
         logger.info(
             "broker %d serving on %s (metrics on %s:%d)",
@@ -209,6 +220,7 @@ class Broker:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + SHUTDOWN_TIMEOUT_S
         self._socket_server.stop_accepting()
+        self.quotas.stop()
         self.replica_manager.shutdown()
         await self.group_coordinator.shutdown()
         await self._socket_server.shutdown(SHUTDOWN_TIMEOUT_S)
@@ -233,6 +245,8 @@ class Broker:
         self.replica_manager.startup()
         self.producer_ids.load()
         self.group_coordinator.load()
+        self.quotas.load()
+        self.metrics.registry.register(QuotaCollector(self.quotas))
         self.metrics.registry.register(
             GroupCoordinatorCollector(self.group_coordinator, self.group_metrics, self.log_manager)
         )
@@ -275,7 +289,9 @@ class Broker:
             version("odradek"),
             config.socket_request_max_bytes,
         )
-        groups = GroupRequestHandlers(self.group_coordinator, self.group_metadata_manager, broker)
+        groups = GroupRequestHandlers(
+            self.group_coordinator, self.group_metadata_manager, broker, self.authorizer
+        )
         apis = KafkaApis(
             self.replica_manager,
             admin,
@@ -284,6 +300,10 @@ class Broker:
             self.producer_ids,
             groups,
             self.authorizer,
+            self.quotas,
+            ClientQuotaRequestHandlers(
+                ClientQuotaAdmin(self.quotas, self.authorizer, self._io_executor)
+            ),
         )
         kafka_handler = KafkaRequestHandler(
             apis,
@@ -303,7 +323,9 @@ class Broker:
                 lambda context: self.advertised(
                     context.session.listener.listener_name if context.session else None
                 ),
+                self.authorizer,
             ),
+            self.quotas,
         )
         return apis, kafka_handler
 

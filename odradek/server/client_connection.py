@@ -33,6 +33,7 @@ from odradek.protocol.schema import Message
 from odradek.server.frame_reader import FrameReader
 from odradek.server.kafka_apis import KafkaApis
 from odradek.server.metrics import BrokerMetrics
+from odradek.server.quota.connection_throttle import ConnectionThrottle
 from odradek.server.request_context import RequestContext
 from odradek.server.request_memory_pool import RequestMemoryPool
 from odradek.server.request_read_control import RequestReadControl
@@ -104,6 +105,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._in_flight_bytes = 0
         self._transport_paused = False
         self._reading_paused = False
+        self._throttle = ConnectionThrottle(self._update_reading)
         self._closing = False
         self._last_active = self._loop.time()
         self._idle_timer: asyncio.TimerHandle | None = None
@@ -144,6 +146,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         if self._idle_timer is not None:
             self._idle_timer.cancel()
         self._read_control.close()
+        self._throttle.cancel()
         if self._sasl_gate is not None:
             self._sasl_gate.cancel()
         if self._writer is not None:
@@ -250,6 +253,8 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._memory_pool.release(size)
         if response is not None or response_header.error:
             self._respond(header, response_header, response)
+        if self._session is not None and self._session.throttle_s:  # --- quota hook
+            self._throttle.start(self._session)
         self._record(header, error_code, received)
         if self._sasl_gate is not None and self._sasl_gate.after_step():
             self._metrics.closed_connections.labels("authentication_failed").inc()
@@ -282,6 +287,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             or (self._writer is not None and self._writer.backlog_bytes > WRITE_BUFFER_HIGH_BYTES)
             or len(self._tasks) >= MAX_IN_FLIGHT_REQUESTS
             or self._in_flight_bytes >= MAX_IN_FLIGHT_BYTES
+            or self._throttle.muted
         )
         if pause != self._reading_paused:
             self._reading_paused = pause

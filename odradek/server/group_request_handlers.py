@@ -1,5 +1,9 @@
 """GroupRequestHandlers: the group APIs of odradek's msgpack protocol, translated field by field
-to the GroupCoordinator's calls and back (Kafka's ``handleJoinGroupRequest`` and siblings)."""
+to the GroupCoordinator's calls and back (Kafka's ``handleJoinGroupRequest`` and siblings).
+
+Authorized as on Kafka's protocol (KafkaGroupRequests says the rules): a refusal is
+GROUP_AUTHORIZATION_FAILED, or TOPIC_AUTHORIZATION_FAILED for a topic's partitions.
+"""
 
 from __future__ import annotations
 
@@ -43,10 +47,15 @@ from odradek.protocol.offset_fetch import (
     OffsetFetchResponse,
 )
 from odradek.protocol.sync_group import SyncGroupRequest, SyncGroupResponse
+from odradek.security.acl import AclOperation
+from odradek.server.authorizer import Authorizer
 from odradek.server.group.coordinator_results import MemberIdentity, OffsetCommitEntry
 from odradek.server.group.group_coordinator import GroupCoordinator
 from odradek.server.group.group_metadata_manager import GroupMetadataManager
+from odradek.server.group_authorization import GroupAuthorization
 from odradek.server.request_context import RequestContext
+
+READ, DESCRIBE, DELETE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE
 
 
 class GroupRequestHandlers:
@@ -57,13 +66,15 @@ class GroupRequestHandlers:
         coordinator: GroupCoordinator,
         manager: GroupMetadataManager,
         broker: BrokerMetadata,
+        authorizer: Authorizer | None = None,
     ) -> None:
         self._coordinator = coordinator
         self._manager = manager
         self._broker = broker
+        self._authorization = GroupAuthorization(authorizer or Authorizer())
 
     async def find_coordinator(
-        self, request: FindCoordinatorRequest, _context: RequestContext
+        self, request: FindCoordinatorRequest, context: RequestContext
     ) -> FindCoordinatorResponse:
         """This broker for every group key (creating ``__consumer_offsets`` on first use, as
         Kafka does); transaction keys have no coordinator here."""
@@ -78,18 +89,23 @@ class GroupRequestHandlers:
             except KafkaError as failure:
                 error = CoordinatorNotAvailableError(f"cannot create the offsets topic: {failure}")
         broker = self._broker
-        return FindCoordinatorResponse(
-            tuple(
-                Coordinator(key, error=error.code, message=error.message)
-                if error is not None
-                else Coordinator(key, broker.node_id, broker.host, broker.port)
-                for key in request.coordinator_keys
-            )
-        )
+
+        def found(key: str) -> Coordinator:
+            refusal = error
+            if refusal is None:
+                refusal = self._authorization.group_denial(context, DESCRIBE, key)
+            if refusal is not None:
+                return Coordinator(key, error=refusal.code, message=refusal.message)
+            return Coordinator(key, broker.node_id, broker.host, broker.port)
+
+        return FindCoordinatorResponse(tuple(found(key) for key in request.coordinator_keys))
 
     async def join_group(
         self, request: JoinGroupRequest, context: RequestContext
     ) -> JoinGroupResponse:
+        denial = self._authorization.group_denial(context, READ, request.group_id)
+        if denial is not None:
+            return JoinGroupResponse(denial.code, denial.message, member_id=request.member_id)
         result = await self._coordinator.join_group(
             request.group_id,
             request.member_id,
@@ -119,8 +135,11 @@ class GroupRequestHandlers:
         )
 
     async def sync_group(
-        self, request: SyncGroupRequest, _context: RequestContext
+        self, request: SyncGroupRequest, context: RequestContext
     ) -> SyncGroupResponse:
+        denial = self._authorization.group_denial(context, READ, request.group_id)
+        if denial is not None:
+            return SyncGroupResponse(denial.code, denial.message)
         result = await self._coordinator.sync_group(
             request.group_id,
             request.generation_id,
@@ -139,16 +158,22 @@ class GroupRequestHandlers:
         )
 
     async def heartbeat(
-        self, request: HeartbeatRequest, _context: RequestContext
+        self, request: HeartbeatRequest, context: RequestContext
     ) -> HeartbeatResponse:
+        denial = self._authorization.group_denial(context, READ, request.group_id)
+        if denial is not None:
+            return HeartbeatResponse(denial.code, denial.message)
         error = await self._coordinator.heartbeat(
             request.group_id, request.member_id, request.group_instance_id, request.generation_id
         )
         return HeartbeatResponse(error.error_code, error.error_message)
 
     async def leave_group(
-        self, request: LeaveGroupRequest, _context: RequestContext
+        self, request: LeaveGroupRequest, context: RequestContext
     ) -> LeaveGroupResponse:
+        denial = self._authorization.group_denial(context, READ, request.group_id)
+        if denial is not None:
+            return LeaveGroupResponse(denial.code, denial.message)
         result = await self._coordinator.leave_group(
             request.group_id,
             [MemberIdentity(m.member_id, m.group_instance_id) for m in request.members],
@@ -165,44 +190,89 @@ class GroupRequestHandlers:
         )
 
     async def offset_commit(
-        self, request: OffsetCommitRequest, _context: RequestContext
+        self, request: OffsetCommitRequest, context: RequestContext
     ) -> OffsetCommitResponse:
-        results = await self._coordinator.commit_offsets(
-            request.group_id,
-            request.generation_id,
-            request.member_id,
-            request.group_instance_id,
-            [
-                OffsetCommitEntry(
-                    p.topic,
-                    p.partition,
-                    p.committed_offset,
-                    p.committed_leader_epoch,
-                    p.committed_metadata,
-                )
-                for p in request.partitions
-            ],
+        """Needs Read on the group (else every partition is refused) and on each topic."""
+        partitions = request.partitions
+        denial = self._authorization.group_denial(context, READ, request.group_id)
+        if denial is not None:
+            denials = {p.topic: denial for p in partitions}
+        else:
+            denials = self._authorization.topic_denials(
+                context, READ, (p.topic for p in partitions)
+            )
+        allowed = [p for p in partitions if p.topic not in denials]
+        results = []
+        if allowed:
+            results = await self._coordinator.commit_offsets(
+                request.group_id,
+                request.generation_id,
+                request.member_id,
+                request.group_instance_id,
+                [
+                    OffsetCommitEntry(
+                        p.topic,
+                        p.partition,
+                        p.committed_offset,
+                        p.committed_leader_epoch,
+                        p.committed_metadata,
+                    )
+                    for p in allowed
+                ],
+            )
+        answered = iter(
+            OffsetCommitPartitionResponse(
+                r.topic, r.partition, r.error.error_code, r.error.error_message
+            )
+            for r in results
         )
         return OffsetCommitResponse(
             tuple(
                 OffsetCommitPartitionResponse(
-                    r.topic, r.partition, r.error.error_code, r.error.error_message
+                    p.topic, p.partition, denials[p.topic].code, denials[p.topic].message
                 )
-                for r in results
+                if p.topic in denials
+                else next(answered)
+                for p in partitions
             )
         )
 
     async def offset_fetch(
-        self, request: OffsetFetchRequest, _context: RequestContext
+        self, request: OffsetFetchRequest, context: RequestContext
     ) -> OffsetFetchResponse:
+        """Needs Describe on each group; a named topic the principal may not describe is
+        refused, and asking for all leaves such topics out."""
         groups = []
+        authorization = self._authorization
         for group in request.groups:
+            denial = authorization.group_denial(context, DESCRIBE, group.group_id)
+            if denial is not None:
+                groups.append(
+                    OffsetFetchGroupResponse(group.group_id, denial.code, denial.message, ())
+                )
+                continue
             wanted = (
                 None
                 if group.partitions is None
                 else [(p.topic, p.partition) for p in group.partitions]
             )
+            denials = authorization.topic_denials(context, DESCRIBE, (t for t, _ in wanted or ()))
+            if denials:
+                wanted = [(t, p) for t, p in wanted if t not in denials]
             result = self._coordinator.fetch_offsets(group.group_id, wanted)
+            found = result.partitions
+            if wanted is None and authorization.authorizer.enabled:
+                found = [p for p in found if authorization.may_describe_topic(context, p.topic)]
+            refused = tuple(
+                OffsetFetchPartitionResponse(
+                    p.topic,
+                    p.partition,
+                    error=denials[p.topic].code,
+                    message=denials[p.topic].message,
+                )
+                for p in group.partitions or ()
+                if p.topic in denials
+            )
             groups.append(
                 OffsetFetchGroupResponse(
                     result.group_id,
@@ -218,25 +288,35 @@ class GroupRequestHandlers:
                             p.error.error_code,
                             p.error.error_message,
                         )
-                        for p in result.partitions
-                    ),
+                        for p in found
+                    )
+                    + refused,
                 )
             )
         return OffsetFetchResponse(tuple(groups))
 
     async def list_groups(
-        self, request: ListGroupsRequest, _context: RequestContext
+        self, request: ListGroupsRequest, context: RequestContext
     ) -> ListGroupsResponse:
         listings = self._coordinator.list_groups(request.states_filter)
+        if self._authorization.authorizer.enabled:
+            visible = self._authorization.describable(context, (g.group_id for g in listings))
+            listings = [g for g in listings if g.group_id in visible]
         return ListGroupsResponse(
             groups=tuple(ListedGroup(g.group_id, g.protocol_type, g.group_state) for g in listings)
         )
 
     async def describe_groups(
-        self, request: DescribeGroupsRequest, _context: RequestContext
+        self, request: DescribeGroupsRequest, context: RequestContext
     ) -> DescribeGroupsResponse:
         entries = []
         for group_id in request.groups:
+            denial = self._authorization.group_denial(context, DESCRIBE, group_id)
+            if denial is not None:
+                entries.append(
+                    DescribedGroupEntry(group_id, denial.code, denial.message, "", "", "", ())
+                )
+                continue
             group = self._coordinator.describe_group(group_id)
             entries.append(
                 DescribedGroupEntry(
@@ -262,20 +342,33 @@ class GroupRequestHandlers:
         return DescribeGroupsResponse(tuple(entries))
 
     async def delete_groups(
-        self, request: DeleteGroupsRequest, _context: RequestContext
+        self, request: DeleteGroupsRequest, context: RequestContext
     ) -> DeleteGroupsResponse:
-        results = await self._coordinator.delete_groups(request.groups)
+        denials = {
+            name: denial
+            for name in dict.fromkeys(request.groups)
+            if (denial := self._authorization.group_denial(context, DELETE, name)) is not None
+        }
+        allowed = [name for name in request.groups if name not in denials]
+        results = await self._coordinator.delete_groups(allowed) if allowed else []
         return DeleteGroupsResponse(
             tuple(
                 DeletedGroup(r.group_id, r.error.error_code, r.error.error_message) for r in results
             )
+            + tuple(DeletedGroup(name, d.code, d.message) for name, d in denials.items())
         )
 
     async def offset_delete(
-        self, request: OffsetDeleteRequest, _context: RequestContext
+        self, request: OffsetDeleteRequest, context: RequestContext
     ) -> OffsetDeleteResponse:
+        """Needs Delete on the group and Read on each topic."""
+        denial = self._authorization.group_denial(context, DELETE, request.group_id)
+        if denial is not None:
+            return OffsetDeleteResponse(denial.code, denial.message, ())
+        partitions = request.partitions
+        denials = self._authorization.topic_denials(context, READ, (p.topic for p in partitions))
         error, results = await self._coordinator.delete_offsets(
-            request.group_id, [(p.topic, p.partition) for p in request.partitions]
+            request.group_id, [(p.topic, p.partition) for p in partitions if p.topic not in denials]
         )
         return OffsetDeleteResponse(
             error.error_code,
@@ -285,6 +378,13 @@ class GroupRequestHandlers:
                     r.topic, r.partition, r.error.error_code, r.error.error_message
                 )
                 for r in results
+            )
+            + tuple(
+                OffsetDeletePartitionResponse(
+                    p.topic, p.partition, denials[p.topic].code, denials[p.topic].message
+                )
+                for p in partitions
+                if p.topic in denials and not error.error_code
             ),
         )
 

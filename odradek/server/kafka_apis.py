@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import fields
 from typing import Any
@@ -20,9 +22,11 @@ from odradek.protocol.schema import Message
 from odradek.server.admin_manager import AdminManager
 from odradek.server.api_authorization import ApiAuthorization
 from odradek.server.authorizer import Authorizer
+from odradek.server.client_quota_request_handlers import ClientQuotaRequestHandlers
 from odradek.server.group_request_handlers import GroupRequestHandlers
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.producer_id_manager import ProducerIdManager
+from odradek.server.quota.client_quotas import ClientQuotas
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
 from odradek.server.sasl_authenticator import SaslAuthenticator
@@ -42,8 +46,11 @@ class KafkaApis:
         producer_ids: ProducerIdManager,
         groups: GroupRequestHandlers,
         authorizer: Authorizer | None = None,
+        quotas: ClientQuotas | None = None,
+        client_quotas: ClientQuotaRequestHandlers | None = None,
     ) -> None:
         self._metrics = metrics
+        self._quotas = quotas
         self._authorization = ApiAuthorization(authorizer or Authorizer())
         self._api_versions = api_versions
         replicas, admin = replica_manager, admin_manager
@@ -74,20 +81,64 @@ class KafkaApis:
             ApiKey.DESCRIBE_GROUPS: groups.describe_groups,
             ApiKey.DELETE_GROUPS: groups.delete_groups,
             ApiKey.OFFSET_DELETE: groups.offset_delete,
+            **(
+                {
+                    ApiKey.DESCRIBE_CLIENT_QUOTAS: client_quotas.describe_client_quotas,
+                    ApiKey.ALTER_CLIENT_QUOTAS: client_quotas.alter_client_quotas,
+                }
+                if client_quotas is not None
+                else {}
+            ),
             ApiKey.SASL_HANDSHAKE: self._sasl_handshake,
             ApiKey.SASL_AUTHENTICATE: self._sasl_authenticate,
         }
 
-    async def handle(self, context: RequestContext, request: Message) -> Message | None:
+    async def handle(
+        self, context: RequestContext, request: Message, count_quotas: bool = True
+    ) -> Message | None:
         """The response to ``request`` (None when the request wants none: acks=0).
 
         Raises a KafkaError when the request fails as a whole. Entries the request's
-        principal may not touch are refused first (ApiAuthorization).
+        principal may not touch are refused first (ApiAuthorization). With client quotas in
+        force the request is counted against them (unless ``count_quotas`` is false: Kafka's
+        protocol counts its requests itself) and a fetch asks for one quota window at most.
         """
+        quotas = self._quotas
+        if quotas is not None and quotas.enabled:  # --- quota hook
+            return await self._handle_with_quotas(quotas, context, request, count_quotas)
+        return await self._handle(context, request)
+
+    async def _handle(self, context: RequestContext, request: Message) -> Message | None:
         handler = self._handlers[context.api_key]
         response = await self._authorization.handle(context.api_key, handler, request, context)
         if response is not None:
             self._count_entry_errors(context.api_key, response)
+        return response
+
+    async def _handle_with_quotas(
+        self, quotas: ClientQuotas, context: RequestContext, request: Message, count: bool
+    ) -> Message | None:
+        api_key = context.api_key
+        if api_key == ApiKey.FETCH:
+            window_bytes = quotas.fetch_max_bytes(context)
+            if window_bytes is not None and request.max_bytes > window_bytes:
+                request = dataclasses.replace(request, max_bytes=window_bytes)
+        if not count:
+            return await self._handle(context, request)
+        async with quotas.admission(context):
+            started = time.perf_counter()
+            response = await self._handle(context, request)
+            produced = fetched = 0
+            request_s = None
+            if api_key == ApiKey.PRODUCE:
+                produced = sum(len(p.records) for p in request.partitions)
+            if api_key == ApiKey.FETCH:
+                fetched = sum(len(p.records) for p in response.partitions)
+            else:
+                request_s = time.perf_counter() - started
+            throttle_ms = quotas.throttle_ms(context, produced, fetched, request_s)
+        if throttle_ms and response is not None and api_key in (ApiKey.PRODUCE, ApiKey.FETCH):
+            response = dataclasses.replace(response, throttle_time_ms=throttle_ms)
         return response
 
     async def _api_versions_response(self, _request: Message, _context: RequestContext) -> Message:

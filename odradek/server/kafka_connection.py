@@ -47,6 +47,7 @@ from odradek.server.kafka_frame_reader import KafkaFrameReader
 from odradek.server.kafka_request import KafkaRequest
 from odradek.server.kafka_request_handler import KafkaRequestHandler
 from odradek.server.metrics import BrokerMetrics
+from odradek.server.quota.connection_throttle import ConnectionThrottle
 from odradek.server.request_memory_pool import RequestMemoryPool
 from odradek.server.request_read_control import RequestReadControl
 from odradek.server.response_writer import ResponseWriter
@@ -94,6 +95,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._in_flight_bytes = 0
         self._transport_paused = False
         self._reading_paused = False
+        self._throttle = ConnectionThrottle(self._update_reading)
         self._closing = False
         self._last_active = self._loop.time()
         self._idle_timer: asyncio.TimerHandle | None = None
@@ -139,6 +141,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._auth_timer is not None:
             self._auth_timer.cancel()
         self._read_control.close()
+        self._throttle.cancel()
         if self._writer is not None:
             self._writer.close()
         for task in self._tasks:
@@ -264,6 +267,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             elif error_code:
                 # No response can say it in this API's terms: close, as Kafka does.
                 self._close_for("failed_request", f"{request} failed")
+            if self._session is not None and self._session.throttle_s:  # --- quota hook
+                self._throttle.start(self._session)
             self._after_authentication_step()
         finally:
             if not written.done():
@@ -330,6 +335,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             or (self._writer is not None and self._writer.backlog_bytes > WRITE_BUFFER_HIGH_BYTES)
             or len(self._tasks) >= MAX_IN_FLIGHT_REQUESTS
             or self._in_flight_bytes >= MAX_IN_FLIGHT_BYTES
+            or self._throttle.muted
         )
         if pause != self._reading_paused:
             self._reading_paused = pause

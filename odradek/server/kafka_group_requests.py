@@ -2,6 +2,14 @@
 JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
 DescribeGroups, DeleteGroups, OffsetDelete), answered by the GroupCoordinator.
 
+Each is authorized as Kafka's KafkaApis does before the coordinator sees it: FindCoordinator
+(group keys) and DescribeGroups and OffsetFetch need Describe on the group; JoinGroup,
+SyncGroup, Heartbeat, LeaveGroup and OffsetCommit need Read on it (OffsetCommit also Read on
+each topic, OffsetFetch Describe on each); DeleteGroups and OffsetDelete need Delete on it
+(OffsetDelete also Read on each topic). ListGroups lists the groups the principal may describe
+(all of them with Describe on the cluster). A refusal is GROUP_AUTHORIZATION_FAILED (or
+TOPIC_AUTHORIZATION_FAILED for a topic), audit-logged by the Authorizer.
+
 Each handler reads the request's fields by their kio names, calls the coordinator the msgpack
 protocol's handlers call, and writes the fields of the response version asked for: fields a
 version lacks are simply not written, so one answer serves every version.
@@ -14,6 +22,8 @@ from typing import Any
 
 from odradek.errors import CoordinatorNotAvailableError, InvalidRequestError, KafkaError
 from odradek.protocol.kafka import api_versions as apis
+from odradek.security.acl import AclOperation
+from odradek.server.authorizer import Authorizer
 from odradek.server.group.coordinator_results import (
     ErrorInfo,
     MemberIdentity,
@@ -22,6 +32,7 @@ from odradek.server.group.coordinator_results import (
 )
 from odradek.server.group.group_coordinator import GroupCoordinator
 from odradek.server.group.group_metadata_manager import GroupMetadataManager
+from odradek.server.group_authorization import GroupAuthorization
 from odradek.server.group_request_handlers import client_host
 from odradek.server.kafka_request import KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext
@@ -35,6 +46,7 @@ FIRST_NULLABLE_PROTOCOL_NAME = 7  # JoinGroup v7+
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 # READ (3), DELETE (6), DESCRIBE (8): what anyone may do to a group on a broker without ACLs.
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+READ, DESCRIBE, DELETE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE
 
 
 class KafkaGroupRequests:
@@ -46,6 +58,7 @@ class KafkaGroupRequests:
         manager: GroupMetadataManager,
         node_id: int,
         endpoint: Callable[[RequestContext], tuple[str, int]],
+        authorizer: Authorizer | None = None,
     ) -> None:
         """``endpoint``: the host and port the client of a request reaches this broker at
         (what Metadata tells it), which FindCoordinator names."""
@@ -53,6 +66,7 @@ class KafkaGroupRequests:
         self._manager = manager
         self._node_id = node_id
         self._endpoint = endpoint
+        self._authorization = GroupAuthorization(authorizer or Authorizer())
 
     def handlers(self) -> dict[int, KafkaHandler]:
         return {
@@ -87,25 +101,41 @@ class KafkaGroupRequests:
             except KafkaError as failure:
                 error = CoordinatorNotAvailableError(f"cannot create the offsets topic: {failure}")
         host, port = self._endpoint(context)
-        if error is None:
-            found = {"node_id": self._node_id, "host": host, "port": port, "error_code": 0}
-        else:
-            found = {
+
+        def found(key: str) -> dict[str, Any]:
+            refusal = error
+            if refusal is None and key_type == GROUP_KEY_TYPE:
+                refusal = self._authorization.group_denial(context, DESCRIBE, key)
+            if refusal is None:
+                return {"node_id": self._node_id, "host": host, "port": port, "error_code": 0}
+            return {
                 "node_id": -1,
                 "host": "",
                 "port": -1,
-                "error_code": error.code,
-                "error_message": error.message,
+                "error_code": refusal.code,
+                "error_message": refusal.message,
             }
+
         if "coordinator_keys" in body:  # v4+: one answer per key
-            return {"coordinators": [{"key": key, **found} for key in body["coordinator_keys"]]}
-        return found
+            return {"coordinators": [{"key": k, **found(k)} for k in body["coordinator_keys"]]}
+        return found(body.get("key", ""))
 
     # --- membership --------------------------------------------------------------------------
 
     async def _join_group(self, request: KafkaRequest, context: RequestContext) -> dict:
         body = request.body
         version = request.api_version
+        denial = self._authorization.group_denial(context, READ, body["group_id"])
+        if denial is not None:
+            return {
+                "error_code": denial.code,
+                "generation_id": -1,
+                "protocol_type": None,
+                "protocol_name": None if version >= FIRST_NULLABLE_PROTOCOL_NAME else "",
+                "leader": "",
+                "member_id": body["member_id"],
+                "members": [],
+            }
         result = await self._coordinator.join_group(
             body["group_id"],
             body["member_id"],
@@ -140,8 +170,11 @@ class KafkaGroupRequests:
             ],
         }
 
-    async def _sync_group(self, request: KafkaRequest, _context: RequestContext) -> dict:
+    async def _sync_group(self, request: KafkaRequest, context: RequestContext) -> dict:
         body = request.body
+        denial = self._authorization.group_denial(context, READ, body["group_id"])
+        if denial is not None:
+            return {"error_code": denial.code, "assignment": b""}
         result = await self._coordinator.sync_group(
             body["group_id"],
             body["generation_id"],
@@ -158,8 +191,11 @@ class KafkaGroupRequests:
             "assignment": result.assignment,
         }
 
-    async def _heartbeat(self, request: KafkaRequest, _context: RequestContext) -> dict:
+    async def _heartbeat(self, request: KafkaRequest, context: RequestContext) -> dict:
         body = request.body
+        denial = self._authorization.group_denial(context, READ, body["group_id"])
+        if denial is not None:
+            return {"error_code": denial.code}
         error = await self._coordinator.heartbeat(
             body["group_id"],
             body["member_id"],
@@ -168,10 +204,13 @@ class KafkaGroupRequests:
         )
         return {"error_code": error.error_code}
 
-    async def _leave_group(self, request: KafkaRequest, _context: RequestContext) -> dict:
+    async def _leave_group(self, request: KafkaRequest, context: RequestContext) -> dict:
         """v0-2 name one member and get one error (the member's when the group's is none);
         v3+ name several, each with its own outcome."""
         body = request.body
+        denial = self._authorization.group_denial(context, READ, body["group_id"])
+        if denial is not None:
+            return {"error_code": denial.code, "members": []}
         if request.api_version < FIRST_BATCHED_LEAVE:
             identities = [MemberIdentity(body["member_id"])]
         else:
@@ -196,10 +235,25 @@ class KafkaGroupRequests:
 
     # --- offsets -----------------------------------------------------------------------------
 
-    async def _offset_commit(self, request: KafkaRequest, _context: RequestContext) -> dict:
+    async def _offset_commit(self, request: KafkaRequest, context: RequestContext) -> dict:
         """Answered once the commit is durable. ``retention_time`` (v2-4) is not honoured:
-        offsets expire by ``offsets.retention.minutes`` alone, as since Kafka 2.1 for v5+."""
+        offsets expire by ``offsets.retention.minutes`` alone, as since Kafka 2.1 for v5+.
+        Without Read on the group every partition is refused; partitions of a topic it may
+        not read are refused alone."""
         body = request.body
+        topics = body["topics"]
+        denial = self._authorization.group_denial(context, READ, body["group_id"])
+        if denial is not None:
+            return {"topics": _refused_partitions(topics, {t["name"]: denial for t in topics})}
+        denials = self._authorization.topic_denials(context, READ, (t["name"] for t in topics))
+        if denials:
+            allowed = [t for t in topics if t["name"] not in denials]
+            body = {**body, "topics": allowed}
+            answered = (await self._offset_commit_authorized(body))["topics"] if allowed else []
+            return {"topics": _merge_refused(topics, answered, denials)}
+        return await self._offset_commit_authorized(body)
+
+    async def _offset_commit_authorized(self, body: dict[str, Any]) -> dict:
         topics = body["topics"]
         results = await self._coordinator.commit_offsets(
             body["group_id"],
@@ -220,23 +274,54 @@ class KafkaGroupRequests:
         )
         return {"topics": _partition_errors(topics, results)}
 
-    async def _offset_fetch(self, request: KafkaRequest, _context: RequestContext) -> dict:
+    async def _offset_fetch(self, request: KafkaRequest, context: RequestContext) -> dict:
         body = request.body
         version = request.api_version
         if version >= FIRST_OFFSET_FETCH_GROUPS:
-            return {"groups": [self._fetch_group(g, version) for g in body["groups"]]}
-        return self._fetch_group(body, version)
+            return {"groups": [self._fetch_group(g, version, context) for g in body["groups"]]}
+        return self._fetch_group(body, version, context)
 
-    def _fetch_group(self, group: dict[str, Any], version: int) -> dict[str, Any]:
+    def _fetch_group(
+        self, group: dict[str, Any], version: int, context: RequestContext
+    ) -> dict[str, Any]:
         """One group's committed offsets, by topic; ``topics`` null (v2+) asks for every
-        partition the group has an offset for."""
+        partition the group has an offset for (those of topics the principal may not
+        describe left out). Needs Describe on the group; a named topic the principal may
+        not describe is answered TOPIC_AUTHORIZATION_FAILED."""
         topics = group["topics"]
         wanted = (
             None
             if topics is None
             else [(t["name"], index) for t in topics for index in t["partition_indexes"]]
         )
+        denial = self._authorization.group_denial(context, DESCRIBE, group["group_id"])
+        if denial is not None:
+            refused = [
+                (
+                    name,
+                    {
+                        "partition_index": index,
+                        "committed_offset": -1,
+                        "metadata": "",
+                        "error_code": denial.code,
+                    },
+                )
+                for name, index in (wanted or [])
+                if version < FIRST_OFFSET_FETCH_GROUP_ERROR
+            ]
+            return {
+                "group_id": group["group_id"],
+                "error_code": denial.code,
+                "topics": [{"name": n, "partitions": e} for n, e in _by_topic(refused)],
+            }
+        denials: dict[str, KafkaError] = {}
+        if wanted is not None:
+            denials = self._authorization.topic_denials(context, DESCRIBE, (t for t, _ in wanted))
+            wanted = [(t, index) for t, index in wanted if t not in denials]
         result = self._coordinator.fetch_offsets(group["group_id"], wanted)
+        found = result.partitions
+        if topics is None and self._authorization.authorizer.enabled:
+            found = [p for p in found if self._authorization.may_describe_topic(context, p.topic)]
         partitions = [
             (
                 p.topic,
@@ -248,7 +333,21 @@ class KafkaGroupRequests:
                     "error_code": p.error.error_code,
                 },
             )
-            for p in result.partitions
+            for p in found
+        ]
+        partitions += [
+            (
+                name,
+                {
+                    "partition_index": index,
+                    "committed_offset": -1,
+                    "metadata": "",
+                    "error_code": denials[name].code,
+                },
+            )
+            for t in topics or []
+            if (name := t["name"]) in denials
+            for index in t["partition_indexes"]
         ]
         error_code = result.error.error_code
         if error_code and version < FIRST_OFFSET_FETCH_GROUP_ERROR:
@@ -273,22 +372,32 @@ class KafkaGroupRequests:
             ],
         }
 
-    async def _offset_delete(self, request: KafkaRequest, _context: RequestContext) -> dict:
+    async def _offset_delete(self, request: KafkaRequest, context: RequestContext) -> dict:
+        """Needs Delete on the group; partitions of a topic the principal may not read are
+        refused alone."""
         body = request.body
         topics = body["topics"]
+        denial = self._authorization.group_denial(context, DELETE, body["group_id"])
+        if denial is not None:
+            return {"error_code": denial.code, "topics": []}
+        denials = self._authorization.topic_denials(context, READ, (t["name"] for t in topics))
+        allowed = [t for t in topics if t["name"] not in denials]
         error, results = await self._coordinator.delete_offsets(
             body["group_id"],
-            [(t["name"], p["partition_index"]) for t in topics for p in t["partitions"]],
+            [(t["name"], p["partition_index"]) for t in allowed for p in t["partitions"]],
         )
-        return {
-            "error_code": error.error_code,
-            "topics": _partition_errors(topics, results) if not error.error_code else [],
-        }
+        if error.error_code:
+            return {"error_code": error.error_code, "topics": []}
+        answered = _partition_errors(allowed, results)
+        return {"error_code": 0, "topics": _merge_refused(topics, answered, denials)}
 
     # --- administration ----------------------------------------------------------------------
 
-    async def _list_groups(self, request: KafkaRequest, _context: RequestContext) -> dict:
+    async def _list_groups(self, request: KafkaRequest, context: RequestContext) -> dict:
         listings = self._coordinator.list_groups(request.body.get("states_filter", ()))
+        if self._authorization.authorizer.enabled:
+            visible = self._authorization.describable(context, (g.group_id for g in listings))
+            listings = [g for g in listings if g.group_id in visible]
         return {
             "error_code": 0,
             "groups": [
@@ -301,7 +410,7 @@ class KafkaGroupRequests:
             ],
         }
 
-    async def _describe_groups(self, request: KafkaRequest, _context: RequestContext) -> dict:
+    async def _describe_groups(self, request: KafkaRequest, context: RequestContext) -> dict:
         body = request.body
         operations = (
             GROUP_OPERATIONS
@@ -310,6 +419,10 @@ class KafkaGroupRequests:
         )
         groups = []
         for group_id in body["groups"]:
+            denial = self._authorization.group_denial(context, DESCRIBE, group_id)
+            if denial is not None:
+                groups.append(_refused_group(group_id, denial, operations))
+                continue
             group = self._coordinator.describe_group(group_id)
             groups.append(
                 {
@@ -334,10 +447,18 @@ class KafkaGroupRequests:
             )
         return {"groups": groups}
 
-    async def _delete_groups(self, request: KafkaRequest, _context: RequestContext) -> dict:
-        results = await self._coordinator.delete_groups(request.body["groups_names"])
+    async def _delete_groups(self, request: KafkaRequest, context: RequestContext) -> dict:
+        names = request.body["groups_names"]
+        denials = {
+            name: denial
+            for name in dict.fromkeys(names)
+            if (denial := self._authorization.group_denial(context, DELETE, name)) is not None
+        }
+        allowed = [name for name in names if name not in denials]
+        results = await self._coordinator.delete_groups(allowed) if allowed else []
         return {
             "results": [{"group_id": r.group_id, "error_code": r.error.error_code} for r in results]
+            + [{"group_id": name, "error_code": d.code} for name, d in denials.items()]
         }
 
 
@@ -356,6 +477,45 @@ def _partition_errors(
         }
         for topic in topics
     ]
+
+
+def _refused_partitions(
+    topics: list[dict[str, Any]], denials: dict[str, KafkaError]
+) -> list[dict[str, Any]]:
+    """Every partition of ``topics`` answered with its topic's refusal."""
+    return [
+        {
+            "name": topic["name"],
+            "partitions": [
+                {"partition_index": p["partition_index"], "error_code": denials[topic["name"]].code}
+                for p in topic["partitions"]
+            ],
+        }
+        for topic in topics
+    ]
+
+
+def _merge_refused(
+    topics: list[dict[str, Any]], answered: list[dict[str, Any]], denials: dict[str, KafkaError]
+) -> list[dict[str, Any]]:
+    """The request's topics in order: the refused ones refused, the others as answered."""
+    answers = iter(answered)
+    return [
+        _refused_partitions([topic], denials)[0] if topic["name"] in denials else next(answers)
+        for topic in topics
+    ]
+
+
+def _refused_group(group_id: str, denial: KafkaError, operations: int) -> dict[str, Any]:
+    return {
+        "error_code": denial.code,
+        "group_id": group_id,
+        "group_state": "",
+        "protocol_type": "",
+        "protocol_data": "",
+        "members": [],
+        "authorized_operations": operations,
+    }
 
 
 def _partition_error(partition: int, error: ErrorInfo) -> dict[str, Any]:

@@ -12,6 +12,7 @@ KafkaGroupRequests.
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
@@ -65,9 +66,12 @@ from odradek.server.kafka_acl_requests import KafkaAclRequests
 from odradek.server.kafka_apis import KafkaApis
 from odradek.server.kafka_config_requests import KafkaConfigRequests
 from odradek.server.kafka_group_requests import KafkaGroupRequests
+from odradek.server.kafka_quota_requests import KafkaQuotaRequests
 from odradek.server.kafka_request import KafkaHandler, KafkaRequest
 from odradek.server.kafka_security_requests import KafkaSecurityRequests
 from odradek.server.kafka_topic_requests import KafkaTopicRequests
+from odradek.server.quota.client_quota_admin import ClientQuotaAdmin
+from odradek.server.quota.client_quotas import ClientQuotas
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
 from odradek.server.session import Session
@@ -102,8 +106,10 @@ class KafkaRequestHandler:
         authorizer: Authorizer | None = None,
         executor: Executor | None = None,
         group_requests: KafkaGroupRequests | None = None,
+        quotas: ClientQuotas | None = None,
     ) -> None:
         self._apis = kafka_apis
+        self._quotas = quotas
         self._replicas = replica_manager
         self._admin = admin_manager
         self._topic_ids = topic_ids
@@ -118,6 +124,11 @@ class KafkaRequestHandler:
             **KafkaTopicRequests(self._call, topic_ids).handlers(),
             **KafkaConfigRequests(self._call, broker_config, node_id, self._authorizer).handlers(),
             **(group_requests.handlers() if group_requests is not None else {}),
+            **(
+                KafkaQuotaRequests(ClientQuotaAdmin(quotas, self._authorizer, executor)).handlers()
+                if quotas is not None
+                else {}
+            ),
             apis.API_VERSIONS: self._api_versions,
             apis.METADATA: self._metadata,
             apis.PRODUCE: self._produce,
@@ -181,10 +192,39 @@ class KafkaRequestHandler:
             ),
             session,
         )
+        quotas = self._quotas
+        if quotas is not None and quotas.enabled:  # --- quota hook
+            return await self._handle_with_quotas(quotas, request, context)
         body = await self._handlers[request.api_key](request, context)
         if body is None:
             return None
         return self._frame(request, body)
+
+    async def _handle_with_quotas(
+        self, quotas: ClientQuotas, request: KafkaRequest, context: RequestContext
+    ) -> list[Payload] | None:
+        """Answer, then count the request against its client's quotas: its record bytes
+        (Produce), the response's record bytes (Fetch) or the time it took (the others);
+        the response carries the throttle time and the connection is muted that long."""
+        async with quotas.admission(context):
+            started = time.perf_counter()
+            body = await self._handlers[request.api_key](request, context)
+            produced = fetched = 0
+            request_s = None
+            if request.api_key == apis.PRODUCE:
+                produced = sum(len(p.records or b"") for p in request.body.partitions)
+            elif request.api_key == apis.FETCH and body is not None:
+                fetched = sum(
+                    len(p["records"] or b"") for t in body["responses"] for p in t["partitions"]
+                )
+            else:
+                request_s = time.perf_counter() - started
+            throttle_ms = quotas.throttle_ms(context, produced, fetched, request_s)
+        if body is None:
+            return None
+        if throttle_ms and isinstance(body, dict):
+            body["throttle_time"] = throttle_ms
+        return self._frame(request, body, throttle_ms=throttle_ms)
 
     async def _call(self, context: RequestContext, message: Message) -> Any:
         """``message`` through KafkaApis, under its own API key (a Kafka request may become
@@ -193,16 +233,22 @@ class KafkaRequestHandler:
         own = RequestHeader(
             message.api_key, header.api_version, header.correlation_id, header.client_id
         )
-        return await self._apis.handle(RequestContext(context.peer, own, context.session), message)
+        return await self._apis.handle(
+            RequestContext(context.peer, own, context.session), message, count_quotas=False
+        )
 
     def _frame(
-        self, request: KafkaRequest, body: dict[str, Any], version: int | None = None
+        self,
+        request: KafkaRequest,
+        body: dict[str, Any],
+        version: int | None = None,
+        throttle_ms: int = 0,
     ) -> list[Payload]:
         version = request.api_version if version is None else version
         if request.api_key == apis.PRODUCE and version < 3:
             parts = _legacy_produce_response(body, version)
         elif request.api_key == apis.PRODUCE:
-            parts = [write_produce_response(body, version)]
+            parts = [write_produce_response(body, version, throttle_ms)]
         else:
             parts = encode_parts(response_spec(request.api_key, version), body)
         header_version = response_header_version(request.api_key, version)

@@ -26,6 +26,19 @@ class Session:
     authenticator: SaslAuthenticator | None = field(default=None, repr=False)
     accepted_at: float = field(default_factory=lambda: asyncio.get_running_loop().time())
     """When the connection was accepted (event loop time): SASL's deadline counts from it."""
+    throttle_s: float = 0.0
+    """A quota's throttle not yet applied: the connection reads nothing for this long once
+    the response being answered is out (KIP-219), then sets it back to 0."""
+    throttled_until: float = 0.0
+    """Until when (``time.monotonic``) requests already read wait before they are handled."""
+    quota_lock: asyncio.Lock | None = field(default=None, repr=False)
+    """Handles a quota'd client's requests one at a time, as Kafka does every connection's."""
+
+    def throttle(self, seconds: float, now: float) -> None:
+        """Mute the connection for ``seconds`` after its current response, and hold the
+        requests it already sent until then (the longest throttle wins)."""
+        self.throttle_s = max(self.throttle_s, seconds)
+        self.throttled_until = max(self.throttled_until, now + seconds)
 
     @property
     def principal(self) -> KafkaPrincipal:

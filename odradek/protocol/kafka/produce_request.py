@@ -79,9 +79,11 @@ _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 
 
-def write_produce_response(results: list[ProducePartitionResult], version: int) -> bytes:
+def write_produce_response(
+    results: list[ProducePartitionResult], version: int, throttle_ms: int = 0
+) -> bytes:
     """The body of a Produce v3+ response: partitions grouped by topic in request order,
-    throttle time 0, no tagged fields."""
+    the throttle time (a quota's), no tagged fields."""
     flexible = version >= FIRST_FLEXIBLE_VERSION
     topics: list[tuple[str, list[ProducePartitionResult]]] = []
     for result in results:
@@ -106,7 +108,7 @@ def write_produce_response(results: list[ProducePartitionResult], version: int) 
                 out.append(0)
         if flexible:
             out.append(0)
-    out += _INT32.pack(0)  # throttle_time_ms
+    out += _INT32.pack(throttle_ms)
     if flexible:
         out.append(0)
     return bytes(out)
