@@ -860,25 +860,29 @@ def odradek_snapshots(tmp_path: Path) -> Path:
 
 
 def _expected_snapshot_entries(directory: Path, snapshot_offset: int) -> set[tuple[int, ...]]:
-    """What a snapshot at ``snapshot_offset`` must hold, read from the log itself: each
-    producer's last batch below that offset."""
-    last: dict[int, tuple[int, ...]] = {}
+    """What a snapshot at ``snapshot_offset`` must hold, read from the log itself: a row for
+    each of the last five batches of each producer below that offset (Kafka's row, the last
+    one, among them; see producer_snapshot_file)."""
+    last: dict[int, list[tuple[int, ...]]] = {}
     for log_file in sorted(directory.glob("*.log")):
         for batch in MemoryRecords(log_file.read_bytes()).batches():
             if batch.producer_id < 0 or batch.last_offset >= snapshot_offset:
                 continue
             delta = batch.last_offset - batch.base_offset
-            last[batch.producer_id] = (
-                batch.producer_id,
-                batch.producer_epoch,
-                -1,  # no transaction coordinator
-                batch.max_timestamp,
-                batch.base_sequence,
-                batch.base_sequence + delta,
-                batch.last_offset,
-                delta,
+            rows = last.setdefault(batch.producer_id, [])
+            rows.append(
+                (
+                    batch.producer_id,
+                    batch.producer_epoch,
+                    -1,  # no transaction coordinator
+                    batch.max_timestamp,
+                    batch.base_sequence,
+                    batch.base_sequence + delta,
+                    batch.last_offset,
+                    delta,
+                )
             )
-    return set(last.values())
+    return {row for rows in last.values() for row in rows[-5:]}
 
 
 def test_kafkas_dump_log_segments_reads_odradeks_producer_snapshots(
@@ -886,7 +890,7 @@ def test_kafkas_dump_log_segments_reads_odradeks_producer_snapshots(
 ) -> None:
     """Kafka's DumpLogSegments reads every ``.snapshot`` odradek wrote with no error, and finds
     the producer ids, epochs, sequences, offsets and timestamps odradek's dump-log prints,
-    which are each producer's last batch below the snapshot's offset in the log."""
+    which are each producer's last batches below the snapshot's offset in the log."""
     snapshots = sorted(odradek_snapshots.glob("*.snapshot"))
     assert len(snapshots) >= 3, snapshots  # the rolls' and the clean shutdown's
     output = _kafka_dump("--files", ",".join(map(str, snapshots)))
