@@ -150,9 +150,11 @@ class Log:
         _load_producer_state(
             producer_state, segments, offsets, recovery_point, had_clean_shutdown, clock
         )
-        return cls(
+        log = cls(
             directory, config, segments, offsets, scheduler, clock, high_watermark, producer_state
         )
+        log._recover_leader_epochs(None if had_clean_shutdown else recovery_point)
+        return log
 
     @classmethod
     def create(
@@ -336,6 +338,31 @@ class Log:
             self._scheduler.schedule(
                 f"leader-epoch-checkpoint-{self.topic_partition}", self._flush_leader_epochs
             )
+
+    def _recover_leader_epochs(self, recovery_point: int | None) -> None:
+        """At load: forget epochs starting at or past the log end (a power cut took their
+        records), and after an unclean shutdown (``recovery_point`` given) assign the epochs
+        of the batches above the recovery point again: their assignment was written in the
+        background and may not have lasted (a flush writes it before the recovery point
+        passes it, so below the recovery point the file holds it)."""
+        cache = self.leader_epoch_cache
+        end = self.log_end_offset
+        try:
+            cache.truncate_from_end(end)
+            if recovery_point is not None:
+                start = min(recovery_point, end)
+                for segment in self._segments.values_between(start, end):
+                    position = 0
+                    if segment.base_offset < start:
+                        position = segment.offset_index.lookup(start).position
+                    for _, header in segment.log.batch_headers(position):
+                        epoch = header.partition_leader_epoch
+                        if header.last_offset >= recovery_point and epoch > cache.latest_epoch:
+                            cache.assign(epoch, header.base_offset)
+            if cache.unflushed:
+                cache.flush()
+        except OSError as error:
+            raise self._storage_error("leader epoch recovery", error) from error
 
     def _flush_leader_epochs(self) -> None:
         if self._closed:
@@ -689,12 +716,23 @@ class Log:
                     wholly_below = following is not None and following.base_offset <= offset
                     segment.flush(include_indexes=wholly_below)
                 self._sync_directory()
+                if self.leader_epoch_cache.unflushed:  # before the recovery point passes it
+                    self._write_leader_epochs()
         except OSError as error:
             raise self._storage_error("flush", error) from error
         with self._recovery_point_lock:
             if self._truncations == truncations and offset > self._recovery_point:
                 self._recovery_point = offset
             self._last_flush_ms = self._clock.milliseconds()
+
+    def _write_leader_epochs(self) -> None:
+        """Write the leader-epoch-checkpoint for a flush (moot once the partition directory
+        was renamed for deletion, like the directory fsync)."""
+        try:
+            self.leader_epoch_cache.flush()
+        except FileNotFoundError:
+            if self.dir.exists():
+                raise
 
     def _sync_directory(self) -> None:
         """fsync ``dir`` unless a completed fsync covers every change to its entries so far.
