@@ -344,6 +344,8 @@ def test_idempotent_producers_retrying_after_power_cuts_store_every_record_once(
             where_is = check_records(batches, producers, where)
             check_snapshots(log, batches, where, damaged_files)
             check_leader_epochs(log, batches, where)
+            leftovers = [p.name for p in log.dir.iterdir() if p.name.endswith(".tmp")]
+            assert not leftovers, f"{where}: temporary files left: {leftovers}"
             retries += sum(len(p.in_flight) for p in producers)
             duplicates += retry_in_flight(log, producers, where_is, cut, where)
             if rng.random() < 0.3:  # a new epoch: sequences start again at 0
