@@ -46,6 +46,7 @@ from serve_process import ServeProcess
 
 from odradek.cli.bytes_display import json_bytes, json_headers
 from odradek.client import Consumer
+from odradek.client.producer import Producer
 from odradek.config.broker_config import BrokerConfig
 from odradek.config.log_config import LogConfig
 from odradek.record.compression import CompressionType
@@ -806,3 +807,128 @@ def assert_kafka_verifies_indexes(directory: Path) -> None:
     sane = _kafka_dump("--index-sanity-check", "--files", files)
     checked = sane.count("passed sanity check") + sane.count(" is empty.")
     assert checked == len(indexes), sane
+
+
+# --- producer snapshots ------------------------------------------------------------------------
+
+_DUMPED_SNAPSHOT_ENTRY = re.compile(
+    r"producerId: (-?\d+) producerEpoch: (-?\d+) coordinatorEpoch: (-?\d+) "
+    r"currentTxnFirstOffset: (?:OptionalLong\.empty|OptionalLong\[(-?\d+)\]) "
+    r"lastTimestamp: (-?\d+) firstSequence: (-?\d+) lastSequence: (-?\d+) "
+    r"lastOffset: (-?\d+) offsetDelta: (-?\d+) timestamp: (-?\d+)$"
+)
+SNAPSHOT_FIELDS = (
+    "producerId",
+    "producerEpoch",
+    "coordinatorEpoch",
+    "lastTimestamp",
+    "firstSequence",
+    "lastSequence",
+    "lastOffset",
+    "offsetDelta",
+)
+
+
+@pytest.fixture
+def odradek_snapshots(tmp_path: Path) -> Path:
+    """A partition directory of ``odradek serve`` fed by two idempotent producers (odradek's
+    own and librdkafka) across several 1 MiB segments, then stopped cleanly: a snapshot at
+    every roll and one at the log end."""
+    import confluent_kafka
+
+    data = tmp_path / "data"
+    settings = ["--set", "log.segment.bytes=1048576", "--set", "num.partitions=1"]
+    with ServeProcess(data, *settings) as broker:
+        own = Producer(bootstrap_servers=broker.bootstrap, linger_ms=5)
+        assert own.config.idempotent
+        rdkafka = confluent_kafka.Producer(
+            {"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 5}
+        )
+        for n in range(300):  # 10 KB each: about three rolls
+            value = f"{n}:".encode().ljust(10_000, b"s")
+            own.send("snapshots", value, partition=0)
+            rdkafka.produce("snapshots", value=value, partition=0)
+            if n % 50 == 49:
+                own.flush()
+                assert rdkafka.flush(60) == 0
+        own.close(30)
+        assert rdkafka.flush(60) == 0
+        assert broker.stop() == 0
+    directory = data / "snapshots-0"
+    assert len(list(directory.glob("*.log"))) >= 3
+    return directory
+
+
+def _expected_snapshot_entries(directory: Path, snapshot_offset: int) -> set[tuple[int, ...]]:
+    """What a snapshot at ``snapshot_offset`` must hold, read from the log itself: a row for
+    each of the last five batches of each producer below that offset (Kafka's row, the last
+    one, among them; see producer_snapshot_file)."""
+    last: dict[int, list[tuple[int, ...]]] = {}
+    for log_file in sorted(directory.glob("*.log")):
+        for batch in MemoryRecords(log_file.read_bytes()).batches():
+            if batch.producer_id < 0 or batch.last_offset >= snapshot_offset:
+                continue
+            delta = batch.last_offset - batch.base_offset
+            rows = last.setdefault(batch.producer_id, [])
+            rows.append(
+                (
+                    batch.producer_id,
+                    batch.producer_epoch,
+                    -1,  # no transaction coordinator
+                    batch.max_timestamp,
+                    batch.base_sequence,
+                    batch.base_sequence + delta,
+                    batch.last_offset,
+                    delta,
+                )
+            )
+    return {row for rows in last.values() for row in rows[-5:]}
+
+
+def test_kafkas_dump_log_segments_reads_odradeks_producer_snapshots(
+    odradek_snapshots: Path,
+) -> None:
+    """Kafka's DumpLogSegments reads every ``.snapshot`` odradek wrote with no error, and finds
+    the producer ids, epochs, sequences, offsets and timestamps odradek's dump-log prints,
+    which are each producer's last batches below the snapshot's offset in the log."""
+    snapshots = sorted(odradek_snapshots.glob("*.snapshot"))
+    assert len(snapshots) >= 3, snapshots  # the rolls' and the clean shutdown's
+    output = _kafka_dump("--files", ",".join(map(str, snapshots)))
+    kafka_reads: dict[str, set[tuple[int, ...]]] = {}
+    current = None
+    for line in output.splitlines():
+        if line.startswith("Dumping "):
+            current = Path(line.removeprefix("Dumping ").strip()).name
+            kafka_reads[current] = set()
+        elif entry := _DUMPED_SNAPSHOT_ENTRY.match(line):
+            assert current is not None, output
+            fields = [int(v) for v in entry.groups(default="-1")]
+            (pid, epoch, coordinator, txn_first, last_ts, first, last, offset, delta, ts) = fields
+            assert txn_first == -1 and ts == last_ts, line  # no transactions; one timestamp
+            kafka_reads[current].add((pid, epoch, coordinator, last_ts, first, last, offset, delta))
+        else:
+            pytest.fail(f"DumpLogSegments printed an unexpected line: {line!r}\n{output}")
+
+    done = subprocess.run(
+        [sys.executable, "-m", "odradek.cli.main", "dump-log", "--json", *map(str, snapshots)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    odradek_reads: dict[str, set[tuple[int, ...]]] = {}
+    for line in map(json.loads, done.stdout.splitlines()):
+        if line["type"] == "file":
+            current = Path(line["path"]).name
+            odradek_reads[current] = set()
+        elif line["type"] == "entry":
+            odradek_reads[current].add(tuple(line[name] for name in SNAPSHOT_FIELDS))
+
+    expected = {
+        path.name: _expected_snapshot_entries(odradek_snapshots, int(path.stem))
+        for path in snapshots
+    }
+    assert all(expected.values()), expected
+    assert kafka_reads == odradek_reads == expected
+    producers = {entry[0] for entries in expected.values() for entry in entries}
+    assert len(producers) == 2, producers

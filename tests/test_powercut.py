@@ -10,10 +10,12 @@ acknowledged. ``POWERCUT_CUTS`` scales the number of cuts (``make soak`` runs th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
 import signal
+import stat
 import statistics
 import time
 from pathlib import Path
@@ -32,6 +34,7 @@ from odradek.storage.atomic_file import fsync_directory, fsync_file_if_exists
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log import Log
 from odradek.storage.log_manager import CLEAN_SHUTDOWN_FILE_NAME, LogManager
+from odradek.storage.precreated_segment import PRECREATED_SEGMENT_FILE
 from odradek.storage.scheduler import Scheduler
 from odradek.storage.topic_admin import TopicAdmin
 from odradek.topic_partition import TopicPartition
@@ -677,3 +680,131 @@ def test_a_segment_whose_unflushed_tail_was_lost_leaves_no_hole_before_the_next(
         assert log.log_end_offset == flushed_end
     finally:
         log.close()
+
+
+@contextlib.contextmanager
+def counting_directory_fsyncs(synced: list[int]):
+    """Adds to ``synced`` each directory fsync made meanwhile."""
+    original = os.fsync
+
+    def fsync(fd: int) -> None:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            synced.append(fd)
+        original(fd)
+
+    os.fsync = fsync
+    try:
+        yield
+    finally:
+        os.fsync = original
+
+
+class QueuedScheduler:
+    """Keeps the tasks a Log schedules, for the test to run when it chooses."""
+
+    def __init__(self) -> None:
+        self.tasks: list = []
+
+    def schedule(self, name: str, function, delay_ms: int = 0, period_ms=None) -> None:
+        self.tasks.append(function)
+
+    def run_pending(self) -> None:
+        tasks, self.tasks = self.tasks, []
+        for task in tasks:
+            task()
+
+
+def test_a_segment_in_a_pre_created_file_survives_a_cut_that_undid_its_rename(
+    fs: PowerCutFS,
+) -> None:
+    """A roll renames the pre-created segment file into place and the acks=all flush after it
+    syncs no directory; the cut undoes the rename (the file is durable under its pre-created
+    name only), and loading puts the segment back under its own name with every flushed
+    record."""
+    directory = fs.mount / "pc-0"
+    scheduler = QueuedScheduler()
+    config = LogConfig(segment_bytes=1 << 20)
+    log = Log.open(directory, config, scheduler)
+    offset_valued_append(log, 10)
+    log.roll()  # the first roll creates its files: its flush syncs the directory
+    scheduler.run_pending()  # ... and pre-creates the next segment's file
+    assert (directory / PRECREATED_SEGMENT_FILE).exists()
+    offset_valued_append(log, 10)
+    rolled = log.roll()  # takes the pre-created file
+    assert not (directory / PRECREATED_SEGMENT_FILE).exists()
+    end = offset_valued_append(log, 10)
+    synced: list[int] = []
+    with counting_directory_fsyncs(synced):
+        log.flush(end)  # what acks=all waits for
+    assert not synced, "the roll's segment needed a directory fsync"
+    fs.cut(abandon=log.close_handlers)  # before the roll's background task ran
+    assert (directory / PRECREATED_SEGMENT_FILE).exists()
+    assert not rolled.log.path.exists()
+    log = Log.open(directory, config, scheduler)
+    try:
+        check_offset_valued(log, end, "after the cut")
+        assert log.log_end_offset == end
+        assert rolled.log.path.exists()
+        assert not (directory / PRECREATED_SEGMENT_FILE).exists()
+    finally:
+        log.close()
+
+
+def test_an_unused_pre_created_segment_file_left_by_a_cut_is_deleted(fs: PowerCutFS) -> None:
+    """The pre-created file a cut (or any stop) leaves unused is deleted at load; rolls after
+    it work as before, and every flushed record is there."""
+    directory = fs.mount / "pc-0"
+    scheduler = QueuedScheduler()
+    config = LogConfig(segment_bytes=1 << 20)
+    log = Log.open(directory, config, scheduler)
+    offset_valued_append(log, 10)
+    log.roll()
+    scheduler.run_pending()
+    end = offset_valued_append(log, 10)
+    log.flush(end)
+    fs.cut(abandon=log.close_handlers)
+    assert (directory / PRECREATED_SEGMENT_FILE).stat().st_size == 0
+    log = Log.open(directory, config, scheduler)
+    try:
+        assert not (directory / PRECREATED_SEGMENT_FILE).exists()
+        check_offset_valued(log, end, "after the cut")
+        log.roll()
+        scheduler.run_pending()
+        end = offset_valued_append(log, 10)
+        log.flush(end)
+        check_offset_valued(log, end, "after a roll")
+        assert log.number_of_segments == 3
+    finally:
+        log.close()
+
+
+@pytest.mark.slow
+def test_a_broker_killed_with_pre_created_segment_files_restarts_with_every_record(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL (no power cut: the page cache survives) while segments roll into pre-created
+    files: the restarted broker serves every acknowledged record once, with contiguous
+    offsets, and leaves no pre-created file it did not make itself."""
+    settings = ["--set", "log.segment.bytes=1048576", "--set", "num.partitions=1"]
+    data = tmp_path / "data"
+    tp = TopicPartition("pc", 0)
+    broker = ServeProcess(data, *settings)
+    try:
+        producer = Producer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=2)
+        sent = [f"v{n}:".ljust(20_000, "x").encode() for n in range(110)]  # two rolls
+        futures = [producer.send("pc", value, partition=0) for value in sent]
+        for future in futures:
+            future.result(timeout=60)
+        producer.close(timeout=0)
+        deadline = time.monotonic() + 10
+        while not (data / "pc-0" / PRECREATED_SEGMENT_FILE).exists():
+            assert time.monotonic() < deadline, "no segment file was pre-created"
+            time.sleep(0.05)
+    finally:
+        broker.stop(signal.SIGKILL)
+    broker = ServeProcess(data, *settings)
+    try:
+        assert not (data / "pc-0" / PRECREATED_SEGMENT_FILE).exists()
+        assert consume_all(broker.bootstrap, tp) == sent
+    finally:
+        broker.stop()

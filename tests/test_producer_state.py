@@ -168,7 +168,7 @@ def test_a_roll_and_a_clean_close_write_snapshots_that_restore_dedup(partition_d
         wait_for_roll_snapshots(partition_dir, log.number_of_segments - 1)
     snapshots = sorted(p.name for p in partition_dir.glob("*.snapshot"))
     assert f"{end:020d}.snapshot" in snapshots and len(snapshots) >= 2
-    assert read_snapshot(snapshot_file(partition_dir, end))[0].last_sequence == 5
+    assert read_snapshot(snapshot_file(partition_dir, end))[-1].last_sequence == 5
     with open_log(partition_dir, config, recovery_point=end, had_clean_shutdown=True) as log:
         assert append(log, idempotent(7, 0, 5, tag="x" * 50)).first_offset == 5
         assert log.log_end_offset == end

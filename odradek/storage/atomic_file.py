@@ -12,8 +12,10 @@ from pathlib import Path
 TMP_SUFFIX = ".tmp"
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` durably. Raises OSError; the old file is then intact."""
+def write_atomically(path: Path, data: bytes, *, sync_directory: bool = True) -> None:
+    """Replace ``path`` with ``data`` durably. Raises OSError; the old file is then intact.
+    Without ``sync_directory`` the caller fsyncs the directory (the new content is whole
+    either way, but the old may come back after a power cut until then)."""
     tmp_path = path.with_name(path.name + TMP_SUFFIX)
     fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -24,7 +26,8 @@ def write_atomically(path: Path, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp_path, path)
-    fsync_directory(path.parent)
+    if sync_directory:
+        fsync_directory(path.parent)
 
 
 def fsync_directory(directory: Path) -> None:

@@ -6,6 +6,11 @@ File format, as Kafka's: line 1 the version ``0``, line 2 the number of entries,
 A missing file is an empty cache; an unreadable one is logged and rebuilt from the next append
 (it only says where epochs start, and odradek's single broker has one epoch: see
 docs/kafka-compatibility.md).
+
+Durability: an epoch assigned by an append is written in the background, and in any case
+before the log's recovery point passes its start offset (``Log.flush`` writes the cache while
+it is ``unflushed``); after an unclean shutdown the Log truncates the cache to its log end and
+assigns the epochs of the batches above the recovery point again, as Kafka's recovery does.
 """
 
 from __future__ import annotations
@@ -58,6 +63,8 @@ class LeaderEpochFileCache:
         self.path = directory / LEADER_EPOCH_CHECKPOINT_FILE
         self._name = name
         self._write_lock = threading.Lock()
+        self._changes = 0  # assignments so far; ``_written`` is the count the file holds
+        self._written = 0
         self.entries: list[EpochEntry] = self._read()
         self.latest_epoch = self.entries[-1].epoch if self.entries else UNDEFINED_EPOCH
         """The newest epoch (a plain attribute: every append compares against it)."""
@@ -80,9 +87,16 @@ class LeaderEpochFileCache:
         # One writer at a time (the background flush and a truncation share the temp file);
         # the entries are read under the lock, so the last write is the newest state.
         with self._write_lock:
+            changes = self._changes  # before the entries: an assignment moves both
             entries = self.entries  # replaced, never mutated: a consistent list
             self.latest_epoch = entries[-1].epoch if entries else UNDEFINED_EPOCH
             write_atomically(self.path, encode_checkpoint(entries))
+            self._written = max(self._written, changes)
+
+    @property
+    def unflushed(self) -> bool:
+        """Whether an assigned epoch may not be in the file yet."""
+        return self._written < self._changes
 
     def assign(self, epoch: int, start_offset: int) -> bool:
         """Record that ``epoch`` starts at ``start_offset`` (a newer epoch only); the caller
@@ -91,6 +105,7 @@ class LeaderEpochFileCache:
             return False
         self.entries = [*self.entries, EpochEntry(epoch, start_offset)]
         self.latest_epoch = epoch
+        self._changes += 1
         return True
 
     def flush(self) -> None:

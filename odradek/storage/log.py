@@ -42,6 +42,10 @@ from odradek.storage.log_stats import (
     RETENTION_TIME,
 )
 from odradek.storage.log_validator import validate_and_assign_offsets
+from odradek.storage.precreated_segment import (
+    precreate_segment_file,
+    take_precreated_segment_file,
+)
 from odradek.storage.producer_append_info import ProducerAppendInfo
 from odradek.storage.producer_snapshot_file import snapshot_file
 from odradek.storage.producer_state_manager import (
@@ -107,6 +111,12 @@ class Log:
         # A roll's snapshot is written by its background flush, the close's by the closer;
         # both at the log end, so they may name the same file.
         self._snapshot_write_lock = threading.Lock()
+        # The next segment's log file, created ahead of the roll (precreated_segment): ready
+        # once a directory fsync covers it; taken (renamed) by a roll, whose rename the next
+        # directory fsync (the roll's background task, or closing) covers.
+        self._precreate_lock = threading.Lock()
+        self._precreated_ready = False
+        self._precreated_taken = False
         self.update_high_watermark(
             offsets.next_offset_metadata.message_offset
             if high_watermark is None
@@ -150,9 +160,11 @@ class Log:
         _load_producer_state(
             producer_state, segments, offsets, recovery_point, had_clean_shutdown, clock
         )
-        return cls(
+        log = cls(
             directory, config, segments, offsets, scheduler, clock, high_watermark, producer_state
         )
+        log._recover_leader_epochs(None if had_clean_shutdown else recovery_point)
+        return log
 
     @classmethod
     def create(
@@ -337,6 +349,31 @@ class Log:
                 f"leader-epoch-checkpoint-{self.topic_partition}", self._flush_leader_epochs
             )
 
+    def _recover_leader_epochs(self, recovery_point: int | None) -> None:
+        """At load: forget epochs starting at or past the log end (a power cut took their
+        records), and after an unclean shutdown (``recovery_point`` given) assign the epochs
+        of the batches above the recovery point again: their assignment was written in the
+        background and may not have lasted (a flush writes it before the recovery point
+        passes it, so below the recovery point the file holds it)."""
+        cache = self.leader_epoch_cache
+        end = self.log_end_offset
+        try:
+            cache.truncate_from_end(end)
+            if recovery_point is not None:
+                start = min(recovery_point, end)
+                for segment in self._segments.values_between(start, end):
+                    position = 0
+                    if segment.base_offset < start:
+                        position = segment.offset_index.lookup(start).position
+                    for _, header in segment.log.batch_headers(position):
+                        epoch = header.partition_leader_epoch
+                        if header.last_offset >= recovery_point and epoch > cache.latest_epoch:
+                            cache.assign(epoch, header.base_offset)
+            if cache.unflushed:
+                cache.flush()
+        except OSError as error:
+            raise self._storage_error("leader epoch recovery", error) from error
+
     def _flush_leader_epochs(self) -> None:
         if self._closed:
             return
@@ -376,11 +413,11 @@ class Log:
             data = self.producer_state.snapshot_bytes()
         self._write_snapshot(offset, data)
 
-    def _write_snapshot(self, offset: int, data: bytes) -> None:
+    def _write_snapshot(self, offset: int, data: bytes, *, sync_directory: bool = True) -> None:
         with self._snapshot_write_lock:
             path = snapshot_file(self.dir, offset)
             if not path.exists():
-                write_atomically(path, data)
+                write_atomically(path, data, sync_directory=sync_directory)
 
     def _reload_producer_state(self) -> None:
         """After a truncation: the snapshots above the new log end go, and the state is
@@ -424,6 +461,12 @@ class Log:
                 )
             self._remove_leftover_segment_files(new_offset)
             config = self._config
+            # The pre-created log file, when one is ready: renamed into place, it needs no
+            # directory fsync before acknowledgements (precreated_segment).
+            precreated = self._precreated_ready and not config.preallocate
+            if precreated:
+                self._precreated_ready = False
+                precreated = take_precreated_segment_file(self.dir, new_offset)
             # The new file first: when it cannot be opened (no descriptor, no space to
             # preallocate) the active segment is left as it was, and the next append retries.
             segment = LogSegment.open(
@@ -440,7 +483,10 @@ class Log:
                 segment.delete_if_exists()
                 raise
             self._segments.add(segment)
-            self._directory_changes += 1  # durability point: the new segment's files
+            if precreated:
+                self._precreated_taken = True  # synced in the background or at close
+            else:
+                self._directory_changes += 1  # durability point: the new segment's files
             self._update_log_end_offset(new_offset)
             logger.info(
                 "[%s] rolled new log segment at offset %d", self.topic_partition, new_offset
@@ -453,10 +499,12 @@ class Log:
             return segment
 
     def _flush_rolled_segment(self, rolled: LogSegment, new_offset: int, snapshot: bytes) -> None:
-        """After a roll: make the new segment's names durable first (the next acks=all flush
-        waits for that), then the segment that stopped taking writes, indexes included (an
-        acks=all flush may have moved the recovery point past it without its indexes), then
-        the producer snapshot taken at the roll."""
+        """After a roll: make the new segment's names durable first if the roll created them
+        (the next acks=all flush waits for that), then the segment that stopped taking
+        writes, indexes included (an acks=all flush may have moved the recovery point past it
+        without its indexes); then the producer snapshot taken at the roll and the next
+        pre-created segment file, made durable by one directory fsync, which also covers the
+        rename of the pre-created file the roll took."""
         if self._closed:
             return
         try:
@@ -469,19 +517,36 @@ class Log:
         self.flush(new_offset)
 
     def _write_roll_snapshot(self, offset: int, snapshot: bytes) -> None:
-        """The producer snapshot taken at a roll; one that cannot be written is logged and
+        """The producer snapshot taken at a roll and the next pre-created segment file, made
+        durable by one directory fsync. A snapshot that cannot be written is logged and
         skipped: start-up rebuilds from an older snapshot or the log."""
         if self._closed or self._segments.get(offset) is None:
             return
-        try:
-            self._write_snapshot(offset, snapshot)
-        except OSError as error:
-            logger.warning(
-                "[%s] producer snapshot at offset %d not written: %s",
-                self.topic_partition,
-                offset,
-                error,
-            )
+        with self._precreate_lock:
+            try:
+                self._write_snapshot(offset, snapshot, sync_directory=False)
+            except OSError as error:
+                logger.warning(
+                    "[%s] producer snapshot at offset %d not written: %s",
+                    self.topic_partition,
+                    offset,
+                    error,
+                )
+            precreate = not self._config.preallocate
+            try:
+                with self._lock:
+                    self._precreated_ready = False  # until the fsync below covers the file
+                if precreate:
+                    precreate_segment_file(self.dir)
+                with self._lock:
+                    self._directory_changes += 1  # the snapshot, the file, the roll's rename
+                    self._precreated_taken = False
+                self._sync_directory()
+            except OSError as error:
+                if self.dir.exists():
+                    raise self._storage_error("roll", error) from error
+                return  # renamed for deletion meanwhile
+            self._precreated_ready = precreate
 
     def _remove_leftover_segment_files(self, base_offset: int) -> None:
         for path in (
@@ -689,12 +754,23 @@ class Log:
                     wholly_below = following is not None and following.base_offset <= offset
                     segment.flush(include_indexes=wholly_below)
                 self._sync_directory()
+                if self.leader_epoch_cache.unflushed:  # before the recovery point passes it
+                    self._write_leader_epochs()
         except OSError as error:
             raise self._storage_error("flush", error) from error
         with self._recovery_point_lock:
             if self._truncations == truncations and offset > self._recovery_point:
                 self._recovery_point = offset
             self._last_flush_ms = self._clock.milliseconds()
+
+    def _write_leader_epochs(self) -> None:
+        """Write the leader-epoch-checkpoint for a flush (moot once the partition directory
+        was renamed for deletion, like the directory fsync)."""
+        try:
+            self.leader_epoch_cache.flush()
+        except FileNotFoundError:
+            if self.dir.exists():
+                raise
 
     def _sync_directory(self) -> None:
         """fsync ``dir`` unless a completed fsync covers every change to its entries so far.
@@ -945,6 +1021,8 @@ class Log:
                     active.time_index_path,
                 ):
                     fsync_file_if_exists(path)
+            if self._precreated_taken:
+                self._directory_changes += 1  # the rename of the pre-created file a roll took
             self._sync_directory()
 
     def stop_flushes(self) -> None:

@@ -1,6 +1,7 @@
 """LogLoader: open a partition directory after a clean or unclean stop (design §8).
 
-Four steps, each repairing what a crash at any point can leave behind:
+Four steps, each repairing what a crash at any point can leave behind (after putting back a
+pre-created segment file whose rename a power cut undid, see precreated_segment):
 1. remove temporary files (``.deleted``, ``.cleaned``), collect the ``.swap`` files worth keeping;
 2. complete interrupted swaps (cleaner output replacing the segments it covers);
 3. load every ``.log`` as a segment, rebuilding missing or corrupt indexes and dropping orphans;
@@ -24,6 +25,7 @@ from odradek.storage.log_offset_metadata import LogOffsetMetadata
 from odradek.storage.log_segment import LogSegment
 from odradek.storage.log_segments import LogSegments
 from odradek.storage.offset_index import OffsetIndex
+from odradek.storage.precreated_segment import recover_precreated_segment
 from odradek.storage.time_index import TimeIndex
 
 logger = logging.getLogger(__name__)
@@ -65,6 +67,7 @@ class LogLoader:
         self._name = directory.name
 
     def load(self) -> LoadedLogOffsets:
+        recover_precreated_segment(self.dir, self._name)
         swap_files = self.remove_temp_files_and_collect_swap_files()
         self.complete_swap_operations(swap_files)
         truncated_while_loading = self.load_segment_files()

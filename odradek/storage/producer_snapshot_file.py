@@ -5,7 +5,14 @@ Layout (big-endian), version 1 as Kafka's ``ProducerStateManager`` writes it: ``
 int16, ``crc`` uint32 (CRC-32C of everything after it), then an int32 count of entries, each
 ``producer_id`` int64, ``epoch`` int16, ``last_sequence`` int32, ``last_offset`` int64,
 ``offset_delta`` int32, ``timestamp`` int64, ``coordinator_epoch`` int32,
-``current_txn_first_offset`` int64. Only the last batch of each producer is kept, as in Kafka.
+``current_txn_first_offset`` int64.
+
+Kafka writes one row per producer, its last batch. odradek writes a row for each batch the
+producer's entry retains (up to five, oldest first, the last one Kafka's row): a producer that
+had several batches in flight when the broker stopped retries them after the restart, and each
+retry is then recognised and answered with its offsets, as it would have been before the stop
+(with one row, every retry but the last one's was refused as out of order). Kafka's reader
+keeps the last row of each producer id, so Kafka reads these files as its own.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ from odradek.storage.producer_state_entry import NUM_BATCHES_TO_RETAIN, Producer
 logger = logging.getLogger(__name__)
 
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
+_NO_BATCH = BatchMetadata(-1, -1, 0, -1)  # a producer with no batch: Kafka's empty row
 NEXT_BATCH = ProducerAppendInfo({})
 """What :meth:`ProducerStateManager.analyze` answers for the common case: the batch it
 noted is added to its producer's entry by :meth:`update`."""
@@ -104,17 +105,19 @@ class ProducerStateManager:
     # --- snapshots ---------------------------------------------------------------------------
 
     def snapshot_bytes(self) -> bytes:
-        """The map in Kafka's snapshot format (taken under the log lock, written later)."""
+        """The map in Kafka's snapshot format (taken under the log lock, written later): a row
+        per retained batch of each producer, oldest first (see producer_snapshot_file)."""
         return encode_snapshot(
             SnapshotEntry(
                 pid,
                 entry.producer_epoch,
-                entry.last_seq,
-                entry.last_data_offset,
-                entry.last_offset_delta,
-                entry.last_timestamp,
+                batch.last_seq,
+                batch.last_offset,
+                batch.offset_delta,
+                batch.timestamp,
             )
             for pid, entry in self.producers.items()
+            for batch in entry.batches or (_NO_BATCH._replace(timestamp=entry.last_timestamp),)
         )
 
     def snapshot_offsets(self) -> list[int]:
@@ -172,17 +175,22 @@ class ProducerStateManager:
         return start
 
     def _load_entries(self, entries: list[SnapshotEntry], now_ms: int) -> None:
+        """Rows of one producer follow each other, oldest first; Kafka's snapshots have one."""
         for row in entries:
-            batches: deque[BatchMetadata] = deque(maxlen=NUM_BATCHES_TO_RETAIN)
+            entry = self.producers.get(row.producer_id)
+            if entry is None or entry.producer_epoch != row.producer_epoch:
+                batches: deque[BatchMetadata] = deque(maxlen=NUM_BATCHES_TO_RETAIN)
+                entry = ProducerStateEntry(row.producer_id, row.producer_epoch, batches)
+                self.producers[row.producer_id] = entry
             if row.last_offset >= 0:
-                batches.append(
+                entry.batches.append(
                     BatchMetadata(
                         row.last_sequence, row.last_offset, row.offset_delta, row.timestamp
                     )
                 )
-            entry = ProducerStateEntry(row.producer_id, row.producer_epoch, batches, row.timestamp)
-            if not self._is_expired(entry, now_ms):
-                self.producers[row.producer_id] = entry
+            entry.last_timestamp = row.timestamp
+        for pid in [pid for pid, e in self.producers.items() if self._is_expired(e, now_ms)]:
+            del self.producers[pid]
 
     def replay(self, segments: list[LogSegment], start_offset: int, end_offset: int) -> None:
         """Apply, unchecked, the batches in ``[start_offset, end_offset)`` of ``segments``."""
