@@ -29,6 +29,12 @@ setup(
         native_module(
             "odradek.record._record_scan", "odradek/record/_record_scan.c", NATIVE_HEADERS
         ),
+        # The active segment's append state: roll check, write and index entries in one call.
+        native_module(
+            "odradek.storage._segment_append_state",
+            "odradek/storage/_segment_append_state.c",
+            ["odradek/_native/kafka_format.h"],
+        ),
         # The log cleaner's offset map and per-record loops.
         native_module(
             "odradek.cleaner._offset_map",

@@ -16,7 +16,7 @@ version and round, so that neither inherits the other's caches), e.g.:
     done
 
 Usage: python bench/append_cpu.py [--record-bytes N] [--batch-bytes N] [--megabytes N]
-                                  [--rounds N] [--label TEXT]
+                                  [--rounds N] [--label TEXT] [--python-append-state]
 """
 
 from __future__ import annotations
@@ -64,7 +64,16 @@ def main() -> None:
     parser.add_argument("--megabytes", type=int, default=16, help="appended per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--label", default="", help="printed first, to tell versions apart")
+    parser.add_argument(
+        "--python-append-state",
+        action="store_true",
+        help="segments lend their append state to the Python twin, not the C type",
+    )
     args = parser.parse_args()
+    if args.python_append_state:
+        from odradek.storage import segment_append_state
+
+        segment_append_state.SegmentAppendState = segment_append_state.PythonSegmentAppendState
     print(f"odradek from {Path(odradek.__file__).parent}")
     batch = make_batches(args.record_bytes, args.batch_bytes, 1)[0]
     appends = max(1, args.megabytes * MB // len(batch))

@@ -9,6 +9,7 @@ gives a local run CI's budgets. tests/hypothesis_budget.py scales the budgets.
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis_budget import CI_EXAMPLES
 
@@ -31,3 +32,15 @@ settings.load_profile(
     os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") == "true" else "dev")
 )
 
+
+
+@pytest.fixture
+def python_append_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Segments lend their append state to the Python twin, not the C type: for tests that fake
+    ``os.pwrite``, which the C type does not call (it calls pwrite(2) itself). Real write
+    failures on the C type: tests/test_segment_append_state.py."""
+    from odradek.storage import segment_append_state
+
+    monkeypatch.setattr(
+        segment_append_state, "SegmentAppendState", segment_append_state.PythonSegmentAppendState
+    )

@@ -30,8 +30,8 @@ from odradek.errors import CorruptRecordError, InvalidRecordError
 from odradek.record.compression import CompressionType
 from odradek.record.record_batch import TimestampType
 from odradek.record.record_batch_builder import build_batch
-from odradek.storage import file_records as file_records_module
 from odradek.storage import log_file_names as names
+from odradek.storage import writeback
 from odradek.storage.lazy_index import LazyIndex
 from odradek.storage.log import Log
 
@@ -309,12 +309,13 @@ def test_a_run_reports_only_its_own_throttling_with_a_longer_lived_throttler(
     assert result.stats.throttled_s == 0
 
 
+@pytest.mark.usefixtures("python_append_path")  # the C type calls sync_file_range(2) itself
 def test_cleaned_segments_are_written_through_to_disk_as_they_are_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     written_back: list[tuple[int, int]] = []
     monkeypatch.setattr(
-        file_records_module,
+        writeback,
         "write_back",
         lambda fd, position, length: written_back.append((position, length)),
     )

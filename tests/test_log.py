@@ -204,6 +204,7 @@ def test_invalid_batch_writes_nothing(partition_dir: Path) -> None:
         assert log.active_segment.size == len(batch(1))
 
 
+@pytest.mark.usefixtures("python_append_path")
 def test_full_disk_cuts_the_partial_write_back_and_recovers(
     partition_dir: Path, monkeypatch
 ) -> None:
@@ -227,6 +228,7 @@ def test_full_disk_cuts_the_partial_write_back_and_recovers(
         assert [r.offset for r in read_all(log)] == [0, 1, 2]
 
 
+@pytest.mark.usefixtures("python_append_path")
 def test_short_writes_are_finished(partition_dir: Path, monkeypatch) -> None:
     with open_log(partition_dir) as log:
         real_pwrite = os.pwrite
@@ -244,6 +246,7 @@ def test_short_writes_are_finished(partition_dir: Path, monkeypatch) -> None:
         assert [r.offset for r in read_all(log)] == [0, 1, 2]
 
 
+@pytest.mark.usefixtures("python_append_path")
 def test_io_error_is_reported_to_the_owner_except_enospc(partition_dir: Path, monkeypatch) -> None:
     with open_log(partition_dir) as log:
         reported = []

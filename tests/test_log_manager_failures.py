@@ -39,6 +39,7 @@ def offsets(log):
 # --- an I/O error takes one log dir offline ---------------------------------------------------
 
 
+@pytest.mark.usefixtures("python_append_path")
 @pytest.mark.parametrize("failing_call", ["pwrite", "fdatasync"])
 def test_io_error_takes_only_its_dir_offline(tmp_path, monkeypatch, failing_call):
     config = broker_config(tmp_path)
@@ -179,6 +180,7 @@ def test_running_out_of_descriptors_at_startup_stops_the_startup(tmp_path):
 # --- a full disk fails the append, and only the append ----------------------------------------
 
 
+@pytest.mark.usefixtures("python_append_path")
 def test_injected_full_disk_fails_the_append_whole_and_the_log_recovers(tmp_path, monkeypatch):
     with running(broker_config(tmp_path, dirs=1)) as manager:
         topic_admin(manager).create_topic("orders", 1)

@@ -41,9 +41,9 @@ def state(segment: LogSegment) -> dict[str, object]:
         "offset entries": [offset_index.entry(n) for n in range(offset_index.entries)],
         "time entries": [time_index.entry(n) for n in range(time_index.entries)],
         "cached last entries": (offset_index._last, time_index._last),
-        "bytes since last index entry": segment._bytes_since_last_index_entry,
+        "bytes since last index entry": segment.bytes_since_last_index_entry,
         "max timestamp": segment.max_timestamp_and_offset_so_far,
-        "rolling timestamp": segment._rolling_based_timestamp,
+        "rolling timestamp": segment.rolling_based_timestamp,
     }
 
 
@@ -131,7 +131,7 @@ def test_a_roll_at_the_segment_age_edge(tmp_path: Path) -> None:
     the first batch's; the clock does not enter into it."""
     config = LogConfig(segment_ms=500)
     segment, next_offset = filled_segment(tmp_path, config, 2)
-    first_batch_max_timestamp = segment._rolling_based_timestamp
+    first_batch_max_timestamp = segment.rolling_based_timestamp
     assert first_batch_max_timestamp == BASE_TIME_MS + 2  # batch(3): timestamps base..base+2
     edge = first_batch_max_timestamp + config.segment_ms
     late = edge + 10 * config.segment_ms
@@ -176,7 +176,7 @@ def test_a_roll_at_the_segment_age_edge_less_the_jitter(
     config = LogConfig(segment_ms=1000, segment_jitter_ms=900)
     segment, next_offset = filled_segment(tmp_path, config, 2)
     assert bounds == [900] and segment.roll_jitter_ms == 600
-    edge = segment._rolling_based_timestamp + config.segment_ms - segment.roll_jitter_ms
+    edge = segment.rolling_based_timestamp + config.segment_ms - segment.roll_jitter_ms
     assert not appended(segment, config, next_offset, timestamp=edge + 1)
     assert appended(segment, config, next_offset, timestamp=edge)
 

@@ -22,6 +22,7 @@ from typing import ClassVar
 
 from odradek.errors import CorruptIndexError, IndexOffsetOverflowError
 from odradek.storage.idle_file_cache import IDLE_FILES
+from odradek.storage.segment_append_state import AppendState
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +81,9 @@ class AbstractIndex(ABC):
         self._max_index_size = max_index_size
         self._writable = writable
         self._lock = threading.RLock()
+        # The active segment's append state while it owns the entry count and the last entry
+        # (LogSegment lends them; see lend_to).
+        self._append_state: AppendState | None = None
         self._mmap: mmap.mmap | None = None
         self._closed = False
         # The last entry's fields, kept so that appends (one per index.interval.bytes) do not
@@ -94,6 +98,66 @@ class AbstractIndex(ABC):
             self._map_file("r+b" if writable else "rb")
             self._entries = self._length // self.entry_size
         logger.debug("Loaded %r, room for %d entries", self, self.max_entries)
+
+    # --- the entry count and last entry, owned by the append state while it is lent ----------
+
+    @property
+    def _entries(self) -> int:
+        state = self._append_state
+        return self._own_entries if state is None else self._lent_entries(state)
+
+    @_entries.setter
+    def _entries(self, entries: int) -> None:
+        self._check_not_lent()
+        self._own_entries = entries
+
+    @property
+    def _last(self) -> tuple[int, int] | None:
+        state = self._append_state
+        return self._own_last if state is None else self._lent_last(state)
+
+    @_last.setter
+    def _last(self, last: tuple[int, int] | None) -> None:
+        self._check_not_lent()
+        self._own_last = last
+
+    @abstractmethod
+    def _lent_entries(self, state: AppendState) -> int:
+        """The entry count of this index in ``state``."""
+
+    @abstractmethod
+    def _lent_last(self, state: AppendState) -> tuple[int, int] | None:
+        """The last entry's fields of this index in ``state``."""
+
+    def lend_to(self, state: AppendState) -> None:
+        """``state`` writes the entries and owns their count from now on (it holds a buffer on
+        the map, so that the map cannot be resized or closed until ``take_back``)."""
+        with self._lock:
+            self._check_open()
+            self._append_state = state
+
+    def take_back(self) -> None:
+        """Own the entry count and last entry again, as the append state left them."""
+        with self._lock:
+            state = self._append_state
+            if state is not None:
+                self._own_entries = self._lent_entries(state)
+                self._own_last = self._lent_last(state)
+                self._append_state = None
+
+    def writable_map(self) -> mmap.mmap | None:
+        """The map an append state writes entries through (None for an empty file)."""
+        with self._lock:
+            return self._current_map()
+
+    def last_fields(self) -> tuple[int, int] | None:
+        """The stored fields of the last entry, None when there is none."""
+        with self._lock:
+            return self._last_fields()
+
+    def _check_not_lent(self) -> None:
+        if self._append_state is not None:
+            raise RuntimeError(f"{self._path} is written through its segment's append state")
 
     @property
     def path(self) -> Path:
@@ -252,8 +316,13 @@ class AbstractIndex(ABC):
     def release_idle(self) -> None:
         """Drop the map (the idle file cache evicts it): a user holding it unmaps it when done,
         the next use maps the file again. Takes no lock, so that evicting never waits on an
-        index in use; the entries are kept on the object, not in the map."""
+        index in use; the entries are kept on the object, not in the map. An append state
+        holding a buffer on the map gives it back (it maps the index again when an entry is
+        due)."""
         self._mmap = None
+        state = self._append_state
+        if state is not None:
+            state.release_maps()
 
     def delete_if_exists(self) -> bool:
         """Close the index and unlink its file; return whether there was a file."""

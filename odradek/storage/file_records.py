@@ -21,6 +21,7 @@ from odradek.record.record_batch import (
     crc_of,
 )
 from odradek.storage.idle_file_cache import IDLE_FILES
+from odradek.storage.segment_append_state import AppendState
 from odradek.storage.shared_descriptor import DescriptorPin, SharedDescriptor
 from odradek.storage.writeback import MAX_WRITE_BYTES, write_back
 
@@ -91,11 +92,11 @@ class FileRecords:
     (``preallocate=true``) and concurrent readers see only whole appended batches.
 
     The file being written (the active segment's) keeps its descriptor open: ``_fd`` is it,
-    -1 otherwise (the append modules in C read it). Any other file is opened when a read
-    needs it and kept open among the most recently used idle files (``IDLE_FILES``), so many
-    partitions with many segments hold a bounded number of descriptors. Every use holds the
-    descriptor (``SharedDescriptor``) while it runs, so closing never pulls one from under a
-    read.
+    -1 otherwise. While its segment is active, its append state (``segment_append_state.py``)
+    writes to it and owns the size. Any other file is opened when a read needs it and kept
+    open among the most recently used idle files (``IDLE_FILES``), so many partitions with
+    many segments hold a bounded number of descriptors. Every use holds the descriptor
+    (``SharedDescriptor``) while it runs, so closing never pulls one from under a read.
     """
 
     def __init__(
@@ -106,6 +107,8 @@ class FileRecords:
         self._writing = writing and descriptor is not None
         self._fd = descriptor.fd if self._writing else -1
         self._size = size
+        # The active segment's append state while it owns the size (LogSegment lends it).
+        self._append_state: AppendState | None = None
         self._closed = False
         self._open_lock = threading.Lock()  # opening, closing and renaming the file
 
@@ -142,7 +145,25 @@ class FileRecords:
 
     @property
     def size_in_bytes(self) -> int:
-        return self._size
+        state = self._append_state
+        return self._size if state is None else state.size
+
+    def lend_to(self, state: AppendState) -> None:
+        """The segment's append state owns the size (and writes at the end) from now on."""
+        if self._fd < 0 or state.fd != self._fd:
+            raise ValueError(f"{self._path}: an append state must write to the open descriptor")
+        self._append_state = state
+
+    def take_back(self) -> None:
+        """Own the size again, as the append state left it."""
+        state = self._append_state
+        if state is not None:
+            self._size = state.size
+            self._append_state = None
+
+    def _check_not_lent(self) -> None:
+        if self._append_state is not None:
+            raise RuntimeError(f"{self._path} is written through its segment's append state")
 
     @property
     def is_open(self) -> bool:
@@ -198,6 +219,7 @@ class FileRecords:
     def stop_writing(self) -> None:
         """The file takes no more appends: its descriptor becomes an idle one, closed when it
         is the least recently used past the idle cache's capacity."""
+        self._check_not_lent()
         with self._open_lock:
             if not self._writing:
                 return
@@ -217,6 +239,7 @@ class FileRecords:
 
     def _let_go(self) -> None:
         """Close for good: the descriptor closes once readers in flight are done with it."""
+        self._check_not_lent()
         with self._open_lock:
             self._closed = True
             self._writing = False
@@ -236,6 +259,7 @@ class FileRecords:
         piece to disk before the next is written (``writeback``): for the cleaner's large
         segments, so their writing does not hold up the broker's; it is not an fsync.
         """
+        self._check_not_lent()
         if self._fd < 0:
             self.start_writing()
         position = self._size
@@ -268,7 +292,7 @@ class FileRecords:
 
     def read(self, position: int, size: int) -> bytes:
         """Up to ``size`` bytes from ``position`` (fewer at the end of the file)."""
-        size = max(0, min(size, self._size - position))
+        size = max(0, min(size, self.size_in_bytes - position))
         descriptor = self._hold()
         try:
             return _read_fully(descriptor.fd, position, size)
@@ -277,13 +301,15 @@ class FileRecords:
 
     def slice(self, position: int, size: int) -> FileSlice:
         """A slice of the file holding its descriptor until it is gone (see FileSlice)."""
-        return FileSlice(self, position, max(0, min(size, self._size - position)), self.pin())
+        return FileSlice(
+            self, position, max(0, min(size, self.size_in_bytes - position)), self.pin()
+        )
 
     def batch_headers(self, start_position: int = 0) -> Iterator[tuple[int, RecordBatch]]:
         """``(position, header view)`` of each whole batch from ``start_position``, reading only
         the 61 header bytes of each; stops at a batch that runs past the end."""
         position = start_position
-        end = self._size
+        end = self.size_in_bytes
         if position + HEADER_SIZE > end:
             return
         descriptor = self._hold()
@@ -304,7 +330,7 @@ class FileRecords:
         large chunks (recovery and full scans). Stops at a short or impossible length; the caller
         validates CRCs and decides where the valid bytes end."""
         position = start_position
-        end = self._size
+        end = self.size_in_bytes
         while position + HEADER_SIZE <= end:
             chunk = self.read(position, min(_SCAN_CHUNK_BYTES, end - position))
             view = memoryview(chunk)
@@ -338,7 +364,7 @@ class FileRecords:
         and a second thread to read ahead lost more to waking each other than it overlapped
         (docs/native.md). Nothing of a batch but its header outlives its step.
         """
-        position, end = start_position, self._size
+        position, end = start_position, self.size_in_bytes
         buffer = bytearray(_SCAN_CHUNK_BYTES)
         unpack_header = HEADER_STRUCT.unpack_from
         while position + HEADER_SIZE <= end:
@@ -406,6 +432,7 @@ class FileRecords:
 
     def truncate_to(self, target_size: int) -> int:
         """Cut the file to ``target_size`` bytes; return how many were removed."""
+        self._check_not_lent()
         if target_size > self._size or target_size < 0:
             raise ValueError(
                 f"cannot truncate {self._path} of size {self._size} to {target_size} bytes"
@@ -424,6 +451,7 @@ class FileRecords:
 
     def trim(self) -> None:
         """Drop preallocated space past the data (when the segment stops being active)."""
+        self._check_not_lent()
         fd = self._fd
         length = os.fstat(fd).st_size if fd >= 0 else os.stat(self._path).st_size
         if length != self._size:
@@ -475,7 +503,7 @@ class FileRecords:
         return True
 
     def __repr__(self) -> str:
-        return f"FileRecords({self._path}, size={self._size})"
+        return f"FileRecords({self._path}, size={self.size_in_bytes})"
 
 
 def _read_fully(fd: int, position: int, size: int) -> bytes:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import random
-import struct
 import threading
 from pathlib import Path
 
@@ -13,8 +12,9 @@ from odradek.clock import Clock
 from odradek.config.log_config import LogConfig
 from odradek.errors import CorruptIndexError, LogSegmentOffsetOverflowError
 from odradek.record.batch_header import BatchHeader
-from odradek.record.record_batch import LOG_OVERHEAD, MAGIC, RecordBatch
+from odradek.record.record_batch import LOG_OVERHEAD, MAGIC
 from odradek.storage import log_file_names as names
+from odradek.storage import segment_append_state
 from odradek.storage.fetch_data_info import FetchDataInfo
 from odradek.storage.file_records import (
     FileRecords,
@@ -24,14 +24,13 @@ from odradek.storage.file_records import (
 from odradek.storage.lazy_index import LazyIndex
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
 from odradek.storage.offset_index import OffsetIndex
+from odradek.storage.segment_append_state import AppendState
 from odradek.storage.time_index import TimeIndex
+from odradek.storage.writeback import MAX_WRITE_BYTES
 
 logger = logging.getLogger(__name__)
 
 INT32_MAX = 2**31 - 1
-# baseOffset, batchLength, lastOffsetDelta and maxTimestamp: what indexing a batch reads, in
-# one unpack (a whole BatchHeader costs three times as much, once per append).
-_INDEXED_FIELDS = struct.Struct(">qi11xi8xq")
 
 
 class LogSegment:
@@ -71,6 +70,10 @@ class LogSegment:
         self._time_indexed: tuple[int, int] | None = None
         self._checked_indexes: tuple[OffsetIndex, TimeIndex] | None = None
         self._index_check_lock = threading.Lock()
+        # While the segment takes appends: the state that owns what they change (see
+        # _lend_append_state), lent on the first append and taken back before anything else
+        # changes the files.
+        self._append_state: AppendState | None = None
         self._closed = False
         self._close_lock = threading.Lock()  # a background flush never meets a half-closed file
 
@@ -156,6 +159,9 @@ class LogSegment:
         return self._max_timestamp_and_offset_pair()[0]
 
     def _max_timestamp_and_offset_pair(self) -> tuple[int, int]:
+        state = self._append_state
+        if state is not None:
+            return state.max_timestamp_and_offset
         latest = self._max_timestamp_and_offset
         if latest is None:
             last = self.time_index.last_entry
@@ -195,45 +201,87 @@ class LogSegment:
             raise LogSegmentOffsetOverflowError(
                 f"offset {largest_offset} does not fit segment {self.base_offset} ({self.log.path})"
             )
-        self._write(records, self.log.size_in_bytes, write_through)
+        self._write(records, write_through)
 
-    def _write(
-        self, records: bytes | bytearray | memoryview, physical_position: int, write_through: bool
-    ) -> None:
-        """``append`` once its checks passed: the write at ``physical_position`` (the end of
-        the file), then the index entries: one in each index once more than
-        ``index.interval.bytes`` were written since the last (design §5).
+    def _write(self, records: bytes | bytearray | memoryview, write_through: bool) -> None:
+        """``append`` once its checks passed: the write at the end of the file and the index
+        entries due, by the segment's append state."""
+        (self._append_state or self._lend_append_state()).append(records, write_through)
 
-        Runs on every append, in one call: the indexes are reached only when an entry is due,
-        and the counters are read and written once.
-        """
-        if physical_position == 0:
-            self._rolling_based_timestamp = RecordBatch(records).max_timestamp
-        self.log.append(records, write_through=write_through)
-        unpack_from = _INDEXED_FIELDS.unpack_from
-        interval = self.index_interval_bytes
-        since_last_entry = self._bytes_since_last_index_entry
-        latest = self._max_timestamp_and_offset or self._max_timestamp_and_offset_pair()
-        position_in_records = 0
-        total = len(records)
-        while position_in_records < total:
-            base_offset, batch_length, last_offset_delta, max_timestamp = unpack_from(
-                records, position_in_records
-            )
-            last_offset = base_offset + last_offset_delta
-            if max_timestamp > latest[0]:
-                latest = self._max_timestamp_and_offset = (max_timestamp, last_offset)
-            if since_last_entry > interval:
-                self._bytes_since_last_index_entry = since_last_entry = 0
-                offset_index, time_index = self._checked_indexes or self._check_indexes()
-                offset_index.append(last_offset, physical_position + position_in_records)
-                if latest is not self._time_indexed:
-                    time_index.maybe_append(*latest)
-                    self._time_indexed = latest
-            size = batch_length + LOG_OVERHEAD
-            since_last_entry += size
-            position_in_records += size
-        self._bytes_since_last_index_entry = since_last_entry
+    # --- the append state --------------------------------------------------------------------
+
+    def _lend_append_state(self) -> AppendState:
+        """Hand the facts an append reads and changes to a ``SegmentAppendState`` (the C type
+        when it is built), which owns them until ``_take_back_append_state``: the file's size,
+        both indexes' entry counts and last entries, and the segment's counters. The file and
+        the indexes read them through it meanwhile."""
+        offset_index, time_index = self._checked_indexes or self._check_indexes()
+        log = self.log
+        if log.fd < 0:
+            log.start_writing()
+        size = log.size_in_bytes
+        if self._rolling_based_timestamp is None and size > 0:
+            first = next(log.batch_headers(0), None)
+            if first is not None:
+                self._rolling_based_timestamp = first[1].max_timestamp
+        max_timestamp, offset_of_max_timestamp = self._max_timestamp_and_offset_pair()
+        state = segment_append_state.SegmentAppendState(
+            fd=log.fd,
+            size=size,
+            base_offset=self.base_offset,
+            index_interval_bytes=self.index_interval_bytes,
+            bytes_since_last_index_entry=self._bytes_since_last_index_entry,
+            max_timestamp=max_timestamp,
+            offset_of_max_timestamp=offset_of_max_timestamp,
+            offset_entries=offset_index.entries,
+            offset_max_entries=offset_index.max_entries,
+            offset_last=offset_index.last_fields(),
+            time_entries=time_index.entries,
+            time_max_entries=time_index.max_entries,
+            time_last=time_index.last_fields(),
+            rolling_based_timestamp=self._rolling_based_timestamp,
+            created_ms=self._created_ms,
+            roll_jitter_ms=self.roll_jitter_ms,
+            max_write_bytes=MAX_WRITE_BYTES,
+            map_indexes=lambda: (offset_index.writable_map(), time_index.writable_map()),
+        )
+        log.lend_to(state)
+        offset_index.lend_to(state)
+        time_index.lend_to(state)
+        self._append_state = state
+        return state
+
+    def _take_back_append_state(self) -> None:
+        """Own the append state's facts again and let it give back its buffers on the index
+        maps: before anything but an append changes the files (roll, truncation, recovery,
+        resize, close)."""
+        state = self._append_state
+        if state is None:
+            return
+        self._bytes_since_last_index_entry = state.bytes_since_last_index_entry
+        self._max_timestamp_and_offset = state.max_timestamp_and_offset
+        self._rolling_based_timestamp = state.rolling_based_timestamp
+        self._time_indexed = None
+        self.log.take_back()
+        if self._checked_indexes is not None:
+            for index in self._checked_indexes:
+                index.take_back()
+        self._append_state = None
+        state.release()
+
+    @property
+    def bytes_since_last_index_entry(self) -> int:
+        state = self._append_state
+        if state is None:
+            return self._bytes_since_last_index_entry
+        return state.bytes_since_last_index_entry
+
+    @property
+    def rolling_based_timestamp(self) -> int | None:
+        """The first batch's max timestamp, which the roll check ages the segment by (None
+        until known)."""
+        state = self._append_state
+        return self._rolling_based_timestamp if state is None else state.rolling_based_timestamp
 
     def _observe_batch(self, max_timestamp: int, last_offset: int) -> None:
         """Take a batch's max timestamp into the segment's."""
@@ -258,28 +306,15 @@ class LogSegment:
         or a relative offset overflow. Kafka passes these in a RollParams; they come as
         arguments here, and check and write are one call, because this runs on every append.
         """
-        size = self.log.size_in_bytes
-        offset_index, time_index = self._checked_indexes or self._check_indexes()
-        rolling_based_timestamp = self._rolling_based_timestamp
-        if (
-            size > config.segment_bytes - len(records)
-            or (
-                size > 0
-                and (
-                    largest_timestamp - rolling_based_timestamp  # time_waited_for_roll, known
-                    if rolling_based_timestamp is not None and rolling_based_timestamp >= 0
-                    else self.time_waited_for_roll(now_ms, largest_timestamp)
-                )
-                > config.segment_ms - self.roll_jitter_ms
-            )
-            or offset_index.is_full
-            or time_index.is_full
-            or not 0 <= largest_offset - self.base_offset <= INT32_MAX
-        ):
-            return False
-        if records:
-            self._write(records, size, False)
-        return True
+        state = self._append_state or self._lend_append_state()
+        return state.try_append(
+            records,
+            largest_offset,
+            largest_timestamp,
+            now_ms,
+            config.segment_bytes,
+            config.segment_ms,
+        )
 
     def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
         """How much time the segment's records span once a batch of ``message_timestamp``
@@ -290,18 +325,22 @@ class LogSegment:
         Record time, not the clock, from the first batch on: a producer replaying records of
         last month (a backfill, a mirror) would otherwise roll a segment on every append.
         """
-        if self._rolling_based_timestamp is None and self.size > 0:
+        rolling_based_timestamp = self.rolling_based_timestamp
+        if rolling_based_timestamp is None and self.size > 0:
             first = next(self.log.batch_headers(0), None)
             if first is not None:
-                self._rolling_based_timestamp = first[1].max_timestamp
-        if self._rolling_based_timestamp is not None and self._rolling_based_timestamp >= 0:
-            return message_timestamp - self._rolling_based_timestamp
+                rolling_based_timestamp = first[1].max_timestamp
+                if self._append_state is None:
+                    self._rolling_based_timestamp = rolling_based_timestamp
+        if rolling_based_timestamp is not None and rolling_based_timestamp >= 0:
+            return message_timestamp - rolling_based_timestamp
         return now_ms - self._created_ms
 
     def on_become_inactive_segment(self) -> None:
         """The segment stopped taking writes: add the final time index entry, trim the files,
         and let its descriptor become an idle one (closed when little used, see
         ``IdleFileCache``)."""
+        self._take_back_append_state()
         latest = self.max_timestamp_and_offset_so_far
         if latest.timestamp >= 0:
             self.time_index.maybe_append(latest.timestamp, latest.offset, skip_full_check=True)
@@ -312,6 +351,7 @@ class LogSegment:
 
     def resize_indexes(self, max_index_size: int) -> None:
         """Give the indexes room again (the segment became the active one)."""
+        self._take_back_append_state()
         self.offset_index.resize(max_index_size)
         self.time_index.resize(max_index_size)
 
@@ -374,6 +414,7 @@ class LogSegment:
         Returns the number of bytes truncated. A batch is valid when it is whole, has magic 2, a
         matching CRC, and offsets that follow the previous batch and fit this segment.
         """
+        self._take_back_append_state()
         offset_index, time_index = self._checked_indexes or self._unchecked_indexes()
         offset_index.reset()
         time_index.reset()
@@ -444,6 +485,7 @@ class LogSegment:
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch holding an offset >= ``offset``; return the bytes removed."""
+        self._take_back_append_state()
         mapping = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
@@ -491,12 +533,14 @@ class LogSegment:
         scheduled one runs: a later segment of the same base offset, deleted in its turn,
         takes the same ones, and this segment's delete then unlinks them."""
         with self._close_lock:
+            self._take_back_append_state()
             self._closed = True
             self.change_file_suffixes("", names.DELETED_FILE_SUFFIX)
 
     def close(self) -> None:
         """Add the final time index entry, trim and close every file."""
         with self._close_lock:
+            self._take_back_append_state()
             if self._closed:
                 return
             latest = self._max_timestamp_and_offset
@@ -510,6 +554,7 @@ class LogSegment:
     def close_handlers(self) -> None:
         """Close the file descriptors without trimming anything (before a deletion)."""
         with self._close_lock:
+            self._take_back_append_state()
             self._closed = True
             self._offset_index.close_handler()
             self._time_index.close_handler()
@@ -518,6 +563,7 @@ class LogSegment:
     def delete_if_exists(self) -> None:
         """Close and unlink the three files; missing files are fine."""
         with self._close_lock:
+            self._take_back_append_state()
             self._closed = True
         self.log.delete_if_exists()
         self._offset_index.delete_if_exists()

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from odradek.errors import InvalidOffsetError
 from odradek.storage.abstract_index import INT32_MAX, AbstractIndex
+from odradek.storage.segment_append_state import AppendState
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,12 @@ class OffsetIndex(AbstractIndex):
     entry_size = _ENTRY.size
     _OFFSET_FIELD = 0
     _POSITION_FIELD = 1
+
+    def _lent_entries(self, state: AppendState) -> int:
+        return state.offset_entries
+
+    def _lent_last(self, state: AppendState) -> tuple[int, int] | None:
+        return state.offset_last
 
     @property
     def last_offset(self) -> int:

@@ -29,8 +29,7 @@ from odradek.storage.producer_state_entry import NO_PRODUCER_EPOCH, ProducerStat
 
 # baseOffset, batchLength, (skip ple, magic, crc, attributes), lastOffsetDelta,
 # (skip baseTimestamp), maxTimestamp, producerId, producerEpoch, baseSequence
-_FIELDS = struct.Struct(">qi11xi8xqqhi")
-_new = tuple.__new__
+BATCH_PRODUCER_FIELDS = struct.Struct(">qi11xi8xqqhi")
 
 
 class ProducerAppendInfo(NamedTuple):
@@ -39,38 +38,6 @@ class ProducerAppendInfo(NamedTuple):
 
     updated: dict[int, ProducerStateEntry]
     duplicate: BatchMetadata | None = None
-
-
-def next_batch_of_known_producer(
-    producers: dict[int, ProducerStateEntry], records: bytes | bytearray | memoryview
-) -> tuple[ProducerStateEntry, BatchMetadata] | None:
-    """The common case, checked first: ``records`` is one batch that goes on where its
-    producer left off (same epoch, the next sequence). Such a batch cannot be a retry and
-    passes every rule, so it needs no copy of the entry and no duplicate scan: the entry and
-    the batch to add to it once written. None for anything else."""
-    fields = _FIELDS.unpack_from(records, 0)
-    if fields[1] + LOG_OVERHEAD != len(records):
-        return None
-    base_offset, _, last_offset_delta, max_timestamp, producer_id, epoch, first_seq = fields
-    entry = producers.get(producer_id)
-    if (
-        entry is None
-        or not entry.batches
-        or epoch != entry.producer_epoch
-        or first_seq != entry.batches[-1].last_seq + 1
-        or first_seq > INT32_MAX - last_offset_delta
-    ):
-        return None
-    # tuple.__new__: a named tuple's own constructor costs a Python call per append
-    return entry, _new(
-        BatchMetadata,
-        (
-            first_seq + last_offset_delta,
-            base_offset + last_offset_delta,
-            last_offset_delta,
-            max_timestamp,
-        ),
-    )
 
 
 def analyze_producer_state(
@@ -95,7 +62,7 @@ def analyze_producer_state(
             producer_id,
             epoch,
             first_seq,
-        ) = _FIELDS.unpack_from(records, position)
+        ) = BATCH_PRODUCER_FIELDS.unpack_from(records, position)
         position += batch_length + LOG_OVERHEAD
         if producer_id < 0:
             continue

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from odradek.errors import InvalidOffsetError
 from odradek.storage.abstract_index import INT32_MAX, AbstractIndex
+from odradek.storage.segment_append_state import AppendState
 
 NO_TIMESTAMP = -1
 
@@ -33,6 +34,12 @@ class TimeIndex(AbstractIndex):
     entry_size = _ENTRY.size
     _TIMESTAMP_FIELD = 0
     _OFFSET_FIELD = 1
+
+    def _lent_entries(self, state: AppendState) -> int:
+        return state.time_entries
+
+    def _lent_last(self, state: AppendState) -> tuple[int, int] | None:
+        return state.time_last
 
     @property
     def is_full(self) -> bool:

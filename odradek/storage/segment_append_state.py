@@ -1,0 +1,394 @@
+"""SegmentAppendState: the append state of the active segment, owned in one place.
+
+While a segment takes appends, this object owns what an append reads and changes: the
+``.log`` file's descriptor and size, the bytes written since the last index entry, the
+segment's max timestamp and its offset, the first batch's timestamp the roll check ages the
+segment by, and for each index its writable map, entry count, room and last entry. The roll
+check, the write and the index entries of an append are one call on it; ``FileRecords``,
+``OffsetIndex``, ``TimeIndex`` and ``LogSegment`` read those facts through it while it is lent
+to them, and own them again once the segment takes it back (``release``, which also gives
+back the views it holds on the index maps, so that they can be resized or closed).
+
+``_segment_append_state.c`` is the same type in C (docs/native.md); this one is its twin,
+used where the C one is not built, and the oracle it is tested against
+(tests/test_segment_append_state.py). Both raise ``ValueError`` for an index entry out of
+order or past a full index: the Log's validation and roll check make those impossible, so
+they name a broken invariant, not bad input.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from collections.abc import Callable
+from typing import Protocol
+
+from odradek.storage import writeback
+
+logger = logging.getLogger(__name__)
+
+INT32_MAX = 2**31 - 1
+_LOG_OVERHEAD = 12
+_HEADER_SIZE = 61
+# baseOffset, batchLength, lastOffsetDelta and maxTimestamp, in one unpack.
+_INDEXED_FIELDS = struct.Struct(">qi11xi8xq")
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+_TIME_ENTRY_SIZE = _TIME_ENTRY.size
+_OFFSET_ENTRY_SIZE = _OFFSET_ENTRY.size
+
+
+class AppendState(Protocol):
+    """What both implementations offer (the C type and ``PythonSegmentAppendState``)."""
+
+    @property
+    def fd(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def bytes_since_last_index_entry(self) -> int: ...
+    @property
+    def max_timestamp_and_offset(self) -> tuple[int, int]: ...
+    @property
+    def rolling_based_timestamp(self) -> int | None: ...
+    @property
+    def offset_entries(self) -> int: ...
+    @property
+    def offset_last(self) -> tuple[int, int] | None: ...
+    @property
+    def time_entries(self) -> int: ...
+    @property
+    def time_last(self) -> tuple[int, int] | None: ...
+    @property
+    def released(self) -> bool: ...
+
+    def try_append(
+        self,
+        records: bytes | bytearray | memoryview,
+        largest_offset: int,
+        largest_timestamp: int,
+        now_ms: int,
+        segment_bytes: int,
+        segment_ms: int,
+    ) -> bool: ...
+
+    def append(
+        self, records: bytes | bytearray | memoryview, write_through: bool = False
+    ) -> None: ...
+
+    def release(self) -> None: ...
+
+    def release_maps(self) -> None: ...
+
+
+class PythonSegmentAppendState:
+    """The active segment's append state, in Python (the C type's twin; see the module)."""
+
+    def __init__(
+        self,
+        *,
+        fd: int,
+        size: int,
+        base_offset: int,
+        index_interval_bytes: int,
+        bytes_since_last_index_entry: int,
+        max_timestamp: int,
+        offset_of_max_timestamp: int,
+        offset_entries: int,
+        offset_max_entries: int,
+        offset_last: tuple[int, int] | None,
+        time_entries: int,
+        time_max_entries: int,
+        time_last: tuple[int, int] | None,
+        rolling_based_timestamp: int | None,
+        created_ms: int,
+        roll_jitter_ms: int,
+        max_write_bytes: int,
+        map_indexes: Callable[[], tuple[object | None, object | None]],
+    ) -> None:
+        if (offset_entries > 0) != (offset_last is not None) or (time_entries > 0) != (
+            time_last is not None
+        ):
+            raise ValueError("an index has entries exactly when it has a last entry")
+        self._fd = fd
+        self._size = size
+        self._base_offset = base_offset
+        self._interval = index_interval_bytes
+        self._since_last_entry = bytes_since_last_index_entry
+        self._latest = (max_timestamp, offset_of_max_timestamp)
+        self._time_indexed = False
+        self._offset_entries = offset_entries
+        self._offset_max_entries = offset_max_entries
+        self._offset_last = offset_last
+        self._time_entries = time_entries
+        self._time_max_entries = time_max_entries
+        self._time_last = time_last
+        if offset_entries > offset_max_entries or time_entries > time_max_entries:
+            raise ValueError("an index holds more entries than it has room for")
+        # Views on the index maps, taken when an entry is first due (the C type holds buffers:
+        # a map with either cannot be resized or closed) and given back by release_maps.
+        self._map_indexes: Callable[[], tuple[object | None, object | None]] | None = map_indexes
+        self._offset_view: memoryview | None = None
+        self._time_view: memoryview | None = None
+        self._rolling_based_timestamp = rolling_based_timestamp
+        self._created_ms = created_ms
+        self._roll_jitter_ms = roll_jitter_ms
+        self._max_write_bytes = max_write_bytes
+        self._released = False
+
+    # --- the facts it owns -------------------------------------------------------------------
+
+    @property
+    def fd(self) -> int:
+        return self._fd
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def bytes_since_last_index_entry(self) -> int:
+        return self._since_last_entry
+
+    @property
+    def max_timestamp_and_offset(self) -> tuple[int, int]:
+        return self._latest
+
+    @property
+    def rolling_based_timestamp(self) -> int | None:
+        return self._rolling_based_timestamp
+
+    @property
+    def offset_entries(self) -> int:
+        return self._offset_entries
+
+    @property
+    def offset_last(self) -> tuple[int, int] | None:
+        return self._offset_last
+
+    @property
+    def time_entries(self) -> int:
+        return self._time_entries
+
+    @property
+    def time_last(self) -> tuple[int, int] | None:
+        return self._time_last
+
+    @property
+    def released(self) -> bool:
+        return self._released
+
+    # --- appends -----------------------------------------------------------------------------
+
+    def try_append(
+        self,
+        records: bytes | bytearray | memoryview,
+        largest_offset: int,
+        largest_timestamp: int,
+        now_ms: int,
+        segment_bytes: int,
+        segment_ms: int,
+    ) -> bool:
+        """Append ``records`` unless the segment must roll first; whether it appended.
+
+        The roll check (design §4 step 4): size (segment.bytes), age (segment.ms less the
+        jitter, by record time from the first batch's max timestamp, by the clock from the
+        segment's creation when that batch has none), a full index, or a relative offset
+        overflow.
+        """
+        self._check_not_released()
+        size = self._size
+        rolling = self._rolling_based_timestamp
+        if (
+            size > segment_bytes - len(records)
+            or (
+                size > 0
+                and (
+                    largest_timestamp - rolling
+                    if rolling is not None and rolling >= 0
+                    else now_ms - self._created_ms
+                )
+                > segment_ms - self._roll_jitter_ms
+            )
+            or self._offset_entries >= self._offset_max_entries
+            or self._time_entries >= self._time_max_entries - 1
+            or not 0 <= largest_offset - self._base_offset <= INT32_MAX
+        ):
+            return False
+        if records:
+            self._append(records, False)
+        return True
+
+    def append(self, records: bytes | bytearray | memoryview, write_through: bool = False) -> None:
+        """Write whole batches at the end of the file and add the index entries due: one in each
+        index once more than ``index.interval.bytes`` were written since the last (design §5).
+
+        ``write_through`` sends each piece to disk before the next (the cleaner's segments).
+        """
+        self._check_not_released()
+        if records:
+            self._append(records, write_through)
+
+    def release(self) -> None:
+        """Give back the views on the index maps; the facts stay readable, appends stop."""
+        self._released = True
+        self._map_indexes = None
+        self.release_maps()
+
+    def release_maps(self) -> None:
+        """Give back the views on the index maps until the next index entry maps them again
+        (the idle file cache dropped a map)."""
+        for view in (self._offset_view, self._time_view):
+            if view is not None:
+                view.release()
+        self._offset_view = self._time_view = None
+
+    def _ensure_maps(self) -> None:
+        if self._offset_view is not None and self._time_view is not None:
+            return
+        assert self._map_indexes is not None
+        offset_map, time_map = self._map_indexes()
+        if self._released:
+            raise ValueError("the segment's append state was released")
+        if self._offset_view is None:
+            self._offset_view = _view(offset_map, self._offset_max_entries, _OFFSET_ENTRY_SIZE)
+        if self._time_view is None:
+            self._time_view = _view(time_map, self._time_max_entries, _TIME_ENTRY_SIZE)
+
+    # --- steps -------------------------------------------------------------------------------
+
+    def _check_not_released(self) -> None:
+        if self._released:
+            raise ValueError("the segment's append state was released")
+
+    def _append(self, records: bytes | bytearray | memoryview, write_through: bool) -> None:
+        batches = _frame(records)
+        position = self._size
+        self._write(records, position, write_through)
+        self._size = position + len(records)
+        if position == 0:
+            self._rolling_based_timestamp = batches[0][4]
+        interval = self._interval
+        since_last_entry = self._since_last_entry
+        for position_in_records, size, base_offset, last_offset_delta, max_timestamp in batches:
+            last_offset = base_offset + last_offset_delta
+            if max_timestamp > self._latest[0]:
+                self._latest = (max_timestamp, last_offset)
+                self._time_indexed = False
+            if since_last_entry > interval:
+                self._ensure_maps()
+                since_last_entry = 0
+                self._since_last_entry = 0
+                self._append_offset_entry(last_offset, position + position_in_records)
+                if not self._time_indexed:
+                    self._maybe_append_time_entry(*self._latest)
+                    self._time_indexed = True
+            since_last_entry += size
+        self._since_last_entry = since_last_entry
+
+    def _write(self, records: bytes | bytearray | memoryview, position: int, through: bool) -> None:
+        """All of ``records`` at ``position``, or none of it: a failed write is cut back."""
+        fd = self._fd
+        total = len(records)
+        try:
+            one_call = total <= self._max_write_bytes and not through
+            written = os.pwrite(fd, records, position) if one_call else 0
+            if written < total:  # in pieces, or a short write (disk nearly full) to finish
+                with memoryview(records) as view:
+                    while written < total:
+                        piece = os.pwrite(
+                            fd, view[written : written + self._max_write_bytes], position + written
+                        )
+                        if through:
+                            writeback.write_back(fd, position + written, piece)
+                        written += piece
+        except OSError:
+            os.ftruncate(fd, position)
+            raise
+
+    def _append_offset_entry(self, offset: int, position: int) -> None:
+        relative = offset - self._base_offset
+        last = self._offset_last
+        if last is not None and relative <= last[0]:
+            raise ValueError(f"offset index entry {offset} is not above the last one")
+        if not 0 <= position <= INT32_MAX or not 0 <= relative <= INT32_MAX:
+            raise ValueError(f"offset index entry ({offset}, {position}) does not fit int32")
+        entries = self._offset_entries
+        if entries >= self._offset_max_entries:
+            raise ValueError("the offset index is full")
+        assert self._offset_view is not None
+        _OFFSET_ENTRY.pack_into(self._offset_view, entries * _OFFSET_ENTRY_SIZE, relative, position)
+        self._offset_entries = entries + 1
+        self._offset_last = (relative, position)
+
+    def _maybe_append_time_entry(self, timestamp: int, offset: int) -> None:
+        """TimeIndex.maybe_append's rule: only a timestamp above the last entry's is added."""
+        relative = offset - self._base_offset
+        last = self._time_last
+        if last is not None and timestamp == last[0] and relative >= last[1]:
+            return
+        entries = self._time_entries
+        if entries >= self._time_max_entries - 1:
+            raise ValueError("the time index is full")
+        if last is None:
+            if timestamp <= -1:
+                return
+        else:
+            if relative < last[1] or timestamp < last[0]:
+                raise ValueError(f"time index entry ({timestamp}, {offset}) is below the last")
+            if timestamp == last[0]:
+                return
+        if not 0 <= relative <= INT32_MAX:
+            raise ValueError(f"time index entry offset {offset} does not fit int32")
+        assert self._time_view is not None
+        _TIME_ENTRY.pack_into(self._time_view, entries * _TIME_ENTRY_SIZE, timestamp, relative)
+        self._time_entries = entries + 1
+        self._time_last = (timestamp, relative)
+
+
+def _view(index_map: object | None, max_entries: int, entry_size: int) -> memoryview | None:
+    """A view on an index map (None: an empty file, which has room for nothing)."""
+    if index_map is None:
+        if max_entries > 0:
+            raise ValueError("an index has room but no map")
+        return None
+    view = memoryview(index_map)  # type: ignore[arg-type]
+    if view.nbytes // entry_size < max_entries:
+        view.release()
+        raise ValueError("an index map is smaller than its room")
+    return view
+
+
+def _frame(
+    records: bytes | bytearray | memoryview,
+) -> list[tuple[int, int, int, int, int]]:
+    """(position, size, base offset, last offset delta, max timestamp) of each batch; raises
+    ValueError unless ``records`` is whole batches end to end."""
+    batches = []
+    position = 0
+    total = len(records)
+    unpack_from = _INDEXED_FIELDS.unpack_from
+    while position < total:
+        if position + _HEADER_SIZE > total:
+            raise ValueError(f"records do not frame: a partial batch header at {position}")
+        base_offset, batch_length, last_offset_delta, max_timestamp = unpack_from(records, position)
+        size = batch_length + _LOG_OVERHEAD
+        if size < _HEADER_SIZE or size > total - position:
+            raise ValueError(f"records do not frame: batch length {batch_length} at {position}")
+        batches.append((position, size, base_offset, last_offset_delta, max_timestamp))
+        position += size
+    return batches
+
+
+try:
+    from odradek.storage._segment_append_state import SegmentAppendState as _NativeState
+except ImportError:
+    _NativeState = None
+    logger.warning(
+        "odradek.storage._segment_append_state is not built; the segment's append state is "
+        "kept in Python (slower appends)"
+    )
+
+#: The implementation segments use: the C type when it is built, else the Python twin.
+SegmentAppendState: type = _NativeState if _NativeState is not None else PythonSegmentAppendState

@@ -1,0 +1,311 @@
+"""The active segment's append state: the C type (``_segment_append_state.c``) against its
+Python twin (``segment_append_state.py``), driven through whole segments.
+
+Two segments, one lending its append state to each implementation, take the same random
+appends (several batches at once, timestamps going up, down and standing still), roll checks,
+rolls, truncations, flushes, evictions of the index maps from the idle file cache and close and
+reopen; after every step they must hold the same facts (size, index entries, counters) and,
+byte for byte, the same files. Also under ``make sanitize``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis_budget import examples
+
+from odradek.clock import MockClock
+from odradek.config.log_config import LogConfig
+from odradek.storage import segment_append_state
+from odradek.storage.log_segment import LogSegment
+from odradek.storage.log_validator import validate_and_assign_offsets
+from odradek.storage.segment_append_state import PythonSegmentAppendState
+from tests.log_helpers import BASE_TIME_MS, batch
+from tests.test_log_segment_append import file_size_limit
+
+native = pytest.importorskip("odradek.storage._segment_append_state")
+NativeState = native.SegmentAppendState
+WIDE_OPEN = LogConfig(message_timestamp_before_max_ms=2**62, message_timestamp_after_max_ms=2**62)
+IMPLEMENTATIONS = {"c": NativeState, "python": PythonSegmentAppendState}
+
+
+@contextmanager
+def lending(implementation: type) -> Iterator[None]:
+    """Segments lend their append state to ``implementation`` meanwhile."""
+    chosen = segment_append_state.SegmentAppendState
+    segment_append_state.SegmentAppendState = implementation
+    try:
+        yield
+    finally:
+        segment_append_state.SegmentAppendState = chosen
+
+
+def assigned(request: bytes, next_offset: int) -> tuple[bytearray, int, int]:
+    result = validate_and_assign_offsets(
+        request, next_offset=next_offset, config=WIDE_OPEN, now_ms=BASE_TIME_MS
+    )
+    return result.records, result.last_offset, result.max_timestamp
+
+
+def facts(segment: LogSegment) -> dict[str, object]:
+    """All an append changes, read as the rest of the broker reads it."""
+    offset_index, time_index = segment.offset_index, segment.time_index
+    return {
+        "size": segment.size,
+        "log": segment.log.read(0, segment.size),
+        "offset entries": [offset_index.entry(n) for n in range(offset_index.entries)],
+        "time entries": [time_index.entry(n) for n in range(time_index.entries)],
+        "last entries": (offset_index.last_fields(), time_index.last_fields()),
+        "full": (offset_index.is_full, time_index.is_full),
+        "bytes since last index entry": segment.bytes_since_last_index_entry,
+        "max timestamp": segment.max_timestamp_and_offset_so_far,
+        "rolling timestamp": segment.rolling_based_timestamp,
+        "lookup": [offset_index.lookup(offset) for offset in (0, 5, 50, 500)],
+    }
+
+
+def files(directory: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(directory.iterdir())}
+
+
+class BothImplementations(RuleBasedStateMachine):
+    """The same segment operations on a segment of each implementation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.root = Path(tempfile.mkdtemp(prefix="odradek-append-state-"))
+        self.config = LogConfig(
+            segment_bytes=8192,
+            index_interval_bytes=300,
+            segment_index_bytes=4096,
+            segment_ms=10_000,
+            message_timestamp_before_max_ms=2**62,
+            message_timestamp_after_max_ms=2**62,
+        )
+        self.clock = MockClock(BASE_TIME_MS)
+        self.segments: dict[str, LogSegment] = {}
+        self.base_offset = 0
+        self.next_offset = 0
+        self.timestamp = BASE_TIME_MS
+        for name in IMPLEMENTATIONS:
+            (self.root / name).mkdir()
+        self._open_segments(fresh=True)
+
+    def _open_segments(self, *, fresh: bool) -> None:
+        for name in IMPLEMENTATIONS:
+            segment = LogSegment.open(
+                self.root / name,
+                self.base_offset,
+                self.config,
+                self.clock,
+                file_already_exists=not fresh,
+            )
+            segment.roll_jitter_ms = 0
+            if not fresh:
+                segment.resize_indexes(self.config.segment_index_bytes)  # as the loader does
+            self.segments[name] = segment
+
+    def _each(self, action):  # noqa: ANN001, ANN202 - a step on each segment, in its lending
+        results = {}
+        for name, implementation in IMPLEMENTATIONS.items():
+            with lending(implementation):
+                results[name] = action(self.segments[name])
+        return results
+
+    def teardown(self) -> None:
+        for segment in self.segments.values():
+            segment.close()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    @rule(
+        batches=st.lists(
+            st.tuples(st.integers(1, 12), st.integers(0, 120), st.integers(-3, 40)),
+            min_size=1,
+            max_size=4,
+        ),
+        clock_step=st.integers(0, 6000),
+    )
+    def append(self, batches: list[tuple[int, int, int]], clock_step: int) -> None:
+        """One Log append: several batches at once, through the roll check; a roll when it
+        says so."""
+        requests = bytearray()
+        next_offset = self.next_offset
+        largest_timestamp = -1
+        for count, value_size, timestamp_step in batches:
+            self.timestamp = max(BASE_TIME_MS - 5, self.timestamp + timestamp_step)
+            records, last_offset, max_timestamp = assigned(
+                batch(count, timestamp=self.timestamp, value_size=value_size), next_offset
+            )
+            requests += records
+            next_offset = last_offset + 1
+            largest_timestamp = max(largest_timestamp, max_timestamp)
+        self.clock.sleep(clock_step)
+        now_ms = self.clock.milliseconds()
+        appended = self._each(
+            lambda segment: segment.try_append(
+                self.config, next_offset - 1, largest_timestamp, requests, now_ms
+            )
+        )
+        assert appended["c"] == appended["python"]
+        if not appended["c"]:
+            self._roll()
+            self._each(lambda segment: segment.append(next_offset - 1, requests))
+        self.next_offset = next_offset
+
+    def _roll(self) -> None:
+        self._each(lambda segment: segment.on_become_inactive_segment())
+        for segment in self.segments.values():
+            segment.close()
+        self.base_offset = self.next_offset
+        self._open_segments(fresh=True)
+
+    @precondition(lambda self: self.next_offset > self.base_offset)
+    @rule(data=st.data())
+    def truncate(self, data: st.DataObject) -> None:
+        offset = data.draw(st.integers(self.base_offset, self.next_offset))
+        removed = self._each(lambda segment: segment.truncate_to(offset))
+        assert removed["c"] == removed["python"]
+        if removed["c"] or offset < self.next_offset:
+            self.next_offset = min(self.next_offset, offset) if removed["c"] else self.next_offset
+
+    @rule()
+    def evict_index_maps(self) -> None:
+        """The idle file cache drops the active segment's index maps between appends."""
+        self._each(
+            lambda segment: [
+                index.release_idle() for index in (segment.offset_index, segment.time_index)
+            ]
+        )
+
+    @rule()
+    def flush(self) -> None:
+        self._each(lambda segment: segment.flush())
+
+    @rule()
+    def close_and_reopen(self) -> None:
+        for segment in self.segments.values():
+            segment.close()
+        self._open_segments(fresh=False)
+
+    @rule()
+    def recover(self) -> None:
+        truncated = self._each(lambda segment: segment.recover())
+        assert truncated["c"] == truncated["python"] == 0
+        self._each(lambda segment: segment.resize_indexes(self.config.segment_index_bytes))
+
+    @invariant()
+    def same_facts(self) -> None:
+        seen = self._each(facts)
+        assert seen["c"] == seen["python"]
+
+    @invariant()
+    def same_files_when_both_close(self) -> None:
+        """The files, byte for byte (the indexes' preallocated tails included)."""
+        assert files(self.root / "c") == files(self.root / "python")
+
+
+TestBothImplementations = BothImplementations.TestCase
+TestBothImplementations.settings = settings(
+    max_examples=examples(20),
+    stateful_step_count=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+# --- the boundary --------------------------------------------------------------------------
+
+
+@pytest.fixture(params=sorted(IMPLEMENTATIONS))
+def implementation(request: pytest.FixtureRequest) -> type:
+    return IMPLEMENTATIONS[request.param]
+
+
+def open_segment(directory: Path, implementation: type) -> LogSegment:
+    segment = LogSegment.open(directory, 0, LogConfig(index_interval_bytes=0), MockClock(0))
+    with lending(implementation):
+        records, last_offset, _ = assigned(batch(3), 0)
+        segment.append(last_offset, records)
+        records, last_offset, _ = assigned(batch(3), last_offset + 1)
+        segment.append(last_offset, records)
+    return segment
+
+
+def test_the_index_maps_are_given_back_before_a_resize_or_close(
+    tmp_path: Path, implementation: type
+) -> None:
+    segment = open_segment(tmp_path, implementation)
+    state = segment._append_state
+    assert type(state) is implementation
+    with pytest.raises(RuntimeError, match="append state"):
+        segment.offset_index.truncate()  # the entries are the state's while it is lent
+    with pytest.raises(BufferError):
+        segment.offset_index._unmap()  # its buffer pins the map
+    segment.resize_indexes(4096)  # takes the state back first
+    assert state.released and segment._append_state is None
+    assert segment.offset_index.entries == 1
+    segment.close()
+
+
+def test_a_released_state_takes_no_appends_and_still_answers(tmp_path: Path, implementation):
+    segment = open_segment(tmp_path, implementation)
+    state = segment._append_state
+    size = state.size
+    segment.close()
+    assert state.released and state.size == size
+    with pytest.raises(ValueError, match="released"):
+        state.append(b"")
+    with pytest.raises(ValueError, match="released"):
+        state.try_append(b"", 0, 0, 0, 1 << 30, 1 << 30)
+
+
+def test_records_that_do_not_frame_are_refused_before_any_write(
+    tmp_path: Path, implementation: type
+) -> None:
+    segment = open_segment(tmp_path, implementation)
+    state = segment._append_state
+    size = state.size
+    records, _, _ = assigned(batch(2), 6)
+    for broken in (records[:-1], records + b"\x00" * 10, bytes(records[:8]) + b"\xff" * 60):
+        with pytest.raises(ValueError, match="do not frame"):
+            state.append(broken)
+    assert state.size == size == os.path.getsize(segment.log.path)
+    segment.close()
+
+
+def test_a_write_cut_short_by_the_kernel_is_cut_back_and_raises_its_errno(
+    tmp_path: Path, implementation: type
+) -> None:
+    segment = open_segment(tmp_path, implementation)
+    state = segment._append_state
+    before = facts(segment)
+    records, _, _ = assigned(batch(20, value_size=200), 6)
+    with file_size_limit(state.size + len(records) // 2):
+        with pytest.raises(OSError) as raised:
+            state.append(records)
+    assert raised.value.errno == errno.EFBIG
+    assert facts(segment) == before
+    assert os.path.getsize(segment.log.path) == state.size
+    segment.close()
+
+
+def test_both_write_large_appends_in_pieces_and_through(tmp_path: Path, implementation):
+    segment = LogSegment.open(tmp_path, 0, LogConfig(), MockClock(0))
+    records, last_offset, _ = assigned(batch(40, value_size=20_000), 0)
+    assert len(records) > 3 * 256 * 1024
+    with lending(implementation):
+        segment.append(last_offset, records, write_through=True)
+        segment.append(last_offset + 40, assigned(batch(40, value_size=20_000), 40)[0])
+    assert segment.log.read(0, len(records)) == bytes(records)
+    assert segment.size == 2 * len(records)
+    segment.close()
