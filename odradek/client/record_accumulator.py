@@ -13,6 +13,19 @@ from odradek.client.record_metadata import FutureRecordMetadata
 from odradek.record.compression import CompressionType
 from odradek.topic_partition import TopicPartition
 
+SEQUENCE_MODULUS = 2**31
+"""Sequence numbers wrap to 0 after Integer.MAX_VALUE, as Kafka's do."""
+
+
+def sequence_distance(start: int, sequence: int) -> int:
+    """How far ``sequence`` lies after ``start`` (negative: before it), across the wrap.
+
+    The batches of one partition in flight span far less than half the sequence space, so
+    the nearer way round is the true one: 2^31 - 2 comes 2 before 0.
+    """
+    distance = (sequence - start) % SEQUENCE_MODULUS
+    return distance - SEQUENCE_MODULUS if distance >= SEQUENCE_MODULUS // 2 else distance
+
 
 class RecordAccumulator:
     """Collects records into batches per partition and hands the sender those ready to go.
@@ -149,7 +162,8 @@ class RecordAccumulator:
             if batch.base_sequence is not None:
                 while queue and queue[0].base_sequence is not None:
                     back.append(queue.popleft())
-                back.sort(key=lambda queued: queued.base_sequence or 0)
+                first = batch.base_sequence
+                back.sort(key=lambda queued: sequence_distance(first, queued.base_sequence))
             queue.extendleft(reversed(back))
 
     def clear_producer_state(self) -> None:
