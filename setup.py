@@ -29,6 +29,10 @@ setup(
         native_module(
             "odradek.record._record_scan", "odradek/record/_record_scan.c", NATIVE_HEADERS
         ),
+        # The clients' records written and read in bulk.
+        native_module(
+            "odradek.record._record_codec", "odradek/record/_record_codec.c", NATIVE_HEADERS
+        ),
         # The log cleaner's offset map and per-record loops.
         native_module(
             "odradek.cleaner._offset_map",

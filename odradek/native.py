@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import importlib
 
-NATIVE_MODULES = ("odradek.record._record_scan", "odradek.cleaner._offset_map")
+NATIVE_MODULES = (
+    "odradek.record._record_scan",
+    "odradek.record._record_codec",
+    "odradek.cleaner._offset_map",
+)
 
 
 def native_modules() -> dict[str, bool]:
