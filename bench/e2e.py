@@ -3,15 +3,24 @@
 Runs ``odradek serve`` in its own process (as ``bench/broker.py`` does) and, for acks=all and
 acks=1, sends ``--rate`` records a second for ``--seconds`` with ``linger_ms=0`` while a
 consumer long-polls (``fetch_max_wait_ms=500``) the same partition. Each record carries the
-time it was sent; the consumer's receipt minus that is its latency. Prints p50, p99, p99.9 and
-the maximum, and the gaps over 20 ms with when they happened in the run. Asserts nothing.
+time it was sent; the consumer's receipt minus that is its latency ("acked": until the
+producer has the broker's answer). Prints p50, p99, p99.9 and the maximum. Asserts nothing.
 
-``--clients async`` runs AsyncProducer and AsyncConsumer as two tasks on one event loop;
-``--clients sync`` runs the blocking Producer and Consumer from two threads of the process (they
-share the client's background event loop). ``--rounds N`` interleaves the acks settings N times
-and prints the medians of the rounds with their ranges.
+``--clients`` picks the paths, measured in turn in each round:
 
-Usage: ``python bench/e2e.py [--seconds 60] [--rate 1000] [--rounds 1] [--clients async]``
+- ``raw``: the broker's own path with no client library (Produce frames written on a socket,
+  a long-polling Fetch loop on a second connection): the reference for the clients;
+- ``fsync``: a small append and its fdatasync in the broker's log directory at the same rate,
+  no broker at all: the disk, the floor under acks=all;
+- ``async``: AsyncProducer and AsyncConsumer as two tasks on one event loop;
+- ``sync``: the blocking Producer and Consumer from two threads (they share the client's
+  background event loop).
+
+``--rounds N`` interleaves everything N times and prints the medians of the rounds with their
+ranges. Each run also prints this process's full GC collections and its stalls (runs of
+records over 20 ms): when, how many records, the worst.
+
+Usage: ``python bench/e2e.py [--seconds 60] [--rate 1000] [--rounds 1] [--clients raw async]``
 """
 
 from __future__ import annotations
@@ -19,6 +28,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import os
+import socket
 import statistics
 import sys
 import tempfile
@@ -30,9 +41,17 @@ from pathlib import Path
 import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from broker import BrokerProcess, create_topic  # noqa: E402
+from broker import BrokerProcess, create_topic, frame_of  # noqa: E402
 
 from odradek.client import AsyncConsumer, AsyncProducer, Consumer, Producer  # noqa: E402
+from odradek.protocol.api_keys import ApiKey  # noqa: E402
+from odradek.protocol.fetch import FetchPartition, FetchRequest  # noqa: E402
+from odradek.protocol.frame import FrameDecoder  # noqa: E402
+from odradek.protocol.header import ResponseHeader  # noqa: E402
+from odradek.protocol.messages import decode_response  # noqa: E402
+from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest  # noqa: E402
+from odradek.record.memory_records import MemoryRecords  # noqa: E402
+from odradek.record.record_batch_builder import build_batch  # noqa: E402
 from odradek.topic_partition import TopicPartition  # noqa: E402
 
 TICK_S = 0.001
@@ -127,11 +146,113 @@ def run_sync(bootstrap: str, topic: str, acks: str, rate: int, seconds: float):
     return received
 
 
+class FrameReader:
+    """Reads whole response frames from a blocking socket."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.decoder = FrameDecoder(1 << 30)
+        self.frames: list = []
+
+    def next(self):
+        while not self.frames:
+            data = self.sock.recv(1 << 20)
+            if not data:
+                raise ConnectionError("the broker closed the connection")
+            self.frames += self.decoder.feed(data)
+        return self.frames.pop(0)
+
+
+def run_raw(port: int, topic: str, acks: str, rate: int, seconds: float):
+    """The broker's own path with no client library: one record a Produce frame written on a
+    blocking socket (responses read by a thread), and a long-polling Fetch loop on a second
+    connection that decodes what it gets. The reference the clients are measured against."""
+    total = int(rate * seconds)
+    received: list[tuple[float, float]] = []
+    producer = socket.create_connection(("127.0.0.1", port))
+    producer.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    fetcher = socket.create_connection(("127.0.0.1", port))
+    fetcher.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    wire_acks = Acks.ALL if acks == "all" else Acks.LEADER
+    sent_at: dict[int, float] = {}
+
+    def read_acks() -> None:
+        reader = FrameReader(producer)
+        for _ in range(total):
+            frame = reader.next()
+            correlation_id = ResponseHeader.from_header(frame.header).correlation_id
+            ACKED.append(time.perf_counter() - sent_at.pop(correlation_id))
+
+    def fetch() -> None:
+        reader = FrameReader(fetcher)
+        offset = 0
+        correlation_id = 0
+        while len(received) < total:
+            request = FetchRequest(
+                (FetchPartition(topic, 0, offset, 1 << 20),), max_wait_ms=LONG_POLL_MS
+            )
+            fetcher.sendall(frame_of(request, correlation_id))
+            correlation_id += 1
+            response = decode_response(ApiKey.FETCH, reader.next())
+            for batch in MemoryRecords(response.partitions[0].records).batches():
+                for record in batch.records():
+                    if record.offset >= offset:
+                        sent = float(record.value)
+                        received.append((sent, time.perf_counter() - sent))
+                        offset = record.offset + 1
+
+    threads = [threading.Thread(target=read_acks), threading.Thread(target=fetch)]
+    for thread in threads:
+        thread.start()
+    pacer = Pacer(rate, total)
+    sent = 0
+    while sent < total:
+        while sent < pacer.due():
+            at = time.perf_counter()
+            batch = build_batch([(int(time.time() * 1000), None, b"%.9f" % at, ())])
+            request = ProduceRequest((ProducePartitionData(topic, 0, batch),), wire_acks)
+            sent_at[sent] = at
+            producer.sendall(frame_of(request, sent))
+            sent += 1
+        time.sleep(TICK_S)
+    for thread in threads:
+        thread.join()
+    producer.close()
+    fetcher.close()
+    return received
+
+
+def run_fsync(data_dir: Path, rate: int, seconds: float):
+    """The floor under acks=all: a 150-byte append and its fdatasync at ``rate`` a second in
+    the broker's log directory, each timed as a record would be. No broker, no client."""
+    total = int(rate * seconds)
+    received: list[tuple[float, float]] = []
+    path = data_dir / "e2e-fsync-probe"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        pacer = Pacer(rate, total)
+        sent = 0
+        while sent < total:
+            while sent < pacer.due():
+                at = time.perf_counter()
+                os.write(fd, b"x" * 150)
+                os.fdatasync(fd)
+                received.append((at, time.perf_counter() - at))
+                ACKED.append(time.perf_counter() - at)
+                sent += 1
+            time.sleep(TICK_S)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return received
+
+
 class GcPauses:
-    """The collector's pauses in this process while the bench runs (gc.callbacks)."""
+    """The collector's pauses in this process while the bench runs (gc.callbacks): when each
+    started (perf_counter), how long it took, and which generation it collected."""
 
     def __init__(self) -> None:
-        self.pauses: list[float] = []
+        self.pauses: list[tuple[float, float, int]] = []
         self._started = 0.0
 
     def __enter__(self) -> GcPauses:
@@ -145,22 +266,50 @@ class GcPauses:
         if phase == "start":
             self._started = time.perf_counter()
         else:
-            self.pauses.append(time.perf_counter() - self._started)
+            elapsed = time.perf_counter() - self._started
+            self.pauses.append((self._started, elapsed, info["generation"]))
 
 
-def one_run(broker: BrokerProcess, clients: str, acks: str, rate: int, seconds: float, name: str):
-    create_topic(broker.port, name)
+def stalls(received: list[tuple[float, float]], first: float) -> list[tuple[float, float, int]]:
+    """Runs of records slower than SLOW_MS sent within 100 ms of each other: (when the first
+    was sent, in s from the start; the worst latency, ms; how many records)."""
+    episodes: list[list[float]] = []
+    for sent, latency in sorted(received):
+        if latency * 1000 <= SLOW_MS:
+            continue
+        if episodes and sent - episodes[-1][3] < 0.1:
+            episode = episodes[-1]
+            episode[1] = max(episode[1], latency * 1000)
+            episode[2] += 1
+            episode[3] = sent
+        else:
+            episodes.append([sent, latency * 1000, 1, sent])
+    return [(start - first, worst, count) for start, worst, count, _ in episodes]
+
+
+def one_run(
+    broker: BrokerProcess,
+    data_dir: Path,
+    clients: str,
+    acks: str,
+    rate: int,
+    seconds: float,
+    name: str,
+):
+    if clients != "fsync":
+        create_topic(broker.port, name)
     ACKED.clear()
     with GcPauses() as gc_pauses:
         if clients == "async":
             received = uvloop.run(run_async(broker.bootstrap, name, acks, rate, seconds))
+        elif clients == "fsync":
+            received = run_fsync(data_dir, rate, seconds)
+        elif clients == "raw":
+            received = run_raw(broker.port, name, acks, rate, seconds)
         else:
             received = run_sync(broker.bootstrap, name, acks, rate, seconds)
     latencies = sorted(latency * 1000 for _, latency in received)
     first = min(sent for sent, _ in received)
-    slow = sorted(
-        (sent - first, latency * 1000) for sent, latency in received if latency * 1000 > SLOW_MS
-    )
     figures = {
         "p50": statistics.median(latencies),
         "p99": percentile(latencies, 0.99),
@@ -171,8 +320,15 @@ def one_run(broker: BrokerProcess, clients: str, acks: str, rate: int, seconds: 
     figures["acked p99"] = percentile(acked, 0.99)
     figures["acked p99.9"] = percentile(acked, 0.999)
     figures["acked max"] = acked[-1]
-    longest_gc = max(gc_pauses.pauses, default=0.0) * 1000
-    return figures, slow, len(latencies), len(gc_pauses.pauses), longest_gc
+    full = [
+        (at - first, pause * 1000) for at, pause, generation in gc_pauses.pauses if generation == 2
+    ]
+    gc_summary = (
+        f"GC {len(gc_pauses.pauses)} collections, longest "
+        f"{max((p for _, p, _ in gc_pauses.pauses), default=0.0) * 1000:.1f} ms; full ones at "
+        + (", ".join(f"{at:.2f} s ({pause:.1f} ms)" for at, pause in full) or "none")
+    )
+    return figures, stalls(received, first), len(latencies), gc_summary
 
 
 def main() -> None:
@@ -180,42 +336,59 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--clients", choices=("async", "sync"), default="async")
+    parser.add_argument(
+        "--clients",
+        nargs="+",
+        choices=("async", "sync", "raw", "fsync"),
+        default=["raw", "async"],
+        help="raw: frames on sockets, the broker's path alone (the reference); fsync: an "
+        "fdatasync a record in the log directory, the disk alone (acks=all only)",
+    )
     parser.add_argument("--acks", nargs="+", default=["all", "1"])
     args = parser.parse_args()
-    results: dict[str, list[dict[str, float]]] = {acks: [] for acks in args.acks}
+    results: dict[tuple[str, str], list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="odradek-e2e-") as root:
-        broker = BrokerProcess(Path(root) / "data")
+        data_dir = Path(root) / "data"
+        broker = BrokerProcess(data_dir)
         try:
             for round_number in range(args.rounds):
                 for acks in args.acks:
-                    name = f"e2e-{acks}-{round_number}"
-                    figures, slow, count, collections, longest_gc = one_run(
-                        broker, args.clients, acks, args.rate, args.seconds, name
-                    )
-                    results[acks].append(figures)
-                    line = ", ".join(f"{k} {v:.2f} ms" for k, v in figures.items())
-                    print(
-                        f"round {round_number + 1} acks={acks} ({args.clients}, {count:,} "
-                        f"records at {args.rate:,}/s): {line}; GC {collections} collections, "
-                        f"longest {longest_gc:.1f} ms",
-                        flush=True,
-                    )
-                    for at, latency in slow[:10]:
-                        print(f"    {latency:.1f} ms for a record sent at {at:.3f} s")
-                    if len(slow) > 10:
-                        print(f"    ... {len(slow) - 10} more over {SLOW_MS:.0f} ms")
+                    for clients in args.clients:
+                        if clients == "fsync" and acks != "all":
+                            continue
+                        name = f"e2e-{clients}-{acks}-{round_number}"
+                        figures, episodes, count, gc_summary = one_run(
+                            broker, data_dir, clients, acks, args.rate, args.seconds, name
+                        )
+                        results.setdefault((clients, acks), []).append(figures)
+                        line = ", ".join(f"{k} {v:.2f} ms" for k, v in figures.items())
+                        print(
+                            f"round {round_number + 1} {clients} acks={acks} ({count:,} "
+                            f"records at {args.rate:,}/s): {line}",
+                            flush=True,
+                        )
+                        print(f"    {gc_summary}")
+                        for at, worst, records in episodes[:12]:
+                            print(
+                                f"    stall at {at:.2f} s: {records} records over "
+                                f"{SLOW_MS:.0f} ms, worst {worst:.1f} ms"
+                            )
+                        if len(episodes) > 12:
+                            print(f"    ... {len(episodes) - 12} more stalls")
         finally:
             broker.stop()
     if args.rounds > 1:
-        for acks, rounds in results.items():
+        for (clients, acks), rounds in results.items():
             parts = []
             for key in rounds[0]:
                 values = [r[key] for r in rounds]
                 parts.append(
                     f"{key} {statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
                 )
-            print(f"acks={acks}, median (range) of {args.rounds} rounds, ms: " + ", ".join(parts))
+            print(
+                f"{clients} acks={acks}, median (range) of {args.rounds} rounds, ms: "
+                + ", ".join(parts)
+            )
 
 
 if __name__ == "__main__":
