@@ -204,3 +204,23 @@ def test_read_records_refuses_bad_arguments() -> None:
     with pytest.raises(ValueError):
         _record_codec.read_records(b"", -1, 0, 0, None, 0, ConsumerRecord, "t", 0, 0)
     assert _record_codec.read_records(b"", 0, 0, 0, None, 0, ConsumerRecord, "t", 0, 0) == []
+
+
+def test_records_are_left_out_of_the_cyclic_collector_only_when_no_cycle_can_pass_them() -> None:
+    """A consumer holds up to max_poll_records records: the collector need not traverse
+    them when their items cannot refer back to them; given any other topic object it must."""
+    import gc
+
+    data, count = section_of([(0, b"k", b"v", [("h", b"x")], 0), (1, None, None, [], 1)])
+    plain = _record_codec.read_records(
+        data, count, 0, 0, None, 0, ConsumerRecord, "t", 0, TimestampType.CREATE_TIME
+    )
+    assert [gc.is_tracked(record) for record in plain] == [False, False]
+    topic = ["t"]
+    odd = _record_codec.read_records(
+        data, count, 0, 0, None, 0, ConsumerRecord, topic, 0, TimestampType.CREATE_TIME
+    )
+    assert [gc.is_tracked(record) for record in odd] == [True, True]
+    topic.append(odd)  # a cycle through the records, which the collector must still find
+    del odd, topic
+    assert gc.collect() > 0
