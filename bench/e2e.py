@@ -9,7 +9,8 @@ producer has the broker's answer). Prints p50, p99, p99.9 and the maximum. Asser
 ``--clients`` picks the paths, measured in turn in each round:
 
 - ``raw``: the broker's own path with no client library (Produce frames written on a socket,
-  a long-polling Fetch loop on a second connection): the reference for the clients;
+  a long-polling Fetch loop on a second connection, both on one event loop): the reference
+  for the clients;
 - ``fsync``: a small append and its fdatasync in the broker's log directory at the same rate,
   no broker at all: the disk, the floor under acks=all;
 - ``async``: AsyncProducer and AsyncConsumer as two tasks on one event loop;
@@ -29,7 +30,6 @@ import argparse
 import asyncio
 import gc
 import os
-import socket
 import statistics
 import sys
 import tempfile
@@ -46,7 +46,7 @@ from broker import BrokerProcess, create_topic, frame_of  # noqa: E402
 from odradek.client import AsyncConsumer, AsyncProducer, Consumer, Producer  # noqa: E402
 from odradek.protocol.api_keys import ApiKey  # noqa: E402
 from odradek.protocol.fetch import FetchPartition, FetchRequest  # noqa: E402
-from odradek.protocol.frame import FrameDecoder  # noqa: E402
+from odradek.protocol.frame import decode_frame  # noqa: E402
 from odradek.protocol.header import ResponseHeader  # noqa: E402
 from odradek.protocol.messages import decode_response  # noqa: E402
 from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest  # noqa: E402
@@ -146,54 +146,39 @@ def run_sync(bootstrap: str, topic: str, acks: str, rate: int, seconds: float):
     return received
 
 
-class FrameReader:
-    """Reads whole response frames from a blocking socket."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.decoder = FrameDecoder(1 << 30)
-        self.frames: list = []
-
-    def next(self):
-        while not self.frames:
-            data = self.sock.recv(1 << 20)
-            if not data:
-                raise ConnectionError("the broker closed the connection")
-            self.frames += self.decoder.feed(data)
-        return self.frames.pop(0)
+async def read_frame(reader: asyncio.StreamReader):
+    size = int.from_bytes(await reader.readexactly(4), "big")
+    return decode_frame(await reader.readexactly(size))
 
 
-def run_raw(port: int, topic: str, acks: str, rate: int, seconds: float):
-    """The broker's own path with no client library: one record a Produce frame written on a
-    blocking socket (responses read by a thread), and a long-polling Fetch loop on a second
-    connection that decodes what it gets. The reference the clients are measured against."""
+async def run_raw(port: int, topic: str, acks: str, rate: int, seconds: float):
+    """The broker's own path with no client library, on one event loop as the clients run:
+    one record a Produce frame written on a socket (its answers read by a task), and a
+    long-polling Fetch loop on a second connection that decodes what it gets. The reference
+    the clients are measured against."""
     total = int(rate * seconds)
     received: list[tuple[float, float]] = []
-    producer = socket.create_connection(("127.0.0.1", port))
-    producer.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    fetcher = socket.create_connection(("127.0.0.1", port))
-    fetcher.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    produce_reader, produce_writer = await asyncio.open_connection("127.0.0.1", port)
+    fetch_reader, fetch_writer = await asyncio.open_connection("127.0.0.1", port)
     wire_acks = Acks.ALL if acks == "all" else Acks.LEADER
     sent_at: dict[int, float] = {}
 
-    def read_acks() -> None:
-        reader = FrameReader(producer)
+    async def read_acks() -> None:
         for _ in range(total):
-            frame = reader.next()
+            frame = await read_frame(produce_reader)
             correlation_id = ResponseHeader.from_header(frame.header).correlation_id
             ACKED.append(time.perf_counter() - sent_at.pop(correlation_id))
 
-    def fetch() -> None:
-        reader = FrameReader(fetcher)
+    async def fetch() -> None:
         offset = 0
         correlation_id = 0
         while len(received) < total:
             request = FetchRequest(
                 (FetchPartition(topic, 0, offset, 1 << 20),), max_wait_ms=LONG_POLL_MS
             )
-            fetcher.sendall(frame_of(request, correlation_id))
+            fetch_writer.write(frame_of(request, correlation_id))
             correlation_id += 1
-            response = decode_response(ApiKey.FETCH, reader.next())
+            response = decode_response(ApiKey.FETCH, await read_frame(fetch_reader))
             for batch in MemoryRecords(response.partitions[0].records).batches():
                 for record in batch.records():
                     if record.offset >= offset:
@@ -201,24 +186,22 @@ def run_raw(port: int, topic: str, acks: str, rate: int, seconds: float):
                         received.append((sent, time.perf_counter() - sent))
                         offset = record.offset + 1
 
-    threads = [threading.Thread(target=read_acks), threading.Thread(target=fetch)]
-    for thread in threads:
-        thread.start()
-    pacer = Pacer(rate, total)
-    sent = 0
-    while sent < total:
-        while sent < pacer.due():
-            at = time.perf_counter()
-            batch = build_batch([(int(time.time() * 1000), None, b"%.9f" % at, ())])
-            request = ProduceRequest((ProducePartitionData(topic, 0, batch),), wire_acks)
-            sent_at[sent] = at
-            producer.sendall(frame_of(request, sent))
-            sent += 1
-        time.sleep(TICK_S)
-    for thread in threads:
-        thread.join()
-    producer.close()
-    fetcher.close()
+    async def produce() -> None:
+        pacer = Pacer(rate, total)
+        sent = 0
+        while sent < total:
+            while sent < pacer.due():
+                at = time.perf_counter()
+                batch = build_batch([(int(time.time() * 1000), None, b"%.9f" % at, ())])
+                request = ProduceRequest((ProducePartitionData(topic, 0, batch),), wire_acks)
+                sent_at[sent] = at
+                produce_writer.write(frame_of(request, sent))
+                sent += 1
+            await asyncio.sleep(TICK_S)
+
+    await asyncio.gather(read_acks(), fetch(), produce())
+    for writer in (produce_writer, fetch_writer):
+        writer.close()
     return received
 
 
@@ -305,7 +288,7 @@ def one_run(
         elif clients == "fsync":
             received = run_fsync(data_dir, rate, seconds)
         elif clients == "raw":
-            received = run_raw(broker.port, name, acks, rate, seconds)
+            received = uvloop.run(run_raw(broker.port, name, acks, rate, seconds))
         else:
             received = run_sync(broker.bootstrap, name, acks, rate, seconds)
     latencies = sorted(latency * 1000 for _, latency in received)
