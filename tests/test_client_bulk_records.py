@@ -203,3 +203,17 @@ async def test_send_many_refuses_what_send_refuses() -> None:
             with pytest.raises(TypeError):
                 producer.send_many("t", [b"a", "text"], partition=0)
             assert await producer.send_many("t", [], partition=0) == []
+
+
+@async_test
+async def test_send_many_without_keys_sticks_to_a_partition_until_it_starts_a_batch() -> None:
+    async with FakeBroker() as broker:
+        broker.create("t", 8)
+        async with AsyncProducer(
+            bootstrap_servers=broker.bootstrap, linger_ms=50, batch_size=2000
+        ) as producer:
+            await producer.send("t", b"x", partition=0)  # the topic is known
+            calls = [producer.send_many("t", [b"v" * 100] * 5) for _ in range(40)]
+            partitions = [{m.partition for m in await call} for call in calls]
+    assert all(len(used) == 1 for used in partitions)  # each call stays in one partition
+    assert len(set().union(*partitions)) > 1  # and they move on as batches fill

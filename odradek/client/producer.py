@@ -154,7 +154,8 @@ class AsyncProducer:
         for a fraction of the cost per record: the records are written into batches a batch
         at a time (in C where it is built), and no future is made per record. ``keys``, if
         given, is as long as ``values``. All records get one timestamp (``timestamp_ms``, or
-        now). Without a partition or keys they all go to the sticky partition.
+        now). Without a partition or keys they all go to the sticky partition, which moves on
+        once they have started a batch there (as with :meth:`send`).
         """
         future = self.try_append_many(topic, values, keys, partition, timestamp_ms)
         if future is not None:
@@ -404,7 +405,9 @@ class AsyncProducer:
             return self._append_to(partitions, partition, topic, values, keys, timestamp, now)
         if keys is None:
             partition = self._partitioner.partition(topic, None, count)
-            return self._append_to(partitions, partition, topic, values, keys, timestamp, now)
+            return self._append_to(
+                partitions, partition, topic, values, keys, timestamp, now, sticky=True
+            )
         chosen: dict[int, list[int]] = {}  # partition -> indexes of its records
         choose = self._partitioner.partition
         for index, key in enumerate(keys):
@@ -432,11 +435,16 @@ class AsyncProducer:
         keys: list[bytes | None] | None,
         timestamp: int,
         now: int,
+        sticky: bool = False,
     ) -> FutureRecordsMetadata:
+        """Append to one partition; with ``sticky`` (records without keys) a batch started
+        there moves later records without keys to another partition, as in :meth:`send`."""
         parts, new_batch = self._accumulator.append_many(
             partitions[partition], timestamp, keys, values, now
         )
         if new_batch:
+            if sticky:
+                self._partitioner.on_new_batch(topic, len(partitions), partition)
             self._wake_sender()
         return FutureRecordsMetadata(
             [(result, partition, first, count) for result, first, count in parts], topic, timestamp
