@@ -35,10 +35,12 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from functools import partial
 from pathlib import Path
 
 import uvloop
+from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from broker import BrokerProcess, create_topic, frame_of  # noqa: E402
@@ -253,6 +255,32 @@ class GcPauses:
             self.pauses.append((self._started, elapsed, info["generation"]))
 
 
+def produce_latency_buckets(broker: BrokerProcess) -> dict[float, float]:
+    """The broker's own histogram of Produce request latency (arrival to response queued,
+    fdatasync included for acks=all): cumulative counts by bucket bound."""
+    url = f"http://127.0.0.1:{broker.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    buckets: dict[float, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name == "odradek_request_latency_seconds":
+            for sample in family.samples:
+                if sample.name.endswith("_bucket") and "roduce" in sample.labels["api"]:
+                    bound = float(sample.labels["le"])
+                    buckets[bound] = buckets.get(bound, 0.0) + sample.value
+    return buckets
+
+
+def broker_side(before: dict[float, float], after: dict[float, float]) -> str:
+    """How many Produce requests the broker itself took over 25 and over 100 ms."""
+    total = after.get(float("inf"), 0) - before.get(float("inf"), 0)
+    over = {bound: total - (after.get(bound, 0) - before.get(bound, 0)) for bound in (0.025, 0.1)}
+    return (
+        f"the broker took {over[0.025]:.0f} of its {total:.0f} Produce requests over 25 ms, "
+        f"{over[0.1]:.0f} over 100 ms"
+    )
+
+
 def stalls(received: list[tuple[float, float]], first: float) -> list[tuple[float, float, int]]:
     """Runs of records slower than SLOW_MS sent within 100 ms of each other: (when the first
     was sent, in s from the start; the worst latency, ms; how many records)."""
@@ -282,6 +310,7 @@ def one_run(
     if clients != "fsync":
         create_topic(broker.port, name)
     ACKED.clear()
+    produce_before = produce_latency_buckets(broker)
     with GcPauses() as gc_pauses:
         if clients == "async":
             received = uvloop.run(run_async(broker.bootstrap, name, acks, rate, seconds))
@@ -311,6 +340,8 @@ def one_run(
         f"{max((p for _, p, _ in gc_pauses.pauses), default=0.0) * 1000:.1f} ms; full ones at "
         + (", ".join(f"{at:.2f} s ({pause:.1f} ms)" for at, pause in full) or "none")
     )
+    if clients != "fsync":
+        gc_summary += "; " + broker_side(produce_before, produce_latency_buckets(broker))
     return figures, stalls(received, first), len(latencies), gc_summary
 
 
