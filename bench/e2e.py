@@ -359,7 +359,16 @@ def main() -> None:
         "fdatasync a record in the log directory, the disk alone (acks=all only)",
     )
     parser.add_argument("--acks", nargs="+", default=["all", "1"])
+    parser.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="gc.freeze() before the runs (what a latency-sensitive application can do after "
+        "start-up): the collector then leaves the objects made so far alone",
+    )
     args = parser.parse_args()
+    if args.gc_freeze:
+        gc.collect()
+        gc.freeze()
     results: dict[tuple[str, str], list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="odradek-e2e-") as root:
         data_dir = Path(root) / "data"
