@@ -35,6 +35,10 @@ setup(
             "odradek/storage/_segment_append_state.c",
             ["odradek/_native/kafka_format.h"],
         ),
+        # The clients' records written and read in bulk.
+        native_module(
+            "odradek.record._record_codec", "odradek/record/_record_codec.c", NATIVE_HEADERS
+        ),
         # The log cleaner's offset map and per-record loops.
         native_module(
             "odradek.cleaner._offset_map",

@@ -447,3 +447,33 @@ def test_retried_batches_go_back_in_sequence_order_whatever_order_they_failed_in
         accumulator.reenqueue(batch)
     order = [next(iter(accumulator.drain([tp], 1 << 20, now_ms=0).values())) for _ in range(4)]
     assert [batch.base_sequence for batch in order] == [0, 1, 2, None]
+
+
+def test_retried_batches_keep_sequence_order_across_the_wrap_at_2_to_the_31() -> None:
+    """Sequences wrap to 0 after Integer.MAX_VALUE: a batch numbered 2^31 - 2 goes before one
+    numbered 0 (the next after it), whichever failed first, and before new batches."""
+    from odradek.client.record_accumulator import RecordAccumulator, sequence_distance
+    from odradek.topic_partition import TopicPartition
+
+    tp = TopicPartition("t", 0)
+    accumulator = RecordAccumulator(
+        batch_size=16, compression=CompressionType.NONE, linger_ms=0, buffer_memory=1 << 20
+    )
+    for i in range(4):  # each record fills its own batch
+        accumulator.append(tp, 1000, None, b"v%d" % i * 8, (), 24, now_ms=0)
+    sequences = [2**31 - 2, 2**31 - 1, 0]
+    sent = []
+    for sequence in sequences:
+        (batch,) = accumulator.drain([tp], 1 << 20, now_ms=0).values()
+        batch.set_producer_state(7, 0, sequence)
+        sent.append(batch)
+    for failed in itertools.permutations(sent):
+        for batch in failed:
+            accumulator.reenqueue(batch)
+        back = [next(iter(accumulator.drain([tp], 1 << 20, now_ms=0).values())) for _ in sent]
+        assert [batch.base_sequence for batch in back] == sequences
+    (new,) = accumulator.drain([tp], 1 << 20, now_ms=0).values()
+    assert new.base_sequence is None
+    assert sequence_distance(2**31 - 1, 0) == 1
+    assert sequence_distance(0, 2**31 - 1) == -1
+    assert sequence_distance(5, 3) == -2

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from itertools import islice
 
 from odradek.client.consumer_record import ConsumerRecord
 from odradek.errors import KafkaError, MessageTooLargeError
@@ -35,7 +34,10 @@ class CompletedFetch:
         self.next_offset = fetch_offset
         self.response = response
         self._check_crcs = check_crcs
-        self._records = self._parse()
+        self._batches = self._parse()
+        self._batch: list[ConsumerRecord] = []  # the records of the batch being handed out
+        self._taken = 0  # how many of them are handed out
+        self._batch_end: int | None = None  # the next offset after that batch
         self._error: KafkaError | None = None
 
     def take(self, max_records: int) -> list[ConsumerRecord]:
@@ -48,41 +50,45 @@ class CompletedFetch:
             raise self._error
         records: list[ConsumerRecord] = []
         try:
-            records.extend(islice(self._records, max_records))
+            while len(records) < max_records:
+                batch, taken = self._batch, self._taken
+                if taken < len(batch):
+                    part = batch[taken : taken + max_records - len(records)]
+                    self._taken = taken + len(part)
+                    records += part
+                    self.next_offset = part[-1].offset + 1
+                    continue
+                if self._batch_end is not None:
+                    self.next_offset, self._batch_end = self._batch_end, None
+                next_batch = next(self._batches, None)
+                if next_batch is None:
+                    break
+                self._batch, self._batch_end = next_batch
+                self._taken = 0
         except KafkaError as error:
             if not records:
                 raise
             self._error = error
         return records
 
-    def _parse(self) -> Iterator[ConsumerRecord]:
+    def _parse(self) -> Iterator[tuple[list[ConsumerRecord], int]]:
+        """Each batch's records from ``fetch_offset`` on (decoded in one call a batch), and
+        the offset after the batch."""
         topic = self.topic_partition.topic
         partition = self.topic_partition.partition
         start = self.fetch_offset
         whole_batches = False
         for batch in MemoryRecords(self.response.records).batches():
             whole_batches = True
-            if batch.next_offset <= start:
+            next_offset = batch.next_offset
+            if next_offset <= start:
                 continue
             if self._check_crcs:
                 batch.ensure_valid()
-            if not batch.is_control:
-                timestamp_type = batch.timestamp_type
-                for record in batch.records():
-                    offset = record.offset
-                    if offset >= start:
-                        self.next_offset = offset + 1
-                        yield ConsumerRecord(
-                            topic,
-                            partition,
-                            offset,
-                            record.timestamp,
-                            timestamp_type,
-                            record.key,
-                            record.value,
-                            record.headers,
-                        )
-            self.next_offset = batch.next_offset
+            if batch.is_control:
+                yield [], next_offset
+            else:
+                yield batch.record_tuples(start, ConsumerRecord, topic, partition), next_offset
         if not whole_batches and len(self.response.records):
             raise MessageTooLargeError(
                 f"{self.topic_partition} at offset {start}: the {len(self.response.records)} "

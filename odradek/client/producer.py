@@ -14,7 +14,7 @@ import asyncio
 import threading
 from collections import deque
 from collections.abc import Awaitable, Sequence
-from types import TracebackType
+from types import NoneType, TracebackType
 from typing import Any, NamedTuple, Self
 
 from odradek.client.blocking_client import BlockingClient
@@ -22,10 +22,14 @@ from odradek.client.config import ProducerConfig
 from odradek.client.event_loop_thread import shared_event_loop_thread
 from odradek.client.network_client import NetworkClient
 from odradek.client.partitioner import StickyPartitioner
-from odradek.client.producer_batch import estimated_record_size
+from odradek.client.producer_batch import RECORD_OVERHEAD_BOUND, estimated_record_size
 from odradek.client.producer_metadata import ProducerMetadata
 from odradek.client.record_accumulator import RecordAccumulator
-from odradek.client.record_metadata import FutureRecordMetadata, RecordMetadata
+from odradek.client.record_metadata import (
+    FutureRecordMetadata,
+    FutureRecordsMetadata,
+    RecordMetadata,
+)
 from odradek.client.sender import Sender
 from odradek.clock import SYSTEM_CLOCK
 from odradek.errors import (
@@ -49,9 +53,31 @@ class _Record(NamedTuple):
     timestamp_ms: int | None
 
 
+class _Records(NamedTuple):
+    """The arguments of one send_many, kept while the records wait to be appended."""
+
+    topic: str
+    values: list[bytes | None]
+    keys: list[bytes | None] | None
+    partition: int | None
+    timestamp_ms: int | None
+
+
 async def _delivery(appended: asyncio.Future[FutureRecordMetadata]) -> RecordMetadata:
     """The RecordMetadata of a record that had to wait before it was appended."""
     return await (await appended)
+
+
+def _listed(items: Sequence[bytes | None] | None) -> list[bytes | None] | None:
+    """The records' keys or values as a list (the C writer reads lists), copied only if need be."""
+    return items if items is None or type(items) is list else list(items)
+
+
+def _require_bytes(items: list[bytes | None], what: str) -> None:
+    """TypeError unless every item is bytes or None (a pass at C speed over the types)."""
+    for kind in set(map(type, items)):
+        if kind is not NoneType and not issubclass(kind, bytes):
+            raise TypeError(f"a record {what} must be bytes or None, not {kind.__name__}")
 
 
 class AsyncProducer:
@@ -77,7 +103,7 @@ class AsyncProducer:
         )
         self._sender = Sender(self._client, self._accumulator, self.config)
         self._sender_task = self._loop.create_task(self._sender.run())
-        self._backlog: deque[tuple[_Record, asyncio.Future[FutureRecordMetadata]]] = deque()
+        self._backlog: deque[tuple[_Record | _Records, asyncio.Future[Any]]] = deque()
         self._backlog_task: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -113,6 +139,53 @@ class AsyncProducer:
         appended = self._enqueue(_Record(topic, value, key, headers, partition, timestamp_ms))
         return self._loop.create_task(_delivery(appended))
 
+    def send_many(
+        self,
+        topic: str,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> Awaitable[list[RecordMetadata]]:
+        """Queue many records (without headers) at once; await the result for their
+        RecordMetadata, in the order given, once the broker has them all.
+
+        What a :meth:`send` of each would do, in order and with the same bytes on the wire,
+        for a fraction of the cost per record: the records are written into batches a batch
+        at a time (in C where it is built), and no future is made per record. ``keys``, if
+        given, is as long as ``values``. All records get one timestamp (``timestamp_ms``, or
+        now). Without a partition or keys they all go to the sticky partition, which moves on
+        once they have started a batch there (as with :meth:`send`).
+        """
+        future = self.try_append_many(topic, values, keys, partition, timestamp_ms)
+        if future is not None:
+            return future
+        appended = self._enqueue(
+            _Records(topic, _listed(values), _listed(keys), partition, timestamp_ms)
+        )
+        return self._loop.create_task(_delivery(appended))
+
+    def try_append_many(
+        self,
+        topic: str,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> FutureRecordsMetadata | None:
+        """Append the records if that needs no waiting (see :meth:`try_append`), else None.
+        Safe from any thread."""
+        if self._closed:
+            raise RuntimeError("the producer is closed")
+        if self._backlog or not self._accumulator.has_room():
+            return None
+        partitions = self._metadata.partitions(topic)
+        if partitions is None:
+            return None
+        return self._append_many(
+            partitions, topic, _listed(values), _listed(keys), partition, timestamp_ms
+        )
+
     async def append(
         self,
         topic: str,
@@ -131,6 +204,22 @@ class AsyncProducer:
         if future is not None:
             return future
         return await self._enqueue(_Record(topic, value, key, headers, partition, timestamp_ms))
+
+    async def append_many(
+        self,
+        topic: str,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> FutureRecordsMetadata:
+        """Like :meth:`send_many`, but wait until the records are in batches (back-pressure)."""
+        future = self.try_append_many(topic, values, keys, partition, timestamp_ms)
+        if future is not None:
+            return future
+        return await self._enqueue(
+            _Records(topic, _listed(values), _listed(keys), partition, timestamp_ms)
+        )
 
     def try_append(
         self,
@@ -199,12 +288,12 @@ class AsyncProducer:
             await self._sender.abort(unsent)
         await self._client.close()
 
-    def _enqueue(self, record: _Record) -> asyncio.Future[FutureRecordMetadata]:
+    def _enqueue(self, record: _Record | _Records) -> asyncio.Future[Any]:
         """Queue a record that has to wait; the future gives its FutureRecordMetadata.
 
         Waiting records are appended one by one, in the order they came.
         """
-        appended: asyncio.Future[FutureRecordMetadata] = self._loop.create_future()
+        appended: asyncio.Future[Any] = self._loop.create_future()
         self._backlog.append((record, appended))
         if self._backlog_task is None or self._backlog_task.done():
             self._backlog_task = self._loop.create_task(self._drain_backlog())
@@ -223,7 +312,9 @@ class AsyncProducer:
                     appended.set_result(future)
             self._backlog.popleft()
 
-    async def _append_when_ready(self, record: _Record) -> FutureRecordMetadata:
+    async def _append_when_ready(
+        self, record: _Record | _Records
+    ) -> FutureRecordMetadata | FutureRecordsMetadata:
         max_block_ms = self.config.max_block_ms
         try:
             async with asyncio.timeout(max_block_ms / 1000):
@@ -234,6 +325,8 @@ class AsyncProducer:
                 f"topic {record.topic!r} unknown or buffer_memory full for "
                 f"max_block_ms={max_block_ms}"
             ) from None
+        if isinstance(record, _Records):
+            return self._append_many(partitions, *record)
         return self._append(partitions, *record)
 
     def _append(
@@ -278,6 +371,85 @@ class AsyncProducer:
             self._wake_sender()
         return future
 
+    def _append_many(
+        self,
+        partitions: tuple[TopicPartition, ...],
+        topic: str,
+        values: list[bytes | None],
+        keys: list[bytes | None] | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+    ) -> FutureRecordsMetadata:
+        """Put the records into their partitions' batches, a batch at a time."""
+        if keys is not None and len(keys) != len(values):
+            raise ValueError(f"{len(keys)} keys for {len(values)} values")
+        _require_bytes(values, "value")  # before any is appended: all or none go
+        if keys is not None:
+            _require_bytes(keys, "key")
+        longest = max(map(len, filter(None, values)), default=0)
+        if keys is not None:
+            longest += max(map(len, filter(None, keys)), default=0)
+        if RECORD_OVERHEAD_BOUND + longest > self.config.max_request_size:
+            raise MessageTooLargeError(
+                f"a record of {RECORD_OVERHEAD_BOUND + longest} bytes or so is more than "
+                f"max_request_size {self.config.max_request_size}"
+            )
+        now = SYSTEM_CLOCK.milliseconds()
+        timestamp = now if timestamp_ms is None else timestamp_ms
+        count = len(partitions)
+        if partition is not None:
+            if not 0 <= partition < count:
+                raise UnknownTopicOrPartitionError(
+                    f"topic {topic!r} has partitions 0..{count - 1}, not {partition}"
+                )
+            return self._append_to(partitions, partition, topic, values, keys, timestamp, now)
+        if keys is None:
+            partition = self._partitioner.partition(topic, None, count)
+            return self._append_to(
+                partitions, partition, topic, values, keys, timestamp, now, sticky=True
+            )
+        chosen: dict[int, list[int]] = {}  # partition -> indexes of its records
+        choose = self._partitioner.partition
+        for index, key in enumerate(keys):
+            chosen.setdefault(choose(topic, key, count), []).append(index)
+        groups = []
+        for chosen_partition, indexes in chosen.items():
+            future = self._append_to(
+                partitions,
+                chosen_partition,
+                topic,
+                [values[i] for i in indexes],
+                [keys[i] for i in indexes],
+                timestamp,
+                now,
+            )
+            groups.append((future, indexes))
+        return FutureRecordsMetadata.of_groups(groups)
+
+    def _append_to(
+        self,
+        partitions: tuple[TopicPartition, ...],
+        partition: int,
+        topic: str,
+        values: list[bytes | None],
+        keys: list[bytes | None] | None,
+        timestamp: int,
+        now: int,
+        sticky: bool = False,
+    ) -> FutureRecordsMetadata:
+        """Append to one partition; with ``sticky`` (records without keys) a batch started
+        there moves later records without keys to another partition, as in :meth:`send`."""
+        parts, new_batch = self._accumulator.append_many(
+            partitions[partition], timestamp, keys, values, now
+        )
+        if new_batch:
+            if sticky:
+                self._partitioner.on_new_batch(topic, len(partitions), partition)
+            self._wake_sender()
+        return FutureRecordsMetadata(
+            [(result, partition, first, count) for result, first, count in parts], topic, timestamp
+        )
+
     def _wake_sender(self) -> None:
         if threading.get_ident() == self._loop_thread:
             self._sender.wakeup()
@@ -315,6 +487,23 @@ class Producer(BlockingClient):
         if future is None:
             future = self._thread.run(
                 self._producer.append(topic, value, key, headers, partition, timestamp_ms)
+            )
+        return future
+
+    def send_many(
+        self,
+        topic: str,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> FutureRecordsMetadata:
+        """Queue many records at once (see :meth:`AsyncProducer.send_many`); ``.result()``
+        of the returned future blocks for their RecordMetadata."""
+        future = self._producer.try_append_many(topic, values, keys, partition, timestamp_ms)
+        if future is None:
+            future = self._thread.run(
+                self._producer.append_many(topic, values, keys, partition, timestamp_ms)
             )
         return future
 

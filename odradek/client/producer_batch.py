@@ -100,6 +100,33 @@ class ProducerBatch:
         tp = self.topic_partition
         return FutureRecordMetadata(self.result, tp.topic, tp.partition, count, timestamp)
 
+    def try_append_many(
+        self,
+        timestamp: int,
+        keys: list[bytes | None] | None,
+        values: list[bytes | None],
+        start: int,
+        batch_size: int,
+    ) -> int:
+        """Append records from ``start`` on (no headers) while the batch stays within
+        ``batch_size``; the index of the first record not appended. An empty batch takes
+        its first record whatever its size, as :meth:`try_append` does.
+
+        The records' exact sizes count towards ``reserved_bytes``, where :meth:`try_append`
+        counts an upper bound.
+        """
+        builder = self._builder
+        if builder is None:
+            return start
+        before = builder.estimated_size_in_bytes
+        room = batch_size - BATCH_HEADER_SIZE - self.reserved_bytes
+        stopped = builder.append_many(timestamp, keys, values, start, len(values), before + room)
+        if stopped == start and not self.record_count:
+            stopped = builder.append_many(timestamp, keys, values, start, start + 1, 1 << 62)
+        self.reserved_bytes += builder.estimated_size_in_bytes - before
+        self.record_count += stopped - start
+        return stopped
+
     def is_full(self, batch_size: int) -> bool:
         return self._builder is None or BATCH_HEADER_SIZE + self.reserved_bytes >= batch_size
 

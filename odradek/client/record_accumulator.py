@@ -13,6 +13,19 @@ from odradek.client.record_metadata import FutureRecordMetadata
 from odradek.record.compression import CompressionType
 from odradek.topic_partition import TopicPartition
 
+SEQUENCE_MODULUS = 2**31
+"""Sequence numbers wrap to 0 after Integer.MAX_VALUE, as Kafka's do."""
+
+
+def sequence_distance(start: int, sequence: int) -> int:
+    """How far ``sequence`` lies after ``start`` (negative: before it), across the wrap.
+
+    The batches of one partition in flight span far less than half the sequence space, so
+    the nearer way round is the true one: 2^31 - 2 comes 2 before 0.
+    """
+    distance = (sequence - start) % SEQUENCE_MODULUS
+    return distance - SEQUENCE_MODULUS if distance >= SEQUENCE_MODULUS // 2 else distance
+
 
 class RecordAccumulator:
     """Collects records into batches per partition and hands the sender those ready to go.
@@ -93,6 +106,55 @@ class RecordAccumulator:
             self._buffered_bytes += size
             return future, True
 
+    def append_many(
+        self,
+        topic_partition: TopicPartition,
+        timestamp: int,
+        keys: list[bytes | None] | None,
+        values: list[bytes | None],
+        now_ms: int,
+    ) -> tuple[list[tuple[ProduceRequestResult, int, int]], bool]:
+        """Add the records (no headers) to the partition's open batch and as many new ones as
+        they need, in order: one call per batch, not per record.
+
+        Returns, per batch used, its result, the first record's place in it and how many
+        records went into it; and whether a new batch was started.
+        """
+        batch_size = self._batch_size
+        parts = []
+        new_batch = False
+        start = 0
+        with self._lock:
+            queue = self._queues.get(topic_partition)
+            if queue is None:
+                queue = self._queues[topic_partition] = deque()
+            while start < len(values):
+                batch = queue[-1] if queue else None
+                if batch is None or batch.is_full(batch_size):
+                    batch = ProducerBatch(topic_partition, self._compression, now_ms)
+                    queue.append(batch)
+                    self._incomplete.add(batch)
+                    new_batch = True
+                place = batch.record_count
+                reserved = batch.reserved_bytes
+                try:
+                    stopped = batch.try_append_many(timestamp, keys, values, start, batch_size)
+                except Exception:
+                    if not batch.record_count:  # an empty batch must never be sent
+                        queue.pop()
+                        self._incomplete.discard(batch)
+                    raise
+                if stopped == start:  # closed, or the next record does not fit
+                    batch = ProducerBatch(topic_partition, self._compression, now_ms)
+                    queue.append(batch)
+                    self._incomplete.add(batch)
+                    new_batch = True
+                    continue
+                self._buffered_bytes += batch.reserved_bytes - reserved
+                parts.append((batch.result, place, stopped - start))
+                start = stopped
+        return parts, new_batch
+
     def ready(
         self, now_ms: int, muted: set[TopicPartition]
     ) -> tuple[list[TopicPartition], int | None]:
@@ -149,7 +211,8 @@ class RecordAccumulator:
             if batch.base_sequence is not None:
                 while queue and queue[0].base_sequence is not None:
                     back.append(queue.popleft())
-                back.sort(key=lambda queued: queued.base_sequence or 0)
+                first = batch.base_sequence
+                back.sort(key=lambda queued: sequence_distance(first, queued.base_sequence))
             queue.extendleft(reversed(back))
 
     def clear_producer_state(self) -> None:

@@ -8,7 +8,7 @@ import logging
 from odradek.client.config import ProducerConfig
 from odradek.client.network_client import NetworkClient
 from odradek.client.producer_batch import ProducerBatch
-from odradek.client.record_accumulator import RecordAccumulator
+from odradek.client.record_accumulator import SEQUENCE_MODULUS, RecordAccumulator
 from odradek.clock import SYSTEM_CLOCK
 from odradek.errors import (
     KafkaError,
@@ -27,9 +27,6 @@ from odradek.protocol.produce import (
 from odradek.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
-
-
-SEQUENCE_MODULUS = 2**31
 
 
 class Sender:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from enum import IntEnum
+from typing import TypeVar
 
 import crc32c
 
@@ -23,8 +24,10 @@ from odradek.errors import (
 from odradek.record.batch_header import BatchHeader
 from odradek.record.compression import CompressionType
 from odradek.record.record import Record, decode_record, decode_records
+from odradek.record.record_codec import read_records
 
 Buffer = bytes | bytearray | memoryview
+T = TypeVar("T", bound=tuple)
 
 MAGIC = 2
 HEADER_SIZE = 61
@@ -238,6 +241,38 @@ class RecordBatch:
         if records is None:
             records = self._records_one_by_one(data, header, log_append_time)
         yield from records
+
+    def record_tuples(
+        self, first_offset: int, record_type: type[T], topic: str, partition: int
+    ) -> list[T]:
+        """The records from offset ``first_offset`` on, read in one call (record_codec), each
+        a ``record_type`` tuple of (topic, partition, offset, timestamp, timestamp_type, key,
+        value, headers): what :meth:`records` gives, without a Record per record.
+
+        CorruptRecordError, as :meth:`records` names it, if the records do not parse or do not
+        fill the batch exactly; then none of them is returned.
+        """
+        data = self._records_section()
+        header = self.header()
+        attributes = header.attributes
+        log_append_time = header.max_timestamp if attributes & TIMESTAMP_TYPE_MASK else None
+        records = read_records(
+            data,
+            header.records_count,
+            header.base_offset,
+            header.base_timestamp,
+            log_append_time,
+            first_offset,
+            record_type,
+            topic,
+            partition,
+            _TIMESTAMP_TYPES[(attributes & TIMESTAMP_TYPE_MASK) >> 3],
+        )
+        if records is None:
+            for _ in self._records_one_by_one(data, header, log_append_time):
+                pass  # raises, naming the record at fault
+            raise self._corrupt("the records do not parse")  # the two readers disagree
+        return records
 
     def _records_one_by_one(
         self, data: bytes, header: BatchHeader, log_append_time: int | None

@@ -21,6 +21,7 @@ from odradek.record.record_batch import (
     TimestampType,
     write_crc,
 )
+from odradek.record.record_codec import write_records
 
 HeaderSequence = Sequence[tuple[str, bytes | None]]
 RecordTuple = tuple[int, bytes | None, bytes | None, HeaderSequence]
@@ -139,6 +140,48 @@ class RecordBatchBuilder:
             self._max_timestamp = timestamp
         self._last_offset = offset
         self._num_records += 1
+
+    def append_many(
+        self,
+        timestamp: int,
+        keys: list[bytes | None] | None,
+        values: list[bytes | None],
+        start: int,
+        stop: int,
+        max_size: int,
+    ) -> int:
+        """Add records ``start`` to ``stop`` of ``values`` (with ``keys``, or none), without
+        headers, at the next offsets and all at ``timestamp``, in one call (record_codec),
+        while the batch stays within ``max_size`` bytes (:attr:`estimated_size_in_bytes`).
+
+        Returns the index of the first record not added. The same bytes as :meth:`append`
+        of each record.
+        """
+        last_offset = self._last_offset
+        if last_offset is None:
+            next_offset = self._base_offset
+            base_timestamp = timestamp
+        else:
+            next_offset = last_offset + 1
+            base_timestamp = self._base_timestamp
+        stopped = write_records(
+            self._records,
+            keys,
+            values,
+            start,
+            stop,
+            next_offset - self._base_offset,
+            timestamp - base_timestamp,
+            max_size,
+        )
+        added = stopped - start
+        if added:
+            self._base_timestamp = base_timestamp
+            if timestamp > self._max_timestamp:
+                self._max_timestamp = timestamp
+            self._last_offset = next_offset + added - 1
+            self._num_records += added
+        return stopped
 
     def build(self) -> bytes:
         """The batch: header, CRC and (compressed) records. An empty builder builds ``b""``."""
