@@ -1,9 +1,9 @@
 """ClientConnection: one client's TCP connection, from bytes in to response frames out.
 
 The protocol object only frames: the socket reads into a FrameReader, each request is
-decoded and handed to KafkaApis as its own task (so a connection can pipeline, and a fetch
-waiting for data does not hold up a produce behind it), and each response goes to the
-ResponseWriter.
+decoded and handed to KafkaApis at once; one that must wait becomes a task of its own then (so
+a connection can pipeline, and a fetch waiting for data does not hold up a produce behind it),
+and each response goes to the ResponseWriter.
 Responses carry the request's correlation id and may leave in any order.
 
 Reading stops while the client is not keeping up (the transport's buffer is above its
@@ -30,8 +30,9 @@ from odradek.protocol.frame import Frame, FrameError
 from odradek.protocol.header import RequestHeader, ResponseHeader
 from odradek.protocol.messages import decode_request, encode_response
 from odradek.protocol.schema import Message
+from odradek.server.eager_start import start_eagerly
 from odradek.server.frame_reader import FrameReader
-from odradek.server.kafka_apis import KafkaApis
+from odradek.server.kafka_apis import EAGER_API_KEYS, KafkaApis
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.request_context import RequestContext
 from odradek.server.request_memory_pool import RequestMemoryPool
@@ -221,8 +222,13 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._record(header, error_code_for(error), received)
             return
         self._in_flight_bytes += size
-        task = self._loop.create_task(self._handle(header, request, size, received))
-        self._tasks.add(task)
+        handling = self._handle(header, request, size, received)
+        if header.api_key in EAGER_API_KEYS:
+            task = start_eagerly(self._loop, handling)
+        else:
+            task = self._loop.create_task(handling)
+        if task is not None:  # it waits (an fsync, a fetch for data): a task finishes it
+            self._tasks.add(task)
         self._update_reading()
 
     async def _handle(

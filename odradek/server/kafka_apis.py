@@ -29,6 +29,11 @@ from odradek.server.sasl_authenticator import SaslAuthenticator
 
 Handler = Callable[[Any, RequestContext], Awaitable[Message | None]]
 
+EAGER_API_KEYS = frozenset({ApiKey.PRODUCE, ApiKey.FETCH})
+"""APIs whose handlers may run their first step in the connection's callback, before any task
+exists (see start_eagerly): they need no current task (``asyncio.timeout`` does) until they
+first wait. The two that carry records, and most of a broker's requests."""
+
 
 class KafkaApis:
     """One handler per API of the protocol; records per-partition errors as metrics."""
