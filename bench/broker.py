@@ -688,7 +688,9 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(values):8.1f} [{min(values):.1f} .. {max(values):.1f}]"
 
 
-def section_e(brokers: dict[str, BrokerProcess], scale: float, rounds: int) -> None:
+def section_e(
+    brokers: dict[str, BrokerProcess], scale: float, rounds: int, cells_matching: str
+) -> None:
     print(
         f"(e) the cost of a request: broker CPU us per request and CPU-s per 1M records of "
         f"100 B, raw frames, {SWEEP_WINDOW} in flight; median [min .. max] of {rounds} "
@@ -697,7 +699,7 @@ def section_e(brokers: dict[str, BrokerProcess], scale: float, rounds: int) -> N
     idle = {name: idle_cpu_us_per_s(broker) for name, broker in brokers.items()}
     for name, us_per_s in idle.items():
         print(f"  {name}: idle broker {us_per_s / 1e4:.2f}% of a core (taken off every cell)")
-    cells = sweep_cells(scale)
+    cells = [cell for cell in sweep_cells(scale) if re.search(cells_matching, cell.label)]
     costs: dict[tuple[str, str], list[float]] = {}
     serial = 0
     order = list(brokers)
@@ -740,6 +742,9 @@ def main() -> None:
     parser.add_argument("--sweep-only", action="store_true", help="section (e) alone")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of section (e)")
     parser.add_argument(
+        "--cells", default="", help="only the cells of section (e) whose label matches this regex"
+    )
+    parser.add_argument(
         "--baseline",
         type=Path,
         help="a checkout (with its .venv) whose broker section (e) also measures",
@@ -760,7 +765,7 @@ def main() -> None:
                 section_a_and_b(broker, data_dir, scale)
                 section_c(broker, scale)
                 section_d(broker, scale)
-            section_e(brokers, scale, options.rounds)
+            section_e(brokers, scale, options.rounds, options.cells)
             broker_cpu = sum(b.cpu_seconds() for b in brokers.values())
         finally:
             for running in brokers.values():

@@ -24,7 +24,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Protocol
 
-from odradek.errors import KafkaError, UnknownServerError, error_code_for, error_name_for
+from odradek.errors import KafkaError, UnknownServerError, error_code_for
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.frame import Frame, FrameError
 from odradek.protocol.header import RequestHeader, ResponseHeader
@@ -47,6 +47,7 @@ WRITE_BUFFER_HIGH_BYTES = 1024 * 1024
 WRITE_BUFFER_LOW_BYTES = 256 * 1024
 MAX_IN_FLIGHT_REQUESTS = 64
 MAX_IN_FLIGHT_BYTES = 64 * 1024 * 1024
+PROTOCOL_LABEL = "msgpack"
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._metrics = metrics
         self._executor = executor
         self._memory_pool = memory_pool
+        self._recorder = metrics.request_recorder(PROTOCOL_LABEL, _api_name)
         self._reader = FrameReader(settings.max_request_bytes, memory_pool)
         self._read_control = RequestReadControl(
             self._reader,
@@ -271,9 +273,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._writer.write(encode_response(response_header, response))
 
     def _record(self, header: RequestHeader, error_code: int, received: float) -> None:
-        api = _api_name(header.api_key)
-        self._metrics.requests.labels(api, error_name_for(error_code), "msgpack").inc()
-        self._metrics.request_latency.labels(api, "msgpack").observe(time.perf_counter() - received)
+        self._recorder.record(header.api_key, error_code, time.perf_counter() - received)
 
     # --- flow control, idleness, closing -----------------------------------------------------
 

@@ -32,7 +32,6 @@ from odradek.errors import (
     InvalidRequestError,
     KafkaError,
     SaslAuthenticationFailedError,
-    error_name_for,
 )
 from odradek.protocol.frame import FrameError
 from odradek.protocol.kafka.api_versions import API_VERSIONS, api_name
@@ -80,6 +79,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._metrics = metrics
         self._executor = executor
         self._memory_pool = memory_pool
+        self._recorder = metrics.request_recorder(PROTOCOL_LABEL, api_name)
         self._reader = KafkaFrameReader(settings.max_request_bytes, memory_pool)
         self._read_control = RequestReadControl(
             self._reader,
@@ -324,11 +324,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         )
 
     def _record(self, request: KafkaRequest, error_code: int, received: float) -> None:
-        api = api_name(request.api_key)
-        self._metrics.requests.labels(api, error_name_for(error_code), PROTOCOL_LABEL).inc()
-        self._metrics.request_latency.labels(api, PROTOCOL_LABEL).observe(
-            time.perf_counter() - received
-        )
+        self._recorder.record(request.api_key, error_code, time.perf_counter() - received)
 
     # --- flow control, idleness, closing -----------------------------------------------------
 

@@ -389,7 +389,10 @@ def _read_error(topic: str, partition: int, error: OSError) -> KafkaStorageError
 def _may_wait_on_disk(log: Log, offset: int) -> bool:
     """Whether a read from ``offset`` may wait on the disk: it starts in an older segment (the
     data likely to be cold), or the pages its offset lookup scans are not in the page cache
-    (the active segment of a log not written since the broker started, or evicted)."""
+    (the active segment of a log not written since the broker started, or evicted). A read
+    from the log end on reads nothing: a consumer polling for new records never waits."""
+    if offset >= log.log_end_offset:
+        return False
     segment = log.segments.floor_segment(offset)
     if segment is None:
         return False  # below the log start: refused without reading
