@@ -10,9 +10,16 @@ asserts nothing. Sections:
     sequential file write; event-loop lag while a client reads cold data;
 (c) records/s through the project's own Producer and Consumer (100 B records);
 (d) end-to-end latency p50/p99 at 1,000 and 10,000 records/s; event-loop lag p99 under load;
-    broker RSS with 1,000 partitions and 1,000 idle connections.
+    broker RSS with 1,000 partitions and 1,000 idle connections;
+(e) the cost of a request: broker CPU per request and CPU-seconds per 1M records for 1, 10,
+    100, 1,000 and 8,000 records of 100 B a produce request, over both wire protocols (raw
+    client-built frames, 8 in flight), acks=1 and acks=all, and for a fetch that finds nothing
+    new (max_wait 0); medians and ranges of interleaved rounds. With ``--baseline TREE`` the
+    same cells also run, interleaved, against a second broker started from another checkout
+    (its own ``.venv``), and the ratio of the two is printed.
 
-Usage: ``python bench/broker.py [--quick]`` (``--quick`` shrinks every volume tenfold).
+Usage: ``python bench/broker.py [--quick] [--sweep-only] [--rounds N] [--baseline TREE]``
+(``--quick`` shrinks every volume tenfold).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import os
 import re
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -31,6 +39,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import uvloop
@@ -40,10 +49,11 @@ from odradek.client import AsyncConsumer, AsyncProducer
 from odradek.protocol.api_versions import ApiVersionsRequest
 from odradek.protocol.fetch import FetchPartition, FetchRequest
 from odradek.protocol.header import RequestHeader
+from odradek.protocol.kafka.message_codec import encode_parts, request_spec
 from odradek.protocol.messages import encode_request
 from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
 from odradek.protocol.schema import Message
-from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
+from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest, DeleteTopicsRequest
 from odradek.record.record_batch_builder import build_batch
 from odradek.topic_partition import TopicPartition
 
@@ -58,11 +68,15 @@ SERVING = re.compile(r"serving on (?:\w+://)?[^:]+:(\d+)[^(]*\(metrics on [^:]+:
 
 
 class BrokerProcess:
-    """``odradek serve`` in a child process; its CPU time and RSS read from /proc."""
+    """``odradek serve`` in a child process; its CPU time and RSS read from /proc.
 
-    def __init__(self, data_dir: Path, *args: str) -> None:
+    ``tree`` runs the broker of another checkout, with that checkout's own ``.venv``.
+    """
+
+    def __init__(self, data_dir: Path, *args: str, tree: Path | None = None) -> None:
+        python = sys.executable if tree is None else str(tree / ".venv" / "bin" / "python")
         command = [
-            sys.executable,
+            python,
             "-m",
             "odradek.cli.main",
             "serve",
@@ -74,7 +88,7 @@ class BrokerProcess:
             "0",
             *args,
         ]
-        self.process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, cwd=tree)
         for line in self.process.stderr:
             if match := SERVING.search(line):
                 self.port, self.metrics_port = int(match.group(1)), int(match.group(2))
@@ -90,6 +104,16 @@ class BrokerProcess:
     def cpu_seconds(self) -> float:
         fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
+
+    def cpu_ns(self) -> int:
+        """On-CPU nanoseconds of every thread now alive (schedstat: finer than clock ticks)."""
+        total = 0
+        for task in Path(f"/proc/{self.process.pid}/task").iterdir():
+            try:
+                total += int((task / "schedstat").read_text().split()[0])
+            except (FileNotFoundError, ProcessLookupError):
+                pass  # a thread that ended meanwhile
+        return total
 
     def rss_mb(self) -> float:
         status = Path(f"/proc/{self.process.pid}/status").read_text()
@@ -406,6 +430,7 @@ _PINGER = """
 import socket, sys, threading, time
 from odradek.protocol.api_versions import ApiVersionsRequest
 from odradek.protocol.header import RequestHeader
+from odradek.protocol.kafka.message_codec import encode_parts, request_spec
 from odradek.protocol.messages import encode_request
 header = RequestHeader(ApiVersionsRequest.api_key, 0, 0, "ping")
 frame = b"".join(bytes(p) for p in encode_request(header, ApiVersionsRequest()))
@@ -550,6 +575,160 @@ def rss_with_partitions_and_connections(broker: BrokerProcess) -> None:
     )
 
 
+SWEEP_RECORDS = (1, 10, 100, 1_000, 8_000)
+SWEEP_RECORD_CPU_US = 1.0
+"""A guess of the broker CPU per record, to size each cell at about SWEEP_CELL_CPU_S."""
+SWEEP_REQUEST_CPU_US = 60.0
+SWEEP_CELL_CPU_S = 0.25
+SWEEP_WINDOW = 8
+SWEEP_WARM_UP_REQUESTS = 50
+"""Sent before each cell is measured: the partition's first requests open its files."""
+KAFKA_PRODUCE_VERSION = 9
+KAFKA_FETCH_VERSION = 12
+
+
+def kafka_frame(api_key: int, version: int, values: dict, correlation_id: int = 0) -> bytes:
+    """A Kafka request frame (size prefix, header v1 or v2, body) encoded from ``values``."""
+    spec = request_spec(api_key, version)
+    header = struct.pack(">hhih", api_key, version, correlation_id, 5) + b"bench"
+    if spec.flexible:
+        header += b"\x00"
+    body = b"".join(bytes(part) for part in encode_parts(spec, values))
+    return struct.pack(">i", len(header) + len(body)) + header + body
+
+
+def sweep_produce_frame(protocol: str, topic: str, batch: bytes, acks: Acks) -> bytes:
+    if protocol == "msgpack":
+        return frame_of(ProduceRequest((ProducePartitionData(topic, 0, batch),), acks=acks))
+    values = {
+        "acks": int(acks),
+        "timeout": 30000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+    }
+    return kafka_frame(0, KAFKA_PRODUCE_VERSION, values)
+
+
+def sweep_empty_fetch_frame(protocol: str, topic: str) -> bytes:
+    """A fetch at the end of an empty partition that may not wait: it answers at once."""
+    if protocol == "msgpack":
+        return frame_of(FetchRequest((FetchPartition(topic, 0, 0),), max_wait_ms=0))
+    values = {
+        "max_wait": 0,
+        "min_bytes": 1,
+        "max_bytes": 50 * MB,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": MB}],
+            }
+        ],
+    }
+    return kafka_frame(1, KAFKA_FETCH_VERSION, values)
+
+
+def delete_topic(port: int, topic: str) -> None:
+    admin_call(port, DeleteTopicsRequest((topic,)))
+
+
+def idle_cpu_us_per_s(broker: BrokerProcess, seconds: float = 2.0) -> float:
+    """The broker's own CPU while nothing is asked of it (timers): subtracted from each cell."""
+    started, wall = broker.cpu_ns(), time.perf_counter()
+    time.sleep(seconds)
+    return (broker.cpu_ns() - started) / 1e3 / (time.perf_counter() - wall)
+
+
+@dataclass(frozen=True)
+class SweepCell:
+    """One workload of the sweep: what every request is, how many of them."""
+
+    label: str
+    protocol: str
+    records: int  # per request; 0 for the empty fetch
+    acks: Acks | None
+    requests: int
+
+
+def sweep_cells(scale: float) -> list[SweepCell]:
+    cells = []
+    for protocol in ("msgpack", "kafka"):
+        for acks in (Acks.LEADER, Acks.ALL):
+            for records in SWEEP_RECORDS:
+                cost_us = SWEEP_REQUEST_CPU_US + records * SWEEP_RECORD_CPU_US
+                requests = max(20, int(SWEEP_CELL_CPU_S * 1e6 / cost_us * scale))
+                acks_name = "1" if acks is Acks.LEADER else "all"
+                label = f"{protocol:<8} produce acks={acks_name:<3} {records:>5,} rec/req"
+                cells.append(SweepCell(label, protocol, records, acks, requests))
+        requests = max(200, int(SWEEP_CELL_CPU_S * 1e6 / SWEEP_REQUEST_CPU_US * scale))
+        cells.append(SweepCell(f"{protocol:<8} fetch, nothing new", protocol, 0, None, requests))
+    return cells
+
+
+def run_cell(broker: BrokerProcess, cell: SweepCell, idle_us_per_s: float, serial: int) -> float:
+    """Broker CPU microseconds per request of ``cell`` (its idle timers' share taken off)."""
+    topic = f"sweep-{serial}"
+    create_topic(broker.port, topic, **{"segment.bytes": str(1024 * MB)})
+    try:
+        if cell.acks is None:
+            frame = sweep_empty_fetch_frame(cell.protocol, topic)
+        else:
+            batch = build_batch([(int(time.time() * 1000), None, b"v" * 100, ())] * cell.records)
+            frame = sweep_produce_frame(cell.protocol, topic, batch, cell.acks)
+        PipelinedClient(broker.port, SWEEP_WINDOW).run([frame] * SWEEP_WARM_UP_REQUESTS)
+        started, wall = broker.cpu_ns(), time.perf_counter()
+        PipelinedClient(broker.port, SWEEP_WINDOW).run([frame] * cell.requests)
+        used_us = (broker.cpu_ns() - started) / 1e3
+        used_us -= idle_us_per_s * (time.perf_counter() - wall)
+    finally:
+        delete_topic(broker.port, topic)
+    return used_us / cell.requests
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):8.1f} [{min(values):.1f} .. {max(values):.1f}]"
+
+
+def section_e(
+    brokers: dict[str, BrokerProcess], scale: float, rounds: int, cells_matching: str
+) -> None:
+    print(
+        f"(e) the cost of a request: broker CPU us per request and CPU-s per 1M records of "
+        f"100 B, raw frames, {SWEEP_WINDOW} in flight; median [min .. max] of {rounds} "
+        "interleaved rounds"
+    )
+    idle = {name: idle_cpu_us_per_s(broker) for name, broker in brokers.items()}
+    for name, us_per_s in idle.items():
+        print(f"  {name}: idle broker {us_per_s / 1e4:.2f}% of a core (taken off every cell)")
+    cells = [cell for cell in sweep_cells(scale) if re.search(cells_matching, cell.label)]
+    costs: dict[tuple[str, str], list[float]] = {}
+    serial = 0
+    order = list(brokers)
+    for round_number in range(rounds):
+        for cell in cells:
+            for name in order if round_number % 2 == 0 else reversed(order):
+                serial += 1
+                cost = run_cell(brokers[name], cell, idle[name], serial)
+                costs.setdefault((cell.label, name), []).append(cost)
+        print(f"  round {round_number + 1} of {rounds} done", flush=True)
+    header = "  " + " " * 38
+    for name in order:
+        header += f" | {name + ': us per request':<28} {'CPU-s/1M':>9}"
+    if len(order) == 2:
+        header += f" | {order[1]}/{order[0]}"
+    print(header)
+    for cell in cells:
+        line = f"  {cell.label:<38}"
+        medians = []
+        for name in order:
+            values = costs[(cell.label, name)]
+            medians.append(statistics.median(values))
+            per_million = f"{medians[-1] / cell.records:9.2f}" if cell.records else f"{'':>9}"
+            line += f" | {spread(values):<28} {per_million}"
+        if len(order) == 2:
+            line += f" | {medians[1] / medians[0]:.2f}"
+        print(line)
+
+
 def machine_cpu() -> tuple[int, int]:
     """Busy and total clock ticks of every CPU since boot."""
     ticks = [int(field) for field in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
@@ -560,19 +739,37 @@ def machine_cpu() -> tuple[int, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a tenth of every volume")
-    scale = 0.1 if parser.parse_args().quick else 1.0
+    parser.add_argument("--sweep-only", action="store_true", help="section (e) alone")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of section (e)")
+    parser.add_argument(
+        "--cells", default="", help="only the cells of section (e) whose label matches this regex"
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a checkout (with its .venv) whose broker section (e) also measures",
+    )
+    options = parser.parse_args()
+    scale = 0.1 if options.quick else 1.0
     busy_before, total_before = machine_cpu()
     ours_before = sum(os.times()[:2])
     with tempfile.TemporaryDirectory(prefix="odradek-bench-") as root:
         data_dir = Path(root) / "data"
         broker = BrokerProcess(data_dir)
+        brokers = {"this tree": broker}
         try:
-            section_a_and_b(broker, data_dir, scale)
-            section_c(broker, scale)
-            section_d(broker, scale)
-            broker_cpu = broker.cpu_seconds()
+            if options.baseline is not None:
+                baseline = BrokerProcess(Path(root) / "baseline", tree=options.baseline.resolve())
+                brokers = {"baseline": baseline, "this tree": broker}
+            if not options.sweep_only:
+                section_a_and_b(broker, data_dir, scale)
+                section_c(broker, scale)
+                section_d(broker, scale)
+            section_e(brokers, scale, options.rounds, options.cells)
+            broker_cpu = sum(b.cpu_seconds() for b in brokers.values())
         finally:
-            broker.stop()
+            for running in brokers.values():
+                running.stop()
     busy, total = machine_cpu()
     busy, total = busy - busy_before, total - total_before
     ours = (sum(os.times()[:2]) - ours_before + broker_cpu) * CLOCK_TICKS

@@ -205,15 +205,13 @@ def test_the_hand_written_produce_reader_agrees_with_the_schema(version: int) ->
 
 @pytest.mark.parametrize("version", range(3, 13))
 def test_the_hand_written_produce_response_is_the_schemas(version: int) -> None:
-    from odradek.protocol.kafka.produce_request import (
-        ProducePartitionResult,
-        write_produce_response,
-    )
+    from odradek.protocol.kafka.produce_request import write_produce_response
+    from odradek.protocol.produce import ProducePartitionResponse
 
     results = [
-        ProducePartitionResult("a", 0, 0, None, 17, -1, 3),
-        ProducePartitionResult("a", 1, 2, "corrupt", -1, -1, -1),
-        ProducePartitionResult("b", 4, 0, None, 5, 1_700_000_000_000, 0),
+        ProducePartitionResponse("a", 0, 0, None, 17, -1, 3),
+        ProducePartitionResponse("a", 1, 2, "corrupt", -1, -1, -1),
+        ProducePartitionResponse("b", 4, 0, None, 5, 1_700_000_000_000, 0),
     ]
     values = {
         "responses": [

@@ -165,6 +165,5 @@ def _encode(envelope: Message, body: Message | None) -> list[Payload]:
     fields = envelope.to_header()
     parts: list[Payload] = []
     if body is not None:
-        fields.update(body.to_header())
-        parts = body.payload_parts()
+        fields.update(body.encode(parts))
     return [encode_frame_prefix(fields, sum(map(len, parts))), *parts]

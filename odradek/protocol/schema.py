@@ -25,9 +25,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+import operator
 import reprlib
 import types
-from collections.abc import Mapping, Sized
+from collections.abc import Callable, Mapping, Sized
 from functools import cache
 from typing import (
     Annotated,
@@ -96,6 +97,11 @@ class Message:
         _struct_codec(type(self)).encode(self, parts)
         return parts
 
+    def encode(self, parts: list[Payload]) -> dict[str, Any]:
+        """The header map, as ``to_header``; the payload pieces appended to ``parts`` in
+        order, as ``payload_parts``: both in one pass."""
+        return _struct_codec(type(self)).encode(self, parts)
+
     @classmethod
     def from_header(cls, header: Mapping[str, Any], payload: memoryview = _EMPTY_PAYLOAD) -> Self:
         """Decode and validate a message from a frame's header and payload.
@@ -104,7 +110,10 @@ class Message:
         not add up to exactly the payload.
         """
         reader = _PayloadReader(payload)
-        message = _struct_codec(cls).decode(header, "", reader)
+        try:
+            message = _struct_codec(cls).decode(header, reader)
+        except _DecodeError as error:
+            raise error.request_error() from None
         reader.check_consumed()
         return message
 
@@ -116,12 +125,11 @@ class _PayloadReader:
         self._payload = payload
         self._position = 0
 
-    def take(self, size: int, path: str) -> memoryview:
+    def take(self, size: int) -> memoryview:
         end = self._position + size
         if end > len(self._payload):
-            raise InvalidRequestError(
-                f"{path} is {size} but only {len(self._payload) - self._position} payload "
-                "bytes are left"
+            raise _DecodeError(
+                f"is {size} but only {len(self._payload) - self._position} payload bytes are left"
             )
         piece = self._payload[self._position : end]
         self._position = end
@@ -133,9 +141,28 @@ class _PayloadReader:
             raise InvalidRequestError(f"{left} payload bytes are not covered by any size field")
 
 
-def _invalid(path: str, expected: str, value: Any) -> InvalidRequestError:
+class _DecodeError(Exception):
+    """A field that does not decode: what is wrong with it, and where. The codecs say what;
+    each one it is nested in adds its step of the path on the way out (``at``), so decoding
+    spends nothing on paths until a field is wrong."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.steps: list[str] = []  # innermost first: ".fetch_offset", "[2]", ".partitions"
+
+    def at(self, step: str) -> _DecodeError:
+        self.steps.append(step)
+        return self
+
+    def request_error(self) -> InvalidRequestError:
+        path = "".join(reversed(self.steps)).removeprefix(".")
+        return InvalidRequestError(f"{path or 'message'} {self.problem}")
+
+
+def _invalid(expected: str, value: Any) -> _DecodeError:
     shown = reprlib.repr(value)
-    return InvalidRequestError(f"{path} must be {expected}, got {type(value).__name__} {shown}")
+    return _DecodeError(f"must be {expected}, got {type(value).__name__} {shown}")
 
 
 class _IntCodec:
@@ -145,9 +172,9 @@ class _IntCodec:
     def encode(self, value: int, parts: list[Payload]) -> int:
         return value
 
-    def decode(self, value: Any, path: str, reader: _PayloadReader) -> int:
+    def decode(self, value: Any, reader: _PayloadReader) -> int:
         if type(value) is not int or not self._bounds.minimum <= value <= self._bounds.maximum:
-            raise _invalid(path, self._bounds.name, value)
+            raise _invalid(self._bounds.name, value)
         return value
 
 
@@ -161,9 +188,9 @@ class _ExactTypeCodec:
     def encode(self, value: Any, parts: list[Payload]) -> Any:
         return value
 
-    def decode(self, value: Any, path: str, reader: _PayloadReader) -> Any:
+    def decode(self, value: Any, reader: _PayloadReader) -> Any:
         if type(value) is not self._type:
-            raise _invalid(path, self._name, value)
+            raise _invalid(self._name, value)
         return value
 
 
@@ -187,13 +214,13 @@ class _EnumCodec:
     def encode(self, value: enum.Enum, parts: list[Payload]) -> Any:
         return value.value
 
-    def decode(self, value: Any, path: str, reader: _PayloadReader) -> enum.Enum:
+    def decode(self, value: Any, reader: _PayloadReader) -> enum.Enum:
         if type(value) not in (int, str):
-            raise _invalid(path, self._choices, value)
+            raise _invalid(self._choices, value)
         try:
             return self._type(value)
         except ValueError:
-            raise _invalid(path, self._choices, value) from None
+            raise _invalid(self._choices, value) from None
 
 
 class _OptionalCodec:
@@ -203,8 +230,8 @@ class _OptionalCodec:
     def encode(self, value: Any, parts: list[Payload]) -> Any:
         return None if value is None else self._inner.encode(value, parts)
 
-    def decode(self, value: Any, path: str, reader: _PayloadReader) -> Any:
-        return None if value is None else self._inner.decode(value, path, reader)
+    def decode(self, value: Any, reader: _PayloadReader) -> Any:
+        return None if value is None else self._inner.decode(value, reader)
 
 
 class _ArrayCodec:
@@ -214,11 +241,17 @@ class _ArrayCodec:
     def encode(self, value: tuple[Any, ...], parts: list[Payload]) -> list[Any]:
         return [self._item.encode(item, parts) for item in value]
 
-    def decode(self, value: Any, path: str, reader: _PayloadReader) -> tuple[Any, ...]:
+    def decode(self, value: Any, reader: _PayloadReader) -> tuple[Any, ...]:
         if type(value) is not list:
-            raise _invalid(path, "an array", value)
+            raise _invalid("an array", value)
         decode = self._item.decode
-        return tuple(decode(item, f"{path}[{i}]", reader) for i, item in enumerate(value))
+        items: list[Any] = []
+        try:
+            for item in value:
+                items.append(decode(item, reader))
+        except _DecodeError as error:
+            raise error.at(f"[{len(items)}]") from None
+        return tuple(items)
 
 
 class _MapCodec:
@@ -228,14 +261,17 @@ class _MapCodec:
     def encode(self, value: Mapping[str, Any], parts: list[Payload]) -> dict[str, Any]:
         return {key: self._value.encode(item, parts) for key, item in value.items()}
 
-    def decode(self, value: Any, path: str, reader: _PayloadReader) -> dict[str, Any]:
+    def decode(self, value: Any, reader: _PayloadReader) -> dict[str, Any]:
         if type(value) is not dict:
-            raise _invalid(path, "a map", value)
+            raise _invalid("a map", value)
         decoded = {}
         for key, item in value.items():
             if type(key) is not str:
-                raise _invalid(f"{path} key", "a string", key)
-            decoded[key] = self._value.decode(item, f"{path}[{key!r}]", reader)
+                raise _invalid("a string", key).at(" key")
+            try:
+                decoded[key] = self._value.decode(item, reader)
+            except _DecodeError as error:
+                raise error.at(f"[{key!r}]") from None
         return decoded
 
 
@@ -244,10 +280,10 @@ class _RecordsCodec:
         parts.append(value)
         return len(value)
 
-    def decode(self, value: Any, path: str, reader: _PayloadReader) -> memoryview:
+    def decode(self, value: Any, reader: _PayloadReader) -> memoryview:
         if type(value) is not int or not 0 <= value <= INT32_MAX:
-            raise _invalid(path, "an int32 >= 0", value)
-        return reader.take(value, path)
+            raise _invalid("an int32 >= 0", value)
+        return reader.take(value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -265,20 +301,41 @@ class _StructCodec:
         self._fields = tuple(
             _field_codec(field, hints[field.name]) for field in dataclasses.fields(cls)
         )
+        # Encoding reads every field at once and converts only those whose wire value is not
+        # the Python value itself (enums, Records, arrays and nested structs), in field order.
+        names = [f.name for f in self._fields]
+        self._keys = tuple(f.key for f in self._fields)
+        self._values: Callable[[Any], tuple[Any, ...]] = (
+            operator.attrgetter(*names)
+            if len(names) > 1
+            else lambda value: tuple(getattr(value, name) for name in names)
+        )
+        self._decoders = tuple((f.name, f.key, f.codec.decode, f.required) for f in self._fields)
+        self._converted = tuple(
+            (index, f.key, f.codec.encode)
+            for index, f in enumerate(self._fields)
+            if not _is_plain(f.codec)
+        )
 
     def encode(self, value: Any, parts: list[Payload]) -> dict[str, Any]:
-        return {f.key: f.codec.encode(getattr(value, f.name), parts) for f in self._fields}
+        values = self._values(value)
+        header = dict(zip(self._keys, values, strict=True))
+        for index, key, encode in self._converted:
+            header[key] = encode(values[index], parts)
+        return header
 
-    def decode(self, value: Any, path: str, reader: _PayloadReader) -> Any:
+    def decode(self, value: Any, reader: _PayloadReader) -> Any:
         if type(value) is not dict:
-            raise _invalid(path or "message", "a map", value)
-        prefix = f"{path}." if path else ""
+            raise _invalid("a map", value)
         kwargs = {}
-        for f in self._fields:
-            if f.key in value:
-                kwargs[f.name] = f.codec.decode(value[f.key], prefix + f.key, reader)
-            elif f.required:
-                raise InvalidRequestError(f"{prefix}{f.key} is missing")
+        for name, key, decode, required in self._decoders:
+            if key in value:
+                try:
+                    kwargs[name] = decode(value[key], reader)
+                except _DecodeError as error:
+                    raise error.at("." + key) from None
+            elif required:
+                raise _DecodeError("is missing").at("." + key)
         return self._cls(**kwargs)
 
 
@@ -293,6 +350,13 @@ _Codec = (
     | _RecordsCodec
     | _StructCodec
 )
+
+
+def _is_plain(codec: _Codec) -> bool:
+    """Whether ``codec`` encodes a value as itself (msgpack packs it as it is)."""
+    if isinstance(codec, _OptionalCodec):
+        return _is_plain(codec._inner)
+    return isinstance(codec, _IntCodec | _ExactTypeCodec)
 
 
 def _field_codec(field: dataclasses.Field[Any], hint: Any) -> _FieldCodec:

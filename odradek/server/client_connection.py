@@ -1,9 +1,9 @@
 """ClientConnection: one client's TCP connection, from bytes in to response frames out.
 
 The protocol object only frames: the socket reads into a FrameReader, each request is
-decoded and handed to KafkaApis as its own task (so a connection can pipeline, and a fetch
-waiting for data does not hold up a produce behind it), and each response goes to the
-ResponseWriter.
+decoded and handed to KafkaApis at once; one that must wait becomes a task of its own then (so
+a connection can pipeline, and a fetch waiting for data does not hold up a produce behind it),
+and each response goes to the ResponseWriter.
 Responses carry the request's correlation id and may leave in any order.
 
 Reading stops while the client is not keeping up (the transport's buffer is above its
@@ -24,14 +24,15 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Protocol
 
-from odradek.errors import KafkaError, UnknownServerError, error_code_for, error_name_for
+from odradek.errors import KafkaError, UnknownServerError, error_code_for
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.frame import Frame, FrameError
 from odradek.protocol.header import RequestHeader, ResponseHeader
 from odradek.protocol.messages import decode_request, encode_response
 from odradek.protocol.schema import Message
+from odradek.server.eager_start import start_eagerly
 from odradek.server.frame_reader import FrameReader
-from odradek.server.kafka_apis import KafkaApis
+from odradek.server.kafka_apis import EAGER_API_KEYS, KafkaApis
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.quota.connection_throttle import ConnectionThrottle
 from odradek.server.request_context import RequestContext
@@ -47,6 +48,7 @@ WRITE_BUFFER_HIGH_BYTES = 1024 * 1024
 WRITE_BUFFER_LOW_BYTES = 256 * 1024
 MAX_IN_FLIGHT_REQUESTS = 64
 MAX_IN_FLIGHT_BYTES = 64 * 1024 * 1024
+PROTOCOL_LABEL = "msgpack"
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._metrics = metrics
         self._executor = executor
         self._memory_pool = memory_pool
+        self._recorder = metrics.request_recorder(PROTOCOL_LABEL, _api_name)
         self._reader = FrameReader(settings.max_request_bytes, memory_pool)
         self._read_control = RequestReadControl(
             self._reader,
@@ -224,8 +227,13 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._record(header, error_code_for(error), received)
             return
         self._in_flight_bytes += size
-        task = self._loop.create_task(self._handle(header, request, size, received))
-        self._tasks.add(task)
+        handling = self._handle(header, request, size, received)
+        if header.api_key in EAGER_API_KEYS:
+            task = start_eagerly(self._loop, handling)
+        else:
+            task = self._loop.create_task(handling)
+        if task is not None:  # it waits (an fsync, a fetch for data): a task finishes it
+            self._tasks.add(task)
         self._update_reading()
 
     async def _handle(
@@ -270,9 +278,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._writer.write(encode_response(response_header, response))
 
     def _record(self, header: RequestHeader, error_code: int, received: float) -> None:
-        api = _api_name(header.api_key)
-        self._metrics.requests.labels(api, error_name_for(error_code), "msgpack").inc()
-        self._metrics.request_latency.labels(api, "msgpack").observe(time.perf_counter() - received)
+        self._recorder.record(header.api_key, error_code, time.perf_counter() - received)
 
     # --- flow control, idleness, closing -----------------------------------------------------
 

@@ -24,10 +24,7 @@ class DelayedFetchPurgatory:
         for key in keys:
             self._watchers.setdefault(key, set()).add(fetch)
         try:
-            async with asyncio.timeout(timeout_s):
-                await fetch.future
-        except TimeoutError:
-            pass
+            await asyncio.wait((fetch.future,), timeout=timeout_s)
         finally:
             for key in keys:
                 watchers = self._watchers.get(key)

@@ -7,7 +7,8 @@ import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import fields
-from typing import Any
+from functools import cache
+from typing import Any, get_args, get_origin, get_type_hints
 
 from odradek.errors import IllegalSaslStateError, SaslAuthenticationFailedError, error_name_for
 from odradek.protocol.api_keys import ApiKey
@@ -32,6 +33,11 @@ from odradek.server.request_context import RequestContext
 from odradek.server.sasl_authenticator import SaslAuthenticator
 
 Handler = Callable[[Any, RequestContext], Awaitable[Message | None]]
+
+EAGER_API_KEYS = frozenset({ApiKey.PRODUCE, ApiKey.FETCH})
+"""APIs whose handlers may run their first step in the connection's callback, before any task
+exists (see start_eagerly): they need no current task (``asyncio.timeout`` does) until they
+first wait. The two that carry records, and most of a broker's requests."""
 
 
 class KafkaApis:
@@ -109,10 +115,11 @@ class KafkaApis:
         return await self._handle(context, request)
 
     async def _handle(self, context: RequestContext, request: Message) -> Message | None:
-        handler = self._handlers[context.api_key]
-        response = await self._authorization.handle(context.api_key, handler, request, context)
+        api_key = context.header.api_key
+        handler = self._handlers[api_key]
+        response = await self._authorization.handle(api_key, handler, request, context)
         if response is not None:
-            self._count_entry_errors(context.api_key, response)
+            self._count_entry_errors(api_key, response)
         return response
 
     async def _handle_with_quotas(
@@ -162,17 +169,28 @@ class KafkaApis:
             raise
         return SaslAuthenticateResponse(token.decode("utf-8"))
 
-    def _count_entry_errors(self, api_key: ApiKey, response: Message) -> None:
+    def _count_entry_errors(self, api_key: int, response: Message) -> None:
         """Count the per-topic and per-partition errors of ``response``."""
-        for field in fields(response):
-            entries = getattr(response, field.name)
-            if not isinstance(entries, tuple):
+        for name in _entry_fields(type(response)):
+            entries = getattr(response, name)
+            if entries is None:
                 continue
             for entry in entries:
                 code = getattr(entry, "error", 0)
                 if code:
                     counter = self._metrics.partition_errors
-                    counter.labels(api_key.display_name, error_name_for(code)).inc()
+                    counter.labels(ApiKey(api_key).display_name, error_name_for(code)).inc()
+
+
+@cache
+def _entry_fields(response_type: type[Message]) -> tuple[str, ...]:
+    """The fields of a response type that hold its entries (tuples, or tuples or None)."""
+    hints = get_type_hints(response_type)
+
+    def holds_entries(hint: Any) -> bool:
+        return get_origin(hint) is tuple or any(get_origin(arg) is tuple for arg in get_args(hint))
+
+    return tuple(f.name for f in fields(response_type) if holds_entries(hints[f.name]))
 
 
 def _authenticator(context: RequestContext) -> SaslAuthenticator:

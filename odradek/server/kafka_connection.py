@@ -1,11 +1,12 @@
 """KafkaConnection: one client's connection speaking Kafka's wire protocol.
 
 Like ClientConnection for the msgpack protocol: the socket reads into a frame reader, each
-request is decoded on arrival and handled as its own task (so a fetch waiting for data does
-not hold up a produce behind it), and responses go to a ResponseWriter (fetched records with
-sendfile). Unlike it, responses leave in request order, as Kafka guarantees and its clients
-expect: each response waits for the one before it. Appends are started in each handler's
-first step, so one connection's produce requests apply in arrival order.
+request is decoded on arrival and handled at once, as a task of its own once it must wait (so a
+fetch waiting for data does not hold up a produce behind it), and responses go to a
+ResponseWriter (fetched records with sendfile). Unlike it, responses leave in request order,
+as Kafka guarantees and its clients expect: each response waits for the one before it.
+Appends are started in each handler's first step, so one connection's produce requests apply
+in arrival order.
 
 A frame that cannot be read, a header that cannot be parsed, an API or version not served
 (except ApiVersions, answered with UNSUPPORTED_VERSION and the full list as Kafka does) and a
@@ -31,7 +32,6 @@ from odradek.errors import (
     InvalidRequestError,
     KafkaError,
     SaslAuthenticationFailedError,
-    error_name_for,
 )
 from odradek.protocol.frame import FrameError
 from odradek.protocol.kafka.api_versions import API_VERSIONS, api_name
@@ -43,6 +43,8 @@ from odradek.server.client_connection import (
     ConnectionRegistry,
     ConnectionSettings,
 )
+from odradek.server.eager_start import start_eagerly
+from odradek.server.kafka_apis import EAGER_API_KEYS
 from odradek.server.kafka_frame_reader import KafkaFrameReader
 from odradek.server.kafka_request import KafkaRequest
 from odradek.server.kafka_request_handler import KafkaRequestHandler
@@ -78,6 +80,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._metrics = metrics
         self._executor = executor
         self._memory_pool = memory_pool
+        self._recorder = metrics.request_recorder(PROTOCOL_LABEL, api_name)
         self._reader = KafkaFrameReader(settings.max_request_bytes, memory_pool)
         self._read_control = RequestReadControl(
             self._reader,
@@ -91,7 +94,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._transport: asyncio.Transport | None = None
         self._writer: ResponseWriter | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._previous_response: asyncio.Future[None] | None = None
+        self._previous_response: asyncio.Task[None] | None = None
         self._in_flight_bytes = 0
         self._transport_paused = False
         self._reading_paused = False
@@ -227,27 +230,34 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._close_for("unsupported_version", request.refusal.message)
                 return
             logger.info("%s: %s", self.peer, request.refusal.message)
-        written = self._loop.create_future()
-        previous, self._previous_response = self._previous_response, written
-        self._start(self._handle(request, size, received, previous, written), size)
+        previous = self._previous_response
+        handling = self._handle(request, size, received, previous)
+        task = self._start(handling, size, eager=request.api_key in EAGER_API_KEYS)
+        if task is not None:
+            self._previous_response = task
 
-    def _start(self, handling: Coroutine[Any, Any, None], size: int) -> None:
+    def _start(
+        self, handling: Coroutine[Any, Any, None], size: int, eager: bool = False
+    ) -> asyncio.Task[None] | None:
+        """Handle a request: as a task, or (``eager``) now, as a task only if it must wait;
+        the task, or None when it is done. Its reservation of request memory is released
+        when it ends (even if cancelled)."""
         self._in_flight_bytes += size
-        task = self._loop.create_task(handling)
-        # released when the task ends, even if cancelled (connection lost) before it ran
-        task.add_done_callback(lambda _: self._memory_pool.release(size))
-        self._tasks.add(task)
+        task = start_eagerly(self._loop, handling) if eager else self._loop.create_task(handling)
+        if task is not None:
+            self._tasks.add(task)
         self._update_reading()
+        return task
 
     async def _handle(
         self,
         request: KafkaRequest,
         size: int,
         received: float,
-        previous: asyncio.Future[None] | None,
-        written: asyncio.Future[None],
+        previous: asyncio.Task[None] | None,
     ) -> None:
-        """Answer one request, after the response to the request before it went out."""
+        """Answer one request, after the response to the request before it (``previous``,
+        the task still answering it, if any) went out."""
         error_code = 0
         response = None
         try:
@@ -260,7 +270,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 logger.exception("%s: %s failed", self.peer, request)
                 error_code = -1
             if previous is not None and not previous.done():
-                await previous
+                await asyncio.wait([previous])  # (not cancelled with this one)
             if response is not None and not self._transport.is_closing():
                 self._last_active = self._loop.time()
                 self._writer.write(response)
@@ -271,12 +281,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._throttle.start(self._session)
             self._after_authentication_step()
         finally:
-            if not written.done():
-                written.set_result(None)
-            if self._previous_response is written:
+            current = asyncio.current_task()
+            if current is not None and self._previous_response is current:
                 self._previous_response = None
-            self._tasks.discard(asyncio.current_task())
+            self._tasks.discard(current)
             self._in_flight_bytes -= size
+            self._memory_pool.release(size)
         self._record(request, error_code, received)
         self._update_reading()
 
@@ -294,6 +304,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         finally:
             self._tasks.discard(asyncio.current_task())
             self._in_flight_bytes -= len(frame)
+            self._memory_pool.release(len(frame))
         self._update_reading()
 
     def _after_authentication_step(self) -> None:
@@ -318,11 +329,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         )
 
     def _record(self, request: KafkaRequest, error_code: int, received: float) -> None:
-        api = api_name(request.api_key)
-        self._metrics.requests.labels(api, error_name_for(error_code), PROTOCOL_LABEL).inc()
-        self._metrics.request_latency.labels(api, PROTOCOL_LABEL).observe(
-            time.perf_counter() - received
-        )
+        self._recorder.record(request.api_key, error_code, time.perf_counter() - received)
 
     # --- flow control, idleness, closing -----------------------------------------------------
 

@@ -46,7 +46,6 @@ from odradek.protocol.kafka.message_codec import (
 )
 from odradek.protocol.kafka.produce_request import (
     KafkaProduceRequest,
-    ProducePartitionResult,
     read_produce_request,
     write_produce_response,
 )
@@ -58,7 +57,12 @@ from odradek.protocol.kafka.request_header import (
 )
 from odradek.protocol.list_offsets import ListOffsetsPartition, ListOffsetsRequest
 from odradek.protocol.metadata import MetadataRequest
-from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
+from odradek.protocol.produce import (
+    Acks,
+    ProducePartitionData,
+    ProducePartitionResponse,
+    ProduceRequest,
+)
 from odradek.protocol.schema import Message
 from odradek.server.admin_manager import AdminManager
 from odradek.server.authorizer import Authorizer
@@ -230,12 +234,12 @@ class KafkaRequestHandler:
         """``message`` through KafkaApis, under its own API key (a Kafka request may become
         another API's message: AlterConfigs reads the configs first)."""
         header = context.header
-        own = RequestHeader(
-            message.api_key, header.api_version, header.correlation_id, header.client_id
-        )
-        return await self._apis.handle(
-            RequestContext(context.peer, own, context.session), message, count_quotas=False
-        )
+        if message.api_key != header.api_key:
+            own = RequestHeader(
+                message.api_key, header.api_version, header.correlation_id, header.client_id
+            )
+            context = RequestContext(context.peer, own, context.session)
+        return await self._apis.handle(context, message, count_quotas=False)
 
     def _frame(
         self,
@@ -386,7 +390,7 @@ class KafkaRequestHandler:
     # --- Produce -----------------------------------------------------------------------------
 
     async def _produce(self, request: KafkaRequest, context: RequestContext) -> Any:
-        """The partitions' results (a list; fields for v0-2), None for acks=0."""
+        """The partitions' results (a sequence; fields for v0-2), None for acks=0."""
         body: KafkaProduceRequest = request.body
         entries = body.partitions
         acks_value = body.acks
@@ -405,8 +409,8 @@ class KafkaRequestHandler:
             if acks_value == 0:
                 return None
             results = [
-                ProducePartitionResult(
-                    entry.topic, entry.partition, refusal.code, refusal.message, -1, -1, -1
+                ProducePartitionResponse(
+                    entry.topic, entry.partition, refusal.code, refusal.message
                 )
                 for entry in entries
             ]
@@ -422,20 +426,7 @@ class KafkaRequestHandler:
             max(0, body.timeout_ms),
         )
         response = await self._call(context, odradek_request)
-        if response is None:
-            return None
-        return [
-            ProducePartitionResult(
-                p.topic,
-                p.partition,
-                p.error,
-                p.message,
-                p.base_offset,
-                p.log_append_time_ms,
-                p.log_start_offset,
-            )
-            for p in response.partitions
-        ]
+        return None if response is None else response.partitions
 
     # --- Fetch -------------------------------------------------------------------------------
 
@@ -602,11 +593,11 @@ def _delete_records_entry(p: Any) -> dict[str, Any]:
     }
 
 
-def _produce_response(results: list[ProducePartitionResult]) -> dict[str, Any]:
+def _produce_response(results: list[ProducePartitionResponse]) -> dict[str, Any]:
     """A refused Produce v0-2's response as fields for the legacy writer."""
     topics: list[dict[str, Any]] = []
     for r in results:
-        entry = {"index": r.partition, "error_code": r.error_code, "base_offset": r.base_offset}
+        entry = {"index": r.partition, "error_code": r.error, "base_offset": r.base_offset}
         if topics and topics[-1]["name"] == r.topic:
             topics[-1]["partition_responses"].append(entry)
         else:

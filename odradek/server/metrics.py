@@ -11,6 +11,7 @@ own (``process_*``: memory, CPU, open file descriptors).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
@@ -23,6 +24,7 @@ from prometheus_client import (
 )
 
 from odradek.cleaner.log_cleaner import LogCleaner
+from odradek.errors import NONE, error_name_for
 from odradek.server.cleaner_collector import CleanerCollector
 from odradek.server.log_manager_collector import LogManagerCollector
 from odradek.server.partition_collector import PartitionCollector
@@ -125,6 +127,17 @@ class BrokerMetrics:
         for collector in LOG_STATS:
             registry.register(collector)
         ProcessCollector(registry=registry)  # memory, CPU, open files against their limit
+        self._recorders: dict[str, RequestRecorder] = {}
+
+    def request_recorder(
+        self, protocol: str, api_name: Callable[[int], str]
+    ) -> RequestRecorder:
+        """Where connections of ``protocol`` count their requests (``api_name`` names an API
+        key for the labels); one for all of them."""
+        recorder = self._recorders.get(protocol)
+        if recorder is None:
+            recorder = self._recorders[protocol] = RequestRecorder(self, protocol, api_name)
+        return recorder
 
     def watch(self, log_manager: LogManager) -> None:
         """Report the partitions, last start-up and offline directories of ``log_manager`` at
@@ -140,3 +153,40 @@ class BrokerMetrics:
         """Serve ``/metrics`` on ``host:port`` (0 picks a free port) from a daemon thread."""
         server, _thread = start_http_server(port, host, self.registry)
         return server
+
+
+class RequestRecorder:
+    """Counts one wire protocol's requests and their latency, with each API's metric children
+    bound once (``labels()`` costs as much as the rest of recording a request)."""
+
+    def __init__(
+        self, metrics: BrokerMetrics, protocol: str, api_name: Callable[[int], str]
+    ) -> None:
+        self._metrics = metrics
+        self._protocol = protocol
+        self._api_name = api_name
+        self._bound: dict[int, tuple[Callable[[], None], Callable[[float], None]]] = {}
+
+    def record(self, api_key: int, error_code: int, seconds: float) -> None:
+        """One request of ``api_key`` answered with ``error_code`` (0 when it succeeded)
+        after ``seconds``."""
+        bound = self._bound.get(api_key)
+        if bound is None:
+            bound = self._bind(api_key)
+        count, observe = bound
+        if not error_code:
+            count()
+        else:
+            api, error = self._api_name(api_key), error_name_for(error_code)
+            self._metrics.requests.labels(api, error, self._protocol).inc()
+        observe(seconds)
+
+    def _bind(self, api_key: int) -> tuple[Callable[[], None], Callable[[float], None]]:
+        metrics, api = self._metrics, self._api_name(api_key)
+        bound = (
+            metrics.requests.labels(api, error_name_for(NONE), self._protocol).inc,
+            metrics.request_latency.labels(api, self._protocol).observe,
+        )
+        if api != "unknown":  # unknown keys share one label: binding each would grow without end
+            self._bound[api_key] = bound
+        return bound

@@ -61,15 +61,24 @@ class Partition:
     def __repr__(self) -> str:
         return f"Partition({self.topic_partition})"
 
+    def append_now(self, records: bytes | memoryview, acks: Acks) -> LogAppendInfo | None:
+        """Append ``records`` here and now when that is cheap and keeps the order: none is
+        queued ahead and they are small (see ``_runs_inline``). None when they must queue:
+        call ``append`` then. Raises the Log's Kafka error when they are refused (nothing of
+        them is written then)."""
+        if self._last_append is not None or not _runs_inline(records):
+            return None
+        return self._append_now(records, acks)
+
     def append(self, records: bytes | memoryview, acks: Acks) -> asyncio.Future[LogAppendInfo]:
         """Append ``records`` after every append started before; the future fails with the
         Log's Kafka error when they are refused (nothing of them is written then).
 
-        A small append with none queued ahead is done before this returns; the others queue
-        behind the last one and run in turn, large ones (or ones that decompress to much) on
-        an append thread. A queued append runs to its end even if its caller is cancelled (the
-        connection went away), so the high watermark still follows it and the appends behind
-        it keep their order.
+        A small append with none queued ahead is done before this returns (``append_now``);
+        the others queue behind the last one and run in turn, large ones (or ones that
+        decompress to much) on an append thread. A queued append runs to its end even if its
+        caller is cancelled (the connection went away), so the high watermark still follows it
+        and the appends behind it keep their order.
         """
         loop = asyncio.get_running_loop()
         if self._last_append is None and _runs_inline(records):

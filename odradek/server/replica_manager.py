@@ -130,35 +130,46 @@ class ReplicaManager:
         most ``timeout_ms``). None for acks=0, which gets no response.
 
         Each partition's place in its append queue is taken before the first await, so one
-        connection's produce requests are applied in the order they arrived.
+        connection's produce requests are applied in the order they arrived. Small appends
+        with none queued ahead are done at once (no await), so a request of only those is
+        answered without suspending.
         """
-        started = [self._start_append(data, request.acks) for data in request.partitions]
-        outcomes = await asyncio.gather(*(append for _, append in started), return_exceptions=True)
+        acks = request.acks
+        started = [self._start_append(data, acks) for data in request.partitions]
+        queued = [outcome for _, outcome in started if isinstance(outcome, asyncio.Future)]
+        if queued:
+            try:
+                await asyncio.wait(queued)
+            except asyncio.CancelledError:
+                for append in queued:  # the appends themselves go on (Partition.append)
+                    append.cancel()
+                raise
         results = [
-            self._appended(data, partition, outcome, request.acks, context)
-            for data, (partition, _), outcome in zip(
-                request.partitions, started, outcomes, strict=True
-            )
+            self._appended(data, partition, _outcome(outcome), acks, context)
+            for data, (partition, outcome) in zip(request.partitions, started, strict=True)
         ]
-        if request.acks is Acks.NONE:
+        if acks is Acks.NONE:
             return None
         responses = [response for response, _ in results]
-        if request.acks is Acks.ALL:
+        if acks is Acks.ALL:
             await self._wait_durable(results, responses, request.timeout_ms)
         return ProduceResponse(tuple(responses))
 
     def _start_append(
         self, data: ProducePartitionData, acks: Acks
-    ) -> tuple[Partition | None, asyncio.Future[LogAppendInfo]]:
+    ) -> tuple[Partition | None, LogAppendInfo | KafkaError | asyncio.Future[LogAppendInfo]]:
+        """The partition and its append: done (its info or its Kafka error), or queued."""
         try:
             if data.topic in INTERNAL_TOPICS:
                 raise InvalidTopicError(f"cannot append to internal topic {data.topic}")
             partition = self.partition(data.topic, data.partition)
         except KafkaError as error:
-            failed = asyncio.get_running_loop().create_future()
-            failed.set_exception(error)
-            return None, failed
-        return partition, partition.append(data.records, acks)
+            return None, error
+        try:
+            info = partition.append_now(data.records, acks)
+        except KafkaError as error:
+            return partition, error
+        return partition, info if info is not None else partition.append(data.records, acks)
 
     def _appended(
         self,
@@ -349,6 +360,15 @@ class ReplicaManager:
         return await asyncio.get_running_loop().run_in_executor(self._io_executor, function, *args)
 
 
+def _outcome(
+    outcome: LogAppendInfo | KafkaError | asyncio.Future[LogAppendInfo],
+) -> LogAppendInfo | BaseException:
+    """An append's info or its error, once it is done."""
+    if isinstance(outcome, asyncio.Future):
+        return outcome.exception() or outcome.result()
+    return outcome
+
+
 def _produce_error(
     data: ProducePartitionData | ProducePartitionResponse, error: BaseException
 ) -> ProducePartitionResponse:
@@ -369,7 +389,10 @@ def _read_error(topic: str, partition: int, error: OSError) -> KafkaStorageError
 def _may_wait_on_disk(log: Log, offset: int) -> bool:
     """Whether a read from ``offset`` may wait on the disk: it starts in an older segment (the
     data likely to be cold), or the pages its offset lookup scans are not in the page cache
-    (the active segment of a log not written since the broker started, or evicted)."""
+    (the active segment of a log not written since the broker started, or evicted). A read
+    from the log end on reads nothing: a consumer polling for new records never waits."""
+    if offset >= log.log_end_offset:
+        return False
     segment = log.segments.floor_segment(offset)
     if segment is None:
         return False  # below the log start: refused without reading

@@ -53,7 +53,9 @@ class ResponseWriter:
 
     def write(self, frame: Sequence[Payload]) -> None:
         """Send ``frame`` (its prefix, then its payload pieces) after every earlier frame."""
-        if self._task is None and not any(isinstance(part, FileRegion) for part in frame):
+        if self._task is None and (
+            len(frame) == 1 or not any(isinstance(part, FileRegion) for part in frame)
+        ):
             self._write_bytes(frame)
             return
         self._queue.append(frame)
@@ -107,7 +109,10 @@ class ResponseWriter:
         self._write_bytes(pending)
 
     def _write_bytes(self, parts: Sequence[Payload]) -> None:
-        if parts:
+        if len(parts) == 1:
+            self._transport.write(parts[0])
+            self._metrics.bytes_out.inc(len(parts[0]))
+        elif parts:
             self._transport.writelines(parts)
             self._metrics.bytes_out.inc(sum(map(len, parts)))
 

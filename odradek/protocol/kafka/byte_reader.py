@@ -79,6 +79,10 @@ class ByteReader:
         return uuid.UUID(bytes=bytes(self._data[start : start + 16]))
 
     def unsigned_varint(self, what: str = "varint") -> int:
+        position = self.position
+        if position < self.end and self._data[position] < 0x80:  # one byte: most lengths
+            self.position = position + 1
+            return self._data[position]
         value = shift = 0
         for _ in range(MAX_UNSIGNED_VARINT_BYTES):
             byte = self._data[self._take(1, what)]
@@ -140,6 +144,10 @@ class ByteReader:
 
     def skip_tagged_fields(self, what: str = "tagged fields") -> None:
         """Read a tagged-field section whose tags this reader does not know: skip them all."""
+        position = self.position
+        if position < self.end and self._data[position] == 0:  # none: nearly always
+            self.position = position + 1
+            return
         count = self.check_length(self.unsigned_varint(what), False, what)
         last_tag = -1
         for _ in range(count):

@@ -8,9 +8,11 @@ microseconds to read, and its records stay views into the request frame (no copy
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from odradek.protocol.kafka.byte_reader import ByteReader
+from odradek.protocol.produce import ProducePartitionResponse
 
 FIRST_FLEXIBLE_VERSION = 9
 
@@ -60,19 +62,6 @@ def read_produce_request(frame: memoryview, offset: int, version: int) -> KafkaP
     return KafkaProduceRequest(transactional_id, acks, timeout_ms, partitions)
 
 
-@dataclass(frozen=True)
-class ProducePartitionResult:
-    """One partition's outcome, as a Produce response carries it."""
-
-    topic: str
-    partition: int
-    error_code: int
-    error_message: str | None
-    base_offset: int
-    log_append_time_ms: int
-    log_start_offset: int
-
-
 _PARTITION = struct.Struct(">ihq")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
@@ -80,12 +69,13 @@ _INT16 = struct.Struct(">h")
 
 
 def write_produce_response(
-    results: list[ProducePartitionResult], version: int, throttle_ms: int = 0
+    results: Sequence[ProducePartitionResponse], version: int, throttle_ms: int = 0
 ) -> bytes:
     """The body of a Produce v3+ response: partitions grouped by topic in request order,
-    the throttle time (a quota's), no tagged fields."""
+    the throttle time (a quota's), no tagged fields. The results are the broker's own
+    (odradek's protocol answers with the same values)."""
     flexible = version >= FIRST_FLEXIBLE_VERSION
-    topics: list[tuple[str, list[ProducePartitionResult]]] = []
+    topics: list[tuple[str, list[ProducePartitionResponse]]] = []
     for result in results:
         if topics and topics[-1][0] == result.topic:
             topics[-1][1].append(result)
@@ -97,13 +87,13 @@ def write_produce_response(
         _write_string(out, topic, flexible)
         _write_length(out, len(partitions), flexible)
         for p in partitions:
-            out += _PARTITION.pack(p.partition, p.error_code, p.base_offset)
+            out += _PARTITION.pack(p.partition, p.error, p.base_offset)
             out += _INT64.pack(p.log_append_time_ms)
             if version >= 5:
                 out += _INT64.pack(p.log_start_offset)
             if version >= 8:
                 _write_length(out, 0, flexible)  # record_errors
-                _write_string(out, p.error_message, flexible)
+                _write_string(out, p.message, flexible)
             if flexible:
                 out.append(0)
         if flexible:
