@@ -234,33 +234,38 @@ class PythonSegmentAppendState:
         """Give back the views on the index maps; the facts stay readable, appends stop."""
         self._released = True
         self._map_indexes = None
-        self.release_maps()
-
-    def release_maps(self) -> None:
-        """Give back the views on the index maps until the next index entry maps them again
-        (the idle file cache dropped a map)."""
         for view in (self._offset_view, self._time_view):
             if view is not None:
                 view.release()
         self._offset_view = self._time_view = None
 
-    def _ensure_maps(self) -> None:
-        if self._offset_view is not None and self._time_view is not None:
-            return
-        assert self._map_indexes is not None
-        offset_map, time_map = self._map_indexes()
-        if self._released:
-            raise ValueError("the segment's append state was released")
-        if self._offset_view is None:
-            self._offset_view = _view(offset_map, self._offset_max_entries, _OFFSET_ENTRY_SIZE)
-        if self._time_view is None:
-            self._time_view = _view(time_map, self._time_max_entries, _TIME_ENTRY_SIZE)
+    def release_maps(self) -> None:
+        """Let go of the views on the index maps until the next index entry maps them again
+        (the idle file cache dropped a map; it may run in another thread, while an append
+        still writes through a view it holds: that view goes when the append is done)."""
+        self._offset_view = self._time_view = None
 
     # --- steps -------------------------------------------------------------------------------
 
     def _check_not_released(self) -> None:
         if self._released:
             raise ValueError("the segment's append state was released")
+
+    def _ensure_maps(self) -> tuple[memoryview | None, memoryview | None]:
+        """Views on both index maps, mapped again when they were let go."""
+        offset_view, time_view = self._offset_view, self._time_view
+        if offset_view is not None and time_view is not None:
+            return offset_view, time_view
+        assert self._map_indexes is not None
+        offset_map, time_map = self._map_indexes()
+        if self._released:
+            raise ValueError("the segment's append state was released")
+        if offset_view is None:
+            offset_view = _view(offset_map, self._offset_max_entries, _OFFSET_ENTRY_SIZE)
+        if time_view is None:
+            time_view = _view(time_map, self._time_max_entries, _TIME_ENTRY_SIZE)
+        self._offset_view, self._time_view = offset_view, time_view
+        return offset_view, time_view
 
     def _append(self, records: bytes | bytearray | memoryview, write_through: bool) -> None:
         batches = _frame(records)
@@ -277,12 +282,12 @@ class PythonSegmentAppendState:
                 self._latest = (max_timestamp, last_offset)
                 self._time_indexed = False
             if since_last_entry > interval:
-                self._ensure_maps()
+                offset_view, time_view = self._ensure_maps()
                 since_last_entry = 0
                 self._since_last_entry = 0
-                self._append_offset_entry(last_offset, position + position_in_records)
+                self._append_offset_entry(offset_view, last_offset, position + position_in_records)
                 if not self._time_indexed:
-                    self._maybe_append_time_entry(*self._latest)
+                    self._maybe_append_time_entry(time_view, *self._latest)
                     self._time_indexed = True
             since_last_entry += size
         self._since_last_entry = since_last_entry
@@ -307,7 +312,7 @@ class PythonSegmentAppendState:
             os.ftruncate(fd, position)
             raise
 
-    def _append_offset_entry(self, offset: int, position: int) -> None:
+    def _append_offset_entry(self, view: memoryview | None, offset: int, position: int) -> None:
         relative = offset - self._base_offset
         last = self._offset_last
         if last is not None and relative <= last[0]:
@@ -317,12 +322,14 @@ class PythonSegmentAppendState:
         entries = self._offset_entries
         if entries >= self._offset_max_entries:
             raise ValueError("the offset index is full")
-        assert self._offset_view is not None
-        _OFFSET_ENTRY.pack_into(self._offset_view, entries * _OFFSET_ENTRY_SIZE, relative, position)
+        assert view is not None
+        _OFFSET_ENTRY.pack_into(view, entries * _OFFSET_ENTRY_SIZE, relative, position)
         self._offset_entries = entries + 1
         self._offset_last = (relative, position)
 
-    def _maybe_append_time_entry(self, timestamp: int, offset: int) -> None:
+    def _maybe_append_time_entry(
+        self, view: memoryview | None, timestamp: int, offset: int
+    ) -> None:
         """TimeIndex.maybe_append's rule: only a timestamp above the last entry's is added."""
         relative = offset - self._base_offset
         last = self._time_last
@@ -341,8 +348,8 @@ class PythonSegmentAppendState:
                 return
         if not 0 <= relative <= INT32_MAX:
             raise ValueError(f"time index entry offset {offset} does not fit int32")
-        assert self._time_view is not None
-        _TIME_ENTRY.pack_into(self._time_view, entries * _TIME_ENTRY_SIZE, timestamp, relative)
+        assert view is not None
+        _TIME_ENTRY.pack_into(view, entries * _TIME_ENTRY_SIZE, timestamp, relative)
         self._time_entries = entries + 1
         self._time_last = (timestamp, relative)
 
