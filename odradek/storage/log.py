@@ -424,6 +424,9 @@ class Log:
         rebuilt from the newest one left and the batches after it."""
         end = self.log_end_offset
         self.producer_state.delete_snapshots(above=end)
+        # Durability point: a deleted snapshot brought back by a power cut would describe
+        # records the truncation removed, once the recovery point passes it again.
+        self._directory_changes += 1
         self.producer_state.load(
             self._segments.values(), self._log_start_offset, end, end, self._clock.milliseconds()
         )
