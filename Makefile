@@ -49,7 +49,7 @@ test-fast: install-test
 SOAK_CUTS ?= 20
 SOAK_SEED ?= $(shell date +%s)
 soak: install-test
-	POWERCUT_CUTS=$(SOAK_CUTS) POWERCUT_SEED=$(SOAK_SEED) $(PY) -m pytest -q tests/test_powercut.py tests/test_powercut_groups.py tests/test_powercut_fs.py
+	POWERCUT_CUTS=$(SOAK_CUTS) POWERCUT_SEED=$(SOAK_SEED) $(PY) -m pytest -q tests/test_powercut.py tests/test_powercut_producers.py tests/test_powercut_groups.py tests/test_powercut_fs.py
 
 lint: install-test
 	$(VENV)/bin/ruff check .

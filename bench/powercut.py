@@ -3,9 +3,12 @@ a minute the power-cut tests reach.
 
 (a) acks=all throughput and p99 latency through the group commit (``GroupCommit`` over a
     ``Log`` on a real directory, producers as asyncio tasks, fsyncs on a thread pool, as the
-    broker runs them), side by side in one run: with the directory fsync a flush adds after a
-    roll (today) and without it (before: ``Log._sync_directory`` a no-op). Rounds alternate
-    between the two; the medians are printed.
+    broker runs them), side by side in one run: today (a roll renames a pre-created segment
+    file into place; its directory fsync runs in the roll's background task), with the new
+    segment's directory fsync inside the group commit's flush after each roll (no pre-created
+    file taken), and before (no directory fsync: ``Log._sync_directory`` a no-op). Rounds
+    interleave the three (each round in another order); medians, ranges and per-round
+    ratios are printed.
 (b) power cuts a minute on the power-cut file system (tests/powercut_fs.py): a LogManager
     started, acks=all records appended across rolls for a random moment, the power cut, again.
 
@@ -24,6 +27,7 @@ import stat
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -40,15 +44,20 @@ from odradek.storage.topic_admin import TopicAdmin
 from odradek.topic_partition import TopicPartition
 
 ROOT = Path(__file__).resolve().parent.parent
+GROUP_COMMIT_THREADS = "group-commit"
 SEGMENT_BYTES = 256 * 1024  # default: small, so rolls (and their directory fsyncs) come often
 
 
 class FsyncCount:
     """Counts fsyncs by kind while installed (file and directory descriptors alike go
-    through ``os.fsync``)."""
+    through ``os.fsync``), and the time the group commit's flushes (its executor's threads),
+    which acks=all requests wait for, spend making directory entries durable (an fsync of
+    their own, or waiting for the roll's background one)."""
 
     def __init__(self) -> None:
         self.files = self.directories = 0
+        self.flushes_waiting = 0  # group-commit flushes that spent > 0.2 ms on the directory
+        self.seconds_waiting = 0.0
 
     @contextmanager
     def installed(self):
@@ -61,23 +70,57 @@ class FsyncCount:
                 self.files += 1
             original(fd)
 
+        sync_directory = Log._sync_directory
+
+        def timed_sync_directory(log: Log, **options: bool) -> None:
+            if not threading.current_thread().name.startswith(GROUP_COMMIT_THREADS):
+                return sync_directory(log, **options)
+            started = time.perf_counter()
+            sync_directory(log, **options)
+            seconds = time.perf_counter() - started
+            if seconds > 0.0002:
+                self.flushes_waiting += 1
+                self.seconds_waiting += seconds
+
         os.fsync = counting
+        Log._sync_directory = timed_sync_directory  # type: ignore[method-assign]
         try:
             yield self
         finally:
             os.fsync = original
+            Log._sync_directory = sync_directory  # type: ignore[method-assign]
 
 
 @contextmanager
-def directory_fsyncs(enabled: bool):
-    """Today's Log, or one whose flushes skip the directory fsync (the code before it)."""
-    original = Log._sync_directory
-    if not enabled:
-        Log._sync_directory = lambda self: None  # type: ignore[method-assign]
+def variant(name: str):
+    """The Log as it runs today, or as it ran before: ``before`` (no directory fsync for
+    segment files: ``Log._sync_directory`` a no-op; the roll's producer snapshot written with
+    a directory fsync of its own, no pre-created file), ``inline`` (the directory fsync of a
+    new segment inside the group commit's flush after each roll: no pre-created segment file
+    is ever taken)."""
+    import odradek.storage.log as log_module
+
+    original_sync = Log._sync_directory
+    original_snapshot = Log._write_roll_snapshot
+    original_take = log_module.take_precreated_segment_file
+    if name == "before":
+        Log._sync_directory = lambda self, **options: None  # type: ignore[method-assign]
+        Log._write_roll_snapshot = lambda self, offset, data: self._write_snapshot(offset, data)  # type: ignore[method-assign]
+    elif name == "inline":
+        log_module.take_precreated_segment_file = lambda directory, offset: False
     try:
         yield
     finally:
-        Log._sync_directory = original  # type: ignore[method-assign]
+        Log._sync_directory = original_sync  # type: ignore[method-assign]
+        Log._write_roll_snapshot = original_snapshot  # type: ignore[method-assign]
+        log_module.take_precreated_segment_file = original_take
+
+
+VARIANTS = {
+    "before": "before (no directory fsync)",
+    "inline": "directory fsync in the flush",
+    "today": "after (pre-created files)",
+}
 
 
 async def acks_all_run(
@@ -89,7 +132,7 @@ async def acks_all_run(
     scheduler.startup()
     config = LogConfig(segment_bytes=segment_bytes)
     log = Log.open(directory / "bench-0", config, scheduler)
-    executor = ThreadPoolExecutor(4, thread_name_prefix="flush")
+    executor = ThreadPoolExecutor(4, thread_name_prefix=GROUP_COMMIT_THREADS)
     group_commit = GroupCommit(log, executor, lambda end: None)
     latencies: list[float] = []
     records_per_batch = 10
@@ -115,39 +158,58 @@ async def acks_all_run(
 
 def section_a(scale: float, segment_bytes: int) -> None:
     print("(a) acks=all through the group commit, 8 producers, 10 x 100 B records a request,")
-    print(f"    {segment_bytes // 1024} KB segments, medians of alternating rounds:")
+    print(
+        f"    {segment_bytes // 1024} KB segments; medians of interleaved rounds "
+        "[lowest-highest round]:"
+    )
     batch = build_batch([(int(time.time() * 1000), None, b"x" * 100, ()) for _ in range(10)])
-    results: dict[bool, list[tuple]] = {True: [], False: []}
-    rounds = max(3, int(7 * scale))
+    results: dict[str, list[tuple]] = {name: [] for name in VARIANTS}
+    rounds = max(3, int(9 * scale))
+    names = list(VARIANTS)
     for round_number in range(rounds):
-        for enabled in (False, True) if round_number % 2 == 0 else (True, False):
+        order = names[round_number % len(names) :] + names[: round_number % len(names)]
+        for name in order:
             count = FsyncCount()
             with (
                 tempfile.TemporaryDirectory(dir=ROOT) as directory,
-                directory_fsyncs(enabled),
+                variant(name),
                 count.installed(),
             ):
                 run = asyncio.run(
                     acks_all_run(Path(directory), 8, int(1500 * scale), batch, segment_bytes)
                 )
-                results[enabled].append((*run, count.files, count.directories))
-    for enabled, label in ((False, "before (no directory fsync)"), (True, "after (today)")):
-        throughput = statistics.median(r[0] for r in results[enabled])
-        p99 = statistics.median(r[1] for r in results[enabled])
-        _, _, rolls, files, directories = results[enabled][0]
-        spread = max(r[0] for r in results[enabled]) / min(r[0] for r in results[enabled])
+                results[name].append(
+                    (
+                        *run,
+                        count.files,
+                        count.directories,
+                        count.flushes_waiting,
+                        count.seconds_waiting,
+                    )
+                )
+    for name, label in VARIANTS.items():
+        runs = results[name]
+        throughputs = [r[0] for r in runs]
+        p99s = [r[1] for r in runs]
+        _, _, rolls, files, directories, _, _ = runs[0]
+        waiting = statistics.median(r[5] for r in runs)
+        waited_ms = statistics.median(r[6] for r in runs) * 1000
         print(
-            f"  {label:28} {throughput:10,.0f} records/s   p99 {p99:6.2f} ms   "
+            f"  {label:30} {statistics.median(throughputs):9,.0f} records/s "
+            f"[{min(throughputs):,.0f}-{max(throughputs):,.0f}]   "
+            f"p99 {statistics.median(p99s):6.2f} ms [{min(p99s):.2f}-{max(p99s):.2f}]   "
             f"({rolls} rolls, {files} file and {directories} directory fsyncs a run; "
-            f"best/worst round {spread:.2f}x)"
+            f"{waiting:.0f} group-commit flushes waited {waited_ms:.0f} ms in all for the "
+            "directory)"
         )
-    before = statistics.median(r[0] for r in results[False])
-    after = statistics.median(r[0] for r in results[True])
-    p99_before = statistics.median(r[1] for r in results[False])
-    p99_after = statistics.median(r[1] for r in results[True])
-    print(
-        f"  after/before: throughput {after / before:.3f}x, p99 {p99_after / p99_before:.3f}x"
-    )
+    for name in ("inline", "today"):
+        ratios = [a[0] / b[0] for a, b in zip(results[name], results["before"], strict=True)]
+        p99_ratios = [a[1] / b[1] for a, b in zip(results[name], results["before"], strict=True)]
+        print(
+            f"  {VARIANTS[name]} / before: throughput {statistics.median(ratios):.3f}x "
+            f"[{min(ratios):.3f}-{max(ratios):.3f}], p99 {statistics.median(p99_ratios):.3f}x "
+            f"[{min(p99_ratios):.3f}-{max(p99_ratios):.3f}] (per-round ratios)"
+        )
 
 
 def section_b(scale: float) -> None:

@@ -484,3 +484,37 @@ def test_a_leader_epoch_whose_records_a_cut_took_is_forgotten(fs: PowerCutFS) ->
         assert log.leader_epoch_cache.entries == [EpochEntry(1, 0), EpochEntry(5, 1)]
     finally:
         log.close()
+
+
+def test_a_snapshot_a_truncation_deleted_stays_deleted_after_a_cut(fs: PowerCutFS) -> None:
+    """Regression: truncating the active segment deleted the snapshots above the new end
+    without syncing the directory; a cut brought one back, describing records the
+    truncation removed, and once the recovery point passed its offset again, loading took
+    the producer state from it (a retry of a removed batch answered as a duplicate: lost)."""
+    from odradek.storage.producer_snapshot_file import snapshot_file
+
+    log = open_log_on(fs)
+    producer = IdempotentProducer(11)
+    for _ in range(4):
+        log.append(producer.next_batch(2).data)
+    log.flush()  # (the leader epoch too: no later write of it syncs the directory)
+    log.close()  # a clean stop: a snapshot at the log end, 8
+    assert snapshot_file(log.dir, 8).exists()
+    log = open_log_on(fs, recovery_point=8)
+    log.flush()  # the directory as loading left it
+    log.truncate_to(4)  # the last two batches go, and the snapshot at 8 with them
+    assert not snapshot_file(log.dir, 8).exists()
+    other = IdempotentProducer(12)
+    for _ in range(3):
+        log.append(other.next_batch(2).data)
+    log.flush()
+    recovery_point = log.recovery_point
+    assert recovery_point == 10
+    fs.cut(abandon=log.close_handlers)
+    log = open_log_on(fs, recovery_point)
+    try:
+        assert not snapshot_file(log.dir, 8).exists()
+        lost = producer.in_flight[2]  # removed by the truncation: a retry must write it
+        assert log.append(lost.data).record_count == lost.count
+    finally:
+        log.close()

@@ -424,6 +424,9 @@ class Log:
         rebuilt from the newest one left and the batches after it."""
         end = self.log_end_offset
         self.producer_state.delete_snapshots(above=end)
+        # Durability point: a deleted snapshot brought back by a power cut would describe
+        # records the truncation removed, once the recovery point passes it again.
+        self._directory_changes += 1
         self.producer_state.load(
             self._segments.values(), self._log_start_offset, end, end, self._clock.milliseconds()
         )
@@ -536,12 +539,10 @@ class Log:
             try:
                 with self._lock:
                     self._precreated_ready = False  # until the fsync below covers the file
+                    self._precreated_taken = False  # the fsync below covers the rename
                 if precreate:
                     precreate_segment_file(self.dir)
-                with self._lock:
-                    self._directory_changes += 1  # the snapshot, the file, the roll's rename
-                    self._precreated_taken = False
-                self._sync_directory()
+                self._sync_directory(always=True)
             except OSError as error:
                 if self.dir.exists():
                     raise self._storage_error("roll", error) from error
@@ -772,14 +773,16 @@ class Log:
             if self.dir.exists():
                 raise
 
-    def _sync_directory(self) -> None:
+    def _sync_directory(self, *, always: bool = False) -> None:
         """fsync ``dir`` unless a completed fsync covers every change to its entries so far.
-        A caller finding one in progress waits for it rather than taking it as done."""
+        A caller finding one in progress waits for it rather than taking it as done.
+        ``always``: fsync even so, for changes no acknowledgement waits for (a snapshot, the
+        pre-created segment file): they are not counted, so a flush never waits for them."""
         target = self._directory_changes
-        if self._directory_synced >= target:
+        if self._directory_synced >= target and not always:
             return
         with self._directory_sync_lock:
-            if self._directory_synced >= target:
+            if self._directory_synced >= target and not always:
                 return
             covered = self._directory_changes
             try:
@@ -788,7 +791,7 @@ class Log:
                 if self.dir.exists():
                     raise
                 return  # renamed for deletion meanwhile: nothing in it has to last
-            self._directory_synced = covered
+            self._directory_synced = max(self._directory_synced, covered)
 
     # --- retention (design §10) -----------------------------------------------------------------
 
