@@ -172,6 +172,16 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._close_for(error)
             return
         self._read_control.received(bool(frames))
+        if len(frames) > 1:  # their responses leave in one write, those ready by the end
+            self._writer.hold()
+            try:
+                self._dispatch_all(frames)
+            finally:
+                self._writer.release()
+        elif frames:
+            self._dispatch_all(frames)
+
+    def _dispatch_all(self, frames: list[Frame]) -> None:
         for frame in frames:
             if self._closing:
                 self._memory_pool.release(len(frame.payload))

@@ -165,6 +165,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._close_for("bad_frame", error.message)
             return
         self._read_control.received(bool(frames))
+        if len(frames) > 1:  # their responses leave in one write, those ready by the end
+            self._writer.hold()
+            try:
+                self._dispatch_all(frames)
+            finally:
+                self._writer.release()
+        elif frames:
+            self._dispatch_all(frames)
+
+    def _dispatch_all(self, frames: list[memoryview]) -> None:
         for frame in frames:
             if self._closing:
                 self._memory_pool.release(len(frame))
