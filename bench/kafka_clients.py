@@ -18,7 +18,6 @@ Usage: ``python bench/kafka_clients.py [--quick]`` (``--quick``: a tenth of the 
 from __future__ import annotations
 
 import argparse
-import struct
 import tempfile
 import time
 from pathlib import Path
@@ -31,13 +30,13 @@ from broker import (
     admin_call,
     create_topic,
     frame_of,
+    kafka_frame,
 )
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from odradek.client import AsyncConsumer, AsyncProducer
 from odradek.protocol.fetch import FetchPartition, FetchRequest
-from odradek.protocol.kafka.message_codec import encode_parts, request_spec
 from odradek.protocol.metadata import MetadataRequest
 from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
@@ -52,14 +51,6 @@ def batch_of(value_size: int) -> tuple[bytes, int]:
     count = BATCH_BYTES // (value_size + 10)
     now = int(time.time() * 1000)
     return build_batch([(now, None, b"v" * value_size, ())] * count), count
-
-
-def kafka_frame(api_key: int, version: int, values: dict, correlation_id: int = 0) -> bytes:
-    header = struct.pack(">hhih", api_key, version, correlation_id, 5) + b"bench"
-    if request_spec(api_key, version).flexible:
-        header += b"\x00"
-    body = b"".join(bytes(p) for p in encode_parts(request_spec(api_key, version), values))
-    return struct.pack(">i", len(header) + len(body)) + header + body
 
 
 def kafka_produce_frame(topic: str, batch: bytes) -> bytes:

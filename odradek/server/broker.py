@@ -23,8 +23,8 @@ from odradek.security.acl_store import AclStore
 from odradek.security.credential_store import CredentialStore
 from odradek.server.admin_manager import AdminManager
 from odradek.server.authorizer import Authorizer
-from odradek.server.client_connection import ConnectionSettings
 from odradek.server.client_quota_request_handlers import ClientQuotaRequestHandlers
+from odradek.server.connection import ConnectionSettings
 from odradek.server.event_loop_lag_monitor import EventLoopLagMonitor
 from odradek.server.group.group_coordinator import GroupCoordinator
 from odradek.server.group.group_coordinator_collector import GroupCoordinatorCollector
@@ -42,6 +42,7 @@ from odradek.server.quota.client_quota_store import ClientQuotaStore
 from odradek.server.quota.client_quotas import ClientQuotas
 from odradek.server.quota.quota_collector import QuotaCollector
 from odradek.server.replica_manager import ReplicaManager
+from odradek.server.request_context import RequestContext
 from odradek.server.sasl_authenticator import SaslAuthenticator
 from odradek.server.socket_server import SocketServer
 from odradek.server.ssl_factory import server_ssl_context
@@ -312,7 +313,7 @@ class Broker:
             topic_ids,
             config,
             config.broker_id,
-            self.advertised,
+            self.endpoint_for,
             KafkaSecurityRequests(self.credentials, self.authorizer, self._io_executor),
             self.authorizer,
             self._io_executor,
@@ -320,9 +321,7 @@ class Broker:
                 self.group_coordinator,
                 self.group_metadata_manager,
                 config.broker_id,
-                lambda context: self.advertised(
-                    context.session.listener.listener_name if context.session else None
-                ),
+                self.endpoint_for,
                 self.authorizer,
             ),
             self.quotas,
@@ -335,6 +334,13 @@ class Broker:
         endpoint = self.config.advertised_listener(listener_name)
         bound = self.listener_ports.get(endpoint.listener_name, self.port)
         return advertised_host(endpoint.host), endpoint.port or bound
+
+    def endpoint_for(self, context: RequestContext) -> tuple[str, int]:
+        """The host and port the client of a request reaches this broker at: the advertised
+        endpoint of the listener the request came in on (what Metadata, DescribeCluster and
+        FindCoordinator name)."""
+        session = context.session
+        return self.advertised(session.listener.listener_name if session is not None else None)
 
     async def _in_thread(self, function: Callable[[], object]) -> None:
         await asyncio.get_running_loop().run_in_executor(self._io_executor, function)

@@ -117,7 +117,10 @@ class KafkaApis:
     async def _handle(self, context: RequestContext, request: Message) -> Message | None:
         api_key = context.header.api_key
         handler = self._handlers[api_key]
-        response = await self._authorization.handle(api_key, handler, request, context)
+        if self._authorization.authorizer.enabled:
+            response = await self._authorization.handle(api_key, handler, request, context)
+        else:
+            response = await handler(request, context)
         if response is not None:
             self._count_entry_errors(api_key, response)
         return response

@@ -24,44 +24,33 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine
 from concurrent.futures import Executor
-from typing import Any
 
 from odradek.errors import (
     InvalidRequestError,
     KafkaError,
     SaslAuthenticationFailedError,
 )
-from odradek.protocol.frame import FrameError
 from odradek.protocol.kafka.api_versions import API_VERSIONS, api_name
-from odradek.server.client_connection import (
-    MAX_IN_FLIGHT_BYTES,
-    MAX_IN_FLIGHT_REQUESTS,
-    WRITE_BUFFER_HIGH_BYTES,
-    WRITE_BUFFER_LOW_BYTES,
-    ConnectionRegistry,
-    ConnectionSettings,
-)
-from odradek.server.eager_start import start_eagerly
+from odradek.server.connection import Connection, ConnectionRegistry, ConnectionSettings
 from odradek.server.kafka_apis import EAGER_API_KEYS
 from odradek.server.kafka_frame_reader import KafkaFrameReader
 from odradek.server.kafka_request import KafkaRequest
 from odradek.server.kafka_request_handler import KafkaRequestHandler
 from odradek.server.metrics import BrokerMetrics
-from odradek.server.quota.connection_throttle import ConnectionThrottle
 from odradek.server.request_memory_pool import RequestMemoryPool
-from odradek.server.request_read_control import RequestReadControl
-from odradek.server.response_writer import ResponseWriter
-from odradek.server.session import Session, principal_of_transport
+from odradek.server.session import Session
 
 logger = logging.getLogger(__name__)
 
 PROTOCOL_LABEL = "kafka"
 
 
-class KafkaConnection(asyncio.BufferedProtocol):
+class KafkaConnection(Connection[memoryview]):
     """The broker's side of one Kafka-protocol client connection."""
+
+    protocol_label = PROTOCOL_LABEL
+    description = "Kafka connection"
 
     def __init__(
         self,
@@ -73,121 +62,36 @@ class KafkaConnection(asyncio.BufferedProtocol):
         memory_pool: RequestMemoryPool,
         session: Session | None = None,
     ) -> None:
-        self._handler = handler
-        self._session = session
-        self._settings = settings
-        self._registry = registry
-        self._metrics = metrics
-        self._executor = executor
-        self._memory_pool = memory_pool
-        self._recorder = metrics.request_recorder(PROTOCOL_LABEL, api_name)
-        self._reader = KafkaFrameReader(settings.max_request_bytes, memory_pool)
-        self._read_control = RequestReadControl(
-            self._reader,
-            memory_pool,
-            settings.request_timeout_ms,
+        super().__init__(
+            KafkaFrameReader(settings.max_request_bytes, memory_pool),
+            settings,
+            registry,
             metrics,
-            self._update_reading,
-            self._abort,
+            executor,
+            memory_pool,
+            session,
+            api_name,
         )
-        self._loop = asyncio.get_running_loop()
-        self._transport: asyncio.Transport | None = None
-        self._writer: ResponseWriter | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._handler = handler
         self._previous_response: asyncio.Task[None] | None = None
-        self._in_flight_bytes = 0
-        self._transport_paused = False
-        self._reading_paused = False
-        self._throttle = ConnectionThrottle(self._update_reading)
-        self._closing = False
-        self._last_active = self._loop.time()
-        self._idle_timer: asyncio.TimerHandle | None = None
         self._auth_timer: asyncio.TimerHandle | None = None
-        self.peer = "unknown peer"
 
-    def __repr__(self) -> str:
-        return f"KafkaConnection({self.peer})"
+    # --- security hooks ----------------------------------------------------------------------
 
-    # --- asyncio.Protocol --------------------------------------------------------------------
+    def _start_session(self) -> None:
+        """A SASL listener's limits hold until the client has authenticated."""
+        authenticator = self._session.authenticator
+        if authenticator is not None:
+            authenticator.peer = self.peer
+            self._reader.max_frame_bytes = min(
+                self._settings.max_request_bytes, authenticator.max_receive_bytes
+            )
+            deadline = self._session.accepted_at + authenticator.timeout_s
+            self._auth_timer = self._loop.call_at(deadline, self._authentication_timed_out)
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport
-        peer = transport.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        if not self._registry.register(self):
-            transport.abort()
-            return
-        if self._session is not None:
-            # --- security hook: the principal of a verified client certificate; a SASL
-            # listener's limits until the client has authenticated.
-            self._session.peer = self.peer
-            self._session.certificate_principal = principal_of_transport(transport)
-            if self._session.authenticator is not None:
-                self._session.authenticator.peer = self.peer
-                self._reader.max_frame_bytes = min(
-                    self._settings.max_request_bytes, self._session.authenticator.max_receive_bytes
-                )
-                deadline = self._session.accepted_at + self._session.authenticator.timeout_s
-                self._auth_timer = self._loop.call_at(deadline, self._authentication_timed_out)
-        transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES, low=WRITE_BUFFER_LOW_BYTES)
-        self._writer = ResponseWriter(
-            transport, self.peer, self._executor, self._metrics, self._update_reading
-        )
-        self._arm_idle_timer(self._settings.max_idle_ms / 1000)
-        self._read_control.start(self.peer)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._registry.unregister(self)
-        self._closing = True
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
+    def _end_session(self) -> None:
         if self._auth_timer is not None:
             self._auth_timer.cancel()
-        self._read_control.close()
-        self._throttle.cancel()
-        if self._writer is not None:
-            self._writer.close()
-        for task in self._tasks:
-            task.cancel()
-        if exc is not None:
-            logger.info("%s: connection lost: %s", self.peer, exc)
-
-    def request_began_at(self, when: float) -> None:
-        """Its first request began at loop time ``when``, while its protocol was detected."""
-        self._read_control.began_at(when)
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self._reader.get_buffer()
-
-    def buffer_updated(self, nbytes: int) -> None:
-        self._last_active = self._loop.time()
-        self._metrics.bytes_in.inc(nbytes)
-        try:
-            frames = self._reader.buffer_updated(nbytes)
-        except FrameError as error:
-            self._close_for("bad_frame", error.message)
-            return
-        self._read_control.received(bool(frames))
-        for frame in frames:
-            if self._closing:
-                self._memory_pool.release(len(frame))
-                continue
-            self._dispatch(frame)
-
-    def eof_received(self) -> bool:
-        if self._tasks or (self._writer is not None and self._writer.busy):
-            self._loop.create_task(self.shutdown(), name=f"close-{self.peer}")
-            return True
-        return False
-
-    def pause_writing(self) -> None:
-        self._transport_paused = True
-        self._update_reading()
-
-    def resume_writing(self) -> None:
-        self._transport_paused = False
-        self._writer.transport_resumed()
-        self._update_reading()
 
     # --- requests ----------------------------------------------------------------------------
 
@@ -216,7 +120,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             # SaslAuthenticate are served; anything else closes the connection.
             if not session.authenticator.allows(request.api_key):
                 self._memory_pool.release(size)
-                self._record(request, SaslAuthenticationFailedError.code, received)
+                self._record(request.api_key, SaslAuthenticationFailedError.code, received)
                 self._close_for(
                     "unauthenticated",
                     f"{request} before SASL authentication completed "
@@ -226,7 +130,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if request.refusal is not None:
             if request.api_key != API_VERSIONS:
                 self._memory_pool.release(size)
-                self._record(request, request.refusal.code, received)
+                self._record(request.api_key, request.refusal.code, received)
                 self._close_for("unsupported_version", request.refusal.message)
                 return
             logger.info("%s: %s", self.peer, request.refusal.message)
@@ -235,19 +139,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
         task = self._start(handling, size, eager=request.api_key in EAGER_API_KEYS)
         if task is not None:
             self._previous_response = task
-
-    def _start(
-        self, handling: Coroutine[Any, Any, None], size: int, eager: bool = False
-    ) -> asyncio.Task[None] | None:
-        """Handle a request: as a task, or (``eager``) now, as a task only if it must wait;
-        the task, or None when it is done. Its reservation of request memory is released
-        when it ends (even if cancelled)."""
-        self._in_flight_bytes += size
-        task = start_eagerly(self._loop, handling) if eager else self._loop.create_task(handling)
-        if task is not None:
-            self._tasks.add(task)
-        self._update_reading()
-        return task
 
     async def _handle(
         self,
@@ -277,17 +168,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
             elif error_code:
                 # No response can say it in this API's terms: close, as Kafka does.
                 self._close_for("failed_request", f"{request} failed")
-            if self._session is not None and self._session.throttle_s:  # --- quota hook
-                self._throttle.start(self._session)
+            self._start_throttle()
             self._after_authentication_step()
         finally:
             current = asyncio.current_task()
             if current is not None and self._previous_response is current:
                 self._previous_response = None
-            self._tasks.discard(current)
-            self._in_flight_bytes -= size
-            self._memory_pool.release(size)
-        self._record(request, error_code, received)
+            self._finished(size)
+        self._record(request.api_key, error_code, received)
         self._update_reading()
 
     async def _bare_token(self, frame: memoryview) -> None:
@@ -302,9 +190,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._writer.write([len(answer).to_bytes(4, "big"), answer])
             self._after_authentication_step()
         finally:
-            self._tasks.discard(asyncio.current_task())
-            self._in_flight_bytes -= len(frame)
-            self._memory_pool.release(len(frame))
+            self._finished(len(frame))
         self._update_reading()
 
     def _after_authentication_step(self) -> None:
@@ -327,77 +213,3 @@ class KafkaConnection(asyncio.BufferedProtocol):
             "authentication_timeout",
             f"no SASL authentication within {self._session.authenticator.timeout_s:.0f} s",
         )
-
-    def _record(self, request: KafkaRequest, error_code: int, received: float) -> None:
-        self._recorder.record(request.api_key, error_code, time.perf_counter() - received)
-
-    # --- flow control, idleness, closing -----------------------------------------------------
-
-    def _update_reading(self) -> None:
-        if self._transport is None or self._closing:
-            return
-        pause = (
-            self._transport_paused
-            or self._read_control.waiting_for_memory
-            or (self._writer is not None and self._writer.backlog_bytes > WRITE_BUFFER_HIGH_BYTES)
-            or len(self._tasks) >= MAX_IN_FLIGHT_REQUESTS
-            or self._in_flight_bytes >= MAX_IN_FLIGHT_BYTES
-            or self._throttle.muted
-        )
-        if pause != self._reading_paused:
-            self._reading_paused = pause
-            if pause:
-                self._transport.pause_reading()
-                self._read_control.paused()
-            else:
-                self._transport.resume_reading()
-                self._read_control.resumed()
-
-    def _arm_idle_timer(self, delay_s: float) -> None:
-        self._idle_timer = self._loop.call_later(delay_s, self._check_idle)
-
-    def _check_idle(self) -> None:
-        max_idle_s = self._settings.max_idle_ms / 1000
-        idle_s = self._loop.time() - self._last_active
-        busy = self._tasks or self._writer.busy
-        if idle_s >= max_idle_s and not busy:
-            logger.info("%s: closing connection idle for %.1f s", self.peer, idle_s)
-            self._metrics.closed_connections.labels("idle").inc()
-            self._closing = True
-            self._transport.close()
-            return
-        self._arm_idle_timer(max_idle_s if busy else max_idle_s - idle_s)
-
-    def _close_for(self, reason: str, message: str) -> None:
-        """Log once and drop the connection."""
-        if self._closing:
-            return
-        logger.warning("%s: closing Kafka connection: %s", self.peer, message)
-        self._metrics.closed_connections.labels(reason).inc()
-        self._abort()
-
-    def _abort(self) -> None:
-        self._closing = True
-        self._transport.abort()
-
-    async def shutdown(self, timeout_s: float = 10.0) -> None:
-        transport = self._transport
-        if transport is None or transport.is_closing():
-            return
-        self._closing = True
-        transport.pause_reading()
-        try:
-            async with asyncio.timeout(timeout_s):
-                while self._tasks:
-                    await asyncio.wait(set(self._tasks))
-                await self._writer.flush()
-        except TimeoutError:
-            logger.warning(
-                "%s: closing with %d requests running after %.0f s",
-                self.peer,
-                len(self._tasks),
-                timeout_s,
-            )
-            transport.abort()
-            return
-        transport.close()

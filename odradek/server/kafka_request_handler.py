@@ -105,7 +105,7 @@ class KafkaRequestHandler:
         topic_ids: TopicIds,
         broker_config: BrokerConfig,
         node_id: int,
-        advertised: Callable[[str | None], tuple[str, int]],
+        endpoint: Callable[[RequestContext], tuple[str, int]],
         security: KafkaSecurityRequests | None = None,
         authorizer: Authorizer | None = None,
         executor: Executor | None = None,
@@ -119,7 +119,7 @@ class KafkaRequestHandler:
         self._topic_ids = topic_ids
         self._broker_config = broker_config
         self._node_id = node_id
-        self._advertised = advertised
+        self._endpoint = endpoint
         self._authorizer = authorizer or Authorizer()
         executor = executor or ThreadPoolExecutor(1, thread_name_prefix="odradek-acls")
         self._handlers: dict[int, KafkaHandler] = {
@@ -272,9 +272,8 @@ class KafkaRequestHandler:
     async def _api_versions(self, request: KafkaRequest, _context: RequestContext) -> dict:
         return self._api_versions_body()
 
-    def _broker(self, context: RequestContext | None = None) -> dict[str, Any]:
-        session = context.session if context is not None else None
-        host, port = self._advertised(session.listener.listener_name if session else None)
+    def _broker(self, context: RequestContext) -> dict[str, Any]:
+        host, port = self._endpoint(context)
         return {"node_id": self._node_id, "broker_id": self._node_id, "host": host, "port": port}
 
     async def _metadata(self, request: KafkaRequest, context: RequestContext) -> dict:

@@ -129,9 +129,7 @@ class BrokerMetrics:
         ProcessCollector(registry=registry)  # memory, CPU, open files against their limit
         self._recorders: dict[str, RequestRecorder] = {}
 
-    def request_recorder(
-        self, protocol: str, api_name: Callable[[int], str]
-    ) -> RequestRecorder:
+    def request_recorder(self, protocol: str, api_name: Callable[[int], str]) -> RequestRecorder:
         """Where connections of ``protocol`` count their requests (``api_name`` names an API
         key for the labels); one for all of them."""
         recorder = self._recorders.get(protocol)

@@ -43,6 +43,7 @@ class ResponseWriter:
         self._task: asyncio.Task[None] | None = None
         self._sender: SendfileSender | None = None
         self._drained: asyncio.Future[None] | None = None
+        self._held: list[Payload] | None = None  # frames gathered between hold and release
         self.backlog_bytes = 0
         """Bytes of frames queued behind a zero-copy send, not yet handed to the socket."""
 
@@ -51,13 +52,29 @@ class ResponseWriter:
         """True while frames are being written by the task (a file region is in the way)."""
         return self._task is not None
 
+    def hold(self) -> None:
+        """Gather the frames written from now on until ``release``, to hand them to the socket
+        in one write (the responses to the requests of one read: one send, not one each)."""
+        if self._task is None:
+            self._held = []
+
+    def release(self) -> None:
+        """Write what was gathered since ``hold``."""
+        held, self._held = self._held, None
+        if held and not self._transport.is_closing():
+            self._write_bytes(held)
+
     def write(self, frame: Sequence[Payload]) -> None:
         """Send ``frame`` (its prefix, then its payload pieces) after every earlier frame."""
         if self._task is None and (
             len(frame) == 1 or not any(isinstance(part, FileRegion) for part in frame)
         ):
-            self._write_bytes(frame)
+            if self._held is not None:
+                self._held.extend(frame)
+            else:
+                self._write_bytes(frame)
             return
+        self.release()  # what was gathered goes first
         self._queue.append(frame)
         self.backlog_bytes += sum(map(len, frame))
         if self._task is None:
@@ -76,6 +93,7 @@ class ResponseWriter:
 
     def close(self) -> None:
         """Drop what is queued and release the socket duplicate (the connection is gone)."""
+        self._held = None
         if self._task is not None:
             self._task.cancel()
         if self._sender is not None:

@@ -10,7 +10,8 @@ from concurrent.futures import Executor
 from functools import partial
 
 from odradek.config.listeners import EndPoint
-from odradek.server.client_connection import ClientConnection, ConnectionSettings
+from odradek.server.client_connection import ClientConnection
+from odradek.server.connection import Connection, ConnectionSettings
 from odradek.server.kafka_apis import KafkaApis
 from odradek.server.kafka_connection import KafkaConnection
 from odradek.server.kafka_request_handler import KafkaRequestHandler
@@ -49,7 +50,7 @@ class SocketServer:
         self._servers: list[asyncio.Server] = []
         self._apis: KafkaApis | None = None
         self._kafka_handler: KafkaRequestHandler | None = None
-        self._connections: set[ClientConnection] = set()
+        self._connections: set[Connection] = set()
         queued = settings.queued_max_request_bytes
         self.memory_pool = RequestMemoryPool(None if queued == -1 else queued)
         metrics.request_memory.set_function(lambda: self.memory_pool.reserved)
@@ -92,7 +93,7 @@ class SocketServer:
     def connection_count(self) -> int:
         return len(self._connections)
 
-    def register(self, connection: ClientConnection) -> bool:
+    def register(self, connection: Connection) -> bool:
         if len(self._connections) >= self._max_connections:
             logger.warning(
                 "%s: connection refused: max.connections=%d are open",
@@ -105,7 +106,7 @@ class SocketServer:
         self._metrics.open_connections.set(len(self._connections))
         return True
 
-    def unregister(self, connection: ClientConnection) -> None:
+    def unregister(self, connection: Connection) -> None:
         self._connections.discard(connection)
         self._metrics.open_connections.set(len(self._connections))
 

@@ -73,7 +73,7 @@ class LogDirFailureChannel:
         return True
 
     def is_offline(self, log_dir: Path) -> bool:
-        return log_dir in self._offline
+        return bool(self._offline) and log_dir in self._offline  # (asked on every request)
 
     def reason(self, log_dir: Path) -> str | None:
         """Why ``log_dir`` went offline, or None while it is online."""

@@ -192,6 +192,11 @@ def _read_one(reader: ByteReader, field: FieldSpec, flexible: bool, path: str) -
                 return None
         return read_entity(reader, field.entity, path + ".")
     kafka_type = field.kafka_type
+    fmt = _STRUCTS.get(kafka_type)
+    if fmt is not None:  # the numbers: most fields
+        start = reader.position
+        reader.skip(fmt.size, path)
+        return reader.unpack(fmt, start)
     nullable = field.nullable and not field.is_array
     if kafka_type == "string":
         return reader.string(flexible, nullable, path)
@@ -199,14 +204,7 @@ def _read_one(reader: ByteReader, field: FieldSpec, flexible: bool, path: str) -
         return reader.bytes_view(flexible, nullable, path)
     if kafka_type == "bool":
         return reader.boolean(path)
-    if kafka_type == "uuid":
-        return reader.uuid(path)
-    if kafka_type == "float64":
-        return reader.float64(path)
-    fmt = _STRUCTS[kafka_type]
-    start = reader.position
-    reader.skip(fmt.size, path)
-    return reader.unpack(fmt, start)
+    return reader.uuid(path)
 
 
 def _default_value(field: FieldSpec) -> Any:
@@ -329,7 +327,10 @@ def _write_one(out: PartsWriter, field: FieldSpec, flexible: bool, value: Any, n
         write_entity(out, field.entity, value)
         return
     kafka_type = field.kafka_type
-    if kafka_type == "string":
+    fmt = _STRUCTS.get(kafka_type)
+    if fmt is not None:  # the numbers: most fields
+        buffer += fmt.pack(-1 if value is None else value)
+    elif kafka_type == "string":
         encoded = None if value is None else value.encode()
         _write_length(buffer, None if encoded is None else len(encoded), flexible, True)
         if encoded:
@@ -343,10 +344,8 @@ def _write_one(out: PartsWriter, field: FieldSpec, flexible: bool, value: Any, n
                 out.region(value)
     elif kafka_type == "bool":
         buffer.append(1 if value else 0)
-    elif kafka_type == "uuid":
+    else:  # uuid
         buffer += (value or ZERO_UUID).bytes
-    else:
-        buffer += _STRUCTS[kafka_type].pack(-1 if value is None else value)
 
 
 def encode_parts(spec: EntitySpec, values: dict[str, Any]) -> list[Payload]:
