@@ -586,7 +586,19 @@ def grow_and_shrink(
         return found
 
     def settle(size: int) -> None:
-        assignment = wait_until(lambda: settled(size), f"{label}: {size} members settled")
+        try:
+            assignment = wait_until(lambda: settled(size), f"{label}: {size} members settled")
+        except AssertionError as timeout:
+            description = admin.describe_consumer_groups([group])[group].result(timeout=10)
+            seen = [
+                (m.client_id, sorted(tp.partition for tp in m.assignment.topic_partitions))
+                for m in description.members
+            ]
+            said = {m.name: getattr(m, "errors", [])[-5:] for m in members}
+            raise AssertionError(
+                f"{timeout}: the group is {description.state} with {seen}; the listeners say "
+                f"{ownership.owned}; the members' last errors {said}"
+            ) from None
         assert_partitioned(assignment, partitions)
         assert all(assignment.values()), assignment  # range spreads 6 partitions over all
 
