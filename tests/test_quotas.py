@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import confluent_kafka
@@ -160,7 +161,9 @@ def _create(broker: RunningBroker, *topics: str) -> None:
 
 
 @pytest.mark.slow
-def test_a_quota_limited_producer_is_held_to_its_rate(tmp_path: Path) -> None:
+def test_a_quota_limited_producer_is_held_to_its_rate(
+    tmp_path: Path, record_property: Callable[[str, object], None]
+) -> None:
     ClientQuotaStore(tmp_path / "data").alter(
         [(ClientQuotaEntity.of(client_id="slow"), {PRODUCER_BYTE_RATE: QUOTA})]
     )
@@ -185,13 +188,17 @@ def test_a_quota_limited_producer_is_held_to_its_rate(tmp_path: Path) -> None:
         ]
         assert abs(window / 10 / QUOTA - 1) <= TOLERANCE, per_second
         fast_rate = (sizes[first + 10][1] - sizes[first][1]) / 10
+        record_property("slow_rate_over_quota", window / 10 / QUOTA)
+        record_property("fast_rate_over_quota", fast_rate / QUOTA)
         assert fast_rate >= 4 * QUOTA, (fast_rate, per_second)
         metrics = broker.metrics()
         assert not any('client_id="fast"' in name for name in metrics)  # never throttled
 
 
 @pytest.mark.slow
-def test_a_quota_limited_consumer_is_held_to_its_rate(tmp_path: Path) -> None:
+def test_a_quota_limited_consumer_is_held_to_its_rate(
+    tmp_path: Path, record_property: Callable[[str, object], None]
+) -> None:
     ClientQuotaStore(tmp_path / "data").alter(
         [(ClientQuotaEntity.of(client_id="slowc"), {CONSUMER_BYTE_RATE: QUOTA})]
     )
@@ -208,6 +215,8 @@ def test_a_quota_limited_consumer_is_held_to_its_rate(tmp_path: Path) -> None:
         slow_timeline = json.loads(slow.communicate(timeout=120)[0])
         fast_timeline = json.loads(fast.communicate(timeout=120)[0])
     window = slow_timeline[100] - slow_timeline[0]
+    record_property("slow_rate_over_quota", window / 10 / QUOTA)
+    record_property("fast_over_slow", fast_timeline[-1] / max(1, slow_timeline[-1]))
     assert abs(window / 10 / QUOTA - 1) <= TOLERANCE, slow_timeline[::10]
     assert fast_timeline[-1] >= 4 * slow_timeline[-1], (fast_timeline[::10], slow_timeline[::10])
 
