@@ -112,15 +112,21 @@ class StoredRecord:
 class JavaClient:
     """Kafka's Java client (tests/java/kafka-harness) against one bootstrap address."""
 
-    def __init__(self, classpath: str, bootstrap: str) -> None:
+    def __init__(
+        self, classpath: str, bootstrap: str, properties: dict[str, str] | None = None
+    ) -> None:
+        """``properties``: client settings every command's clients get (security.protocol,
+        sasl.*, ssl.*)."""
         self.classpath = classpath
         self.bootstrap = bootstrap
+        self.properties = dict(properties or {})
 
     def _run(self, command: str, args: Iterable[str], stdin: str = "") -> list[dict]:
+        settings = [arg for k, v in self.properties.items() for arg in ("--property", f"{k}={v}")]
         done = run_java(
             self.classpath,
             HARNESS_MAIN,
-            [command, "--bootstrap", self.bootstrap, *args],
+            [command, "--bootstrap", self.bootstrap, *settings, *args],
             stdin,
         )
         assert done.returncode == 0, f"harness {command} failed:\n{done.stderr[-4000:]}"

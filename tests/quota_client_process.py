@@ -57,18 +57,18 @@ def consume(bootstrap: str, topic: str, client_id: str, seconds: float) -> None:
     timeline: list[int] = []
     deadline = time.monotonic() + seconds + 30
     while time.monotonic() < deadline:
-        message = consumer.poll(0.05)
+        messages = consumer.consume(1000, 0.05)
         now = time.monotonic()
         if started is not None:
             while len(timeline) < int((now - started) * 10):
                 timeline.append(received)
             if now - started >= seconds:
                 break
-        if message is None or message.error() is not None:
-            continue
-        if started is None:
-            started = now
-        received += len(message.value() or b"")
+        for message in messages:
+            if message.error() is None:
+                if started is None:
+                    started = now
+                received += len(message.value() or b"")
     consumer.close()
     json.dump(timeline, sys.stdout)
 

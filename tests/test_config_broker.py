@@ -96,6 +96,8 @@ KAFKA_BROKER_DEFAULTS = {
     "authorizer.class.name": None,
     "super.users": None,
     "allow.everyone.if.no.acl.found": False,
+    "quota.window.num": 11,
+    "quota.window.size.seconds": 1,
 }
 # odradek's own keys, and the ones whose default differs from Kafka's on purpose.
 ODRADEK_DEFAULTS = {

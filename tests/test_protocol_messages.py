@@ -17,6 +17,19 @@ from odradek.protocol.api_versions import (
     ApiVersionsResponse,
     supported_api_versions,
 )
+from odradek.protocol.client_quotas import (
+    AlterClientQuotasEntry,
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+    AlteredClientQuotas,
+    ClientQuotaEntry,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
+    QuotaEntityPart,
+    QuotaFilterComponent,
+    QuotaOp,
+    QuotaValue,
+)
 from odradek.protocol.configs import (
     AlterableTopicConfigs,
     AlterConfigsRequest,
@@ -192,6 +205,18 @@ REQUESTS: list[Message] = [
     SaslHandshakeRequest("SCRAM-SHA-512"),
     SaslAuthenticateRequest("n,,n=alice,r=abc"),
     SaslAuthenticateRequest("\0alice\0secret"),
+    DescribeClientQuotasRequest(
+        (QuotaFilterComponent("user", 0, "alice"), QuotaFilterComponent("client-id", 1)), True
+    ),
+    AlterClientQuotasRequest(
+        (
+            AlterClientQuotasEntry(
+                (QuotaEntityPart("user", None),),
+                (QuotaOp("producer_byte_rate", 1024.5), QuotaOp("request_percentage", remove=True)),
+            ),
+        ),
+        validate_only=True,
+    ),
 ]
 
 RESPONSES: list[Message] = [
@@ -287,6 +312,17 @@ RESPONSES: list[Message] = [
     SaslHandshakeResponse(("PLAIN", "SCRAM-SHA-256")),
     SaslAuthenticateResponse("r=abcdef,s=c2FsdA==,i=4096"),
     SaslAuthenticateResponse(""),
+    DescribeClientQuotasResponse(
+        entries=(
+            ClientQuotaEntry(
+                (QuotaEntityPart("client-id", "app"), QuotaEntityPart("user", "alice")),
+                (QuotaValue("consumer_byte_rate", 2048.0),),
+            ),
+        )
+    ),
+    AlterClientQuotasResponse(
+        (AlteredClientQuotas((QuotaEntityPart("user", "x"),), 42, "unknown quota 'bytes'"),)
+    ),
 ]
 
 
@@ -409,3 +445,18 @@ def test_decoded_enums_are_enum_members() -> None:
 def test_request_payload_beyond_the_sizes_is_refused() -> None:
     with pytest.raises(InvalidRequestError, match="3 payload bytes are not covered"):
         MetadataRequest.from_header({}, memoryview(b"abc"))
+
+
+@pytest.mark.parametrize("value", ["1024", float("nan"), float("inf"), True, None])
+def test_a_float_field_takes_finite_numbers_only(value: object) -> None:
+    entry = {"entity": [{"entity_type": "user"}], "ops": [{"key": "producer_byte_rate"}]}
+    entry["ops"][0]["value"] = value
+    with pytest.raises(InvalidRequestError, match=r"entries\[0\].ops\[0\].value must be"):
+        AlterClientQuotasRequest.from_header({"entries": [entry]})
+
+
+def test_a_float_field_takes_a_whole_number_written_as_an_integer() -> None:
+    entry = {"entity": [{"entity_type": "user"}], "ops": [{"key": "k", "value": 1024}]}
+    decoded = AlterClientQuotasRequest.from_header({"entries": [entry]})
+    assert decoded.entries[0].ops[0].value == 1024.0
+    assert type(decoded.entries[0].ops[0].value) is float

@@ -147,6 +147,11 @@ class KafkaApis:
             else:
                 request_s = time.perf_counter() - started
             throttle_ms = quotas.throttle_ms(context, produced, fetched, request_s)
+        if throttle_ms and fetched:
+            response = dataclasses.replace(
+                response,
+                partitions=tuple(dataclasses.replace(p, records=b"") for p in response.partitions),
+            )
         if throttle_ms and response is not None and api_key in (ApiKey.PRODUCE, ApiKey.FETCH):
             response = dataclasses.replace(response, throttle_time_ms=throttle_ms)
         return response

@@ -226,6 +226,10 @@ class KafkaRequestHandler:
             throttle_ms = quotas.throttle_ms(context, produced, fetched, request_s)
         if body is None:
             return None
+        if throttle_ms and fetched:  # answered without its records, as Kafka does
+            for topic in body["responses"]:
+                for partition in topic["partitions"]:
+                    partition["records"] = b""
         if throttle_ms and isinstance(body, dict):
             body["throttle_time"] = throttle_ms
         return self._frame(request, body, throttle_ms=throttle_ms)

@@ -88,6 +88,13 @@ class ClientQuotaManager:
         sensor.throttled += 1
         return round(throttle_ms)
 
+    def unrecord(self, user: str, client_id: str, value: float) -> None:
+        """Take back ``value`` just recorded for the client."""
+        found = self._resolve(user, client_id)
+        sensor = self._sensors.get(found[1]) if found is not None else None
+        if sensor is not None:
+            sensor.rate.unrecord(value)
+
     def sensors(self) -> list[QuotaSensor]:
         return list(self._sensors.values())
 

@@ -1,12 +1,14 @@
 """ClientQuotas: the broker's three quota managers and the hooks its request paths call.
 
 Produce requests count their record bytes against ``producer_byte_rate``, fetch responses
-theirs against ``consumer_byte_rate`` (and a fetch asks for at most one quota window's worth,
-as Kafka caps it), and every request but a fetch counts the time it took the broker against
-``request_percentage`` (percent of one event loop; a fetch's wait for data is not work, and
-its bytes are counted instead). A request that takes its client over a quota is answered at
-once with the throttle time, and its connection reads nothing more for that long (KIP-219);
-clients that honour the throttle time wait on their side too. A client with a quota has its
+theirs against ``consumer_byte_rate`` (a fetch asks for at most one quota window's worth, as
+Kafka caps it, and a fetch that would take its client over the quota is answered without its
+records, which are then not counted, as Kafka answers it), and every request but a fetch
+counts the time it took the broker against ``request_percentage`` (percent of one event loop;
+a fetch's wait for data is not work, and its bytes are counted instead). A request that
+takes its client over a quota is answered at once with the throttle time, and its connection
+reads nothing more for that long (KIP-219); clients that honour the throttle time wait on
+their side too. A client with a quota has its
 requests handled one at a time (as Kafka handles every connection's), and those it sent
 before a throttle wait for its end: the pipelined requests cannot overshoot the quota.
 
@@ -141,14 +143,18 @@ class ClientQuotas:
         request_s: float | None = None,
     ) -> int:
         """Count a request's usage; the time its client must wait (0: none), for which its
-        connection is muted once the response is out."""
+        connection is muted once the response is out. A fetch given a throttle time must be
+        answered without its records (they were not counted)."""
         user, client_id = _client(context)
         now_ms = time.monotonic() * 1000.0
         throttle = 0
         if produced_bytes:
             throttle = self.produce.record(user, client_id, produced_bytes, now_ms)
         if fetched_bytes:
-            throttle = max(throttle, self.fetch.record(user, client_id, fetched_bytes, now_ms))
+            fetch_throttle = self.fetch.record(user, client_id, fetched_bytes, now_ms)
+            if fetch_throttle:  # answered without its records: they do not count
+                self.fetch.unrecord(user, client_id, fetched_bytes)
+            throttle = max(throttle, fetch_throttle)
         if request_s is not None:
             used = request_s * PERCENT_PER_SECOND
             throttle = max(throttle, self.request.record(user, client_id, used, now_ms))

@@ -42,6 +42,10 @@ class SampledRate:
         sample.value += value
         self.last_record_ms = now_ms
 
+    def unrecord(self, value: float) -> None:
+        """Take back a value just recorded (a fetch answered without its records)."""
+        self._samples[self._current].value -= value
+
     def measure(self, now_ms: float) -> float:
         """The rate at ``now_ms``, per second (reads only: safe from a scrape's thread)."""
         live = self._live(now_ms)
