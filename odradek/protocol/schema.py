@@ -200,9 +200,9 @@ class _FloatCodec:
     def encode(self, value: float, parts: list[Payload]) -> Any:
         return float(value)
 
-    def decode(self, value: Any, path: str, reader: _PayloadReader) -> float:
+    def decode(self, value: Any, reader: _PayloadReader) -> float:
         if type(value) not in (float, int) or not math.isfinite(value):
-            raise _invalid(path, "a finite number", value)
+            raise _invalid("a finite number", value)
         return float(value)
 
 
