@@ -1,17 +1,33 @@
-"""Spark format benchmark: a Spark batch read against the project's consumer, and a Spark write.
+"""Spark format benchmark: a Spark batch read against the project's consumer, a Spark write,
+and streaming micro-batches on a trickle of records.
 
-Runs ``odradek serve`` as its own process on a temporary data directory, produces
-``--records`` records of 100 B to a topic of ``--partitions`` partitions, then measures in one
-run, each ``--repeat`` times (the best is reported, the others only measure noise):
+Runs ``odradek serve`` as its own process on a temporary data directory.
+
+Throughput (``--only throughput`` or ``all``): produces ``--records`` records of 100 B to a
+topic of ``--partitions`` partitions, then measures in one run, each ``--repeat`` times (the
+best is reported, the others only measure noise):
 
 - the consumer: one Consumer reads every partition, with the settings the Spark reader uses;
 - the Spark read: ``spark.read.format("odradek")`` into Spark's ``noop`` sink, so every row is
   read and converted but nothing else is done (the session is warm: one small read first);
 - the Spark write: a DataFrame of as many 100 B values appended to a new topic.
 
-Prints rows/s and the read ratio (target: Spark >= 50% of the consumer); asserts nothing.
-Usage: ``PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/spark.py [--records 1000000]
-[--partitions 4] [--master local[2]] [--repeat 3]``.
+Prints rows/s and the read ratio (target: Spark >= 50% of the consumer).
+
+Micro-batches (``--only micro-batches`` or ``all``): the example's streaming job
+(examples/count_clicks.py: a topic of 3 partitions, clicks counted per page, every count
+written back with output mode complete) on a fresh session; before each micro-batch 5 records
+arrive, and ``--micro-batches`` of them are timed after the first (Spark's ``durationMs``).
+Prints how long the session took to start, how long until the first micro-batch had written
+its counts, the later micro-batches' times (median, min, max: the spread is the noise) with
+their phases, the CPU they cost per process kind, and the load average around the run (the
+target: well under the 5 s trigger, under ~1 s on a quiet machine). In the same run it times
+what a write task spends on its producer, a new one per task against one kept in the Python
+worker (as the sink does), and what a read task spends opening its consumer.
+
+Asserts nothing. Usage: ``PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/spark.py
+[--only all|throughput|micro-batches] [--records 1000000] [--partitions 4] [--master local[2]]
+[--repeat 3] [--micro-batches 10]``.
 """
 
 from __future__ import annotations
@@ -19,6 +35,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,14 +46,25 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
 
 import odradek.spark
 from odradek.client import Admin, Consumer, NewTopic, Producer
+from odradek.spark.client_cache import ClientCache, settings_key
 from odradek.spark.range_reader import READ_DEFAULTS
+from odradek.spark.record_sender import WRITE_DEFAULTS
 from odradek.topic_partition import TopicPartition
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))
+import count_clicks  # noqa: E402
+from click_topics import ensure_pipeline_topics  # noqa: E402
+from generate_clicks import generate_clicks  # noqa: E402
 
 VALUE_BYTES = 100
 ODRADEK = Path(sys.executable).with_name("odradek")
+CLICKS_PER_BATCH = 5
+PHASES = ("latestOffset", "walCommit", "queryPlanning", "addBatch", "commitOffsets")
+CLIENT_ROUNDS = 20
 
 
 def free_port() -> int:
@@ -133,36 +161,215 @@ def best(repeat: int, measure: Callable[[int], float]) -> float:
     return max(measure(attempt) for attempt in range(repeat))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
-    records, partitions = args.records, args.partitions
-    with tempfile.TemporaryDirectory() as tmp, broker(Path(tmp) / "data") as bootstrap:
-        produced = fill(bootstrap, "bench", partitions, records)
-        fill(bootstrap, "warm-up", 1, 1000)
-        spark = session(args.master)
+# -- micro-batches ------------------------------------------------------------------------------
+
+
+def process_cpu_seconds() -> dict[int, tuple[str, float]]:
+    """CPU seconds (user + system) of each descendant of this process, with its kind: the JVM,
+    a Python worker, the broker. Empty where /proc is missing."""
+    children: dict[int, list[int]] = {}
+    stats: dict[int, tuple[str, float]] = {}
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    for entry in Path("/proc").glob("[0-9]*"):
         try:
-            spark_read(spark, bootstrap, "warm-up", 1000)
-            direct = best(
-                args.repeat, lambda _: consumer_read(bootstrap, "bench", partitions, records)
-            )
-            read = best(args.repeat, lambda _: spark_read(spark, bootstrap, "bench", records))
-            write = best(
-                args.repeat, lambda i: spark_write(spark, bootstrap, f"written-{i}", records)
-            )
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        pid, parent = int(entry.name), int(fields[1])
+        children.setdefault(parent, []).append(pid)
+        stats[pid] = (process_kind(command), (int(fields[11]) + int(fields[12])) / tick)
+    found, pending = {}, list(children.get(os.getpid(), []))
+    while pending:
+        pid = pending.pop()
+        if pid in stats:
+            found[pid] = stats[pid]
+        pending += children.get(pid, [])
+    return found
+
+
+def process_kind(command: str) -> str:
+    if "java" in command.split(" ", 1)[0]:
+        return "Spark JVM"
+    if "pyspark.daemon" in command or "pyspark" in command:
+        return "Python workers"
+    if " serve " in command:
+        return "broker"
+    return "other"
+
+
+def cpu_per_kind(
+    before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]
+) -> dict[str, float]:
+    """CPU seconds spent between two samples, per process kind (processes that ended in between
+    are not counted)."""
+    spent: dict[str, float] = {}
+    for pid, (kind, seconds) in after.items():
+        spent[kind] = spent.get(kind, 0.0) + seconds - before.get(pid, (kind, 0.0))[1]
+    return spent
+
+
+def wait_for_batch(query: StreamingQuery, after: int, timeout_s: float = 600) -> dict:
+    """The progress of the next micro-batch after batch ``after`` that read records.
+
+    Looks at ``lastProgress`` every 50 ms: ``recentProgress`` would have the JVM turn up to a
+    hundred progresses into JSON at every look, which costs more than the micro-batches."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        progress = query.lastProgress
+        if progress is not None and progress["batchId"] > after and progress["numInputRows"] > 0:
+            return progress
+        if query.exception() is not None:
+            raise RuntimeError(f"the query failed: {query.exception()}")
+        time.sleep(0.05)
+    raise TimeoutError(f"no micro-batch with records after batch {after} in {timeout_s} s")
+
+
+def micro_batches(bootstrap: str, batches: int) -> None:
+    """The example's streaming job on a trickle: CLICKS_PER_BATCH clicks per micro-batch."""
+    ensure_pipeline_topics(bootstrap, "clicks", "click-counts")
+    load_before = os.getloadavg()
+    started = time.monotonic()
+    spark = count_clicks.local_session()
+    spark.sparkContext.setLogLevel("ERROR")
+    session_s = time.monotonic() - started
+    with tempfile.TemporaryDirectory() as checkpoint:
+        generate_clicks(bootstrap, CLICKS_PER_BATCH, seed=0)
+        started = time.monotonic()
+        query = count_clicks.count_stream(spark, bootstrap, checkpoint)
+        try:
+            first = wait_for_batch(query, -1)
+            first_s = time.monotonic() - started
+            progresses = []
+            cpu_before = process_cpu_seconds()
+            for seed in range(1, batches + 1):
+                generate_clicks(bootstrap, CLICKS_PER_BATCH, seed=seed)
+                progresses.append(
+                    wait_for_batch(
+                        query, progresses[-1]["batchId"] if progresses else first["batchId"]
+                    )
+                )
+            cpu = cpu_per_kind(cpu_before, process_cpu_seconds())
         finally:
+            query.stop()
             spark.stop()
-    print(f"{records:,} records of {VALUE_BYTES} B, {partitions} partitions, Spark {args.master}")
+    load_after = os.getloadavg()
+    print(
+        f"micro-batches: examples/count_clicks.py stream, {CLICKS_PER_BATCH} clicks a batch, "
+        f"Spark local[2], load average {load_before[0]:.1f} before, {load_after[0]:.1f} after"
+    )
+    print(f"  session start:                    {session_s:6.1f} s")
+    print(
+        f"  first counts written after:       {first_s:6.1f} s from the query's start "
+        f"(micro-batch 0: {first['durationMs']['triggerExecution'] / 1000:.1f} s)"
+    )
+    totals = [p["durationMs"]["triggerExecution"] / 1000 for p in progresses]
+    print(
+        f"  later micro-batches ({len(totals)}):        median {statistics.median(totals):.2f} s, "
+        f"min {min(totals):.2f} s, max {max(totals):.2f} s"
+    )
+    for phase in PHASES:
+        times = [p["durationMs"].get(phase, 0) / 1000 for p in progresses]
+        print(
+            f"    {phase:15s}                  median {statistics.median(times):.2f} s, "
+            f"max {max(times):.2f} s"
+        )
+    for kind, seconds in sorted(cpu.items()):
+        print(f"  CPU per micro-batch, {kind + ':':16s} {seconds / batches * 1000:6.0f} ms")
+
+
+def client_costs(bootstrap: str) -> None:
+    """What a task spends on its clients: a new producer per write task against one kept in the
+    worker (both idempotent, as the sink's), and opening a consumer per read task."""
+    topic = "client-costs"
+    with Admin(bootstrap_servers=bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, 1)])
+    configs = {"bootstrap_servers": bootstrap, **WRITE_DEFAULTS}
+
+    def write_task(producer: Producer) -> None:
+        for _ in range(CLICKS_PER_BATCH):
+            producer.send(topic, b"v" * VALUE_BYTES)
+        producer.flush()
+
+    def new_producer() -> None:
+        with Producer(**configs) as producer:
+            write_task(producer)
+
+    cache: ClientCache[Producer] = ClientCache()
+
+    def kept_producer() -> None:
+        with cache.lend(settings_key(configs), lambda: Producer(**configs)) as producer:
+            write_task(producer)
+
+    def new_consumer() -> None:
+        tp = TopicPartition(topic, 0)
+        with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="none", **READ_DEFAULTS) as c:
+            c.assign([tp])
+            c.seek(tp, 0)
+            while not c.poll(500):
+                pass
+
+    kept_producer()  # the first task of a worker opens it
+    timings = {name: [] for name in ("new producer", "kept producer", "new consumer")}
+    for _ in range(CLIENT_ROUNDS):  # interleaved, so that load changes hit each alike
+        for name, task in (
+            ("new producer", new_producer),
+            ("kept producer", kept_producer),
+            ("new consumer", new_consumer),
+        ):
+            started = time.perf_counter()
+            task()
+            timings[name].append((time.perf_counter() - started) * 1000)
+    cache.close()
+    print(f"  a task's clients ({CLIENT_ROUNDS} rounds, interleaved; median, min-max):")
+    for name, what in (
+        ("new producer", "write task, new producer per task"),
+        ("kept producer", "write task, producer kept in the worker"),
+        ("new consumer", "read task, opening its consumer"),
+    ):
+        times = timings[name]
+        print(
+            f"    {what + ':':42s} {statistics.median(times):6.1f} ms "
+            f"({min(times):.1f}-{max(times):.1f})"
+        )
+
+
+def throughput(bootstrap: str, records: int, partitions: int, master: str, repeat: int) -> None:
+    produced = fill(bootstrap, "bench", partitions, records)
+    fill(bootstrap, "warm-up", 1, 1000)
+    spark = session(master)
+    try:
+        spark_read(spark, bootstrap, "warm-up", 1000)
+        direct = best(repeat, lambda _: consumer_read(bootstrap, "bench", partitions, records))
+        read = best(repeat, lambda _: spark_read(spark, bootstrap, "bench", records))
+        write = best(repeat, lambda i: spark_write(spark, bootstrap, f"written-{i}", records))
+    finally:
+        spark.stop()
+    print(f"{records:,} records of {VALUE_BYTES} B, {partitions} partitions, Spark {master}")
     print(f"produce (Producer, to fill):   {produced:12,.0f} rows/s")
     print(f"read    (one Consumer):        {direct:12,.0f} rows/s")
     print(
         f"read    (Spark, noop sink):    {read:12,.0f} rows/s  {read / direct:.0%} of the consumer"
     )
     print(f"write   (Spark, odradek sink): {write:12,.0f} rows/s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=("all", "throughput", "micro-batches"), default="all")
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--micro-batches", type=int, default=10)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, broker(Path(tmp) / "data") as bootstrap:
+        if args.only in ("all", "micro-batches"):  # first: its session start is a cold one
+            micro_batches(bootstrap, args.micro_batches)
+            client_costs(bootstrap)
+        if args.only in ("all", "throughput"):
+            throughput(bootstrap, args.records, args.partitions, args.master, args.repeat)
 
 
 if __name__ == "__main__":

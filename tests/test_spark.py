@@ -32,6 +32,7 @@ from serve_process import ServeProcess  # noqa: E402
 import odradek.spark  # noqa: E402
 import pyspark_odradek  # noqa: E402
 from odradek.client import Admin, NewTopic, Producer  # noqa: E402
+from odradek.record.memory_records import MemoryRecords  # noqa: E402
 from odradek.topic_partition import TopicPartition  # noqa: E402
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
@@ -55,9 +56,15 @@ by_position = operator.itemgetter(2, 3, 4)  # a row's topic, partition and offse
 
 
 @pytest.fixture(scope="module")
-def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The broker's data directory."""
+    return tmp_path_factory.mktemp("broker") / "data"
+
+
+@pytest.fixture(scope="module")
+def bootstrap(data_dir: Path) -> Iterator[str]:
     """``odradek serve`` in a subprocess; its host:port."""
-    with ServeProcess(tmp_path_factory.mktemp("broker") / "data") as broker:
+    with ServeProcess(data_dir) as broker:
         yield broker.bootstrap
 
 
@@ -564,7 +571,11 @@ def test_stream_records_deleted_before_they_were_read(
 
 @pytest.mark.spark
 def test_write_stream_copies_a_topic(
-    spark: SparkSession, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+    spark: SparkSession,
+    bootstrap: str,
+    data_dir: Path,
+    new_topic: Callable[..., str],
+    tmp_path: Path,
 ) -> None:
     source, target = new_topic(partitions=2), new_topic()
     produced = produce(bootstrap, source, SAMPLES[:50], partitions=2)
@@ -582,6 +593,15 @@ def test_write_stream_copies_a_topic(
         ((r.key, r.value, tuple((h.key, h.value) for h in r.headers)) for r in copied), key=repr
     )
     assert as_tuples == sorted(((k, v, h) for k, v, _, _, _, _, _, h in produced), key=repr)
+    # A write task per source range, but producers kept in the Python workers between tasks:
+    # a task slot runs two workers here (one reads, one writes), so there are at most two
+    # producers a slot, fewer than the tasks.
+    write_tasks = 2 * sum(1 for p in query.recentProgress if p["numInputRows"] > 0)
+    segments = sorted((data_dir / f"{target}-0").glob("*.log"))
+    batches = MemoryRecords(b"".join(segment.read_bytes() for segment in segments)).batches()
+    producer_ids = {batch.producer_id for batch in batches}
+    assert len(producer_ids) <= 2 * spark.sparkContext.defaultParallelism < write_tasks
+    assert min(producer_ids) >= 0  # idempotent, as the producer is by default
 
 
 # -- the example pipeline ----------------------------------------------------------------------

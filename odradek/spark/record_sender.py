@@ -5,19 +5,23 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from collections.abc import Iterable, Iterator
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from odradek.client import FutureRecordMetadata, Producer
 from odradek.errors import KafkaError
+from odradek.spark.client_cache import ClientCache, settings_key
 from odradek.spark.sink_options import SinkOptions
 
 # Bigger batches than a producer's default: a write sends many records at once.
 # Options kafka.batch.size and kafka.linger.ms override these.
 WRITE_DEFAULTS = {"batch_size": 256 * 1024, "linger_ms": 10}
+
+PRODUCERS: ClientCache[Producer] = ClientCache(discard=lambda producer: producer.close(0))
+"""This worker's producers, one per settings, kept between tasks once they flushed all they
+were given; one whose write failed is closed at once, dropping what it still held."""
 
 Row = tuple[str, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], int | None]
 
@@ -27,29 +31,19 @@ class RecordRejectedError(RuntimeError):
 
 
 class RecordSender:
-    """Sends rows (value, and optional key, topic, partition, headers) and checks delivery.
+    """Sends rows (value, and optional key, topic, partition, headers) with ``producer`` and
+    checks delivery.
 
     The producer batches and compresses as configured; a delivery error fails the write at
     a later batch of rows or at :meth:`finish`. Outcomes are checked oldest first, as far as
     they are known, which is cheaper than a callback per record.
     """
 
-    def __init__(self, options: SinkOptions) -> None:
-        self._topic = options.topic
-        self._producer = Producer(**{**WRITE_DEFAULTS, **options.client_configs()})
+    def __init__(self, producer: Producer, topic: str | None) -> None:
+        self._topic = topic
+        self._producer = producer
         self._sent = 0
         self._unchecked: deque[tuple[str, FutureRecordMetadata]] = deque()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._producer.close(0 if exc is not None else None)
 
     def send(self, batch: pa.RecordBatch) -> None:
         """Queue the rows of ``batch``; raise RecordRejectedError if a record failed so far."""
@@ -80,7 +74,9 @@ class RecordSender:
 
 def send_batches(batches: Iterable[pa.RecordBatch], options: SinkOptions) -> int:
     """Write the rows of ``batches``, and wait for them; how many were written."""
-    with RecordSender(options) as sender:
+    configs = {**WRITE_DEFAULTS, **options.client_configs()}
+    with PRODUCERS.lend(settings_key(configs), lambda: Producer(**configs)) as producer:
+        sender = RecordSender(producer, options.topic)
         for batch in batches:
             sender.send(batch)
         return sender.finish()
