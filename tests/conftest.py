@@ -45,8 +45,6 @@ settings.load_profile(
 # The workers work out the groups while collecting (only they see fixtures) and leave them in a
 # file for the scheduler in the controlling process (pytest-xdist's own `xdist_group` marks are
 # lost on pytest 9.2, whose node ids can no longer be rewritten).
-SHARED_GROUP_MARKERS = ("spark",)
-"""Markers whose tests share one worker whatever their files: one Spark JVM at a time."""
 _GROUPS_FILE = "odradek_test_groups_file"
 _groups_dir = pytest.StashKey[Path]()
 
@@ -54,9 +52,6 @@ _groups_dir = pytest.StashKey[Path]()
 def _shared_fixture_group(item: pytest.Item) -> str | None:
     """The group of a test that shares a fixture defined in this project with other tests
     (pytest's own wide fixtures, such as tmp_path_factory, cost nothing to share), or None."""
-    for marker in SHARED_GROUP_MARKERS:
-        if item.get_closest_marker(marker):
-            return marker
     fixture_info = getattr(item, "_fixtureinfo", None)
     if fixture_info is None:
         return None
