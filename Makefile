@@ -35,14 +35,20 @@ install-test: $(VENV)/.installed-test
 run: install
 	$(VENV)/bin/odradek serve --data-dir $(DATA_DIR) --host 127.0.0.1 --port $(PORT) --metrics-port $(METRICS_PORT)
 
+# Most of the suite waits on processes and sockets, so it runs on more workers than cores; tests
+# sharing a module's or session's fixture stay on one worker (tests/conftest.py). TEST_WORKERS=0
+# runs it in one process.
+TEST_WORKERS ?= 4
+PYTEST := $(PY) -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+
 test: install-test
-	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PYTEST)
 
 # The edit-and-check loop: no slow, Spark or Prometheus tests, Hypothesis's dev budgets (a
 # quarter of CI's, tests/conftest.py); under 90 s on 2 quiet cores.
 .PHONY: test-fast
 test-fast: install-test
-	$(PY) -m pytest -q -m "not slow and not spark and not prometheus"
+	$(PYTEST) -m "not slow and not spark and not prometheus"
 
 # Thousands of power cuts on the power-cut file system (tests/powercut_fs.py); not part of CI.
 # SOAK_CUTS scales the cuts of `make test` (20 times, about 20 minutes here).

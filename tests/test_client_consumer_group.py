@@ -102,7 +102,9 @@ def test_a_pattern_subscription_picks_up_a_new_topic_and_async_commits_land(
             admin.create_topics([NewTopic("logs-a", 1)])
         with consumer(broker.bootstrap, metadata_max_age_ms=200, enable_auto_commit=False) as c:
             c.subscribe("^logs-.*")
-            c.poll(300)
+            deadline = time.monotonic() + 30  # a join and a metadata refresh: longer when busy
+            while not c.assignment() and time.monotonic() < deadline:
+                c.poll(300)
             assert c.assignment() == {TopicPartition("logs-a", 0)}
             with Admin(bootstrap_servers=broker.bootstrap) as admin:
                 admin.create_topics([NewTopic("logs-b", 1)])

@@ -208,6 +208,17 @@ def await_true(condition: Callable[[], bool], timeout_s: float, what: str) -> No
         time.sleep(0.05)
 
 
+def closing_lines(broker: ServeProcess) -> list[str]:
+    """The broker's lines on connections closed for an incomplete request, once one is there
+    (a thread reads them from its stderr, a moment after the close)."""
+    await_true(
+        lambda: any("still incomplete after" in line for line in broker.lines),
+        10,
+        "no connection was logged as closed for an incomplete request",
+    )
+    return [line for line in broker.lines if "still incomplete after" in line]
+
+
 def test_half_sent_large_frames_hold_no_more_than_the_request_memory_bound(
     tmp_path: Path,
 ) -> None:
@@ -261,7 +272,7 @@ def test_a_trickled_request_is_closed_after_the_request_timeout(tmp_path: Path) 
                     break
             elapsed = time.monotonic() - started
             assert other.call(ApiVersionsRequest()).broker_id == 0
-        lines = [line for line in broker.lines if "still incomplete after" in line]
+        lines = closing_lines(broker)
     assert closed and 1.5 < elapsed < 5, elapsed
     assert any(peer in line and "socket.request.timeout.ms=2000" in line for line in lines), lines
 
@@ -480,6 +491,6 @@ def test_a_trickled_kafka_request_is_closed_after_the_request_timeout(
         with connect(broker) as other:
             assert other.call(ApiVersionsRequest()).broker_id == 0
         assert closed_connections(broker, "request_timeout") == 1
-        lines = [line for line in broker.lines if "still incomplete after" in line]
+        lines = closing_lines(broker)
     assert closed and 1.5 < elapsed < 5, elapsed
     assert any(peer in line and "socket.request.timeout.ms=2000" in line for line in lines), lines
