@@ -168,18 +168,24 @@ class CommitWatch(threading.Thread):
 
     def run(self) -> None:
         while not self.stopping.is_set():
-            for partition, offset in committed(self.admin, self.group).items():
-                if offset < self.latest.get(partition, -1):
-                    self.backwards.append(
-                        f"partition {partition}: {self.latest[partition]} -> {offset}"
-                    )
-                self.latest[partition] = max(offset, self.latest.get(partition, -1))
-            self.samples += 1
+            self._sample()
             time.sleep(0.1)
 
+    def _sample(self) -> None:
+        for partition, offset in committed(self.admin, self.group).items():
+            if offset < self.latest.get(partition, -1):
+                self.backwards.append(
+                    f"partition {partition}: {self.latest[partition]} -> {offset}"
+                )
+            self.latest[partition] = max(offset, self.latest.get(partition, -1))
+        self.samples += 1
+
     def stop(self) -> None:
+        """Stop sampling, after one last sample (the thread may have stopped before seeing the
+        final commits the scenario waited for)."""
         self.stopping.set()
         self.join(10)
+        self._sample()
 
 
 class GroupMember(threading.Thread):

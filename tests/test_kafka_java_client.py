@@ -86,7 +86,8 @@ def test_every_codec_and_acks_is_stored_with_the_codec_sent(
 
 def test_manual_assignment_from_every_kind_of_start(java: JavaClient) -> None:
     topic = "java-starts"
-    java.create_topics(TopicSpec(topic))
+    # Timestamps from 1970: time retention must not delete them while the test runs.
+    java.create_topics(TopicSpec(topic, configs={"retention.ms": "-1"}))
     java.produce(
         ProducerRun(
             topic,
