@@ -304,15 +304,17 @@ def perf_consume(target: Target, topic: str, records: int) -> dict:
 IDLE_LEAVES = ("Condition.wait", "_worker (concurrent", "Selector.select", "sleep (asyncio")
 
 
-def thread_times(pid: int) -> dict[int, tuple[int, int]]:
-    """Each live thread's on-CPU and run-queue nanoseconds (schedstat)."""
+def thread_times(pid: int) -> dict[int, tuple[float, float, float]]:
+    """Each live thread's seconds on a CPU (schedstat), of them in the kernel (stat's stime),
+    and waiting on the run queue for a CPU (schedstat)."""
     times = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             on_cpu, waiting = (task / "schedstat").read_text().split()[:2]
+            system = (task / "stat").read_text().rsplit(")", 1)[1].split()[12]
         except (FileNotFoundError, ProcessLookupError):
             continue  # a thread that ended meanwhile
-        times[int(task.name)] = (int(on_cpu), int(waiting))
+        times[int(task.name)] = (int(on_cpu) / 1e9, int(system) / CLOCK_TICKS, int(waiting) / 1e9)
     return times
 
 
@@ -326,15 +328,16 @@ def frame_name(frame: str) -> str:
     return re.sub(r":\d+\)$", ")", frame)
 
 
-def profiled(pid: int, out: Path, run, *args) -> dict:
-    """``run(*args)`` while py-spy samples process ``pid`` (every thread, idle ones too) into
-    ``out``; each thread's CPU seconds and run-queue wait from /proc; the result of ``run``."""
+def profiled(pid: int, out: Path, idle: bool, run, *args) -> dict:
+    """``run(*args)`` while py-spy samples process ``pid``'s threads into ``out`` (with ``idle``
+    every sample: where the time goes; without, only threads on a CPU: where the CPU goes);
+    each thread's CPU seconds and run-queue wait from /proc; the result of ``run``."""
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     sampler = None
     if Path(spy).exists():
         sampler = subprocess.Popen(
-            [spy, "record", "--pid", str(pid), "--threads", "--idle", "--nonblocking",
-             "--rate", "100", "--format", "raw", "--output", str(out)],
+            [spy, "record", "--pid", str(pid), "--threads", "--nonblocking", "--rate", "200",
+             "--format", "raw", "--output", str(out), *(["--idle"] if idle else [])],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         time.sleep(1)  # it attaches
@@ -350,14 +353,14 @@ def profiled(pid: int, out: Path, run, *args) -> dict:
         for line in out.read_text().splitlines():
             if match := re.match(r"thread \((\d+)\): ([^;]+?)(?:;| \d+$)", line):
                 names[int(match.group(1))] = match.group(2)
-    split: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0])
-    for tid, (on_cpu, waiting) in after.items():
-        was_cpu, was_waiting = before.get(tid, (0, 0))
+    split: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0, 0.0])
+    for tid, now in after.items():
+        then = before.get(tid, (0.0, 0.0, 0.0))
         group = thread_group(names.get(tid, "main" if tid == pid else "unnamed"))
-        split[group][0] += (on_cpu - was_cpu) / 1e9
-        split[group][1] += (waiting - was_waiting) / 1e9
+        for index in range(3):
+            split[group][index] += now[index] - then[index]
     result["wall"] = wall
-    result["threads"] = {g: v for g, v in split.items() if v[0] >= 0.005 or v[1] >= 0.005}
+    result["threads"] = {g: v for g, v in split.items() if max(v) >= 0.005}
     return result
 
 
@@ -419,24 +422,28 @@ def parse_cases(text: str) -> list[tuple[str, int, str]]:
 
 
 def profile_cases(target: Target, cases: list[tuple], records: int, out_dir: Path) -> None:
-    """Each case once more against ``target`` alone, sampled; its threads' CPU and top stacks."""
+    """Each case twice more against ``target`` alone, sampled (every thread's time, then only
+    its CPU); its threads' CPU and the stacks' top entries."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for client, size, acks in cases:
         count = records if size == 100 else records // 4
-        topic = f"profile-{client}-{size}-{acks}"
-        target.create_topic(topic)
         produce = perf_produce if client == "perf" else rdkafka_produce
-        raw = out_dir / f"{client}-{size}-acks-{acks}.txt"
-        result = profiled(target.pid, raw, produce, target, topic, count, size, acks)
-        print(
-            f"\nprofile {client} {size} B acks={acks}, {count} records: "
-            f"{result['rate']:.0f} records/s, p99 {result.get('p99', float('nan')):.0f} ms, "
-            f"{result['wall']:.1f} s wall; broker thread CPU-s (run-queue wait s):"
-        )
-        for group, (on_cpu, waiting) in sorted(result["threads"].items(), key=lambda i: -i[1][0]):
-            print(f"  {group:<28} {on_cpu:6.2f}  ({waiting:.2f})")
-        if raw.exists():
-            print("\n".join(stack_summary(raw)))
+        for idle, what in ((True, "time"), (False, "CPU")):
+            topic = f"profile-{client}-{size}-{acks}-{what}"
+            target.create_topic(topic)
+            raw = out_dir / f"{client}-{size}-acks-{acks}-{what}.txt"
+            result = profiled(target.pid, raw, idle, produce, target, topic, count, size, acks)
+            print(
+                f"\nprofile of the {what}, {client} {size} B acks={acks}, {count} records: "
+                f"{result['rate']:.0f} records/s, p99 {result.get('p99', float('nan')):.0f} ms,"
+                f" {result['wall']:.1f} s wall; broker threads' CPU-s, of it in the kernel, and"
+                " run-queue wait s:"
+            )
+            threads = sorted(result["threads"].items(), key=lambda item: -item[1][0])
+            for group, (on_cpu, system, waiting) in threads:
+                print(f"  {group:<28} {on_cpu:6.2f}  {system:6.2f}  {waiting:6.2f}")
+            if raw.exists():
+                print("\n".join(stack_summary(raw)))
 
 
 def main() -> None:
