@@ -48,12 +48,14 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker import BrokerProcess
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
 
 TOOL = Path(__file__).resolve().parents[1] / "tools" / "kafka-reference" / "kafka-reference"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -104,6 +106,7 @@ class Target:
     bootstrap: str
     pid: int
     topic_configs: dict[str, str] = field(default_factory=dict)
+    metrics_url: str | None = None
     _admin: AdminClient | None = None
 
     @property
@@ -318,6 +321,18 @@ def thread_times(pid: int) -> dict[int, tuple[float, float, float]]:
     return times
 
 
+def flush_totals(metrics_url: str) -> tuple[float, float]:
+    """odradek's log flushes so far: how many, and the seconds they spent fsyncing."""
+    with urllib.request.urlopen(metrics_url, timeout=10) as response:
+        text = response.read().decode()
+    totals = {}
+    for family in text_string_to_metric_families(text):
+        if family.name == "odradek_log_flush_seconds":
+            for sample in family.samples:
+                totals[sample.name.rsplit("_", 1)[1]] = sample.value
+    return totals.get("count", 0.0), totals.get("sum", 0.0)
+
+
 def thread_group(name: str) -> str:
     """A thread's pool: ``odradek-append_1`` -> ``odradek-append``."""
     return re.sub(r"[_-]\d+$", "", name)
@@ -432,6 +447,7 @@ def profile_cases(target: Target, cases: list[tuple], records: int, out_dir: Pat
             topic = f"profile-{client}-{size}-{acks}-{what}"
             target.create_topic(topic)
             raw = out_dir / f"{client}-{size}-acks-{acks}-{what}.txt"
+            flushes_before = flush_totals(target.metrics_url) if target.metrics_url else None
             result = profiled(target.pid, raw, idle, produce, target, topic, count, size, acks)
             print(
                 f"\nprofile of the {what}, {client} {size} B acks={acks}, {count} records: "
@@ -442,6 +458,17 @@ def profile_cases(target: Target, cases: list[tuple], records: int, out_dir: Pat
             threads = sorted(result["threads"].items(), key=lambda item: -item[1][0])
             for group, (on_cpu, system, waiting) in threads:
                 print(f"  {group:<28} {on_cpu:6.2f}  {system:6.2f}  {waiting:6.2f}")
+            if flushes_before is not None:
+                (count, seconds), (count_before, seconds_before) = (
+                    flush_totals(target.metrics_url),
+                    flushes_before,
+                )
+                count, seconds = count - count_before, seconds - seconds_before
+                print(
+                    f"  log flushes: {count:.0f}, {seconds:.2f} s fsyncing "
+                    f"({seconds / result['wall']:.0%} of the wall time), "
+                    f"{seconds / max(count, 1) * 1000:.1f} ms each on average"
+                )
             if raw.exists():
                 print("\n".join(stack_summary(raw)))
 
@@ -477,7 +504,12 @@ def main() -> None:
     targets = [
         Target("kafka", started["bootstrap"], kafka_pid),
         Target("kafka fsync", started["bootstrap"], kafka_pid, {"flush.messages": "1"}),
-        Target("odradek", odradek.bootstrap, odradek.process.pid),
+        Target(
+            "odradek",
+            odradek.bootstrap,
+            odradek.process.pid,
+            metrics_url=f"http://127.0.0.1:{odradek.metrics_port}/metrics",
+        ),
     ]
     time.sleep(2)
     print(
