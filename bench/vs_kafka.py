@@ -459,15 +459,16 @@ def profile_cases(target: Target, cases: list[tuple], records: int, out_dir: Pat
             for group, (on_cpu, system, waiting) in threads:
                 print(f"  {group:<28} {on_cpu:6.2f}  {system:6.2f}  {waiting:6.2f}")
             if flushes_before is not None:
-                (count, seconds), (count_before, seconds_before) = (
-                    flush_totals(target.metrics_url),
-                    flushes_before,
+                flushes, fsyncing = (
+                    now - then
+                    for now, then in zip(
+                        flush_totals(target.metrics_url), flushes_before, strict=True
+                    )
                 )
-                count, seconds = count - count_before, seconds - seconds_before
                 print(
-                    f"  log flushes: {count:.0f}, {seconds:.2f} s fsyncing "
-                    f"({seconds / result['wall']:.0%} of the wall time), "
-                    f"{seconds / max(count, 1) * 1000:.1f} ms each on average"
+                    f"  log flushes: {flushes:.0f}, {fsyncing:.2f} s fsyncing "
+                    f"({fsyncing / result['wall']:.0%} of the wall time), "
+                    f"{fsyncing / max(flushes, 1) * 1000:.1f} ms each on average"
                 )
             if raw.exists():
                 print("\n".join(stack_summary(raw)))
