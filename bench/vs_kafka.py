@@ -25,8 +25,10 @@ Kafka's, p99 latency <= Kafka's, start to serving <= 1/5 of Kafka's, memory <= 1
 ``--cases perf:1024:1,rdkafka:1024:all`` runs only those produce cases (client ``rdkafka`` or
 ``perf``, record size, acks) and nothing else: no consume, latency, memory or start-up figures.
 ``--profile DIR`` then runs each selected case once more against odradek alone, not counted in
-the figures, with py-spy (if installed) sampling the broker's threads into ``DIR``; it prints
-each thread's CPU time from /proc and the sampled stacks' top entries.
+the figures, twice (py-spy, if installed, sampling the broker's threads into ``DIR``: every
+sample, then only runnable threads); it prints each thread's CPU time, its kernel share and its
+run-queue wait from /proc, the log flushes and their fsync time from the broker's histogram,
+and the sampled stacks' top entries.
 
 Usage: python bench/vs_kafka.py [--records N] [--rounds N] [--partitions N] [--dir DIR]
        [--cases LIST] [--profile DIR]
