@@ -22,15 +22,27 @@ neighbour spreads over all; medians and [min .. max] over the rounds are printed
 Targets (issue 22): with the same client, odradek's CPU per record <= Kafka's, throughput >=
 Kafka's, p99 latency <= Kafka's, start to serving <= 1/5 of Kafka's, memory <= 1/4 of Kafka's.
 
+``--cases perf:1024:1,rdkafka:1024:all`` runs only those produce cases (client ``rdkafka`` or
+``perf``, record size, acks) and nothing else: no consume, latency, memory or start-up figures.
+``--profile DIR`` then runs each selected case once more against odradek alone, not counted in
+the figures, twice (py-spy, if installed, sampling the broker's threads into ``DIR``: every
+sample, then only runnable threads); it prints each thread's CPU time, its kernel share and its
+run-queue wait from /proc, the log flushes and their fsync time from the broker's histogram,
+and the sampled stacks' top entries.
+
 Usage: python bench/vs_kafka.py [--records N] [--rounds N] [--partitions N] [--dir DIR]
+       [--cases LIST] [--profile DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import re
+import shutil
+import signal
 import statistics
 import struct
 import subprocess
@@ -38,12 +50,14 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker import BrokerProcess
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
 
 TOOL = Path(__file__).resolve().parents[1] / "tools" / "kafka-reference" / "kafka-reference"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -94,7 +108,12 @@ class Target:
     bootstrap: str
     pid: int
     topic_configs: dict[str, str] = field(default_factory=dict)
+    metrics_url: str | None = None
     _admin: AdminClient | None = None
+
+    @property
+    def slug(self) -> str:
+        return self.label.replace(" ", "-")
 
     def create_topic(self, topic: str, partitions: int = 1) -> None:
         if self._admin is None:
@@ -283,6 +302,113 @@ def perf_consume(target: Target, topic: str, records: int) -> dict:
     return {"rate": float(fields[-1]), "mb_rate": float(fields[-2])}
 
 
+# --- profiles ------------------------------------------------------------------------------
+
+# Leaf frames of a thread waiting for work. uvloop's loop is C: a main thread whose leaf is
+# Runner.run is in the loop itself, mostly waiting in epoll (its CPU share is in /proc's figure).
+IDLE_LEAVES = ("Condition.wait", "_worker (concurrent", "Selector.select", "sleep (asyncio")
+
+
+def thread_times(pid: int) -> dict[int, tuple[float, float, float]]:
+    """Each live thread's seconds on a CPU (schedstat), of them in the kernel (stat's stime),
+    and waiting on the run queue for a CPU (schedstat)."""
+    times = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            on_cpu, waiting = (task / "schedstat").read_text().split()[:2]
+            system = (task / "stat").read_text().rsplit(")", 1)[1].split()[12]
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread that ended meanwhile
+        times[int(task.name)] = (int(on_cpu) / 1e9, int(system) / CLOCK_TICKS, int(waiting) / 1e9)
+    return times
+
+
+def flush_totals(metrics_url: str) -> tuple[float, float]:
+    """odradek's log flushes so far: how many, and the seconds they spent fsyncing."""
+    with urllib.request.urlopen(metrics_url, timeout=10) as response:
+        text = response.read().decode()
+    totals = {}
+    for family in text_string_to_metric_families(text):
+        if family.name == "odradek_log_flush_seconds":
+            for sample in family.samples:
+                totals[sample.name.rsplit("_", 1)[1]] = sample.value
+    return totals.get("count", 0.0), totals.get("sum", 0.0)
+
+
+def thread_group(name: str) -> str:
+    """A thread's pool: ``odradek-append_1`` -> ``odradek-append``."""
+    return re.sub(r"[_-]\d+$", "", name)
+
+
+def frame_name(frame: str) -> str:
+    """``Log.append (odradek/storage/log.py:412)`` -> ``Log.append (odradek/storage/log.py)``."""
+    return re.sub(r":\d+\)$", ")", frame)
+
+
+def profiled(pid: int, out: Path, idle: bool, run, *args) -> dict:
+    """``run(*args)`` while py-spy samples process ``pid``'s threads into ``out`` (with ``idle``
+    every sample: where the time goes; without, only threads on a CPU: where the CPU goes);
+    each thread's CPU seconds and run-queue wait from /proc; the result of ``run``."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    sampler = None
+    if Path(spy).exists():
+        sampler = subprocess.Popen(
+            [spy, "record", "--pid", str(pid), "--threads", "--nonblocking", "--rate", "200",
+             "--format", "raw", "--output", str(out), *(["--idle"] if idle else [])],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        time.sleep(1)  # it attaches
+    before, started = thread_times(pid), time.perf_counter()
+    result = run(*args)
+    wall = time.perf_counter() - started
+    after = thread_times(pid)
+    if sampler is not None:
+        sampler.send_signal(signal.SIGINT)
+        sampler.wait(timeout=60)
+    names = {}
+    if out.exists():
+        for line in out.read_text().splitlines():
+            if match := re.match(r"thread \((\d+)\): ([^;]+?)(?:;| \d+$)", line):
+                names[int(match.group(1))] = match.group(2)
+    split: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0, 0.0])
+    for tid, now in after.items():
+        then = before.get(tid, (0.0, 0.0, 0.0))
+        group = thread_group(names.get(tid, "main" if tid == pid else "unnamed"))
+        for index in range(3):
+            split[group][index] += now[index] - then[index]
+    result["wall"] = wall
+    result["threads"] = {g: v for g, v in split.items() if max(v) >= 0.005}
+    return result
+
+
+def stack_summary(raw: Path, top: int = 8) -> list[str]:
+    """The sampled stacks by thread pool: the share of samples busy and idle, the leaf frames
+    (where a thread is) and odradek's own functions (inclusive) most often seen."""
+    samples: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    inclusive: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        thread, *frames = stack.split(";")
+        group = thread_group(thread.split(": ", 1)[-1])
+        leaf = frame_name(frames[-1]) if frames else "(no Python frame: the loop waits)"
+        samples[group][leaf] += int(count)
+        for frame in {frame_name(f) for f in frames if "odradek/" in f}:
+            inclusive[group][frame] += int(count)
+    lines = []
+    for group, leaves in sorted(samples.items(), key=lambda item: -item[1].total()):
+        total = leaves.total()
+        idle = sum(n for leaf, n in leaves.items() if any(i in leaf for i in IDLE_LEAVES))
+        busy = total - idle
+        if busy == 0:
+            continue
+        lines.append(f"  {group}: {total} samples, {busy / total:.0%} not waiting for work")
+        for leaf, n in leaves.most_common(top):
+            lines.append(f"    leaf {n / total:5.1%}  {leaf}")
+        for frame, n in inclusive[group].most_common(top):
+            lines.append(f"    incl {n / total:5.1%}  {frame}")
+    return lines
+
+
 # --- start to serving ------------------------------------------------------------------------
 
 
@@ -296,6 +422,60 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(values):10.1f}  [{min(values):.1f} .. {max(values):.1f}]"
 
 
+ALL_CASES = [(client, size, acks) for client in ("rdkafka", "perf") for size in (100, 1024)
+             for acks in ("1", "all")]  # fmt: skip
+
+
+def parse_cases(text: str) -> list[tuple[str, int, str]]:
+    """``perf:1024:1,rdkafka:1024:all`` -> [("perf", 1024, "1"), ("rdkafka", 1024, "all")]."""
+    cases = []
+    for item in text.split(","):
+        client, size, acks = item.split(":")
+        case = (client, int(size), acks)
+        if case not in ALL_CASES:
+            raise argparse.ArgumentTypeError(f"{item}: not one of the produce cases")
+        cases.append(case)
+    return cases
+
+
+def profile_cases(target: Target, cases: list[tuple], records: int, out_dir: Path) -> None:
+    """Each case twice more against ``target`` alone, sampled (every thread's time, then only
+    its CPU); its threads' CPU and the stacks' top entries."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for client, size, acks in cases:
+        count = records if size == 100 else records // 4
+        produce = perf_produce if client == "perf" else rdkafka_produce
+        for idle, what in ((True, "time"), (False, "CPU")):
+            topic = f"profile-{client}-{size}-{acks}-{what}"
+            target.create_topic(topic)
+            raw = out_dir / f"{client}-{size}-acks-{acks}-{what}.txt"
+            flushes_before = flush_totals(target.metrics_url) if target.metrics_url else None
+            result = profiled(target.pid, raw, idle, produce, target, topic, count, size, acks)
+            print(
+                f"\nprofile of the {what}, {client} {size} B acks={acks}, {count} records: "
+                f"{result['rate']:.0f} records/s, p99 {result.get('p99', float('nan')):.0f} ms,"
+                f" {result['wall']:.1f} s wall; broker threads' CPU-s, of it in the kernel, and"
+                " run-queue wait s:"
+            )
+            threads = sorted(result["threads"].items(), key=lambda item: -item[1][0])
+            for group, (on_cpu, system, waiting) in threads:
+                print(f"  {group:<28} {on_cpu:6.2f}  {system:6.2f}  {waiting:6.2f}")
+            if flushes_before is not None:
+                flushes, fsyncing = (
+                    now - then
+                    for now, then in zip(
+                        flush_totals(target.metrics_url), flushes_before, strict=True
+                    )
+                )
+                print(
+                    f"  log flushes: {flushes:.0f}, {fsyncing:.2f} s fsyncing "
+                    f"({fsyncing / result['wall']:.0%} of the wall time), "
+                    f"{fsyncing / max(flushes, 1) * 1000:.1f} ms each on average"
+                )
+            if raw.exists():
+                print("\n".join(stack_summary(raw)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=100_000, help="records of 100 B a run")
@@ -303,7 +483,17 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=3.0, help="of each latency run")
     parser.add_argument("--dir", type=Path, default=None, help="state directory (default: tmp)")
+    parser.add_argument(
+        "--cases", type=parse_cases, default=None,
+        help="only these produce cases, e.g. perf:1024:1,rdkafka:1024:all (default: everything)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--profile", type=Path, default=None,
+        help="with --cases: profile odradek in one more run of each case, stacks into this dir",
+    )  # fmt: skip
     args = parser.parse_args()
+    everything = args.cases is None
+    selected = set(ALL_CASES) if everything else set(args.cases)
     sys.stdout.reconfigure(line_buffering=True)  # progress shows when the output is a file
     tool("resolve")
     state = args.dir or Path(tempfile.mkdtemp(prefix="vs-kafka-"))
@@ -317,7 +507,12 @@ def main() -> None:
     targets = [
         Target("kafka", started["bootstrap"], kafka_pid),
         Target("kafka fsync", started["bootstrap"], kafka_pid, {"flush.messages": "1"}),
-        Target("odradek", odradek.bootstrap, odradek.process.pid),
+        Target(
+            "odradek",
+            odradek.bootstrap,
+            odradek.process.pid,
+            metrics_url=f"http://127.0.0.1:{odradek.metrics_port}/metrics",
+        ),
     ]
     time.sleep(2)
     print(
@@ -343,24 +538,28 @@ def main() -> None:
             for size, acks in cases:
                 records = args.records if size == 100 else args.records // 4
                 for target in targets:
-                    topic = f"rd-{size}-{acks}-{target.label.replace(' ', '-')}-{round_number}"
-                    target.create_topic(topic)
-                    result = rdkafka_produce(target, topic, records, size, acks)
-                    record(("librdkafka produce", size, acks, target.label), result)
-                    if (size, acks) == (100, "all"):
-                        max_rate[target.label] = result["rate"]
-                    if (size, acks) == (100, "1"):
+                    if ("rdkafka", size, acks) in selected:
+                        topic = f"rd-{size}-{acks}-{target.slug}-{round_number}"
+                        target.create_topic(topic)
+                        result = rdkafka_produce(target, topic, records, size, acks)
+                        record(("librdkafka produce", size, acks, target.label), result)
+                        if (size, acks) == (100, "all"):
+                            max_rate[target.label] = result["rate"]
+                    if everything and (size, acks) == (100, "1"):
                         consumed = rdkafka_consume(target, topic, records)
                         record(("librdkafka consume", 100, "-", target.label), consumed)
                         if round_number == 0 and target.label != "kafka fsync":
                             perf_consumed[target.label] = perf_consume(target, topic, records)
-                    topic = f"pp-{size}-{acks}-{target.label.replace(' ', '-')}-{round_number}"
-                    target.create_topic(topic)
-                    result = perf_produce(target, topic, records, size, acks)
-                    record(("ProducerPerformance", size, acks, target.label), result)
+                    if ("perf", size, acks) in selected:
+                        topic = f"pp-{size}-{acks}-{target.slug}-{round_number}"
+                        target.create_topic(topic)
+                        result = perf_produce(target, topic, records, size, acks)
+                        record(("ProducerPerformance", size, acks, target.label), result)
+            if not everything:
+                continue
             for target in targets:
                 for rate in (1000, int(max_rate[target.label] / 2)):
-                    topic = f"lat-{rate}-{target.label.replace(' ', '-')}-{round_number}"
+                    topic = f"lat-{rate}-{target.slug}-{round_number}"
                     target.create_topic(topic)
                     result = rdkafka_latency(target, topic, rate, args.seconds)
                     label = "1,000/s" if rate == 1000 else "half max"
@@ -379,6 +578,10 @@ def main() -> None:
                 values = [run[key] for run in runs if key in run]
                 cells.append(f"{spread(values):>24}" if values else f"{'-':>24}")
             print(f"{client:<19} {size:>5} {acks:>4} {label:<12} " + " ".join(cells))
+        if args.profile is not None:
+            profile_cases(targets[2], sorted(selected), args.records, args.profile)
+        if not everything:
+            return
         print()
         for label, result in perf_consumed.items():
             print(f"ConsumerPerformance (a group member) against {label}: {result}")
@@ -391,6 +594,8 @@ def main() -> None:
     finally:
         tool("stop", "--dir", str(kafka_state))
         odradek.stop()
+    if not everything:
+        return
     restarted = json.loads(tool("start", "--dir", str(kafka_state)))
     try:
         kafka_rss = memory_kb(restarted["pid"], "VmRSS") / 1024
