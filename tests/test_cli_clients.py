@@ -475,9 +475,13 @@ def test_ctrl_c_stops_consume_with_exit_0_and_no_error(broker: Broker) -> None:
     command = [ODRADEK, "consume", "interrupted", "--from-beginning"]
     command += ["--bootstrap", broker.bootstrap]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as reader:
-        assert reader.stdout.readline() == b"v\n"  # it is reading, waiting for more
-        reader.send_signal(signal.SIGINT)
-        stdout, stderr = reader.communicate(timeout=30)
+        try:
+            assert reader.stdout.readline() == b"v\n"  # it is reading, waiting for more
+            reader.send_signal(signal.SIGINT)
+            stdout, stderr = reader.communicate(timeout=30)
+        finally:
+            if reader.poll() is None:  # still running after SIGINT: a failure, not a hang
+                reader.kill()
     assert (reader.returncode, stdout, stderr) == (0, b"", b"")
 
 
