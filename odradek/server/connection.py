@@ -15,6 +15,7 @@ then. The responses to the requests of one read leave in one write.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import logging
 import time
@@ -63,7 +64,7 @@ class ConnectionRegistry(Protocol):
     def unregister(self, connection: Connection) -> None: ...
 
 
-class Connection(asyncio.BufferedProtocol, Generic[FrameT]):
+class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMeta):
     """The broker's side of one client connection; subclasses say how a frame is handled
     (``_dispatch``) and add their security hooks (``_start_session``, ``_end_session``)."""
 
@@ -192,9 +193,9 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT]):
 
     # --- what a protocol says ------------------------------------------------------------------
 
+    @abc.abstractmethod
     def _dispatch(self, frame: FrameT) -> None:
         """Handle one request frame (its memory reservation is the handler's to release)."""
-        raise NotImplementedError
 
     def _start_session(self) -> None:
         """The connection is made on a listener with a session (security hook)."""
