@@ -111,3 +111,43 @@ def read_exactly(sock: socket.socket, count: int) -> bytes:
             raise ConnectionError("closed by the broker")
         data += chunk
     return data
+
+
+def fetch_v12(
+    topic: str,
+    offset: int,
+    *,
+    max_wait_ms: int,
+    partition_max_bytes: int,
+    min_bytes: int = 1,
+    max_bytes: int = 1 << 20,
+) -> object:
+    """kafka-python's Fetch v12 for partition 0 of ``topic`` from ``offset``, sessionless."""
+    from kafka.protocol.consumer import FetchRequest
+
+    return FetchRequest[12](
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            FetchRequest.FetchTopic(
+                topic=topic,
+                partitions=[
+                    FetchRequest.FetchTopic.FetchPartition(
+                        partition=0,
+                        current_leader_epoch=-1,
+                        fetch_offset=offset,
+                        last_fetched_epoch=-1,
+                        log_start_offset=-1,
+                        partition_max_bytes=partition_max_bytes,
+                    )
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )

@@ -16,7 +16,7 @@ import confluent_kafka
 import confluent_kafka.admin
 import pytest
 from click.testing import CliRunner
-from kafka_helpers import KafkaSocket, consume, create_topic
+from kafka_helpers import KafkaSocket, consume, create_topic, fetch_v12
 from server_helpers import RunningBroker, running_broker
 
 from odradek.cli.main import cli
@@ -538,37 +538,6 @@ def test_log_append_time_topics_stamp_records_on_arrival(broker: RunningBroker) 
     assert delivered[0].timestamp()[1] == stamp  # the produce response carried it
 
 
-def fetch_v12(topic: str, offset: int, max_wait_ms: int, partition_max_bytes: int) -> object:
-    from kafka.protocol.consumer import FetchRequest
-
-    return FetchRequest[12](
-        replica_id=-1,
-        max_wait_ms=max_wait_ms,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            FetchRequest.FetchTopic(
-                topic=topic,
-                partitions=[
-                    FetchRequest.FetchTopic.FetchPartition(
-                        partition=0,
-                        current_leader_epoch=-1,
-                        fetch_offset=offset,
-                        last_fetched_epoch=-1,
-                        log_start_offset=-1,
-                        partition_max_bytes=partition_max_bytes,
-                    )
-                ],
-            )
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
-
-
 def test_a_waiting_fetch_answers_when_data_arrives_and_the_first_batch_comes_whole(
     broker: RunningBroker,
 ) -> None:
@@ -577,7 +546,7 @@ def test_a_waiting_fetch_answers_when_data_arrives_and_the_first_batch_comes_who
     create_topic(broker.bootstrap, "long-poll")
     kafka = KafkaSocket(broker)
     started = time.monotonic()
-    kafka.send_message(fetch_v12("long-poll", 0, 10_000, 10), 12)
+    kafka.send_message(fetch_v12("long-poll", 0, max_wait_ms=10_000, partition_max_bytes=10), 12)
     time.sleep(0.3)
     producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
     producer.produce("long-poll", value=bytes(5000), partition=0)

@@ -27,7 +27,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kafka_helpers import KafkaSocket
+from kafka_helpers import KafkaSocket, fetch_v12
 from kafka_reference import ReferenceBroker
 from server_helpers import running_broker
 
@@ -300,33 +300,15 @@ def _fetch(
 ) -> dict[str, object]:
     """One Fetch v12 for partition 0; what came back: the error, offsets, every whole batch
     (base offset, record count) and how long the broker held the request."""
-    from kafka.protocol.consumer import FetchRequest, FetchResponse
+    from kafka.protocol.consumer import FetchResponse
 
-    request = FetchRequest[12](
-        replica_id=-1,
+    request = fetch_v12(
+        topic,
+        offset,
         max_wait_ms=max_wait_ms,
+        partition_max_bytes=partition_max_bytes,
         min_bytes=min_bytes,
         max_bytes=max_bytes,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            FetchRequest.FetchTopic(
-                topic=topic,
-                partitions=[
-                    FetchRequest.FetchTopic.FetchPartition(
-                        partition=0,
-                        current_leader_epoch=-1,
-                        fetch_offset=offset,
-                        last_fetched_epoch=-1,
-                        log_start_offset=-1,
-                        partition_max_bytes=partition_max_bytes,
-                    )
-                ],
-            )
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
     )
     kafka = KafkaSocket(target.bootstrap, timeout=30)
     try:
