@@ -25,6 +25,10 @@ from odradek.client import Producer
 from odradek.client.partitioner import partition_for_key
 
 ODRADEK = Path(sys.executable).with_name("odradek")
+WITH_DEFAULT_SIGINT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
 IDLE_MS = "5000"  # a loaded 2-core machine can take over a second to answer a first poll
 
 
@@ -472,8 +476,10 @@ def test_consume_properties_shape_the_text_lines(broker: Broker, tmp_path: Path)
 
 def test_ctrl_c_stops_consume_with_exit_0_and_no_error(broker: Broker) -> None:
     produce_records(broker, "interrupted", [{"value": b"v"}])
-    command = [ODRADEK, "consume", "interrupted", "--from-beginning"]
-    command += ["--bootstrap", broker.bootstrap]
+    # A process started from a shell's background job inherits SIGINT ignored, and Python
+    # then leaves it ignored: the command runs with the default disposition, as from a terminal.
+    command = [sys.executable, "-c", WITH_DEFAULT_SIGINT, ODRADEK]
+    command += ["consume", "interrupted", "--from-beginning", "--bootstrap", broker.bootstrap]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as reader:
         try:
             assert reader.stdout.readline() == b"v\n"  # it is reading, waiting for more
