@@ -17,11 +17,12 @@ record's value is the time it was sent, so each record's time splits into
 
 and the fetch re-issue gap (a Fetch response read until the next Fetch was written on that
 connection). It measures the clients; it costs a few microseconds a request and keeps the
-frames' bytes (untracked by the collector) until the run ends.
+frames' bytes until the run ends.
 """
 
 from __future__ import annotations
 
+import array
 import functools
 import statistics
 import time
@@ -49,40 +50,52 @@ def _sent_times(records: bytes | memoryview) -> list[float]:
 
 
 class ClientTrace:
-    """Timestamps every client request written and response read while in a ``with``."""
+    """Timestamps every client request written and response read while in a ``with``.
+
+    Kept in arrays and lists of bytes, which the garbage collector does not track, so the
+    trace adds no collections of its own to the run it measures.
+    """
 
     def __init__(self) -> None:
-        # (connection id, api key, correlation id, when, request)
-        self.writes: list[tuple[int, ApiKey, int, float, Any]] = []
-        # (connection id, correlation id, when, frame)
-        self.reads: list[tuple[int, int, float, Any]] = []
+        # per request written: connection id, api key, correlation id; when; Produce records
+        self.write_ids = array.array("q")
+        self.write_times = array.array("d")
+        self.write_records: list[bytes] = []
+        # per response read: connection id, correlation id; when; a Fetch's header and payload
+        self.read_ids = array.array("q")
+        self.read_times = array.array("d")
+        self.read_headers: list[bytes] = []
+        self.read_payloads: list[bytes] = []
         self._originals: dict[str, Any] = {}
 
     def __enter__(self) -> ClientTrace:
         original_write = Connection._write
         original_dispatch = Connection._dispatch
         self._originals = {"_write": original_write, "_dispatch": original_dispatch}
-        writes, reads = self.writes, self.reads
 
         @functools.wraps(original_write)
         async def traced_write(connection: Connection, request: Any, api_key: ApiKey) -> int:
             correlation_id = await original_write(connection, request, api_key)
-            at = time.perf_counter()
-            kept = None
+            self.write_times.append(time.perf_counter())
+            self.write_ids.extend((id(connection), api_key, correlation_id))
+            records = b""
             if api_key == ApiKey.PRODUCE:
-                kept = tuple(bytes(data.records) for data in request.partitions)
-            writes.append((id(connection), api_key, correlation_id, at, kept))
+                records = b"".join(bytes(data.records) for data in request.partitions)
+            self.write_records.append(records)
             return correlation_id
 
         @functools.wraps(original_dispatch)
         def traced_dispatch(connection: Connection, frame: Frame) -> None:
-            at = time.perf_counter()
+            self.read_times.append(time.perf_counter())
             correlation_id = ResponseHeader.from_header(frame.header).correlation_id
+            self.read_ids.extend((id(connection), correlation_id))
             pending = connection._pending.get(correlation_id)
-            kept = None
             if pending is not None and pending[1] == ApiKey.FETCH:
-                kept = (msgpack.packb(frame.header), bytes(frame.payload))
-            reads.append((id(connection), correlation_id, at, kept))
+                self.read_headers.append(msgpack.packb(frame.header))
+                self.read_payloads.append(bytes(frame.payload))
+            else:
+                self.read_headers.append(b"")
+                self.read_payloads.append(b"")
             original_dispatch(connection, frame)
 
         Connection._write = traced_write
@@ -95,32 +108,35 @@ class ClientTrace:
 
     def breakdown(self, received: list[tuple[float, float]]) -> dict[str, list[float]]:
         """Per record (keyed by its send time), each segment in ms; plus the fetch gaps."""
-        read_at = {(conn, cid): (at, frame) for conn, cid, at, frame in self.reads}
+        read_at = {
+            (self.read_ids[2 * i], self.read_ids[2 * i + 1]): i for i in range(len(self.read_times))
+        }
         written: dict[float, float] = {}
         acked: dict[float, float] = {}
         fetched: dict[float, float] = {}
         gaps: list[float] = []
         last_fetch_read: dict[int, float] = {}
-        for conn, api_key, cid, at, request in self.writes:
+        for i, at in enumerate(self.write_times):
+            conn, api_key, cid = self.write_ids[3 * i : 3 * i + 3]
             response = read_at.get((conn, cid))
             if api_key == ApiKey.PRODUCE:
-                for records in request:
-                    for sent in _sent_times(records):
-                        written[sent] = at
-                        if response is not None:
-                            acked[sent] = response[0]
+                for sent in _sent_times(self.write_records[i]):
+                    written[sent] = at
+                    if response is not None:
+                        acked[sent] = self.read_times[response]
             elif api_key == ApiKey.FETCH:
                 if conn in last_fetch_read:
                     gaps.append((at - last_fetch_read[conn]) * 1000)
                 if response is None:
                     continue
-                last_fetch_read[conn] = response[0]
-                header, payload = response[1]
-                frame = Frame(msgpack.unpackb(header), memoryview(payload))
-                decoded = decode_response(ApiKey.FETCH, frame)
-                for partition in decoded.partitions:
+                last_fetch_read[conn] = self.read_times[response]
+                frame = Frame(
+                    msgpack.unpackb(self.read_headers[response]),
+                    memoryview(self.read_payloads[response]),
+                )
+                for partition in decode_response(ApiKey.FETCH, frame).partitions:
                     for sent in _sent_times(partition.records):
-                        fetched.setdefault(sent, response[0])
+                        fetched.setdefault(sent, self.read_times[response])
         segments: dict[str, list[float]] = {name: [] for name in SEGMENTS}
         segments["total"] = []
         for sent, latency in received:
