@@ -74,8 +74,8 @@ class ClientTrace:
         self._originals = {"_write": original_write, "_dispatch": original_dispatch}
 
         @functools.wraps(original_write)
-        async def traced_write(connection: Connection, request: Any, api_key: ApiKey) -> int:
-            correlation_id = await original_write(connection, request, api_key)
+        def traced_write(connection: Connection, request: Any, api_key: ApiKey) -> int:
+            correlation_id = original_write(connection, request, api_key)
             self.write_times.append(time.perf_counter())
             self.write_ids.extend((id(connection), api_key, correlation_id))
             records = b""
