@@ -71,14 +71,18 @@ class BrokerProcess:
     """``odradek serve`` in a child process; its CPU time and RSS read from /proc.
 
     ``tree`` runs the broker of another checkout, with that checkout's own ``.venv``.
+    ``copy_fetches`` makes ``os.sendfile`` fail as unsupported in the broker (as on a file
+    system without it), so fetched records take the broker's copy path instead.
     """
 
-    def __init__(self, data_dir: Path, *args: str, tree: Path | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, *args: str, tree: Path | None = None, copy_fetches: bool = False
+    ) -> None:
         python = sys.executable if tree is None else str(tree / ".venv" / "bin" / "python")
+        launcher = ["-c", _COPY_FETCHES_LAUNCHER] if copy_fetches else ["-m", "odradek.cli.main"]
         command = [
             python,
-            "-m",
-            "odradek.cli.main",
+            *launcher,
             "serve",
             "--data-dir",
             str(data_dir),
@@ -136,6 +140,16 @@ class BrokerProcess:
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(timeout=60)
+
+
+_COPY_FETCHES_LAUNCHER = """
+import errno, os, runpy, sys
+def unsupported(*args):
+    raise OSError(errno.EOPNOTSUPP, "sendfile turned off by the bench")
+os.sendfile = unsupported
+sys.argv[0] = "odradek"
+runpy.run_module("odradek.cli.main", run_name="__main__")
+"""
 
 
 def lag_p99(before: dict[float, float], after: dict[float, float]) -> str:

@@ -269,10 +269,24 @@ class BenchBroker:
 
 class BrokerProcess:
     """A :class:`BenchBroker` in a child process (this script with ``--serve-broker``), as a
-    user runs a broker: apart from its clients. Same methods, over the child's stdin/stdout."""
+    user runs a broker: apart from its clients. Same methods, over the child's stdin/stdout.
+    ``tree`` runs another checkout's broker (this script there, with its own ``.venv``)."""
 
-    def __init__(self, directory: Path, megabytes: int, mix: str, io_rate: float | None) -> None:
-        command = [sys.executable, __file__, "--serve-broker", "--dir", str(directory)]
+    def __init__(
+        self,
+        directory: Path,
+        megabytes: int,
+        mix: str,
+        io_rate: float | None,
+        tree: Path | None = None,
+    ) -> None:
+        python, script = sys.executable, __file__
+        if tree is not None:
+            python, script = (
+                str(tree / ".venv" / "bin" / "python"),
+                str(tree / "bench" / "cleaner.py"),
+            )
+        command = [python, script, "--serve-broker", "--dir", str(directory)]
         command += ["--megabytes", str(megabytes), "--broker-mix", mix]
         if io_rate is not None:
             command += ["--io-max-bytes-per-second", str(io_rate)]

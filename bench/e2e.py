@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import os
 import statistics
@@ -44,6 +45,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from broker import BrokerProcess, create_topic, frame_of  # noqa: E402
+from client_trace import ClientTrace, summary  # noqa: E402
 
 from odradek.client import AsyncConsumer, AsyncProducer, Consumer, Producer  # noqa: E402
 from odradek.protocol.api_keys import ApiKey  # noqa: E402
@@ -306,12 +308,14 @@ def one_run(
     rate: int,
     seconds: float,
     name: str,
+    trace: bool = False,
 ):
     if clients != "fsync":
         create_topic(broker.port, name)
     ACKED.clear()
     produce_before = produce_latency_buckets(broker)
-    with GcPauses() as gc_pauses:
+    client_trace = ClientTrace() if trace and clients in ("async", "sync") else None
+    with GcPauses() as gc_pauses, client_trace or contextlib.nullcontext():
         if clients == "async":
             received = uvloop.run(run_async(broker.bootstrap, name, acks, rate, seconds))
         elif clients == "fsync":
@@ -342,6 +346,8 @@ def one_run(
     )
     if clients != "fsync":
         gc_summary += "; " + broker_side(produce_before, produce_latency_buckets(broker))
+    if client_trace is not None:
+        gc_summary += "\n" + "\n".join(summary(client_trace.breakdown(received)))
     return figures, stalls(received, first), len(latencies), gc_summary
 
 
@@ -365,6 +371,12 @@ def main() -> None:
         help="gc.freeze() before the runs (what a latency-sensitive application can do after "
         "start-up): the collector then leaves the objects made so far alone",
     )
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="split each client record's time into send->written->acked->fetched->delivered "
+        "(bench/client_trace.py) and print where the slowest 1%% spent theirs",
+    )
     args = parser.parse_args()
     if args.gc_freeze:
         gc.collect()
@@ -381,7 +393,14 @@ def main() -> None:
                             continue
                         name = f"e2e-{clients}-{acks}-{round_number}"
                         figures, episodes, count, gc_summary = one_run(
-                            broker, data_dir, clients, acks, args.rate, args.seconds, name
+                            broker,
+                            data_dir,
+                            clients,
+                            acks,
+                            args.rate,
+                            args.seconds,
+                            name,
+                            args.trace,
                         )
                         results.setdefault((clients, acks), []).append(figures)
                         line = ", ".join(f"{k} {v:.2f} ms" for k, v in figures.items())

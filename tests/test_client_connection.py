@@ -189,3 +189,34 @@ def test_bootstrap_servers_forms() -> None:
     config = ClientConfig(bootstrap_servers="a:1, b:2")
     assert config.broker_addresses() == [("a", 1), ("b", 2)]
     assert ClientConfig(bootstrap_servers=("[::1]:9",)).broker_addresses() == [("::1", 9)]
+
+
+@async_test
+async def test_try_start_writes_now_and_refuses_when_the_connection_cannot_take_it() -> None:
+    async with FakeBroker() as broker:
+        broker.create("t")
+        connection = connection_to(broker)
+        await connection.connect()
+        in_flight = connection.try_start(MetadataRequest(("t",)))
+        assert in_flight is not None
+        response = await connection.response(in_flight)
+        assert [topic.name for topic in response.topics] == ["t"]
+        connection.pause_writing()  # the transport's buffer is full: send() would wait
+        assert connection.try_start(MetadataRequest(("t",))) is None
+        connection.resume_writing()
+        await connection.close()
+        assert connection.try_start(MetadataRequest(("t",))) is None
+        assert len(broker.requests_of(ApiKey.METADATA)) == 1
+
+
+@async_test
+async def test_a_request_started_at_once_still_times_out_and_closes_the_connection() -> None:
+    async with FakeBroker() as broker:
+        broker.create("t")
+        broker.inject(ApiKey.METADATA, "silence")
+        connection = connection_to(broker, timeout_ms=100)
+        await connection.connect()
+        in_flight = connection.try_start(MetadataRequest(("t",)))
+        with pytest.raises(RequestTimedOutError):
+            await connection.response(in_flight)
+        assert connection.closed

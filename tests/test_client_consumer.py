@@ -326,3 +326,79 @@ async def test_an_error_after_good_records_waits_for_the_next_poll() -> None:
             with pytest.raises(CorruptRecordError):
                 await consumer.poll(0)
             assert await consumer.position(TP) == 3
+
+
+def fetch_offsets(broker: FakeBroker) -> list[int]:
+    """The offset of TP each Fetch the broker received asked for, in order."""
+    return [
+        partition.fetch_offset
+        for request in broker.requests_of(ApiKey.FETCH)
+        for partition in request.partitions
+        if (partition.topic, partition.partition) == ("t", 0)
+    ]
+
+
+@async_test
+async def test_the_next_fetch_goes_out_when_a_response_arrives_not_when_the_caller_polls() -> None:
+    async with FakeBroker() as broker:
+        (log,) = broker.create("t")
+        fill(log, 3)  # one batch, offsets 0..2
+        async with consumer_for(broker, max_poll_records=1, fetch_max_wait_ms=2000) as consumer:
+            consumer.assign([TP])
+            assert [r.offset for r in await poll_until(consumer, 1)] == [0]
+            await asyncio.sleep(0.1)  # the caller is busy with record 0
+            # the broker already holds a long poll from where the buffered response ends
+            assert fetch_offsets(broker) == [0, 3]
+            fill(log, 2)
+            broker.wake_fetchers()
+            assert [r.offset for r in await poll_until(consumer, 4)] == [1, 2, 3, 4]
+
+
+@async_test
+async def test_a_caller_that_does_not_poll_has_at_most_two_responses_buffered() -> None:
+    async with FakeBroker() as broker:
+        (log,) = broker.create("t")
+        fill(log, 30, per_batch=5)
+        one_batch = len(log.batches[0])
+        async with consumer_for(
+            broker, max_poll_records=1, max_partition_fetch_bytes=one_batch
+        ) as consumer:
+            consumer.assign([TP])
+            assert [r.offset for r in await poll_until(consumer, 1)] == [0]
+            await asyncio.sleep(0.2)
+            assert fetch_offsets(broker) == [0, 5]  # then nothing until the caller drains one
+            records = await poll_until(consumer, 29)
+            assert [r.offset for r in records] == list(range(1, 30))
+
+
+@async_test
+async def test_a_seek_back_drops_the_data_fetched_ahead() -> None:
+    async with FakeBroker() as broker:
+        (log,) = broker.create("t")
+        fill(log, 10, per_batch=5)
+        one_batch = len(log.batches[0])
+        async with consumer_for(
+            broker, max_poll_records=2, max_partition_fetch_bytes=one_batch
+        ) as consumer:
+            consumer.assign([TP])
+            assert [r.offset for r in await poll_until(consumer, 2)] == [0, 1]
+            await asyncio.sleep(0.1)  # offsets 5..9 are fetched ahead meanwhile
+            consumer.seek(TP, 1)
+            records = await poll_until(consumer, 9)
+            assert [r.offset for r in records] == list(range(1, 10))
+            assert fetch_offsets(broker)[:2] == [0, 5]
+
+
+def test_end_offset_of_a_fetch_is_after_its_last_whole_batch() -> None:
+    first = build_batch([(1, None, b"a", ()), (2, None, b"b", ())])
+    second = build_batch([(3, None, b"c", ())], base_offset=2)
+
+    def fetched(records: bytes, error: int = 0) -> CompletedFetch:
+        response = FetchPartitionResponse("t", 0, error, None, 3, 0, 3, records)
+        return CompletedFetch(TP, 1, response, check_crcs=True)
+
+    assert fetched(first + second).end_offset() == 3
+    assert fetched(first + second[:-1]).end_offset() == 2  # the partial batch comes again
+    assert fetched(b"").end_offset() == 1  # nothing new: fetch the same offset again
+    assert fetched(first[:-1]).end_offset() is None  # no whole batch: a larger fetch is needed
+    assert fetched(b"", error=KafkaStorageError.code).end_offset() is None

@@ -477,3 +477,22 @@ def test_retried_batches_keep_sequence_order_across_the_wrap_at_2_to_the_31() ->
     assert sequence_distance(2**31 - 1, 0) == 1
     assert sequence_distance(0, 2**31 - 1) == -1
     assert sequence_distance(5, 3) == -2
+
+
+@async_test
+async def test_requests_waiting_for_the_transport_go_out_in_the_order_they_were_drained() -> None:
+    async with FakeBroker() as broker:
+        broker.create("t")
+        async with AsyncProducer(bootstrap_servers=broker.bootstrap, linger_ms=0) as producer:
+            await producer.send("t", b"first")  # connected, producer id known
+            connection = await producer._client.connection()
+            connection.pause_writing()
+            futures = []
+            for i in range(3):
+                futures.append(producer.send("t", b"%d" % i))
+                await asyncio.sleep(0.02)  # drained into a request of its own, which waits
+            assert len(broker.requests_of(ApiKey.PRODUCE)) == 1
+            connection.resume_writing()
+            assert [(await future).offset for future in futures] == [1, 2, 3]
+        assert stored_values(broker, "t") == [b"first", b"0", b"1", b"2"]
+        assert len(broker.requests_of(ApiKey.PRODUCE)) == 4

@@ -40,6 +40,23 @@ class CompletedFetch:
         self._batch_end: int | None = None  # the next offset after that batch
         self._error: KafkaError | None = None
 
+    def end_offset(self) -> int | None:
+        """Where the data fetched ends: the offset after its last whole batch (the fetch
+        offset when it holds no records); None when it cannot be read on from there (an
+        error, or data but no whole batch). The next fetch of the partition may start there
+        before this one is drained. Reads only the batches' headers."""
+        if self.response.error:
+            return None
+        end = None
+        try:
+            for batch in MemoryRecords(self.response.records).batches():
+                end = batch.next_offset
+        except KafkaError:
+            return None
+        if end is None:
+            return None if len(self.response.records) else self.fetch_offset
+        return max(end, self.fetch_offset)
+
     def take(self, max_records: int) -> list[ConsumerRecord]:
         """Up to ``max_records`` more records; fewer means the fetch is exhausted.
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 from odradek.client.client_security import ClientSecurity
 from odradek.errors import (
@@ -35,6 +35,14 @@ MAX_RESPONSE_FRAME_BYTES = 1024 * 1024 * 1024
 
 CLIENT_SOFTWARE_NAME = "odradek-python"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
+
+
+class InFlightRequest(NamedTuple):
+    """A request written on a connection, waiting for its response."""
+
+    correlation_id: int
+    api_key: ApiKey
+    future: asyncio.Future[Frame]
 
 
 class Connection(asyncio.Protocol):
@@ -104,26 +112,37 @@ class Connection(asyncio.Protocol):
         (default ``request_timeout_ms``; the connection is then closed), or NetworkError when
         the connection is or becomes closed.
         """
-        api_key = ApiKey(request.api_key)
-        future: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
-        correlation_id = await self._write(request, api_key)
-        self._pending[correlation_id] = (future, api_key)  # before any await: nothing is missed
+        await self._writable()
+        return await self.response(self._start(request), timeout_ms)
+
+    def try_start(self, request: Message) -> InFlightRequest | None:
+        """Write ``request`` at once, in the caller's step, when the connection is open and
+        takes writes; None when it would have to wait (then :meth:`send` it). Await
+        :meth:`response` for the answer."""
+        if self._failure is not None or not self._can_write.is_set():
+            return None
+        return self._start(request)
+
+    async def response(self, in_flight: InFlightRequest, timeout_ms: int | None = None) -> Any:
+        """The decoded response to a request written by :meth:`try_start`; raises as
+        :meth:`send` does."""
         timeout_s = self._request_timeout_s if timeout_ms is None else timeout_ms / 1000
         try:
             async with asyncio.timeout(timeout_s):
-                frame = await future
+                frame = await in_flight.future
         except TimeoutError:
-            name = api_key.display_name
-            message = f"no response to {name} request {correlation_id} in {timeout_s}s"
+            name = in_flight.api_key.display_name
+            message = f"no response to {name} request {in_flight.correlation_id} in {timeout_s}s"
             self.abort(NetworkError(f"connection closed: {message}"))
             raise RequestTimedOutError(message) from None
         finally:
-            self._pending.pop(correlation_id, None)
-        return decode_response(api_key, frame)
+            self._pending.pop(in_flight.correlation_id, None)
+        return decode_response(in_flight.api_key, frame)
 
     async def send_no_response(self, request: Message) -> None:
         """Send a request the broker does not answer (a Produce with ``acks`` 0)."""
-        await self._write(request, ApiKey(request.api_key))
+        await self._writable()
+        self._write(request, ApiKey(request.api_key))
 
     async def close(self) -> None:
         """Close the socket; requests still waiting fail with NetworkError."""
@@ -137,11 +156,22 @@ class Connection(asyncio.Protocol):
             self._transport.abort()
         self._fail_pending()
 
-    async def _write(self, request: Message, api_key: ApiKey) -> int:
+    async def _writable(self) -> None:
+        """Return once the transport takes writes; NetworkError if the connection is closed."""
         while not self._can_write.is_set() and self._failure is None:
             await self._can_write.wait()
         if self._failure is not None:
             raise self._failure
+
+    def _start(self, request: Message) -> InFlightRequest:
+        """Write ``request`` and register it for its response, in one step: nothing is missed."""
+        api_key = ApiKey(request.api_key)
+        correlation_id = self._write(request, api_key)
+        future: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
+        self._pending[correlation_id] = (future, api_key)
+        return InFlightRequest(correlation_id, api_key, future)
+
+    def _write(self, request: Message, api_key: ApiKey) -> int:
         version = self._version_of(api_key)
         header = RequestHeader(api_key, version, self._correlation_id(), self._client_id)
         self._transport.writelines(encode_request(header, request))

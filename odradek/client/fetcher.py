@@ -19,11 +19,16 @@ logger = logging.getLogger(__name__)
 
 
 class Fetcher:
-    """Fetches the assigned partitions that have a position and nothing buffered.
+    """Fetches the assigned partitions that have a position, one Fetch in flight at a time.
 
-    The next fetch is sent while the caller still works through the records of the last one,
-    so the network and the broker's ``fetch_max_wait_ms`` overlap with the caller's work.
-    Buffered data is dropped when its partition was sought or unassigned meanwhile.
+    The next fetch is written as soon as a response has been read, in the same step, before
+    the caller has taken its records: a partition with one response buffered is fetched on
+    from where that response ends. So the broker nearly always holds a long poll of the
+    consumer, and a record appended just after a response left is not held up until the
+    caller polls again and the loop gets round to sending the next fetch. At most two
+    responses a partition are buffered: a partition with two is fetched again once the caller
+    has drained one. Buffered data is dropped when its partition was sought or unassigned
+    meanwhile.
     """
 
     def __init__(
@@ -39,29 +44,28 @@ class Fetcher:
         self._failure: KafkaError | None = None
         self._backoff_until = 0.0
         self._closed = False
+        self._arrived = asyncio.Event()  # set when a response is buffered or fetching stops
 
     def send_fetch(self) -> None:
-        """Start a fetch unless one is in flight, a retry backoff runs, nothing is fetchable,
-        or the fetcher is closed (a poll interrupted by Ctrl-C may still be running)."""
+        """Start fetching unless a fetch is in flight, a retry backoff runs, nothing is
+        fetchable, or the fetcher is closed (a poll interrupted by Ctrl-C may still run)."""
         if self._closed or (self._task is not None and not self._task.done()):
             return
-        if asyncio.get_running_loop().time() < self._backoff_until:
-            return
-        buffered = {fetch.topic_partition for fetch in self._completed}
-        positions = {
-            tp: offset
-            for tp, offset in self._subscriptions.fetch_positions().items()
-            if tp not in buffered
-        }
+        positions = self._fetchable()
         if positions:
-            self._task = asyncio.create_task(self._fetch(positions))
+            self._task = asyncio.create_task(self._fetch_while_fetchable(positions))
 
     async def wait_for_data(self, timeout_s: float) -> None:
-        """Return when data is buffered, the fetch in flight ends, a backoff ends, or on timeout."""
+        """Return when data is buffered, fetching stops, a backoff ends, or on timeout."""
         if self._completed:
             return
         if self._task is not None and not self._task.done():
-            await asyncio.wait({self._task}, timeout=timeout_s)
+            self._arrived.clear()
+            try:
+                async with asyncio.timeout(timeout_s):
+                    await self._arrived.wait()
+            except TimeoutError:
+                pass
             return
         backoff_left = self._backoff_until - asyncio.get_running_loop().time()
         pause = backoff_left if backoff_left > 0 else self._retry_backoff_s
@@ -145,7 +149,45 @@ class Fetcher:
         else:
             raise error
 
-    async def _fetch(self, positions: dict[TopicPartition, int]) -> None:
+    def _fetchable(self) -> dict[TopicPartition, int]:
+        """Where to fetch each partition that may be fetched now: at its position when
+        nothing of it is buffered, at the end of its one buffered response when that can be
+        read on; not with two responses buffered, nor during a retry backoff."""
+        if self._failure is not None:
+            return {}
+        if asyncio.get_running_loop().time() < self._backoff_until:
+            return {}
+        positions = self._subscriptions.fetch_positions()
+        chains: dict[TopicPartition, list[CompletedFetch]] = {}
+        for fetch in self._completed:
+            if fetch.topic_partition in positions:
+                chains.setdefault(fetch.topic_partition, []).append(fetch)
+        fetchable = {}
+        for tp, position in positions.items():
+            offset: int | None = position
+            buffered = 0
+            for fetch in chains.get(tp, ()):
+                if offset is None or fetch.next_offset != offset:
+                    continue  # sought away from: it is dropped when reached
+                offset = fetch.end_offset()
+                buffered += 1
+            if offset is not None and buffered < 2:
+                fetchable[tp] = offset
+        return fetchable
+
+    async def _fetch_while_fetchable(self, positions: dict[TopicPartition, int]) -> None:
+        """Fetch, and fetch on at once from where each response ends, while anything is
+        fetchable; the poll waiting is woken by each response and when this stops."""
+        try:
+            while positions and not self._closed:
+                if await self._fetch(positions):
+                    self._arrived.set()
+                positions = self._fetchable()
+        finally:
+            self._arrived.set()
+
+    async def _fetch(self, positions: dict[TopicPartition, int]) -> bool:
+        """One Fetch of ``positions``; whether a response was buffered."""
         config = self._config
         request = FetchRequest(
             tuple(
@@ -162,13 +204,13 @@ class Fetcher:
             response: FetchResponse = await self._client.send(request, timeout_ms)
         except KafkaError as error:
             if self._closed:
-                return  # the consumer is closing: nothing to retry or report
+                return False  # the consumer is closing: nothing to retry or report
             if not error.retriable:
                 self._failure = error
-                return
+                return False
             logger.warning("fetch failed, will retry: %s", error)
             self._back_off()
-            return
+            return False
         for entry in response.partitions:
             tp = TopicPartition(entry.topic, entry.partition)
             offset = positions.get(tp)
@@ -176,6 +218,7 @@ class Fetcher:
                 self._completed.append(CompletedFetch(tp, offset, entry, config.check_crcs))
                 if entry.error not in (0, OffsetOutOfRangeError.code):
                     self._back_off()
+        return True
 
     def _back_off(self) -> None:
         """Send no fetch for ``retry_backoff_ms``, so a failing broker is not hammered."""

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from odradek.client.config import ClientConfig
-from odradek.client.connection import Connection
+from odradek.client.connection import Connection, InFlightRequest
 from odradek.errors import KafkaError, NetworkError, SaslAuthenticationFailedError
 from odradek.protocol.schema import Message
 
@@ -36,6 +36,15 @@ class NetworkClient:
         """Send ``request`` and return its response (see :meth:`Connection.send`)."""
         connection = await self.connection()
         return await connection.send(request, timeout_ms)
+
+    def try_start(self, request: Message) -> tuple[Connection, InFlightRequest] | None:
+        """Write ``request`` at once on the open connection (see :meth:`Connection.try_start`);
+        None when there is none or it would have to wait."""
+        connection = self._connection
+        if connection is None or connection.closed:
+            return None
+        in_flight = connection.try_start(request)
+        return None if in_flight is None else (connection, in_flight)
 
     async def send_no_response(self, request: Message) -> None:
         connection = await self.connection()

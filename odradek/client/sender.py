@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
+from typing import TypeVar
 
 from odradek.client.config import ProducerConfig
+from odradek.client.connection import Connection, InFlightRequest
 from odradek.client.network_client import NetworkClient
 from odradek.client.producer_batch import ProducerBatch
 from odradek.client.record_accumulator import SEQUENCE_MODULUS, RecordAccumulator
@@ -27,6 +30,8 @@ from odradek.protocol.produce import (
 from odradek.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class Sender:
@@ -67,6 +72,7 @@ class Sender:
         self._next_sequence: dict[TopicPartition, int] = {}
         self._epoch_bump_needed = False
         self._requests: set[asyncio.Task[None]] = set()
+        self._waiting_to_write = 0  # requests drained but not written at once, still unanswered
         self._wakeup = asyncio.Event()
         self._closing = False
 
@@ -180,27 +186,46 @@ class Sender:
                     self._in_flight[tp] = self._in_flight.get(tp, 0) + 1
                     if batch.attempts == 0:
                         self._retrying.discard(tp)  # the retries of tp have all gone out
-                task = asyncio.create_task(self._produce(drained))
+                request = ProduceRequest(
+                    tuple(
+                        ProducePartitionData(tp.topic, tp.partition, batch.close())
+                        for tp, batch in drained.items()
+                    ),
+                    self._acks,
+                    self._config.request_timeout_ms,
+                )
+                started = None
+                if self._acks is not Acks.NONE and not self._waiting_to_write:
+                    try:
+                        started = self._client.try_start(request)
+                    except KafkaError:
+                        pass  # sent by the task instead, which meets the error and handles it
+                if started is None:
+                    self._waiting_to_write += 1
+                task = asyncio.create_task(self._produce(drained, request, started))
                 self._requests.add(task)
                 task.add_done_callback(self._requests.discard)
         return delay_ms
 
-    async def _produce(self, drained: dict[TopicPartition, ProducerBatch]) -> None:
-        request = ProduceRequest(
-            tuple(
-                ProducePartitionData(tp.topic, tp.partition, batch.close())
-                for tp, batch in drained.items()
-            ),
-            self._acks,
-            self._config.request_timeout_ms,
-        )
+    async def _produce(
+        self,
+        drained: dict[TopicPartition, ProducerBatch],
+        request: ProduceRequest,
+        started: tuple[Connection, InFlightRequest] | None,
+    ) -> None:
+        """Settle (or retry) the batches of ``request``: written already when ``started``,
+        else sent here once the connection takes it."""
         try:
-            if self._acks is Acks.NONE:
-                await self._client.send_no_response(request)
+            if started is not None:
+                connection, in_flight = started
+                response = await connection.response(in_flight)
+            elif self._acks is Acks.NONE:
+                await self._sent_later(self._client.send_no_response(request))
                 for batch in drained.values():
                     self._settle(batch)  # acks 0: no offsets are known
                 return
-            response = await self._client.send(request)
+            else:
+                response = await self._sent_later(self._client.send(request))
         except KafkaError as error:
             for batch in drained.values():
                 self._retry_or_fail(batch, error)
@@ -218,6 +243,14 @@ class Sender:
                 else:
                     self._in_flight.pop(tp, None)
             self._wakeup.set()
+
+    async def _sent_later(self, sending: Awaitable[T]) -> T:
+        """Await a request that could not be written at once. Until it is answered, later
+        requests take the same way, so requests go out in the order they were drained."""
+        try:
+            return await sending
+        finally:
+            self._waiting_to_write -= 1
 
     def _handle_response(
         self,
