@@ -105,6 +105,28 @@ def test_zero_filled_tail_is_truncated(partition_dir: Path) -> None:
     log.close()
 
 
+@pytest.mark.parametrize("residue", [bytes(1024), b"\x00" * 71, b"\xff" * 40])
+def test_a_middle_segment_cut_after_its_last_batch_keeps_the_segments_after_it(
+    partition_dir: Path, residue: bytes
+) -> None:
+    """A power cut before the roll's trim of a preallocated segment was durable leaves its
+    zero-filled tail: recovery cuts those bytes and keeps every later segment, whose records
+    may have been acknowledged (a hole would drop them, as in the next test)."""
+    values = write_log(partition_dir)
+    files = log_files(partition_dir)
+    victim = files[1]
+    size = victim.stat().st_size
+    with open(victim, "ab") as file:
+        file.write(residue)
+    log = reopen(partition_dir, recovery_point=0)
+    assert victim.stat().st_size == size
+    assert [p.name for p in log_files(partition_dir)] == [f.name for f in files]
+    assert [r.value for r in read_all(log)] == values
+    assert log.log_end_offset == len(values)
+    assert log.load_summary.truncated_bytes == len(residue)
+    log.close()
+
+
 def test_crc_flip_in_the_middle_truncates_there_and_drops_later_segments(
     partition_dir: Path,
 ) -> None:

@@ -298,6 +298,17 @@ def test_offsets_past_int64_are_left_to_python() -> None:
     )
 
 
+def test_batches_ending_at_the_last_int64_offset_agree() -> None:
+    """The last offset a log can hold, reached by the last of several batches: nothing is
+    computed past it (UBSan fails `make sanitize` on an overflow there)."""
+    request = b"".join(build_batch([(NOW, b"k", b"v%d" % i, ())] * 2) for i in range(3))
+    outcome = _c_outcome(
+        request, LogConfig(), now_ms=NOW, next_offset=INT64_MAX - 5, partition_leader_epoch=0
+    )
+    assert outcome is not None and outcome[2] == INT64_MAX
+    _assert_agree(request, LogConfig(), NOW, INT64_MAX - 5, 0)
+
+
 def test_validate_batches_takes_any_buffer_and_checks_its_arguments() -> None:
     request = build_batch([(NOW, b"k", b"v", ())])
     for buffer in (request, bytearray(request), memoryview(request)):

@@ -426,7 +426,8 @@ static int validate(const uint8_t *data, uint8_t *copy, Py_ssize_t total, const 
             max_timestamp = checked[index].max_timestamp;
             offset_of_max_timestamp = base_offset + checked[index].index_of_max;
         }
-        base_offset += checked[index].count;
+        if (index + 1 < batches) /* after the last batch it may pass INT64_MAX */
+            base_offset += checked[index].count;
     }
     summary[0] = next_offset;
     summary[1] = last_offset;

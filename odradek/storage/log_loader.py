@@ -268,6 +268,9 @@ class LogLoader:
             scanned_bytes += segment.size
             truncated = segment.recover()
             recovered += 1
+            if truncated > 0 and self._ends_where_next_begins(segment):
+                truncated_bytes += truncated  # no record was cut: the log goes on unbroken
+                continue
             if truncated > 0:
                 truncated_bytes += truncated + self._delete_segments_after(segment)
                 break
@@ -283,6 +286,24 @@ class LogLoader:
                 truncated_bytes,
             )
         return recovered, scanned_bytes, truncated_bytes
+
+    def _ends_where_next_begins(self, segment: LogSegment) -> bool:
+        """Whether ``segment``, cut by recovery, still ends right before the next segment's
+        base offset. Then what was cut held no record of the log: the zeros of a preallocated
+        file whose trim at the roll was not yet durable when the power went, or bytes past
+        the last batch. The later segments follow it, so recovery keeps them (they may hold
+        acknowledged records); a cut that leaves a hole drops them, as Kafka does."""
+        following = self.segments.higher_segment(segment.base_offset)
+        if following is None or segment.read_next_offset() != following.base_offset:
+            return False
+        logger.info(
+            "[%s] segment %d was cut after its last batch and segment %d follows it: "
+            "keeping the segments after it",
+            self._name,
+            segment.base_offset,
+            following.base_offset,
+        )
+        return True
 
     def _lost_tail_before_next(self, segment: LogSegment) -> bool:
         """Whether ``segment`` ends short of the next one's base offset in a log that
