@@ -40,14 +40,6 @@ class ProducerStateEntry:
         )
         self.last_timestamp = last_timestamp
 
-    def copy(self) -> ProducerStateEntry:
-        return ProducerStateEntry(
-            self.producer_id,
-            self.producer_epoch,
-            deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN),
-            self.last_timestamp,
-        )
-
     @property
     def is_empty(self) -> bool:
         return not self.batches
