@@ -50,7 +50,6 @@ from odradek.storage.producer_append_info import ProducerAppendInfo
 from odradek.storage.producer_snapshot_file import snapshot_file
 from odradek.storage.producer_state_manager import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-    NEXT_BATCH,
     ProducerStateManager,
 )
 from odradek.storage.scheduler import Scheduler
@@ -108,6 +107,7 @@ class Log:
         self.io_error_handler: IoErrorHandler | None = None
         self._closed = False
         self.producer_state = producer_state or ProducerStateManager(directory, directory.name)
+        self._producer_table = self.producer_state.table  # the append path's, held at hand
         self.leader_epoch_cache = LeaderEpochFileCache(directory, str(self.topic_partition))
         # A roll's snapshot is written by its background flush, the close's by the closer;
         # both at the log end, so they may name the same file.
@@ -283,14 +283,14 @@ class Log:
                 partition_leader_epoch=leader_epoch,
             )
             producer_append: ProducerAppendInfo | None = None
+            noted = False
             # The sign bit of the first batch's producer id: -1 (no producer) has it set, so a
             # plain one-batch append pays one byte read for idempotence. The common idempotent
             # request, one batch going on where its producer left off, is one call to the
             # producer table (and one more once written); the others get every rule checked.
             if validated.batch_count > 1 or not validated.records[PRODUCER_ID_OFFSET] & 0x80:
-                if self.producer_state.table.try_next(validated.records):
-                    producer_append = NEXT_BATCH
-                else:
+                noted = self._producer_table.try_next(validated.records)
+                if not noted:
                     producer_append = self.producer_state.analyze(validated.records)
                     if producer_append.duplicate is not None:
                         return self._duplicate_append_info(producer_append, config)
@@ -309,8 +309,8 @@ class Log:
                     segment.append(last_offset, validated.records)
             except OSError as error:
                 raise self._storage_error("append", error) from error
-            if producer_append is NEXT_BATCH:
-                self.producer_state.table.commit_next()
+            if noted:
+                self._producer_table.commit_next()
             elif producer_append is not None:
                 self.producer_state.update(producer_append)
             if leader_epoch > self.leader_epoch_cache.latest_epoch:

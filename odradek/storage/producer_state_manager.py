@@ -40,9 +40,6 @@ from odradek.storage.producer_table import ProducerTable, ProducerTableType
 logger = logging.getLogger(__name__)
 
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
-NEXT_BATCH = ProducerAppendInfo({})
-"""What the append path holds for the common batch (``table.try_next`` noted it): once written
-it is added with ``table.commit_next``, not through :meth:`ProducerStateManager.update`."""
 
 
 class ProducerStateManager:
@@ -58,8 +55,9 @@ class ProducerStateManager:
         self._name = name
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.table: ProducerTableType = ProducerTable()
-        """The producers' entries (producer_table). The append path asks it first
-        (``try_next``), and comes to :meth:`analyze` for the requests it declines."""
+        """The producers' entries (producer_table), this manager's for its lifetime (loading
+        clears it). The append path asks it first (``try_next``, then ``commit_next`` once
+        written), and comes to :meth:`analyze` for the requests it declines."""
 
     # --- the append path ---------------------------------------------------------------------
 
