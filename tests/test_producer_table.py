@@ -221,3 +221,20 @@ def test_the_tables_keep_the_last_five_batches_in_order_and_expire_idle_producer
         table.put(-1, 0, -(2**63), ())
         assert table.remove_expired(2**63 - 1, 2**62) == 500
         assert len(table) == 0 and table.rows() == [] and table.get(511) is None
+
+
+def test_a_table_that_lost_most_producers_to_expiry_keeps_the_rest_in_order() -> None:
+    """The C table gives back the memory of expired producers: the survivors are found and
+    keep their order, and the table grows again from there."""
+    for table in (native.ProducerTable(), PythonProducerTable()):
+        for producer_id in range(5000):
+            table.add_batch(producer_id * 7919, 0, 0, producer_id, 0, producer_id % 500)
+        assert table.remove_expired(1000, 502) == 4990  # kept: timestamp 499 (ten of them)
+        survivors = [producer_id * 7919 for producer_id in range(499, 5000, 500)]
+        assert table.producer_ids() == survivors
+        assert [table.get(pid)[1] for pid in survivors] == [499] * 10
+        for producer_id in range(100):
+            table.put(-producer_id - 1, 2, 600, ())
+        assert len(table) == 110 and table.producer_ids()[10:12] == [-1, -2]
+        assert table.rows()[10] == (-1, 2, -1, -1, 0, 600)
+        assert all(pid in table for pid in survivors)

@@ -69,14 +69,9 @@ static Entry *find(Table *self, int64_t producer_id)
     }
 }
 
-/* Index every entry again into an index of index_size slots. */
-static int reindex(Table *self, Py_ssize_t index_size)
+/* Put every entry into index, a fresh block of index_size slots, in place of the old one. */
+static void install_index(Table *self, Py_ssize_t *index, Py_ssize_t index_size)
 {
-    Py_ssize_t *index = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)index_size);
-    if (index == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
     for (Py_ssize_t i = 0; i < index_size; i++)
         index[i] = -1;
     uint64_t mask = (uint64_t)(index_size - 1);
@@ -89,7 +84,38 @@ static int reindex(Table *self, Py_ssize_t index_size)
     PyMem_Free(self->index);
     self->index = index;
     self->index_size = index_size;
-    return 0;
+}
+
+static Py_ssize_t *new_index(Py_ssize_t index_size)
+{
+    Py_ssize_t *index = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)index_size);
+    if (index == NULL)
+        PyErr_NoMemory();
+    return index;
+}
+
+/* The smallest index that holds length entries at most half full. */
+static Py_ssize_t index_size_for(Py_ssize_t length)
+{
+    Py_ssize_t index_size = 16;
+    while (length * 2 > index_size)
+        index_size *= 2;
+    return index_size;
+}
+
+/* Give back most of the entries' memory once at most a quarter of it is in use (after many
+ * producers expired), so the table is as large as the producers it holds, not the most it
+ * ever held. */
+static void shrink(Table *self)
+{
+    if (self->allocated <= 8 || self->length * 4 > self->allocated)
+        return;
+    Py_ssize_t allocated = self->length * 2 > 8 ? self->length * 2 : 8;
+    Entry *entries = PyMem_Realloc(self->entries, sizeof(Entry) * (size_t)allocated);
+    if (entries == NULL)
+        return; /* the larger block stays: nothing lost */
+    self->entries = entries;
+    self->allocated = allocated;
 }
 
 /* The entry of producer_id, added empty (epoch -1, no batch) at the end if new. */
@@ -109,11 +135,11 @@ static Entry *find_or_add(Table *self, int64_t producer_id)
         self->allocated = allocated;
     }
     if ((self->length + 1) * 2 > self->index_size) {
-        Py_ssize_t index_size = self->index_size ? self->index_size : 16;
-        while ((self->length + 1) * 2 > index_size)
-            index_size *= 2;
-        if (reindex(self, index_size) < 0)
+        Py_ssize_t index_size = index_size_for(self->length + 1);
+        Py_ssize_t *index = new_index(index_size);
+        if (index == NULL)
             return NULL;
+        install_index(self, index, index_size);
     }
     entry = &self->entries[self->length];
     memset(entry, 0, sizeof(Entry));
@@ -333,6 +359,16 @@ static PyObject *Table_remove_expired(Table *self, PyObject *args)
     long long now_ms, expiration_ms;
     if (!PyArg_ParseTuple(args, "LL:remove_expired", &now_ms, &expiration_ms))
         return NULL;
+    Py_ssize_t removed = 0;
+    for (Py_ssize_t at = 0; at < self->length; at++)
+        removed += is_expired(&self->entries[at], now_ms, expiration_ms);
+    if (removed == 0)
+        return PyLong_FromLong(0);
+    /* The new index before anything changes: without memory for it, nothing does. */
+    Py_ssize_t index_size = index_size_for(self->length - removed);
+    Py_ssize_t *index = new_index(index_size);
+    if (index == NULL)
+        return NULL;
     Py_ssize_t kept = 0;
     for (Py_ssize_t at = 0; at < self->length; at++) {
         if (is_expired(&self->entries[at], now_ms, expiration_ms))
@@ -341,13 +377,10 @@ static PyObject *Table_remove_expired(Table *self, PyObject *args)
             self->entries[kept] = self->entries[at];
         kept++;
     }
-    Py_ssize_t removed = self->length - kept;
-    if (removed > 0) {
-        self->has_next = 0;
-        self->length = kept;
-        if (reindex(self, self->index_size) < 0)
-            return NULL;
-    }
+    self->has_next = 0;
+    self->length = kept;
+    install_index(self, index, index_size);
+    shrink(self);
     return PyLong_FromSsize_t(removed);
 }
 
@@ -356,8 +389,12 @@ static PyObject *Table_clear(Table *self, PyObject *unused)
 {
     self->has_next = 0;
     self->length = 0;
-    for (Py_ssize_t i = 0; i < self->index_size; i++)
-        self->index[i] = -1;
+    PyMem_Free(self->entries);
+    PyMem_Free(self->index);
+    self->entries = NULL;
+    self->index = NULL;
+    self->allocated = 0;
+    self->index_size = 0;
     Py_RETURN_NONE;
 }
 
