@@ -19,7 +19,6 @@ Replaying the log (start-up, truncation) applies the same updates without the ch
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -27,11 +26,7 @@ from odradek.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberEr
 from odradek.record.record_batch import LOG_OVERHEAD
 from odradek.storage.batch_metadata import INT32_MAX, BatchMetadata, increase_sequence
 from odradek.storage.producer_state_entry import NO_PRODUCER_EPOCH, ProducerStateEntry
-from odradek.storage.producer_table import ProducerTableType
-
-# baseOffset, batchLength, (skip ple, magic, crc, attributes), lastOffsetDelta,
-# (skip baseTimestamp), maxTimestamp, producerId, producerEpoch, baseSequence
-BATCH_PRODUCER_FIELDS = struct.Struct(">qi11xi8xqqhi")
+from odradek.storage.producer_table import BATCH_PRODUCER_FIELDS, ProducerTableType
 
 
 class ProducerAppendInfo(NamedTuple):

@@ -22,13 +22,14 @@ import struct
 from collections import deque
 from typing import Protocol
 
-INT32_MAX = 2**31 - 1
-NUM_BATCHES_TO_RETAIN = 5
-_LOG_OVERHEAD = 12
-_HEADER_SIZE = 61
-# baseOffset, batchLength, lastOffsetDelta, maxTimestamp, producerId, producerEpoch,
-# baseSequence
-_NEXT_FIELDS = struct.Struct(">qi11xi8xqqhi")
+from odradek.record.record_batch import HEADER_SIZE, LOG_OVERHEAD
+from odradek.storage.batch_metadata import INT32_MAX
+from odradek.storage.producer_state_entry import NUM_BATCHES_TO_RETAIN
+
+# baseOffset, batchLength, (skip ple, magic, crc, attributes), lastOffsetDelta,
+# (skip baseTimestamp), maxTimestamp, producerId, producerEpoch, baseSequence
+BATCH_PRODUCER_FIELDS = struct.Struct(">qi11xi8xqqhi")
+_unpack_fields = BATCH_PRODUCER_FIELDS.unpack_from
 
 Batch = tuple[int, int, int, int]
 """One written batch: (last_seq, last_offset, offset_delta, timestamp)."""
@@ -81,15 +82,15 @@ class PythonProducerTable:
 
     def try_next(self, records: bytes | bytearray | memoryview) -> bool:
         self._next = None
-        if len(records) < _HEADER_SIZE:
+        if len(records) < HEADER_SIZE:
             return False
-        base_offset, batch_length, delta, max_timestamp, producer_id, epoch, seq = (
-            _NEXT_FIELDS.unpack_from(records, 0)
+        base_offset, batch_length, delta, max_timestamp, producer_id, epoch, seq = _unpack_fields(
+            records, 0
         )
         entry = self._entries.get(producer_id)
         if (
             entry is None
-            or batch_length + _LOG_OVERHEAD != len(records)
+            or batch_length + LOG_OVERHEAD != len(records)
             or not entry.batches
             or epoch != entry.epoch
             or seq != entry.batches[-1][0] + 1
