@@ -35,6 +35,12 @@ setup(
             "odradek/storage/_segment_append_state.c",
             ["odradek/_native/kafka_format.h"],
         ),
+        # A partition's producers: the idempotent append's check in one call.
+        native_module(
+            "odradek.storage._producer_table",
+            "odradek/storage/_producer_table.c",
+            ["odradek/_native/kafka_format.h"],
+        ),
         # The clients' records written and read in bulk.
         native_module(
             "odradek.record._record_codec", "odradek/record/_record_codec.c", NATIVE_HEADERS

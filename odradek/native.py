@@ -11,6 +11,7 @@ import importlib
 NATIVE_MODULES = (
     "odradek.record._record_scan",
     "odradek.storage._segment_append_state",
+    "odradek.storage._producer_table",
     "odradek.record._record_codec",
     "odradek.cleaner._offset_map",
 )

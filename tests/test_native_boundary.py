@@ -23,7 +23,12 @@ ATTRIBUTE_ACCESS = re.compile(
 PRIVATE_NAME = re.compile(r'"_[A-Za-z]\w*"')
 PRIVATE_API = re.compile(r"\b_Py[A-Za-z_]\w*")
 # The module names themselves, in PyModuleDef.
-MODULE_NAMES = {'"_record_scan"', '"_offset_map"', '"_segment_append_state"'}
+MODULE_NAMES = {
+    '"_record_scan"',
+    '"_offset_map"',
+    '"_segment_append_state"',
+    '"_producer_table"',
+}
 
 
 def code_of(path: Path) -> str:
@@ -38,6 +43,7 @@ def test_there_are_c_sources_to_check() -> None:
     assert {
         "_record_scan.c",
         "_segment_append_state.c",
+        "_producer_table.c",
         "_offset_map.c",
         "crc32c.h",
         "siphash.h",

@@ -107,6 +107,7 @@ class Log:
         self.io_error_handler: IoErrorHandler | None = None
         self._closed = False
         self.producer_state = producer_state or ProducerStateManager(directory, directory.name)
+        self._producer_table = self.producer_state.table  # the append path's, held at hand
         self.leader_epoch_cache = LeaderEpochFileCache(directory, str(self.topic_partition))
         # A roll's snapshot is written by its background flush, the close's by the closer;
         # both at the log end, so they may name the same file.
@@ -282,12 +283,17 @@ class Log:
                 partition_leader_epoch=leader_epoch,
             )
             producer_append: ProducerAppendInfo | None = None
+            noted = False
             # The sign bit of the first batch's producer id: -1 (no producer) has it set, so a
-            # plain one-batch append pays one byte read for idempotence.
+            # plain one-batch append pays one byte read for idempotence. The common idempotent
+            # request, one batch going on where its producer left off, is one call to the
+            # producer table (and one more once written); the others get every rule checked.
             if validated.batch_count > 1 or not validated.records[PRODUCER_ID_OFFSET] & 0x80:
-                producer_append = self.producer_state.analyze(validated.records)
-                if producer_append.duplicate is not None:
-                    return self._duplicate_append_info(producer_append, config)
+                noted = self._producer_table.try_next(validated.records)
+                if not noted:
+                    producer_append = self.producer_state.analyze(validated.records)
+                    if producer_append.duplicate is not None:
+                        return self._duplicate_append_info(producer_append, config)
             size_in_bytes, last_offset = validated.size_in_bytes, validated.last_offset
             if size_in_bytes > config.segment_bytes:
                 raise RecordListTooLargeError(
@@ -303,7 +309,9 @@ class Log:
                     segment.append(last_offset, validated.records)
             except OSError as error:
                 raise self._storage_error("append", error) from error
-            if producer_append is not None:
+            if noted:
+                self._producer_table.commit_next()
+            elif producer_append is not None:
                 self.producer_state.update(producer_append)
             if leader_epoch > self.leader_epoch_cache.latest_epoch:
                 self._assign_leader_epoch(leader_epoch, validated.first_offset)
@@ -408,7 +416,7 @@ class Log:
         exists already (nothing was appended since the last one) or the log is empty."""
         with self._lock:
             offset = self.log_end_offset
-            if offset == self._log_start_offset and not self.producer_state.producers:
+            if offset == self._log_start_offset and not self.producer_state.table:
                 return  # an empty log: nothing to replay, and shutdown stays one write lighter
             data = self.producer_state.snapshot_bytes()
         self._write_snapshot(offset, data)
@@ -990,7 +998,7 @@ class Log:
             self._note_truncation(new_offset)
             self._next_offset_metadata = LogOffsetMetadata(new_offset, new_offset, 0)
             self._high_watermark = self._next_offset_metadata
-            self.producer_state.producers.clear()
+            self.producer_state.clear()
             self.producer_state.delete_snapshots(above=-1)
             self.leader_epoch_cache.clear()
 

@@ -19,17 +19,14 @@ Replaying the log (start-up, truncation) applies the same updates without the ch
 
 from __future__ import annotations
 
-import struct
+from collections.abc import Callable
 from typing import NamedTuple
 
 from odradek.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
 from odradek.record.record_batch import LOG_OVERHEAD
 from odradek.storage.batch_metadata import INT32_MAX, BatchMetadata, increase_sequence
 from odradek.storage.producer_state_entry import NO_PRODUCER_EPOCH, ProducerStateEntry
-
-# baseOffset, batchLength, (skip ple, magic, crc, attributes), lastOffsetDelta,
-# (skip baseTimestamp), maxTimestamp, producerId, producerEpoch, baseSequence
-BATCH_PRODUCER_FIELDS = struct.Struct(">qi11xi8xqqhi")
+from odradek.storage.producer_table import BATCH_PRODUCER_FIELDS, ProducerTableType
 
 
 class ProducerAppendInfo(NamedTuple):
@@ -41,14 +38,15 @@ class ProducerAppendInfo(NamedTuple):
 
 
 def analyze_producer_state(
-    producers: dict[int, ProducerStateEntry],
+    lookup: Callable[[int], ProducerStateEntry | None],
     records: bytes | bytearray | memoryview,
     where: str,
 ) -> ProducerAppendInfo:
-    """Check the batches of ``records`` (offsets already assigned) against ``producers``.
+    """Check the batches of ``records`` (offsets already assigned) against the producers
+    ``lookup`` finds (a copy of each one's entry, or None).
 
     ``where`` names the partition in errors. Raises InvalidProducerEpochError or
-    OutOfOrderSequenceNumberError; ``producers`` is never modified.
+    OutOfOrderSequenceNumberError; the entries ``lookup`` gives are the answer's to change.
     """
     end = len(records)
     updated: dict[int, ProducerStateEntry] = {}
@@ -69,14 +67,13 @@ def analyze_producer_state(
         last_seq = increase_sequence(first_seq, last_offset_delta)
         entry = updated.get(producer_id)
         if entry is None:
-            current = producers.get(producer_id)
-            if current is None:
+            entry = lookup(producer_id)
+            if entry is None:
                 entry = ProducerStateEntry(producer_id)
             else:
-                duplicate = current.find_duplicate_batch(epoch, first_seq, last_seq)
+                duplicate = entry.find_duplicate_batch(epoch, first_seq, last_seq)
                 if duplicate is not None:
                     return ProducerAppendInfo({}, duplicate)
-                entry = current.copy()
             updated[producer_id] = entry
         last_offset = base_offset + last_offset_delta
         _check_epoch(entry, epoch, last_offset, where)
@@ -117,7 +114,7 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
 
 
 def replay_batch(
-    producers: dict[int, ProducerStateEntry],
+    table: ProducerTableType,
     producer_id: int,
     epoch: int,
     first_seq: int,
@@ -125,11 +122,12 @@ def replay_batch(
     last_offset_delta: int,
     max_timestamp: int,
 ) -> None:
-    """Apply one batch read back from the log to ``producers``, unchecked (recovery)."""
-    entry = producers.get(producer_id)
-    if entry is None:
-        entry = producers[producer_id] = ProducerStateEntry(producer_id)
-    last_seq = increase_sequence(first_seq, last_offset_delta)
-    entry.add_batch(
-        epoch, last_seq, base_offset + last_offset_delta, last_offset_delta, max_timestamp
+    """Apply one batch read back from the log to ``table``, unchecked (recovery)."""
+    table.add_batch(
+        producer_id,
+        epoch,
+        increase_sequence(first_seq, last_offset_delta),
+        base_offset + last_offset_delta,
+        last_offset_delta,
+        max_timestamp,
     )

@@ -16,8 +16,9 @@ NO_PRODUCER_EPOCH = -1
 
 
 class ProducerStateEntry:
-    """The epoch, last batches and last timestamp of one producer (mutable: it is the map's
-    value, replaced in place as batches arrive).
+    """The epoch, last batches and last timestamp of one producer: a working copy of its
+    row in the partition's ProducerTable, which ProducerAppendInfo's rules read and change
+    before the table takes it back (mutable: a request's batches are added in place).
 
     ``batches`` holds each batch's fields as a plain tuple in ``BatchMetadata``'s order (one is
     made per idempotent append, at a tenth of a named tuple's cost); ``find_duplicate_batch``
@@ -39,14 +40,6 @@ class ProducerStateEntry:
             deque(maxlen=NUM_BATCHES_TO_RETAIN) if batches is None else batches
         )
         self.last_timestamp = last_timestamp
-
-    def copy(self) -> ProducerStateEntry:
-        return ProducerStateEntry(
-            self.producer_id,
-            self.producer_epoch,
-            deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN),
-            self.last_timestamp,
-        )
 
     @property
     def is_empty(self) -> bool:

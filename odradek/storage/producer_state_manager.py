@@ -1,9 +1,10 @@
 """ProducerStateManager: one partition's producer map, its snapshots and its recovery (Kafka's
 ``ProducerStateManager``).
 
-The map holds, per producer id, its epoch and its last five batches (ProducerStateEntry); the
-log checks every append with a producer id against it (ProducerAppendInfo) and applies the
-update once the batches are written. Snapshots (``<offset>.snapshot``, Kafka's format, see
+The map (a ProducerTable, see producer_table) holds, per producer id, its epoch and its last
+five batches; the log checks every append with a producer id against it (the table's
+``try_next`` for the common batch, ProducerAppendInfo for the rest) and applies the update
+once the batches are written. Snapshots (``<offset>.snapshot``, Kafka's format, see
 producer_snapshot_file) record the map at a log end offset: one at every segment roll and one
 at clean shutdown. Loading takes the newest readable snapshot at or below the log end (after an
 unclean shutdown, at or below the recovery point: what lies above it may be gone) and replays
@@ -19,11 +20,8 @@ import logging
 from collections import deque
 from pathlib import Path
 
-from odradek.record.record_batch import LOG_OVERHEAD
-from odradek.storage.batch_metadata import INT32_MAX
 from odradek.storage.log_segment import LogSegment
 from odradek.storage.producer_append_info import (
-    BATCH_PRODUCER_FIELDS,
     ProducerAppendInfo,
     analyze_producer_state,
     replay_batch,
@@ -37,15 +35,11 @@ from odradek.storage.producer_snapshot_file import (
     snapshot_offsets,
 )
 from odradek.storage.producer_state_entry import NUM_BATCHES_TO_RETAIN, ProducerStateEntry
+from odradek.storage.producer_table import ProducerTable, ProducerTableType
 
 logger = logging.getLogger(__name__)
-_unpack_fields = BATCH_PRODUCER_FIELDS.unpack_from
 
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
-_NO_BATCH = (-1, -1, 0)  # a producer with no batch, Kafka's empty row: seq, offset, delta
-NEXT_BATCH = ProducerAppendInfo({})
-"""What :meth:`ProducerStateManager.analyze` answers for the common case: the batch it
-noted is added to its producer's entry by :meth:`update`."""
 
 
 class ProducerStateManager:
@@ -60,84 +54,67 @@ class ProducerStateManager:
         self.dir = directory
         self._name = name
         self.producer_id_expiration_ms = producer_id_expiration_ms
-        self.producers: dict[int, ProducerStateEntry] = {}
-        self._next_batch: tuple[ProducerStateEntry, tuple[int, int, int, int]] | None = None
+        self.table: ProducerTableType = ProducerTable()
+        """The producers' entries (producer_table), this manager's for its lifetime (loading
+        clears it). The append path asks it first (``try_next``, then ``commit_next`` once
+        written), and comes to :meth:`analyze` for the requests it declines."""
 
     # --- the append path ---------------------------------------------------------------------
 
     def analyze(self, records: bytes | bytearray | memoryview) -> ProducerAppendInfo:
         """Check a client's batches (offsets assigned); see ProducerAppendInfo. The answer
-        goes to :meth:`update` once the batches are written, before any other analysis."""
-        # The common case, checked first and inline (a call costs a tenth of this path): one
-        # batch that goes on where its known producer left off (same epoch, the next
-        # sequence). Such a batch cannot be a retry and passes every rule, so it needs no
-        # copy of the entry and no duplicate scan, only the batch to add once written.
-        base_offset, batch_length, last_offset_delta, max_timestamp, producer_id, epoch, seq = (
-            _unpack_fields(records, 0)
-        )
-        entry = self.producers.get(producer_id)
-        if (
-            entry is not None
-            and batch_length + LOG_OVERHEAD == len(records)
-            and epoch == entry.producer_epoch
-            and entry.batches
-            and seq == entry.batches[-1][0] + 1
-            and seq <= INT32_MAX - last_offset_delta
-        ):
-            self._next_batch = (
-                entry,
-                (
-                    seq + last_offset_delta,
-                    base_offset + last_offset_delta,
-                    last_offset_delta,
-                    max_timestamp,
-                ),
-            )
-            return NEXT_BATCH  # no allocation on the common path
-        return analyze_producer_state(self.producers, records, self._name)
+        goes to :meth:`update` once the batches are written, before any other analysis.
+
+        The common request, one batch going on where its producer left off, is answered
+        sooner by ``table.try_next`` (then ``table.commit_next`` once written); this is the
+        answer for any request, that one included."""
+        return analyze_producer_state(self.entry, records, self._name)
 
     def update(self, append_info: ProducerAppendInfo) -> None:
         """Apply a written append's producer updates."""
-        if append_info is NEXT_BATCH:
-            entry, batch = self._next_batch
-            entry.batches.append(batch)  # a bounded deque: the oldest of five goes
-            entry.last_timestamp = batch[3]
-        else:
-            self.producers.update(append_info.updated)
+        put = self.table.put
+        for pid, entry in append_info.updated.items():
+            put(pid, entry.producer_epoch, entry.last_timestamp, tuple(entry.batches))
 
-    def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
-        return self.producers.get(producer_id)
+    def entry(self, producer_id: int) -> ProducerStateEntry | None:
+        """A copy of one producer's entry, or None if the partition does not know it."""
+        found = self.table.get(producer_id)
+        if found is None:
+            return None
+        epoch, last_timestamp, batches = found
+        return ProducerStateEntry(
+            producer_id, epoch, deque(batches, maxlen=NUM_BATCHES_TO_RETAIN), last_timestamp
+        )
+
+    @property
+    def producers(self) -> dict[int, ProducerStateEntry]:
+        """A copy of every producer's entry, in the order they came (for inspection)."""
+        return {pid: self.entry(pid) for pid in self.table.producer_ids()}  # type: ignore[misc]
+
+    def clear(self) -> None:
+        """Forget every producer (the log was emptied)."""
+        self.table.clear()
 
     def last_data_offsets(self) -> dict[int, int]:
         """Each live producer's last written offset (the cleaner keeps those batches)."""
-        return {pid: entry.last_data_offset for pid, entry in self.producers.items()}
+        return self.table.last_data_offsets()
 
     # --- expiration --------------------------------------------------------------------------
 
     def remove_expired_producers(self, now_ms: int) -> int:
         """Forget producers idle for ``producer.id.expiration.ms``; how many went."""
-        expired = [pid for pid, entry in self.producers.items() if self._is_expired(entry, now_ms)]
-        for pid in expired:
-            del self.producers[pid]
+        expired = self.table.remove_expired(now_ms, self.producer_id_expiration_ms)
         if expired:
-            logger.info("[%s] expired %d idle producer ids", self._name, len(expired))
-        return len(expired)
-
-    def _is_expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
-        return now_ms - entry.last_timestamp >= self.producer_id_expiration_ms
+            logger.info("[%s] expired %d idle producer ids", self._name, expired)
+        return expired
 
     # --- snapshots ---------------------------------------------------------------------------
 
     def snapshot_bytes(self) -> bytes:
         """The map in Kafka's snapshot format (taken under the log lock, written later): a row
-        per retained batch of each producer, oldest first (see producer_snapshot_file)."""
-        return encode_snapshot(
-            SnapshotEntry(pid, entry.producer_epoch, last_seq, last_offset, offset_delta, timestamp)
-            for pid, entry in self.producers.items()
-            for last_seq, last_offset, offset_delta, timestamp in (
-                entry.batches or ((*_NO_BATCH, entry.last_timestamp),)
-            )
-        )
+        per retained batch of each producer, oldest first, and a producer without a batch as
+        Kafka's empty row (see producer_snapshot_file)."""
+        return encode_snapshot(SnapshotEntry(*row) for row in self.table.rows())
 
     def snapshot_offsets(self) -> list[int]:
         return snapshot_offsets(self.dir)
@@ -161,7 +138,7 @@ class ProducerStateManager:
         """Rebuild the map for a log ending at ``log_end_offset``: from the newest readable
         snapshot at or below ``max_snapshot_offset`` (and not below the first segment), then
         the batches after it. Returns the offset replay started from."""
-        self.producers = {}
+        self.table.clear()
         start = segments[0].base_offset if segments else log_start_offset
         for offset in reversed(self.snapshot_offsets()):
             if offset > max_snapshot_offset or offset > log_end_offset or offset < start:
@@ -194,20 +171,22 @@ class ProducerStateManager:
         return start
 
     def _load_entries(self, entries: list[SnapshotEntry], now_ms: int) -> None:
-        """Rows of one producer follow each other, oldest first; Kafka's snapshots have one."""
+        """Rows of one producer follow each other, oldest first; Kafka's snapshots have one
+        row per producer, ours one per retained batch."""
+        loaded: dict[int, ProducerStateEntry] = {}
         for row in entries:
-            entry = self.producers.get(row.producer_id)
+            entry = loaded.get(row.producer_id)
             if entry is None or entry.producer_epoch != row.producer_epoch:
-                batches: deque[tuple[int, int, int, int]] = deque(maxlen=NUM_BATCHES_TO_RETAIN)
-                entry = ProducerStateEntry(row.producer_id, row.producer_epoch, batches)
-                self.producers[row.producer_id] = entry
+                entry = loaded[row.producer_id] = ProducerStateEntry(
+                    row.producer_id, row.producer_epoch
+                )
             if row.last_offset >= 0:
                 entry.batches.append(
                     (row.last_sequence, row.last_offset, row.offset_delta, row.timestamp)
                 )
             entry.last_timestamp = row.timestamp
-        for pid in [pid for pid, e in self.producers.items() if self._is_expired(e, now_ms)]:
-            del self.producers[pid]
+        self.update(ProducerAppendInfo(loaded))
+        self.table.remove_expired(now_ms, self.producer_id_expiration_ms)
 
     def replay(self, segments: list[LogSegment], start_offset: int, end_offset: int) -> None:
         """Apply, unchecked, the batches in ``[start_offset, end_offset)`` of ``segments``."""
@@ -222,7 +201,7 @@ class ProducerStateManager:
                     continue
                 fields = header.header()
                 replay_batch(
-                    self.producers,
+                    self.table,
                     fields.producer_id,
                     fields.producer_epoch,
                     fields.base_sequence,
