@@ -45,8 +45,10 @@ class LogReadResult:
         return FetchPartitionResponse(
             request.topic,
             request.partition,
-            high_watermark=high_watermark,
-            log_start_offset=log.log_start_offset,
-            last_stable_offset=high_watermark,
-            records=FileRegion(slice_) if slice_ is not None and slice_.length else b"",
+            0,
+            None,
+            high_watermark,
+            log.log_start_offset,
+            high_watermark,  # the last stable offset: no transactions
+            FileRegion(slice_) if slice_ is not None and slice_.length else b"",
         )
