@@ -28,6 +28,7 @@ DEFAULT_MAX_BYTES = 50 * 1024 * 1024
 DEFAULT_PARTITION_MAX_BYTES = 1024 * 1024
 
 _ISOLATION = {level.value: level for level in IsolationLevel}
+_DEFAULT_ISOLATION = IsolationLevel.HIGH_WATERMARK.value
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def _common_shape(header: Mapping[str, Any], payload: memoryview) -> FetchReques
     max_wait_ms = header.get("max_wait_ms", DEFAULT_MAX_WAIT_MS)
     min_bytes = header.get("min_bytes", DEFAULT_MIN_BYTES)
     max_bytes = header.get("max_bytes", DEFAULT_MAX_BYTES)
-    isolation = header.get("isolation", IsolationLevel.HIGH_WATERMARK.value)
+    isolation = header.get("isolation", _DEFAULT_ISOLATION)
     if (
         type(entries) is not list
         or type(max_wait_ms) is not int

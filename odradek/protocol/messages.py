@@ -172,7 +172,7 @@ def decode_response(api_key: ApiKey, frame: Frame) -> Message:
 
 
 def _encode(envelope: Message, body: Message | None) -> list[Payload]:
-    fields = envelope.to_header()
+    fields = envelope.encode([])
     parts: list[Payload] = []
     if body is not None:
         fields.update(body.encode(parts))

@@ -202,8 +202,7 @@ class FrameReader(SizePrefixedFrameReader[Frame]):
         check_frame_size(frame_size, header_size, self._max_frame_bytes)
         return frame_size
 
-    def decode(self, body: bytearray) -> Frame:
-        return decode_frame(body)
+    decode = staticmethod(decode_frame)
 
     def retained_bytes(self, frame: Frame) -> int:
         return len(frame.payload)

@@ -152,13 +152,16 @@ class ReplicaManager:
                 for append in queued:  # the appends themselves go on (Partition.append)
                     append.cancel()
                 raise
-        results = [
-            self._appended(data, partition, _outcome(outcome), acks, context)
-            for data, partition, outcome in started
-        ]
+        results = []
+        responses = []
+        for data, partition, outcome in started:
+            if isinstance(outcome, asyncio.Future):
+                outcome = outcome.exception() or outcome.result()
+            result = self._appended(data, partition, outcome, acks, context)
+            results.append(result)
+            responses.append(result[0])
         if acks is Acks.NONE:
             return None
-        responses = [response for response, _ in results]
         if acks is Acks.ALL:
             await self._wait_durable(results, responses, request.timeout_ms)
         return ProduceResponse(tuple(responses))
@@ -378,15 +381,6 @@ class ReplicaManager:
     async def _in_thread(self, function: Callable[..., T], *args: object) -> T:
         """``function(*args)`` on the I/O threads: work that may wait on the disk."""
         return await asyncio.get_running_loop().run_in_executor(self._io_executor, function, *args)
-
-
-def _outcome(
-    outcome: LogAppendInfo | KafkaError | asyncio.Future[LogAppendInfo],
-) -> LogAppendInfo | BaseException:
-    """An append's info or its error, once it is done."""
-    if isinstance(outcome, asyncio.Future):
-        return outcome.exception() or outcome.result()
-    return outcome
 
 
 def _produce_error(
