@@ -11,8 +11,7 @@ from __future__ import annotations
 import struct
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 
@@ -35,9 +34,9 @@ class FrameError(InvalidRequestError):
     """
 
 
-@dataclass(frozen=True)
-class Frame:
-    """One decoded frame: its msgpack header (a map with string keys) and its raw payload."""
+class Frame(NamedTuple):
+    """One decoded frame: its msgpack header (a map with string keys) and its raw payload
+    (a tuple: one is made per request)."""
 
     header: dict[str, Any]
     payload: memoryview
