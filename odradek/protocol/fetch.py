@@ -2,17 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.isolation import IsolationLevel
-from odradek.protocol.schema import ErrorCode, Int64, Message, NonNegativeInt32, Records
+from odradek.protocol.schema import (
+    EMPTY_PAYLOAD,
+    INT32_MAX,
+    INT64_MAX,
+    INT64_MIN,
+    ErrorCode,
+    Int64,
+    Message,
+    NonNegativeInt32,
+    Payload,
+    Records,
+    decode_message,
+)
 
 DEFAULT_MAX_WAIT_MS = 500
 DEFAULT_MIN_BYTES = 1
 DEFAULT_MAX_BYTES = 50 * 1024 * 1024
 DEFAULT_PARTITION_MAX_BYTES = 1024 * 1024
+
+_ISOLATION = {level.value: level for level in IsolationLevel}
+_DEFAULT_ISOLATION = IsolationLevel.HIGH_WATERMARK.value
 
 
 @dataclass(frozen=True)
@@ -35,6 +51,59 @@ class FetchRequest(Message):
     min_bytes: NonNegativeInt32 = DEFAULT_MIN_BYTES
     max_bytes: NonNegativeInt32 = DEFAULT_MAX_BYTES
     isolation: IsolationLevel = IsolationLevel.HIGH_WATERMARK
+
+    @classmethod
+    def from_header(
+        cls, header: Mapping[str, Any], payload: memoryview = EMPTY_PAYLOAD
+    ) -> FetchRequest:
+        """As ``Message.from_header``: a request of the common shape (every field well typed
+        and in range, no payload) is read directly, anything else by the schema, which names
+        what is wrong."""
+        request = _common_shape(header, payload)
+        return request if request is not None else decode_message(cls, header, payload)
+
+
+def _common_shape(header: Mapping[str, Any], payload: memoryview) -> FetchRequest | None:
+    """The request ``header`` and ``payload`` make if nothing in them is unusual, else None."""
+    if type(header) is not dict or len(payload):
+        return None
+    entries = header.get("partitions")
+    max_wait_ms = header.get("max_wait_ms", DEFAULT_MAX_WAIT_MS)
+    min_bytes = header.get("min_bytes", DEFAULT_MIN_BYTES)
+    max_bytes = header.get("max_bytes", DEFAULT_MAX_BYTES)
+    isolation = header.get("isolation", _DEFAULT_ISOLATION)
+    if (
+        type(entries) is not list
+        or type(max_wait_ms) is not int
+        or type(min_bytes) is not int
+        or type(max_bytes) is not int
+        or type(isolation) is not str
+        or not 0 <= max_wait_ms <= INT32_MAX
+        or not 0 <= min_bytes <= INT32_MAX
+        or not 0 <= max_bytes <= INT32_MAX
+        or isolation not in _ISOLATION
+    ):
+        return None
+    partitions = []
+    for entry in entries:
+        if type(entry) is not dict:
+            return None
+        topic = entry.get("topic")
+        partition = entry.get("partition")
+        fetch_offset = entry.get("fetch_offset")
+        partition_max_bytes = entry.get("partition_max_bytes", DEFAULT_PARTITION_MAX_BYTES)
+        if (
+            type(topic) is not str
+            or type(partition) is not int
+            or type(fetch_offset) is not int
+            or type(partition_max_bytes) is not int
+            or not 0 <= partition <= INT32_MAX
+            or not INT64_MIN <= fetch_offset <= INT64_MAX
+            or not 0 <= partition_max_bytes <= INT32_MAX
+        ):
+            return None
+        partitions.append(FetchPartition(topic, partition, fetch_offset, partition_max_bytes))
+    return FetchRequest(tuple(partitions), max_wait_ms, min_bytes, max_bytes, _ISOLATION[isolation])
 
 
 @dataclass(frozen=True)
@@ -63,3 +132,25 @@ class FetchResponse(Message):
     api_key: ClassVar[ApiKey] = ApiKey.FETCH
     partitions: tuple[FetchPartitionResponse, ...]
     throttle_time_ms: NonNegativeInt32 = 0
+
+    def encode(self, parts: list[Payload]) -> dict[str, Any]:
+        """As ``Message.encode``, built directly (a broker answers every fetch so); empty
+        records add no payload piece."""
+        entries = []
+        for p in self.partitions:
+            size = len(p.records)
+            if size:
+                parts.append(p.records)
+            entries.append(
+                {
+                    "topic": p.topic,
+                    "partition": p.partition,
+                    "error": p.error,
+                    "message": p.message,
+                    "high_watermark": p.high_watermark,
+                    "log_start_offset": p.log_start_offset,
+                    "last_stable_offset": p.last_stable_offset,
+                    "size": size,
+                }
+            )
+        return {"partitions": entries, "throttle_time_ms": self.throttle_time_ms}

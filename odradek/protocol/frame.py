@@ -9,15 +9,16 @@ from a file with ``sendfile`` right after the header bytes it built in memory.
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 
 from odradek.errors import InvalidRequestError
 
 _SIZES = struct.Struct(">II")
+_SIZE = struct.Struct(">I")
 SIZE_FIELDS_BYTES = 8
 """``frame_size`` and ``header_size``: the fixed part in front of every header."""
 
@@ -33,9 +34,9 @@ class FrameError(InvalidRequestError):
     """
 
 
-@dataclass(frozen=True)
-class Frame:
-    """One decoded frame: its msgpack header (a map with string keys) and its raw payload."""
+class Frame(NamedTuple):
+    """One decoded frame: its msgpack header (a map with string keys) and its raw payload
+    (a tuple: one is made per request)."""
 
     header: dict[str, Any]
     payload: memoryview
@@ -47,8 +48,15 @@ def encode_frame_prefix(header: Mapping[str, Any], payload_size: int) -> bytes:
     A writer that knows its payload sizes up front (a broker sending file slices) emits this
     first and the payload pieces after it, without ever joining them in memory.
     """
-    packed = msgpack.packb(header)
+    packer = getattr(_THREAD, "packer", None)
+    if packer is None:
+        packer = _THREAD.packer = msgpack.Packer()
+    packed = packer.pack(header)
     return _SIZES.pack(4 + len(packed) + payload_size, len(packed)) + packed
+
+
+_THREAD = threading.local()
+"""Each thread's msgpack Packer, made once (``msgpack.packb`` makes one per call)."""
 
 
 def encode_frame(header: Mapping[str, Any], payload: bytes | memoryview = b"") -> bytes:
@@ -120,12 +128,11 @@ def decode_frame(frame: bytes | bytearray) -> Frame:
     buffer of its own hands that buffer over here, and must not reuse it.
     """
     view = memoryview(frame)
-    header_size = int.from_bytes(view[:4], "big")
-    header_end = 4 + header_size
+    header_end = 4 + _SIZE.unpack_from(frame)[0]
     try:
         header = msgpack.unpackb(view[4:header_end], raw=False)
     except Exception as error:  # msgpack raises several unrelated types for bad input
         raise FrameError(f"frame header is not valid msgpack: {error}") from None
-    if not isinstance(header, dict):
+    if type(header) is not dict:
         raise FrameError(f"frame header must be a msgpack map, not {type(header).__name__}")
     return Frame(header, view[header_end:])

@@ -8,7 +8,19 @@ from typing import Any
 
 from odradek.errors import InvalidRequestError, KafkaError, error_code_for
 from odradek.protocol.frame import FrameError
-from odradek.protocol.schema import WIRE_KEY, ErrorCode, Int16, Int32, Message
+from odradek.protocol.schema import (
+    INT16_MAX,
+    INT16_MIN,
+    INT32_MAX,
+    INT32_MIN,
+    WIRE_KEY,
+    ErrorCode,
+    Int16,
+    Int32,
+    Message,
+    Payload,
+    decode_message,
+)
 
 
 @dataclass(frozen=True)
@@ -29,9 +41,31 @@ class RequestHeader(Message):
         Raises FrameError when a field is missing or mistyped: without a correlation id the
         request cannot be answered, so the connection is closed (as Kafka does). Whether the API
         and version are supported is checked by :func:`odradek.protocol.messages.decode_request`.
+        A well-formed envelope is read directly, anything else by the schema, which names what
+        is wrong.
         """
+        if type(header) is not dict:
+            return cls._from_schema(header)
+        api_key = header.get("api")
+        api_version = header.get("v")
+        correlation_id = header.get("id")
+        client_id = header.get("client_id")
+        if (
+            type(api_key) is int
+            and type(api_version) is int
+            and type(correlation_id) is int
+            and (client_id is None or type(client_id) is str)
+            and INT16_MIN <= api_key <= INT16_MAX
+            and INT16_MIN <= api_version <= INT16_MAX
+            and INT32_MIN <= correlation_id <= INT32_MAX
+        ):
+            return cls(api_key, api_version, correlation_id, client_id)
+        return cls._from_schema(header)
+
+    @classmethod
+    def _from_schema(cls, header: Mapping[str, Any]) -> RequestHeader:
         try:
-            return super().from_header(header)
+            return decode_message(cls, header)
         except InvalidRequestError as error:
             raise FrameError(f"bad request header: {error.message}") from None
 
@@ -49,3 +83,6 @@ class ResponseHeader(Message):
         """The header answering a request that failed as a whole with ``error``."""
         message = error.message if isinstance(error, KafkaError) else str(error)
         return cls(correlation_id, error_code_for(error), message)
+
+    def encode(self, parts: list[Payload]) -> dict[str, Any]:
+        return {"id": self.correlation_id, "error": self.error, "message": self.message}

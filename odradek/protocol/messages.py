@@ -10,7 +10,7 @@ are file slices rather than bytes).
 from __future__ import annotations
 
 from odradek.errors import error_for_code
-from odradek.protocol.api_keys import ApiKey, check_supported
+from odradek.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey, check_supported
 from odradek.protocol.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from odradek.protocol.client_quotas import (
     AlterClientQuotasRequest,
@@ -132,6 +132,14 @@ RESPONSE_TYPES: dict[ApiKey, type[Message]] = {
 }
 
 
+_READABLE: dict[tuple[int, int], type[Message]] = {
+    (int(api_key), version): request_type
+    for api_key, request_type in REQUEST_TYPES.items()
+    for version in range(SUPPORTED_VERSIONS[api_key][0], SUPPORTED_VERSIONS[api_key][1] + 1)
+}
+"""The request type of every supported API key and version, looked up in one step."""
+
+
 def encode_request(header: RequestHeader, request: Message) -> list[Payload]:
     """The frame of ``request``: its prefix, then its payload pieces."""
     return _encode(header, request)
@@ -144,8 +152,10 @@ def decode_request(header: RequestHeader, frame: Frame) -> Message:
     supported range) and InvalidRequestError for a bad field; both are answered with
     :meth:`ResponseHeader.for_error` and the connection stays open.
     """
-    api_key = check_supported(header.api_key, header.api_version)
-    return REQUEST_TYPES[api_key].from_header(frame.header, frame.payload)
+    request_type = _READABLE.get((header.api_key, header.api_version))
+    if request_type is None:
+        check_supported(header.api_key, header.api_version)  # raises, saying what is
+    return request_type.from_header(frame.header, frame.payload)
 
 
 def encode_response(header: ResponseHeader, response: Message | None = None) -> list[Payload]:
@@ -162,7 +172,7 @@ def decode_response(api_key: ApiKey, frame: Frame) -> Message:
 
 
 def _encode(envelope: Message, body: Message | None) -> list[Payload]:
-    fields = envelope.to_header()
+    fields = envelope.encode([])
     parts: list[Payload] = []
     if body is not None:
         fields.update(body.encode(parts))

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.schema import ErrorCode, Int64, Message, NonNegativeInt32, Records
+from odradek.protocol.schema import (
+    EMPTY_PAYLOAD,
+    INT32_MAX,
+    ErrorCode,
+    Int64,
+    Message,
+    NonNegativeInt32,
+    Payload,
+    Records,
+    decode_message,
+)
+
+DEFAULT_TIMEOUT_MS = 30000
 
 
 class Acks(IntEnum):
@@ -16,6 +29,9 @@ class Acks(IntEnum):
     ALL = -1
     NONE = 0
     LEADER = 1
+
+
+_ACKS = {acks.value: acks for acks in Acks}
 
 
 @dataclass(frozen=True)
@@ -34,7 +50,56 @@ class ProduceRequest(Message):
     api_key: ClassVar[ApiKey] = ApiKey.PRODUCE
     partitions: tuple[ProducePartitionData, ...]
     acks: Acks = Acks.ALL
-    timeout_ms: NonNegativeInt32 = 30000
+    timeout_ms: NonNegativeInt32 = DEFAULT_TIMEOUT_MS
+
+    @classmethod
+    def from_header(
+        cls, header: Mapping[str, Any], payload: memoryview = EMPTY_PAYLOAD
+    ) -> ProduceRequest:
+        """As ``Message.from_header``: a request of the common shape (every field well typed
+        and in range, sizes covering the payload) is read directly, anything else by the
+        schema, which names what is wrong."""
+        request = _common_shape(header, payload)
+        return request if request is not None else decode_message(cls, header, payload)
+
+
+def _common_shape(header: Mapping[str, Any], payload: memoryview) -> ProduceRequest | None:
+    """The request ``header`` and ``payload`` make if nothing in them is unusual, else None."""
+    if type(header) is not dict:
+        return None
+    entries = header.get("partitions")
+    acks = header.get("acks", -1)
+    timeout_ms = header.get("timeout_ms", DEFAULT_TIMEOUT_MS)
+    if (
+        type(entries) is not list
+        or type(acks) is not int
+        or acks not in _ACKS
+        or type(timeout_ms) is not int
+        or not 0 <= timeout_ms <= INT32_MAX
+    ):
+        return None
+    partitions = []
+    position = 0
+    for entry in entries:
+        if type(entry) is not dict:
+            return None
+        topic = entry.get("topic")
+        partition = entry.get("partition")
+        size = entry.get("size")
+        if (
+            type(topic) is not str
+            or type(partition) is not int
+            or type(size) is not int
+            or not 0 <= partition <= INT32_MAX
+            or not 0 <= size <= INT32_MAX
+        ):
+            return None
+        end = position + size
+        partitions.append(ProducePartitionData(topic, partition, payload[position:end]))
+        position = end
+    if position != len(payload):
+        return None
+    return ProduceRequest(tuple(partitions), _ACKS[acks], timeout_ms)
 
 
 @dataclass(frozen=True)
@@ -58,3 +123,21 @@ class ProduceResponse(Message):
     api_key: ClassVar[ApiKey] = ApiKey.PRODUCE
     partitions: tuple[ProducePartitionResponse, ...]
     throttle_time_ms: NonNegativeInt32 = 0
+
+    def encode(self, parts: list[Payload]) -> dict[str, Any]:
+        """As ``Message.encode``, built directly (a broker answers every produce so)."""
+        return {
+            "partitions": [
+                {
+                    "topic": p.topic,
+                    "partition": p.partition,
+                    "error": p.error,
+                    "message": p.message,
+                    "base_offset": p.base_offset,
+                    "log_append_time_ms": p.log_append_time_ms,
+                    "log_start_offset": p.log_start_offset,
+                }
+                for p in self.partitions
+            ],
+            "throttle_time_ms": self.throttle_time_ms,
+        }

@@ -17,8 +17,8 @@ response and the connection stays. A request must arrive whole within
 from __future__ import annotations
 
 import logging
-import time
 from concurrent.futures import Executor
+from time import perf_counter
 
 from odradek.errors import KafkaError, UnknownServerError, error_code_for
 from odradek.protocol.api_keys import ApiKey
@@ -87,7 +87,7 @@ class ClientConnection(Connection[Frame]):
     # --- requests ----------------------------------------------------------------------------
 
     def _dispatch(self, frame: Frame) -> None:
-        received = time.perf_counter()
+        received = perf_counter()
         size = len(frame.payload)
         try:
             header = RequestHeader.from_header(frame.header)
@@ -111,7 +111,7 @@ class ClientConnection(Connection[Frame]):
                 header.api_version,
                 error,
             )
-            self._respond(header, ResponseHeader.for_error(header.correlation_id, error), None)
+            self._respond(ResponseHeader.for_error(header.correlation_id, error), None)
             self._record(header.api_key, error_code_for(error), received)
             return
         handling = self._handle(header, request, size, received)
@@ -126,7 +126,7 @@ class ClientConnection(Connection[Frame]):
         error_code = 0
         try:
             response = await self._apis.handle(context, request)
-            response_header = ResponseHeader(header.correlation_id)
+            response_header = None
         except KafkaError as error:
             logger.warning("%s: %s failed: %s", self.peer, context, error)
             response, response_header = None, ResponseHeader.for_error(header.correlation_id, error)
@@ -138,18 +138,18 @@ class ClientConnection(Connection[Frame]):
             error_code = error.code
         finally:
             self._finished(size)
-        if response is not None or response_header.error:
-            self._respond(header, response_header, response)
+        if response is not None:
+            self._respond(ResponseHeader(header.correlation_id), response)
+        elif response_header is not None:
+            self._respond(response_header, None)
         self._start_throttle()
-        self._record(header.api_key, error_code, received)
+        self._recorder.record(header.api_key, error_code, perf_counter() - received)
         if self._sasl_gate is not None and self._sasl_gate.after_step():
             self._metrics.closed_connections.labels("authentication_failed").inc()
             self._loop.create_task(self.shutdown(), name=f"close-{self.peer}")
         self._update_reading()
 
-    def _respond(
-        self, header: RequestHeader, response_header: ResponseHeader, response: Message | None
-    ) -> None:
+    def _respond(self, response_header: ResponseHeader, response: Message | None) -> None:
         if self._transport.is_closing():
             return
         self._last_active = self._loop.time()

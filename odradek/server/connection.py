@@ -222,12 +222,14 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
         task = start_eagerly(self._loop, handling) if eager else self._loop.create_task(handling)
         if task is not None:
             self._tasks.add(task)
-        self._update_reading()
+            self._update_reading()
+        # else it is answered already, and looked at reading as it ended
         return task
 
     def _finished(self, size: int) -> None:
         """A request of ``size`` bytes is done with: its memory goes back to the pool."""
-        self._tasks.discard(asyncio.current_task())
+        if self._tasks:  # (none when it ran without a task)
+            self._tasks.discard(asyncio.current_task())
         self._in_flight_bytes -= size
         self._memory_pool.release(size)
 

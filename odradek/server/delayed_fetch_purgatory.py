@@ -35,7 +35,7 @@ class DelayedFetchPurgatory:
 
     def check_and_complete(self, key: TopicPartition) -> None:
         """``key``'s offsets moved: complete the fetches watching it that can be answered."""
-        watchers = self._watchers.get(key)
+        watchers = self._watchers.get(key) if self._watchers else None  # (on every append)
         if watchers:
             for fetch in list(watchers):
                 fetch.try_complete()

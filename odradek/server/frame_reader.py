@@ -7,6 +7,7 @@ A format says only how its prefix is checked and how a whole frame is decoded.
 
 from __future__ import annotations
 
+import struct
 from abc import ABC, abstractmethod
 from typing import Generic, TypeVar
 
@@ -21,6 +22,9 @@ from odradek.server.frame_buffer import FrameBuffer
 from odradek.server.request_memory_pool import RequestMemoryPool
 
 RECEIVE_BUFFER_BYTES = 64 * 1024
+
+_SIZES = struct.Struct(">II")
+_SIZE = struct.Struct(">I")
 
 FrameT = TypeVar("FrameT")
 
@@ -189,15 +193,16 @@ class FrameReader(SizePrefixedFrameReader[Frame]):
     prefix_bytes = SIZE_FIELDS_BYTES
 
     def check_prefix(self, buffer: bytearray, start: int, available: int) -> int:
-        frame_size = int.from_bytes(buffer[start : start + 4], "big")
-        header_size = None
         if available >= SIZE_FIELDS_BYTES:
-            header_size = int.from_bytes(buffer[start + 4 : start + 8], "big")
+            frame_size, header_size = _SIZES.unpack_from(buffer, start)
+            if 4 <= frame_size <= self._max_frame_bytes and header_size <= frame_size - 4:
+                return frame_size  # the common case, without a call
+        else:
+            frame_size, header_size = _SIZE.unpack_from(buffer, start)[0], None
         check_frame_size(frame_size, header_size, self._max_frame_bytes)
         return frame_size
 
-    def decode(self, body: bytearray) -> Frame:
-        return decode_frame(body)
+    decode = staticmethod(decode_frame)
 
     def retained_bytes(self, frame: Frame) -> int:
         return len(frame.payload)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from odradek.errors import KafkaError
 from odradek.protocol.fetch import FetchPartition, FetchPartitionResponse
@@ -11,9 +11,9 @@ from odradek.server.partition import Partition
 from odradek.storage.fetch_data_info import FetchDataInfo
 
 
-@dataclass(frozen=True)
-class LogReadResult:
-    """The slice read from one partition, or the error that stopped the read."""
+class LogReadResult(NamedTuple):
+    """The slice read from one partition, or the error that stopped the read (a tuple: one
+    is made per partition of every fetch)."""
 
     request: FetchPartition
     partition: Partition | None = None
@@ -45,8 +45,10 @@ class LogReadResult:
         return FetchPartitionResponse(
             request.topic,
             request.partition,
-            high_watermark=high_watermark,
-            log_start_offset=log.log_start_offset,
-            last_stable_offset=high_watermark,
-            records=FileRegion(slice_) if slice_ is not None and slice_.length else b"",
+            0,
+            None,
+            high_watermark,
+            log.log_start_offset,
+            high_watermark,  # the last stable offset: no transactions
+            FileRegion(slice_) if slice_ is not None and slice_.length else b"",
         )

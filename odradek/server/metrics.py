@@ -11,6 +11,7 @@ own (``process_*``: memory, CPU, open file descriptors).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable
 from wsgiref.simple_server import WSGIServer
 
@@ -28,6 +29,7 @@ from odradek.errors import NONE, error_name_for
 from odradek.server.cleaner_collector import CleanerCollector
 from odradek.server.log_manager_collector import LogManagerCollector
 from odradek.server.partition_collector import PartitionCollector
+from odradek.server.request_stats import Latencies, RequestStats, Tally
 from odradek.storage.log_manager import LogManager
 from odradek.storage.log_stats import LOG_STATS
 
@@ -62,25 +64,12 @@ class BrokerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         registry = self.registry
-        self.requests = Counter(
-            "odradek_requests",
-            "Requests answered, by API, request-level error (NONE when the request succeeded) "
-            "and wire protocol (msgpack or kafka).",
-            ["api", "error", "protocol"],
-            registry=registry,
-        )
+        self.request_stats = RequestStats(LATENCY_BUCKETS)
+        registry.register(self.request_stats)
         self.partition_errors = Counter(
             "odradek_partition_errors",
             "Per-partition errors in responses, by API and error.",
             ["api", "error"],
-            registry=registry,
-        )
-        self.request_latency = Histogram(
-            "odradek_request_latency_seconds",
-            "Time from a request's arrival to its response being queued for the socket, by API "
-            "and wire protocol.",
-            ["api", "protocol"],
-            buckets=LATENCY_BUCKETS,
             registry=registry,
         )
         self.bytes_in = Counter(
@@ -154,16 +143,17 @@ class BrokerMetrics:
 
 
 class RequestRecorder:
-    """Counts one wire protocol's requests and their latency, with each API's metric children
-    bound once (``labels()`` costs as much as the rest of recording a request)."""
+    """Counts one wire protocol's requests and their latency, with each API's series bound
+    once (RequestStats: plain numbers, exported at scrape time)."""
 
     def __init__(
         self, metrics: BrokerMetrics, protocol: str, api_name: Callable[[int], str]
     ) -> None:
-        self._metrics = metrics
+        self._stats = metrics.request_stats
+        self._bounds = metrics.request_stats.bounds
         self._protocol = protocol
         self._api_name = api_name
-        self._bound: dict[int, tuple[Callable[[], None], Callable[[float], None]]] = {}
+        self._bound: dict[int, tuple[Tally, Latencies]] = {}
 
     def record(self, api_key: int, error_code: int, seconds: float) -> None:
         """One request of ``api_key`` answered with ``error_code`` (0 when it succeeded)
@@ -171,19 +161,20 @@ class RequestRecorder:
         bound = self._bound.get(api_key)
         if bound is None:
             bound = self._bind(api_key)
-        count, observe = bound
+        succeeded, latencies = bound
         if not error_code:
-            count()
+            succeeded.value += 1
         else:
             api, error = self._api_name(api_key), error_name_for(error_code)
-            self._metrics.requests.labels(api, error, self._protocol).inc()
-        observe(seconds)
+            self._stats.tally(api, error, self._protocol).value += 1
+        latencies.buckets[bisect_left(self._bounds, seconds)] += 1
+        latencies.total_seconds += seconds
 
-    def _bind(self, api_key: int) -> tuple[Callable[[], None], Callable[[float], None]]:
-        metrics, api = self._metrics, self._api_name(api_key)
+    def _bind(self, api_key: int) -> tuple[Tally, Latencies]:
+        stats, api = self._stats, self._api_name(api_key)
         bound = (
-            metrics.requests.labels(api, error_name_for(NONE), self._protocol).inc,
-            metrics.request_latency.labels(api, self._protocol).observe,
+            stats.tally(api, error_name_for(NONE), self._protocol),
+            stats.latencies(api, self._protocol),
         )
         if api != "unknown":  # unknown keys share one label: binding each would grow without end
             self._bound[api_key] = bound

@@ -30,6 +30,7 @@ from odradek.protocol.delete_records import (
     DeleteRecordsResponse,
 )
 from odradek.protocol.fetch import FetchPartition, FetchRequest, FetchResponse
+from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.list_offsets import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -61,6 +62,8 @@ from odradek.topic_partition import TopicPartition, validate_topic_name
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+_FETCH_ISOLATION = {level: FetchIsolation(level.value) for level in IsolationLevel}
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
 """Topics only the broker writes (clients may read them): Produce to them is refused with
@@ -135,8 +138,13 @@ class ReplicaManager:
         answered without suspending.
         """
         acks = request.acks
-        started = [self._start_append(data, acks) for data in request.partitions]
-        queued = [outcome for _, outcome in started if isinstance(outcome, asyncio.Future)]
+        started = []
+        queued = []
+        for data in request.partitions:
+            partition, outcome = self._start_append(data, acks)
+            if isinstance(outcome, asyncio.Future):
+                queued.append(outcome)
+            started.append((data, partition, outcome))
         if queued:
             try:
                 await asyncio.wait(queued)
@@ -144,13 +152,16 @@ class ReplicaManager:
                 for append in queued:  # the appends themselves go on (Partition.append)
                     append.cancel()
                 raise
-        results = [
-            self._appended(data, partition, _outcome(outcome), acks, context)
-            for data, (partition, outcome) in zip(request.partitions, started, strict=True)
-        ]
+        results = []
+        responses = []
+        for data, partition, outcome in started:
+            if isinstance(outcome, asyncio.Future):
+                outcome = outcome.exception() or outcome.result()
+            result = self._appended(data, partition, outcome, acks, context)
+            results.append(result)
+            responses.append(result[0])
         if acks is Acks.NONE:
             return None
-        responses = [response for response, _ in results]
         if acks is Acks.ALL:
             await self._wait_durable(results, responses, request.timeout_ms)
         return ProduceResponse(tuple(responses))
@@ -193,9 +204,11 @@ class ReplicaManager:
         response = ProducePartitionResponse(
             data.topic,
             data.partition,
-            base_offset=outcome.first_offset,
-            log_append_time_ms=outcome.log_append_time_ms,
-            log_start_offset=outcome.log_start_offset,
+            0,
+            None,
+            outcome.first_offset,
+            outcome.log_append_time_ms,
+            outcome.log_start_offset,
         )
         durable = partition.durable(outcome.last_offset) if acks is Acks.ALL else None
         return response, durable
@@ -230,7 +243,7 @@ class ReplicaManager:
     async def fetch_messages(self, request: FetchRequest, context: RequestContext) -> FetchResponse:
         """Read every partition; unless that gives ``min_bytes`` (or an error), wait in the
         purgatory for appends to bring them, at most ``max_wait_ms``, then read again."""
-        isolation = FetchIsolation(request.isolation.value)
+        isolation = _FETCH_ISOLATION[request.isolation]
         results = await self._read(request, isolation, context)
         if self._must_wait(request, results):
             statuses = [
@@ -242,29 +255,31 @@ class ReplicaManager:
             delayed = DelayedFetch(statuses, request.min_bytes, isolation)
             await self._purgatory.wait(delayed, request.max_wait_ms / 1000)
             results = await self._read(request, isolation, context)
-        return FetchResponse(tuple(result.to_response() for result in results))
+        return FetchResponse(tuple([result.to_response() for result in results]))
 
     def _must_wait(self, request: FetchRequest, results: list[LogReadResult]) -> bool:
-        return (
-            not self._shutting_down
-            and request.max_wait_ms > 0
-            and bool(results)
-            and all(result.error is None for result in results)
-            and sum(result.size for result in results) < request.min_bytes
-        )
+        if self._shutting_down or request.max_wait_ms <= 0 or not results:
+            return False
+        size = 0
+        for result in results:
+            if result.error is not None:
+                return False
+            size += result.size
+        return size < request.min_bytes
 
     async def _read(
         self, request: FetchRequest, isolation: FetchIsolation, context: RequestContext
     ) -> list[LogReadResult]:
         """Read the partitions in order within ``max_bytes``; the first with data returns at
         least one whole batch even if it is larger (so a consumer never gets stuck)."""
-        remaining = request.max_bytes
+        remaining = max_bytes = request.max_bytes
         results = []
         for entry in request.partitions:
             limit = min(entry.partition_max_bytes, remaining)
-            result = await self._read_partition(
-                entry, isolation, limit, remaining == request.max_bytes
-            )
+            min_one = remaining == max_bytes
+            result = self._read_partition(entry, isolation, limit, min_one)
+            if result is None:  # it may wait on the disk
+                result = await self._read_partition_in_thread(entry, isolation, limit, min_one)
             if result.error is not None:
                 logger.info(
                     "[%s] fetch at offset %d from %s failed: %s",
@@ -277,25 +292,33 @@ class ReplicaManager:
             results.append(result)
         return results
 
-    async def _read_partition(
+    def _read_partition(
         self, entry: FetchPartition, isolation: FetchIsolation, max_bytes: int, min_one: bool
-    ) -> LogReadResult:
+    ) -> LogReadResult | None:
+        """Read one partition here and now; None when the read may wait on the disk (then
+        ``_read_partition_in_thread`` does it)."""
         partition = None
         try:
             partition = self.partition(entry.topic, entry.partition)
             log = partition.log
             if _may_wait_on_disk(log, entry.fetch_offset):
-                info = await self._in_thread(
-                    log.read, entry.fetch_offset, max_bytes, isolation, min_one
-                )
-            else:
-                info = log.read(entry.fetch_offset, max_bytes, isolation, min_one)
-        except KafkaError as error:
-            return LogReadResult(entry, partition, error=error)
-        except OSError as error:
-            return LogReadResult(
-                entry, partition, error=_read_error(entry.topic, entry.partition, error)
+                return None
+            info = log.read(entry.fetch_offset, max_bytes, isolation, min_one)
+        except (KafkaError, OSError) as error:
+            return _read_failed(entry, partition, error)
+        return LogReadResult(entry, partition, info)
+
+    async def _read_partition_in_thread(
+        self, entry: FetchPartition, isolation: FetchIsolation, max_bytes: int, min_one: bool
+    ) -> LogReadResult:
+        partition = None
+        try:
+            partition = self.partition(entry.topic, entry.partition)
+            info = await self._in_thread(
+                partition.log.read, entry.fetch_offset, max_bytes, isolation, min_one
             )
+        except (KafkaError, OSError) as error:
+            return _read_failed(entry, partition, error)
         return LogReadResult(entry, partition, info)
 
     # --- list offsets, delete records --------------------------------------------------------
@@ -360,20 +383,19 @@ class ReplicaManager:
         return await asyncio.get_running_loop().run_in_executor(self._io_executor, function, *args)
 
 
-def _outcome(
-    outcome: LogAppendInfo | KafkaError | asyncio.Future[LogAppendInfo],
-) -> LogAppendInfo | BaseException:
-    """An append's info or its error, once it is done."""
-    if isinstance(outcome, asyncio.Future):
-        return outcome.exception() or outcome.result()
-    return outcome
-
-
 def _produce_error(
     data: ProducePartitionData | ProducePartitionResponse, error: BaseException
 ) -> ProducePartitionResponse:
     message = error.message if isinstance(error, KafkaError) else str(error)
     return ProducePartitionResponse(data.topic, data.partition, error_code_for(error), message)
+
+
+def _read_failed(
+    entry: FetchPartition, partition: Partition | None, error: KafkaError | OSError
+) -> LogReadResult:
+    if isinstance(error, OSError):
+        error = _read_error(entry.topic, entry.partition, error)
+    return LogReadResult(entry, partition, error=error)
 
 
 def _read_error(topic: str, partition: int, error: OSError) -> KafkaStorageError:

@@ -1,0 +1,314 @@
+"""The envelopes, produce and fetch read and build their common shapes directly: held here to
+the schema walk (decode_message, encode_message), byte for byte, for any input, bad or good."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis_budget import examples
+
+from odradek.errors import InvalidRequestError, KafkaError
+from odradek.protocol.fetch import (
+    FetchPartitionResponse,
+    FetchRequest,
+    FetchResponse,
+)
+from odradek.protocol.frame import FrameDecoder, FrameError, encode_frame, encode_frame_prefix
+from odradek.protocol.header import RequestHeader, ResponseHeader
+from odradek.protocol.messages import decode_request, encode_response
+from odradek.protocol.produce import ProducePartitionResponse, ProduceRequest, ProduceResponse
+from odradek.protocol.schema import (
+    INT16_MAX,
+    INT16_MIN,
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
+    Message,
+    decode_message,
+    encode_message,
+)
+
+# --- values near the edges of every field's type, and anything else msgpack can carry ---------
+
+odd_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**64 - 1),
+    st.floats(allow_nan=False),
+    st.text(max_size=4),
+    st.binary(max_size=4),
+    st.lists(st.integers(0, 3), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(0, 3), max_size=2),
+)
+
+
+def ints(low: int, high: int) -> st.SearchStrategy[int]:
+    """Integers in range, mostly, and just outside it (as far as msgpack carries them)."""
+    edges = [n for n in (low, high, low - 1, high + 1, 0, 1, -1) if -(2**63) <= n < 2**64]
+    return st.one_of(st.integers(low, high), st.sampled_from(edges))
+
+
+def sometimes_odd(good: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """Mostly ``good`` (nine times in ten), sometimes anything at all."""
+    return st.integers(0, 9).flatmap(lambda n: good if n < 9 else odd_values)
+
+
+MISSING = object()
+
+
+def fields(**strategies: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
+    """A map of these fields, each of which may be absent; sometimes an unknown key too."""
+    entries = [
+        st.integers(0, 4)
+        .flatmap(lambda n, strategy=strategy: strategy if n < 4 else st.just(MISSING))
+        .map(lambda value, key=key: {} if value is MISSING else {key: value})
+        for key, strategy in strategies.items()
+    ]
+    extra = st.dictionaries(st.sampled_from(["unknown", "extra"]), odd_values, max_size=1)
+
+    def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
+        merged: dict[str, Any] = {}
+        for part in parts:
+            merged.update(part)
+        return merged
+
+    return st.tuples(*entries, extra).map(merge)
+
+
+topics = sometimes_odd(st.sampled_from(["a", "topic-1", ""]))
+partitions = sometimes_odd(ints(0, INT32_MAX))
+non_negative_int32 = sometimes_odd(ints(0, INT32_MAX))
+int64 = sometimes_odd(ints(INT64_MIN, INT64_MAX))
+
+produce_entries = fields(topic=topics, partition=partitions, size=sometimes_odd(ints(0, 12)))
+produce_headers = fields(
+    partitions=sometimes_odd(st.lists(sometimes_odd(produce_entries), max_size=3)),
+    acks=sometimes_odd(st.sampled_from([-1, 0, 1, 2, "1"])),
+    timeout_ms=non_negative_int32,
+)
+fetch_entries = fields(
+    topic=topics,
+    partition=partitions,
+    fetch_offset=int64,
+    partition_max_bytes=non_negative_int32,
+)
+fetch_headers = fields(
+    partitions=sometimes_odd(st.lists(sometimes_odd(fetch_entries), max_size=3)),
+    max_wait_ms=non_negative_int32,
+    min_bytes=non_negative_int32,
+    max_bytes=non_negative_int32,
+    isolation=sometimes_odd(st.sampled_from(["high_watermark", "log_end", "dirty", 0])),
+)
+request_envelopes = fields(
+    api=sometimes_odd(ints(INT16_MIN, INT16_MAX)),
+    v=sometimes_odd(ints(INT16_MIN, INT16_MAX)),
+    id=sometimes_odd(ints(INT32_MIN, INT32_MAX)),
+    client_id=sometimes_odd(st.one_of(st.none(), st.text(max_size=5))),
+)
+payloads = st.binary(max_size=30)
+
+
+def outcome(decode: Callable[[], Message]) -> tuple[Any, ...]:
+    """What decoding gave, comparable across paths: the value (enum members as such, records
+    as bytes) or the error's type and message."""
+    try:
+        message = decode()
+    except KafkaError as error:
+        return ("error", type(error), error.message)
+    return ("decoded", type(message), _plain(message))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Message) or hasattr(value, "__dataclass_fields__"):
+        return (type(value), tuple(_plain(v) for v in vars(value).values()))
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    if isinstance(value, memoryview):
+        return bytes(value)
+    return (type(value), value)
+
+
+# --- requests ------------------------------------------------------------------------------
+
+
+@st.composite
+def produce_requests(draw: st.DrawFn) -> tuple[dict[str, Any], bytes]:
+    """A produce header and a payload: mostly exactly as long as its sizes say."""
+    header = draw(produce_headers)
+    entries = header.get("partitions")
+    sizes = (
+        [entry.get("size") for entry in entries if isinstance(entry, dict)]
+        if isinstance(entries, list)
+        else []
+    )
+    covered = sum(size for size in sizes if type(size) is int and 0 <= size <= 12)
+    exact = st.binary(min_size=covered, max_size=covered)
+    return header, draw(st.integers(0, 4).flatmap(lambda n: exact if n < 4 else payloads))
+
+
+@settings(max_examples=examples(400))
+@given(request=produce_requests())
+def test_produce_request_decodes_as_the_schema_does(request: tuple[dict, bytes]) -> None:
+    header, payload = request
+    view = memoryview(payload)
+    assert outcome(lambda: ProduceRequest.from_header(header, view)) == outcome(
+        lambda: decode_message(ProduceRequest, header, view)
+    )
+
+
+@settings(max_examples=examples(400))
+@given(header=fetch_headers, payload=st.one_of(st.just(b""), payloads))
+def test_fetch_request_decodes_as_the_schema_does(header: dict, payload: bytes) -> None:
+    view = memoryview(payload)
+    assert outcome(lambda: FetchRequest.from_header(header, view)) == outcome(
+        lambda: decode_message(FetchRequest, header, view)
+    )
+
+
+def schema_request_header(header: dict) -> RequestHeader:
+    """The envelope as the schema reads it, refused as a frame error (it cannot be answered)."""
+    try:
+        return decode_message(RequestHeader, header)
+    except InvalidRequestError as error:
+        raise FrameError(f"bad request header: {error.message}") from None
+
+
+@settings(max_examples=examples(300))
+@given(header=request_envelopes)
+def test_request_header_decodes_as_the_schema_does(header: dict) -> None:
+    assert outcome(lambda: RequestHeader.from_header(header)) == outcome(
+        lambda: schema_request_header(header)
+    )
+
+
+def test_the_common_shapes_are_read_directly() -> None:
+    """The cases above do take the direct path (equal outcomes alone would not show it)."""
+    produce = {"partitions": [{"topic": "a", "partition": 0, "size": 2}], "acks": 1}
+    fetch = {"partitions": [{"topic": "a", "partition": 0, "fetch_offset": 5}], "max_wait_ms": 0}
+    envelope = {"api": 0, "v": 0, "id": 7, "client_id": "c"}
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("the schema was asked")
+
+    with pytest.MonkeyPatch.context() as patch:
+        for module in ("produce", "fetch", "header"):
+            patch.setattr(f"odradek.protocol.{module}.decode_message", refuse)
+        assert ProduceRequest.from_header(produce, memoryview(b"xy")).partitions[0].partition == 0
+        assert FetchRequest.from_header(fetch).partitions[0].fetch_offset == 5
+        assert RequestHeader.from_header(envelope).correlation_id == 7
+
+
+@settings(max_examples=examples(300))
+@given(
+    envelope=request_envelopes,
+    api=st.sampled_from([0, 1]),
+    produce=produce_requests(),
+    fetch=fetch_headers,
+)
+def test_whole_frames_get_the_same_answer(
+    envelope: dict, api: int, produce: tuple[dict, bytes], fetch: dict
+) -> None:
+    """Through the frame decoder as a broker reads them: the request, or the error it answers
+    (with the same bytes: ResponseHeader.for_error of the same error)."""
+    body, payload = produce if api == 0 else (fetch, b"")
+    (frame,) = FrameDecoder().feed(encode_frame({**body, **envelope, "api": api, "v": 0}, payload))
+    envelope_outcome = outcome(lambda: RequestHeader.from_header(frame.header))
+    assert envelope_outcome == outcome(lambda: schema_request_header(frame.header))
+    if envelope_outcome[0] == "error":
+        return  # unanswerable: the connection is closed either way
+    header = RequestHeader.from_header(frame.header)
+    request_type = ProduceRequest if api == 0 else FetchRequest
+
+    def general() -> Message:
+        return decode_message(request_type, frame.header, frame.payload)
+
+    fast, reference = outcome(lambda: decode_request(header, frame)), outcome(general)
+    assert fast == reference
+    if fast[0] == "error":
+        error = fast[1](fast[2])
+        assert frame_bytes(encode_response(ResponseHeader.for_error(1, error))) == frame_bytes(
+            [schema_frame_prefix(ResponseHeader.for_error(1, error), None, 0)]
+        )
+
+
+# --- responses -----------------------------------------------------------------------------
+
+
+def frame_bytes(parts: list[Any]) -> bytes:
+    return b"".join(bytes(part) for part in parts)
+
+
+def schema_frame_prefix(envelope: Message, body: Message | None, payload_size: int) -> bytes:
+    header = encode_message(envelope, [])
+    if body is not None:
+        header.update(encode_message(body, []))
+    return encode_frame_prefix(header, payload_size)
+
+
+def schema_frame(envelope: Message, body: Message) -> bytes:
+    parts: list[Any] = []
+    header = encode_message(envelope, [])
+    header.update(encode_message(body, parts))
+    return frame_bytes([encode_frame_prefix(header, sum(map(len, parts))), *parts])
+
+
+messages = st.one_of(st.none(), st.text(max_size=6))
+offsets = st.integers(INT64_MIN, INT64_MAX)
+produce_responses = st.builds(
+    ProduceResponse,
+    st.lists(
+        st.builds(
+            ProducePartitionResponse,
+            st.text(max_size=5),
+            st.integers(0, INT32_MAX),
+            st.integers(INT16_MIN, INT16_MAX),
+            messages,
+            offsets,
+            offsets,
+            offsets,
+        ),
+        max_size=3,
+    ).map(tuple),
+    st.integers(0, INT32_MAX),
+)
+fetch_responses = st.builds(
+    FetchResponse,
+    st.lists(
+        st.builds(
+            FetchPartitionResponse,
+            st.text(max_size=5),
+            st.integers(0, INT32_MAX),
+            st.integers(INT16_MIN, INT16_MAX),
+            messages,
+            offsets,
+            offsets,
+            offsets,
+            st.binary(max_size=6),
+        ),
+        max_size=3,
+    ).map(tuple),
+    st.integers(0, INT32_MAX),
+)
+response_envelopes = st.builds(
+    ResponseHeader, st.integers(INT32_MIN, INT32_MAX), st.integers(INT16_MIN, INT16_MAX), messages
+)
+
+
+@settings(max_examples=examples(300))
+@given(envelope=response_envelopes, body=st.one_of(produce_responses, fetch_responses))
+def test_responses_encode_as_the_schema_does(envelope: ResponseHeader, body: Message) -> None:
+    assert frame_bytes(encode_response(envelope, body)) == schema_frame(envelope, body)
+    parts: list[Any] = []
+    assert msgpack.packb(body.encode(parts)) == msgpack.packb(encode_message(body, []))
+
+
+@settings(max_examples=examples(100))
+@given(envelope=response_envelopes)
+def test_error_envelopes_encode_as_the_schema_does(envelope: ResponseHeader) -> None:
+    assert frame_bytes(encode_response(envelope)) == schema_frame_prefix(envelope, None, 0)
