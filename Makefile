@@ -50,7 +50,8 @@ test: install-test
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PYTEST)
 
 # The edit-and-check loop: no slow, Spark or Prometheus tests, Hypothesis's dev budgets (a
-# quarter of CI's, tests/conftest.py); under 90 s on 2 quiet cores.
+# quarter of CI's, tests/conftest.py) and half CI's power cuts (tests/test_powercut.py); under
+# 90 s on 2 quiet cores.
 .PHONY: test-fast
 test-fast: install-test
 	$(PYTEST) -m "not slow and not spark and not prometheus"
