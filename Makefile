@@ -35,6 +35,11 @@ install-test: $(VENV)/.installed-test
 run: install
 	$(VENV)/bin/odradek serve --data-dir $(DATA_DIR) --host 127.0.0.1 --port $(PORT) --metrics-port $(METRICS_PORT)
 
+# Every test worker imports the whole suite, and many tests start `odradek` in a child process:
+# with bytecode caching off (PYTHONDONTWRITEBYTECODE, as in many containers) each of them compiles
+# every module again, and pytest rewrites every test module's asserts again, on every run.
+unexport PYTHONDONTWRITEBYTECODE
+
 # Most of the suite waits on processes and sockets, so it runs on more workers than cores; tests
 # sharing a module's or session's fixture stay on one worker (tests/conftest.py). TEST_WORKERS=0
 # runs it in one process.
@@ -45,7 +50,8 @@ test: install-test
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PYTEST)
 
 # The edit-and-check loop: no slow, Spark or Prometheus tests, Hypothesis's dev budgets (a
-# quarter of CI's, tests/conftest.py); under 90 s on 2 quiet cores.
+# quarter of CI's, tests/conftest.py) and half CI's power cuts (tests/test_powercut.py); under
+# 90 s on 2 quiet cores.
 .PHONY: test-fast
 test-fast: install-test
 	$(PYTEST) -m "not slow and not spark and not prometheus"

@@ -93,6 +93,9 @@ def _weight(item: pytest.Item) -> int:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:  # a test on the Spark session starts a JVM: `-m "not spark"` leaves it out
+        if "spark" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("spark"):
+            item.add_marker(pytest.mark.spark)
     workerinput = getattr(config, "workerinput", None)
     if workerinput is None or _GROUPS_FILE not in workerinput:
         return

@@ -79,12 +79,33 @@ def described(broker: Broker, topic: str) -> tuple[list[dict[str, str]], dict[st
     return partitions, configs
 
 
-def consumed(broker: Broker, topic: str, *options: object) -> list[dict]:
-    """The records ``consume --format json`` prints until it has been idle for IDLE_MS."""
+def consumed(broker: Broker, topic: str, *options: object, count: int | None = None) -> list[dict]:
+    """The records ``consume --format json`` prints until it has been idle for IDLE_MS; or,
+    given the ``count`` of records the test expects, the first ``count`` (it stops at once),
+    checked to be the last records of their partitions, so that none follows them."""
+    limit = () if count is None else ("--max-messages", count)
     result = odradek(
-        broker, "consume", topic, "--format", "json", "--timeout-ms", IDLE_MS, *options
+        broker, "consume", topic, "--format", "json", "--timeout-ms", IDLE_MS, *limit, *options
     )
-    return [json.loads(line) for line in ok(result).splitlines()]
+    records = [json.loads(line) for line in ok(result).splitlines()]
+    if count is not None:
+        assert len(records) == count, records
+        assert_nothing_follows(broker, topic, records, every_partition="--partition" not in options)
+    return records
+
+
+def assert_nothing_follows(
+    broker: Broker, topic: str, records: list[dict], every_partition: bool
+) -> None:
+    """Each partition ``records`` came from ends at its last record read; with
+    ``every_partition``, the partitions none came from hold no record either."""
+    partitions, _ = described(broker, topic)
+    for partition in partitions:
+        offsets = [r["offset"] for r in records if r["partition"] == int(partition["Partition"])]
+        if offsets:
+            assert int(partition["HighWatermark"]) == offsets[-1] + 1, (partition, offsets)
+        elif every_partition:
+            assert partition["HighWatermark"] == partition["LogStartOffset"], partition
 
 
 def produce_records(broker: Broker, topic: str, records: list[dict]) -> None:
@@ -182,7 +203,7 @@ def test_produce_keys_and_nulls_then_consume_every_field(broker: Broker) -> None
     assert ok(odradek(broker, *produce, input="\n".join(lines) + "\n")) == ""
     after = int(time.time() * 1000)
 
-    records = consumed(broker, "keyed", "--from-beginning")
+    records = consumed(broker, "keyed", "--from-beginning", count=6)
     sent = [("k1", "v1"), ("k2", None), ("k1", "a:b"), ("", "empty key"), ("k3", ""), ("k2", "v2")]
     counts: Counter[int] = Counter()
     expected = {}
@@ -209,7 +230,7 @@ def test_json_and_text_show_headers_nulls_and_binary(broker: Broker) -> None:
             {"key": "ключ".encode(), "value": None},
         ],
     )
-    records = consumed(broker, "binary", "--from-beginning")
+    records = consumed(broker, "binary", "--from-beginning", count=3)
     assert [(r["key"], r["value"], r["headers"]) for r in records] == [
         (
             {"base64": "a/8="},
@@ -219,7 +240,8 @@ def test_json_and_text_show_headers_nulls_and_binary(broker: Broker) -> None:
         (None, {"base64": "AP4="}, [{"key": "b", "value": {"base64": "/g=="}}]),
         ("ключ", None, []),
     ]
-    text = odradek(broker, "consume", "binary", "--from-beginning", "--timeout-ms", IDLE_MS)
+    text_consume = ["consume", "binary", "--from-beginning", "--timeout-ms", IDLE_MS]
+    text = odradek(broker, *text_consume, "--max-messages", 3)
     assert ok(text) == "k\\xff\théllo\n\x00\\xfe\nключ\tnull\n"
 
 
@@ -232,7 +254,7 @@ def test_produce_with_each_codec_and_acks(broker: Broker, codec: str, acks: str)
     values = [f"{codec} {n}" for n in range(50)]
     produce = ["produce", topic, "--compression", codec, "--acks", acks]
     ok(odradek(broker, *produce, input="".join(f"{v}\n" for v in values)))
-    records = consumed(broker, topic, "--from-beginning")
+    records = consumed(broker, topic, "--from-beginning", count=len(values))
     assert [(r["offset"], r["key"], r["value"]) for r in records] == [
         (n, None, v) for n, v in enumerate(values)
     ]
@@ -242,12 +264,12 @@ def test_produce_to_a_partition_and_consume_one_partition(broker: Broker) -> Non
     ok(odradek(broker, "topics", "create", "parted", "--partitions", 2))
     ok(odradek(broker, "produce", "parted", "--partition", 1, input="a\nb\n"))
     ok(odradek(broker, "produce", "parted", "--partition", 0, input="c\n"))
-    records = consumed(broker, "parted", "--partition", 1, "--from-beginning")
+    records = consumed(broker, "parted", "--partition", 1, "--from-beginning", count=2)
     assert [(r["partition"], r["offset"], r["value"]) for r in records] == [
         (1, 0, "a"),
         (1, 1, "b"),
     ]
-    assert len(consumed(broker, "parted", "--from-beginning")) == 3
+    assert len(consumed(broker, "parted", "--from-beginning", count=3)) == 3
 
     produce = odradek(broker, "produce", "parted", "--partition", 2, input="d\n")
     assert "no partition 2" in failed(
@@ -258,7 +280,8 @@ def test_produce_to_a_partition_and_consume_one_partition(broker: Broker) -> Non
 
 def test_produce_creates_a_missing_topic(broker: Broker) -> None:
     ok(odradek(broker, "produce", "auto-created", input="x\n"))
-    assert [r["value"] for r in consumed(broker, "auto-created", "--from-beginning")] == ["x"]
+    records = consumed(broker, "auto-created", "--from-beginning", count=1)
+    assert [r["value"] for r in records] == ["x"]
 
 
 def test_a_line_without_the_key_separator_stops_after_the_lines_before(broker: Broker) -> None:
@@ -266,7 +289,7 @@ def test_a_line_without_the_key_separator_stops_after_the_lines_before(broker: B
     result = odradek(broker, *produce, input="a=1\nb=2\nno separator\nc=3\n")
     assert result.exit_code == 1
     assert "line 3 has no key separator '='" in result.stderr
-    records = consumed(broker, "separated", "--from-beginning")
+    records = consumed(broker, "separated", "--from-beginning", count=2)
     assert [(r["key"], r["value"]) for r in records] == [("a", "1"), ("b", "2")]
 
 
@@ -274,7 +297,7 @@ def test_records_the_broker_refuses_are_counted_and_named(broker: Broker) -> Non
     ok(odradek(broker, "topics", "create", "tiny", "--config", "max.message.bytes=200"))
     result = odradek(broker, "produce", "tiny", input=("x" * 300 + "\n") * 3)
     assert "(3 of 3 records not delivered)" in failed(result, "MESSAGE_TOO_LARGE")
-    assert consumed(broker, "tiny", "--from-beginning") == []
+    assert [p["LogEndOffset"] for p in described(broker, "tiny")[0]] == ["0"]  # none stored
 
 
 def test_a_backlog_larger_than_a_segment_is_delivered_whole(broker: Broker) -> None:
@@ -295,7 +318,7 @@ def test_a_backlog_larger_than_a_segment_is_delivered_whole(broker: Broker) -> N
         producer.flush()  # every batch is ready at once
     offsets = [future.result().offset for future in futures]
     assert offsets == list(range(len(values)))
-    records = consumed(broker, "small-segments", "--from-beginning")
+    records = consumed(broker, "small-segments", "--from-beginning", count=len(values))
     assert [r["value"].encode() for r in records] == values
     partitions, _ = described(broker, "small-segments")
     assert int(partitions[0]["Segments"]) >= 6
@@ -315,7 +338,7 @@ def timed(broker: Broker) -> tuple[str, int]:
 
 def test_consume_from_an_offset(broker: Broker, timed: tuple[str, int]) -> None:
     topic, _ = timed
-    assert [r["offset"] for r in consumed(broker, topic, "--offset", 7)] == [7, 8, 9]
+    assert [r["offset"] for r in consumed(broker, topic, "--offset", 7, count=3)] == [7, 8, 9]
     assert consumed(broker, topic, "--offset", 10) == []
     result = odradek(broker, "consume", topic, "--offset", 11, "--timeout-ms", IDLE_MS)
     error = failed(result, "OFFSET_OUT_OF_RANGE")
@@ -324,11 +347,11 @@ def test_consume_from_an_offset(broker: Broker, timed: tuple[str, int]) -> None:
 
 def test_consume_from_a_timestamp(broker: Broker, timed: tuple[str, int]) -> None:
     topic, base = timed
-    records = consumed(broker, topic, "--timestamp", base + 6500)
+    records = consumed(broker, topic, "--timestamp", base + 6500, count=3)
     assert [(r["offset"], r["timestamp"], r["value"]) for r in records] == [
         (n, base + 1000 * n, f"v{n}") for n in (7, 8, 9)
     ]
-    assert len(consumed(broker, topic, "--timestamp", 0)) == 10
+    assert len(consumed(broker, topic, "--timestamp", 0, count=10)) == 10
     assert consumed(broker, topic, "--timestamp", base + 10_000) == []
 
 
@@ -430,7 +453,7 @@ def test_producer_settings_come_from_a_file_properties_and_options(
     for topic, options, batches in cases:
         ok(odradek(broker, "produce", topic, *options, input=lines))
         assert _batches(broker, topic) == batches, topic
-        assert len(consumed(broker, topic, "--from-beginning")) == 20
+        assert len(consumed(broker, topic, "--from-beginning", count=20)) == 20
 
 
 @pytest.mark.parametrize(
@@ -461,7 +484,8 @@ def test_consume_properties_shape_the_text_lines(broker: Broker, tmp_path: Path)
     )
     config = tmp_path / "consumer.properties"
     config.write_text("max.poll.records=1\n")
-    base = ["consume", "shaped", "--from-beginning", "--timeout-ms", IDLE_MS]
+    assert [p["HighWatermark"] for p in described(broker, "shaped")[0]] == ["2"]
+    base = ["consume", "shaped", "--from-beginning", "--timeout-ms", IDLE_MS, "--max-messages", 2]
     assert ok(odradek(broker, *base)) == "k0\tv0\nnull\n"
     shaped = ["--property", "print.key=true", "--property", "print.timestamp=true"]
     shaped += ["--property", "key.separator=|", "--property", "null.literal=-"]

@@ -67,6 +67,8 @@ def test_consume_with_a_group_commits_what_it_printed_and_resumes(bootstrap: str
             "--group",
             "cli",
             "--from-beginning",
+            "--max-messages",
+            "6",
             "--timeout-ms",
             "2000",
         )

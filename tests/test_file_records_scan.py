@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from odradek.record import _record_scan
 from odradek.record.record_batch import LOG_OVERHEAD, RecordBatch
@@ -64,7 +65,7 @@ def chunk_check(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
         assert file_records._crc_matches is _record_scan.crc_matches
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     sizes=st.lists(st.integers(0, 300), max_size=6),
     cut=st.integers(0, 2000),

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from odradek.protocol.kafka.api_versions import ADVERTISED, PRODUCE
 from odradek.protocol.kafka.message_codec import (
@@ -264,7 +265,7 @@ REQUEST_CASES = [
 
 
 @pytest.mark.parametrize(("api_key", "version"), REQUEST_CASES)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.binary(max_size=120))
 def test_any_bytes_decode_or_raise_invalid_request(api_key: int, version: int, data: bytes):
     """Hostile bodies: the reader raises InvalidRequestError and nothing else, and never

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis_budget import examples
 
 from odradek.errors import CorruptIndexError, IndexOffsetOverflowError, InvalidOffsetError
 from odradek.storage.offset_index import OffsetIndex, OffsetPosition
@@ -453,7 +454,7 @@ class OffsetIndexModel(RuleBasedStateMachine):
 
 
 OffsetIndexModel.TestCase.settings = settings(
-    max_examples=60,
+    max_examples=examples(60),
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

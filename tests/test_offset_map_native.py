@@ -8,6 +8,7 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from odradek.cleaner import batch_scan
 from odradek.cleaner.batch_keys import records_section
@@ -46,7 +47,7 @@ def _state(offset_map, keys) -> tuple:
     )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.lists(st.tuples(st.binary(max_size=300), st.integers(0, 2**62)), max_size=60),
     st.integers(3, 40),
@@ -141,7 +142,7 @@ def _run_filter_batches(offset_map, chunk: bytes, retain_deletes: bool) -> list:
         position += batch.size_in_bytes
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     st.lists(_batch, min_size=1, max_size=8),
     st.integers(0, 10),
@@ -229,7 +230,7 @@ def _mutate(data: bytes, seed: int) -> bytes:
     return bytes(mutated)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(_batch.map(lambda b: (b[0], CompressionType.NONE, b[2])), min_size=1, max_size=5),
     st.integers(0, 2**32),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from odradek.record.compression import CompressionType
 from odradek.record.record import INT32_MAX, Record, encode_record
@@ -124,7 +125,7 @@ def test_build_batch_accepts_three_tuples() -> None:
     assert list(batch.records()) == [Record(4, 1, b"k", b"v")]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     records=record_tuples,
     codec=st.sampled_from(list(CompressionType)),
@@ -172,7 +173,7 @@ def _reference_batch(records: list[tuple], base_offset: int) -> bytes:
     return bytes(batch)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(records=record_tuples, base_offset=st.integers(0, 2**50))
 def test_builder_writes_what_the_plain_encoder_writes(
     records: list[tuple], base_offset: int

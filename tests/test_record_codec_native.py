@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from odradek.client.consumer_record import ConsumerRecord
 from odradek.record import _record_codec
@@ -37,7 +38,7 @@ def both_write(out: bytes, *args):
     return outcomes
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     values=st.lists(fields, max_size=40),
     with_keys=st.booleans(),
@@ -145,7 +146,7 @@ def assert_same(native, python) -> None:
         assert [type(r.headers) for r in native] == [tuple] * len(native)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     records=records_lists,
     base_offset=st.one_of(st.integers(0, 2**40), st.just(INT64_MAX - 2)),
@@ -170,7 +171,7 @@ def test_read_records_matches_the_twin_on_valid_sections(
     assert native == [record for record in python if record.offset >= first_offset]
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     records=records_lists,
     data=st.data(),

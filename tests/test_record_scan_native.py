@@ -18,6 +18,7 @@ import crc32c as crc32c_package
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from odradek.config.log_config import LogConfig
 from odradek.errors import KafkaError
@@ -54,7 +55,7 @@ def assert_every_implementation_gives(view: memoryview, start: int, expected: in
             assert result == expected, name
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=st.binary(max_size=3000), start=st.integers(0, 2**32 - 1), skip=st.integers(0, 7))
 def test_crc32c_matches_the_package(data: bytes, start: int, skip: int) -> None:
     view = memoryview(data)[skip:]  # every alignment of the first byte
@@ -225,7 +226,7 @@ def batch_codecs(request: bytes) -> list[int]:
     return codecs
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     request=requests(),
     config=configs(),
@@ -248,7 +249,7 @@ def test_the_c_validation_agrees_with_python(
     _assert_agree(request, config, NOW, next_offset, epoch)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(request=requests(), config=configs(), next_offset=st.integers(0, 2**40))
 def test_the_c_validation_takes_every_valid_uncompressed_request(
     request: bytes, config: LogConfig, next_offset: int

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from odradek.protocol.frame import FrameDecoder, FrameError, encode_frame
 from odradek.server.frame_buffer import FIRST_BYTES
@@ -31,7 +32,7 @@ payload_sizes = st.one_of(
 )
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     sizes=st.lists(payload_sizes, min_size=1, max_size=6),
     chunk_sizes=st.lists(st.integers(1, 2 * RECEIVE_BUFFER_BYTES), min_size=1, max_size=5),
@@ -95,7 +96,7 @@ def test_a_frame_waits_when_the_pool_cannot_grow_its_buffer() -> None:
     assert pool.reserved == 0
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(
     sizes=st.lists(payload_sizes, min_size=1, max_size=6),
     chunk_sizes=st.lists(st.integers(1, 2 * RECEIVE_BUFFER_BYTES), min_size=1, max_size=5),
@@ -139,7 +140,7 @@ def kafka_request(correlation_id: int, size: int) -> bytes:
     return (18).to_bytes(2, "big") + bytes(2) + correlation_id.to_bytes(4, "big") + b"k" * size
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     sizes=st.lists(payload_sizes, min_size=1, max_size=6),
     chunk_sizes=st.lists(st.integers(1, 2 * RECEIVE_BUFFER_BYTES), min_size=1, max_size=5),

@@ -121,8 +121,10 @@ def bombs() -> dict[tuple[CompressionType, bool], bytes]:
     }
 
 
-@pytest.fixture
-def broker_under_limit(tmp_path: Path) -> Iterator[ServeProcess]:
+@pytest.fixture(scope="module")
+def broker_under_limit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    """One broker for every bomb: each test measures from its own baseline, and the broker
+    must serve on after all of them."""
     settings = {
         "message.max.bytes": MAX_MESSAGE_BYTES,
         "log.message.decompression.max.ratio": DECOMPRESSION_RATIO,
@@ -131,7 +133,7 @@ def broker_under_limit(tmp_path: Path) -> Iterator[ServeProcess]:
     }
     args = [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
     with ServeProcess(
-        tmp_path / "data",
+        tmp_path_factory.mktemp("bombs") / "data",
         *args,
         preexec_fn=limit_address_space,
         env={"MALLOC_ARENA_MAX": "2"},  # threads' arenas would reserve 64 MiB of space each

@@ -666,6 +666,7 @@ def test_what_a_kafka_client_wrote_reads_identically(
     assert rows_of(read(spark, bootstrap, topic)) == sorted(expected, key=by_position)
 
 
+@pytest.mark.spark
 def test_register_leaves_a_format_the_session_found_alone(spark: SparkSession) -> None:
     """Found through pyspark_odradek: registering again would replace it, with a warning."""
     assert odradek.spark.is_registered(spark)
