@@ -13,6 +13,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 
 from odradek.protocol.fetch import FetchPartition, FetchPartitionResponse
 from odradek.protocol.kafka.byte_reader import ByteReader
@@ -38,7 +39,6 @@ class KafkaFetchRequest:
 
 _FIXED_V4 = struct.Struct(">iiiib")  # replica_id, max_wait, min_bytes, max_bytes, isolation
 _SESSION = struct.Struct(">ii")
-_PARTITION_V4 = struct.Struct(">iqi")  # partition, fetch_offset, partition_max_bytes
 
 
 def read_fetch_request(frame: memoryview, offset: int, version: int) -> KafkaFetchRequest:
@@ -89,23 +89,31 @@ def read_fetch_request(frame: memoryview, offset: int, version: int) -> KafkaFet
     )
 
 
-def _read_partition(reader: ByteReader, topic: str, version: int, flexible: bool) -> FetchPartition:
-    if version < 5:  # partition, fetch_offset, partition_max_bytes
-        start = reader.position
-        reader.skip(_PARTITION_V4.size, "topics.partitions")
-        index, fetch_offset, max_bytes = reader.unpack_all(_PARTITION_V4, start)
-        return FetchPartition(topic, index, fetch_offset, max_bytes)
-    index = reader.int32("partitions.partition")
-    if version >= 9:
-        reader.skip(4, "partitions.current_leader_epoch")
-    fetch_offset = reader.int64("partitions.fetch_offset")
-    if version >= 12:
-        reader.skip(4, "partitions.last_fetched_epoch")
-    reader.skip(8, "partitions.log_start_offset")
-    max_bytes = reader.int32("partitions.partition_max_bytes")
+_PARTITION_LAYOUTS = {
+    # version: (layout, where partition, fetch_offset and partition_max_bytes are in it)
+    4: (struct.Struct(">iqi"), 0, 1, 2),
+    5: (struct.Struct(">iqqi"), 0, 1, 3),  # + log_start_offset
+    9: (struct.Struct(">iiqqi"), 0, 2, 4),  # + current_leader_epoch
+    12: (struct.Struct(">iiqiqi"), 0, 2, 5),  # + last_fetched_epoch
+}
+"""A partition's fixed fields, read in one step."""
+
+
+@cache
+def _partition_layout(version: int) -> tuple[struct.Struct, int, int, int]:
+    return _PARTITION_LAYOUTS[max(v for v in _PARTITION_LAYOUTS if v <= version)]
+
+
+def _read_partition(
+    reader: ByteReader, topic: str, version: int, flexible: bool
+) -> FetchPartition:
+    layout, index_at, offset_at, max_bytes_at = _partition_layout(version)
+    start = reader.position
+    reader.skip(layout.size, "topics.partitions")
+    values = reader.unpack_all(layout, start)
     if flexible:
         reader.skip_tagged_fields("partitions tagged fields")
-    return FetchPartition(topic, index, fetch_offset, max_bytes)
+    return FetchPartition(topic, values[index_at], values[offset_at], values[max_bytes_at])
 
 
 def _skip_top_level_tagged_fields(reader: ByteReader) -> None:

@@ -10,6 +10,7 @@ from odradek.protocol.kafka.message_codec import Payload
 
 _SIZE = struct.Struct(">i")
 _RESPONSE_HEADER_V0 = struct.Struct(">ii")
+_START = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 
 
 @dataclass(frozen=True)
@@ -37,9 +38,8 @@ def read_request_header(frame: memoryview, flexible: bool) -> KafkaRequestHeader
     """The whole header: v2 (with tagged fields) for flexible request versions, else v1. The
     client id is a legacy nullable string in both."""
     reader = ByteReader(frame)
-    api_key = reader.int16("api_key")
-    api_version = reader.int16("api_version")
-    correlation_id = reader.int32("correlation_id")
+    reader.skip(_START.size, "request header")
+    api_key, api_version, correlation_id = reader.unpack_all(_START, 0)
     client_id = reader.string(False, True, "client_id")
     if flexible:
         reader.skip_tagged_fields("request header tagged fields")
