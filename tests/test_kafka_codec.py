@@ -411,6 +411,12 @@ def test_the_hand_written_fetch_reader_agrees_with_the_schema(
 
     assert not isinstance(schema, Exception)
     assert hand == schema
+    # The usual shape is read by a shortcut; the reader that checks every field agrees.
+    from odradek.protocol.kafka.fetch_request import _read_checked, read_fetch_request
+
+    assert read_fetch_request(memoryview(data), 0, version) == _read_checked(
+        memoryview(data), 0, version
+    )
 
 
 @pytest.mark.parametrize("version", FETCH_VERSIONS)
@@ -517,3 +523,47 @@ def test_a_fetch_session_error_is_written_as_the_schema_writes_it(version: int) 
     written = write_fetch_response(KafkaFetchResponse((), 70), version)
 
     assert b"".join(bytes(p) for p in written) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    data=st.binary(max_size=40)
+    | st.builds(
+        lambda start, name, tail: start + len(name).to_bytes(2, "big") + name + tail,
+        st.binary(min_size=8, max_size=8),
+        st.binary(max_size=10),
+        st.binary(max_size=3),
+    ),
+    flexible=st.booleans(),
+)
+def test_the_request_header_reads_as_its_fields_or_raises(data: bytes, flexible: bool) -> None:
+    """The header's shortcut for the usual header against a reading of every field."""
+    from odradek.errors import InvalidRequestError
+    from odradek.protocol.kafka.byte_reader import ByteReader
+    from odradek.protocol.kafka.request_header import read_request_header
+
+    reader = ByteReader(memoryview(data))
+    try:
+        expected = (
+            reader.int16(),
+            reader.int16(),
+            reader.int32(),
+            reader.string(False, True),
+        )
+        if flexible:
+            reader.skip_tagged_fields()
+        expected += (reader.position,)
+    except InvalidRequestError:
+        expected = None
+    try:
+        header = read_request_header(memoryview(data), flexible)
+    except InvalidRequestError:
+        assert expected is None
+    else:
+        assert expected == (
+            header.api_key,
+            header.api_version,
+            header.correlation_id,
+            header.client_id,
+            header.body_offset,
+        )

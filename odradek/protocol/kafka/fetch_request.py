@@ -47,6 +47,108 @@ def read_fetch_request(frame: memoryview, offset: int, version: int) -> KafkaFet
     Raises InvalidRequestError naming the field when the bytes do not hold one. Bytes after
     the body are ignored, as the schema codec and Kafka's brokers do.
     """
+    try:
+        return _read_usual(frame, offset, version)
+    except (_Unusual, struct.error, IndexError, UnicodeDecodeError):
+        return _read_checked(frame, offset, version)
+
+
+class _Unusual(Exception):
+    """The request is not of the usual shape: the checked reader reads it (or says why not)."""
+
+
+_INT32_FIELD = struct.Struct(">i")
+_INT16_FIELD = struct.Struct(">h")
+
+
+def _read_usual(data: memoryview, position: int, version: int) -> KafkaFetchRequest:
+    """The usual request read in few steps: one-byte lengths when compact, no tagged fields,
+    no forgotten topics. Anything else (including a field cut short, which ``unpack_from``
+    or indexing raises for) is left to the checked reader."""
+    flexible = version >= FIRST_FLEXIBLE_VERSION
+    _, max_wait, min_bytes, max_bytes, isolation_level = _FIXED_V4.unpack_from(data, position)
+    position += _FIXED_V4.size
+    session_id, session_epoch = 0, -1
+    if version >= 7:
+        session_id, session_epoch = _SESSION.unpack_from(data, position)
+        position += _SESSION.size
+    layout, index_at, offset_at, max_bytes_at = _partition_layout(version)
+    partitions = []
+    topic_count, position = _usual_length(data, position, flexible)
+    for _ in range(topic_count):
+        size, position = _usual_string_size(data, position, flexible)
+        end = position + size
+        if end > len(data):
+            raise _Unusual
+        topic = str(data[position:end], "utf-8")
+        partition_count, position = _usual_length(data, end, flexible)
+        for _ in range(partition_count):
+            values = layout.unpack_from(data, position)
+            position += layout.size
+            if flexible:
+                if data[position]:
+                    raise _Unusual  # tagged fields
+                position += 1
+            partitions.append(
+                FetchPartition(topic, values[index_at], values[offset_at], values[max_bytes_at])
+            )
+        if flexible:
+            if data[position]:
+                raise _Unusual
+            position += 1
+    if version >= 7:
+        forgotten_count, position = _usual_length(data, position, flexible)
+        if forgotten_count:
+            raise _Unusual
+    if version >= 11:
+        size, position = _usual_string_size(data, position, flexible)
+        end = position + size
+        if end > len(data):
+            raise _Unusual
+        if size:
+            str(data[position:end], "utf-8")  # (checked as the schema codec does)
+        position = end
+    if flexible and data[position]:
+        raise _Unusual
+    return KafkaFetchRequest(
+        max_wait,
+        min_bytes,
+        max_bytes,
+        isolation_level,
+        session_id,
+        session_epoch,
+        tuple(partitions),
+    )
+
+
+def _usual_length(data: memoryview, position: int, flexible: bool) -> tuple[int, int]:
+    """An array's length and the position after it: a one-byte compact length, or int32."""
+    if flexible:
+        byte = data[position]
+        if byte == 0 or byte > 0x7F:
+            raise _Unusual
+        return byte - 1, position + 1
+    size = _INT32_FIELD.unpack_from(data, position)[0]
+    if size < 0:
+        raise _Unusual
+    return size, position + 4
+
+
+def _usual_string_size(data: memoryview, position: int, flexible: bool) -> tuple[int, int]:
+    if flexible:
+        byte = data[position]
+        if byte == 0 or byte > 0x7F:
+            raise _Unusual
+        return byte - 1, position + 1
+    size = _INT16_FIELD.unpack_from(data, position)[0]
+    if size < 0:
+        raise _Unusual
+    return size, position + 2
+
+
+def _read_checked(frame: memoryview, offset: int, version: int) -> KafkaFetchRequest:
+    """Any request, every length checked before it is used; InvalidRequestError naming the
+    field when the bytes do not hold one."""
     reader = ByteReader(frame, offset)
     flexible = version >= FIRST_FLEXIBLE_VERSION
     start = reader.position
@@ -104,9 +206,7 @@ def _partition_layout(version: int) -> tuple[struct.Struct, int, int, int]:
     return _PARTITION_LAYOUTS[max(v for v in _PARTITION_LAYOUTS if v <= version)]
 
 
-def _read_partition(
-    reader: ByteReader, topic: str, version: int, flexible: bool
-) -> FetchPartition:
+def _read_partition(reader: ByteReader, topic: str, version: int, flexible: bool) -> FetchPartition:
     layout, index_at, offset_at, max_bytes_at = _partition_layout(version)
     start = reader.position
     reader.skip(layout.size, "topics.partitions")
