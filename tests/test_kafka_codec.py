@@ -567,3 +567,63 @@ def test_the_request_header_reads_as_its_fields_or_raises(data: bytes, flexible:
             header.client_id,
             header.body_offset,
         )
+
+
+produce_requests = st.fixed_dictionaries(
+    {
+        "transactional_id": st.none() | names,
+        "acks": st.integers(-32768, 32767),
+        "timeout": int32s,
+        "topic_data": st.lists(
+            st.fixed_dictionaries(
+                {
+                    "name": names,
+                    "partition_data": st.lists(
+                        st.fixed_dictionaries(
+                            {"index": int32s, "records": st.none() | st.binary(max_size=300)}
+                        ),
+                        max_size=3,
+                    ),
+                }
+            ),
+            max_size=3,
+        ),
+    }
+)
+
+
+def _produce_read(read: Any, version: int, data: bytes) -> Any:
+    from odradek.errors import InvalidRequestError
+
+    try:
+        request = read(memoryview(data), 0, version)
+    except InvalidRequestError as error:
+        return type(error)
+    return (
+        request.transactional_id,
+        request.acks,
+        request.timeout_ms,
+        [
+            (p.topic, p.partition, None if p.records is None else bytes(p.records))
+            for p in request.partitions
+        ],
+    )
+
+
+@pytest.mark.parametrize("version", range(3, 13))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=produce_requests, cut=st.integers(0, 1000), noise=st.binary(min_size=1, max_size=4))
+def test_the_produce_shortcut_reads_as_the_checked_reader(
+    version: int, values: dict, cut: int, noise: bytes
+) -> None:
+    """The usual Produce is read by a shortcut: on valid, cut short and corrupted bodies it
+    reads what the reader that checks every field reads, or fails as it does."""
+    from odradek.protocol.kafka.produce_request import _read_checked, read_produce_request
+
+    spec = request_spec(PRODUCE, version)
+    data = b"".join(bytes(part) for part in encode_parts(spec, values))
+    cut = min(cut, len(data))
+    for body in (data, data[:cut], data[:cut] + noise + data[cut + len(noise) :]):
+        assert _produce_read(read_produce_request, version, body) == _produce_read(
+            _read_checked, version, body
+        )
