@@ -294,3 +294,337 @@ def test_a_huge_array_length_is_refused_before_allocating() -> None:
         assert tracemalloc.get_traced_memory()[1] < 1 << 20
     finally:
         tracemalloc.stop()
+
+
+# --- the hand-written Fetch reader and writer against the schema codec ------------------------
+
+FETCH = 1
+FETCH_VERSIONS = range(ADVERTISED[FETCH].min_version, ADVERTISED[FETCH].max_version + 1)
+int32s = st.integers(-(2**31), 2**31 - 1)
+int64s = st.integers(-(2**63), 2**63 - 1)
+names = st.text(max_size=6)
+fetch_partitions = st.fixed_dictionaries(
+    {
+        "partition": int32s,
+        "current_leader_epoch": int32s,
+        "fetch_offset": int64s,
+        "last_fetched_epoch": int32s,
+        "log_start_offset": int64s,
+        "partition_max_bytes": int32s,
+    }
+)
+fetch_requests = st.fixed_dictionaries(
+    {
+        "replica_id": int32s,
+        "max_wait": int32s,
+        "min_bytes": int32s,
+        "max_bytes": int32s,
+        "isolation_level": st.integers(-128, 127),
+        "session_id": int32s,
+        "session_epoch": int32s,
+        "topics": st.lists(
+            st.fixed_dictionaries(
+                {"topic": names, "partitions": st.lists(fetch_partitions, max_size=3)}
+            ),
+            max_size=3,
+        ),
+        "forgotten_topics_data": st.lists(
+            st.fixed_dictionaries({"topic": names, "partitions": st.lists(int32s, max_size=3)}),
+            max_size=2,
+        ),
+        "rack_id": names,
+        "cluster_id": st.none() | names,
+    }
+)
+
+
+def _schema_fetch(version: int, data: memoryview) -> tuple:
+    """What the handler reads of a Fetch request, through the schema codec."""
+    values = decode(request_spec(FETCH, version), data)
+    return (
+        values["max_wait"],
+        values["min_bytes"],
+        values["max_bytes"],
+        values["isolation_level"],
+        values.get("session_id", 0),
+        values.get("session_epoch", -1),
+        [
+            (topic["topic"], p["partition"], p["fetch_offset"], p["partition_max_bytes"])
+            for topic in values["topics"]
+            for p in topic["partitions"]
+        ],
+    )
+
+
+def _hand_fetch(version: int, data: memoryview) -> tuple:
+    from odradek.protocol.kafka.fetch_request import read_fetch_request
+
+    request = read_fetch_request(data, 0, version)
+    return (
+        request.max_wait_ms,
+        request.min_bytes,
+        request.max_bytes,
+        request.isolation_level,
+        request.session_id,
+        request.session_epoch,
+        [(p.topic, p.partition, p.fetch_offset, p.partition_max_bytes) for p in request.partitions],
+    )
+
+
+def _both_fetch_readers(version: int, data: bytes) -> tuple[Any, Any]:
+    """Each reader's result, or the InvalidRequestError it raised (nothing else may escape)."""
+    from odradek.errors import InvalidRequestError
+
+    results = []
+    for read in (_schema_fetch, _hand_fetch):
+        try:
+            results.append(read(version, memoryview(data)))
+        except InvalidRequestError as error:
+            results.append(error)
+    return results[0], results[1]
+
+
+def _assert_fetch_readers_agree(version: int, data: bytes) -> None:
+    from odradek.errors import InvalidRequestError
+
+    schema, hand = _both_fetch_readers(version, data)
+    if isinstance(schema, InvalidRequestError) and "cluster_id has length -1" in schema.message:
+        # Kafka's ClusterId is a nullable string: the hand-written reader takes a null one
+        # as Kafka does (the schema codec reads tagged fields as never null).
+        assert not isinstance(hand, Exception) or isinstance(hand, InvalidRequestError)
+        return
+    if isinstance(schema, InvalidRequestError):
+        assert isinstance(hand, InvalidRequestError), (schema.message, hand)
+    else:
+        assert hand == schema
+
+
+@pytest.mark.parametrize("version", FETCH_VERSIONS)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=fetch_requests, extra=st.binary(max_size=3))
+def test_the_hand_written_fetch_reader_agrees_with_the_schema(
+    version: int, values: dict, extra: bytes
+) -> None:
+    spec = request_spec(FETCH, version)
+    data = b"".join(bytes(part) for part in encode_parts(spec, values)) + extra
+
+    schema, hand = _both_fetch_readers(version, data)
+
+    assert not isinstance(schema, Exception)
+    assert hand == schema
+    # The usual shape is read by a shortcut; the reader that checks every field agrees.
+    from odradek.protocol.kafka.fetch_request import _read_checked, read_fetch_request
+
+    assert read_fetch_request(memoryview(data), 0, version) == _read_checked(
+        memoryview(data), 0, version
+    )
+
+
+@pytest.mark.parametrize("version", FETCH_VERSIONS)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=fetch_requests, cut=st.integers(0, 400), noise=st.binary(min_size=1, max_size=4))
+def test_truncated_and_corrupted_fetch_requests_fail_alike(
+    version: int, values: dict, cut: int, noise: bytes
+) -> None:
+    """Hostile bodies built from valid ones: cut short, or with bytes overwritten (lengths,
+    counts, varints, tags): the two readers fail alike or read the same values."""
+    spec = request_spec(FETCH, version)
+    data = b"".join(bytes(part) for part in encode_parts(spec, values))
+    cut = min(cut, len(data))
+
+    _assert_fetch_readers_agree(version, data[:cut])
+    _assert_fetch_readers_agree(version, data[:cut] + noise + data[cut + len(noise) :])
+
+
+@pytest.mark.parametrize("version", FETCH_VERSIONS)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.binary(max_size=120))
+def test_random_fetch_bytes_fail_alike(version: int, data: bytes) -> None:
+    _assert_fetch_readers_agree(version, data)
+
+
+@pytest.mark.parametrize("version", [4, 12])
+def test_a_fetch_claiming_huge_arrays_is_refused_before_allocating(version: int) -> None:
+    import tracemalloc
+
+    from odradek.errors import InvalidRequestError
+    from odradek.protocol.kafka.fetch_request import read_fetch_request
+
+    flexible = version >= 12
+    head = bytes(17 if version < 7 else 25)
+    huge = b"\xff\xff\xff\x7f" if flexible else b"\x7f\xff\xff\xff"
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidRequestError, match="topics has length"):
+            read_fetch_request(memoryview(head + huge), 0, version)
+        assert tracemalloc.get_traced_memory()[1] < 1 << 20
+    finally:
+        tracemalloc.stop()
+
+
+class _Region:
+    """A payload that is not bytes (as a file region is): it must become a part of its own."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+
+@pytest.mark.parametrize("version", FETCH_VERSIONS)
+@pytest.mark.parametrize("read_committed", [False, True])
+def test_the_hand_written_fetch_response_is_the_schemas(version: int, read_committed: bool):
+    from odradek.protocol.fetch import FetchPartitionResponse
+    from odradek.protocol.kafka.fetch_request import KafkaFetchResponse, write_fetch_response
+
+    region = _Region(300)
+    partitions = [
+        FetchPartitionResponse("a", 0, 0, None, 17, 3, 16, b"xyz"),
+        FetchPartitionResponse("a", 1, 1, "out of range", 5, 2, 5, b""),
+        FetchPartitionResponse("b" * 200, 4, 0, None, 9, 0, 9, region),
+        FetchPartitionResponse("a", 2, 0, None, 1, 0, 1, None),
+        FetchPartitionResponse("c", 7, 0, None, 2, 0, 2, region),
+    ]
+    topics: list[dict[str, Any]] = []
+    for p in partitions:
+        entry = {
+            "partition_index": p.partition,
+            "error_code": p.error,
+            "high_watermark": p.high_watermark,
+            "last_stable_offset": p.last_stable_offset,
+            "log_start_offset": p.log_start_offset,
+            "aborted_transactions": [] if read_committed else None,
+            "records": p.records,
+        }
+        if topics and topics[-1]["topic"] == p.topic:
+            topics[-1]["partitions"].append(entry)
+        else:
+            topics.append({"topic": p.topic, "partitions": [entry]})
+    values = {"throttle_time": 250, "error_code": 0, "session_id": 0, "responses": topics}
+    expected = encode_parts(response_spec(FETCH, version), values)
+
+    written = write_fetch_response(
+        KafkaFetchResponse(partitions, read_committed=read_committed), version, throttle_ms=250
+    )
+
+    assert [p if p is region else bytes(p) for p in written] == [
+        p if p is region else bytes(p) for p in expected
+    ]
+    assert sum(p is region for p in written) == 2
+
+
+@pytest.mark.parametrize("version", FETCH_VERSIONS)
+def test_a_fetch_session_error_is_written_as_the_schema_writes_it(version: int) -> None:
+    from odradek.protocol.kafka.fetch_request import KafkaFetchResponse, write_fetch_response
+
+    values = {"error_code": 70, "session_id": 0, "responses": []}
+    expected = b"".join(bytes(p) for p in encode_parts(response_spec(FETCH, version), values))
+
+    written = write_fetch_response(KafkaFetchResponse((), 70), version)
+
+    assert b"".join(bytes(p) for p in written) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    data=st.binary(max_size=40)
+    | st.builds(
+        lambda start, name, tail: start + len(name).to_bytes(2, "big") + name + tail,
+        st.binary(min_size=8, max_size=8),
+        st.binary(max_size=10),
+        st.binary(max_size=3),
+    ),
+    flexible=st.booleans(),
+)
+def test_the_request_header_reads_as_its_fields_or_raises(data: bytes, flexible: bool) -> None:
+    """The header's shortcut for the usual header against a reading of every field."""
+    from odradek.errors import InvalidRequestError
+    from odradek.protocol.kafka.byte_reader import ByteReader
+    from odradek.protocol.kafka.request_header import read_request_header
+
+    reader = ByteReader(memoryview(data))
+    try:
+        expected = (
+            reader.int16(),
+            reader.int16(),
+            reader.int32(),
+            reader.string(False, True),
+        )
+        if flexible:
+            reader.skip_tagged_fields()
+        expected += (reader.position,)
+    except InvalidRequestError:
+        expected = None
+    try:
+        header = read_request_header(memoryview(data), flexible)
+    except InvalidRequestError:
+        assert expected is None
+    else:
+        assert expected == (
+            header.api_key,
+            header.api_version,
+            header.correlation_id,
+            header.client_id,
+            header.body_offset,
+        )
+
+
+produce_requests = st.fixed_dictionaries(
+    {
+        "transactional_id": st.none() | names,
+        "acks": st.integers(-32768, 32767),
+        "timeout": int32s,
+        "topic_data": st.lists(
+            st.fixed_dictionaries(
+                {
+                    "name": names,
+                    "partition_data": st.lists(
+                        st.fixed_dictionaries(
+                            {"index": int32s, "records": st.none() | st.binary(max_size=300)}
+                        ),
+                        max_size=3,
+                    ),
+                }
+            ),
+            max_size=3,
+        ),
+    }
+)
+
+
+def _produce_read(read: Any, version: int, data: bytes) -> Any:
+    from odradek.errors import InvalidRequestError
+
+    try:
+        request = read(memoryview(data), 0, version)
+    except InvalidRequestError as error:
+        return type(error)
+    return (
+        request.transactional_id,
+        request.acks,
+        request.timeout_ms,
+        [
+            (p.topic, p.partition, None if p.records is None else bytes(p.records))
+            for p in request.partitions
+        ],
+    )
+
+
+@pytest.mark.parametrize("version", range(3, 13))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=produce_requests, cut=st.integers(0, 1000), noise=st.binary(min_size=1, max_size=4))
+def test_the_produce_shortcut_reads_as_the_checked_reader(
+    version: int, values: dict, cut: int, noise: bytes
+) -> None:
+    """The usual Produce is read by a shortcut: on valid, cut short and corrupted bodies it
+    reads what the reader that checks every field reads, or fails as it does."""
+    from odradek.protocol.kafka.produce_request import _read_checked, read_produce_request
+
+    spec = request_spec(PRODUCE, version)
+    data = b"".join(bytes(part) for part in encode_parts(spec, values))
+    cut = min(cut, len(data))
+    for body in (data, data[:cut], data[:cut] + noise + data[cut + len(noise) :]):
+        assert _produce_read(read_produce_request, version, body) == _produce_read(
+            _read_checked, version, body
+        )

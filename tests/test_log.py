@@ -76,6 +76,68 @@ def test_high_watermark_is_clamped_and_never_moves_back(partition_dir: Path) -> 
             log.maybe_increment_high_watermark(log.log_end_offset_metadata.__class__(6))
 
 
+def test_raising_the_high_watermark_does_not_wait_for_an_append(partition_dir: Path) -> None:
+    """The event loop raises the HW after each append while the append thread may be in the
+    next one: it must not wait for it."""
+    with open_log(partition_dir) as log:
+        log.append(batch(3))
+        end = log.log_end_offset_metadata
+        holding, release = threading.Event(), threading.Event()
+
+        def append_in_progress() -> None:
+            with log._lock:  # what an append (or a roll) holds for its whole write
+                holding.set()
+                release.wait(10)
+
+        holder = threading.Thread(target=append_in_progress)
+        holder.start()
+        try:
+            assert holding.wait(10)
+            started = time.monotonic()
+            assert log.maybe_increment_high_watermark(end) is not None
+            assert log.high_watermark == 3
+            assert time.monotonic() - started < 1
+        finally:
+            release.set()
+            holder.join()
+
+
+def test_the_high_watermark_stays_within_the_log_while_raised_and_truncated(
+    partition_dir: Path,
+) -> None:
+    """Raises from another thread race appends and truncations: the HW is never above the
+    log end, nor ever moves back but by a truncation."""
+    with open_log(partition_dir) as log:
+        stop = threading.Event()
+        seen: list[tuple[int, int]] = []
+
+        def raise_high_watermark() -> None:
+            while not stop.is_set():
+                try:
+                    log.maybe_increment_high_watermark(log.log_end_offset_metadata)
+                except ValueError:
+                    pass  # the end read was truncated before the raise: refused
+                seen.append((log.high_watermark, log.log_end_offset))
+
+        raiser = threading.Thread(target=raise_high_watermark)
+        raiser.start()
+        try:
+            for round_number in range(200):
+                log.append(batch(3))
+                if round_number % 3 == 2:
+                    log.truncate_to(log.log_end_offset - 4)
+                assert log.high_watermark <= log.log_end_offset
+        finally:
+            stop.set()
+            raiser.join()
+        log.maybe_increment_high_watermark(log.log_end_offset_metadata)
+        assert log.high_watermark == log.log_end_offset
+        assert [r.offset for r in records_of(log.read(0, 1 << 30))] == list(
+            range(log.log_end_offset)
+        )
+        assert seen
+
+
 def test_read_out_of_range_names_the_valid_range(partition_dir: Path) -> None:
     with open_log(partition_dir) as log:
         append(log, batch(3))

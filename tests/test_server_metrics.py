@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 
@@ -10,6 +11,8 @@ from server_helpers import batch, running_broker
 
 from odradek.protocol.api_versions import ApiVersionsRequest
 from odradek.protocol.fetch import FetchPartition, FetchRequest
+from odradek.protocol.header import RequestHeader
+from odradek.protocol.messages import encode_request
 from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest, DeleteTopicsRequest
 
@@ -63,3 +66,31 @@ def test_event_loop_lag_is_measured(tmp_path: Path) -> None:
         metrics['odradek_event_loop_lag_seconds_bucket{le="0.1"}']
         < (metrics["odradek_event_loop_lag_seconds_count"])
     ), "a 200 ms stall was not seen"
+
+
+def test_network_bytes_are_every_byte_received_and_sent(tmp_path: Path) -> None:
+    frame = b"".join(
+        bytes(part) for part in encode_request(RequestHeader(18, 0, 7, "c"), ApiVersionsRequest())
+    )
+    with running_broker(tmp_path) as broker:
+        before = broker.metrics()
+        responses = 0
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+            for _ in range(3):
+                sock.sendall(frame)
+                size = 4 + int.from_bytes(_receive(sock, 4), "big")
+                _receive(sock, size - 4)
+                responses += size
+            metrics = broker.metrics()
+    for name, expected in (("in", 3 * len(frame)), ("out", responses)):
+        total = f"odradek_network_bytes_{name}_total"
+        assert metrics[total] - before[total] == expected
+
+
+def _receive(sock: socket.socket, count: int) -> bytes:
+    data = b""
+    while len(data) < count:
+        chunk = sock.recv(count - len(data))
+        assert chunk, "the broker closed the connection"
+        data += chunk
+    return data

@@ -159,7 +159,7 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
 
     def buffer_updated(self, nbytes: int) -> None:
         self._last_active = self._loop.time()
-        self._metrics.bytes_in.inc(nbytes)
+        self._metrics.network.received += nbytes
         try:
             frames = self._reader.buffer_updated(nbytes)
         except FrameError as error:

@@ -12,8 +12,13 @@ from odradek.server.request_memory_pool import RequestMemoryPool
 
 FIRST_BYTES = 4096
 """A buffer starts at most this much past what has arrived."""
-MIN_GROWTH_BYTES = 64 * 1024
-"""Once full, a buffer doubles, to at least this much (and at most the frame's size)."""
+MIN_GROWTH_BYTES = 1024 * 1024
+"""Once full, a buffer doubles, to at least this much (and at most the frame's size): a frame
+of up to 1 MiB (a producer's batch, at most max.message.bytes by default) grows once, from what
+arrived first straight to its size, instead of through a copy at every doubling. A client
+claims that much only once it has sent the first buffer's bytes, and only within the pool."""
+MIN_STEP_BYTES = 64 * 1024
+"""The least a buffer grows by when the pool has no room for the usual step."""
 
 
 class FrameBuffer:
@@ -62,13 +67,19 @@ class FrameBuffer:
 
     def try_grow(self) -> bool:
         """Reserve the next size of a full buffer (applied on the next ``get_buffer``, when
-        no view of it is alive); False, and ``blocked``, if the pool has no room for it."""
-        capacity = min(self.size, max(2 * len(self._data), MIN_GROWTH_BYTES))
-        extra = capacity - self.reserved
-        self.blocked = extra > 0 and not self._pool.try_reserve(extra)
-        if not self.blocked:
-            self.reserved = max(capacity, self.reserved)
-        return not self.blocked
+        no view of it is alive); False, and ``blocked``, if the pool has no room for it. A
+        pool short of the usual step may still have room for a doubling: the frame
+        progresses with that."""
+        doubled = 2 * len(self._data)
+        for floor in (MIN_GROWTH_BYTES, MIN_STEP_BYTES):
+            capacity = min(self.size, max(doubled, floor))
+            extra = capacity - self.reserved
+            if extra <= 0 or self._pool.try_reserve(extra):
+                self.reserved = max(capacity, self.reserved)
+                self.blocked = False
+                return True
+        self.blocked = True
+        return False
 
     def take(self) -> tuple[bytearray, int]:
         """The whole frame's bytes and the bytes reserved for them, now the caller's to

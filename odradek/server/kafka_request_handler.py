@@ -11,6 +11,7 @@ KafkaGroupRequests.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import time
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from odradek.errors import (
     UnsupportedVersionError,
 )
 from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
-from odradek.protocol.fetch import FetchPartition, FetchRequest
+from odradek.protocol.fetch import FetchPartition, FetchPartitionResponse, FetchRequest
 from odradek.protocol.header import RequestHeader
 from odradek.protocol.init_producer_id import InitProducerIdRequest
 from odradek.protocol.isolation import IsolationLevel
@@ -36,6 +37,12 @@ from odradek.protocol.kafka.api_versions import (
     is_flexible_request,
     is_served,
     response_header_version,
+)
+from odradek.protocol.kafka.fetch_request import (
+    KafkaFetchRequest,
+    KafkaFetchResponse,
+    read_fetch_request,
+    write_fetch_response,
 )
 from odradek.protocol.kafka.message_codec import (
     Payload,
@@ -175,6 +182,8 @@ class KafkaRequestHandler:
             )
         if api_key == apis.PRODUCE:
             body = read_produce_request(frame, header.body_offset, api_version)
+        elif api_key == apis.FETCH:
+            body = read_fetch_request(frame, header.body_offset, api_version)
         else:
             body = decode(request_spec(api_key, api_version), frame, header.body_offset)
         return KafkaRequest(api_key, api_version, correlation_id, header.client_id, body)
@@ -218,18 +227,17 @@ class KafkaRequestHandler:
             if request.api_key == apis.PRODUCE:
                 produced = sum(len(p.records or b"") for p in request.body.partitions)
             elif request.api_key == apis.FETCH and body is not None:
-                fetched = sum(
-                    len(p["records"] or b"") for t in body["responses"] for p in t["partitions"]
-                )
+                fetched = sum(len(p.records or b"") for p in body.partitions)
             else:
                 request_s = time.perf_counter() - started
             throttle_ms = quotas.throttle_ms(context, produced, fetched, request_s)
         if body is None:
             return None
         if throttle_ms and fetched:  # answered without its records, as Kafka does
-            for topic in body["responses"]:
-                for partition in topic["partitions"]:
-                    partition["records"] = b""
+            body = dataclasses.replace(
+                body,
+                partitions=[dataclasses.replace(p, records=b"") for p in body.partitions],
+            )
         if throttle_ms and isinstance(body, dict):
             body["throttle_time"] = throttle_ms
         return self._frame(request, body, throttle_ms=throttle_ms)
@@ -257,6 +265,8 @@ class KafkaRequestHandler:
             parts = _legacy_produce_response(body, version)
         elif request.api_key == apis.PRODUCE:
             parts = [write_produce_response(body, version, throttle_ms)]
+        elif request.api_key == apis.FETCH:
+            parts = write_fetch_response(body, version, throttle_ms)
         else:
             parts = encode_parts(response_spec(request.api_key, version), body)
         header_version = response_header_version(request.api_key, version)
@@ -433,54 +443,36 @@ class KafkaRequestHandler:
 
     # --- Fetch -------------------------------------------------------------------------------
 
-    async def _fetch(self, request: KafkaRequest, context: RequestContext) -> dict:
-        body = request.body
-        if body.get("session_id", 0) != 0:
+    async def _fetch(self, request: KafkaRequest, context: RequestContext) -> KafkaFetchResponse:
+        body: KafkaFetchRequest = request.body
+        if body.session_id != 0:
             # Sessions are answered as sessionless (id 0); an incremental fetch in a session
             # this broker never created gets Kafka's error, and the client starts over.
-            return {"error_code": FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
-        entries = [
-            FetchPartition(
-                topic["topic"],
-                partition["partition"],
-                partition["fetch_offset"],
-                max(0, partition["partition_max_bytes"]),
-            )
-            for topic in body["topics"]
-            for partition in topic["partitions"]
-        ]
+            return KafkaFetchResponse((), FETCH_SESSION_ID_NOT_FOUND)
         fetch = FetchRequest(
-            tuple(entries),
-            max(0, body["max_wait"]),
-            max(0, body["min_bytes"]),
-            max(0, body.get("max_bytes", 2**31 - 1)),
+            _non_negative_sizes(body.partitions),
+            max(0, body.max_wait_ms),
+            max(0, body.min_bytes),
+            max(0, body.max_bytes),
             IsolationLevel.HIGH_WATERMARK,
         )
         response = await self._call(context, fetch)
-        read_committed = body.get("isolation_level", 0) == READ_COMMITTED
-        topics: list[dict[str, Any]] = []
-        for p in response.partitions:
-            high_watermark, last_stable, log_start = (
-                p.high_watermark,
-                p.last_stable_offset,
-                p.log_start_offset,
-            )
-            if p.error and p.error != TOPIC_AUTHORIZATION_FAILED:
-                high_watermark, last_stable, log_start = self._offsets(p.topic, p.partition)
-            entry = {
-                "partition_index": p.partition,
-                "error_code": p.error,
-                "high_watermark": high_watermark,
-                "last_stable_offset": last_stable,
-                "log_start_offset": log_start,
-                "aborted_transactions": [] if read_committed else None,
-                "records": p.records,
-            }
-            if topics and topics[-1]["topic"] == p.topic:
-                topics[-1]["partitions"].append(entry)
-            else:
-                topics.append({"topic": p.topic, "partitions": [entry]})
-        return {"error_code": 0, "session_id": 0, "responses": topics}
+        partitions = response.partitions
+        if any(p.error for p in partitions):
+            partitions = [self._with_offsets(p) if p.error else p for p in partitions]
+        return KafkaFetchResponse(partitions, read_committed=body.isolation_level == READ_COMMITTED)
+
+    def _with_offsets(self, p: FetchPartitionResponse) -> FetchPartitionResponse:
+        """A partition's failed read with the partition's offsets, as Kafka answers them."""
+        if p.error == TOPIC_AUTHORIZATION_FAILED:
+            return p
+        high_watermark, last_stable, log_start = self._offsets(p.topic, p.partition)
+        return dataclasses.replace(
+            p,
+            high_watermark=high_watermark,
+            last_stable_offset=last_stable,
+            log_start_offset=log_start,
+        )
 
     def _offsets(self, topic: str, partition: int) -> tuple[int, int, int]:
         """(high watermark, last stable offset, log start offset), -1s when unknown."""
@@ -586,6 +578,18 @@ class KafkaRequestHandler:
                 for topic in topics
             ]
         }
+
+
+def _non_negative_sizes(partitions: tuple[FetchPartition, ...]) -> tuple[FetchPartition, ...]:
+    """The partitions with a negative partition_max_bytes read as 0 (a client's nonsense
+    asks for nothing)."""
+    for p in partitions:
+        if p.partition_max_bytes < 0:
+            return tuple(
+                dataclasses.replace(p, partition_max_bytes=max(0, p.partition_max_bytes))
+                for p in partitions
+            )
+    return partitions
 
 
 def _delete_records_entry(p: Any) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from odradek.cleaner.log_cleaner import LogCleaner
 from odradek.errors import NONE, error_name_for
 from odradek.server.cleaner_collector import CleanerCollector
 from odradek.server.log_manager_collector import LogManagerCollector
+from odradek.server.network_bytes import NetworkBytes
 from odradek.server.partition_collector import PartitionCollector
 from odradek.server.request_stats import Latencies, RequestStats, Tally
 from odradek.storage.log_manager import LogManager
@@ -72,12 +73,8 @@ class BrokerMetrics:
             ["api", "error"],
             registry=registry,
         )
-        self.bytes_in = Counter(
-            "odradek_network_bytes_in", "Bytes received from clients.", registry=registry
-        )
-        self.bytes_out = Counter(
-            "odradek_network_bytes_out", "Bytes sent to clients.", registry=registry
-        )
+        self.network = NetworkBytes()
+        registry.register(self.network)
         self.fetch_bytes = Counter(
             "odradek_fetch_bytes",
             "Record bytes sent in fetch responses, by path: sendfile (zero copy) or copied "

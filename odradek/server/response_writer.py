@@ -129,10 +129,10 @@ class ResponseWriter:
     def _write_bytes(self, parts: Sequence[Payload]) -> None:
         if len(parts) == 1:
             self._transport.write(parts[0])
-            self._metrics.bytes_out.inc(len(parts[0]))
+            self._metrics.network.sent += len(parts[0])
         elif parts:
             self._transport.writelines(parts)
-            self._metrics.bytes_out.inc(sum(map(len, parts)))
+            self._metrics.network.sent += sum(map(len, parts))
 
     async def _send_region(self, region: FileRegion) -> None:
         await self._transport_drained()
@@ -140,7 +140,7 @@ class ResponseWriter:
         sent = await sender.send(region) if sender is not None and sender.supported else 0
         if sent:
             self._metrics.fetch_bytes.labels(SENDFILE).inc(sent)
-            self._metrics.bytes_out.inc(sent)
+            self._metrics.network.sent += sent
         if sent < len(region):
             await self._copy(region, sent)
 
@@ -155,7 +155,7 @@ class ResponseWriter:
             raise OSError(f"{slice_.path} ended at byte {position + len(data)} inside a slice")
         self._transport.write(data)
         self._metrics.fetch_bytes.labels(COPIED).inc(length)
-        self._metrics.bytes_out.inc(length)
+        self._metrics.network.sent += length
 
     def _sendfile_sender(self) -> SendfileSender | None:
         """The sender on this connection's socket; None when the transport is TLS (sendfile

@@ -94,6 +94,12 @@ class Log:
         self._next_offset_metadata = offsets.next_offset_metadata
         self._load_summary = offsets
         self._high_watermark = LogOffsetMetadata(self._log_start_offset)
+        # The HW moves under its own lock, so the event loop raising it after an append does
+        # not wait for the next append (or a roll) holding the log's. Whoever holds both takes
+        # the log's first. A raise checks the log end under this lock, and whatever lowers the
+        # log end (under the log's lock) lowers the HW under this one after moving the end:
+        # the HW never ends above the log end.
+        self._high_watermark_lock = threading.Lock()
         self._last_flush_ms = clock.milliseconds()
         # Durability point: changes to ``dir``'s entries (the files loading created, a roll's
         # new segment, ``.deleted`` renames) are counted, and the count the last completed
@@ -445,11 +451,16 @@ class Log:
         has it at hand)."""
         if active is None:
             active = self._segments.active_segment
+        previous_end = self._next_offset_metadata.message_offset
         self._next_offset_metadata = LogOffsetMetadata(
             offset, active.base_offset, active.log.size_in_bytes
         )
-        if self._high_watermark.message_offset >= offset:
-            self._high_watermark = self._next_offset_metadata
+        # An append (the end moves up) leaves a HW below the old end where it is: nothing can
+        # raise it past the new end. Anything else may lower it.
+        if offset < previous_end or self._high_watermark.message_offset >= offset:
+            with self._high_watermark_lock:
+                if self._high_watermark.message_offset >= offset:
+                    self._high_watermark = self._next_offset_metadata
 
     def _note_truncation(self, recovery_point: int) -> None:
         """Count a truncation and set the recovery point it leaves: a flush that began before
@@ -657,7 +668,7 @@ class Log:
 
     def update_high_watermark(self, high_watermark: int) -> int:
         """Set the HW, clamped into [log start offset, LEO]; return the value set."""
-        with self._lock:
+        with self._lock, self._high_watermark_lock:
             end = self._next_offset_metadata
             if high_watermark >= end.message_offset:
                 metadata = end
@@ -669,13 +680,15 @@ class Log:
     def maybe_increment_high_watermark(
         self, new_high_watermark: LogOffsetMetadata
     ) -> LogOffsetMetadata | None:
-        """Move the HW forward (never back); return the old value when it moved."""
-        if new_high_watermark.message_offset > self.log_end_offset:
-            raise ValueError(
-                f"high watermark {new_high_watermark.message_offset} of {self.topic_partition} "
-                f"would be above the log end offset {self.log_end_offset}"
-            )
-        with self._lock:
+        """Move the HW forward (never back); return the old value when it moved. Does not
+        wait for an append in progress (see ``_high_watermark_lock``)."""
+        with self._high_watermark_lock:
+            if new_high_watermark.message_offset > self._next_offset_metadata.message_offset:
+                raise ValueError(
+                    f"high watermark {new_high_watermark.message_offset} of "
+                    f"{self.topic_partition} would be above the log end offset "
+                    f"{self._next_offset_metadata.message_offset}"
+                )
             old = self._high_watermark
             if old.message_offset < new_high_watermark.message_offset or (
                 old.message_offset == new_high_watermark.message_offset
@@ -695,10 +708,13 @@ class Log:
             if high_watermark.message_offset_only:
                 offset = high_watermark.message_offset
                 if offset == self.log_end_offset:
-                    high_watermark = self._next_offset_metadata
+                    resolved = self._next_offset_metadata
                 else:
-                    high_watermark = self.convert_to_offset_metadata(offset)
-                self._high_watermark = high_watermark
+                    resolved = self.convert_to_offset_metadata(offset)
+                with self._high_watermark_lock:
+                    if self._high_watermark is high_watermark:  # (not raised meanwhile)
+                        self._high_watermark = resolved
+                high_watermark = resolved
             return high_watermark
 
     def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str) -> bool:
@@ -997,7 +1013,8 @@ class Log:
             self._log_start_offset = new_offset
             self._note_truncation(new_offset)
             self._next_offset_metadata = LogOffsetMetadata(new_offset, new_offset, 0)
-            self._high_watermark = self._next_offset_metadata
+            with self._high_watermark_lock:
+                self._high_watermark = self._next_offset_metadata
             self.producer_state.clear()
             self.producer_state.delete_snapshots(above=-1)
             self.leader_epoch_cache.clear()

@@ -139,6 +139,14 @@ class ByteReader:
         """``fmt`` unpacked at ``start`` (bytes the caller has taken already)."""
         return fmt.unpack_from(self._data, start)[0]
 
+    def unpack_all(self, fmt: struct.Struct, start: int) -> tuple[Any, ...]:
+        """Every value of ``fmt`` unpacked at ``start`` (bytes the caller has taken already)."""
+        return fmt.unpack_from(self._data, start)
+
+    def peek(self) -> int:
+        """The next byte, not taken (the caller checks one remains)."""
+        return self._data[self.position]
+
     def skip(self, count: int, what: str) -> None:
         self._take(count, what)
 

@@ -12,9 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from odradek.protocol.kafka.byte_reader import ByteReader
+from odradek.protocol.kafka.message_codec import write_unsigned_varint
 from odradek.protocol.produce import ProducePartitionResponse
 
 FIRST_FLEXIBLE_VERSION = 9
+_INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,106 @@ def read_produce_request(frame: memoryview, offset: int, version: int) -> KafkaP
 
     Raises InvalidRequestError naming the field when the bytes do not hold one.
     """
+    try:
+        return _read_usual(frame, offset, version)
+    except (_Unusual, struct.error, IndexError, UnicodeDecodeError):
+        return _read_checked(frame, offset, version)
+
+
+class _Unusual(Exception):
+    """The request is not of the usual shape: the checked reader reads it (or says why not)."""
+
+
+_ACKS_AND_TIMEOUT = struct.Struct(">hi")
+
+
+def _read_usual(data: memoryview, position: int, version: int) -> KafkaProduceRequest:
+    """The usual request read in few steps: no transactional id, one-byte compact array and
+    name lengths, no tagged fields. Anything else (including a field cut short, which
+    ``unpack_from`` or indexing raises for) is left to the checked reader."""
+    flexible = version >= FIRST_FLEXIBLE_VERSION
+    if flexible:
+        if data[position]:
+            raise _Unusual  # a transactional id
+        position += 1
+    else:
+        if _INT16.unpack_from(data, position)[0] != -1:
+            raise _Unusual
+        position += 2
+    acks, timeout_ms = _ACKS_AND_TIMEOUT.unpack_from(data, position)
+    position += _ACKS_AND_TIMEOUT.size
+    partitions = []
+    topic_count, position = _usual_size(data, position, flexible)
+    for _ in range(topic_count):
+        size, position = _usual_size(data, position, flexible, _INT16)
+        end = position + size
+        if end > len(data):
+            raise _Unusual
+        topic = str(data[position:end], "utf-8")
+        partition_count, position = _usual_size(data, end, flexible)
+        for _ in range(partition_count):
+            index = _INT32.unpack_from(data, position)[0]
+            position += 4
+            if flexible:
+                size, position = _records_size(data, position)
+            else:
+                size = _INT32.unpack_from(data, position)[0]
+                position += 4
+            if size < 0:
+                if size != -1:
+                    raise _Unusual
+                records = None
+            else:
+                end = position + size
+                if end > len(data):
+                    raise _Unusual
+                records = data[position:end]
+                position = end
+            if flexible:
+                if data[position]:
+                    raise _Unusual  # tagged fields
+                position += 1
+            partitions.append(ProducePartition(topic, index, records))
+        if flexible:
+            if data[position]:
+                raise _Unusual
+            position += 1
+    if flexible and data[position]:
+        raise _Unusual
+    return KafkaProduceRequest(None, acks, timeout_ms, partitions)
+
+
+def _usual_size(
+    data: memoryview, position: int, flexible: bool, legacy: struct.Struct = _INT32
+) -> tuple[int, int]:
+    """A length and the position after it: a one-byte compact length, or ``legacy``."""
+    if flexible:
+        byte = data[position]
+        if byte == 0 or byte > 0x7F:
+            raise _Unusual
+        return byte - 1, position + 1
+    size = legacy.unpack_from(data, position)[0]
+    if size < 0:
+        raise _Unusual
+    return size, position + legacy.size
+
+
+def _records_size(data: memoryview, position: int) -> tuple[int, int]:
+    """A compact nullable length (-1 for null): an unsigned varint of up to 5 bytes, minus 1."""
+    value = shift = 0
+    for _ in range(5):
+        byte = data[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value - 1, position
+        shift += 7
+    raise _Unusual
+
+
+def _read_checked(frame: memoryview, offset: int, version: int) -> KafkaProduceRequest:
+    """Any request, every length checked before it is used; InvalidRequestError naming the
+    field when the bytes do not hold one."""
     reader = ByteReader(frame, offset)
     flexible = version >= FIRST_FLEXIBLE_VERSION
     transactional_id = reader.string(flexible, True, "transactional_id")
@@ -62,10 +165,8 @@ def read_produce_request(frame: memoryview, offset: int, version: int) -> KafkaP
     return KafkaProduceRequest(transactional_id, acks, timeout_ms, partitions)
 
 
-_PARTITION = struct.Struct(">ihq")
-_INT64 = struct.Struct(">q")
-_INT32 = struct.Struct(">i")
-_INT16 = struct.Struct(">h")
+_PARTITION = struct.Struct(">ihqq")  # index, error, base offset, log append time
+_PARTITION_V5 = struct.Struct(">ihqqq")  # and the log start offset
 
 
 def write_produce_response(
@@ -75,22 +176,22 @@ def write_produce_response(
     the throttle time (a quota's), no tagged fields. The results are the broker's own
     (odradek's protocol answers with the same values)."""
     flexible = version >= FIRST_FLEXIBLE_VERSION
-    topics: list[tuple[str, list[ProducePartitionResponse]]] = []
-    for result in results:
-        if topics and topics[-1][0] == result.topic:
-            topics[-1][1].append(result)
-        else:
-            topics.append((result.topic, [result]))
+    if len(results) == 1:  # the usual: one partition
+        topics = [(results[0].topic, results)]
+    else:
+        topics = _by_topic(results)
     out = bytearray()
     _write_length(out, len(topics), flexible)
     for topic, partitions in topics:
         _write_string(out, topic, flexible)
         _write_length(out, len(partitions), flexible)
         for p in partitions:
-            out += _PARTITION.pack(p.partition, p.error, p.base_offset)
-            out += _INT64.pack(p.log_append_time_ms)
             if version >= 5:
-                out += _INT64.pack(p.log_start_offset)
+                out += _PARTITION_V5.pack(
+                    p.partition, p.error, p.base_offset, p.log_append_time_ms, p.log_start_offset
+                )
+            else:
+                out += _PARTITION.pack(p.partition, p.error, p.base_offset, p.log_append_time_ms)
             if version >= 8:
                 _write_length(out, 0, flexible)  # record_errors
                 _write_string(out, p.message, flexible)
@@ -104,9 +205,22 @@ def write_produce_response(
     return bytes(out)
 
 
+def _by_topic(
+    results: Sequence[ProducePartitionResponse],
+) -> list[tuple[str, Sequence[ProducePartitionResponse]]]:
+    """The results grouped by topic, in request order."""
+    topics: list[tuple[str, list[ProducePartitionResponse]]] = []
+    for result in results:
+        if topics and topics[-1][0] == result.topic:
+            topics[-1][1].append(result)
+        else:
+            topics.append((result.topic, [result]))
+    return topics
+
+
 def _write_length(out: bytearray, length: int, flexible: bool) -> None:
     if flexible:
-        _write_unsigned_varint(out, length + 1)
+        write_unsigned_varint(out, length + 1)
     else:
         out += _INT32.pack(length)
 
@@ -120,14 +234,7 @@ def _write_string(out: bytearray, value: str | None, flexible: bool) -> None:
         return
     encoded = value.encode()
     if flexible:
-        _write_unsigned_varint(out, len(encoded) + 1)
+        write_unsigned_varint(out, len(encoded) + 1)
     else:
         out += _INT16.pack(len(encoded))
     out += encoded
-
-
-def _write_unsigned_varint(out: bytearray, value: int) -> None:
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)

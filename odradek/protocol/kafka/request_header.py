@@ -10,6 +10,8 @@ from odradek.protocol.kafka.message_codec import Payload
 
 _SIZE = struct.Struct(">i")
 _RESPONSE_HEADER_V0 = struct.Struct(">ii")
+_START = struct.Struct(">hhi")  # api_key, api_version, correlation_id
+_START_AND_CLIENT_ID = struct.Struct(">hhih")  # and the client id's length
 
 
 @dataclass(frozen=True)
@@ -29,17 +31,28 @@ def read_request_start(frame: memoryview) -> tuple[int, int, int]:
 
     Raises InvalidRequestError when the frame is shorter than that.
     """
-    reader = ByteReader(frame)
-    return reader.int16("api_key"), reader.int16("api_version"), reader.int32("correlation_id")
+    if len(frame) < _START.size:
+        reader = ByteReader(frame)
+        reader.skip(_START.size, "request header (api_key, api_version, correlation_id)")
+    return _START.unpack_from(frame)
 
 
 def read_request_header(frame: memoryview, flexible: bool) -> KafkaRequestHeader:
     """The whole header: v2 (with tagged fields) for flexible request versions, else v1. The
     client id is a legacy nullable string in both."""
+    try:  # the usual header: a client id, no tagged fields
+        api_key, api_version, correlation_id, size = _START_AND_CLIENT_ID.unpack_from(frame)
+        end = _START_AND_CLIENT_ID.size + size
+        if size >= 0 and end <= len(frame) and not (flexible and frame[end]):
+            client_id = str(frame[_START_AND_CLIENT_ID.size : end], "utf-8")
+            return KafkaRequestHeader(
+                api_key, api_version, correlation_id, client_id, end + 1 if flexible else end
+            )
+    except (struct.error, IndexError, UnicodeDecodeError):
+        pass
     reader = ByteReader(frame)
-    api_key = reader.int16("api_key")
-    api_version = reader.int16("api_version")
-    correlation_id = reader.int32("correlation_id")
+    reader.skip(_START.size, "request header")
+    api_key, api_version, correlation_id = reader.unpack_all(_START, 0)
     client_id = reader.string(False, True, "client_id")
     if flexible:
         reader.skip_tagged_fields("request header tagged fields")
