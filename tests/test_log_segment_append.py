@@ -229,3 +229,15 @@ def test_the_time_index_takes_the_max_timestamp_at_each_entry_only_when_it_grew(
     for offset, timestamp in ((4, t + 5), (5, t + 5), (6, t + 6), (7, t + 6)):
         assert appended(segment, config, offset, timestamp=timestamp)
     assert time_entries(segment) == [(t, 0), (t + 5, 3), (t + 6, 6)]
+
+
+def test_a_time_index_without_room_does_not_fail_the_close(tmp_path: Path) -> None:
+    """A time index whose file got no space (the process ran out of descriptors at the roll)
+    cannot take the final entry at close; the segment still closes, its records whole."""
+    segment = LogSegment.open(tmp_path, 0, LogConfig(), MockClock(BASE_TIME_MS))
+    records, last_offset, _ = assigned(batch(3, value_size=100), 0)
+    segment.append(last_offset, records)
+    segment.time_index.resize(0)
+    assert segment.time_index.is_full
+    segment.close()
+    assert (tmp_path / "00000000000000000000.log").read_bytes() == bytes(records)

@@ -545,11 +545,22 @@ class LogSegment:
                 return
             latest = self._max_timestamp_and_offset
             if latest is not None and latest[0] >= 0:
-                self.time_index.maybe_append(*latest, skip_full_check=True)
+                self._append_final_time_index_entry(*latest)
             self._closed = True
             self._offset_index.close()
             self._time_index.close()
             self.log.close()
+
+    def _append_final_time_index_entry(self, timestamp: int, offset: int) -> None:
+        """The segment's largest timestamp, indexed at close. A time index left without any
+        room (its file could not be sized: the process ran out of descriptors at the roll)
+        goes without it: lookups by time then scan further, and the close goes on."""
+        try:
+            self.time_index.maybe_append(timestamp, offset, skip_full_check=True)
+        except ValueError as error:
+            if not self.time_index.is_full:
+                raise
+            logger.warning("%s: no final time index entry at close: %s", self.log.path, error)
 
     def close_handlers(self) -> None:
         """Close the file descriptors without trimming anything (before a deletion)."""
