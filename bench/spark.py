@@ -350,7 +350,7 @@ def client_costs(bootstrap: str) -> None:
 
 # -- first results --------------------------------------------------------------------------------
 
-FIRST_RESULTS_RUN = Path(__file__).with_name("first_results_run.py")
+FIRST_RESULTS_RUN = Path(__file__).resolve().with_name("first_results_run.py")
 FIRST_PHASES = (
     ("Python start", "spawned", "interpreter"),
     ("imports (pyspark, odradek)", "interpreter", "imported"),
@@ -382,6 +382,7 @@ class SeenProcess:
     kind: str
     started: float
     last_seen: float
+    cpu_s: float = 0.0
 
 
 def process_label(command: list[str], parent_label: str | None) -> str:
@@ -412,13 +413,15 @@ def command_line(pid: int) -> list[str]:
 
 
 def watch_processes(root: int, seen: dict[int, SeenProcess], stop: threading.Event) -> None:
-    """Record every process under ``root`` every 50 ms until ``stop``; start times come from
-    /proc (clock ticks since boot), so only a process shorter than 50 ms is missed."""
+    """Record every process under ``root`` and its CPU time (user + system) every 50 ms until
+    ``stop``; start times come from /proc (clock ticks since boot), so only a process shorter
+    than 50 ms is missed."""
     tick = os.sysconf("SC_CLK_TCK")
     while not stop.is_set():
         boot_minus_monotonic = time.clock_gettime(time.CLOCK_BOOTTIME) - time.monotonic()
         parents: dict[int, int] = {}
         started: dict[int, float] = {}
+        cpu: dict[int, float] = {}
         for entry in Path("/proc").glob("[0-9]*"):
             try:
                 fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
@@ -427,10 +430,12 @@ def watch_processes(root: int, seen: dict[int, SeenProcess], stop: threading.Eve
             pid = int(entry.name)
             parents[pid] = int(fields[1])
             started[pid] = int(fields[19]) / tick - boot_minus_monotonic
+            cpu[pid] = (int(fields[11]) + int(fields[12])) / tick
         now = time.monotonic()
         for pid, parent in sorted(parents.items(), key=lambda item: started[item[0]]):
             if pid in seen:
                 seen[pid].last_seen = now
+                seen[pid].cpu_s = cpu[pid]
                 if seen[pid].kind in ("bash", "sh"):  # spark-class execs the JVM
                     seen[pid].kind = process_label(command_line(pid), None)
                 continue
@@ -442,7 +447,7 @@ def watch_processes(root: int, seen: dict[int, SeenProcess], stop: threading.Eve
             command = command_line(pid)
             parent_seen = seen.get(parent)
             label = process_label(command, parent_seen.kind if parent_seen else None)
-            seen[pid] = SeenProcess(label, started[pid], now)
+            seen[pid] = SeenProcess(label, started[pid], now, cpu[pid])
         stop.wait(0.05)
 
 
@@ -484,14 +489,17 @@ def first_results_run(bootstrap: str, tree: Path, run: int, workdir: Path) -> di
     watcher = threading.Thread(target=watch_processes, args=(process.pid, seen, stop))
     watcher.start()
     try:
-        output, _ = process.communicate(timeout=600)
+        assert process.stdout is not None
+        output = process.stdout.readline()  # printed once the first counts are written
+        cpu_at_first = [(p.kind, p.cpu_s) for p in list(seen.values())]
+        process.communicate(timeout=600)
     finally:
         stop.set()
         watcher.join()
         reader.join()
     if process.returncode != 0:
         raise RuntimeError(f"the run from {tree} failed; see {rundir / 'stderr'}")
-    result = json.loads(output.splitlines()[-1])
+    result = json.loads(output)
     marks = result["marks"]
     marks["trigger ended"] = (
         marks["trigger started"] + result["durationMs"]["triggerExecution"] / 1000
@@ -504,7 +512,24 @@ def first_results_run(bootstrap: str, tree: Path, run: int, workdir: Path) -> di
         (p.kind, p.started - spawned, p.last_seen - spawned)
         for p in sorted(seen.values(), key=lambda p: p.started)
     ]
-    return {"marks": marks, "durationMs": result["durationMs"], "processes": processes}
+    cpu: dict[str, float] = dict.fromkeys(CPU_GROUPS, 0.0)
+    for kind, seconds in cpu_at_first:
+        cpu[cpu_group(kind)] += seconds
+    return {"marks": marks, "durationMs": result["durationMs"], "processes": processes, "cpu": cpu}
+
+
+CPU_GROUPS = ("the job's Python process", "Spark's JVM", "Spark's Python workers", "other")
+
+
+def cpu_group(kind: str) -> str:
+    """Which of CPU_GROUPS a process under a run belongs to, by its label."""
+    if kind.startswith("python ") and str(FIRST_RESULTS_RUN) in kind:
+        return CPU_GROUPS[0]
+    if kind in ("Spark JVM", "JVM launcher"):
+        return CPU_GROUPS[1]
+    if kind.startswith(("python ", "fork of ")):
+        return CPU_GROUPS[2]
+    return CPU_GROUPS[3]
 
 
 def first_results(bootstrap: str, baseline: Path | None, rounds: int) -> None:
@@ -560,6 +585,10 @@ def first_results(bootstrap: str, baseline: Path | None, rounds: int) -> None:
             "start to counts readable",
             {n: [r["marks"]["counts readable"] for r in runs[n]] for n in trees},
         )
+    print("  CPU seconds up to the first counts (less moved by the load than the times):")
+    for group in CPU_GROUPS:
+        row(f"  {group}", {n: [r["cpu"][group] for r in runs[n]] for n in trees})
+    row("  all", {n: [sum(r["cpu"].values()) for r in runs[n]] for n in trees})
     for name in trees:
         print(f"  processes under the last run of {name} (started, last seen; s after spawn):")
         for kind, started, last_seen in runs[name][-1]["processes"]:
