@@ -436,7 +436,7 @@ def watch_processes(root: int, seen: dict[int, SeenProcess], stop: threading.Eve
             if pid in seen:
                 seen[pid].last_seen = now
                 seen[pid].cpu_s = cpu[pid]
-                if seen[pid].kind in ("bash", "sh"):  # spark-class execs the JVM
+                if seen[pid].kind in ("bash", "sh", "?"):  # spark-class execs the JVM
                     seen[pid].kind = process_label(command_line(pid), None)
                 continue
             ancestor = parent
