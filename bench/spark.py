@@ -498,7 +498,8 @@ def first_results_run(bootstrap: str, tree: Path, run: int, workdir: Path) -> di
         watcher.join()
         reader.join()
     if process.returncode != 0:
-        raise RuntimeError(f"the run from {tree} failed; see {rundir / 'stderr'}")
+        last_lines = (rundir / "stderr").read_text().splitlines()[-20:]
+        raise RuntimeError(f"the run from {tree} failed:\n" + "\n".join(last_lines))
     result = json.loads(output)
     marks = result["marks"]
     marks["trigger ended"] = (
