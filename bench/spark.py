@@ -25,23 +25,36 @@ target: well under the 5 s trigger, under ~1 s on a quiet machine). In the same 
 what a write task spends on its producer, a new one per task against one kept in the Python
 worker (as the sink does), and what a read task spends opening its consumer.
 
+First results (``--only first-results`` or ``all``): the time from starting the example's
+streaming job to its first counts, phase by phase (the interpreter, the imports, the admin
+client, the JVM and SparkSession, registering the format, the schema, the query's start, the
+first micro-batch with Spark's ``durationMs``), and the processes Spark starts on the way (its
+JVM, each Python daemon and worker, when it started). Every run is a fresh process
+(bench/first_results_run.py) with a fresh checkpoint, on 5 clicks. ``--baseline DIR`` runs
+another checkout's example (its ``examples`` and ``odradek``; build its C modules in place) in
+interleaved rounds with this one's; ``--rounds`` of them (default 5). Prints medians with the
+range, and the load average: on a shared machine only the side-by-side ratio means much.
+
 Asserts nothing. Usage: ``PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/spark.py
-[--only all|throughput|micro-batches] [--records 1000000] [--partitions 4] [--master local[2]]
-[--repeat 3] [--micro-batches 10]``.
+[--only all|throughput|micro-batches|first-results] [--records 1000000] [--partitions 4]
+[--master local[2]] [--repeat 3] [--micro-batches 10] [--rounds 5] [--baseline ../main]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -335,6 +348,254 @@ def client_costs(bootstrap: str) -> None:
         )
 
 
+# -- first results --------------------------------------------------------------------------------
+
+FIRST_RESULTS_RUN = Path(__file__).resolve().with_name("first_results_run.py")
+FIRST_PHASES = (
+    ("Python start", "spawned", "interpreter"),
+    ("imports (pyspark, odradek)", "interpreter", "imported"),
+    ("topics (admin client)", "imported", "topics"),
+    ("JVM, SparkSession", "session called", "session returned"),
+    ("register the format", "register called", "register returned"),
+    ("readStream.load (schema)", "load called", "load returned"),
+    ("writeStream.start", "start called", "start returned"),
+    ("to micro-batch 0's trigger", "start returned", "trigger started"),
+    ("micro-batch 0", "trigger started", "trigger ended"),
+    ("to its progress, seen", "trigger ended", "progress seen"),
+)
+"""Each step from the process's start to the first counts: (name, from mark, to mark)."""
+BATCH_PHASES = (
+    "latestOffset",
+    "queryPlanning",
+    "getBatch",
+    "addBatch",
+    "walCommit",
+    "commitOffsets",
+)
+
+
+@dataclass
+class SeenProcess:
+    """A process seen under a run: what it runs, when it started and when it was last seen
+    (both on the monotonic clock)."""
+
+    kind: str
+    started: float
+    last_seen: float
+    cpu_s: float = 0.0
+
+
+def process_label(command: list[str], parent_label: str | None) -> str:
+    """What a process under a run is: the JVM launcher, Spark's JVM, or a Python process with
+    the module it runs (and the worker module a daemon forks for; a worker forked from a daemon
+    says so)."""
+    if not command:
+        return "?"
+    program = Path(command[0]).name
+    if program == "java":
+        return "JVM launcher" if "org.apache.spark.launcher.Main" in command else "Spark JVM"
+    if program.startswith("python"):
+        arguments = command[command.index("-m") :] if "-m" in command else command[1:]
+        label = "python " + " ".join(arguments)[:70]
+        if parent_label == label and "pyspark.daemon" in arguments:
+            return label.replace("python -m pyspark.daemon", "fork of pyspark.daemon")
+        return label
+    return program
+
+
+def command_line(pid: int) -> list[str]:
+    """The command line of process ``pid``, empty once it is gone."""
+    try:
+        command = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in command if part]
+
+
+def watch_processes(root: int, seen: dict[int, SeenProcess], stop: threading.Event) -> None:
+    """Record every process under ``root`` and its CPU time (user + system) every 50 ms until
+    ``stop``; start times come from /proc (clock ticks since boot), so only a process shorter
+    than 50 ms is missed."""
+    tick = os.sysconf("SC_CLK_TCK")
+    while not stop.is_set():
+        boot_minus_monotonic = time.clock_gettime(time.CLOCK_BOOTTIME) - time.monotonic()
+        parents: dict[int, int] = {}
+        started: dict[int, float] = {}
+        cpu: dict[int, float] = {}
+        for entry in Path("/proc").glob("[0-9]*"):
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            pid = int(entry.name)
+            parents[pid] = int(fields[1])
+            started[pid] = int(fields[19]) / tick - boot_minus_monotonic
+            cpu[pid] = (int(fields[11]) + int(fields[12])) / tick
+        now = time.monotonic()
+        for pid, parent in sorted(parents.items(), key=lambda item: started[item[0]]):
+            if pid in seen:
+                seen[pid].last_seen = now
+                seen[pid].cpu_s = cpu[pid]
+                if seen[pid].kind in ("bash", "sh", "?"):  # spark-class execs the JVM
+                    seen[pid].kind = process_label(command_line(pid), None)
+                continue
+            ancestor = parent
+            while ancestor not in (root, 0, 1) and ancestor in parents:
+                ancestor = parents[ancestor]
+            if ancestor != root and pid != root:
+                continue
+            command = command_line(pid)
+            parent_seen = seen.get(parent)
+            label = process_label(command, parent_seen.kind if parent_seen else None)
+            seen[pid] = SeenProcess(label, started[pid], now, cpu[pid])
+        stop.wait(0.05)
+
+
+def first_counts_readable(bootstrap: str, topic: str, stop: threading.Event) -> float | None:
+    """When the first record of ``topic`` could be read (monotonic), or None if ``stop`` came
+    first."""
+    with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+        while not stop.is_set():
+            if consumer.poll(100):
+                return time.monotonic()
+    return None
+
+
+def first_results_run(bootstrap: str, tree: Path, run: int, workdir: Path) -> dict:
+    """Start the example's streaming job from checkout ``tree`` in a fresh process, on fresh
+    topics holding CLICKS_PER_BATCH clicks; its marks (seconds after the spawn), the first
+    micro-batch's durations and the processes that ran under it."""
+    clicks, counts = f"clicks-{run}", f"click-counts-{run}"
+    ensure_pipeline_topics(bootstrap, clicks, counts)
+    generate_clicks(bootstrap, CLICKS_PER_BATCH, topic=clicks, seed=run)
+    rundir = workdir / f"run-{run}"
+    rundir.mkdir()
+    environment = {**os.environ, "PYTHONPATH": str(tree), "PYSPARK_PYTHON": sys.executable}
+    command = [sys.executable, str(FIRST_RESULTS_RUN), str(tree / "examples"), bootstrap]
+    command += [clicks, counts, str(rundir / "checkpoint")]
+    stop = threading.Event()
+    readable: list[float | None] = []
+    reader = threading.Thread(
+        target=lambda: readable.append(first_counts_readable(bootstrap, counts, stop))
+    )
+    reader.start()
+    seen: dict[int, SeenProcess] = {}
+    spawned = time.monotonic()
+    with open(rundir / "stderr", "w") as stderr:
+        process = subprocess.Popen(
+            command, cwd=rundir, env=environment, stdout=subprocess.PIPE, stderr=stderr, text=True
+        )
+    watcher = threading.Thread(target=watch_processes, args=(process.pid, seen, stop))
+    watcher.start()
+    try:
+        assert process.stdout is not None
+        output = process.stdout.readline()  # printed once the first counts are written
+        cpu_at_first = [(p.kind, p.cpu_s) for p in list(seen.values())]
+        process.communicate(timeout=600)
+    finally:
+        stop.set()
+        watcher.join()
+        reader.join()
+    if process.returncode != 0:
+        last_lines = (rundir / "stderr").read_text().splitlines()[-20:]
+        raise RuntimeError(f"the run from {tree} failed:\n" + "\n".join(last_lines))
+    result = json.loads(output)
+    marks = result["marks"]
+    marks["trigger ended"] = (
+        marks["trigger started"] + result["durationMs"]["triggerExecution"] / 1000
+    )
+    marks = {name: at - spawned for name, at in marks.items()}
+    marks["spawned"] = 0.0
+    if readable and readable[0] is not None:
+        marks["counts readable"] = readable[0] - spawned
+    processes = [
+        (p.kind, p.started - spawned, p.last_seen - spawned)
+        for p in sorted(seen.values(), key=lambda p: p.started)
+    ]
+    cpu: dict[str, float] = dict.fromkeys(CPU_GROUPS, 0.0)
+    for kind, seconds in cpu_at_first:
+        cpu[cpu_group(kind)] += seconds
+    return {"marks": marks, "durationMs": result["durationMs"], "processes": processes, "cpu": cpu}
+
+
+CPU_GROUPS = ("the job's Python process", "Spark's JVM", "Spark's Python workers", "other")
+
+
+def cpu_group(kind: str) -> str:
+    """Which of CPU_GROUPS a process under a run belongs to, by its label."""
+    if kind.startswith("python ") and str(FIRST_RESULTS_RUN) in kind:
+        return CPU_GROUPS[0]
+    if kind in ("Spark JVM", "JVM launcher"):
+        return CPU_GROUPS[1]
+    if kind.startswith(("python ", "fork of ")):
+        return CPU_GROUPS[2]
+    return CPU_GROUPS[3]
+
+
+def first_results(bootstrap: str, baseline: Path | None, rounds: int) -> None:
+    """Time the example's streaming job from its process's start to its first counts, phase by
+    phase, ``rounds`` times; against ``baseline`` (another checkout) in interleaved runs."""
+    here = Path(__file__).resolve().parents[1]
+    trees = {"this checkout": here} | ({"baseline": baseline.resolve()} if baseline else {})
+    runs: dict[str, list[dict]] = {name: [] for name in trees}
+    loads = [os.getloadavg()[0]]
+    with tempfile.TemporaryDirectory() as workdir:
+        number = 0
+        for round_number in range(rounds):
+            order = list(trees) if round_number % 2 == 0 else list(reversed(trees))
+            for name in order:
+                runs[name].append(first_results_run(bootstrap, trees[name], number, Path(workdir)))
+                loads.append(os.getloadavg()[0])
+                number += 1
+    print(
+        f"first results: examples/count_clicks.py stream on {CLICKS_PER_BATCH} clicks, fresh "
+        f"process and checkpoint, {rounds} interleaved rounds; load average (1 min) "
+        f"{statistics.median(loads):.1f} median, {min(loads):.1f}-{max(loads):.1f}"
+    )
+    for name, tree in trees.items():
+        print(f"  {name}: {tree}")
+    print("  seconds, median (min-max)" + "".join(f" | {name:>22s}" for name in trees))
+
+    def row(label: str, values: dict[str, list[float]]) -> None:
+        cells = "".join(
+            f" | {statistics.median(v):6.2f} ({min(v):5.2f}-{max(v):5.2f})" for v in values.values()
+        )
+        print(f"  {label:33s}{cells}")
+
+    def span(run: dict, start: str, end: str) -> float:
+        return run["marks"][end] - run["marks"][start]
+
+    for label, start, end in FIRST_PHASES:
+        row(label, {name: [span(r, start, end) for r in runs[name]] for name in trees})
+        if label == "micro-batch 0":
+            for phase in BATCH_PHASES:
+                row(
+                    f"  {phase}",
+                    {
+                        name: [r["durationMs"].get(phase, 0) / 1000 for r in runs[name]]
+                        for name in trees
+                    },
+                )
+    row(
+        "total: start to progress seen",
+        {n: [span(r, "spawned", "progress seen") for r in runs[n]] for n in trees},
+    )
+    if all("counts readable" in r["marks"] for rs in runs.values() for r in rs):
+        row(
+            "start to counts readable",
+            {n: [r["marks"]["counts readable"] for r in runs[n]] for n in trees},
+        )
+    print("  CPU seconds up to the first counts (less moved by the load than the times):")
+    for group in CPU_GROUPS:
+        row(f"  {group}", {n: [r["cpu"][group] for r in runs[n]] for n in trees})
+    row("  all", {n: [sum(r["cpu"].values()) for r in runs[n]] for n in trees})
+    for name in trees:
+        print(f"  processes under the last run of {name} (started, last seen; s after spawn):")
+        for kind, started, last_seen in runs[name][-1]["processes"]:
+            print(f"    {started:6.2f} {last_seen:6.2f}  {kind}")
+
+
 def throughput(bootstrap: str, records: int, partitions: int, master: str, repeat: int) -> None:
     produced = fill(bootstrap, "bench", partitions, records)
     fill(bootstrap, "warm-up", 1, 1000)
@@ -357,14 +618,20 @@ def throughput(bootstrap: str, records: int, partitions: int, master: str, repea
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("all", "throughput", "micro-batches"), default="all")
+    parser.add_argument(
+        "--only", choices=("all", "throughput", "micro-batches", "first-results"), default="all"
+    )
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--micro-batches", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=5, help="first results: rounds")
+    parser.add_argument("--baseline", type=Path, help="first results: a checkout to compare")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, broker(Path(tmp) / "data") as bootstrap:
+        if args.only in ("all", "first-results"):
+            first_results(bootstrap, args.baseline, args.rounds)
         if args.only in ("all", "micro-batches"):  # first: its session start is a cold one
             micro_batches(bootstrap, args.micro_batches)
             client_costs(bootstrap)

@@ -85,8 +85,11 @@ def latest_counts(
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
 
-def local_session() -> SparkSession:
-    """A local Spark session on loopback whose Python workers run this interpreter."""
+def local_session(ui: bool = False) -> SparkSession:
+    """A local Spark session on loopback whose Python workers run this interpreter.
+
+    Without ``ui`` it starts no web UI: the job prints its own progress, and the UI's server
+    is part of the session's start (``--ui`` serves it on http://127.0.0.1:4040)."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     spark = (
         SparkSession.builder.master("local[2]")
@@ -95,7 +98,9 @@ def local_session() -> SparkSession:
         .config("spark.pyspark.python", sys.executable)
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
+        # The counts' shuffle: one partition per core, not Spark's 200 (each a task).
         .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", str(ui).lower())
         .config("spark.ui.showConsoleProgress", "false")
         .getOrCreate()
     )
@@ -119,7 +124,7 @@ def run_until_interrupted(query: StreamingQuery) -> None:
     )
     reported = -1
     while query.isActive and not interrupted.is_set():
-        query.awaitTermination(1)
+        query.awaitTermination(0.2)  # a micro-batch's line shows at most 0.2 s after it ends
         progress = query.lastProgress
         if progress and progress["batchId"] != reported:
             reported = progress["batchId"]
@@ -147,11 +152,12 @@ def main() -> None:
     parser.add_argument("--bootstrap", default="127.0.0.1:9092")
     parser.add_argument("--checkpoint", default="./checkpoints/count-clicks")
     parser.add_argument("--available-now", action="store_true", help="stream: catch up, stop")
+    parser.add_argument("--ui", action="store_true", help="serve Spark's web UI on port 4040")
     args = parser.parse_args()
     ensure_pipeline_topics(args.bootstrap)
     print("starting a local Spark session (the JVM takes a while)...", file=sys.stderr, flush=True)
     started = time.monotonic()
-    spark = local_session()
+    spark = local_session(args.ui)
     print(f"Spark ready in {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
     try:
         if args.job == "batch":

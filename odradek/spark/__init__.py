@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from odradek.spark.data_loss import DataLossError
 from odradek.spark.data_source import OdradekDataSource
-from odradek.spark.record_sender import RecordRejectedError
+from odradek.spark.record_rejected import RecordRejectedError
 from odradek.spark.schema import SCHEMA, SCHEMA_WITH_HEADERS
 
 

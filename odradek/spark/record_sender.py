@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from odradek.client import FutureRecordMetadata, Producer
 from odradek.errors import KafkaError
 from odradek.spark.client_cache import ClientCache, settings_key
+from odradek.spark.record_rejected import RecordRejectedError
 from odradek.spark.sink_options import SinkOptions
 
 # Bigger batches than a producer's default: a write sends many records at once.
@@ -24,10 +25,6 @@ PRODUCERS: ClientCache[Producer] = ClientCache(discard=lambda producer: producer
 were given; one whose write failed is closed at once, dropping what it still held."""
 
 Row = tuple[str, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], int | None]
-
-
-class RecordRejectedError(RuntimeError):
-    """The broker refused a record (or the producer could not deliver it): the write fails."""
 
 
 class RecordSender:

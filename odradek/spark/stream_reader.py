@@ -1,8 +1,13 @@
-"""The streaming reader: micro-batches between offsets Spark keeps in its checkpoint."""
+"""The streaming reader: micro-batches between offsets Spark keeps in its checkpoint.
+
+The clients are imported where they are used: Spark also makes this reader in a planning
+process that only asks it for its read function (odradek/spark/data_source.py).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -17,12 +22,13 @@ from odradek.spark.client_options import common_configs
 from odradek.spark.data_loss import report_data_loss
 from odradek.spark.offset_range import OffsetRange, offset_ranges
 from odradek.spark.partition_offsets import OffsetsJson, offsets_from_json, offsets_to_json
-from odradek.spark.range_reader import read_range
 from odradek.spark.rate_limit import rate_limit
 from odradek.spark.source_options import SourceOptions
-from odradek.spark.topic_offsets import TopicOffsets
 from odradek.spark.trigger_delay import TriggerDelay
 from odradek.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from odradek.spark.topic_offsets import TopicOffsets
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -83,6 +89,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return offset_ranges(starts, ends, self._options.min_partitions)
 
     def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        from odradek.spark.range_reader import read_range  # a consumer: only where it reads
+
         yield from read_range(partition, self._options)
 
     def stop(self) -> None:
@@ -91,6 +99,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._lookup = None
 
     def _topic_offsets(self) -> TopicOffsets:
+        from odradek.spark.topic_offsets import TopicOffsets  # an admin client: only where used
+
         if self._lookup is None:
             self._lookup = TopicOffsets(**common_configs(self._options.client_configs()))
         return self._lookup

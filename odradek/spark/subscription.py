@@ -6,9 +6,12 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from odradek.spark.topic_offsets import TopicOffsets
 from odradek.topic_partition import TopicPartition
+
+if TYPE_CHECKING:  # the admin client behind it is loaded where offsets are looked up
+    from odradek.spark.topic_offsets import TopicOffsets
 
 # The options that choose the topic-partitions; a read gives exactly one.
 _CHOICES = ("subscribe", "topic", "subscribepattern", "assign")

@@ -1,4 +1,8 @@
-"""Writers for df.write and df.writeStream: each Spark task sends its rows with one producer."""
+"""Writers for df.write and df.writeStream: each Spark task sends its rows with one producer.
+
+The producer's code is imported by ``write`` only: Spark makes a writer, and commits a
+micro-batch, in Python processes of their own that send nothing (odradek/spark/data_source.py).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,6 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from odradek.spark.record_sender import send_batches
 from odradek.spark.sink_options import SinkOptions
 
 logger = logging.getLogger(__name__)
@@ -40,6 +43,8 @@ class BatchWriter(DataSourceArrowWriter):
         self._options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteSummary:
+        from odradek.spark.record_sender import send_batches
+
         return WriteSummary(send_batches(iterator, self._options))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -60,6 +65,8 @@ class StreamWriter(DataSourceStreamArrowWriter):
         self._options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteSummary:
+        from odradek.spark.record_sender import send_batches
+
         return WriteSummary(send_batches(iterator, self._options))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
