@@ -545,10 +545,12 @@ class LogModel(RuleBasedStateMachine):
     ) -> list[int]:
         """Apply design §8 to the model: the segments from ``first`` on are re-validated in order;
         the first one recovery has to truncate (a partial batch or garbage) ends the log and
-        every later segment goes. So does one that ends short of the next segment's base (cut
-        cleanly between batches, or emptied) unless the log is compacted: a power cut took its
-        unflushed tail, and what follows was unflushed too. A compacted log keeps the later
-        segments, leaving a gap in the offsets (as Kafka does). Return the bases left."""
+        every later segment goes, unless what is left of it still ends right at the next
+        segment's base (only bytes past its last batch were cut). A segment that ends short of
+        the next segment's base (cut cleanly between batches, or emptied) ends the log too
+        unless the log is compacted: a power cut took its unflushed tail, and what follows was
+        unflushed too. A compacted log keeps the later segments, leaving a gap in the offsets
+        (as Kafka does). Return the bases left."""
         groups = self.grouped(bases)
         kept_batches = [b for group in groups[:first] for b in group]
         expected_bases = bases[:first]
@@ -561,15 +563,17 @@ class LogModel(RuleBasedStateMachine):
                     break
                 kept_batches.append(batch)
                 position += batch.size
-            if garbage or position < kept:
+            truncated = garbage or position < kept
+            if index + 1 == len(bases):
                 break
-            if index + 1 < len(bases) and not self.config.compact:
-                segment_end = max(
-                    [b.next_offset for b in kept_batches if b.first_offset >= bases[index]],
-                    default=bases[index],
-                )
-                if segment_end < bases[index + 1]:
-                    break
+            segment_end = max(
+                [b.next_offset for b in kept_batches if b.first_offset >= bases[index]],
+                default=bases[index],
+            )
+            if truncated and segment_end != bases[index + 1]:
+                break
+            if not self.config.compact and segment_end < bases[index + 1]:
+                break
         self.batches = kept_batches
         # An empty active segment ends the log at its base, past the last batch if a gap is left.
         self.next_offset = max([b.next_offset for b in kept_batches] + [expected_bases[-1]])

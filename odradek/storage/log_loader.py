@@ -162,7 +162,7 @@ class LogLoader:
             if name.endswith((names.INDEX_FILE_SUFFIX, names.TIME_INDEX_FILE_SUFFIX)):
                 if names.offset_from_file_name(name) not in known:
                     self._delete(self.dir / name, "orphan index with no log file")
-        torn: LogSegment | None = None  # the first segment an index rebuild cut
+        cut: list[LogSegment] = []  # the segments an index rebuild cut, in order
         truncated_bytes = 0
         for base_offset in log_offsets:
             segment = LogSegment.open(
@@ -176,8 +176,10 @@ class LogLoader:
                 )
                 truncated = segment.recover()
                 truncated_bytes += truncated
-                if truncated > 0 and torn is None:
-                    torn = segment
+                if truncated > 0:
+                    cut.append(segment)
+        # The first cut that leaves a hole before the next segment ends the log.
+        torn = next((segment for segment in cut if not self._ends_where_next_begins(segment)), None)
         if torn is not None:
             truncated_bytes += self._delete_segments_after(torn)
         return truncated_bytes
