@@ -17,6 +17,7 @@ from odradek.storage.leader_epoch_file_cache import (
     EpochEntry,
     decode_checkpoint,
 )
+from odradek.storage.log import Log
 from odradek.storage.producer_snapshot_file import (
     SnapshotEntry,
     decode_snapshot,
@@ -24,6 +25,7 @@ from odradek.storage.producer_snapshot_file import (
     read_snapshot,
     snapshot_file,
 )
+from odradek.storage.scheduler import Scheduler
 from tests.log_helpers import BASE_TIME_MS, append, open_log, read_all
 
 
@@ -284,3 +286,26 @@ def test_snapshots_and_leader_epochs_follow_retention(partition_dir):
         append(log, idempotent(7, 0, 10, tag="x" * 50))  # the producer is still known
         with pytest.raises(OutOfOrderSequenceNumberError):
             append(log, idempotent(7, 0, 20))
+
+
+def test_a_roll_snapshot_overtaken_by_a_truncation_is_not_written(partition_dir: Path) -> None:
+    """A roll's snapshot waits for its background flush. When a truncation removes the
+    segment the roll made and the log grows back past the same offset, that stale snapshot
+    (taken with no producer) must not land there: the next start-up would load it and
+    write an idempotent producer's retry twice."""
+    scheduler = Scheduler()  # never started: the rolls' background flushes wait
+    log = Log.open(partition_dir, LogConfig(), scheduler, clock=MockClock())
+    for n in range(10):
+        append(log, build_batch([(BASE_TIME_MS, b"k", b"p%d" % n, ())]))
+    log.roll()  # its snapshot at 10, with no producer, waits
+    append(log, build_batch([(BASE_TIME_MS, b"k", b"p10", ())]))
+    log.truncate_to(6)
+    written = append(log, idempotent(1000, 0, 0, count=4))
+    assert (written.first_offset, written.last_offset) == (6, 9)
+    log.roll()  # its snapshot at 10 holds producer 1000
+    scheduler.shutdown(run_pending_one_offs=True)  # both flushes run, the stale one first
+    log.close()
+    with open_log(partition_dir, recovery_point=10, had_clean_shutdown=True) as reopened:
+        retry = reopened.append(idempotent(1000, 0, 0, count=4))
+        assert (retry.first_offset, retry.last_offset) == (6, 9)
+        assert reopened.log_end_offset == 10

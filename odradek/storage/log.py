@@ -516,11 +516,11 @@ class Log:
             snapshot = self.producer_state.snapshot_bytes()
             self._scheduler.schedule(
                 f"flush-{self.topic_partition}",
-                lambda: self._flush_rolled_segment(active, new_offset, snapshot),
+                lambda: self._flush_rolled_segment(active, segment, snapshot),
             )
             return segment
 
-    def _flush_rolled_segment(self, rolled: LogSegment, new_offset: int, snapshot: bytes) -> None:
+    def _flush_rolled_segment(self, rolled: LogSegment, new: LogSegment, snapshot: bytes) -> None:
         """After a roll: make the new segment's names durable first if the roll created them
         (the next acks=all flush waits for that), then the segment that stopped taking
         writes, indexes included (an acks=all flush may have moved the recovery point past it
@@ -535,14 +535,18 @@ class Log:
                 rolled.flush()
         except OSError as error:
             raise self._storage_error("flush", error) from error
-        self._write_roll_snapshot(new_offset, snapshot)
-        self.flush(new_offset)
+        self._write_roll_snapshot(new, snapshot)
+        self.flush(new.base_offset)
 
-    def _write_roll_snapshot(self, offset: int, snapshot: bytes) -> None:
+    def _write_roll_snapshot(self, new: LogSegment, snapshot: bytes) -> None:
         """The producer snapshot taken at a roll and the next pre-created segment file, made
         durable by one directory fsync. A snapshot that cannot be written is logged and
-        skipped: start-up rebuilds from an older snapshot or the log."""
-        if self._closed or self._segments.get(offset) is None:
+        skipped: start-up rebuilds from an older snapshot or the log. Nor is it written once
+        a truncation removed the segment the roll made: a later segment at the same offset
+        may follow other records, and the state taken at the roll would describe the wrong
+        producers there (it hid an idempotent producer from the next start-up)."""
+        offset = new.base_offset
+        if self._closed or self._segments.get(offset) is not new:
             return
         with self._precreate_lock:
             try:
