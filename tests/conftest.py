@@ -38,6 +38,19 @@ settings.load_profile(
 )
 
 
+WITHOUT_HYPOTHESIS = Path(__file__).parent / "without_hypothesis"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Processes the tests start (brokers, clients, scripts) import no Hypothesis, as where
+    odradek is installed without its test extras (tests/without_hypothesis). Not in the
+    controlling process of a parallel run, whose workers are tests' processes themselves."""
+    if getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput"):
+        return
+    paths = [str(WITHOUT_HYPOTHESIS), os.environ.get("PYTHONPATH", "")]
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
+
+
 @pytest.fixture
 def python_append_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """Segments lend their append state to the Python twin, not the C type: for tests that fake

@@ -210,15 +210,28 @@ def await_true(condition: Callable[[], bool], timeout_s: float, what: str) -> No
         time.sleep(0.05)
 
 
-def closing_lines(broker: ServeProcess) -> list[str]:
-    """The broker's lines on connections closed for an incomplete request, once one is there
-    (a thread reads them from its stderr, a moment after the close)."""
+def closing_lines(broker: ServeProcess, peer: str) -> list[str]:
+    """The broker's lines on ``peer``'s connection closed for an incomplete request, once one
+    is there (a thread reads them from its stderr, a moment after the close)."""
+
+    def lines() -> list[str]:
+        return [line for line in broker.lines if "still incomplete after" in line and peer in line]
+
     await_true(
-        lambda: any("still incomplete after" in line for line in broker.lines),
-        10,
-        "no connection was logged as closed for an incomplete request",
+        lambda: bool(lines()), 10, f"{peer}'s connection was not logged as closed as incomplete"
     )
-    return [line for line in broker.lines if "still incomplete after" in line]
+    return lines()
+
+
+@pytest.fixture(scope="module")
+def request_timeout_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    """One broker with a 2 s request timeout for the tests of that timeout: each uses its own
+    connections and finds its own in the broker's log by their address."""
+    with ServeProcess(
+        tmp_path_factory.mktemp("request-timeout") / "data",
+        "--set", "socket.request.timeout.ms=2000",
+    ) as broker:  # fmt: skip
+        yield broker
 
 
 def test_half_sent_large_frames_hold_no_more_than_the_request_memory_bound(
@@ -255,26 +268,28 @@ def test_half_sent_large_frames_hold_no_more_than_the_request_memory_bound(
         await_true(lambda: request_memory(broker) == 0, 10, "request memory still reserved")
 
 
-def test_a_trickled_request_is_closed_after_the_request_timeout(tmp_path: Path) -> None:
-    with ServeProcess(tmp_path / "data", "--set", "socket.request.timeout.ms=2000") as broker:
-        with connect(broker) as slow, connect(broker) as other:
-            peer = "{}:{}".format(*slow.sock.getsockname())
-            # past the port's protocol detection: a msgpack frame's sizes and a map marker
-            slow.sock.sendall(struct.pack(">II", 100, 13) + b"\x83")
-            started = time.monotonic()
-            closed = False
-            while time.monotonic() - started < 8:
-                try:
-                    slow.sock.sendall(b"\x00")  # one byte a second: each resets the idle timer
-                except (BrokenPipeError, ConnectionResetError):
-                    closed = True
-                    break
-                if slow.is_closed_by_peer(timeout=1.0):
-                    closed = True
-                    break
-            elapsed = time.monotonic() - started
-            assert other.call(ApiVersionsRequest()).broker_id == 0
-        lines = closing_lines(broker)
+def test_a_trickled_request_is_closed_after_the_request_timeout(
+    request_timeout_broker: ServeProcess,
+) -> None:
+    broker = request_timeout_broker
+    with connect(broker) as slow, connect(broker) as other:
+        peer = "{}:{}".format(*slow.sock.getsockname())
+        # past the port's protocol detection: a msgpack frame's sizes and a map marker
+        slow.sock.sendall(struct.pack(">II", 100, 13) + b"\x83")
+        started = time.monotonic()
+        closed = False
+        while time.monotonic() - started < 8:
+            try:
+                slow.sock.sendall(b"\x00")  # one byte a second: each resets the idle timer
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+                break
+            if slow.is_closed_by_peer(timeout=1.0):
+                closed = True
+                break
+        elapsed = time.monotonic() - started
+        assert other.call(ApiVersionsRequest()).broker_id == 0
+    lines = closing_lines(broker, peer)
     assert closed and 1.5 < elapsed < 5, elapsed
     assert any(peer in line and "socket.request.timeout.ms=2000" in line for line in lines), lines
 
@@ -442,57 +457,58 @@ def test_half_sent_large_kafka_frames_hold_no_more_than_the_request_memory_bound
 
 
 def test_a_request_slow_before_its_protocol_is_known_is_timed_from_its_first_byte(
-    tmp_path: Path,
+    request_timeout_broker: ServeProcess,
 ) -> None:
     """8 bytes, a pause, then the 9th byte lets the port tell the protocol: the connection
     it goes to keeps the request's clock started by the first byte, not by the 9th."""
-    with ServeProcess(tmp_path / "data", "--set", "socket.request.timeout.ms=2000") as broker:
-        with socket.create_connection(("127.0.0.1", broker.port), timeout=30) as slow:
-            first = struct.pack(">ihhih", 100, 18, 3, 1, 4)  # ApiVersions v3, 100 bytes
-            slow.sendall(first[:8])
-            started = time.monotonic()
-            time.sleep(1.2)
-            slow.sendall(first[8:])  # detected now: a Kafka connection takes over
-            slow.settimeout(5.0)
-            try:
-                closed = slow.recv(1) == b""
-            except ConnectionResetError:
-                closed = True
-            elapsed = time.monotonic() - started
+    broker = request_timeout_broker
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=30) as slow:
+        first = struct.pack(">ihhih", 100, 18, 3, 1, 4)  # ApiVersions v3, 100 bytes
+        slow.sendall(first[:8])
+        started = time.monotonic()
+        time.sleep(1.2)
+        slow.sendall(first[8:])  # detected now: a Kafka connection takes over
+        slow.settimeout(5.0)
+        try:
+            closed = slow.recv(1) == b""
+        except ConnectionResetError:
+            closed = True
+        elapsed = time.monotonic() - started
     assert closed and 1.5 < elapsed < 2.9, elapsed  # not 1.2 s + 2 s
 
 
 @pytest.mark.parametrize("detected", [True, False], ids=["kafka", "first-bytes"])
 def test_a_trickled_kafka_request_is_closed_after_the_request_timeout(
-    tmp_path: Path, detected: bool
+    request_timeout_broker: ServeProcess, detected: bool
 ) -> None:
     """Trickled once the port knows it speaks Kafka, and trickled before it can tell."""
-    with ServeProcess(tmp_path / "data", "--set", "socket.request.timeout.ms=2000") as broker:
-        with socket.create_connection(("127.0.0.1", broker.port), timeout=30) as slow:
-            peer = "{}:{}".format(*slow.getsockname())
-            first = struct.pack(">ihhih", 100, 18, 3, 1, 4)  # ApiVersions v3, 100 bytes
-            slow.sendall(first if detected else first[:5])
-            started = time.monotonic()
-            closed = False
-            while time.monotonic() - started < 8:
-                try:
-                    slow.sendall(b"\x00")  # one byte a second: each resets the idle timer
-                except (BrokenPipeError, ConnectionResetError):
-                    closed = True
-                    break
-                slow.settimeout(1.0)
-                try:
-                    closed = slow.recv(1) == b""
-                except ConnectionResetError:
-                    closed = True
-                except TimeoutError:
-                    pass
-                if closed:
-                    break
-            elapsed = time.monotonic() - started
-        with connect(broker) as other:
-            assert other.call(ApiVersionsRequest()).broker_id == 0
-        assert closed_connections(broker, "request_timeout") == 1
-        lines = closing_lines(broker)
+    broker = request_timeout_broker
+    timed_out_before = closed_connections(broker, "request_timeout")
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=30) as slow:
+        peer = "{}:{}".format(*slow.getsockname())
+        first = struct.pack(">ihhih", 100, 18, 3, 1, 4)  # ApiVersions v3, 100 bytes
+        slow.sendall(first if detected else first[:5])
+        started = time.monotonic()
+        closed = False
+        while time.monotonic() - started < 8:
+            try:
+                slow.sendall(b"\x00")  # one byte a second: each resets the idle timer
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+                break
+            slow.settimeout(1.0)
+            try:
+                closed = slow.recv(1) == b""
+            except ConnectionResetError:
+                closed = True
+            except TimeoutError:
+                pass
+            if closed:
+                break
+        elapsed = time.monotonic() - started
+    with connect(broker) as other:
+        assert other.call(ApiVersionsRequest()).broker_id == 0
+    assert closed_connections(broker, "request_timeout") == timed_out_before + 1
+    lines = closing_lines(broker, peer)
     assert closed and 1.5 < elapsed < 5, elapsed
     assert any(peer in line and "socket.request.timeout.ms=2000" in line for line in lines), lines

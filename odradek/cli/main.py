@@ -1,32 +1,69 @@
-"""The ``odradek`` command: one click group, one module per sub-command."""
+"""The ``odradek`` command: one click group, one module per sub-command.
+
+Each sub-command's module is imported only when that command runs (or when ``--help`` lists
+them): a client command starts without importing the broker, and ``--version`` imports neither.
+"""
 
 from __future__ import annotations
 
-from importlib.metadata import version
+import importlib
 
 import click
 
-from odradek.cli.acls import acls
-from odradek.cli.consume import consume
-from odradek.cli.dump_log import dump_log
-from odradek.cli.groups import groups
-from odradek.cli.health import health
-from odradek.cli.produce import produce
-from odradek.cli.quotas import quotas
-from odradek.cli.serve import serve
-from odradek.cli.topics import topics
-from odradek.cli.users import users
-from odradek.native import native_summary
+# Each sub-command's name and the ``module:attribute`` defining it.
+COMMANDS: dict[str, str] = {
+    "acls": "odradek.cli.acls:acls",
+    "consume": "odradek.cli.consume:consume",
+    "dump-log": "odradek.cli.dump_log:dump_log",
+    "groups": "odradek.cli.groups:groups",
+    "health": "odradek.cli.health:health",
+    "produce": "odradek.cli.produce:produce",
+    "quotas": "odradek.cli.quotas:quotas",
+    "serve": "odradek.cli.serve:serve",
+    "topics": "odradek.cli.topics:topics",
+    "users": "odradek.cli.users:users",
+}
+
+
+class LazyGroup(click.Group):
+    """A group that imports a sub-command's module when the command is looked up."""
+
+    def __init__(self, *args: object, lazy_commands: dict[str, str], **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.lazy_commands = lazy_commands
+
+    def list_commands(self, context: click.Context) -> list[str]:
+        return sorted({*super().list_commands(context), *self.lazy_commands})
+
+    def get_command(self, context: click.Context, name: str) -> click.Command | None:
+        if name in self.lazy_commands:
+            return self._load(name)
+        return super().get_command(context, name)
+
+    def _load(self, name: str) -> click.Command:
+        module_name, attribute = self.lazy_commands[name].split(":")
+        command = getattr(importlib.import_module(module_name), attribute)
+        if not isinstance(command, click.Command) or command.name != name:
+            raise RuntimeError(f"{self.lazy_commands[name]} is not the click command {name!r}")
+        return command
 
 
 def _print_version(context: click.Context, _: click.Parameter, value: bool) -> None:
     if not value or context.resilient_parsing:
         return
+    from importlib.metadata import version
+
+    from odradek.native import native_summary
+
     click.echo(f"odradek {version('odradek')}\n{native_summary()}")
     context.exit()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=LazyGroup,
+    lazy_commands=COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.option(
     "--version",
     is_flag=True,
@@ -37,18 +74,6 @@ def _print_version(context: click.Context, _: click.Parameter, value: bool) -> N
 )
 def cli() -> None:
     """odradek: a Kafka-style log broker."""
-
-
-cli.add_command(acls)
-cli.add_command(consume)
-cli.add_command(dump_log)
-cli.add_command(groups)
-cli.add_command(health)
-cli.add_command(produce)
-cli.add_command(quotas)
-cli.add_command(serve)
-cli.add_command(topics)
-cli.add_command(users)
 
 
 def main() -> None:

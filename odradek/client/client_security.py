@@ -16,8 +16,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from scramp import ScramClient
-
 from odradek.errors import InvalidConfigError, SaslAuthenticationFailedError
 from odradek.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
@@ -49,6 +47,8 @@ class ClientSecurity:
         if self.sasl_mechanism == "PLAIN":
             await send(SaslAuthenticateRequest(f"\0{self.sasl_username}\0{self.sasl_password}"))
             return
+        from scramp import ScramClient  # only SCRAM clients pay for importing it (and asn1crypto)
+
         scram = ScramClient([self.sasl_mechanism], self.sasl_username, self.sasl_password)
         server_first = await send(SaslAuthenticateRequest(scram.get_client_first()))
         scram.set_server_first(server_first.token)
