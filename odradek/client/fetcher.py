@@ -237,7 +237,9 @@ class Fetcher:
 
     def _wake_pollers(self) -> None:
         self._arrived.set()
-        self._arrived_threadsafe.set()
+        # A poller on another thread is woken once this step is over, when the next fetch is
+        # written: woken sooner, it would only wake again when this thread lets go of the GIL.
+        self._loop.call_soon(self._arrived_threadsafe.set)
 
     async def _fetch(self, positions: dict[TopicPartition, int]) -> bool:
         """One Fetch of ``positions``; whether a response was buffered."""
