@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 
 import pytest
 from fake_broker import FakeBroker, async_test, broker_in_thread, fill
@@ -11,6 +13,7 @@ from odradek.client.completed_fetch import CompletedFetch
 from odradek.client.consumer import AsyncConsumer, Consumer
 from odradek.client.consumer_record import ConsumerRecord
 from odradek.client.offset_lookup import OffsetAndTimestamp
+from odradek.client.producer import Producer
 from odradek.errors import (
     CorruptRecordError,
     InvalidConfigError,
@@ -402,3 +405,75 @@ def test_end_offset_of_a_fetch_is_after_its_last_whole_batch() -> None:
     assert fetched(b"").end_offset() == 1  # nothing new: fetch the same offset again
     assert fetched(first[:-1]).end_offset() is None  # no whole batch: a larger fetch is needed
     assert fetched(b"", error=KafkaStorageError.code).end_offset() is None
+
+
+def test_sync_consumer_takes_records_while_a_producer_thread_sends() -> None:
+    """Polls on the caller's thread, a few records at a time (so fetching stops with two
+    responses buffered and must start again), while another thread produces one record at a
+    time: every record once, in order, and a poll waiting on the fetch in flight is woken by
+    the record rather than by its timeout."""
+    count = 300
+    with broker_in_thread() as broker:
+        broker.create("t")
+        with (
+            Producer(bootstrap_servers=broker.bootstrap, linger_ms=0) as producer,
+            Consumer(
+                bootstrap_servers=broker.bootstrap,
+                auto_offset_reset="earliest",
+                fetch_max_wait_ms=5000,
+                max_poll_records=3,
+            ) as consumer,
+        ):
+            consumer.assign([TP])
+
+            def produce() -> None:
+                for i in range(count):
+                    producer.send("t", b"%d" % i, partition=0)
+                    if i % 50 == 0:
+                        time.sleep(0.01)
+                producer.flush()
+
+            sender = threading.Thread(target=produce)
+            sender.start()
+            records: list[ConsumerRecord] = []
+            started = time.monotonic()
+            while len(records) < count and time.monotonic() - started < 10:
+                records += consumer.poll(5000)
+            sender.join()
+            assert [r.offset for r in records] == list(range(count))
+            assert values(records) == [b"%d" % i for i in range(count)]
+            producer.send("t", b"late", partition=0)
+            started = time.monotonic()
+            assert values(consumer.poll(5000)) == [b"late"]
+            assert time.monotonic() - started < 2.5  # woken by the record, not the long poll
+
+
+def test_sync_consumer_raises_an_error_after_good_records_on_the_next_poll() -> None:
+    with broker_in_thread() as broker:
+        good, bad = broker.create("t", 2)
+        fill(good, 3)
+        fill(bad, 3)
+        bad.batches[0] = bad.batches[0][:-1] + bytes([bad.batches[0][-1] ^ 0xFF])
+        with Consumer(
+            bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=50
+        ) as consumer:
+            consumer.assign([TP, TopicPartition("t", 1)])
+            records: list[ConsumerRecord] = []
+            with pytest.raises(CorruptRecordError):
+                for _ in range(50):
+                    records += consumer.poll(100)
+            assert [(r.partition, r.offset) for r in records] == [(0, 0), (0, 1), (0, 2)]
+            assert consumer.position(TP) == 3
+
+
+def test_sync_consumer_poll_times_out_empty() -> None:
+    with broker_in_thread() as broker:
+        fill(broker.create("t")[0], 2)
+        with Consumer(
+            bootstrap_servers=broker.bootstrap, auto_offset_reset="latest", fetch_max_wait_ms=100
+        ) as consumer:
+            consumer.assign([TP])
+            assert consumer.poll(0) == []
+            started = time.monotonic()
+            assert consumer.poll(300) == []
+            assert 0.25 <= time.monotonic() - started < 2

@@ -341,6 +341,42 @@ def test_sync_producer_from_several_threads() -> None:
         assert sum(len(stored_values(broker, "t", p)) for p in range(3)) == 800
 
 
+def test_sync_producer_threads_sending_without_linger_keep_each_partitions_order() -> None:
+    """With linger_ms=0 nearly every send starts a batch and wakes the sender from its own
+    thread; wake-ups coalesce, yet every record goes out, in order within its partition."""
+    per_worker = 300
+    results: dict[int, list[RecordMetadata]] = {}
+    with broker_in_thread(default_partitions=2) as broker:
+        with Producer(bootstrap_servers=broker.bootstrap, linger_ms=0) as producer:
+            for partition in range(2):  # the topic known: sends append on the callers' threads
+                producer.send("t", b"first", partition=partition).result(5)
+
+            def produce(worker: int) -> None:
+                futures = [
+                    producer.send("t", f"{worker}-{i}".encode(), partition=worker % 2)
+                    for i in range(per_worker)
+                ]
+                results[worker] = [future.result(10) for future in futures]
+
+            workers = [threading.Thread(target=produce, args=(w,)) for w in range(4)]
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+            late = producer.send("t", b"late", partition=0)  # once all is acknowledged
+            assert late.result(5).offset == 2 * per_worker + 1
+        for worker, metadata in results.items():
+            assert {m.partition for m in metadata} == {worker % 2}
+            offsets = [m.offset for m in metadata]
+            assert offsets == sorted(offsets) and len(set(offsets)) == per_worker
+        for partition in range(2):
+            stored = stored_values(broker, "t", partition)
+            assert len(stored) == 1 + 2 * per_worker + (partition == 0)
+            for worker in (partition, partition + 2):
+                mine = [v for v in stored if v.startswith(f"{worker}-".encode())]
+                assert mine == [f"{worker}-{i}".encode() for i in range(per_worker)]
+
+
 def test_record_future_offsets_follow_the_batch_base_offset() -> None:
     result = ProduceRequestResult()
     future = FutureRecordMetadata(result, "t", 2, 3, 100)

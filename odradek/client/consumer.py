@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Self
@@ -199,6 +200,25 @@ class AsyncConsumer:
                 return records
             await self._fetcher.wait_for_data(remaining)
 
+    def try_poll(self) -> list[ConsumerRecord] | None:
+        """What :meth:`poll` would return at once, taken on the caller's thread (safe from
+        any thread); None when the poll needs the event loop (the group to keep up with,
+        offsets to look up, no fetch in flight to wait for). [] when a fetch is in flight
+        but nothing has come yet: :meth:`wait_for_data` waits for it from another thread."""
+        coordinator = self._coordinator
+        if (
+            self._committed_pending
+            or (coordinator is not None and coordinator.is_subscribed)
+            or not self._subscriptions.all_positioned()
+        ):
+            return None
+        return self._fetcher.try_fetched_records(self.config.max_poll_records)
+
+    def wait_for_data(self, timeout_s: float) -> None:
+        """Block the calling thread (never the event loop's) until fetched data may be
+        there, after a :meth:`try_poll` that gave []."""
+        self._fetcher.wait_for_data_threadsafe(timeout_s)
+
     async def close(self) -> None:
         if self._coordinator is not None:
             await self._coordinator.close()
@@ -334,7 +354,20 @@ class Consumer(BlockingClient):
         return self._thread.run(self._consumer.end_offsets(list(partitions)))
 
     def poll(self, timeout_ms: int = 0) -> list[ConsumerRecord]:
-        return self._thread.run(self._consumer.poll(timeout_ms))
+        """As AsyncConsumer.poll. Records already fetched are taken on the caller's thread,
+        and a poll waiting for the fetch in flight is woken by the response itself: no round
+        trip through the event loop thread per poll, whose two thread wake-ups (and turns at
+        the GIL) lay on each record's way from fetched to delivered."""
+        consumer = self._consumer
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            records = consumer.try_poll()
+            remaining = deadline - time.monotonic()
+            if records is None:
+                return self._thread.run(consumer.poll(max(0, round(remaining * 1000))))
+            if records or remaining <= 0:
+                return records
+            consumer.wait_for_data(remaining)
 
     def close(self) -> None:
         self._thread.run(self._consumer.close())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections import deque
 
 from odradek.client.completed_fetch import CompletedFetch
@@ -29,6 +30,10 @@ class Fetcher:
     responses a partition are buffered: a partition with two is fetched again once the caller
     has drained one. Buffered data is dropped when its partition was sought or unassigned
     meanwhile.
+
+    Buffered records may also be taken from another thread (:meth:`try_fetched_records`, for
+    the blocking consumer), without a round trip through the event loop: a lock guards the
+    buffer, and a threading.Event, set with each response, wakes such a caller.
     """
 
     def __init__(
@@ -44,22 +49,29 @@ class Fetcher:
         self._failure: KafkaError | None = None
         self._backoff_until = 0.0
         self._closed = False
+        self._loop = asyncio.get_running_loop()
+        self._lock = threading.Lock()  # the buffer, _failure and _fetching, across threads
+        self._fetching = False  # a fetch task runs and will look for fetchable partitions again
         self._arrived = asyncio.Event()  # set when a response is buffered or fetching stops
+        self._arrived_threadsafe = threading.Event()  # the same, for callers on other threads
 
     def send_fetch(self) -> None:
         """Start fetching unless a fetch is in flight, a retry backoff runs, nothing is
         fetchable, or the fetcher is closed (a poll interrupted by Ctrl-C may still run)."""
-        if self._closed or (self._task is not None and not self._task.done()):
-            return
-        positions = self._fetchable()
-        if positions:
-            self._task = asyncio.create_task(self._fetch_while_fetchable(positions))
+        with self._lock:
+            if self._closed or self._fetching:
+                return
+            positions = self._fetchable()
+            if not positions:
+                return
+            self._fetching = True
+        self._task = asyncio.create_task(self._fetch_while_fetchable(positions))
 
     async def wait_for_data(self, timeout_s: float) -> None:
         """Return when data is buffered, fetching stops, a backoff ends, or on timeout."""
         if self._completed:
             return
-        if self._task is not None and not self._task.done():
+        if self._fetching:
             self._arrived.clear()
             try:
                 async with asyncio.timeout(timeout_s):
@@ -79,6 +91,33 @@ class Fetcher:
         An error found after some records were collected is raised by the next call, so
         records whose positions have moved on are never lost.
         """
+        with self._lock:
+            return self._fetched_records(max_records)
+
+    def try_fetched_records(self, max_records: int) -> list[ConsumerRecord] | None:
+        """What :meth:`fetched_records` returns, taken on the caller's thread (any thread);
+        [] when nothing is buffered yet but a fetch is in flight (wait with
+        :meth:`wait_for_data_threadsafe`); None when only the event loop can go on (nothing
+        buffered or in flight, or data that gave no records while fetching has stopped: a
+        fetch to start, a backoff to wait out)."""
+        self._arrived_threadsafe.clear()  # before looking: a response after this sets it
+        with self._lock:
+            if not self._completed and self._failure is None and not self._fetching:
+                return None
+            records = self._fetched_records(max_records)
+            fetching = self._fetching
+        if not fetching:
+            if not records:
+                return None
+            self._loop.call_soon_threadsafe(self.send_fetch)  # fetch on past what was taken
+        return records
+
+    def wait_for_data_threadsafe(self, timeout_s: float) -> None:
+        """Block (off the event loop) until a response is buffered, fetching stops, or
+        ``timeout_s`` passes, after a :meth:`try_fetched_records` that gave []."""
+        self._arrived_threadsafe.wait(timeout_s)
+
+    def _fetched_records(self, max_records: int) -> list[ConsumerRecord]:
         if self._failure is not None:
             failure, self._failure = self._failure, None
             raise failure
@@ -114,11 +153,13 @@ class Fetcher:
         return taken
 
     async def close(self) -> None:
-        self._closed = True
+        with self._lock:
+            self._closed = True
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        self._completed.clear()
+        with self._lock:
+            self._completed.clear()
 
     def _is_current(self, fetch: CompletedFetch) -> bool:
         """Whether the partition is still assigned and still positioned where the data goes on."""
@@ -179,12 +220,26 @@ class Fetcher:
         """Fetch, and fetch on at once from where each response ends, while anything is
         fetchable; the poll waiting is woken by each response and when this stops."""
         try:
-            while positions and not self._closed:
+            while True:
                 if await self._fetch(positions):
-                    self._arrived.set()
-                positions = self._fetchable()
+                    self._wake_pollers()
+                with self._lock:
+                    positions = {} if self._closed else self._fetchable()
+                    if not positions:
+                        self._fetching = False  # decided with the lock: see try_fetched_records
+                        return
+        except BaseException:
+            with self._lock:
+                self._fetching = False
+            raise
         finally:
-            self._arrived.set()
+            self._wake_pollers()
+
+    def _wake_pollers(self) -> None:
+        self._arrived.set()
+        # A poller on another thread is woken once this step is over, when the next fetch is
+        # written: woken sooner, it would only wake again when this thread lets go of the GIL.
+        self._loop.call_soon(self._arrived_threadsafe.set)
 
     async def _fetch(self, positions: dict[TopicPartition, int]) -> bool:
         """One Fetch of ``positions``; whether a response was buffered."""
@@ -206,18 +261,22 @@ class Fetcher:
             if self._closed:
                 return False  # the consumer is closing: nothing to retry or report
             if not error.retriable:
-                self._failure = error
+                with self._lock:
+                    self._failure = error
                 return False
             logger.warning("fetch failed, will retry: %s", error)
             self._back_off()
             return False
+        completed = []
         for entry in response.partitions:
             tp = TopicPartition(entry.topic, entry.partition)
             offset = positions.get(tp)
             if offset is not None:
-                self._completed.append(CompletedFetch(tp, offset, entry, config.check_crcs))
+                completed.append(CompletedFetch(tp, offset, entry, config.check_crcs))
                 if entry.error not in (0, OffsetOutOfRangeError.code):
                     self._back_off()
+        with self._lock:
+            self._completed.extend(completed)
         return True
 
     def _back_off(self) -> None:

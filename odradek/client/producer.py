@@ -103,6 +103,7 @@ class AsyncProducer:
         )
         self._sender = Sender(self._client, self._accumulator, self.config)
         self._sender_task = self._loop.create_task(self._sender.run())
+        self._wakeup_scheduled = False  # a wake-up of the sender from another thread is queued
         self._backlog: deque[tuple[_Record | _Records, asyncio.Future[Any]]] = deque()
         self._backlog_task: asyncio.Task[None] | None = None
         self._closed = False
@@ -451,10 +452,18 @@ class AsyncProducer:
         )
 
     def _wake_sender(self) -> None:
+        """Have the sender look for ready batches. From another thread, once per wake-up on
+        its way: the sender, once woken, sees every batch appended before it runs, so further
+        sends skip the loop's self-pipe (a syscall each, and a wake-up of the loop thread)."""
         if threading.get_ident() == self._loop_thread:
             self._sender.wakeup()
-        else:
-            self._loop.call_soon_threadsafe(self._sender.wakeup)
+        elif not self._wakeup_scheduled:
+            self._wakeup_scheduled = True
+            self._loop.call_soon_threadsafe(self._wake_sender_on_loop)
+
+    def _wake_sender_on_loop(self) -> None:
+        self._wakeup_scheduled = False  # before the sender looks: later batches wake it again
+        self._sender.wakeup()
 
 
 class Producer(BlockingClient):

@@ -68,6 +68,10 @@ class SubscriptionState:
                 due[tp] = timestamp
         return due, stuck
 
+    def all_positioned(self) -> bool:
+        """Whether every assigned partition has a position (no reset is waiting)."""
+        return None not in self._positions.values()
+
     def fetch_positions(self) -> dict[TopicPartition, int]:
         """Every assigned partition that has a position, with it."""
         return {tp: p for tp, p in self._positions.items() if p is not None}
