@@ -286,7 +286,12 @@ def test_a_leader_that_goes_silent_after_syncing_is_expired_and_the_rest_restabi
         first = join(a, "g", session_timeout_ms=1000)
         sync(a, "g", first, {first.member_id: b"a"})
         joining = [pool.submit(join, client, "g") for client in (b, c)]
-        wait_for_state(a, "g", "PreparingRebalance")
+        # both joins parked before a rejoins, else a's rejoin may complete the round first
+        for _ in range(200):
+            if state(a, "g") == ("PreparingRebalance", 3):
+                break
+            time.sleep(0.02)
+        assert state(a, "g") == ("PreparingRebalance", 3)
         rejoined = join(a, "g", member_id=first.member_id, session_timeout_ms=1000)
         b_joined, c_joined = (future.result(10) for future in joining)
         assert rejoined.leader == first.member_id
