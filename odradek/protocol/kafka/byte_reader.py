@@ -24,6 +24,11 @@ _FLOAT64 = struct.Struct(">d")
 MAX_UNSIGNED_VARINT_BYTES = 5
 
 
+class UnusualShape(Exception):  # noqa: N818 - a signal between readers, never raised to callers
+    """A request is not of the usual shape its fast reader takes: the checked reader, built on
+    ByteReader, reads it (or names the field that is wrong)."""
+
+
 class ByteReader:
     """Reads ``data[position:end]`` front to back."""
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from odradek.protocol.fetch import FetchPartition, FetchPartitionResponse
-from odradek.protocol.kafka.byte_reader import ByteReader
+from odradek.protocol.kafka.byte_reader import ByteReader, UnusualShape
 from odradek.protocol.kafka.message_codec import PartsWriter, Payload, write_unsigned_varint
 
 FIRST_FLEXIBLE_VERSION = 12
@@ -49,12 +49,8 @@ def read_fetch_request(frame: memoryview, offset: int, version: int) -> KafkaFet
     """
     try:
         return _read_usual(frame, offset, version)
-    except (_Unusual, struct.error, IndexError, UnicodeDecodeError):
+    except (UnusualShape, struct.error, IndexError, UnicodeDecodeError):
         return _read_checked(frame, offset, version)
-
-
-class _Unusual(Exception):
-    """The request is not of the usual shape: the checked reader reads it (or says why not)."""
 
 
 _INT32_FIELD = struct.Struct(">i")
@@ -79,7 +75,7 @@ def _read_usual(data: memoryview, position: int, version: int) -> KafkaFetchRequ
         size, position = _usual_string_size(data, position, flexible)
         end = position + size
         if end > len(data):
-            raise _Unusual
+            raise UnusualShape
         topic = str(data[position:end], "utf-8")
         partition_count, position = _usual_length(data, end, flexible)
         for _ in range(partition_count):
@@ -87,29 +83,29 @@ def _read_usual(data: memoryview, position: int, version: int) -> KafkaFetchRequ
             position += layout.size
             if flexible:
                 if data[position]:
-                    raise _Unusual  # tagged fields
+                    raise UnusualShape  # tagged fields
                 position += 1
             partitions.append(
                 FetchPartition(topic, values[index_at], values[offset_at], values[max_bytes_at])
             )
         if flexible:
             if data[position]:
-                raise _Unusual
+                raise UnusualShape
             position += 1
     if version >= 7:
         forgotten_count, position = _usual_length(data, position, flexible)
         if forgotten_count:
-            raise _Unusual
+            raise UnusualShape
     if version >= 11:
         size, position = _usual_string_size(data, position, flexible)
         end = position + size
         if end > len(data):
-            raise _Unusual
+            raise UnusualShape
         if size:
             str(data[position:end], "utf-8")  # (checked as the schema codec does)
         position = end
     if flexible and data[position]:
-        raise _Unusual
+        raise UnusualShape
     return KafkaFetchRequest(
         max_wait,
         min_bytes,
@@ -126,11 +122,11 @@ def _usual_length(data: memoryview, position: int, flexible: bool) -> tuple[int,
     if flexible:
         byte = data[position]
         if byte == 0 or byte > 0x7F:
-            raise _Unusual
+            raise UnusualShape
         return byte - 1, position + 1
     size = _INT32_FIELD.unpack_from(data, position)[0]
     if size < 0:
-        raise _Unusual
+        raise UnusualShape
     return size, position + 4
 
 
@@ -138,11 +134,11 @@ def _usual_string_size(data: memoryview, position: int, flexible: bool) -> tuple
     if flexible:
         byte = data[position]
         if byte == 0 or byte > 0x7F:
-            raise _Unusual
+            raise UnusualShape
         return byte - 1, position + 1
     size = _INT16_FIELD.unpack_from(data, position)[0]
     if size < 0:
-        raise _Unusual
+        raise UnusualShape
     return size, position + 2
 
 

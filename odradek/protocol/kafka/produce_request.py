@@ -11,7 +11,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from odradek.protocol.kafka.byte_reader import ByteReader
+from odradek.protocol.kafka.byte_reader import ByteReader, UnusualShape
 from odradek.protocol.kafka.message_codec import write_unsigned_varint
 from odradek.protocol.produce import ProducePartitionResponse
 
@@ -44,12 +44,8 @@ def read_produce_request(frame: memoryview, offset: int, version: int) -> KafkaP
     """
     try:
         return _read_usual(frame, offset, version)
-    except (_Unusual, struct.error, IndexError, UnicodeDecodeError):
+    except (UnusualShape, struct.error, IndexError, UnicodeDecodeError):
         return _read_checked(frame, offset, version)
-
-
-class _Unusual(Exception):
-    """The request is not of the usual shape: the checked reader reads it (or says why not)."""
 
 
 _ACKS_AND_TIMEOUT = struct.Struct(">hi")
@@ -62,11 +58,11 @@ def _read_usual(data: memoryview, position: int, version: int) -> KafkaProduceRe
     flexible = version >= FIRST_FLEXIBLE_VERSION
     if flexible:
         if data[position]:
-            raise _Unusual  # a transactional id
+            raise UnusualShape  # a transactional id
         position += 1
     else:
         if _INT16.unpack_from(data, position)[0] != -1:
-            raise _Unusual
+            raise UnusualShape
         position += 2
     acks, timeout_ms = _ACKS_AND_TIMEOUT.unpack_from(data, position)
     position += _ACKS_AND_TIMEOUT.size
@@ -76,7 +72,7 @@ def _read_usual(data: memoryview, position: int, version: int) -> KafkaProduceRe
         size, position = _usual_size(data, position, flexible, _INT16)
         end = position + size
         if end > len(data):
-            raise _Unusual
+            raise UnusualShape
         topic = str(data[position:end], "utf-8")
         partition_count, position = _usual_size(data, end, flexible)
         for _ in range(partition_count):
@@ -89,25 +85,25 @@ def _read_usual(data: memoryview, position: int, version: int) -> KafkaProduceRe
                 position += 4
             if size < 0:
                 if size != -1:
-                    raise _Unusual
+                    raise UnusualShape
                 records = None
             else:
                 end = position + size
                 if end > len(data):
-                    raise _Unusual
+                    raise UnusualShape
                 records = data[position:end]
                 position = end
             if flexible:
                 if data[position]:
-                    raise _Unusual  # tagged fields
+                    raise UnusualShape  # tagged fields
                 position += 1
             partitions.append(ProducePartition(topic, index, records))
         if flexible:
             if data[position]:
-                raise _Unusual
+                raise UnusualShape
             position += 1
     if flexible and data[position]:
-        raise _Unusual
+        raise UnusualShape
     return KafkaProduceRequest(None, acks, timeout_ms, partitions)
 
 
@@ -118,11 +114,11 @@ def _usual_size(
     if flexible:
         byte = data[position]
         if byte == 0 or byte > 0x7F:
-            raise _Unusual
+            raise UnusualShape
         return byte - 1, position + 1
     size = legacy.unpack_from(data, position)[0]
     if size < 0:
-        raise _Unusual
+        raise UnusualShape
     return size, position + legacy.size
 
 
@@ -136,7 +132,7 @@ def _records_size(data: memoryview, position: int) -> tuple[int, int]:
         if not byte & 0x80:
             return value - 1, position
         shift += 7
-    raise _Unusual
+    raise UnusualShape
 
 
 def _read_checked(frame: memoryview, offset: int, version: int) -> KafkaProduceRequest:
