@@ -29,6 +29,23 @@ class UnusualShape(Exception):  # noqa: N818 - a signal between readers, never r
     ByteReader, reads it (or names the field that is wrong)."""
 
 
+def usual_size(
+    data: memoryview, position: int, flexible: bool, legacy: struct.Struct = _INT32
+) -> tuple[int, int]:
+    """A fast reader's array or string length and the position after it: a one-byte compact
+    length in flexible versions, else ``legacy`` (int32, or int16 for strings). Anything else,
+    null included, is UnusualShape."""
+    if flexible:
+        byte = data[position]
+        if byte == 0 or byte > 0x7F:
+            raise UnusualShape
+        return byte - 1, position + 1
+    size = legacy.unpack_from(data, position)[0]
+    if size < 0:
+        raise UnusualShape
+    return size, position + legacy.size
+
+
 class ByteReader:
     """Reads ``data[position:end]`` front to back."""
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from odradek.protocol.fetch import FetchPartition, FetchPartitionResponse
-from odradek.protocol.kafka.byte_reader import ByteReader, UnusualShape
+from odradek.protocol.kafka.byte_reader import ByteReader, UnusualShape, usual_size
 from odradek.protocol.kafka.message_codec import PartsWriter, Payload, write_unsigned_varint
 
 FIRST_FLEXIBLE_VERSION = 12
@@ -53,10 +53,6 @@ def read_fetch_request(frame: memoryview, offset: int, version: int) -> KafkaFet
         return _read_checked(frame, offset, version)
 
 
-_INT32_FIELD = struct.Struct(">i")
-_INT16_FIELD = struct.Struct(">h")
-
-
 def _read_usual(data: memoryview, position: int, version: int) -> KafkaFetchRequest:
     """The usual request read in few steps: one-byte lengths when compact, no tagged fields,
     no forgotten topics. Anything else (including a field cut short, which ``unpack_from``
@@ -70,14 +66,14 @@ def _read_usual(data: memoryview, position: int, version: int) -> KafkaFetchRequ
         position += _SESSION.size
     layout, index_at, offset_at, max_bytes_at = _partition_layout(version)
     partitions = []
-    topic_count, position = _usual_length(data, position, flexible)
+    topic_count, position = usual_size(data, position, flexible)
     for _ in range(topic_count):
-        size, position = _usual_string_size(data, position, flexible)
+        size, position = usual_size(data, position, flexible, _INT16)
         end = position + size
         if end > len(data):
             raise UnusualShape
         topic = str(data[position:end], "utf-8")
-        partition_count, position = _usual_length(data, end, flexible)
+        partition_count, position = usual_size(data, end, flexible)
         for _ in range(partition_count):
             values = layout.unpack_from(data, position)
             position += layout.size
@@ -93,11 +89,11 @@ def _read_usual(data: memoryview, position: int, version: int) -> KafkaFetchRequ
                 raise UnusualShape
             position += 1
     if version >= 7:
-        forgotten_count, position = _usual_length(data, position, flexible)
+        forgotten_count, position = usual_size(data, position, flexible)
         if forgotten_count:
             raise UnusualShape
     if version >= 11:
-        size, position = _usual_string_size(data, position, flexible)
+        size, position = usual_size(data, position, flexible, _INT16)
         end = position + size
         if end > len(data):
             raise UnusualShape
@@ -115,31 +111,6 @@ def _read_usual(data: memoryview, position: int, version: int) -> KafkaFetchRequ
         session_epoch,
         tuple(partitions),
     )
-
-
-def _usual_length(data: memoryview, position: int, flexible: bool) -> tuple[int, int]:
-    """An array's length and the position after it: a one-byte compact length, or int32."""
-    if flexible:
-        byte = data[position]
-        if byte == 0 or byte > 0x7F:
-            raise UnusualShape
-        return byte - 1, position + 1
-    size = _INT32_FIELD.unpack_from(data, position)[0]
-    if size < 0:
-        raise UnusualShape
-    return size, position + 4
-
-
-def _usual_string_size(data: memoryview, position: int, flexible: bool) -> tuple[int, int]:
-    if flexible:
-        byte = data[position]
-        if byte == 0 or byte > 0x7F:
-            raise UnusualShape
-        return byte - 1, position + 1
-    size = _INT16_FIELD.unpack_from(data, position)[0]
-    if size < 0:
-        raise UnusualShape
-    return size, position + 2
 
 
 def _read_checked(frame: memoryview, offset: int, version: int) -> KafkaFetchRequest:

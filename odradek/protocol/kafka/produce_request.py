@@ -11,7 +11,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from odradek.protocol.kafka.byte_reader import ByteReader, UnusualShape
+from odradek.protocol.kafka.byte_reader import ByteReader, UnusualShape, usual_size
 from odradek.protocol.kafka.message_codec import write_unsigned_varint
 from odradek.protocol.produce import ProducePartitionResponse
 
@@ -67,14 +67,14 @@ def _read_usual(data: memoryview, position: int, version: int) -> KafkaProduceRe
     acks, timeout_ms = _ACKS_AND_TIMEOUT.unpack_from(data, position)
     position += _ACKS_AND_TIMEOUT.size
     partitions = []
-    topic_count, position = _usual_size(data, position, flexible)
+    topic_count, position = usual_size(data, position, flexible)
     for _ in range(topic_count):
-        size, position = _usual_size(data, position, flexible, _INT16)
+        size, position = usual_size(data, position, flexible, _INT16)
         end = position + size
         if end > len(data):
             raise UnusualShape
         topic = str(data[position:end], "utf-8")
-        partition_count, position = _usual_size(data, end, flexible)
+        partition_count, position = usual_size(data, end, flexible)
         for _ in range(partition_count):
             index = _INT32.unpack_from(data, position)[0]
             position += 4
@@ -105,21 +105,6 @@ def _read_usual(data: memoryview, position: int, version: int) -> KafkaProduceRe
     if flexible and data[position]:
         raise UnusualShape
     return KafkaProduceRequest(None, acks, timeout_ms, partitions)
-
-
-def _usual_size(
-    data: memoryview, position: int, flexible: bool, legacy: struct.Struct = _INT32
-) -> tuple[int, int]:
-    """A length and the position after it: a one-byte compact length, or ``legacy``."""
-    if flexible:
-        byte = data[position]
-        if byte == 0 or byte > 0x7F:
-            raise UnusualShape
-        return byte - 1, position + 1
-    size = legacy.unpack_from(data, position)[0]
-    if size < 0:
-        raise UnusualShape
-    return size, position + legacy.size
 
 
 def _records_size(data: memoryview, position: int) -> tuple[int, int]:
