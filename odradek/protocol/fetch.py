@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.frame import encode_frame_prefix
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.schema import (
     EMPTY_PAYLOAD,
@@ -104,6 +105,83 @@ def _common_shape(header: Mapping[str, Any], payload: memoryview) -> FetchReques
             return None
         partitions.append(FetchPartition(topic, partition, fetch_offset, partition_max_bytes))
     return FetchRequest(tuple(partitions), max_wait_ms, min_bytes, max_bytes, _ISOLATION[isolation])
+
+
+def read_immediate_fetch(
+    header: Mapping[str, Any], payload: memoryview
+) -> tuple[str, int, int, IsolationLevel] | None:
+    """``(topic, partition, fetch_offset, isolation)`` of a fetch of the common shape (read as
+    ``FetchRequest.from_header`` reads it) for one partition that may not wait (``max_wait_ms``
+    or ``min_bytes`` 0): a consumer's poll that, finding nothing new, is answered at once
+    (:func:`encode_nothing_new`). None for any other request, which takes the general path."""
+    if type(header) is not dict or len(payload):
+        return None
+    entries = header.get("partitions")
+    if type(entries) is not list or len(entries) != 1:
+        return None
+    max_wait_ms = header.get("max_wait_ms", DEFAULT_MAX_WAIT_MS)
+    min_bytes = header.get("min_bytes", DEFAULT_MIN_BYTES)
+    max_bytes = header.get("max_bytes", DEFAULT_MAX_BYTES)
+    isolation = header.get("isolation", _DEFAULT_ISOLATION)
+    entry = entries[0]
+    if (
+        type(max_wait_ms) is not int
+        or type(min_bytes) is not int
+        or type(max_bytes) is not int
+        or type(isolation) is not str
+        or not 0 <= max_wait_ms <= INT32_MAX
+        or not 0 <= min_bytes <= INT32_MAX
+        or not 0 <= max_bytes <= INT32_MAX
+        or (max_wait_ms and min_bytes)
+        or isolation not in _ISOLATION
+        or type(entry) is not dict
+    ):
+        return None
+    topic = entry.get("topic")
+    partition = entry.get("partition")
+    fetch_offset = entry.get("fetch_offset")
+    partition_max_bytes = entry.get("partition_max_bytes", DEFAULT_PARTITION_MAX_BYTES)
+    if (
+        type(topic) is not str
+        or type(partition) is not int
+        or type(fetch_offset) is not int
+        or type(partition_max_bytes) is not int
+        or not 0 <= partition <= INT32_MAX
+        or not INT64_MIN <= fetch_offset <= INT64_MAX
+        or not 0 <= partition_max_bytes <= INT32_MAX
+    ):
+        return None
+    return topic, partition, fetch_offset, _ISOLATION[isolation]
+
+
+def encode_nothing_new(
+    correlation_id: int, topic: str, partition: int, high_watermark: int, log_start_offset: int
+) -> list[Payload]:
+    """The frame answering a one-partition fetch that found no records (and no error): what
+    ``encode_response`` makes of its FetchResponse, built directly."""
+    return [
+        encode_frame_prefix(
+            {
+                "id": correlation_id,
+                "error": 0,
+                "message": None,
+                "partitions": [
+                    {
+                        "topic": topic,
+                        "partition": partition,
+                        "error": 0,
+                        "message": None,
+                        "high_watermark": high_watermark,
+                        "log_start_offset": log_start_offset,
+                        "last_stable_offset": high_watermark,
+                        "size": 0,
+                    }
+                ],
+                "throttle_time_ms": 0,
+            },
+            0,
+        )
+    ]
 
 
 @dataclass(frozen=True)

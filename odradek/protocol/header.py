@@ -44,22 +44,8 @@ class RequestHeader(Message):
         A well-formed envelope is read directly, anything else by the schema, which names what
         is wrong.
         """
-        if type(header) is not dict:
-            return cls._from_schema(header)
-        api_key = header.get("api")
-        api_version = header.get("v")
-        correlation_id = header.get("id")
-        client_id = header.get("client_id")
-        if (
-            type(api_key) is int
-            and type(api_version) is int
-            and type(correlation_id) is int
-            and (client_id is None or type(client_id) is str)
-            and INT16_MIN <= api_key <= INT16_MAX
-            and INT16_MIN <= api_version <= INT16_MAX
-            and INT32_MIN <= correlation_id <= INT32_MAX
-        ):
-            return cls(api_key, api_version, correlation_id, client_id)
+        if is_common_envelope(header):
+            return cls(header["api"], header["v"], header["id"], header.get("client_id"))
         return cls._from_schema(header)
 
     @classmethod
@@ -68,6 +54,26 @@ class RequestHeader(Message):
             return decode_message(cls, header)
         except InvalidRequestError as error:
             raise FrameError(f"bad request header: {error.message}") from None
+
+
+def is_common_envelope(header: Mapping[str, Any]) -> bool:
+    """Whether ``header`` is a map whose envelope fields are all there, well typed and in range:
+    what :meth:`RequestHeader.from_header` reads directly (anything else goes to the schema)."""
+    if type(header) is not dict:
+        return False
+    api_key = header.get("api")
+    api_version = header.get("v")
+    correlation_id = header.get("id")
+    client_id = header.get("client_id")
+    return (
+        type(api_key) is int
+        and type(api_version) is int
+        and type(correlation_id) is int
+        and (client_id is None or type(client_id) is str)
+        and INT16_MIN <= api_key <= INT16_MAX
+        and INT16_MIN <= api_version <= INT16_MAX
+        and INT32_MIN <= correlation_id <= INT32_MAX
+    )
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from enum import IntEnum
 from typing import Any, ClassVar
 
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.frame import encode_frame_prefix
 from odradek.protocol.schema import (
     EMPTY_PAYLOAD,
     INT32_MAX,
@@ -100,6 +101,79 @@ def _common_shape(header: Mapping[str, Any], payload: memoryview) -> ProduceRequ
     if position != len(payload):
         return None
     return ProduceRequest(tuple(partitions), _ACKS[acks], timeout_ms)
+
+
+def read_immediate_produce(
+    header: Mapping[str, Any], payload: memoryview
+) -> tuple[str, int, memoryview, Acks] | None:
+    """``(topic, partition, records, acks)`` of a produce of the common shape (read as
+    ``ProduceRequest.from_header`` reads it) to one partition with acks 0 or 1: one that may be
+    appended and answered at once (:func:`encode_appended`). None for any other request,
+    which takes the general path."""
+    if type(header) is not dict:
+        return None
+    entries = header.get("partitions")
+    acks = header.get("acks", -1)
+    timeout_ms = header.get("timeout_ms", DEFAULT_TIMEOUT_MS)
+    if (
+        type(entries) is not list
+        or len(entries) != 1
+        or type(acks) is not int
+        or not 0 <= acks <= 1
+        or type(timeout_ms) is not int
+        or not 0 <= timeout_ms <= INT32_MAX
+    ):
+        return None
+    entry = entries[0]
+    if type(entry) is not dict:
+        return None
+    topic = entry.get("topic")
+    partition = entry.get("partition")
+    size = entry.get("size")
+    if (
+        type(topic) is not str
+        or type(partition) is not int
+        or type(size) is not int
+        or not 0 <= partition <= INT32_MAX
+        or size != len(payload)
+        or size > INT32_MAX
+    ):
+        return None
+    return topic, partition, payload, _ACKS[acks]
+
+
+def encode_appended(
+    correlation_id: int,
+    topic: str,
+    partition: int,
+    base_offset: int,
+    log_append_time_ms: int,
+    log_start_offset: int,
+) -> list[Payload]:
+    """The frame answering a one-partition produce whose append succeeded: what
+    ``encode_response`` makes of its ProduceResponse, built directly."""
+    return [
+        encode_frame_prefix(
+            {
+                "id": correlation_id,
+                "error": 0,
+                "message": None,
+                "partitions": [
+                    {
+                        "topic": topic,
+                        "partition": partition,
+                        "error": 0,
+                        "message": None,
+                        "base_offset": base_offset,
+                        "log_append_time_ms": log_append_time_ms,
+                        "log_start_offset": log_start_offset,
+                    }
+                ],
+                "throttle_time_ms": 0,
+            },
+            0,
+        )
+    ]
 
 
 @dataclass(frozen=True)

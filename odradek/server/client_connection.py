@@ -21,11 +21,13 @@ from concurrent.futures import Executor
 from time import perf_counter
 
 from odradek.errors import KafkaError, UnknownServerError, error_code_for
-from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
+from odradek.protocol.fetch import encode_nothing_new, read_immediate_fetch
 from odradek.protocol.frame import Frame, FrameError
-from odradek.protocol.header import RequestHeader, ResponseHeader
+from odradek.protocol.header import RequestHeader, ResponseHeader, is_common_envelope
 from odradek.protocol.messages import decode_request, encode_response
-from odradek.protocol.schema import Message
+from odradek.protocol.produce import Acks, encode_appended, read_immediate_produce
+from odradek.protocol.schema import Message, Payload
 from odradek.server.connection import Connection, ConnectionRegistry, ConnectionSettings
 from odradek.server.frame_reader import FrameReader
 from odradek.server.kafka_apis import EAGER_API_KEYS, KafkaApis
@@ -36,6 +38,15 @@ from odradek.server.sasl_gate import SaslGate
 from odradek.server.session import Session
 
 logger = logging.getLogger(__name__)
+
+
+def _versions(api_key: ApiKey) -> frozenset[int]:
+    low, high = SUPPORTED_VERSIONS[api_key]
+    return frozenset(range(low, high + 1))
+
+
+_FETCH_VERSIONS = _versions(ApiKey.FETCH)
+_PRODUCE_VERSIONS = _versions(ApiKey.PRODUCE)
 
 
 class ClientConnection(Connection[Frame]):
@@ -88,6 +99,12 @@ class ClientConnection(Connection[Frame]):
 
     def _dispatch(self, frame: Frame) -> None:
         received = perf_counter()
+        if (
+            self._sasl_gate is None
+            and is_common_envelope(frame.header)
+            and self._answer_at_once(frame, received)
+        ):
+            return
         size = len(frame.payload)
         try:
             header = RequestHeader.from_header(frame.header)
@@ -116,6 +133,53 @@ class ClientConnection(Connection[Frame]):
             return
         handling = self._handle(header, request, size, received)
         self._start(handling, size, eager=header.api_key in EAGER_API_KEYS)
+
+    def _answer_at_once(self, frame: Frame, received: float) -> bool:
+        """Answer in a few steps a produce to one partition with acks 0 or 1 whose append is
+        done at once, or a fetch of one partition that may not wait and finds nothing new;
+        whether it did. Anything else (another API or version, another shape, an error, a
+        quota or an authorizer in force) is left to the general path, whose answer this is
+        (held to it by tests)."""
+        header, payload = frame
+        api_key = header["api"]
+        response: list[Payload] | None
+        if api_key == ApiKey.FETCH and header["v"] in _FETCH_VERSIONS:
+            fetch = read_immediate_fetch(header, payload)
+            if fetch is None:
+                return False
+            topic, partition, fetch_offset, isolation = fetch
+            offsets = self._apis.fetch_nothing_new(topic, partition, fetch_offset, isolation)
+            if offsets is None:
+                return False
+            response = encode_nothing_new(header["id"], topic, partition, *offsets)
+        elif api_key == ApiKey.PRODUCE and header["v"] in _PRODUCE_VERSIONS:
+            produce = read_immediate_produce(header, payload)
+            if produce is None:
+                return False
+            topic, partition, records, acks = produce
+            info = self._apis.produce_at_once(topic, partition, records, acks)
+            if info is None:
+                return False
+            response = None
+            if acks is not Acks.NONE:
+                response = encode_appended(
+                    header["id"],
+                    topic,
+                    partition,
+                    info.first_offset,
+                    info.log_append_time_ms,
+                    info.log_start_offset,
+                )
+        else:
+            return False
+        self._memory_pool.release(len(payload))
+        if response is not None and not self._transport.is_closing():
+            self._last_active = self._loop.time()
+            self._writer.write(response)
+        self._start_throttle()
+        self._recorder.record(api_key, 0, perf_counter() - received)
+        self._update_reading()
+        return True
 
     async def _handle(
         self, header: RequestHeader, request: Message, size: int, received: float

@@ -238,6 +238,23 @@ class ReplicaManager:
                     continue
             responses[index] = _produce_error(response, error)
 
+    def append_at_once(
+        self, topic: str, number: int, records: bytes | memoryview, acks: Acks
+    ) -> LogAppendInfo | None:
+        """Append ``records`` to ``topic-number`` here and now, for acks 0 or 1, when that is
+        cheap and keeps the order (see ``Partition.append_now``) and succeeds: a one-partition
+        produce answered without a task, a future or a response object. None when it does not
+        (nothing is written then): the request takes ``append_records``, which queues the
+        append, or answers its error."""
+        if topic in INTERNAL_TOPICS:
+            return None
+        try:
+            partition = self.partition(topic, number)
+            info = partition.append_now(records, acks)
+        except KafkaError:
+            return None
+        return info
+
     # --- fetch -------------------------------------------------------------------------------
 
     async def fetch_messages(self, request: FetchRequest, context: RequestContext) -> FetchResponse:
@@ -256,6 +273,26 @@ class ReplicaManager:
             await self._purgatory.wait(delayed, request.max_wait_ms / 1000)
             results = await self._read(request, isolation, context)
         return FetchResponse(tuple([result.to_response() for result in results]))
+
+    def nothing_new(
+        self, topic: str, number: int, fetch_offset: int, isolation: IsolationLevel
+    ) -> tuple[int, int] | None:
+        """``(high_watermark, log_start_offset)`` of ``topic-number`` when a read from
+        ``fetch_offset`` with ``isolation`` finds nothing there: the offset is the end such a
+        read may reach (a consumer polling at the head of its partition). None otherwise, or
+        when the partition cannot be read: the fetch then takes ``fetch_messages``, which
+        reads, waits or answers the error. What ``fetch_messages`` answers a one-partition
+        fetch that may not wait, in a few steps."""
+        try:
+            log = self.partition(topic, number).log
+        except KafkaError:
+            return None
+        high_watermark = log.high_watermark
+        log_start_offset = log.log_start_offset
+        end = high_watermark if isolation is IsolationLevel.HIGH_WATERMARK else log.log_end_offset
+        if fetch_offset != end or fetch_offset < log_start_offset:
+            return None
+        return high_watermark, log_start_offset
 
     def _must_wait(self, request: FetchRequest, results: list[LogReadResult]) -> bool:
         if self._shutting_down or request.max_wait_ms <= 0 or not results:
