@@ -17,11 +17,23 @@ from odradek.protocol.fetch import (
     FetchPartitionResponse,
     FetchRequest,
     FetchResponse,
+    encode_nothing_new,
+    read_immediate_fetch,
 )
+from odradek.protocol.fetch import _common_shape as fetch_common_shape
 from odradek.protocol.frame import FrameDecoder, FrameError, encode_frame, encode_frame_prefix
 from odradek.protocol.header import RequestHeader, ResponseHeader
+from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.messages import decode_request, encode_response
-from odradek.protocol.produce import ProducePartitionResponse, ProduceRequest, ProduceResponse
+from odradek.protocol.produce import (
+    Acks,
+    ProducePartitionResponse,
+    ProduceRequest,
+    ProduceResponse,
+    encode_appended,
+    read_immediate_produce,
+)
+from odradek.protocol.produce import _common_shape as produce_common_shape
 from odradek.protocol.schema import (
     INT16_MAX,
     INT16_MIN,
@@ -312,3 +324,94 @@ def test_responses_encode_as_the_schema_does(envelope: ResponseHeader, body: Mes
 @given(envelope=response_envelopes)
 def test_error_envelopes_encode_as_the_schema_does(envelope: ResponseHeader) -> None:
     assert frame_bytes(encode_response(envelope)) == schema_frame_prefix(envelope, None, 0)
+
+
+# --- requests answered at once: one partition, read as the general path reads it -----------
+
+
+@settings(max_examples=examples(400))
+@given(header=fetch_headers, payload=st.one_of(st.just(b""), payloads))
+def test_an_immediate_fetch_is_the_request_the_general_path_reads(
+    header: dict, payload: bytes
+) -> None:
+    """What read_immediate_fetch takes is a one-partition fetch that may not wait, with the
+    fields the general path reads; what it leaves is anything else, or what the common shape
+    leaves too (then the schema reads it)."""
+    view = memoryview(payload)
+    immediate = read_immediate_fetch(header, view)
+    general = outcome(lambda: FetchRequest.from_header(header, view))
+    if immediate is not None:
+        request = FetchRequest.from_header(header, view)
+        (entry,) = request.partitions
+        assert immediate == (entry.topic, entry.partition, entry.fetch_offset, request.isolation)
+        assert request.max_wait_ms == 0 or request.min_bytes == 0
+        return
+    if general[0] == "decoded" and fetch_common_shape(header, view) is not None:
+        request = FetchRequest.from_header(header, view)
+        assert len(request.partitions) != 1 or (request.max_wait_ms and request.min_bytes)
+
+
+@settings(max_examples=examples(400))
+@given(request=produce_requests())
+def test_an_immediate_produce_is_the_request_the_general_path_reads(
+    request: tuple[dict, bytes],
+) -> None:
+    header, payload = request
+    view = memoryview(payload)
+    immediate = read_immediate_produce(header, view)
+    if immediate is not None:
+        decoded = ProduceRequest.from_header(header, view)
+        (entry,) = decoded.partitions
+        topic, partition, records, acks = immediate
+        assert (topic, partition, bytes(records), acks) == (
+            entry.topic,
+            entry.partition,
+            bytes(entry.records),
+            decoded.acks,
+        )
+        assert acks is not Acks.ALL
+        return
+    if produce_common_shape(header, view) is not None:
+        decoded = ProduceRequest.from_header(header, view)
+        assert len(decoded.partitions) != 1 or decoded.acks is Acks.ALL
+
+
+def test_immediate_requests_are_read_directly() -> None:
+    fetch = {"partitions": [{"topic": "a", "partition": 3, "fetch_offset": 5}], "max_wait_ms": 0}
+    produce = {"partitions": [{"topic": "a", "partition": 0, "size": 2}], "acks": 1}
+    assert read_immediate_fetch(fetch, memoryview(b"")) == (
+        "a",
+        3,
+        5,
+        IsolationLevel.HIGH_WATERMARK,
+    )
+    assert read_immediate_fetch({**fetch, "max_wait_ms": 1}, memoryview(b"")) is None
+    assert read_immediate_fetch({**fetch, "min_bytes": 0, "max_wait_ms": 9}, memoryview(b""))
+    topic, partition, records, acks = read_immediate_produce(produce, memoryview(b"xy"))
+    assert (topic, partition, bytes(records), acks) == ("a", 0, b"xy", Acks.LEADER)
+    assert read_immediate_produce({**produce, "acks": -1}, memoryview(b"xy")) is None
+
+
+@settings(max_examples=examples(200))
+@given(
+    correlation_id=ints(INT32_MIN, INT32_MAX),
+    topic=st.text(max_size=5),
+    partition=ints(0, INT32_MAX),
+    offsets=st.tuples(*[st.integers(-1, INT64_MAX)] * 3),
+)
+def test_immediate_answers_encode_as_their_responses_do(
+    correlation_id: int, topic: str, partition: int, offsets: tuple[int, int, int]
+) -> None:
+    first, second, third = offsets
+    nothing_new = FetchResponse(
+        (FetchPartitionResponse(topic, partition, 0, None, first, second, first),)
+    )
+    assert frame_bytes(encode_nothing_new(correlation_id, topic, partition, first, second)) == (
+        frame_bytes(encode_response(ResponseHeader(correlation_id), nothing_new))
+    )
+    appended = ProduceResponse(
+        (ProducePartitionResponse(topic, partition, 0, None, first, second, third),)
+    )
+    assert frame_bytes(
+        encode_appended(correlation_id, topic, partition, first, second, third)
+    ) == frame_bytes(encode_response(ResponseHeader(correlation_id), appended))
