@@ -1,0 +1,130 @@
+"""A produce or fetch a connection answers at once (one partition, acks 0 or 1, or nothing new
+to fetch) gets, through a real broker, the very bytes the general path gives the same request
+in the same state; and whatever that path does not take reaches the general one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from server_helpers import RawClient, RunningBroker, batch, read_partition, running_broker
+
+from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
+from odradek.protocol.frame import Frame
+from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
+from odradek.server.client_connection import ClientConnection
+
+ANSWER_AT_ONCE = ClientConnection._answer_at_once
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[RunningBroker]:
+    with running_broker(tmp_path) as running:
+        yield running
+
+
+class Paths:
+    """Switches every connection between the immediate path (counting what it answers) and
+    the general one alone."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self._monkeypatch = monkeypatch
+        self.answered: list[bool] = []
+
+    def immediate(self) -> None:
+        def spy(connection: ClientConnection, frame: Frame, received: float) -> bool:
+            answered = ANSWER_AT_ONCE(connection, frame, received)
+            self.answered.append(answered)
+            return answered
+
+        self._monkeypatch.setattr(ClientConnection, "_answer_at_once", spy)
+
+    def general(self) -> None:
+        self._monkeypatch.setattr(ClientConnection, "_answer_at_once", lambda *_: False)
+
+
+@pytest.fixture
+def paths(monkeypatch: pytest.MonkeyPatch) -> Paths:
+    return Paths(monkeypatch)
+
+
+def exchange(client: RawClient, header: dict[str, Any], payload: bytes = b"") -> tuple[Any, ...]:
+    client.send_frame({"api": header.pop("api"), "v": 0, "id": 7, **header}, payload)
+    frame = client.read_frame()
+    return frame.header, bytes(frame.payload)
+
+
+def fetch_header(topic: str, partition: int, offset: int, **options: object) -> dict[str, Any]:
+    entry = {"topic": topic, "partition": partition, "fetch_offset": offset}
+    return {"api": 1, "partitions": [entry], "max_wait_ms": 0, **options}
+
+
+def produce_header(topic: str, partition: int, size: int, acks: int) -> dict[str, Any]:
+    entry = {"topic": topic, "partition": partition, "size": size}
+    return {"api": 0, "partitions": [entry], "acks": acks}
+
+
+def test_fetches_get_the_general_paths_answer(broker: RunningBroker, paths: Paths) -> None:
+    with broker.connect() as client:
+        client.call(CreateTopicsRequest((CreatableTopic("t", 2),)))
+        for _ in range(4):
+            assert (
+                exchange(client, produce_header("t", 0, len(batch()), 1), batch())[0]["error"] == 0
+            )
+        client.call(DeleteRecordsRequest((DeleteRecordsPartition("t", 0, 1),)))
+        headers = [
+            fetch_header(topic, partition, offset, isolation=isolation, **options)
+            for topic in ("t", "missing", "bad/name")
+            for partition in (0, 1, 5)
+            for offset in (-1, 0, 1, 3, 4, 5)
+            for isolation in ("high_watermark", "log_end")
+            for options in ({}, {"max_wait_ms": 50, "min_bytes": 0}, {"max_bytes": 0})
+        ]
+        for header in headers:
+            paths.immediate()
+            immediate = exchange(client, dict(header))
+            paths.general()
+            assert immediate == exchange(client, dict(header)), header
+    # at the log end of either partition (offset 4 of partition 0, 0 of partition 1)
+    assert paths.answered.count(True) == 2 * 2 * 3  # partitions, isolations, options
+
+
+def test_produces_get_the_general_paths_answer(broker: RunningBroker, paths: Paths) -> None:
+    good = batch(2)
+    requests = [
+        (produce_header("{topic}", 0, len(good), 1), good),
+        (produce_header("{topic}", 1, len(good), 1), good),
+        (produce_header("{topic}", 0, len(good), 0), good),
+        (produce_header("{topic}", 0, 5, 1), b"torn!"),  # refused: not a batch
+        (produce_header("{topic}", 9, len(good), 1), good),  # no such partition
+        (produce_header("{topic}", 0, len(good), 1), good),
+        (produce_header("{topic}", 0, len(good), -1), good),  # acks=all: general path
+    ]
+    with broker.connect() as client:
+        client.call(
+            CreateTopicsRequest((CreatableTopic("immediate", 2), CreatableTopic("general", 2)))
+        )
+        for header, payload in requests:
+            answers = []
+            for topic, path in (("immediate", paths.immediate), ("general", paths.general)):
+                path()
+                entry = dict(header["partitions"][0], topic=topic)
+                request = {**header, "partitions": [entry]}
+                if header["acks"] == 0:
+                    client.send_frame({"v": 0, "id": 7, **request}, payload)
+                    exchange(client, fetch_header(topic, 0, 0))  # done before the path changes
+                    continue
+                response, records = exchange(client, request, payload)
+                for partition in response.get("partitions", []):
+                    partition["topic"] = "{topic}"
+                    if partition["message"]:
+                        partition["message"] = partition["message"].replace(topic, "{topic}")
+                answers.append((response, records))
+            if answers:
+                assert answers[0] == answers[1], header
+        for partition in (0, 1):
+            general = read_partition(client, "general", partition)
+            assert read_partition(client, "immediate", partition) == general
+    assert paths.answered == [True, True, True, False, False, False, True, False]
