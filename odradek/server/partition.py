@@ -68,7 +68,12 @@ class Partition:
         them is written then)."""
         if self._last_append is not None or not _runs_inline(records):
             return None
-        return self._append_now(records, acks)
+        log = self.log  # as _append_now, in one step: most appends come this way
+        info = log.append(records)
+        if acks is not Acks.ALL:
+            log.maybe_increment_high_watermark(log.log_end_offset_metadata)
+        self._on_offsets_moved(self.topic_partition)
+        return info
 
     def append(self, records: bytes | memoryview, acks: Acks) -> asyncio.Future[LogAppendInfo]:
         """Append ``records`` after every append started before; the future fails with the
