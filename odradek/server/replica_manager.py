@@ -261,7 +261,9 @@ class ReplicaManager:
         """Read every partition; unless that gives ``min_bytes`` (or an error), wait in the
         purgatory for appends to bring them, at most ``max_wait_ms``, then read again."""
         isolation = _FETCH_ISOLATION[request.isolation]
-        results = await self._read(request, isolation, context)
+        results = self._read_available(request, isolation, context, [])
+        if len(results) < len(request.partitions):
+            await self._read_rest(request, isolation, context, results)
         if self._must_wait(request, results):
             statuses = [
                 FetchPartitionStatus(
@@ -271,7 +273,9 @@ class ReplicaManager:
             ]
             delayed = DelayedFetch(statuses, request.min_bytes, isolation)
             await self._purgatory.wait(delayed, request.max_wait_ms / 1000)
-            results = await self._read(request, isolation, context)
+            results = self._read_available(request, isolation, context, [])
+            if len(results) < len(request.partitions):
+                await self._read_rest(request, isolation, context, results)
         return FetchResponse(tuple([result.to_response() for result in results]))
 
     def nothing_new(
@@ -304,30 +308,57 @@ class ReplicaManager:
             size += result.size
         return size < request.min_bytes
 
-    async def _read(
-        self, request: FetchRequest, isolation: FetchIsolation, context: RequestContext
+    def _read_available(
+        self,
+        request: FetchRequest,
+        isolation: FetchIsolation,
+        context: RequestContext,
+        results: list[LogReadResult],
     ) -> list[LogReadResult]:
-        """Read the partitions in order within ``max_bytes``; the first with data returns at
-        least one whole batch even if it is larger (so a consumer never gets stuck)."""
+        """Add to ``results`` the reads of the request's partitions from ``len(results)`` on,
+        in order and within ``max_bytes``; the first with data returns at least one whole
+        batch even if it is larger (so a consumer never gets stuck). Stops before a read that
+        may wait on the disk (``_read_rest`` goes on from there). Returns ``results``."""
+        entries = request.partitions
         remaining = max_bytes = request.max_bytes
-        results = []
-        for entry in request.partitions:
+        for result in results:
+            remaining = max(0, remaining - result.size)
+        for index in range(len(results), len(entries)):
+            entry = entries[index]
             limit = min(entry.partition_max_bytes, remaining)
-            min_one = remaining == max_bytes
-            result = self._read_partition(entry, isolation, limit, min_one)
+            result = self._read_partition(entry, isolation, limit, remaining == max_bytes)
             if result is None:  # it may wait on the disk
-                result = await self._read_partition_in_thread(entry, isolation, limit, min_one)
+                break
             if result.error is not None:
-                logger.info(
-                    "[%s] fetch at offset %d from %s failed: %s",
-                    _label(entry.topic, entry.partition),
-                    entry.fetch_offset,
-                    context.peer,
-                    result.error,
-                )
+                _log_read_failure(entry, context, result.error)
             remaining = max(0, remaining - result.size)
             results.append(result)
         return results
+
+    async def _read_rest(
+        self,
+        request: FetchRequest,
+        isolation: FetchIsolation,
+        context: RequestContext,
+        results: list[LogReadResult],
+    ) -> None:
+        """Go on with ``_read_available`` where it stopped: that partition's read in a
+        thread, then the others as ``_read_available`` reads them."""
+        entries = request.partitions
+        max_bytes = request.max_bytes
+        while len(results) < len(entries):
+            entry = entries[len(results)]
+            remaining = max_bytes
+            for result in results:
+                remaining = max(0, remaining - result.size)
+            limit = min(entry.partition_max_bytes, remaining)
+            result = await self._read_partition_in_thread(
+                entry, isolation, limit, remaining == max_bytes
+            )
+            if result.error is not None:
+                _log_read_failure(entry, context, result.error)
+            results.append(result)
+            self._read_available(request, isolation, context, results)
 
     def _read_partition(
         self, entry: FetchPartition, isolation: FetchIsolation, max_bytes: int, min_one: bool
@@ -433,6 +464,16 @@ def _read_failed(
     if isinstance(error, OSError):
         error = _read_error(entry.topic, entry.partition, error)
     return LogReadResult(entry, partition, error=error)
+
+
+def _log_read_failure(entry: FetchPartition, context: RequestContext, error: KafkaError) -> None:
+    logger.info(
+        "[%s] fetch at offset %d from %s failed: %s",
+        _label(entry.topic, entry.partition),
+        entry.fetch_offset,
+        context.peer,
+        error,
+    )
 
 
 def _read_error(topic: str, partition: int, error: OSError) -> KafkaStorageError:
