@@ -3,6 +3,8 @@ the schema walk (decode_message, encode_message), byte for byte, for any input, 
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -44,6 +46,7 @@ from odradek.protocol.schema import (
     Message,
     decode_message,
     encode_message,
+    stored_at_once,
 )
 
 # --- values near the edges of every field's type, and anything else msgpack can carry ---------
@@ -415,3 +418,32 @@ def test_immediate_answers_encode_as_their_responses_do(
     assert frame_bytes(
         encode_appended(correlation_id, topic, partition, first, second, third)
     ) == frame_bytes(encode_response(ResponseHeader(correlation_id), appended))
+
+
+def test_values_stored_at_once_are_the_dataclasses_they_were() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Plain:
+        topic: str
+        partition: int
+        error: int = 0
+        records: bytes = b""
+
+    @stored_at_once
+    @dataclasses.dataclass(frozen=True)
+    class Stored:
+        topic: str
+        partition: int
+        error: int = 0
+        records: bytes = b""
+
+    assert str(inspect.signature(Stored)) == str(inspect.signature(Plain))
+    for args, kwargs in [(("a", 1), {}), (("a", 1, 3, b"x"), {}), (("a",), {"records": b"y"})]:
+        kwargs = {"partition": 2, **kwargs} if len(args) == 1 else kwargs
+        assert vars(Stored(*args, **kwargs)) == vars(Plain(*args, **kwargs))
+    value = Stored("a", 1)
+    assert value == Stored("a", 1) and hash(value) == hash(Stored("a", 1))
+    assert dataclasses.replace(value, error=5) == Stored("a", 1, 5)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        value.error = 1  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        Stored("a")  # a required field missing, as the dataclass would say

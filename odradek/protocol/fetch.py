@@ -21,6 +21,7 @@ from odradek.protocol.schema import (
     Payload,
     Records,
     decode_message,
+    stored_at_once,
 )
 
 DEFAULT_MAX_WAIT_MS = 500
@@ -32,6 +33,7 @@ _ISOLATION = {level.value: level for level in IsolationLevel}
 _DEFAULT_ISOLATION = IsolationLevel.HIGH_WATERMARK.value
 
 
+@stored_at_once
 @dataclass(frozen=True)
 class FetchPartition:
     """Read one partition from ``fetch_offset``, at most ``partition_max_bytes`` of it."""
@@ -42,6 +44,7 @@ class FetchPartition:
     partition_max_bytes: NonNegativeInt32 = DEFAULT_PARTITION_MAX_BYTES
 
 
+@stored_at_once
 @dataclass(frozen=True)
 class FetchRequest(Message):
     """Answer when ``min_bytes`` are available or ``max_wait_ms`` have passed."""
@@ -184,6 +187,7 @@ def encode_nothing_new(
     ]
 
 
+@stored_at_once
 @dataclass(frozen=True)
 class FetchPartitionResponse:
     """One partition's data: whole batches from the one holding ``fetch_offset``.
@@ -202,6 +206,7 @@ class FetchPartitionResponse:
     records: Records = b""
 
 
+@stored_at_once
 @dataclass(frozen=True)
 class FetchResponse(Message):
     """One entry per partition of the request, in the request's order; ``throttle_time_ms``:

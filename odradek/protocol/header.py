@@ -20,9 +20,11 @@ from odradek.protocol.schema import (
     Message,
     Payload,
     decode_message,
+    stored_at_once,
 )
 
 
+@stored_at_once
 @dataclass(frozen=True)
 class RequestHeader(Message):
     """``api``, ``v``, ``id`` and ``client_id``: which API, which version, which request."""
@@ -76,6 +78,7 @@ def is_common_envelope(header: Mapping[str, Any]) -> bool:
     )
 
 
+@stored_at_once
 @dataclass(frozen=True)
 class ResponseHeader(Message):
     """``id`` of the request answered, and a request-level ``error`` code (0 = NONE)."""

@@ -19,6 +19,7 @@ from odradek.protocol.schema import (
     Payload,
     Records,
     decode_message,
+    stored_at_once,
 )
 
 DEFAULT_TIMEOUT_MS = 30000
@@ -35,6 +36,7 @@ class Acks(IntEnum):
 _ACKS = {acks.value: acks for acks in Acks}
 
 
+@stored_at_once
 @dataclass(frozen=True)
 class ProducePartitionData:
     """Record batches for one partition; ``records`` may hold several batches back to back."""
@@ -44,6 +46,7 @@ class ProducePartitionData:
     records: Records
 
 
+@stored_at_once
 @dataclass(frozen=True)
 class ProduceRequest(Message):
     """Batches for one or more partitions. With ``acks`` NONE the broker sends no response."""
@@ -176,6 +179,7 @@ def encode_appended(
     ]
 
 
+@stored_at_once
 @dataclass(frozen=True)
 class ProducePartitionResponse:
     """Where one partition's batches landed: the offset given to the first record."""
@@ -189,6 +193,7 @@ class ProducePartitionResponse:
     log_start_offset: Int64 = -1
 
 
+@stored_at_once
 @dataclass(frozen=True)
 class ProduceResponse(Message):
     """One entry per partition of the request, in the request's order; ``throttle_time_ms``:

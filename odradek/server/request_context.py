@@ -7,11 +7,13 @@ from typing import TYPE_CHECKING
 
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.header import RequestHeader
+from odradek.protocol.schema import stored_at_once
 
 if TYPE_CHECKING:
     from odradek.server.session import Session
 
 
+@stored_at_once
 @dataclass(frozen=True)
 class RequestContext:
     """The peer address and envelope of a request being handled, and its connection's
