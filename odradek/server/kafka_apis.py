@@ -110,7 +110,8 @@ class KafkaApis:
         is answered with no records, and nothing else (no quota, no authorizer, no error) has a
         say in its answer: a protocol may then answer it directly, as ``handle`` would. None
         otherwise: call ``handle``. See ``ReplicaManager.nothing_new``."""
-        if not self._unrestricted():
+        quotas = self._quotas
+        if self._authorization.authorizer.enabled or (quotas is not None and quotas.enabled):
             return None
         return self._replicas.nothing_new(topic, partition, fetch_offset, isolation)
 
@@ -121,13 +122,10 @@ class KafkaApis:
         is cheap, succeeds and nothing else (no quota, no authorizer) has a say in its answer:
         a protocol may then answer it directly, as ``handle`` would. None when nothing was
         written: call ``handle``. See ``ReplicaManager.append_at_once``."""
-        if not self._unrestricted():
+        quotas = self._quotas
+        if self._authorization.authorizer.enabled or (quotas is not None and quotas.enabled):
             return None
         return self._replicas.append_at_once(topic, partition, records, acks)
-
-    def _unrestricted(self) -> bool:
-        quotas = self._quotas
-        return not self._authorization.authorizer.enabled and (quotas is None or not quotas.enabled)
 
     def handle(
         self, context: RequestContext, request: Message, count_quotas: bool = True
