@@ -99,11 +99,7 @@ class ClientConnection(Connection[Frame]):
 
     def _dispatch(self, frame: Frame) -> None:
         received = perf_counter()
-        if (
-            self._sasl_gate is None
-            and is_common_envelope(frame.header)
-            and self._answer_at_once(frame, received)
-        ):
+        if is_common_envelope(frame.header) and self._answer_at_once(frame, received):
             return
         size = len(frame.payload)
         try:
@@ -138,10 +134,13 @@ class ClientConnection(Connection[Frame]):
         """Answer in a few steps a produce to one partition with acks 0 or 1 whose append is
         done at once, or a fetch of one partition that may not wait and finds nothing new;
         whether it did. Anything else (another API or version, another shape, an error, a
-        quota or an authorizer in force) is left to the general path, whose answer this is
-        (held to it by tests)."""
+        quota or an authorizer in force, a request before SASL authentication) is left to
+        the general path, whose answer this is (held to it by tests)."""
         header, payload = frame
         api_key = header["api"]
+        gate = self._sasl_gate
+        if gate is not None and not gate.allows(api_key):
+            return False  # refused by the general path
         response: list[Payload] | None
         if api_key == ApiKey.FETCH and header["v"] in _FETCH_VERSIONS:
             fetch = read_immediate_fetch(header, payload)
@@ -178,6 +177,8 @@ class ClientConnection(Connection[Frame]):
             self._writer.write(response)
         self._start_throttle()
         self._recorder.record(api_key, 0, perf_counter() - received)
+        if gate is not None:
+            self._after_sasl_step(gate)
         self._update_reading()
         return True
 
@@ -208,10 +209,15 @@ class ClientConnection(Connection[Frame]):
             self._respond(response_header, None)
         self._start_throttle()
         self._recorder.record(header.api_key, error_code, perf_counter() - received)
-        if self._sasl_gate is not None and self._sasl_gate.after_step():
+        if self._sasl_gate is not None:
+            self._after_sasl_step(self._sasl_gate)
+        self._update_reading()
+
+    def _after_sasl_step(self, gate: SaslGate) -> None:
+        """A response went out on a SASL listener: a failed exchange closes the connection."""
+        if gate.after_step():
             self._metrics.closed_connections.labels("authentication_failed").inc()
             self._loop.create_task(self.shutdown(), name=f"close-{self.peer}")
-        self._update_reading()
 
     def _respond(self, response_header: ResponseHeader, response: Message | None) -> None:
         if self._transport.is_closing():
