@@ -99,6 +99,7 @@ def test_produces_get_the_general_paths_answer(broker: RunningBroker, paths: Pat
         (produce_header("{topic}", 0, len(good), 0), good),
         (produce_header("{topic}", 0, 5, 1), b"torn!"),  # refused: not a batch
         (produce_header("{topic}", 9, len(good), 1), good),  # no such partition
+        (produce_header("{topic}", 0, 0, 1), b""),  # no batch at all
         (produce_header("{topic}", 0, len(good), 1), good),
         (produce_header("{topic}", 0, len(good), -1), good),  # acks=all: general path
     ]
@@ -127,4 +128,4 @@ def test_produces_get_the_general_paths_answer(broker: RunningBroker, paths: Pat
         for partition in (0, 1):
             general = read_partition(client, "general", partition)
             assert read_partition(client, "immediate", partition) == general
-    assert paths.answered == [True, True, True, False, False, False, True, False]
+    assert paths.answered == [True, True, True, False, False, False, False, True, False]
