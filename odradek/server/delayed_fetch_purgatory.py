@@ -23,9 +23,11 @@ class DelayedFetchPurgatory:
         keys = fetch.keys
         for key in keys:
             self._watchers.setdefault(key, set()).add(fetch)
+        deadline = asyncio.get_running_loop().call_later(timeout_s, fetch.force_complete)
         try:
-            await asyncio.wait((fetch.future,), timeout=timeout_s)
+            await fetch.future  # (its deadline completes it: no waiter, no set of futures)
         finally:
+            deadline.cancel()
             for key in keys:
                 watchers = self._watchers.get(key)
                 if watchers is not None:
