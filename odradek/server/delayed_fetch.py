@@ -6,12 +6,14 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from odradek.protocol.schema import stored_at_once
 from odradek.server.partition import Partition
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
 from odradek.topic_partition import TopicPartition
 
 
+@stored_at_once
 @dataclass(frozen=True)
 class FetchPartitionStatus:
     """Where one partition's read of the fetch stood when it began waiting."""
