@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 from server_helpers import RawClient, RunningBroker, batch, read_partition, running_broker
 
+from odradek.errors import UnknownServerError
 from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
 from odradek.protocol.frame import Frame
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
 from odradek.server.client_connection import ClientConnection
+from odradek.server.replica_manager import ReplicaManager
 
 ANSWER_AT_ONCE = ClientConnection._answer_at_once
 
@@ -34,15 +36,15 @@ class Paths:
         self.answered: list[bool] = []
 
     def immediate(self) -> None:
-        def spy(connection: ClientConnection, frame: Frame, received: float) -> bool:
-            answered = ANSWER_AT_ONCE(connection, frame, received)
-            self.answered.append(answered)
-            return answered
+        def spy(connection: ClientConnection, frame: Frame) -> object:
+            answer = ANSWER_AT_ONCE(connection, frame)
+            self.answered.append(answer is not None)
+            return answer
 
         self._monkeypatch.setattr(ClientConnection, "_answer_at_once", spy)
 
     def general(self) -> None:
-        self._monkeypatch.setattr(ClientConnection, "_answer_at_once", lambda *_: False)
+        self._monkeypatch.setattr(ClientConnection, "_answer_at_once", lambda *_: None)
 
 
 @pytest.fixture
@@ -129,3 +131,21 @@ def test_produces_get_the_general_paths_answer(broker: RunningBroker, paths: Pat
             general = read_partition(client, "general", partition)
             assert read_partition(client, "immediate", partition) == general
     assert paths.answered == [True, True, True, False, False, False, False, True, False]
+
+
+def test_an_unexpected_failure_is_answered_and_the_connection_goes_on(
+    broker: RunningBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with broker.connect() as client:
+        client.call(CreateTopicsRequest((CreatableTopic("t", 1),)))
+
+        def broken(*_: object) -> None:
+            raise RuntimeError("a bug")
+
+        monkeypatch.setattr(ReplicaManager, "append_at_once", broken)
+        response, _ = exchange(client, produce_header("t", 0, len(batch()), 1), batch())
+        assert (response["id"], response["error"]) == (7, UnknownServerError.code)
+        assert "see its log" in response["message"]
+        monkeypatch.undo()
+        response, _ = exchange(client, produce_header("t", 0, len(batch()), 1), batch())
+        assert response["error"] == 0 and response["partitions"][0]["base_offset"] == 0

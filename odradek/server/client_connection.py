@@ -99,8 +99,14 @@ class ClientConnection(Connection[Frame]):
 
     def _dispatch(self, frame: Frame) -> None:
         received = perf_counter()
-        if is_common_envelope(frame.header) and self._answer_at_once(frame, received):
-            return
+        if is_common_envelope(frame.header):
+            try:
+                answer = self._answer_at_once(frame)
+            except Exception:  # answered as _handle answers a handler's failure
+                answer = self._failed_at_once(frame)
+            if answer is not None:
+                self._answered(frame, *answer, received)
+                return
         size = len(frame.payload)
         try:
             header = RequestHeader.from_header(frame.header)
@@ -130,57 +136,70 @@ class ClientConnection(Connection[Frame]):
         handling = self._handle(header, request, size, received)
         self._start(handling, size, eager=header.api_key in EAGER_API_KEYS)
 
-    def _answer_at_once(self, frame: Frame, received: float) -> bool:
-        """Answer in a few steps a produce to one partition with acks 0 or 1 whose append is
-        done at once, or a fetch of one partition that may not wait and finds nothing new;
-        whether it did. Anything else (another API or version, another shape, an error, a
-        quota or an authorizer in force, a request before SASL authentication) is left to
-        the general path, whose answer this is (held to it by tests)."""
+    def _answer_at_once(self, frame: Frame) -> tuple[int, list[Payload] | None] | None:
+        """The answer, in a few steps, to a produce to one partition with acks 0 or 1 whose
+        append is done at once, or to a fetch of one partition that may not wait and finds
+        nothing new: its error code (0) and response frame (None for acks=0). None for
+        anything else (another API or version, another shape, an error, a queued append, a
+        quota or an authorizer in force, a request before SASL authentication): the general
+        path, whose answer this is (held to it by tests), takes it."""
         header, payload = frame
         api_key = header["api"]
         gate = self._sasl_gate
         if gate is not None and not gate.allows(api_key):
-            return False  # refused by the general path
-        response: list[Payload] | None
+            return None  # refused by the general path
         if api_key == ApiKey.FETCH and header["v"] in _FETCH_VERSIONS:
             fetch = read_immediate_fetch(header, payload)
             if fetch is None:
-                return False
+                return None
             topic, partition, fetch_offset, isolation = fetch
             offsets = self._apis.fetch_nothing_new(topic, partition, fetch_offset, isolation)
             if offsets is None:
-                return False
-            response = encode_nothing_new(header["id"], topic, partition, *offsets)
-        elif api_key == ApiKey.PRODUCE and header["v"] in _PRODUCE_VERSIONS:
+                return None
+            return 0, encode_nothing_new(header["id"], topic, partition, *offsets)
+        if api_key == ApiKey.PRODUCE and header["v"] in _PRODUCE_VERSIONS:
             produce = read_immediate_produce(header, payload)
             if produce is None:
-                return False
+                return None
             topic, partition, records, acks = produce
             info = self._apis.produce_at_once(topic, partition, records, acks)
             if info is None:
-                return False
-            response = None
-            if acks is not Acks.NONE:
-                response = encode_appended(
-                    header["id"],
-                    topic,
-                    partition,
-                    info.first_offset,
-                    info.log_append_time_ms,
-                    info.log_start_offset,
-                )
-        else:
-            return False
-        self._memory_pool.release(len(payload))
+                return None
+            if acks is Acks.NONE:
+                return 0, None
+            return 0, encode_appended(
+                header["id"],
+                topic,
+                partition,
+                info.first_offset,
+                info.log_append_time_ms,
+                info.log_start_offset,
+            )
+        return None
+
+    def _failed_at_once(self, frame: Frame) -> tuple[int, list[Payload]]:
+        """The answer to a request whose immediate path failed unexpectedly: logged, and
+        answered UNKNOWN_SERVER_ERROR, as ``_handle`` answers a handler's failure."""
+        header = RequestHeader.from_header(frame.header)
+        context = RequestContext(self.peer, header, self._session)
+        logger.exception("%s: %s failed", self.peer, context)
+        error = UnknownServerError(f"the broker failed to handle {context}; see its log")
+        return error.code, encode_response(ResponseHeader.for_error(header.correlation_id, error))
+
+    def _answered(
+        self, frame: Frame, error_code: int, response: list[Payload] | None, received: float
+    ) -> None:
+        """What the general path does once it has answered (see ``_handle``), for an answer
+        made at once."""
+        self._memory_pool.release(len(frame.payload))
         if response is not None and not self._transport.is_closing():
             self._last_active = self._loop.time()
             self._writer.write(response)
         self._start_throttle()
-        self._recorder.record(api_key, 0, perf_counter() - received)
-        if gate is not None:
-            self._after_sasl_step(gate)
+        self._recorder.record(frame.header["api"], error_code, perf_counter() - received)
+        if self._sasl_gate is not None:
+            self._after_sasl_step(self._sasl_gate)
         self._update_reading()
-        return True
 
     async def _handle(
         self, header: RequestHeader, request: Message, size: int, received: float

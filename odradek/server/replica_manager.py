@@ -246,7 +246,7 @@ class ReplicaManager:
         produce answered without a task, a future or a response object. None when it does not
         (nothing is written then): the request takes ``append_records``, which queues the
         append, or answers its error."""
-        if topic in INTERNAL_TOPICS:
+        if acks is Acks.ALL or topic in INTERNAL_TOPICS:
             return None
         try:
             partition = self.partition(topic, number)
