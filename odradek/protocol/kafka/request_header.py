@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from odradek.protocol.kafka.byte_reader import ByteReader
-from odradek.protocol.kafka.message_codec import Payload
+from odradek.protocol.kafka.message_codec import PartsWriter, Payload
 
 _SIZE = struct.Struct(">i")
 _RESPONSE_HEADER_V0 = struct.Struct(">ii")
+_RESPONSE_HEADER_V1 = struct.Struct(">iib")
 _START = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 _START_AND_CLIENT_ID = struct.Struct(">hhih")  # and the client id's length
 
 
-@dataclass(frozen=True)
-class KafkaRequestHeader:
+class KafkaRequestHeader(NamedTuple):
     """``api_key``, ``api_version``, ``correlation_id``, ``client_id``; ``body_offset`` is
     where the request body starts in the frame."""
 
@@ -57,6 +57,17 @@ def read_request_header(frame: memoryview, flexible: bool) -> KafkaRequestHeader
     if flexible:
         reader.skip_tagged_fields("request header tagged fields")
     return KafkaRequestHeader(api_key, api_version, correlation_id, client_id, reader.position)
+
+
+def start_response(correlation_id: int, header_version: int) -> PartsWriter:
+    """A writer for a response whose body is written after its header: room for the frame's
+    size, the correlation id, (v1: empty tagged fields); ``finish_frame`` fills in the size."""
+    out = PartsWriter()
+    if header_version >= 1:
+        out.buffer += _RESPONSE_HEADER_V1.pack(0, correlation_id, 0)
+    else:
+        out.buffer += _RESPONSE_HEADER_V0.pack(0, correlation_id)
+    return out
 
 
 def response_frame(correlation_id: int, header_version: int, body: list[Payload]) -> list[Payload]:
