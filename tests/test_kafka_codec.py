@@ -679,3 +679,55 @@ def _coalesced(parts: list, region: object) -> list:
         else:
             out.append(part if part is region else bytes(part))
     return out
+
+
+@pytest.mark.parametrize("version", FETCH_VERSIONS)
+@pytest.mark.parametrize("rack_id", ["", "rack-1"])
+def test_a_usual_fetch_is_read_by_the_shortcut(version: int, rack_id: str) -> None:
+    """A consumer's usual fetch (no forgotten topics, no tagged fields, any rack id) takes the
+    shortcut, and reads as the reader that checks every field reads it."""
+    from odradek.protocol.kafka.fetch_request import _read_checked, _read_usual
+
+    values = {
+        "replica_id": -1,
+        "max_wait": 500,
+        "min_bytes": 1,
+        "max_bytes": 52428800,
+        "isolation_level": 1,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": "events",
+                "partitions": [
+                    {"partition": 0, "fetch_offset": 12, "partition_max_bytes": 1048576},
+                    {"partition": 1, "fetch_offset": 7, "partition_max_bytes": -5},
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": rack_id,
+    }
+    data = memoryview(
+        b"".join(bytes(p) for p in encode_parts(request_spec(FETCH, version), values))
+    )
+
+    assert _read_usual(data, 0, version) == _read_checked(data, 0, version)
+    assert _read_usual(data, 0, version).fetch.partitions[1].partition_max_bytes == 0
+
+
+@pytest.mark.parametrize("version", range(3, 13))
+def test_a_usual_produce_is_read_by_the_shortcut(version: int) -> None:
+    from odradek.protocol.kafka.produce_request import _read_checked, _read_usual
+
+    values = {
+        "transactional_id": None,
+        "acks": 1,
+        "timeout": 30000,
+        "topic_data": [{"name": "events", "partition_data": [{"index": 3, "records": b"r" * 70}]}],
+    }
+    data = memoryview(
+        b"".join(bytes(p) for p in encode_parts(request_spec(PRODUCE, version), values))
+    )
+
+    assert _produce_read(_read_usual, version, data) == _produce_read(_read_checked, version, data)

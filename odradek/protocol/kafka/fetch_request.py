@@ -84,6 +84,7 @@ def _read_usual(data: memoryview, position: int, version: int) -> KafkaFetchRequ
         session_id, session_epoch = _SESSION.unpack_from(data, position)
         position += _SESSION.size
     layout, index_at, offset_at, max_bytes_at = _partition_layout(version)
+    layout_size = layout.size
     partitions = []
     topic_count, position = usual_size(data, position, flexible)
     for _ in range(topic_count):
@@ -95,7 +96,7 @@ def _read_usual(data: memoryview, position: int, version: int) -> KafkaFetchRequ
         partition_count, position = usual_size(data, end, flexible)
         for _ in range(partition_count):
             values = layout.unpack_from(data, position)
-            position += layout.size
+            position += layout_size
             if flexible:
                 if data[position]:
                     raise UnusualShape  # tagged fields
@@ -113,23 +114,39 @@ def _read_usual(data: memoryview, position: int, version: int) -> KafkaFetchRequ
             if data[position]:
                 raise UnusualShape
             position += 1
-    if version >= 7:
-        forgotten_count, position = usual_size(data, position, flexible)
-        if forgotten_count:
+    if flexible:  # no forgotten topics, a rack id, no tagged fields
+        if data[position] != 1:
             raise UnusualShape
-    if version >= 11:
-        size, position = usual_size(data, position, flexible, _INT16)
-        end = position + size
+        size = data[position + 1]
+        if size == 0 or size > 0x7F:
+            raise UnusualShape
+        end = position + 1 + size
         if end > len(data):
             raise UnusualShape
-        if size:
-            str(data[position:end], "utf-8")  # (checked as the schema codec does)
-        position = end
-    if flexible and data[position]:
-        raise UnusualShape
-    return _fetch_request(
-        max_wait, min_bytes, max_bytes, isolation_level, session_id, session_epoch, partitions
+        if size > 1:
+            str(data[position + 2 : end], "utf-8")  # (checked as the schema codec does)
+        if data[end]:
+            raise UnusualShape
+    else:
+        if version >= 7:
+            forgotten_count, position = usual_size(data, position, flexible)
+            if forgotten_count:
+                raise UnusualShape
+        if version >= 11:
+            size, position = usual_size(data, position, flexible, _INT16)
+            end = position + size
+            if end > len(data):
+                raise UnusualShape
+            if size:
+                str(data[position:end], "utf-8")  # (checked as the schema codec does)
+    fetch = FetchRequest(
+        tuple(partitions),
+        max_wait if max_wait > 0 else 0,
+        min_bytes if min_bytes > 0 else 0,
+        max_bytes if max_bytes > 0 else 0,
+        IsolationLevel.HIGH_WATERMARK,  # read_committed reads alike: no transactions yet
     )
+    return KafkaFetchRequest(fetch, isolation_level, session_id, session_epoch)
 
 
 def _read_checked(frame: memoryview, offset: int, version: int) -> KafkaFetchRequest:
@@ -263,10 +280,18 @@ def write_fetch_response(
         topics = _by_topic(partitions)
     head, tail = _partition_layout_out(version, response.read_committed)
     with_log_start = version >= 5
-    _write_length(buffer, len(topics), flexible)
+    count = len(topics)
+    if flexible and count < 0x7F:
+        buffer.append(count + 1)
+    else:
+        _write_length(buffer, count, flexible)
     for topic, entries in topics:
         buffer += _encoded_name(topic, flexible)
-        _write_length(buffer, len(entries), flexible)
+        count = len(entries)
+        if flexible and count < 0x7F:
+            buffer.append(count + 1)
+        else:
+            _write_length(buffer, count, flexible)
         for p in entries:
             if with_log_start:
                 buffer += head.pack(
