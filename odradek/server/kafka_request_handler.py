@@ -56,8 +56,7 @@ from odradek.protocol.kafka.produce_request import (
     write_produce_response,
 )
 from odradek.protocol.kafka.request_header import (
-    KafkaRequestHeader,
-    read_request_header,
+    read_client_id,
     read_request_start,
     response_frame,
     start_response,
@@ -173,17 +172,17 @@ class KafkaRequestHandler:
             return KafkaRequest(
                 api_key, api_version, correlation_id, refusal=UnsupportedVersionError(message)
             )
-        header = read_request_header(frame, flexible)
+        client_id, body_offset = read_client_id(frame, flexible)
         if api_key == apis.PRODUCE:
             if api_version < FIRST_SERVED_PRODUCE:
-                body = _legacy_produce(frame, header)
+                body = _legacy_produce(frame, body_offset)
             else:
-                body = read_produce_request(frame, header.body_offset, api_version)
+                body = read_produce_request(frame, body_offset, api_version)
         elif api_key == apis.FETCH:
-            body = read_fetch_request(frame, header.body_offset, api_version)
+            body = read_fetch_request(frame, body_offset, api_version)
         else:
-            body = decode(request_spec(api_key, api_version), frame, header.body_offset)
-        return KafkaRequest(api_key, api_version, correlation_id, header.client_id, body)
+            body = decode(request_spec(api_key, api_version), frame, body_offset)
+        return KafkaRequest(api_key, api_version, correlation_id, client_id, body)
 
     # --- answering ---------------------------------------------------------------------------
 
@@ -591,10 +590,10 @@ def _produce_response(results: list[ProducePartitionResponse]) -> dict[str, Any]
     return {"responses": topics}
 
 
-def _legacy_produce(frame: memoryview, header: KafkaRequestHeader) -> KafkaProduceRequest:
+def _legacy_produce(frame: memoryview, body_offset: int) -> KafkaProduceRequest:
     """A Produce v0-2 body: v3's layout without its leading transactional_id, so it is read
     as a v3 body with a null transactional id in front."""
-    body = memoryview(b"\xff\xff" + bytes(frame[header.body_offset :]))
+    body = memoryview(b"\xff\xff" + bytes(frame[body_offset:]))
     return read_produce_request(body, 0, 3)
 
 
