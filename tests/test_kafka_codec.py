@@ -731,3 +731,42 @@ def test_a_usual_produce_is_read_by_the_shortcut(version: int) -> None:
     )
 
     assert _produce_read(_read_usual, version, data) == _produce_read(_read_checked, version, data)
+
+
+def test_a_repeated_fetch_body_is_read_once_and_the_bodies_kept_are_bounded() -> None:
+    """A consumer finding nothing new repeats its body: the request read the first time
+    answers it again; a body that differs is read afresh; the bodies kept stay bounded."""
+    from odradek.protocol.kafka import fetch_request
+    from odradek.protocol.kafka.fetch_request import _read_checked, read_fetch_request
+
+    def body(offset: int) -> bytes:
+        values = {
+            "max_wait": 0,
+            "min_bytes": 1,
+            "max_bytes": 1 << 20,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": "t",
+                    "partitions": [
+                        {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}
+                    ],
+                }
+            ],
+        }
+        return b"".join(bytes(p) for p in encode_parts(request_spec(FETCH, 12), values))
+
+    first = read_fetch_request(memoryview(body(5)), 0, 12)
+    again = read_fetch_request(memoryview(b"head" + body(5)), 4, 12)
+    other = read_fetch_request(memoryview(body(6)), 0, 12)
+
+    assert again is first
+    assert first == _read_checked(memoryview(body(5)), 0, 12)
+    assert other.fetch.partitions[0].fetch_offset == 6
+    for offset in range(fetch_request.REPEATED_MAX_ENTRIES + 10):
+        read_fetch_request(memoryview(body(offset)), 0, 12)
+    assert len(fetch_request._repeated) <= fetch_request.REPEATED_MAX_ENTRIES
+    large = memoryview(body(7) + bytes(fetch_request.REPEATED_MAX_BODY_BYTES))
+    assert read_fetch_request(large, 0, 12) is not read_fetch_request(large, 0, 12)

@@ -60,12 +60,37 @@ _FIXED_V4 = struct.Struct(">iiiib")  # replica_id, max_wait, min_bytes, max_byte
 _SESSION = struct.Struct(">ii")
 
 
+REPEATED_MAX_BODY_BYTES = 512
+REPEATED_MAX_ENTRIES = 1024
+
+
 def read_fetch_request(frame: memoryview, offset: int, version: int) -> KafkaFetchRequest:
     """The body of a Fetch v4-v12 request starting at ``offset`` of ``frame``.
 
     Raises InvalidRequestError naming the field when the bytes do not hold one. Bytes after
     the body are ignored, as the schema codec and Kafka's brokers do.
+
+    A consumer that finds nothing new sends the same body again and again (only the header's
+    correlation id changes): a small body read before is answered with the request read then,
+    a value. The bodies kept are bounded in size and number.
     """
+    if len(frame) - offset > REPEATED_MAX_BODY_BYTES:
+        return _read(frame, offset, version)
+    key = (version, bytes(frame[offset:]))
+    request = _repeated.get(key)
+    if request is None:
+        request = _read(frame, offset, version)
+        if len(_repeated) >= REPEATED_MAX_ENTRIES:
+            _repeated.clear()
+        _repeated[key] = request
+    return request
+
+
+_repeated: dict[tuple[int, bytes], KafkaFetchRequest] = {}
+"""Small bodies read lately, by version and bytes."""
+
+
+def _read(frame: memoryview, offset: int, version: int) -> KafkaFetchRequest:
     try:
         return _read_usual(frame, offset, version)
     except (UnusualShape, struct.error, IndexError, UnicodeDecodeError):
@@ -303,6 +328,8 @@ def write_fetch_response(
             records = p.records
             if records is None:
                 buffer += b"\x00" if flexible else _NULL_ARRAY
+            elif not records:
+                buffer += b"\x01" if flexible else _EMPTY_ARRAY
             else:
                 _write_length(buffer, len(records), flexible)
                 if isinstance(records, bytes | bytearray | memoryview):
