@@ -73,8 +73,16 @@ def _read_usual(data: memoryview, position: int, version: int) -> KafkaProduceRe
         for _ in range(partition_count):
             index = _INT32.unpack_from(data, position)[0]
             position += 4
-            if flexible:
-                size, position = _records_size(data, position)
+            if flexible:  # a compact nullable length: one or two bytes for a small batch
+                byte = data[position]
+                if byte < 0x80:
+                    size = byte - 1
+                    position += 1
+                elif data[position + 1] < 0x80:
+                    size = (byte & 0x7F | data[position + 1] << 7) - 1
+                    position += 2
+                else:
+                    size, position = _records_size(data, position)
             else:
                 size = _INT32.unpack_from(data, position)[0]
                 position += 4
@@ -168,10 +176,18 @@ def write_produce_response(
         topics = _by_topic(results)
     with_log_start = version >= 5
     with_errors = version >= 8
-    _write_length(out, len(topics), flexible)
+    count = len(topics)
+    if flexible and count < 0x7F:
+        out.append(count + 1)
+    else:
+        _write_length(out, count, flexible)
     for topic, partitions in topics:
         out += _encoded_name(topic, flexible)
-        _write_length(out, len(partitions), flexible)
+        count = len(partitions)
+        if flexible and count < 0x7F:
+            out.append(count + 1)
+        else:
+            _write_length(out, count, flexible)
         for p in partitions:
             if with_log_start:
                 out += _PARTITION_V5.pack(
