@@ -99,8 +99,9 @@ class KafkaConnection(Connection[memoryview]):
         received = time.perf_counter()
         size = len(frame)
         session = self._session
-        authenticating = session is not None and not session.authenticated
-        if authenticating and session.authenticator.expects_bare_token:  # SaslHandshake v0
+        authenticator = session.authenticator if session is not None else None
+        authenticating = authenticator is not None and not authenticator.complete
+        if authenticating and authenticator.expects_bare_token:  # after SaslHandshake v0
             self._start(self._bare_token(frame), size)
             return
         try:
@@ -118,13 +119,13 @@ class KafkaConnection(Connection[memoryview]):
         if authenticating:
             # --- security hook: before authentication only ApiVersions, SaslHandshake and
             # SaslAuthenticate are served; anything else closes the connection.
-            if not session.authenticator.allows(request.api_key):
+            if not authenticator.allows(request.api_key):
                 self._memory_pool.release(size)
                 self._record(request.api_key, SaslAuthenticationFailedError.code, received)
                 self._close_for(
                     "unauthenticated",
                     f"{request} before SASL authentication completed "
-                    f"(state {session.authenticator.state.value})",
+                    f"(state {authenticator.state.value})",
                 )
                 return
         if request.refusal is not None:
