@@ -92,6 +92,8 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
         self._memory_pool = memory_pool
         self._recorder = metrics.request_recorder(self.protocol_label, api_name)
         self._reader = reader
+        self.get_buffer = reader.get_buffer  # asyncio.BufferedProtocol's, without a call between
+        self._network = metrics.network
         self._read_control = RequestReadControl(
             reader,
             memory_pool,
@@ -154,26 +156,29 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
         """Its first request began at loop time ``when``, while its protocol was detected."""
         self._read_control.began_at(when)
 
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self._reader.get_buffer()
-
     def buffer_updated(self, nbytes: int) -> None:
         self._last_active = self._loop.time()
-        self._metrics.network.received += nbytes
+        self._network.received += nbytes
         try:
             frames = self._reader.buffer_updated(nbytes)
         except FrameError as error:
             self._close_for("bad_frame", error.message)
             return
         self._read_control.received(bool(frames))
-        if len(frames) > 1:  # their responses leave in one write, those ready by the end
+        if not frames:
+            return
+        held = len(frames) > 1
+        if held:  # their responses leave in one write, those ready by the end
             self._writer.hold()
-            try:
-                self._dispatch_all(frames)
-            finally:
+        try:
+            for frame in frames:
+                if self._closing:
+                    self._memory_pool.release(self._reader.retained_bytes(frame))
+                else:
+                    self._dispatch(frame)
+        finally:
+            if held:
                 self._writer.release()
-        elif frames:
-            self._dispatch_all(frames)
 
     def eof_received(self) -> bool:
         # Keep the write side open until the responses to requests already read are sent.
@@ -204,13 +209,6 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
         """The connection is lost: stop what ``_start_session`` started."""
 
     # --- requests ----------------------------------------------------------------------------
-
-    def _dispatch_all(self, frames: list[FrameT]) -> None:
-        for frame in frames:
-            if self._closing:
-                self._memory_pool.release(self._reader.retained_bytes(frame))
-                continue
-            self._dispatch(frame)
 
     def _start(
         self, handling: Coroutine[Any, Any, None], size: int, eager: bool = False
