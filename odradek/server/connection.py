@@ -18,7 +18,6 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -91,6 +90,9 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
         self._executor = executor
         self._memory_pool = memory_pool
         self._recorder = metrics.request_recorder(self.protocol_label, api_name)
+        self._record: Callable[[int, int, float], None] = self._recorder.record_since
+        """Count a request of ``api_key`` answered with ``error_code`` that arrived at
+        ``perf_counter()`` reading ``received``."""
         self._reader = reader
         self.get_buffer = reader.get_buffer  # asyncio.BufferedProtocol's, without a call between
         self._network = metrics.network
@@ -235,9 +237,6 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
         """Mute the connection while the quota throttle its last request earned lasts."""
         if self._session is not None and self._session.throttle_s:  # --- quota hook
             self._throttle.start(self._session)
-
-    def _record(self, api_key: int, error_code: int, received: float) -> None:
-        self._recorder.record(api_key, error_code, time.perf_counter() - received)
 
     # --- flow control, idleness, closing -----------------------------------------------------
 
