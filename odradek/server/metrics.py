@@ -156,7 +156,10 @@ class RequestRecorder:
     def record(self, api_key: int, error_code: int, seconds: float) -> None:
         """One request of ``api_key`` answered with ``error_code`` (0 when it succeeded)
         after ``seconds``."""
-        succeeded, latencies = self._bound.get(api_key) or self._bind(api_key)
+        try:
+            succeeded, latencies = self._bound[api_key]
+        except KeyError:
+            succeeded, latencies = self._bind(api_key)
         if error_code:
             self._count_error(api_key, error_code)
         else:
@@ -168,7 +171,10 @@ class RequestRecorder:
         """``record`` for a request that arrived at ``perf_counter()`` reading ``received``:
         a connection binds it as its ``_record``, so a request costs one call to count."""
         seconds = perf_counter() - received
-        succeeded, latencies = self._bound.get(api_key) or self._bind(api_key)
+        try:
+            succeeded, latencies = self._bound[api_key]
+        except KeyError:
+            succeeded, latencies = self._bind(api_key)
         if error_code:
             self._count_error(api_key, error_code)
         else:
