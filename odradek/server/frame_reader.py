@@ -156,21 +156,27 @@ class SizePrefixedFrameReader(ABC, Generic[FrameT]):
 
     def _frames(self, end: int) -> list[FrameT]:
         """The frames whole in the receive buffer's first ``end`` bytes; the rest is kept."""
-        frames = []
+        frames: list[FrameT] = []
         retained = 0
-        buffer = self._buffer
+        buffer, check_prefix, decode, retained_bytes = (
+            self._buffer,
+            self.check_prefix,
+            self.decode,
+            self.retained_bytes,
+        )
         start = 0
         while end - start >= 4:
-            frame_size = self.check_prefix(buffer, start, end - start)
-            if end - start < 4 + frame_size:
+            frame_size = check_prefix(buffer, start, end - start)
+            frame_end = start + 4 + frame_size
+            if frame_end > end:
                 if 4 + frame_size > self._window and end - start >= self.prefix_bytes:
                     self._start_large_frame(frame_size, start, end)
                     start = end
                 break
-            frame = self.decode(buffer[start + 4 : start + 4 + frame_size])  # a copy
+            frame = decode(buffer[start + 4 : frame_end])  # a copy
             frames.append(frame)
-            retained += self.retained_bytes(frame)
-            start += 4 + frame_size
+            retained += retained_bytes(frame)
+            start = frame_end
         if start < end:
             self._partial = bytes(buffer[start:end])
             self.pending = True
