@@ -101,7 +101,7 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
             memory_pool,
             settings.request_timeout_ms,
             metrics,
-            self._update_reading,
+            self._pause_or_resume_reading,
             self._abort,
         )
         self._loop = asyncio.get_running_loop()
@@ -111,7 +111,7 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
         self._in_flight_bytes = 0
         self._transport_paused = False
         self._reading_paused = False
-        self._throttle = ConnectionThrottle(self._update_reading)
+        self._throttle = ConnectionThrottle(self._pause_or_resume_reading)
         self._closing = False
         self._last_active = self._loop.time()
         self._idle_timer: asyncio.TimerHandle | None = None
@@ -134,7 +134,7 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
             self._start_session()
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES, low=WRITE_BUFFER_LOW_BYTES)
         self._writer = ResponseWriter(
-            transport, self.peer, self._executor, self._metrics, self._update_reading
+            transport, self.peer, self._executor, self._metrics, self._pause_or_resume_reading
         )
         self._arm_idle_timer(self._settings.max_idle_ms / 1000)
         self._read_control.start(self.peer)
@@ -191,12 +191,12 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
 
     def pause_writing(self) -> None:
         self._transport_paused = True
-        self._update_reading()
+        self._pause_or_resume_reading()
 
     def resume_writing(self) -> None:
         self._transport_paused = False
         self._writer.transport_resumed()
-        self._update_reading()
+        self._pause_or_resume_reading()
 
     # --- what a protocol says ------------------------------------------------------------------
 
@@ -222,7 +222,7 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
         task = start_eagerly(self._loop, handling) if eager else self._loop.create_task(handling)
         if task is not None:
             self._tasks.add(task)
-            self._update_reading()
+            self._pause_or_resume_reading()
         # else it is answered already, and looked at reading as it ended
         return task
 
@@ -241,6 +241,13 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
     # --- flow control, idleness, closing -----------------------------------------------------
 
     def _update_reading(self) -> None:
+        """A request is done with: resume reading if it was paused and nothing holds it back
+        any more. (Whatever can call for a pause looks at reading itself as it happens, so the
+        end of a request never pauses it: this costs a request one look at one flag.)"""
+        if self._reading_paused:
+            self._pause_or_resume_reading()
+
+    def _pause_or_resume_reading(self) -> None:
         """Read while the client keeps up with its responses and its work in flight is
         bounded; stop otherwise (the kernel's socket buffer then pushes back on it)."""
         if self._transport is None or self._closing:
