@@ -62,7 +62,7 @@ class SizePrefixedFrameReader(ABC, Generic[FrameT]):
         self._pool = pool if pool is not None else RequestMemoryPool(None)
         self._buffer, self._view = _receive_buffer()
         self._window = RECEIVE_BUFFER_BYTES  # how much of it the frame being read may use
-        self._partial = b""  # the start of a frame whose end has not arrived (a copy)
+        self._partial: bytes | bytearray = b""  # the start of a frame whose end is to come
         self._reserved = 0  # for the partial frame's window
         self._large: FrameBuffer | None = None  # the body of a large frame being received
         self.pending = False
@@ -178,7 +178,7 @@ class SizePrefixedFrameReader(ABC, Generic[FrameT]):
             retained += retained_bytes(frame)
             start = frame_end
         if start < end:
-            self._partial = bytes(buffer[start:end])
+            self._partial = buffer[start:end]  # a copy
             self.pending = True
             if not self._reserved:  # the window it may fill, as long as it waits
                 self._reserved = self._window
