@@ -18,6 +18,7 @@ from odradek.protocol.kafka.api_versions import ADVERTISED, PRODUCE
 from odradek.protocol.kafka.message_codec import (
     EntitySpec,
     FieldSpec,
+    PartsWriter,
     decode,
     encode_parts,
     request_spec,
@@ -196,10 +197,12 @@ def test_the_hand_written_produce_reader_agrees_with_the_schema(version: int) ->
     request = read_produce_request(data, 0, version)
 
     assert (request.transactional_id, request.acks, request.timeout_ms) == (None, -1, 1500)
-    assert [
-        (p.topic, p.partition, None if p.records is None else bytes(p.records))
-        for p in request.partitions
-    ] == [("a", 0, b"xyz"), ("b", 1, None), ("b", 2, None)]
+    # A null batch is read as an empty one (the broker reads both alike).
+    assert [(p.topic, p.partition, bytes(p.records)) for p in request.partitions] == [
+        ("a", 0, b"xyz"),
+        ("b", 1, b""),
+        ("b", 2, b""),
+    ]
     theirs = CLASSES[PRODUCE][0][version].decode(bytes(data))
     assert [t.name for t in theirs.topic_data] == ["a", "b"]
 
@@ -254,7 +257,9 @@ def test_the_hand_written_produce_response_is_the_schemas(version: int) -> None:
     }
     expected = b"".join(bytes(p) for p in encode_parts(response_spec(PRODUCE, version), values))
 
-    assert write_produce_response(results, version) == expected
+    written = bytearray()
+    write_produce_response(written, results, version)
+    assert written == expected
 
 
 REQUEST_CASES = [
@@ -339,17 +344,18 @@ fetch_requests = st.fixed_dictionaries(
 
 
 def _schema_fetch(version: int, data: memoryview) -> tuple:
-    """What the handler reads of a Fetch request, through the schema codec."""
+    """What the handler reads of a Fetch request, through the schema codec: the sizes and the
+    wait a negative value of which reads as 0 (asks for nothing) as the broker means them."""
     values = decode(request_spec(FETCH, version), data)
     return (
-        values["max_wait"],
-        values["min_bytes"],
-        values["max_bytes"],
+        max(0, values["max_wait"]),
+        max(0, values["min_bytes"]),
+        max(0, values["max_bytes"]),
         values["isolation_level"],
         values.get("session_id", 0),
         values.get("session_epoch", -1),
         [
-            (topic["topic"], p["partition"], p["fetch_offset"], p["partition_max_bytes"])
+            (topic["topic"], p["partition"], p["fetch_offset"], max(0, p["partition_max_bytes"]))
             for topic in values["topics"]
             for p in topic["partitions"]
         ],
@@ -357,17 +363,20 @@ def _schema_fetch(version: int, data: memoryview) -> tuple:
 
 
 def _hand_fetch(version: int, data: memoryview) -> tuple:
+    from odradek.protocol.isolation import IsolationLevel
     from odradek.protocol.kafka.fetch_request import read_fetch_request
 
     request = read_fetch_request(data, 0, version)
+    fetch = request.fetch
+    assert fetch.isolation is IsolationLevel.HIGH_WATERMARK  # (no transactions yet)
     return (
-        request.max_wait_ms,
-        request.min_bytes,
-        request.max_bytes,
+        fetch.max_wait_ms,
+        fetch.min_bytes,
+        fetch.max_bytes,
         request.isolation_level,
         request.session_id,
         request.session_epoch,
-        [(p.topic, p.partition, p.fetch_offset, p.partition_max_bytes) for p in request.partitions],
+        [(p.topic, p.partition, p.fetch_offset, p.partition_max_bytes) for p in fetch.partitions],
     )
 
 
@@ -504,9 +513,11 @@ def test_the_hand_written_fetch_response_is_the_schemas(version: int, read_commi
     values = {"throttle_time": 250, "error_code": 0, "session_id": 0, "responses": topics}
     expected = encode_parts(response_spec(FETCH, version), values)
 
-    written = write_fetch_response(
-        KafkaFetchResponse(partitions, read_committed=read_committed), version, throttle_ms=250
+    out = PartsWriter()
+    write_fetch_response(
+        out, KafkaFetchResponse(partitions, read_committed=read_committed), version, throttle_ms=250
     )
+    written = out.finish()
 
     assert [p if p is region else bytes(p) for p in written] == [
         p if p is region else bytes(p) for p in expected
@@ -521,7 +532,9 @@ def test_a_fetch_session_error_is_written_as_the_schema_writes_it(version: int) 
     values = {"error_code": 70, "session_id": 0, "responses": []}
     expected = b"".join(bytes(p) for p in encode_parts(response_spec(FETCH, version), values))
 
-    written = write_fetch_response(KafkaFetchResponse((), 70), version)
+    out = PartsWriter()
+    write_fetch_response(out, KafkaFetchResponse((), 70), version)
+    written = out.finish()
 
     assert b"".join(bytes(p) for p in written) == expected
 
@@ -604,10 +617,7 @@ def _produce_read(read: Any, version: int, data: bytes) -> Any:
         request.transactional_id,
         request.acks,
         request.timeout_ms,
-        [
-            (p.topic, p.partition, None if p.records is None else bytes(p.records))
-            for p in request.partitions
-        ],
+        [(p.topic, p.partition, bytes(p.records)) for p in request.partitions],
     )
 
 
@@ -628,3 +638,135 @@ def test_the_produce_shortcut_reads_as_the_checked_reader(
         assert _produce_read(read_produce_request, version, body) == _produce_read(
             _read_checked, version, body
         )
+
+
+@pytest.mark.parametrize("header_version", [0, 1])
+@pytest.mark.parametrize("with_region", [False, True])
+def test_a_response_written_after_its_header_is_the_framed_body(
+    header_version: int, with_region: bool
+) -> None:
+    """``start_response`` + ``finish_frame`` (the body written behind room for the size) frame
+    a body exactly as ``response_frame`` frames it once written."""
+    from odradek.protocol.fetch import FetchPartitionResponse
+    from odradek.protocol.kafka.fetch_request import KafkaFetchResponse, write_fetch_response
+    from odradek.protocol.kafka.request_header import response_frame, start_response
+
+    region = _Region(300)
+    response = KafkaFetchResponse(
+        [
+            FetchPartitionResponse("a", 0, 0, None, 17, 3, 16, region if with_region else b"xyz"),
+            FetchPartitionResponse("b", 1, 0, None, 5, 0, 5, None),
+        ]
+    )
+    body = PartsWriter()
+    write_fetch_response(body, response, 12)
+    expected = response_frame(-7, header_version, body.finish())
+    out = start_response(-7, header_version)
+    write_fetch_response(out, response, 12)
+
+    framed = out.finish_frame()
+
+    assert _coalesced(framed, region) == _coalesced(expected, region)
+    assert len(framed) == (3 if with_region else 1)
+
+
+def _coalesced(parts: list, region: object) -> list:
+    """The parts with neighbouring bytes joined: the same frame whatever pieces carry it."""
+    out: list = []
+    for part in parts:
+        if part is not region and out and out[-1] is not region:
+            out[-1] += bytes(part)
+        else:
+            out.append(part if part is region else bytes(part))
+    return out
+
+
+@pytest.mark.parametrize("version", FETCH_VERSIONS)
+@pytest.mark.parametrize("rack_id", ["", "rack-1"])
+def test_a_usual_fetch_is_read_by_the_shortcut(version: int, rack_id: str) -> None:
+    """A consumer's usual fetch (no forgotten topics, no tagged fields, any rack id) takes the
+    shortcut, and reads as the reader that checks every field reads it."""
+    from odradek.protocol.kafka.fetch_request import _read_checked, _read_usual
+
+    values = {
+        "replica_id": -1,
+        "max_wait": 500,
+        "min_bytes": 1,
+        "max_bytes": 52428800,
+        "isolation_level": 1,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": "events",
+                "partitions": [
+                    {"partition": 0, "fetch_offset": 12, "partition_max_bytes": 1048576},
+                    {"partition": 1, "fetch_offset": 7, "partition_max_bytes": -5},
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": rack_id,
+    }
+    data = memoryview(
+        b"".join(bytes(p) for p in encode_parts(request_spec(FETCH, version), values))
+    )
+
+    assert _read_usual(data, 0, version) == _read_checked(data, 0, version)
+    assert _read_usual(data, 0, version).fetch.partitions[1].partition_max_bytes == 0
+
+
+@pytest.mark.parametrize("version", range(3, 13))
+def test_a_usual_produce_is_read_by_the_shortcut(version: int) -> None:
+    from odradek.protocol.kafka.produce_request import _read_checked, _read_usual
+
+    values = {
+        "transactional_id": None,
+        "acks": 1,
+        "timeout": 30000,
+        "topic_data": [{"name": "events", "partition_data": [{"index": 3, "records": b"r" * 70}]}],
+    }
+    data = memoryview(
+        b"".join(bytes(p) for p in encode_parts(request_spec(PRODUCE, version), values))
+    )
+
+    assert _produce_read(_read_usual, version, data) == _produce_read(_read_checked, version, data)
+
+
+def test_a_repeated_fetch_body_is_read_once_and_the_bodies_kept_are_bounded() -> None:
+    """A consumer finding nothing new repeats its body: the request read the first time
+    answers it again; a body that differs is read afresh; the bodies kept stay bounded."""
+    from odradek.protocol.kafka import fetch_request
+    from odradek.protocol.kafka.fetch_request import _read_checked, read_fetch_request
+
+    def body(offset: int) -> bytes:
+        values = {
+            "max_wait": 0,
+            "min_bytes": 1,
+            "max_bytes": 1 << 20,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": "t",
+                    "partitions": [
+                        {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}
+                    ],
+                }
+            ],
+        }
+        return b"".join(bytes(p) for p in encode_parts(request_spec(FETCH, 12), values))
+
+    first = read_fetch_request(memoryview(body(5)), 0, 12)
+    again = read_fetch_request(memoryview(b"head" + body(5)), 4, 12)
+    other = read_fetch_request(memoryview(body(6)), 0, 12)
+
+    assert again is first
+    assert first == _read_checked(memoryview(body(5)), 0, 12)
+    assert other.fetch.partitions[0].fetch_offset == 6
+    for offset in range(fetch_request.REPEATED_MAX_ENTRIES + 10):
+        read_fetch_request(memoryview(body(offset)), 0, 12)
+    assert len(fetch_request._repeated) <= fetch_request.REPEATED_MAX_ENTRIES
+    large = memoryview(body(7) + bytes(fetch_request.REPEATED_MAX_BODY_BYTES))
+    assert read_fetch_request(large, 0, 12) is not read_fetch_request(large, 0, 12)

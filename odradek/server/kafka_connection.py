@@ -99,10 +99,11 @@ class KafkaConnection(Connection[memoryview]):
         received = time.perf_counter()
         size = len(frame)
         session = self._session
-        if session is not None and not session.authenticated:
-            if session.authenticator.expects_bare_token:  # after SaslHandshake v0
-                self._start(self._bare_token(frame), size)
-                return
+        authenticator = session.authenticator if session is not None else None
+        authenticating = authenticator is not None and not authenticator.complete
+        if authenticating and authenticator.expects_bare_token:  # after SaslHandshake v0
+            self._start(self._bare_token(frame), size)
+            return
         try:
             request = self._handler.decode(frame)
         except InvalidRequestError as error:
@@ -115,16 +116,16 @@ class KafkaConnection(Connection[memoryview]):
             self._metrics.closed_connections.labels("bad_request").inc()
             self._abort()
             return
-        if session is not None and not session.authenticated:
+        if authenticating:
             # --- security hook: before authentication only ApiVersions, SaslHandshake and
             # SaslAuthenticate are served; anything else closes the connection.
-            if not session.authenticator.allows(request.api_key):
+            if not authenticator.allows(request.api_key):
                 self._memory_pool.release(size)
                 self._record(request.api_key, SaslAuthenticationFailedError.code, received)
                 self._close_for(
                     "unauthenticated",
                     f"{request} before SASL authentication completed "
-                    f"(state {session.authenticator.state.value})",
+                    f"(state {authenticator.state.value})",
                 )
                 return
         if request.refusal is not None:
@@ -134,8 +135,7 @@ class KafkaConnection(Connection[memoryview]):
                 self._close_for("unsupported_version", request.refusal.message)
                 return
             logger.info("%s: %s", self.peer, request.refusal.message)
-        previous = self._previous_response
-        handling = self._handle(request, size, received, previous)
+        handling = self._handle(request, size, received, self._previous_response)
         task = self._start(handling, size, eager=request.api_key in EAGER_API_KEYS)
         if task is not None:
             self._previous_response = task
@@ -168,11 +168,14 @@ class KafkaConnection(Connection[memoryview]):
             elif error_code:
                 # No response can say it in this API's terms: close, as Kafka does.
                 self._close_for("failed_request", f"{request} failed")
-            self._start_throttle()
-            self._after_authentication_step()
+            session = self._session
+            if session is not None and (session.throttle_s or session.authenticator is not None):
+                self._start_throttle()
+                self._after_authentication_step()
         finally:
-            current = asyncio.current_task()
-            if current is not None and self._previous_response is current:
+            # The last response in flight may be this one's (a task's; none ran eagerly).
+            last = self._previous_response
+            if last is not None and last is asyncio.current_task():
                 self._previous_response = None
             self._finished(size)
         self._record(request.api_key, error_code, received)

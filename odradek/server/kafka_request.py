@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from odradek.errors import KafkaError
 from odradek.protocol.kafka import api_versions as apis
@@ -18,15 +17,14 @@ KafkaHandler = Callable[["KafkaRequest", RequestContext], Awaitable[Any]]
 """Answers one Kafka API: the response's fields, or None when there is none (acks=0)."""
 
 
-@dataclass(frozen=True)
-class KafkaRequest:
+class KafkaRequest(NamedTuple):
     """A decoded request: its header and body, or why it is refused (``refusal``)."""
 
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None = None
-    body: Any = None  # a dict of fields; a KafkaProduceRequest for Produce v3+
+    body: Any = None  # a dict of fields; a KafkaProduceRequest or KafkaFetchRequest
     refusal: KafkaError | None = None
 
     def __str__(self) -> str:

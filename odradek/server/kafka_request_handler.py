@@ -3,10 +3,12 @@
 Each Kafka request is turned into the body odradek's own protocol would carry
 (ProduceRequest, FetchRequest, ...) and handed to KafkaApis, the same handlers and the same
 validation and append path as msgpack requests; their answer is turned back into the Kafka
-response of the request's version. What only Kafka's protocol has (ApiVersions' list, fetch
-sessions, max-timestamp lookups, DescribeCluster) is answered here; topic administration,
-configs and consumer groups are answered by KafkaTopicRequests, KafkaConfigRequests and
-KafkaGroupRequests.
+response of the request's version. Produce and Fetch, most of a broker's requests, are read
+straight into those bodies and their responses written behind the response header, in one
+piece of bytes unless records go out by ``sendfile``. What only Kafka's protocol has
+(ApiVersions' list, fetch sessions, max-timestamp lookups, DescribeCluster) is answered here;
+topic administration, configs and consumer groups are answered by KafkaTopicRequests,
+KafkaConfigRequests and KafkaGroupRequests.
 """
 
 from __future__ import annotations
@@ -27,15 +29,14 @@ from odradek.errors import (
     UnsupportedVersionError,
 )
 from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
-from odradek.protocol.fetch import FetchPartition, FetchPartitionResponse, FetchRequest
+from odradek.protocol.fetch import FetchPartitionResponse
 from odradek.protocol.header import RequestHeader
 from odradek.protocol.init_producer_id import InitProducerIdRequest
-from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.kafka import api_versions as apis
+from odradek.protocol.kafka import fetch_request, produce_request
 from odradek.protocol.kafka.api_versions import (
     ADVERTISED,
-    is_flexible_request,
-    is_served,
+    request_flexibility,
     response_header_version,
 )
 from odradek.protocol.kafka.fetch_request import (
@@ -57,16 +58,15 @@ from odradek.protocol.kafka.produce_request import (
     write_produce_response,
 )
 from odradek.protocol.kafka.request_header import (
-    KafkaRequestHeader,
-    read_request_header,
+    read_client_id,
     read_request_start,
     response_frame,
+    start_response,
 )
 from odradek.protocol.list_offsets import ListOffsetsPartition, ListOffsetsRequest
 from odradek.protocol.metadata import MetadataRequest
 from odradek.protocol.produce import (
     Acks,
-    ProducePartitionData,
     ProducePartitionResponse,
     ProduceRequest,
 )
@@ -99,6 +99,8 @@ LEADER_EPOCH = 0
 epoch 0 for ever (docs/kafka-compatibility.md, "Leader epochs")."""
 MAX_TIMESTAMP = -3
 READ_COMMITTED = 1
+FIRST_SERVED_PRODUCE = ADVERTISED[apis.PRODUCE].min_served
+ACKS = {acks.value: acks for acks in Acks}
 
 
 class KafkaRequestHandler:
@@ -160,7 +162,8 @@ class KafkaRequestHandler:
         InvalidRequestError when the header or body cannot be read (the connection closes).
         """
         api_key, api_version, correlation_id = read_request_start(frame)
-        if not is_served(api_key, api_version):
+        flexible = request_flexibility(api_key, api_version)
+        if flexible is None:
             message = (
                 f"unknown API key {api_key}"
                 if api_key not in ADVERTISED
@@ -171,22 +174,17 @@ class KafkaRequestHandler:
             return KafkaRequest(
                 api_key, api_version, correlation_id, refusal=UnsupportedVersionError(message)
             )
-        header = read_request_header(frame, is_flexible_request(api_key, api_version))
-        if api_key == apis.PRODUCE and api_version < ADVERTISED[api_key].min_served:
-            return KafkaRequest(
-                api_key,
-                api_version,
-                correlation_id,
-                header.client_id,
-                body=_legacy_produce(frame, header),
-            )
+        client_id, body_offset = read_client_id(frame, flexible)
         if api_key == apis.PRODUCE:
-            body = read_produce_request(frame, header.body_offset, api_version)
+            if api_version < FIRST_SERVED_PRODUCE:
+                body = _legacy_produce(frame, body_offset)
+            else:
+                body = read_produce_request(frame, body_offset, api_version)
         elif api_key == apis.FETCH:
-            body = read_fetch_request(frame, header.body_offset, api_version)
+            body = read_fetch_request(frame, body_offset, api_version)
         else:
-            body = decode(request_spec(api_key, api_version), frame, header.body_offset)
-        return KafkaRequest(api_key, api_version, correlation_id, header.client_id, body)
+            body = decode(request_spec(api_key, api_version), frame, body_offset)
+        return KafkaRequest(api_key, api_version, correlation_id, client_id, body)
 
     # --- answering ---------------------------------------------------------------------------
 
@@ -225,7 +223,7 @@ class KafkaRequestHandler:
             produced = fetched = 0
             request_s = None
             if request.api_key == apis.PRODUCE:
-                produced = sum(len(p.records or b"") for p in request.body.partitions)
+                produced = sum(len(p.records) for p in request.body.partitions)
             elif request.api_key == apis.FETCH and body is not None:
                 fetched = sum(len(p.records or b"") for p in body.partitions)
             else:
@@ -234,9 +232,8 @@ class KafkaRequestHandler:
         if body is None:
             return None
         if throttle_ms and fetched:  # answered without its records, as Kafka does
-            body = dataclasses.replace(
-                body,
-                partitions=[dataclasses.replace(p, records=b"") for p in body.partitions],
+            body = body._replace(
+                partitions=[dataclasses.replace(p, records=b"") for p in body.partitions]
             )
         if throttle_ms and isinstance(body, dict):
             body["throttle_time"] = throttle_ms
@@ -260,16 +257,23 @@ class KafkaRequestHandler:
         version: int | None = None,
         throttle_ms: int = 0,
     ) -> list[Payload]:
+        api_key = request.api_key
         version = request.api_version if version is None else version
-        if request.api_key == apis.PRODUCE and version < 3:
+        if api_key == apis.FETCH:
+            header_version = 1 if version >= fetch_request.FIRST_FLEXIBLE_VERSION else 0
+            out = start_response(request.correlation_id, header_version)
+            write_fetch_response(out, body, version, throttle_ms)
+            return out.finish_frame()
+        if api_key == apis.PRODUCE and version >= FIRST_SERVED_PRODUCE:
+            header_version = 1 if version >= produce_request.FIRST_FLEXIBLE_VERSION else 0
+            out = start_response(request.correlation_id, header_version)
+            write_produce_response(out.buffer, body, version, throttle_ms)
+            return out.finish_frame()
+        if api_key == apis.PRODUCE:
             parts = _legacy_produce_response(body, version)
-        elif request.api_key == apis.PRODUCE:
-            parts = [write_produce_response(body, version, throttle_ms)]
-        elif request.api_key == apis.FETCH:
-            parts = write_fetch_response(body, version, throttle_ms)
         else:
-            parts = encode_parts(response_spec(request.api_key, version), body)
-        header_version = response_header_version(request.api_key, version)
+            parts = encode_parts(response_spec(api_key, version), body)
+        header_version = response_header_version(api_key, version)
         return response_frame(request.correlation_id, header_version, parts)
 
     # --- ApiVersions, Metadata, DescribeCluster ------------------------------------------------
@@ -407,14 +411,15 @@ class KafkaRequestHandler:
         body: KafkaProduceRequest = request.body
         entries = body.partitions
         acks_value = body.acks
-        legacy = request.api_version < ADVERTISED[apis.PRODUCE].min_served
+        acks = ACKS.get(acks_value)
+        legacy = request.api_version < FIRST_SERVED_PRODUCE
         refusal: KafkaError | None = None
         if legacy:
             refusal = UnsupportedVersionError(
                 f"Produce v{request.api_version} carries message format v0/v1, which this "
                 f"broker does not store; use Produce v3 or later (record batches v2)"
             )
-        elif acks_value not in (-1, 0, 1):
+        elif acks is None:
             refusal = InvalidRequiredAcksError(f"acks must be -1, 0 or 1, not {acks_value}")
         elif body.transactional_id is not None:
             refusal = UnsupportedVersionError("transactional produce is not supported yet")
@@ -428,17 +433,9 @@ class KafkaRequestHandler:
                 for entry in entries
             ]
             return results if not legacy else _produce_response(results)
-        odradek_request = ProduceRequest(
-            tuple(
-                ProducePartitionData(
-                    entry.topic, entry.partition, b"" if entry.records is None else entry.records
-                )
-                for entry in entries
-            ),
-            Acks(acks_value),
-            max(0, body.timeout_ms),
-        )
-        response = await self._call(context, odradek_request)
+        timeout_ms = body.timeout_ms
+        produce = ProduceRequest(entries, acks, timeout_ms if timeout_ms > 0 else 0)
+        response = await self._apis.handle(context, produce, count_quotas=False)
         return None if response is None else response.partitions
 
     # --- Fetch -------------------------------------------------------------------------------
@@ -449,18 +446,13 @@ class KafkaRequestHandler:
             # Sessions are answered as sessionless (id 0); an incremental fetch in a session
             # this broker never created gets Kafka's error, and the client starts over.
             return KafkaFetchResponse((), FETCH_SESSION_ID_NOT_FOUND)
-        fetch = FetchRequest(
-            _non_negative_sizes(body.partitions),
-            max(0, body.max_wait_ms),
-            max(0, body.min_bytes),
-            max(0, body.max_bytes),
-            IsolationLevel.HIGH_WATERMARK,
-        )
-        response = await self._call(context, fetch)
+        response = await self._apis.handle(context, body.fetch, count_quotas=False)
         partitions = response.partitions
-        if any(p.error for p in partitions):
-            partitions = [self._with_offsets(p) if p.error else p for p in partitions]
-        return KafkaFetchResponse(partitions, read_committed=body.isolation_level == READ_COMMITTED)
+        for p in partitions:
+            if p.error:
+                partitions = [self._with_offsets(p) if p.error else p for p in partitions]
+                break
+        return KafkaFetchResponse(partitions, 0, 0, body.isolation_level == READ_COMMITTED)
 
     def _with_offsets(self, p: FetchPartitionResponse) -> FetchPartitionResponse:
         """A partition's failed read with the partition's offsets, as Kafka answers them."""
@@ -580,18 +572,6 @@ class KafkaRequestHandler:
         }
 
 
-def _non_negative_sizes(partitions: tuple[FetchPartition, ...]) -> tuple[FetchPartition, ...]:
-    """The partitions with a negative partition_max_bytes read as 0 (a client's nonsense
-    asks for nothing)."""
-    for p in partitions:
-        if p.partition_max_bytes < 0:
-            return tuple(
-                dataclasses.replace(p, partition_max_bytes=max(0, p.partition_max_bytes))
-                for p in partitions
-            )
-    return partitions
-
-
 def _delete_records_entry(p: Any) -> dict[str, Any]:
     return {
         "partition_index": p.partition,
@@ -612,10 +592,10 @@ def _produce_response(results: list[ProducePartitionResponse]) -> dict[str, Any]
     return {"responses": topics}
 
 
-def _legacy_produce(frame: memoryview, header: KafkaRequestHeader) -> KafkaProduceRequest:
+def _legacy_produce(frame: memoryview, body_offset: int) -> KafkaProduceRequest:
     """A Produce v0-2 body: v3's layout without its leading transactional_id, so it is read
     as a v3 body with a null transactional id in front."""
-    body = memoryview(b"\xff\xff" + bytes(frame[header.body_offset :]))
+    body = memoryview(b"\xff\xff" + bytes(frame[body_offset:]))
     return read_produce_request(body, 0, 3)
 
 

@@ -93,6 +93,22 @@ def is_served(api_key: int, api_version: int) -> bool:
     return found is not None and found.min_version <= api_version <= found.max_version
 
 
+def request_flexibility(api_key: int, api_version: int) -> bool | None:
+    """Whether a served request version is flexible (``is_flexible_request``); None when the
+    version is not served. One look-up for the usual request."""
+    try:
+        return _FLEXIBILITY[api_key, api_version]
+    except KeyError:
+        if not is_served(api_key, api_version):
+            return None
+        flexible = _FLEXIBILITY[api_key, api_version] = is_flexible_request(api_key, api_version)
+        return flexible
+
+
+_FLEXIBILITY: dict[tuple[int, int], bool] = {}
+"""The served versions looked up so far (bounded by the versions served)."""
+
+
 @cache
 def is_flexible_request(api_key: int, api_version: int) -> bool:
     """Whether this request version uses compact fields, tagged fields and header v2."""

@@ -3,42 +3,65 @@
 The same layout the schema codec reads and writes for Fetch v4-v12 (tests/test_kafka_codec.py
 checks that both agree on every served version, on valid and on hostile bytes), without a
 dict per field: a consumer's fetch that finds nothing new is most of a broker's requests, and
-reading and writing it through the schema cost about half of its CPU. Fields the broker does
-not act on (replica id, leader epochs, forgotten topics, rack id, cluster id) are checked
-like the schema codec checks them and dropped.
+reading and writing it through the schema cost about half of its CPU. A request is read
+straight into the FetchRequest the broker's handlers take (no second object tree); fields the
+broker does not act on (replica id, leader epochs, forgotten topics, rack id, cluster id) are
+checked like the schema codec checks them and dropped.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
+from typing import NamedTuple
 
-from odradek.protocol.fetch import FetchPartition, FetchPartitionResponse
+from odradek.protocol.fetch import FetchPartition, FetchPartitionResponse, FetchRequest
+from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.kafka.byte_reader import ByteReader, UnusualShape, usual_size
-from odradek.protocol.kafka.message_codec import PartsWriter, Payload, write_unsigned_varint
+from odradek.protocol.kafka.message_codec import PartsWriter, write_unsigned_varint
 
 FIRST_FLEXIBLE_VERSION = 12
 CLUSTER_ID_TAG = 0
 
 
-@dataclass(frozen=True)
-class KafkaFetchRequest:
-    """What the broker acts on in a Fetch request. ``partitions`` hold the wire values as
-    read (negative sizes included: the handler decides what they mean)."""
+class KafkaFetchRequest(NamedTuple):
+    """What the broker acts on in a Fetch request: ``fetch``, the request its handlers take
+    (a negative wait, size or partition size read as 0: a client's nonsense asks for nothing),
+    and what only Kafka's protocol has (its isolation level, as on the wire, and the fetch
+    session)."""
 
-    max_wait_ms: int
-    min_bytes: int
-    max_bytes: int
+    fetch: FetchRequest
     isolation_level: int
     session_id: int
     session_epoch: int
-    partitions: tuple[FetchPartition, ...]
+
+
+def _fetch_request(
+    max_wait: int,
+    min_bytes: int,
+    max_bytes: int,
+    isolation_level: int,
+    session_id: int,
+    session_epoch: int,
+    partitions: list[FetchPartition],
+) -> KafkaFetchRequest:
+    fetch = FetchRequest(
+        tuple(partitions),
+        max_wait if max_wait > 0 else 0,
+        min_bytes if min_bytes > 0 else 0,
+        max_bytes if max_bytes > 0 else 0,
+        IsolationLevel.HIGH_WATERMARK,  # read_committed reads alike: no transactions yet
+    )
+    return KafkaFetchRequest(fetch, isolation_level, session_id, session_epoch)
 
 
 _FIXED_V4 = struct.Struct(">iiiib")  # replica_id, max_wait, min_bytes, max_bytes, isolation
 _SESSION = struct.Struct(">ii")
+
+
+REPEATED_MAX_BODY_BYTES = 512
+REPEATED_MAX_ENTRIES = 1024
 
 
 def read_fetch_request(frame: memoryview, offset: int, version: int) -> KafkaFetchRequest:
@@ -46,7 +69,28 @@ def read_fetch_request(frame: memoryview, offset: int, version: int) -> KafkaFet
 
     Raises InvalidRequestError naming the field when the bytes do not hold one. Bytes after
     the body are ignored, as the schema codec and Kafka's brokers do.
+
+    A consumer that finds nothing new sends the same body again and again (only the header's
+    correlation id changes): a small body read before is answered with the request read then,
+    a value. The bodies kept are bounded in size and number.
     """
+    if len(frame) - offset > REPEATED_MAX_BODY_BYTES:
+        return _read(frame, offset, version)
+    key = (version, bytes(frame[offset:]))
+    request = _repeated.get(key)
+    if request is None:
+        request = _read(frame, offset, version)
+        if len(_repeated) >= REPEATED_MAX_ENTRIES:
+            _repeated.clear()
+        _repeated[key] = request
+    return request
+
+
+_repeated: dict[tuple[int, bytes], KafkaFetchRequest] = {}
+"""Small bodies read lately, by version and bytes."""
+
+
+def _read(frame: memoryview, offset: int, version: int) -> KafkaFetchRequest:
     try:
         return _read_usual(frame, offset, version)
     except (UnusualShape, struct.error, IndexError, UnicodeDecodeError):
@@ -65,6 +109,7 @@ def _read_usual(data: memoryview, position: int, version: int) -> KafkaFetchRequ
         session_id, session_epoch = _SESSION.unpack_from(data, position)
         position += _SESSION.size
     layout, index_at, offset_at, max_bytes_at = _partition_layout(version)
+    layout_size = layout.size
     partitions = []
     topic_count, position = usual_size(data, position, flexible)
     for _ in range(topic_count):
@@ -76,41 +121,57 @@ def _read_usual(data: memoryview, position: int, version: int) -> KafkaFetchRequ
         partition_count, position = usual_size(data, end, flexible)
         for _ in range(partition_count):
             values = layout.unpack_from(data, position)
-            position += layout.size
+            position += layout_size
             if flexible:
                 if data[position]:
                     raise UnusualShape  # tagged fields
                 position += 1
+            partition_max_bytes = values[max_bytes_at]
             partitions.append(
-                FetchPartition(topic, values[index_at], values[offset_at], values[max_bytes_at])
+                FetchPartition(
+                    topic,
+                    values[index_at],
+                    values[offset_at],
+                    partition_max_bytes if partition_max_bytes > 0 else 0,
+                )
             )
         if flexible:
             if data[position]:
                 raise UnusualShape
             position += 1
-    if version >= 7:
-        forgotten_count, position = usual_size(data, position, flexible)
-        if forgotten_count:
+    if flexible:  # no forgotten topics, a rack id, no tagged fields
+        if data[position] != 1:
             raise UnusualShape
-    if version >= 11:
-        size, position = usual_size(data, position, flexible, _INT16)
-        end = position + size
+        size = data[position + 1]
+        if size == 0 or size > 0x7F:
+            raise UnusualShape
+        end = position + 1 + size
         if end > len(data):
             raise UnusualShape
-        if size:
-            str(data[position:end], "utf-8")  # (checked as the schema codec does)
-        position = end
-    if flexible and data[position]:
-        raise UnusualShape
-    return KafkaFetchRequest(
-        max_wait,
-        min_bytes,
-        max_bytes,
-        isolation_level,
-        session_id,
-        session_epoch,
+        if size > 1:
+            str(data[position + 2 : end], "utf-8")  # (checked as the schema codec does)
+        if data[end]:
+            raise UnusualShape
+    else:
+        if version >= 7:
+            forgotten_count, position = usual_size(data, position, flexible)
+            if forgotten_count:
+                raise UnusualShape
+        if version >= 11:
+            size, position = usual_size(data, position, flexible, _INT16)
+            end = position + size
+            if end > len(data):
+                raise UnusualShape
+            if size:
+                str(data[position:end], "utf-8")  # (checked as the schema codec does)
+    fetch = FetchRequest(
         tuple(partitions),
+        max_wait if max_wait > 0 else 0,
+        min_bytes if min_bytes > 0 else 0,
+        max_bytes if max_bytes > 0 else 0,
+        IsolationLevel.HIGH_WATERMARK,  # read_committed reads alike: no transactions yet
     )
+    return KafkaFetchRequest(fetch, isolation_level, session_id, session_epoch)
 
 
 def _read_checked(frame: memoryview, offset: int, version: int) -> KafkaFetchRequest:
@@ -147,14 +208,8 @@ def _read_checked(frame: memoryview, offset: int, version: int) -> KafkaFetchReq
         reader.string(flexible, False, "rack_id")
     if flexible:
         _skip_top_level_tagged_fields(reader)
-    return KafkaFetchRequest(
-        max_wait,
-        min_bytes,
-        max_bytes,
-        isolation_level,
-        session_id,
-        session_epoch,
-        tuple(partitions),
+    return _fetch_request(
+        max_wait, min_bytes, max_bytes, isolation_level, session_id, session_epoch, partitions
     )
 
 
@@ -180,7 +235,8 @@ def _read_partition(reader: ByteReader, topic: str, version: int, flexible: bool
     values = reader.unpack_all(layout, start)
     if flexible:
         reader.skip_tagged_fields("partitions tagged fields")
-    return FetchPartition(topic, values[index_at], values[offset_at], values[max_bytes_at])
+    partition_max_bytes = max(0, values[max_bytes_at])
+    return FetchPartition(topic, values[index_at], values[offset_at], partition_max_bytes)
 
 
 def _skip_top_level_tagged_fields(reader: ByteReader) -> None:
@@ -209,8 +265,7 @@ def _skip_top_level_tagged_fields(reader: ByteReader) -> None:
         reader.position = end
 
 
-@dataclass(frozen=True)
-class KafkaFetchResponse:
+class KafkaFetchResponse(NamedTuple):
     """A Fetch response's fields: the partitions in request order (grouped by topic when
     written), a top-level error, and whether aborted transactions are listed (an empty list
     for read_committed, null otherwise)."""
@@ -221,7 +276,6 @@ class KafkaFetchResponse:
     read_committed: bool = False
 
 
-_PARTITION_HEAD = struct.Struct(">ihqq")  # index, error, high watermark, last stable offset
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
@@ -232,43 +286,50 @@ _NO_PREFERRED_READ_REPLICA = _INT32.pack(-1)
 
 
 def write_fetch_response(
-    response: KafkaFetchResponse, version: int, throttle_ms: int = 0
-) -> list[Payload]:
-    """The body of a Fetch v4-v12 response: bytes, with each partition's records that live
-    in a file (a file region) as a piece of its own, for ``sendfile``."""
+    out: PartsWriter, response: KafkaFetchResponse, version: int, throttle_ms: int = 0
+) -> None:
+    """The body of a Fetch v4-v12 response, written to ``out``: bytes, with each partition's
+    records that live in a file (a file region) as a piece of its own, for ``sendfile``."""
     flexible = version >= FIRST_FLEXIBLE_VERSION
-    out = PartsWriter()
     buffer = out.buffer
     if version >= 7:
         buffer += _TOP_V7.pack(throttle_ms, response.error_code, response.session_id)
     else:
         buffer += _INT32.pack(throttle_ms)
-    topics: list[tuple[str, list[FetchPartitionResponse]]] = []
-    for partition in response.partitions:
-        if topics and topics[-1][0] == partition.topic:
-            topics[-1][1].append(partition)
-        else:
-            topics.append((partition.topic, [partition]))
-    if flexible:
-        aborted = b"\x01" if response.read_committed else b"\x00"
+    partitions = response.partitions
+    if len(partitions) == 1:  # the usual: one partition
+        topics: Sequence[tuple[str, Sequence[FetchPartitionResponse]]] = (
+            (partitions[0].topic, partitions),
+        )
     else:
-        aborted = _EMPTY_ARRAY if response.read_committed else _NULL_ARRAY
-    _write_length(buffer, len(topics), flexible)
-    for topic, partitions in topics:
-        _write_string(buffer, topic, flexible)
-        _write_length(buffer, len(partitions), flexible)
-        for p in partitions:
-            buffer += _PARTITION_HEAD.pack(
-                p.partition, p.error, p.high_watermark, p.last_stable_offset
-            )
-            if version >= 5:
-                buffer += _INT64.pack(p.log_start_offset)
-            buffer += aborted
-            if version >= 11:
-                buffer += _NO_PREFERRED_READ_REPLICA
+        topics = _by_topic(partitions)
+    head, tail = _partition_layout_out(version, response.read_committed)
+    with_log_start = version >= 5
+    count = len(topics)
+    if flexible and count < 0x7F:
+        buffer.append(count + 1)
+    else:
+        _write_length(buffer, count, flexible)
+    for topic, entries in topics:
+        buffer += _encoded_name(topic, flexible)
+        count = len(entries)
+        if flexible and count < 0x7F:
+            buffer.append(count + 1)
+        else:
+            _write_length(buffer, count, flexible)
+        for p in entries:
+            if with_log_start:
+                buffer += head.pack(
+                    p.partition, p.error, p.high_watermark, p.last_stable_offset, p.log_start_offset
+                )
+            else:
+                buffer += head.pack(p.partition, p.error, p.high_watermark, p.last_stable_offset)
+            buffer += tail
             records = p.records
             if records is None:
                 buffer += b"\x00" if flexible else _NULL_ARRAY
+            elif not records:
+                buffer += b"\x01" if flexible else _EMPTY_ARRAY
             else:
                 _write_length(buffer, len(records), flexible)
                 if isinstance(records, bytes | bytearray | memoryview):
@@ -282,12 +343,52 @@ def write_fetch_response(
             buffer.append(0)
     if flexible:
         buffer.append(0)
-    return out.finish()
+
+
+def _by_topic(
+    partitions: Sequence[FetchPartitionResponse],
+) -> list[tuple[str, list[FetchPartitionResponse]]]:
+    """The partitions grouped by topic, in request order."""
+    topics: list[tuple[str, list[FetchPartitionResponse]]] = []
+    for partition in partitions:
+        if topics and topics[-1][0] == partition.topic:
+            topics[-1][1].append(partition)
+        else:
+            topics.append((partition.topic, [partition]))
+    return topics
+
+
+@cache
+def _partition_layout_out(version: int, read_committed: bool) -> tuple[struct.Struct, bytes]:
+    """A partition's fixed fields in a response of ``version``: index, error, high watermark,
+    last stable offset, (v5+) log start offset, packed in one step; then the bytes that never
+    vary: the aborted transactions (null, or empty for read_committed) and (v11+) the
+    preferred read replica (none)."""
+    head = struct.Struct(">ihqqq" if version >= 5 else ">ihqq")
+    if version >= FIRST_FLEXIBLE_VERSION:
+        tail = b"\x01" if read_committed else b"\x00"
+    else:
+        tail = _EMPTY_ARRAY if read_committed else _NULL_ARRAY
+    if version >= 11:
+        tail += _NO_PREFERRED_READ_REPLICA
+    return head, tail
+
+
+@lru_cache(maxsize=1024)
+def _encoded_name(name: str, flexible: bool) -> bytes:
+    """A topic name as a (compact) string: encoded once for the topics a broker serves (the
+    cache is bounded: a client may name any number of topics)."""
+    out = bytearray()
+    _write_string(out, name, flexible)
+    return bytes(out)
 
 
 def _write_length(out: bytearray, length: int, flexible: bool) -> None:
     if flexible:
-        write_unsigned_varint(out, length + 1)
+        if length < 0x7F:
+            out.append(length + 1)
+        else:
+            write_unsigned_varint(out, length + 1)
     else:
         out += _INT32.pack(length)
 

@@ -262,6 +262,23 @@ class PartsWriter:
             self.buffer = bytearray()
         return self.parts
 
+    def finish_frame(self) -> list[Payload]:
+        """The parts of a frame whose first 4 bytes were left for its size: the size written
+        there. Without a file region the frame is one piece of bytes."""
+        buffer = self.buffer
+        parts = self.parts
+        if not parts:
+            _FRAME_SIZE.pack_into(buffer, 0, len(buffer) - 4)
+            return [bytes(buffer)]
+        if buffer:
+            parts.append(bytes(buffer))
+            self.buffer = bytearray()
+        parts[0] = _FRAME_SIZE.pack(sum(map(len, parts)) - 4) + parts[0][4:]
+        return parts
+
+
+_FRAME_SIZE = struct.Struct(">i")
+
 
 def write_unsigned_varint(buffer: bytearray, value: int) -> None:
     while value > 0x7F:

@@ -2,39 +2,34 @@
 
 The same layout the schema codec reads (tests/test_kafka_codec.py checks that both agree on
 every served version), without building a dict per field: a Produce of one batch costs a few
-microseconds to read, and its records stay views into the request frame (no copy).
+microseconds to read, its partitions are read straight into the ProducePartitionData the
+broker's handlers take, and their records stay views into the request frame (no copy).
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple
 
 from odradek.protocol.kafka.byte_reader import ByteReader, UnusualShape, usual_size
 from odradek.protocol.kafka.message_codec import write_unsigned_varint
-from odradek.protocol.produce import ProducePartitionResponse
+from odradek.protocol.produce import ProducePartitionData, ProducePartitionResponse
 
 FIRST_FLEXIBLE_VERSION = 9
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 
 
-@dataclass(frozen=True)
-class ProducePartition:
-    """One partition's records: ``records`` is a view into the request (None when null)."""
+class KafkaProduceRequest(NamedTuple):
+    """A Produce request's fields as on the wire; each partition's ``records`` is a view into
+    the request (empty when null: the broker reads both alike)."""
 
-    topic: str
-    partition: int
-    records: memoryview | None
-
-
-@dataclass(frozen=True)
-class KafkaProduceRequest:
     transactional_id: str | None
     acks: int
     timeout_ms: int
-    partitions: list[ProducePartition]
+    partitions: tuple[ProducePartitionData, ...]
 
 
 def read_produce_request(frame: memoryview, offset: int, version: int) -> KafkaProduceRequest:
@@ -78,15 +73,23 @@ def _read_usual(data: memoryview, position: int, version: int) -> KafkaProduceRe
         for _ in range(partition_count):
             index = _INT32.unpack_from(data, position)[0]
             position += 4
-            if flexible:
-                size, position = _records_size(data, position)
+            if flexible:  # a compact nullable length: one or two bytes for a small batch
+                byte = data[position]
+                if byte < 0x80:
+                    size = byte - 1
+                    position += 1
+                elif data[position + 1] < 0x80:
+                    size = (byte & 0x7F | data[position + 1] << 7) - 1
+                    position += 2
+                else:
+                    size, position = _records_size(data, position)
             else:
                 size = _INT32.unpack_from(data, position)[0]
                 position += 4
             if size < 0:
                 if size != -1:
                     raise UnusualShape
-                records = None
+                records = _NULL_RECORDS
             else:
                 end = position + size
                 if end > len(data):
@@ -97,14 +100,17 @@ def _read_usual(data: memoryview, position: int, version: int) -> KafkaProduceRe
                 if data[position]:
                     raise UnusualShape  # tagged fields
                 position += 1
-            partitions.append(ProducePartition(topic, index, records))
+            partitions.append(ProducePartitionData(topic, index, records))
         if flexible:
             if data[position]:
                 raise UnusualShape
             position += 1
     if flexible and data[position]:
         raise UnusualShape
-    return KafkaProduceRequest(None, acks, timeout_ms, partitions)
+    return KafkaProduceRequest(None, acks, timeout_ms, tuple(partitions))
+
+
+_NULL_RECORDS = memoryview(b"")
 
 
 def _records_size(data: memoryview, position: int) -> tuple[int, int]:
@@ -138,12 +144,14 @@ def _read_checked(frame: memoryview, offset: int, version: int) -> KafkaProduceR
             records = reader.bytes_view(flexible, True, "partition_data.records")
             if flexible:
                 reader.skip_tagged_fields("partition_data tagged fields")
-            partitions.append(ProducePartition(topic, index, records))
+            if records is None:
+                records = _NULL_RECORDS
+            partitions.append(ProducePartitionData(topic, index, records))
         if flexible:
             reader.skip_tagged_fields("topic_data tagged fields")
     if flexible:
         reader.skip_tagged_fields("tagged fields")
-    return KafkaProduceRequest(transactional_id, acks, timeout_ms, partitions)
+    return KafkaProduceRequest(transactional_id, acks, timeout_ms, tuple(partitions))
 
 
 _PARTITION = struct.Struct(">ihqq")  # index, error, base offset, log append time
@@ -151,31 +159,48 @@ _PARTITION_V5 = struct.Struct(">ihqqq")  # and the log start offset
 
 
 def write_produce_response(
-    results: Sequence[ProducePartitionResponse], version: int, throttle_ms: int = 0
-) -> bytes:
-    """The body of a Produce v3+ response: partitions grouped by topic in request order,
-    the throttle time (a quota's), no tagged fields. The results are the broker's own
-    (odradek's protocol answers with the same values)."""
+    out: bytearray,
+    results: Sequence[ProducePartitionResponse],
+    version: int,
+    throttle_ms: int = 0,
+) -> None:
+    """The body of a Produce v3+ response, written to ``out``: partitions grouped by topic in
+    request order, the throttle time (a quota's), no tagged fields. The results are the
+    broker's own (odradek's protocol answers with the same values)."""
     flexible = version >= FIRST_FLEXIBLE_VERSION
     if len(results) == 1:  # the usual: one partition
-        topics = [(results[0].topic, results)]
+        topics: Sequence[tuple[str, Sequence[ProducePartitionResponse]]] = (
+            (results[0].topic, results),
+        )
     else:
         topics = _by_topic(results)
-    out = bytearray()
-    _write_length(out, len(topics), flexible)
+    with_log_start = version >= 5
+    with_errors = version >= 8
+    count = len(topics)
+    if flexible and count < 0x7F:
+        out.append(count + 1)
+    else:
+        _write_length(out, count, flexible)
     for topic, partitions in topics:
-        _write_string(out, topic, flexible)
-        _write_length(out, len(partitions), flexible)
+        out += _encoded_name(topic, flexible)
+        count = len(partitions)
+        if flexible and count < 0x7F:
+            out.append(count + 1)
+        else:
+            _write_length(out, count, flexible)
         for p in partitions:
-            if version >= 5:
+            if with_log_start:
                 out += _PARTITION_V5.pack(
                     p.partition, p.error, p.base_offset, p.log_append_time_ms, p.log_start_offset
                 )
             else:
                 out += _PARTITION.pack(p.partition, p.error, p.base_offset, p.log_append_time_ms)
-            if version >= 8:
-                _write_length(out, 0, flexible)  # record_errors
-                _write_string(out, p.message, flexible)
+            if with_errors:  # record_errors (none), error_message
+                if p.message is None:
+                    out += b"\x01\x00" if flexible else b"\x00\x00\x00\x00\xff\xff"
+                else:
+                    _write_length(out, 0, flexible)
+                    _write_string(out, p.message, flexible)
             if flexible:
                 out.append(0)
         if flexible:
@@ -183,7 +208,6 @@ def write_produce_response(
     out += _INT32.pack(throttle_ms)
     if flexible:
         out.append(0)
-    return bytes(out)
 
 
 def _by_topic(
@@ -199,9 +223,21 @@ def _by_topic(
     return topics
 
 
+@lru_cache(maxsize=1024)
+def _encoded_name(name: str, flexible: bool) -> bytes:
+    """A topic name as a (compact) string: encoded once for the topics a broker serves (the
+    cache is bounded: a client may name any number of topics)."""
+    out = bytearray()
+    _write_string(out, name, flexible)
+    return bytes(out)
+
+
 def _write_length(out: bytearray, length: int, flexible: bool) -> None:
     if flexible:
-        write_unsigned_varint(out, length + 1)
+        if length < 0x7F:
+            out.append(length + 1)
+        else:
+            write_unsigned_varint(out, length + 1)
     else:
         out += _INT32.pack(length)
 
