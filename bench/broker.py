@@ -16,7 +16,10 @@ asserts nothing. Sections:
     client-built frames, 8 in flight), acks=1 and acks=all, and for a fetch that finds nothing
     new (max_wait 0); medians and ranges of interleaved rounds. With ``--baseline TREE`` the
     same cells also run, interleaved, against a second broker started from another checkout
-    (its own ``.venv``), and the ratio of the two is printed.
+    (its own ``.venv``), and the ratio of the two is printed. Every cell is also measured, in
+    the same rounds, against the transport floor (``bench/transport_floor.py``: a bare uvloop
+    server answering the same frames with a fixed small frame), and each broker's cost is
+    printed as a multiple of it.
 
 Usage: ``python bench/broker.py [--quick] [--sweep-only] [--rounds N] [--baseline TREE]``
 (``--quick`` shrinks every volume tenfold).
@@ -172,6 +175,30 @@ def cpu_meter(broker: BrokerProcess, label: str, records: int) -> Iterator[None]
         f"  {label}: {per_million:.3f} CPU-s per 1M records "
         f"({used:.2f} CPU-s, {records:,} records, {rate:,.0f} records/s)"
     )
+
+
+class TransportFloorProcess:
+    """``bench/transport_floor.py`` in a child process: a bare uvloop server answering every
+    frame with a fixed small frame, the floor under any broker's cost of a request."""
+
+    def __init__(self) -> None:
+        script = Path(__file__).with_name("transport_floor.py")
+        self.process = subprocess.Popen(
+            [sys.executable, str(script)], stderr=subprocess.PIPE, text=True
+        )
+        for line in self.process.stderr:
+            if match := FLOOR_SERVING.search(line):
+                self.port = int(match.group(1))
+                break
+        else:
+            raise RuntimeError("the transport floor did not start")
+        threading.Thread(target=self.process.stderr.read, daemon=True).start()
+
+    cpu_ns = BrokerProcess.cpu_ns
+    stop = BrokerProcess.stop
+
+
+FLOOR_SERVING = re.compile(r"serving on 127\.0\.0\.1:(\d+)")
 
 
 # --- a lean pipelined client: client-built frames, responses only counted --------------------
@@ -678,24 +705,34 @@ def sweep_cells(scale: float) -> list[SweepCell]:
     return cells
 
 
+def cell_frame(cell: SweepCell, topic: str) -> bytes:
+    """The request ``cell`` sends over and over, to ``topic``."""
+    if cell.acks is None:
+        return sweep_empty_fetch_frame(cell.protocol, topic)
+    batch = build_batch([(int(time.time() * 1000), None, b"v" * 100, ())] * cell.records)
+    return sweep_produce_frame(cell.protocol, topic, batch, cell.acks)
+
+
+def cpu_us_per_request(
+    server: BrokerProcess | TransportFloorProcess, frame: bytes, requests: int, idle_us_per_s: float
+) -> float:
+    """Server CPU microseconds per ``frame`` answered (its idle timers' share taken off)."""
+    PipelinedClient(server.port, SWEEP_WINDOW).run([frame] * SWEEP_WARM_UP_REQUESTS)
+    started, wall = server.cpu_ns(), time.perf_counter()
+    PipelinedClient(server.port, SWEEP_WINDOW).run([frame] * requests)
+    used_us = (server.cpu_ns() - started) / 1e3
+    used_us -= idle_us_per_s * (time.perf_counter() - wall)
+    return used_us / requests
+
+
 def run_cell(broker: BrokerProcess, cell: SweepCell, idle_us_per_s: float, serial: int) -> float:
     """Broker CPU microseconds per request of ``cell`` (its idle timers' share taken off)."""
     topic = f"sweep-{serial}"
     create_topic(broker.port, topic, **{"segment.bytes": str(1024 * MB)})
     try:
-        if cell.acks is None:
-            frame = sweep_empty_fetch_frame(cell.protocol, topic)
-        else:
-            batch = build_batch([(int(time.time() * 1000), None, b"v" * 100, ())] * cell.records)
-            frame = sweep_produce_frame(cell.protocol, topic, batch, cell.acks)
-        PipelinedClient(broker.port, SWEEP_WINDOW).run([frame] * SWEEP_WARM_UP_REQUESTS)
-        started, wall = broker.cpu_ns(), time.perf_counter()
-        PipelinedClient(broker.port, SWEEP_WINDOW).run([frame] * cell.requests)
-        used_us = (broker.cpu_ns() - started) / 1e3
-        used_us -= idle_us_per_s * (time.perf_counter() - wall)
+        return cpu_us_per_request(broker, cell_frame(cell, topic), cell.requests, idle_us_per_s)
     finally:
         delete_topic(broker.port, topic)
-    return used_us / cell.requests
 
 
 def spread(values: list[float]) -> str:
@@ -703,16 +740,22 @@ def spread(values: list[float]) -> str:
 
 
 def section_e(
-    brokers: dict[str, BrokerProcess], scale: float, rounds: int, cells_matching: str
+    brokers: dict[str, BrokerProcess],
+    floor: TransportFloorProcess,
+    scale: float,
+    rounds: int,
+    cells_matching: str,
 ) -> None:
     print(
         f"(e) the cost of a request: broker CPU us per request and CPU-s per 1M records of "
         f"100 B, raw frames, {SWEEP_WINDOW} in flight; median [min .. max] of {rounds} "
-        "interleaved rounds"
+        "interleaved rounds; the transport floor is a bare uvloop BufferedProtocol answering "
+        "the same frames with a fixed 20 B frame, measured in the same rounds"
     )
     idle = {name: idle_cpu_us_per_s(broker) for name, broker in brokers.items()}
     for name, us_per_s in idle.items():
         print(f"  {name}: idle broker {us_per_s / 1e4:.2f}% of a core (taken off every cell)")
+    floor_idle = idle_cpu_us_per_s(floor)
     cells = [cell for cell in sweep_cells(scale) if re.search(cells_matching, cell.label)]
     costs: dict[tuple[str, str], list[float]] = {}
     serial = 0
@@ -723,12 +766,18 @@ def section_e(
                 serial += 1
                 cost = run_cell(brokers[name], cell, idle[name], serial)
                 costs.setdefault((cell.label, name), []).append(cost)
+            floor_cost = cpu_us_per_request(
+                floor, cell_frame(cell, "floor"), cell.requests, floor_idle
+            )
+            costs.setdefault((cell.label, FLOOR), []).append(floor_cost)
         print(f"  round {round_number + 1} of {rounds} done", flush=True)
     header = "  " + " " * 38
     for name in order:
         header += f" | {name + ': us per request':<28} {'CPU-s/1M':>9}"
+    header += f" | {FLOOR + ': us per request':<28}"
     if len(order) == 2:
         header += f" | {order[1]}/{order[0]}"
+    header += " | x floor, " + ", ".join(order)
     print(header)
     for cell in cells:
         line = f"  {cell.label:<38}"
@@ -738,9 +787,16 @@ def section_e(
             medians.append(statistics.median(values))
             per_million = f"{medians[-1] / cell.records:9.2f}" if cell.records else f"{'':>9}"
             line += f" | {spread(values):<28} {per_million}"
+        floor_values = costs[(cell.label, FLOOR)]
+        floor_median = statistics.median(floor_values)
+        line += f" | {spread(floor_values):<28}"
         if len(order) == 2:
             line += f" | {medians[1] / medians[0]:.2f}"
+        line += " | " + ", ".join(f"{median / floor_median:.1f}" for median in medians)
         print(line)
+
+
+FLOOR = "transport floor"
 
 
 def machine_cpu() -> tuple[int, int]:
@@ -771,6 +827,7 @@ def main() -> None:
         data_dir = Path(root) / "data"
         broker = BrokerProcess(data_dir)
         brokers = {"this tree": broker}
+        floor = TransportFloorProcess()
         try:
             if options.baseline is not None:
                 baseline = BrokerProcess(Path(root) / "baseline", tree=options.baseline.resolve())
@@ -779,9 +836,11 @@ def main() -> None:
                 section_a_and_b(broker, data_dir, scale)
                 section_c(broker, scale)
                 section_d(broker, scale)
-            section_e(brokers, scale, options.rounds, options.cells)
+            section_e(brokers, floor, scale, options.rounds, options.cells)
             broker_cpu = sum(b.cpu_seconds() for b in brokers.values())
+            broker_cpu += BrokerProcess.cpu_seconds(floor)
         finally:
+            floor.stop()
             for running in brokers.values():
                 running.stop()
     busy, total = machine_cpu()

@@ -20,6 +20,7 @@ from odradek.protocol.header import RequestHeader
 from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
 from odradek.server.broker import Broker
+from odradek.server.connection import MAX_IN_FLIGHT_REQUESTS
 from odradek.storage.log_manager import CLEAN_SHUTDOWN_FILE_NAME
 
 
@@ -95,6 +96,27 @@ def test_a_client_that_does_not_read_its_responses_is_not_read_either(
             client.sock.settimeout(10)
             responses = [client.read_frame() for _ in range(sent)]
         assert all(len(r.payload) > 4 * 64 * 1024 for r in responses)
+
+
+def test_reading_stops_at_the_in_flight_limit_and_resumes_as_requests_end(
+    tmp_path: Path,
+) -> None:
+    # Past MAX_IN_FLIGHT_REQUESTS waiting requests the broker reads no more of the
+    # connection; the end of a waiting request is what lets it read again.
+    with running_broker(tmp_path, {}) as broker:
+        with broker.connect() as setup:
+            create_topic(setup, "quiet")
+        with broker.connect() as client:
+            fetch = FetchRequest((FetchPartition("quiet", 0, 0),), max_wait_ms=1000)
+            fetch_ids = {client.send(fetch) for _ in range(MAX_IN_FLIGHT_REQUESTS + 6)}
+            time.sleep(0.3)  # read, all waiting: the broker stopped reading
+            started = time.monotonic()
+            versions_id = client.send(ApiVersionsRequest())
+            answered = {}
+            for _ in range(len(fetch_ids) + 1):
+                answered[client.read_frame().header["id"]] = time.monotonic() - started
+            assert set(answered) == fetch_ids | {versions_id}
+            assert answered[versions_id] >= 0.5  # read only once waiting fetches ended
 
 
 def test_half_closed_connection_still_gets_its_responses(tmp_path: Path) -> None:

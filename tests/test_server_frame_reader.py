@@ -200,3 +200,53 @@ def test_kafka_sizes_outside_the_limits_are_refused_from_the_prefix(size: int) -
     buffer[:4] = size.to_bytes(4, "big", signed=True)
     with pytest.raises(FrameError, match="socket.request.max.bytes=1000"):
         reader.buffer_updated(4)
+
+
+# --- one receive buffer for every connection of a thread ----------------------------------------
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(
+    sizes=st.lists(st.lists(payload_sizes, min_size=1, max_size=4), min_size=2, max_size=3),
+    chunk_sizes=st.lists(st.integers(1, 2 * RECEIVE_BUFFER_BYTES), min_size=1, max_size=5),
+)
+def test_readers_taking_turns_at_the_shared_buffer_each_get_their_own_frames(
+    sizes: list[list[int]], chunk_sizes: list[int]
+) -> None:
+    pool = RequestMemoryPool(None)
+    streams = [
+        b"".join(encode_frame({"c": c, "n": n}, bytes([c]) * size) for n, size in enumerate(sz))
+        for c, sz in enumerate(sizes)
+    ]
+    readers = [FrameReader(1 << 30, pool) for _ in streams]
+    positions = [0] * len(streams)
+    frames: list[list] = [[] for _ in streams]
+    turn = 0
+    while any(position < len(stream) for position, stream in zip(positions, streams, strict=True)):
+        for c, (reader, stream) in enumerate(zip(readers, streams, strict=True)):
+            if positions[c] == len(stream):
+                continue
+            buffer = reader.get_buffer()  # a read: its bytes are framed before the next one
+            size = min(
+                len(buffer), chunk_sizes[turn % len(chunk_sizes)], len(stream) - positions[c]
+            )
+            buffer[:size] = stream[positions[c] : positions[c] + size]
+            frames[c] += reader.buffer_updated(size)
+            positions[c] += size
+            turn += 1
+    for c, stream in enumerate(streams):
+        expected = FrameDecoder(1 << 30).feed(stream)
+        assert [(f.header, bytes(f.payload)) for f in frames[c]] == [
+            (f.header, bytes(f.payload)) for f in expected
+        ]
+        assert not readers[c].pending
+    assert pool.reserved == sum(len(f.payload) for got in frames for f in got)
+
+
+def test_a_reader_between_frames_holds_no_memory_and_shares_its_buffer() -> None:
+    pool = RequestMemoryPool(None)
+    reader, other = FrameReader(1 << 30, pool), KafkaFrameReader(1 << 30, pool)
+    frames = read_all(reader, encode_frame({"id": 1}, b"p" * 10) * 3, [RECEIVE_BUFFER_BYTES])
+    assert len(frames) == 3 and not reader.pending
+    assert pool.reserved == 30  # the frames' payloads, nothing for a buffer
+    assert reader.get_buffer().obj is other.get_buffer().obj

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -64,3 +65,28 @@ def test_every_series_has_its_creation_time() -> None:
     assert re.search(
         r'^odradek_request_latency_seconds_created\{api="Fetch",protocol="msgpack"\} ', text, re.M
     )
+
+
+def test_a_request_counted_from_its_arrival_time_is_counted_as_from_its_latency() -> None:
+    """record_since (a connection's _record) and record export the same series."""
+    exports = []
+    for from_arrival in (True, False):
+        metrics = BrokerMetrics()
+        recorder = metrics.request_recorder("kafka", API_NAMES.__getitem__)
+        recorder.record(3, 35, 0.5)
+        arrived = time.perf_counter() - 0.003  # 3 ms ago: the 0.005 bucket, clock or not
+        for api_key, error_code in ((0, 0), (3, 35)):
+            if from_arrival:
+                recorder.record_since(api_key, error_code, arrived)
+            else:
+                recorder.record(api_key, error_code, 0.003)
+        registry = CollectorRegistry()
+        registry.register(metrics.request_stats)
+        exports.append(
+            [  # the sums differ by what the clock advanced
+                re.sub(r"_sum(\{.*\}) \S+", r"_sum\1", line)
+                for line in without_created(generate_latest(registry))
+            ]
+        )
+    assert exports[0] == exports[1]
+    assert any(line.startswith("odradek_requests_total") for line in exports[0])

@@ -18,7 +18,6 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -91,13 +90,18 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
         self._executor = executor
         self._memory_pool = memory_pool
         self._recorder = metrics.request_recorder(self.protocol_label, api_name)
+        self._record: Callable[[int, int, float], None] = self._recorder.record_since
+        """Count a request of ``api_key`` answered with ``error_code`` that arrived at
+        ``perf_counter()`` reading ``received``."""
         self._reader = reader
+        self.get_buffer = reader.get_buffer  # asyncio.BufferedProtocol's, without a call between
+        self._network = metrics.network
         self._read_control = RequestReadControl(
             reader,
             memory_pool,
             settings.request_timeout_ms,
             metrics,
-            self._update_reading,
+            self._pause_or_resume_reading,
             self._abort,
         )
         self._loop = asyncio.get_running_loop()
@@ -107,7 +111,7 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
         self._in_flight_bytes = 0
         self._transport_paused = False
         self._reading_paused = False
-        self._throttle = ConnectionThrottle(self._update_reading)
+        self._throttle = ConnectionThrottle(self._pause_or_resume_reading)
         self._closing = False
         self._last_active = self._loop.time()
         self._idle_timer: asyncio.TimerHandle | None = None
@@ -130,7 +134,7 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
             self._start_session()
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES, low=WRITE_BUFFER_LOW_BYTES)
         self._writer = ResponseWriter(
-            transport, self.peer, self._executor, self._metrics, self._update_reading
+            transport, self.peer, self._executor, self._metrics, self._pause_or_resume_reading
         )
         self._arm_idle_timer(self._settings.max_idle_ms / 1000)
         self._read_control.start(self.peer)
@@ -154,26 +158,29 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
         """Its first request began at loop time ``when``, while its protocol was detected."""
         self._read_control.began_at(when)
 
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self._reader.get_buffer()
-
     def buffer_updated(self, nbytes: int) -> None:
         self._last_active = self._loop.time()
-        self._metrics.network.received += nbytes
+        self._network.received += nbytes
         try:
             frames = self._reader.buffer_updated(nbytes)
         except FrameError as error:
             self._close_for("bad_frame", error.message)
             return
         self._read_control.received(bool(frames))
-        if len(frames) > 1:  # their responses leave in one write, those ready by the end
+        if not frames:
+            return
+        held = len(frames) > 1
+        if held:  # their responses leave in one write, those ready by the end
             self._writer.hold()
-            try:
-                self._dispatch_all(frames)
-            finally:
+        try:
+            for frame in frames:
+                if self._closing:
+                    self._memory_pool.release(self._reader.retained_bytes(frame))
+                else:
+                    self._dispatch(frame)
+        finally:
+            if held:
                 self._writer.release()
-        elif frames:
-            self._dispatch_all(frames)
 
     def eof_received(self) -> bool:
         # Keep the write side open until the responses to requests already read are sent.
@@ -184,12 +191,12 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
 
     def pause_writing(self) -> None:
         self._transport_paused = True
-        self._update_reading()
+        self._pause_or_resume_reading()
 
     def resume_writing(self) -> None:
         self._transport_paused = False
         self._writer.transport_resumed()
-        self._update_reading()
+        self._pause_or_resume_reading()
 
     # --- what a protocol says ------------------------------------------------------------------
 
@@ -205,13 +212,6 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
 
     # --- requests ----------------------------------------------------------------------------
 
-    def _dispatch_all(self, frames: list[FrameT]) -> None:
-        for frame in frames:
-            if self._closing:
-                self._memory_pool.release(self._reader.retained_bytes(frame))
-                continue
-            self._dispatch(frame)
-
     def _start(
         self, handling: Coroutine[Any, Any, None], size: int, eager: bool = False
     ) -> asyncio.Task[None] | None:
@@ -222,7 +222,7 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
         task = start_eagerly(self._loop, handling) if eager else self._loop.create_task(handling)
         if task is not None:
             self._tasks.add(task)
-            self._update_reading()
+            self._pause_or_resume_reading()
         # else it is answered already, and looked at reading as it ended
         return task
 
@@ -238,12 +238,16 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
         if self._session is not None and self._session.throttle_s:  # --- quota hook
             self._throttle.start(self._session)
 
-    def _record(self, api_key: int, error_code: int, received: float) -> None:
-        self._recorder.record(api_key, error_code, time.perf_counter() - received)
-
     # --- flow control, idleness, closing -----------------------------------------------------
 
     def _update_reading(self) -> None:
+        """A request is done with: resume reading if it was paused and nothing holds it back
+        any more. (Whatever can call for a pause looks at reading itself as it happens, so the
+        end of a request never pauses it: this costs a request one look at one flag.)"""
+        if self._reading_paused:
+            self._pause_or_resume_reading()
+
+    def _pause_or_resume_reading(self) -> None:
         """Read while the client keeps up with its responses and its work in flight is
         bounded; stop otherwise (the kernel's socket buffer then pushes back on it)."""
         if self._transport is None or self._closing:

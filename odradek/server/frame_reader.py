@@ -8,6 +8,7 @@ A format says only how its prefix is checked and how a whole frame is decoded.
 from __future__ import annotations
 
 import struct
+import threading
 from abc import ABC, abstractmethod
 from typing import Generic, TypeVar
 
@@ -32,17 +33,24 @@ FrameT = TypeVar("FrameT")
 class SizePrefixedFrameReader(ABC, Generic[FrameT]):
     """Hands the socket the buffer to read into next, and returns the frames completed.
 
-    Every frame is ``uint32 size`` then ``size`` bytes. Small frames are read into a receive
-    buffer and copied out whole; the buffer is dropped whenever it holds no partial frame, so
-    an idle connection holds none. A frame larger than that buffer gets a FrameBuffer of its
-    own, once its prefix passed the format's checks, and the socket reads straight into it: a
-    1 MB produce request is not copied piece by piece as it is joined. That buffer grows as
-    the frame's bytes arrive, never ahead of them: a size prefix alone costs nothing.
+    Every frame is ``uint32 size`` then ``size`` bytes. Small frames are read into the
+    thread's receive buffer, which every connection of its event loop reads into in turn (a
+    read and the framing of its bytes happen in one callback), and copied out whole; the start
+    of a frame whose end has not arrived is copied out too, and back in front of the next read,
+    so an idle connection holds no buffer and a busy one allocates none per read. A frame larger
+    than that buffer gets a FrameBuffer of its own, once its prefix passed the format's checks,
+    and the socket reads straight into it: a 1 MB produce request is not copied piece by piece
+    as it is joined. That buffer grows as the frame's bytes arrive, never ahead of them: a size
+    prefix alone costs nothing.
 
-    Every buffer is reserved in the ``pool`` first. When a large frame's buffer cannot grow,
-    ``blocked`` is set: the caller stops reading, waits for the pool and calls ``try_grow``.
-    Each frame returned holds a reservation of ``retained_bytes(frame)``, which the caller
-    releases when done with it; ``close`` releases what the reader itself holds.
+    The memory a connection holds is reserved in the ``pool``: the whole receive buffer while
+    the start of a frame waits for its end, a large frame's buffer as it grows. When the pool
+    has no room for a receive buffer, the next frame is read ``prefix_bytes`` at a time (then
+    in a buffer of its own). When a large frame's buffer cannot grow, ``blocked`` is set: the
+    caller stops reading, waits for the pool and calls ``try_grow``. Each frame returned holds
+    a reservation of ``retained_bytes(frame)``, which the caller releases when done with it;
+    ``close`` releases what the reader itself holds. ``get_buffer`` and ``buffer_updated`` of
+    one read must not be interleaved with those of another reader of the same thread.
     Raises FrameError when the stream cannot be framed.
     """
 
@@ -52,11 +60,13 @@ class SizePrefixedFrameReader(ABC, Generic[FrameT]):
     def __init__(self, max_frame_bytes: int, pool: RequestMemoryPool | None = None) -> None:
         self._max_frame_bytes = max_frame_bytes
         self._pool = pool if pool is not None else RequestMemoryPool(None)
-        self._buffer: bytearray | None = None
-        self._start = 0  # buffered bytes not yet framed are _buffer[_start:_end]
-        self._end = 0
-        self._reserved = 0  # for _buffer
+        self._buffer, self._view = _receive_buffer()
+        self._window = RECEIVE_BUFFER_BYTES  # how much of it the frame being read may use
+        self._partial: bytes | bytearray = b""  # the start of a frame whose end is to come
+        self._reserved = 0  # for the partial frame's window
         self._large: FrameBuffer | None = None  # the body of a large frame being received
+        self.pending = False
+        """Whether part of a frame has arrived and the rest has not."""
 
     # --- what a frame format says ------------------------------------------------------------
 
@@ -80,16 +90,11 @@ class SizePrefixedFrameReader(ABC, Generic[FrameT]):
     # --- receiving ---------------------------------------------------------------------------
 
     @property
-    def pending(self) -> bool:
-        """Whether part of a frame has arrived and the rest has not."""
-        return self._buffer is not None or self._large is not None
-
-    @property
     def pending_bytes(self) -> int:
         """How much of the frame being received has arrived."""
         if self._large is not None:
             return self._large.filled
-        return self._end - self._start
+        return len(self._partial)
 
     @property
     def blocked(self) -> bool:
@@ -109,30 +114,30 @@ class SizePrefixedFrameReader(ABC, Generic[FrameT]):
         """The limit changes (raised once a SASL client has authenticated)."""
         self._max_frame_bytes = value
 
-    def get_buffer(self) -> memoryview:
-        """Where the next read goes."""
+    def get_buffer(self, sizehint: int = -1) -> memoryview:
+        """Where the next read goes (``sizehint`` is the transport's, and not needed)."""
         if self._large is not None:
             return self._large.get_buffer()
-        if self._buffer is None:
-            size = RECEIVE_BUFFER_BYTES
-            if not self._pool.try_reserve(size):  # exhausted: just enough to frame
-                size = self.prefix_bytes
-                self._pool.reserve(size)
-            self._buffer = bytearray(size)
-            self._reserved = size
-        elif self._end == len(self._buffer):
-            self._compact()
-        return memoryview(self._buffer)[self._end :]
+        partial = self._partial
+        if partial:
+            self._buffer[: len(partial)] = partial
+            return self._view[len(partial) : self._window]
+        pool = self._pool
+        if pool.reserved + RECEIVE_BUFFER_BYTES > pool.limit:  # exhausted: just enough to frame
+            self._window = self.prefix_bytes
+            return self._view[: self.prefix_bytes]
+        self._window = RECEIVE_BUFFER_BYTES
+        return self._view
 
     def buffer_updated(self, count: int) -> list[FrameT]:
         """``count`` bytes were read into the last buffer given; the frames they complete."""
         large = self._large
         if large is None:
-            self._end += count
-            return self._frames()
+            return self._frames(len(self._partial) + count)
         if not large.advance(count):
             return []
         self._large = None
+        self.pending = False
         received, reserved = large.take()
         try:
             frame = self.decode(received)
@@ -147,42 +152,66 @@ class SizePrefixedFrameReader(ABC, Generic[FrameT]):
         self._pool.release(self._reserved)
         if self._large is not None:
             self._large.release()
-        self._buffer, self._large, self._reserved = None, None, 0
+        self._partial, self._large, self._reserved, self.pending = b"", None, 0, False
 
-    def _frames(self) -> list[FrameT]:
-        frames = []
-        buffer = self._buffer
-        while self._end - self._start >= 4:
-            start, available = self._start, self._end - self._start
-            frame_size = self.check_prefix(buffer, start, available)
-            if available >= 4 + frame_size:
-                frames.append(self.decode(buffer[start + 4 : start + 4 + frame_size]))
-                self._start += 4 + frame_size
-            elif 4 + frame_size > len(buffer) and available >= self.prefix_bytes:
-                self._start_large_frame(frame_size)
+    def _frames(self, end: int) -> list[FrameT]:
+        """The frames whole in the receive buffer's first ``end`` bytes; the rest is kept."""
+        frames: list[FrameT] = []
+        retained = 0
+        buffer, check_prefix, decode, retained_bytes = (
+            self._buffer,
+            self.check_prefix,
+            self.decode,
+            self.retained_bytes,
+        )
+        start = 0
+        while end - start >= 4:
+            frame_size = check_prefix(buffer, start, end - start)
+            frame_end = start + 4 + frame_size
+            if frame_end > end:
+                if 4 + frame_size > self._window and end - start >= self.prefix_bytes:
+                    self._start_large_frame(frame_size, start, end)
+                    start = end
                 break
-            else:
-                break
-        if frames:  # copies of the receive buffer's bytes: each frame's reservation
-            self._pool.reserve(sum(map(self.retained_bytes, frames)))
-        if self._buffer is not None and self._start == self._end:
-            self._pool.release(self._reserved)
-            self._buffer, self._start, self._end, self._reserved = None, 0, 0, 0
+            frame = decode(buffer[start + 4 : frame_end])  # a copy
+            frames.append(frame)
+            retained += retained_bytes(frame)
+            start = frame_end
+        if start < end:
+            self._partial = buffer[start:end]  # a copy
+            self.pending = True
+            if not self._reserved:  # the window it may fill, as long as it waits
+                self._reserved = self._window
+                retained += self._window
+        else:
+            self._partial = b""
+            self.pending = self._large is not None
+            if self._reserved:
+                retained -= self._reserved
+                self._reserved = 0
+        if retained > 0:  # the frames' copies are each frame's reservation
+            self._pool.reserve(retained)
+        elif retained < 0:
+            self._pool.release(-retained)
         return frames
 
-    def _start_large_frame(self, frame_size: int) -> None:
+    def _start_large_frame(self, frame_size: int, start: int, end: int) -> None:
         """Move the part of a frame too large for the receive buffer into its own buffer,
         sized from what has arrived, not from what the frame will need."""
-        with memoryview(self._buffer) as view:
-            self._large = FrameBuffer(frame_size, view[self._start + 4 : self._end], self._pool)
-        self._pool.release(self._reserved)
-        self._buffer, self._start, self._end, self._reserved = None, 0, 0, 0
+        self._large = FrameBuffer(frame_size, self._view[start + 4 : end], self._pool)
 
-    def _compact(self) -> None:
-        """Move the start of an incomplete frame to the front, to read the rest after it."""
-        pending = self._end - self._start
-        self._buffer[:pending] = self._buffer[self._start : self._end]
-        self._start, self._end = 0, pending
+
+def _receive_buffer() -> tuple[bytearray, memoryview]:
+    """The calling thread's receive buffer, and a view of it, made on first use."""
+    shared = getattr(_RECEIVING, "buffer", None)
+    if shared is None:
+        buffer = bytearray(RECEIVE_BUFFER_BYTES)
+        shared = _RECEIVING.buffer = (buffer, memoryview(buffer))
+    return shared
+
+
+_RECEIVING = threading.local()
+"""Each thread's receive buffer: one per event loop, shared by its connections."""
 
 
 class FrameReader(SizePrefixedFrameReader[Frame]):

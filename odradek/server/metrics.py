@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable
+from time import perf_counter
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
@@ -155,17 +156,35 @@ class RequestRecorder:
     def record(self, api_key: int, error_code: int, seconds: float) -> None:
         """One request of ``api_key`` answered with ``error_code`` (0 when it succeeded)
         after ``seconds``."""
-        bound = self._bound.get(api_key)
-        if bound is None:
-            bound = self._bind(api_key)
-        succeeded, latencies = bound
-        if not error_code:
-            succeeded.value += 1
+        try:
+            succeeded, latencies = self._bound[api_key]
+        except KeyError:
+            succeeded, latencies = self._bind(api_key)
+        if error_code:
+            self._count_error(api_key, error_code)
         else:
-            api, error = self._api_name(api_key), error_name_for(error_code)
-            self._stats.tally(api, error, self._protocol).value += 1
+            succeeded.value += 1
         latencies.buckets[bisect_left(self._bounds, seconds)] += 1
         latencies.total_seconds += seconds
+
+    def record_since(self, api_key: int, error_code: int, received: float) -> None:
+        """``record`` for a request that arrived at ``perf_counter()`` reading ``received``:
+        a connection binds it as its ``_record``, so a request costs one call to count."""
+        seconds = perf_counter() - received
+        try:
+            succeeded, latencies = self._bound[api_key]
+        except KeyError:
+            succeeded, latencies = self._bind(api_key)
+        if error_code:
+            self._count_error(api_key, error_code)
+        else:
+            succeeded.value += 1
+        latencies.buckets[bisect_left(self._bounds, seconds)] += 1
+        latencies.total_seconds += seconds
+
+    def _count_error(self, api_key: int, error_code: int) -> None:
+        api, error = self._api_name(api_key), error_name_for(error_code)
+        self._stats.tally(api, error, self._protocol).value += 1
 
     def _bind(self, api_key: int) -> tuple[Tally, Latencies]:
         stats, api = self._stats, self._api_name(api_key)

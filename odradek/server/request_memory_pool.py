@@ -11,6 +11,7 @@ format can use it: reserve before growing a buffer, release when done with it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 Waiter = Callable[[], None]
@@ -21,18 +22,30 @@ class RequestMemoryPool:
     when memory is released. Used from the event loop only, so it takes no lock."""
 
     def __init__(self, capacity: int | None) -> None:
-        self.capacity = capacity
         self.reserved = 0
+        self.limit: float = math.inf
+        """``capacity``, or infinity when unbounded: the pool is exhausted once ``reserved``
+        reaches it (a plain attribute, for the readers that look at every read)."""
+        self.capacity = capacity
         self._waiters: dict[Waiter, None] = {}  # insertion-ordered: woken first come first
+
+    @property
+    def capacity(self) -> int | None:
+        return self._capacity
+
+    @capacity.setter
+    def capacity(self, capacity: int | None) -> None:
+        self._capacity = capacity
+        self.limit = math.inf if capacity is None else capacity
 
     @property
     def exhausted(self) -> bool:
         """Whether nothing more can be reserved; readers should stop reading."""
-        return self.capacity is not None and self.reserved >= self.capacity
+        return self.reserved >= self.limit
 
     def try_reserve(self, size: int) -> bool:
         """Reserve ``size`` bytes if the pool has them; False (and nothing reserved) if not."""
-        if self.capacity is not None and self.reserved + size > self.capacity:
+        if self.reserved + size > self.limit:
             return False
         self.reserved += size
         return True
@@ -45,7 +58,7 @@ class RequestMemoryPool:
     def release(self, size: int) -> None:
         """Give back ``size`` reserved bytes and wake the readers waiting for memory."""
         self.reserved -= size
-        if self._waiters and not self.exhausted:
+        if self._waiters and self.reserved < self.limit:
             waiters, self._waiters = list(self._waiters), {}
             for waiter in waiters:
                 waiter()

@@ -67,14 +67,18 @@ class RequestReadControl:
     def received(self, frames_completed: bool) -> None:
         """Bytes were read (completing frames or not): start or stop the request's clock,
         and stop reading if the frame's buffer cannot grow or the pool is exhausted."""
-        if self._reader.pending:
+        reader = self._reader
+        if reader.pending:
             if frames_completed or self._request_started is None:
                 self._request_started = self._loop.time()
                 if self._timer is None:
                     self._arm_timer()
+            if reader.blocked:
+                self._wait_for_memory()
+                return
         else:
             self._request_started = None
-        if self._reader.blocked or self._pool.exhausted:
+        if self._pool.reserved >= self._pool.limit:  # exhausted
             self._wait_for_memory()
 
     def began_at(self, when: float) -> None:

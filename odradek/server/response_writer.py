@@ -66,9 +66,7 @@ class ResponseWriter:
 
     def write(self, frame: Sequence[Payload]) -> None:
         """Send ``frame`` (its prefix, then its payload pieces) after every earlier frame."""
-        if self._task is None and (
-            len(frame) == 1 or not any(isinstance(part, FileRegion) for part in frame)
-        ):
+        if self._task is None and FileRegion not in map(type, frame):
             if self._held is not None:
                 self._held.extend(frame)
             else:
