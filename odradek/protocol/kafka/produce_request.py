@@ -255,3 +255,143 @@ def _write_string(out: bytearray, value: str | None, flexible: bool) -> None:
     else:
         out += _INT16.pack(len(encoded))
     out += encoded
+
+
+# --- a one-partition produce answered at once ------------------------------------------------
+
+_START = struct.Struct(">hhi")  # api_key, api_version, correlation_id
+_FIXED = struct.Struct(">hhiih")  # null transactional id, acks, timeout, 1 topic, name length
+_FIXED_FLEXIBLE = struct.Struct(">BhiBB")  # and the same in compact form
+_PARTITION_START = struct.Struct(">iii")  # 1 partition, its index, its records' size
+_PARTITION_START_FLEXIBLE = struct.Struct(">Bi")  # 1 partition, its index
+
+
+def read_immediate_produce(frame: memoryview) -> tuple[int, int, str, int, memoryview, int] | None:
+    """``(api_version, correlation_id, topic, partition, records, acks)`` of a whole Produce
+    v3+ request frame (without its size prefix) of the usual shape, to one partition with acks
+    0 or 1: a header with a client id and no tagged fields, no transactional id, one topic,
+    one partition with records, no tagged fields, nothing after them. None for any other
+    request, which ``read_produce_request`` reads on the general path (these are the values
+    it reads from such a frame: tests hold the two to each other)."""
+    try:
+        api_key, version, correlation_id = _START.unpack_from(frame)
+        if api_key or version < 3:
+            return None
+        size = frame[8] << 8 | frame[9]  # the client id: a string, not null
+        position = 10 + size
+        if size > 0x7FFF or position > len(frame):
+            return None
+        str(frame[10:position], "utf-8")  # (checked as the general path reads it)
+        if version >= FIRST_FLEXIBLE_VERSION:
+            if frame[position]:
+                return None  # the header's tagged fields
+            null_id, acks, _, topics, size = _FIXED_FLEXIBLE.unpack_from(frame, position + 1)
+            if null_id or topics != 2 or not 0 < size < 0x80:
+                return None
+            position += 1 + _FIXED_FLEXIBLE.size
+            end = position + size - 1
+            topic = str(frame[position:end], "utf-8")
+            partitions, partition = _PARTITION_START_FLEXIBLE.unpack_from(frame, end)
+            position = end + _PARTITION_START_FLEXIBLE.size
+            size = shift = 0
+            while True:  # the records' compact length: an unsigned varint, plus 1
+                byte = frame[position]
+                position += 1
+                size |= (byte & 0x7F) << shift
+                if byte < 0x80:
+                    break
+                shift += 7
+                if shift > 28:
+                    return None
+            size -= 1
+            end = position + size
+            if partitions != 2 or size < 0 or end + 3 != len(frame):
+                return None
+            if frame[end : end + 3] != _NO_TAGS:
+                return None  # tagged fields of the partition, of the topic, of the request
+        else:
+            null_id, acks, _, topics, size = _FIXED.unpack_from(frame, position)
+            if null_id != -1 or topics != 1 or size < 0:
+                return None
+            position += _FIXED.size
+            end = position + size
+            topic = str(frame[position:end], "utf-8")
+            partitions, partition, size = _PARTITION_START.unpack_from(frame, end)
+            position = end + _PARTITION_START.size
+            end = position + size
+            if partitions != 1 or size < 0 or end != len(frame):
+                return None
+    except (struct.error, IndexError, UnicodeDecodeError):
+        return None
+    if acks != 1 and acks != 0:
+        return None
+    return version, correlation_id, topic, partition, frame[position:end], acks
+
+
+_NO_TAGS = b"\x00\x00\x00"
+
+
+def write_appended(
+    version: int,
+    correlation_id: int,
+    topic: str,
+    partition: int,
+    base_offset: int,
+    log_append_time_ms: int,
+    log_start_offset: int,
+) -> bytes:
+    """The whole response frame (size prefix included) to a Produce v3+ of one partition
+    appended at ``base_offset``: what ``write_produce_response`` writes for that one result,
+    behind its response header, in one step with the pieces that never vary kept."""
+    key = (version, topic, partition)
+    try:
+        layout, frame_size, before, after = _appended_layouts[key]
+    except KeyError:
+        layout, frame_size, before, after = _appended_layout(*key)
+    if version >= 5:
+        return layout.pack(
+            frame_size,
+            correlation_id,
+            before,
+            base_offset,
+            log_append_time_ms,
+            log_start_offset,
+            after,
+        )
+    return layout.pack(frame_size, correlation_id, before, base_offset, log_append_time_ms, after)
+
+
+def _appended_layout(
+    version: int, topic: str, partition: int
+) -> tuple[struct.Struct, int, bytes, bytes]:
+    """The layout of ``write_appended``'s frames for one version and partition, and the bytes
+    around its offsets: what ``write_produce_response`` writes there. Kept for the partitions
+    a broker serves (bounded: a client may name any number of them)."""
+    flexible = version >= FIRST_FLEXIBLE_VERSION
+    result = ProducePartitionResponse(topic, partition, 0, None, 0, 0, 0)
+    out = bytearray(b"\x00" if flexible else b"")  # (the response header's tagged fields)
+    offsets = 3 if version >= 5 else 2
+    write_produce_response(out, (result,), version)
+    after_at = _offsets_end(out, version, flexible)
+    before = bytes(out[: after_at - 8 * offsets])
+    after = bytes(out[after_at:])
+    layout = struct.Struct(f">ii{len(before)}s{'q' * offsets}{len(after)}s")
+    entry = (layout, layout.size - 4, before, after)
+    if len(_appended_layouts) >= 1024:
+        _appended_layouts.clear()
+    _appended_layouts[version, topic, partition] = entry
+    return entry
+
+
+def _offsets_end(out: bytearray, version: int, flexible: bool) -> int:
+    """Where a one-result response body written by ``write_produce_response`` (behind
+    ``flexible``'s header byte) has its partition's offsets end."""
+    end = len(out) - 4  # the throttle time
+    if flexible:
+        end -= 1 + 1 + 1  # the request's, the topic's and the partition's tagged fields
+    if version >= 8:
+        end -= 2 if flexible else 6  # record_errors (none), error_message (null)
+    return end
+
+
+_appended_layouts: dict[tuple[int, str, int], tuple[struct.Struct, int, bytes, bytes]] = {}
