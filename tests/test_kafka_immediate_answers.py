@@ -12,11 +12,16 @@ from typing import Any
 
 import confluent_kafka
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis_budget import examples
 from kafka_helpers import KafkaSocket, consume
 from server_helpers import RunningBroker, batch, running_broker
 
 from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
+from odradek.protocol.kafka.fetch_request import read_immediate_fetch
 from odradek.protocol.kafka.message_codec import encode_parts, request_spec
+from odradek.protocol.kafka.produce_request import read_immediate_produce
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
 from odradek.server.kafka_request_handler import KafkaRequestHandler
 from odradek.server.replica_manager import ReplicaManager
@@ -322,3 +327,100 @@ def test_a_kafka_client_gets_immediate_answers(broker: RunningBroker, paths: Pat
         assert reader.poll(0.1) is None
     reader.close()
     assert paths.answered.count(1) > 0
+
+
+# --- the readers, on any bytes ----------------------------------------------------------------
+
+
+def frame_of(api_key: int, version: int, values: dict[str, Any], client_id: bytes = b"c") -> bytes:
+    """A request frame without its size prefix, correlation id 7."""
+    encoded, flexible = body(api_key, version, values)
+    header = struct.pack(">hhih", api_key, version, 7, len(client_id)) + client_id
+    return header + (b"\x00" if flexible else b"") + encoded
+
+
+def mutated(data: bytes, where: int, value: int, cut: int) -> memoryview:
+    changed = bytearray(data)
+    if changed:
+        changed[where % len(changed)] = value
+    return memoryview(bytes(changed[: len(changed) - cut]))
+
+
+@settings(max_examples=examples(400))
+@given(
+    st.sampled_from(PRODUCE_VERSIONS),
+    st.sampled_from([0, 1, -1]),
+    st.integers(0, 400),
+    st.integers(0, 255),
+    st.integers(0, 3),
+    st.booleans(),
+)
+def test_the_immediate_produce_reader_reads_what_the_general_one_reads(
+    version: int, acks: int, where: int, value: int, cut: int, mutate: bool
+) -> None:
+    good = frame_of(0, version, produce_values("topic", 3, batch_bytes(), acks))
+    frame = mutated(good, where, value, cut) if mutate else memoryview(good)
+    read = read_immediate_produce(frame)
+    if not mutate:
+        assert (read is not None) == (acks in (0, 1))
+    if read is None:
+        return
+    request = DECODER.decode(frame)  # it must not be refused
+    assert request.refusal is None
+    produce = request.body
+    (entry,) = produce.partitions
+    assert produce.transactional_id is None
+    assert read == (
+        request.api_version,
+        request.correlation_id,
+        entry.topic,
+        entry.partition,
+        entry.records,
+        produce.acks,
+    )
+
+
+@settings(max_examples=examples(400))
+@given(
+    st.sampled_from(FETCH_VERSIONS),
+    st.sampled_from([0, 100]),
+    st.integers(0, 200),
+    st.integers(0, 255),
+    st.integers(0, 3),
+    st.booleans(),
+)
+def test_the_immediate_fetch_reader_reads_what_the_general_one_reads(
+    version: int, max_wait: int, where: int, value: int, cut: int, mutate: bool
+) -> None:
+    good = frame_of(1, version, fetch_values(3, 42, "topic", max_wait=max_wait))
+    frame = mutated(good, where, value, cut) if mutate else memoryview(good)
+    read = read_immediate_fetch(frame)
+    if not mutate:
+        assert (read is not None) == (max_wait == 0)
+    if read is None:
+        return
+    request = DECODER.decode(frame)
+    assert request.refusal is None and request.api_key == 1
+    fetch = request.body.fetch
+    (entry,) = fetch.partitions
+    correlation_id, immediate = read
+    assert request.body.session_id == 0 and not (fetch.max_wait_ms and fetch.min_bytes)
+    assert (correlation_id, immediate.topic, immediate.partition, immediate.fetch_offset) == (
+        request.correlation_id,
+        entry.topic,
+        entry.partition,
+        entry.fetch_offset,
+    )
+
+
+def batch_bytes() -> bytes:
+    return batch(1)
+
+
+class _Decoder:
+    """The general path's decoding alone (KafkaRequestHandler.decode needs no broker)."""
+
+    decode = KafkaRequestHandler.decode
+
+
+DECODER: Any = _Decoder()

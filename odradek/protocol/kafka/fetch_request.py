@@ -439,7 +439,9 @@ def read_immediate_fetch(frame: memoryview) -> tuple[int, ImmediateFetch] | None
     bounded in size and number."""
     if len(frame) > IMMEDIATE_MAX_FRAME_BYTES:
         return None
-    _, version, correlation_id = _START.unpack_from(frame)
+    api_key, version, correlation_id = _START.unpack_from(frame)
+    if api_key != FETCH:
+        return None
     key = (version, bytes(frame[8:]))
     try:
         fetch = _immediate[key]
