@@ -262,7 +262,7 @@ def _write_string(out: bytearray, value: str | None, flexible: bool) -> None:
 _START = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 _FIXED = struct.Struct(">hhiih")  # null transactional id, acks, timeout, 1 topic, name length
 _FIXED_FLEXIBLE = struct.Struct(">BhiBB")  # and the same in compact form
-_PARTITION_START = struct.Struct(">iii")  # 1 partition, its index, its records' size
+_PARTITION_START = struct.Struct(">ii")  # 1 partition, its index
 _PARTITION_START_FLEXIBLE = struct.Struct(">Bi")  # 1 partition, its index
 
 
@@ -272,14 +272,78 @@ def read_immediate_produce(frame: memoryview) -> tuple[int, int, str, int, memor
     0 or 1: a header with a client id and no tagged fields, no transactional id, one topic,
     one partition with records, no tagged fields, nothing after them. None for any other
     request, which ``read_produce_request`` reads on the general path (these are the values
-    it reads from such a frame: tests hold the two to each other)."""
+    it reads from such a frame: tests hold the two to each other).
+
+    What comes before the records (client id, acks, timeout, topic, partition) is read the
+    first time its bytes come, then by its bytes: a producer sends the same again and again.
+    The ones kept are bounded in size and number."""
     try:
         api_key, version, correlation_id = _START.unpack_from(frame)
         if api_key or version < 3:
             return None
+        position = 10 + (frame[8] << 8 | frame[9])  # after the client id
+        if version >= FIRST_FLEXIBLE_VERSION:
+            # header tags, null id, acks, timeout, topic count, name, partition count, index
+            start = position + 1 + _FIXED_FLEXIBLE.size + frame[position + 9] - 1 + 5
+        else:
+            # null id, acks, timeout, topic count, name, partition count, index
+            start = position + _FIXED.size + (frame[position + 12] << 8 | frame[position + 13]) + 8
+        if start > IMMEDIATE_MAX_HEAD_BYTES:
+            return None
+        key = (version, bytes(frame[8:start]))
+        try:
+            head = _immediate_heads[key]
+        except KeyError:
+            head = _read_immediate_head(frame, version, start)
+            if len(_immediate_heads) >= 1024:
+                _immediate_heads.clear()
+            _immediate_heads[key] = head
+        if head is None:
+            return None
+        topic, partition, acks = head
+        if version >= FIRST_FLEXIBLE_VERSION:
+            byte = frame[start]  # the records' compact length: an unsigned varint, plus 1
+            if byte < 0x80:
+                size = byte - 1
+                start += 1
+            else:
+                size = shift = 0
+                while True:
+                    byte = frame[start]
+                    start += 1
+                    size |= (byte & 0x7F) << shift
+                    if byte < 0x80:
+                        break
+                    shift += 7
+                    if shift > 28:
+                        return None
+                size -= 1
+            end = start + size
+            if size < 0 or end + 3 != len(frame) or frame[end] | frame[end + 1] | frame[end + 2]:
+                return None  # null records; tagged fields (partition, topic, request); more
+        else:
+            size = _INT32.unpack_from(frame, start)[0]
+            start += 4
+            end = start + size
+            if size < 0 or end != len(frame):
+                return None
+    except (struct.error, IndexError):
+        return None
+    return version, correlation_id, topic, partition, frame[start:end], acks
+
+
+IMMEDIATE_MAX_HEAD_BYTES = 512
+
+
+def _read_immediate_head(
+    frame: memoryview, version: int, start: int
+) -> tuple[str, int, int] | None:
+    """``(topic, partition, acks)`` of the usual head of a Produce of one partition with acks 0
+    or 1, ending at ``start``, where the records' length begins; None for anything else."""
+    try:
         size = frame[8] << 8 | frame[9]  # the client id: a string, not null
         position = 10 + size
-        if size > 0x7FFF or position > len(frame):
+        if size > 0x7FFF:
             return None
         str(frame[10:position], "utf-8")  # (checked as the general path reads it)
         if version >= FIRST_FLEXIBLE_VERSION:
@@ -292,23 +356,8 @@ def read_immediate_produce(frame: memoryview) -> tuple[int, int, str, int, memor
             end = position + size - 1
             topic = str(frame[position:end], "utf-8")
             partitions, partition = _PARTITION_START_FLEXIBLE.unpack_from(frame, end)
-            position = end + _PARTITION_START_FLEXIBLE.size
-            size = shift = 0
-            while True:  # the records' compact length: an unsigned varint, plus 1
-                byte = frame[position]
-                position += 1
-                size |= (byte & 0x7F) << shift
-                if byte < 0x80:
-                    break
-                shift += 7
-                if shift > 28:
-                    return None
-            size -= 1
-            end = position + size
-            if partitions != 2 or size < 0 or end + 3 != len(frame):
+            if partitions != 2 or end + _PARTITION_START_FLEXIBLE.size != start:
                 return None
-            if frame[end : end + 3] != _NO_TAGS:
-                return None  # tagged fields of the partition, of the topic, of the request
         else:
             null_id, acks, _, topics, size = _FIXED.unpack_from(frame, position)
             if null_id != -1 or topics != 1 or size < 0:
@@ -316,19 +365,18 @@ def read_immediate_produce(frame: memoryview) -> tuple[int, int, str, int, memor
             position += _FIXED.size
             end = position + size
             topic = str(frame[position:end], "utf-8")
-            partitions, partition, size = _PARTITION_START.unpack_from(frame, end)
-            position = end + _PARTITION_START.size
-            end = position + size
-            if partitions != 1 or size < 0 or end != len(frame):
+            partitions, partition = _PARTITION_START.unpack_from(frame, end)
+            if partitions != 1 or end + _PARTITION_START.size != start:
                 return None
     except (struct.error, IndexError, UnicodeDecodeError):
         return None
     if acks != 1 and acks != 0:
         return None
-    return version, correlation_id, topic, partition, frame[position:end], acks
+    return topic, partition, acks
 
 
-_NO_TAGS = b"\x00\x00\x00"
+_immediate_heads: dict[tuple[int, bytes], tuple[str, int, int] | None] = {}
+"""The heads of Produce frames read lately, by version and bytes (correlation id excluded)."""
 
 
 def write_appended(
