@@ -8,6 +8,12 @@ as Kafka guarantees and its clients expect: each response waits for the one befo
 Appends are started in each handler's first step, so one connection's produce requests apply
 in arrival order.
 
+A Produce of one partition at acks 0 or 1 and a Fetch of one partition that may not wait and
+finds nothing new are answered in a few steps when no earlier response is still to go out
+(KafkaRequestHandler.answer_at_once): read from the frame, applied, and their response bytes
+written, with the general path's bytes, counts and limits; anything else takes the general
+path.
+
 A frame that cannot be read, a header that cannot be parsed, an API or version not served
 (except ApiVersions, answered with UNSUPPORTED_VERSION and the full list as Kafka does) and a
 body that cannot be decoded close the connection, logged once with the peer, as Kafka does.
@@ -201,7 +207,8 @@ class KafkaConnection(Connection[memoryview]):
             self._start_throttle()
             self._after_authentication_step()
         self._record(api_key, error_code, received)
-        self._update_reading()
+        if self._reading_paused:  # (``_update_reading``, without a call of its own)
+            self._pause_or_resume_reading()
 
     def _failed_at_once(self, frame: memoryview, received: float) -> None:
         """A request whose immediate answer failed unexpectedly: logged, counted and the

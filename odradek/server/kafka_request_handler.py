@@ -5,7 +5,9 @@ Each Kafka request is turned into the body odradek's own protocol would carry
 validation and append path as msgpack requests; their answer is turned back into the Kafka
 response of the request's version. Produce and Fetch, most of a broker's requests, are read
 straight into those bodies and their responses written behind the response header, in one
-piece of bytes unless records go out by ``sendfile``. What only Kafka's protocol has
+piece of bytes unless records go out by ``sendfile``; the most common of them (one partition,
+acks 0 or 1, or a fetch finding nothing new) are answered before any of that
+(``answer_at_once``). What only Kafka's protocol has
 (ApiVersions' list, fetch sessions, max-timestamp lookups, DescribeCluster) is answered here;
 topic administration, configs and consumer groups are answered by KafkaTopicRequests,
 KafkaConfigRequests and KafkaGroupRequests.
