@@ -424,3 +424,14 @@ class _Decoder:
 
 
 DECODER: Any = _Decoder()
+
+
+def test_versions_not_served_are_left_to_the_general_path() -> None:
+    produce = bytearray(frame_of(0, 12, produce_values("topic", 0, batch(), 1)))
+    fetch = bytearray(frame_of(1, 12, fetch_values(0, 0, "topic")))
+    assert read_immediate_produce(memoryview(bytes(produce))) is not None
+    assert read_immediate_fetch(memoryview(bytes(fetch))) is not None
+    for frame in (produce, fetch):
+        struct.pack_into(">h", frame, 2, 13)  # the same bytes, as the next version
+    assert read_immediate_produce(memoryview(bytes(produce))) is None
+    assert read_immediate_fetch(memoryview(bytes(fetch))) is None

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
+from odradek.protocol.kafka.api_versions import PRODUCE, request_flexibility
 from odradek.protocol.kafka.byte_reader import ByteReader, UnusualShape, usual_size
 from odradek.protocol.kafka.message_codec import write_unsigned_varint
 from odradek.protocol.produce import ProducePartitionData, ProducePartitionResponse
@@ -340,6 +341,8 @@ def _read_immediate_head(
 ) -> tuple[str, int, int] | None:
     """``(topic, partition, acks)`` of the usual head of a Produce of one partition with acks 0
     or 1, ending at ``start``, where the records' length begins; None for anything else."""
+    if request_flexibility(PRODUCE, version) is None:
+        return None  # a version not served: refused on the general path
     try:
         size = frame[8] << 8 | frame[9]  # the client id: a string, not null
         position = 10 + size
