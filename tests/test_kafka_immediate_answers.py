@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_budget import examples
 from kafka_helpers import KafkaSocket, consume
+from security_helpers import PASSWORD, USER, address, secure_broker
 from server_helpers import RunningBroker, batch, running_broker
 
 from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
@@ -435,3 +436,36 @@ def test_versions_not_served_are_left_to_the_general_path() -> None:
         struct.pack_into(">h", frame, 2, 13)  # the same bytes, as the next version
     assert read_immediate_produce(memoryview(bytes(produce))) is None
     assert read_immediate_fetch(memoryview(bytes(fetch))) is None
+
+
+def test_a_sasl_client_is_answered_at_once_only_once_authenticated(
+    tmp_path: Path, paths: Paths
+) -> None:
+    with secure_broker(tmp_path) as (broker, _):
+        create(broker, "t", partitions=1)
+        paths.immediate()
+        sasl = address(broker, "SASL_PLAINTEXT")
+        produce = body(0, 9, produce_values("t", 0, batch(), 1))
+        kafka = KafkaSocket(sasl)
+        kafka.send(17, 1, _string("PLAIN"))
+        assert struct.unpack_from(">h", kafka.read_frame(), 4)[0] == 0
+        kafka.send(0, 9, *produce)  # after the handshake, before SaslAuthenticate
+        assert kafka.is_closed_by_peer()
+        kafka.close()
+        assert paths.answered == []  # never offered
+        kafka = KafkaSocket(sasl)
+        kafka.send(17, 1, _string("PLAIN"))
+        assert struct.unpack_from(">h", kafka.read_frame(), 4)[0] == 0
+        token = f"\0{USER}\0{PASSWORD}".encode()
+        kafka.send(36, 1, struct.pack(">i", len(token)) + token)
+        assert struct.unpack_from(">h", kafka.read_frame(), 4)[0] == 0
+        kafka.send(0, 9, *produce)
+        # no error, base offset 0: the produce refused before authentication left nothing
+        assert struct.unpack_from(">hq", kafka.read_frame(), 13) == (0, 0)
+        assert exchange(kafka, 1, 12, fetch_values(0, 1))
+        kafka.close()
+        assert paths.answered == [0, 1]
+
+
+def _string(text: str) -> bytes:
+    return struct.pack(">h", len(text)) + text.encode()
