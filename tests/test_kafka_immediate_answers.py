@@ -355,11 +355,13 @@ def mutated(data: bytes, where: int, value: int, cut: int) -> memoryview:
     st.integers(0, 255),
     st.integers(0, 3),
     st.booleans(),
+    st.integers(1, 40),
 )
 def test_the_immediate_produce_reader_reads_what_the_general_one_reads(
-    version: int, acks: int, where: int, value: int, cut: int, mutate: bool
+    version: int, acks: int, where: int, value: int, cut: int, mutate: bool, records: int
 ) -> None:
-    good = frame_of(0, version, produce_values("topic", 3, batch_bytes(), acks))
+    # (records of one byte's length to several: the compact length takes one byte or two)
+    good = frame_of(0, version, produce_values("topic", 3, batch(records), acks))
     frame = mutated(good, where, value, cut) if mutate else memoryview(good)
     read = read_immediate_produce(frame)
     if not mutate:
@@ -412,10 +414,6 @@ def test_the_immediate_fetch_reader_reads_what_the_general_one_reads(
         entry.partition,
         entry.fetch_offset,
     )
-
-
-def batch_bytes() -> bytes:
-    return batch(1)
 
 
 class _Decoder:
