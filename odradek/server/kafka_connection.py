@@ -8,6 +8,12 @@ as Kafka guarantees and its clients expect: each response waits for the one befo
 Appends are started in each handler's first step, so one connection's produce requests apply
 in arrival order.
 
+A Produce of one partition at acks 0 or 1 and a Fetch of one partition that may not wait and
+finds nothing new are answered in a few steps when no earlier response is still to go out
+(KafkaRequestHandler.answer_at_once): read from the frame, applied, and their response bytes
+written, with the general path's bytes, counts and limits; anything else takes the general
+path.
+
 A frame that cannot be read, a header that cannot be parsed, an API or version not served
 (except ApiVersions, answered with UNSUPPORTED_VERSION and the full list as Kafka does) and a
 body that cannot be decoded close the connection, logged once with the peer, as Kafka does.
@@ -32,6 +38,7 @@ from odradek.errors import (
     SaslAuthenticationFailedError,
 )
 from odradek.protocol.kafka.api_versions import API_VERSIONS, api_name
+from odradek.protocol.kafka.request_header import read_request_start
 from odradek.server.connection import Connection, ConnectionRegistry, ConnectionSettings
 from odradek.server.kafka_apis import EAGER_API_KEYS
 from odradek.server.kafka_frame_reader import KafkaFrameReader
@@ -97,10 +104,25 @@ class KafkaConnection(Connection[memoryview]):
 
     def _dispatch(self, frame: memoryview) -> None:
         received = time.perf_counter()
-        size = len(frame)
         session = self._session
         authenticator = session.authenticator if session is not None else None
         authenticating = authenticator is not None and not authenticator.complete
+        if not authenticating and self._previous_response is None:
+            # No response is still to go out before this one's: it may be answered now.
+            try:
+                answer = self._handler.answer_at_once(frame)
+            except Exception:
+                self._failed_at_once(frame, received)
+                return
+            if answer is not None:
+                api_key, response = answer
+                self._memory_pool.release(len(frame))
+                if response is not None and not self._transport.is_closing():
+                    self._last_active = self._loop.time()
+                    self._writer.write(response)
+                self._request_done(api_key, 0, received)
+                return
+        size = len(frame)
         if authenticating and authenticator.expects_bare_token:  # after SaslHandshake v0
             self._start(self._bare_token(frame), size)
             return
@@ -168,18 +190,36 @@ class KafkaConnection(Connection[memoryview]):
             elif error_code:
                 # No response can say it in this API's terms: close, as Kafka does.
                 self._close_for("failed_request", f"{request} failed")
-            session = self._session
-            if session is not None and (session.throttle_s or session.authenticator is not None):
-                self._start_throttle()
-                self._after_authentication_step()
         finally:
             # The last response in flight may be this one's (a task's; none ran eagerly).
             last = self._previous_response
             if last is not None and last is asyncio.current_task():
                 self._previous_response = None
             self._finished(size)
-        self._record(request.api_key, error_code, received)
-        self._update_reading()
+        self._request_done(request.api_key, error_code, received)
+
+    def _request_done(self, api_key: int, error_code: int, received: float) -> None:
+        """What ends every request once its response is written: the quota throttle it
+        earned, the SASL exchange's outcome, its count and latency (``received`` is when it
+        arrived, by ``perf_counter``), and reading again if it was paused."""
+        session = self._session
+        if session is not None and (session.throttle_s or session.authenticator is not None):
+            self._start_throttle()
+            self._after_authentication_step()
+        self._record(api_key, error_code, received)
+        if self._reading_paused:  # (``_update_reading``, without a call of its own)
+            self._pause_or_resume_reading()
+
+    def _failed_at_once(self, frame: memoryview, received: float) -> None:
+        """A request whose immediate answer failed unexpectedly: logged, counted and the
+        connection closed, as a handler's failure is on the general path (no response can
+        say it in its API's terms)."""
+        api_key, api_version, correlation_id = read_request_start(frame)
+        request = KafkaRequest(api_key, api_version, correlation_id)
+        logger.exception("%s: %s failed", self.peer, request)
+        self._memory_pool.release(len(frame))
+        self._close_for("failed_request", f"{request} failed")
+        self._record(api_key, -1, received)
 
     async def _bare_token(self, frame: memoryview) -> None:
         """One SASL token framed by its size alone (SaslHandshake v0), answered alike."""

@@ -5,7 +5,9 @@ Each Kafka request is turned into the body odradek's own protocol would carry
 validation and append path as msgpack requests; their answer is turned back into the Kafka
 response of the request's version. Produce and Fetch, most of a broker's requests, are read
 straight into those bodies and their responses written behind the response header, in one
-piece of bytes unless records go out by ``sendfile``. What only Kafka's protocol has
+piece of bytes unless records go out by ``sendfile``; the most common of them (one partition,
+acks 0 or 1, or a fetch finding nothing new) are answered before any of that
+(``answer_at_once``). What only Kafka's protocol has
 (ApiVersions' list, fetch sessions, max-timestamp lookups, DescribeCluster) is answered here;
 topic administration, configs and consumer groups are answered by KafkaTopicRequests,
 KafkaConfigRequests and KafkaGroupRequests.
@@ -43,7 +45,9 @@ from odradek.protocol.kafka.fetch_request import (
     KafkaFetchRequest,
     KafkaFetchResponse,
     read_fetch_request,
+    read_immediate_fetch,
     write_fetch_response,
+    write_nothing_new,
 )
 from odradek.protocol.kafka.message_codec import (
     Payload,
@@ -54,7 +58,9 @@ from odradek.protocol.kafka.message_codec import (
 )
 from odradek.protocol.kafka.produce_request import (
     KafkaProduceRequest,
+    read_immediate_produce,
     read_produce_request,
+    write_appended,
     write_produce_response,
 )
 from odradek.protocol.kafka.request_header import (
@@ -185,6 +191,54 @@ class KafkaRequestHandler:
         else:
             body = decode(request_spec(api_key, api_version), frame, body_offset)
         return KafkaRequest(api_key, api_version, correlation_id, client_id, body)
+
+    # --- answering at once -------------------------------------------------------------------
+
+    def answer_at_once(self, frame: memoryview) -> tuple[int, list[Payload] | None] | None:
+        """``(api_key, response frame)`` (None for acks=0) of a request answered here and now
+        in a few steps: a Produce v3+ of one partition at acks 0 or 1 whose append is done at
+        once, or a Fetch of one partition that may not wait and finds nothing new. None for
+        anything else (another API or shape, an error, a queued append, a quota or an
+        authorizer in force): nothing was done, and ``decode`` and ``handle`` take it. The
+        answer is the general path's (tests hold the two to each other)."""
+        if frame[0]:
+            return None
+        api_key = frame[1]
+        if api_key == apis.FETCH:
+            read = read_immediate_fetch(frame)
+            if read is None:
+                return None
+            correlation_id, fetch = read
+            offsets = self._apis.fetch_nothing_new(
+                fetch.topic, fetch.partition, fetch.fetch_offset, fetch.isolation
+            )
+            if offsets is None:
+                return None
+            return apis.FETCH, [write_nothing_new(fetch, correlation_id, *offsets)]
+        if api_key == apis.PRODUCE:
+            produce = read_immediate_produce(frame)
+            if produce is None:
+                return None
+            version, correlation_id, topic, partition, records, acks = produce
+            info = self._apis.produce_at_once(
+                topic, partition, records, Acks.LEADER if acks else Acks.NONE
+            )
+            if info is None:
+                return None
+            if not acks:
+                return apis.PRODUCE, None
+            return apis.PRODUCE, [
+                write_appended(
+                    version,
+                    correlation_id,
+                    topic,
+                    partition,
+                    info.first_offset,
+                    info.log_append_time_ms,
+                    info.log_start_offset,
+                )
+            ]
+        return None
 
     # --- answering ---------------------------------------------------------------------------
 

@@ -16,10 +16,13 @@ from collections.abc import Sequence
 from functools import cache, lru_cache
 from typing import NamedTuple
 
+from odradek.errors import InvalidRequestError
 from odradek.protocol.fetch import FetchPartition, FetchPartitionResponse, FetchRequest
 from odradek.protocol.isolation import IsolationLevel
+from odradek.protocol.kafka.api_versions import FETCH, request_flexibility
 from odradek.protocol.kafka.byte_reader import ByteReader, UnusualShape, usual_size
 from odradek.protocol.kafka.message_codec import PartsWriter, write_unsigned_varint
+from odradek.protocol.kafka.request_header import read_client_id
 
 FIRST_FLEXIBLE_VERSION = 12
 CLUSTER_ID_TAG = 0
@@ -400,3 +403,134 @@ def _write_string(out: bytearray, value: str, flexible: bool) -> None:
     else:
         out += _INT16.pack(len(encoded))
     out += encoded
+
+
+# --- a fetch that finds nothing new, answered at once ----------------------------------------
+
+
+class ImmediateFetch(NamedTuple):
+    """A Fetch request of the usual shape for one partition that may not wait (``max_wait``
+    or ``min_bytes`` 0), outside any fetch session: what it reads, and the pieces of the
+    response that finds nothing there (``write_nothing_new``)."""
+
+    topic: str
+    partition: int
+    fetch_offset: int
+    isolation: IsolationLevel
+    layout: struct.Struct
+    frame_size: int
+    before: bytes
+    after: bytes
+    with_log_start: bool
+
+
+_START = struct.Struct(">hhi")  # api_key, api_version, correlation_id
+IMMEDIATE_MAX_FRAME_BYTES = 1024
+
+
+def read_immediate_fetch(frame: memoryview) -> tuple[int, ImmediateFetch] | None:
+    """``(correlation_id, fetch)`` of a whole Fetch request frame (without its size prefix)
+    that may be answered at once if it finds nothing new; None for any other request (and
+    for one the general path refuses), which the general path takes.
+
+    Such a request is read as the general path reads it (``read_client_id``,
+    ``read_fetch_request``) the first time its bytes come, then by its bytes: a consumer at
+    the head of its partition sends the same body again and again. The bodies kept are
+    bounded in size and number."""
+    if len(frame) > IMMEDIATE_MAX_FRAME_BYTES:
+        return None
+    api_key, version, correlation_id = _START.unpack_from(frame)
+    if api_key != FETCH:
+        return None
+    key = (version, bytes(frame[8:]))
+    try:
+        fetch = _immediate[key]
+    except KeyError:
+        fetch = _read_immediate(frame, version)
+        if len(_immediate) >= REPEATED_MAX_ENTRIES:
+            _immediate.clear()
+        _immediate[key] = fetch
+    if fetch is None:
+        return None
+    return correlation_id, fetch
+
+
+_immediate: dict[tuple[int, bytes], ImmediateFetch | None] = {}
+"""Fetch frames read lately, by version and the bytes after the correlation id."""
+
+
+def _read_immediate(frame: memoryview, version: int) -> ImmediateFetch | None:
+    if request_flexibility(FETCH, version) is None:
+        return None
+    try:
+        _, body_offset = read_client_id(frame, version >= FIRST_FLEXIBLE_VERSION)
+        request = read_fetch_request(frame, body_offset, version)
+    except InvalidRequestError:
+        return None
+    fetch = request.fetch
+    if (
+        request.session_id != 0
+        or len(fetch.partitions) != 1
+        or (fetch.max_wait_ms and fetch.min_bytes)
+    ):
+        return None
+    entry = fetch.partitions[0]
+    pieces = _nothing_new_layout(
+        version, entry.topic, entry.partition, request.isolation_level == READ_COMMITTED
+    )
+    return ImmediateFetch(
+        entry.topic, entry.partition, entry.fetch_offset, fetch.isolation, *pieces
+    )
+
+
+READ_COMMITTED = 1
+
+
+@lru_cache(maxsize=1024)
+def _nothing_new_layout(
+    version: int, topic: str, partition: int, read_committed: bool
+) -> tuple[struct.Struct, int, bytes, bytes, bool]:
+    """The layout of ``write_nothing_new``'s frames for one version and partition, its frame
+    size, the bytes around the offsets (what the general path writes there: a response
+    header, then ``write_fetch_response``'s body) and whether the log start offset is among
+    them (v5+)."""
+    out = PartsWriter()
+    out.buffer += _INT32.pack(0) + _INT32.pack(0)  # (the size and correlation id)
+    flexible = version >= FIRST_FLEXIBLE_VERSION
+    if flexible:
+        out.buffer.append(0)  # the response header's tagged fields
+    result = FetchPartitionResponse(topic, partition, 0, None, 0, 0, 0, b"")
+    write_fetch_response(out, KafkaFetchResponse((result,), 0, 0, read_committed), version)
+    (frame,) = out.finish_frame()
+    _, tail = _partition_layout_out(version, read_committed)
+    after_size = len(tail) + (1 + 3 if flexible else 4)  # empty records; tagged fields
+    offsets = 3 if version >= 5 else 2
+    before = frame[8 : len(frame) - after_size - 8 * offsets]
+    after = frame[len(frame) - after_size :]
+    layout = struct.Struct(f">ii{len(before)}s{'q' * offsets}{len(after)}s")
+    return layout, layout.size - 4, before, after, offsets == 3
+
+
+def write_nothing_new(
+    fetch: ImmediateFetch, correlation_id: int, high_watermark: int, log_start_offset: int
+) -> bytes:
+    """The whole response frame (size prefix included) to ``fetch`` finding no records, no
+    error: what the general path writes (the last stable offset is the high watermark)."""
+    if not fetch.with_log_start:  # v4
+        return fetch.layout.pack(
+            fetch.frame_size,
+            correlation_id,
+            fetch.before,
+            high_watermark,
+            high_watermark,
+            fetch.after,
+        )
+    return fetch.layout.pack(
+        fetch.frame_size,
+        correlation_id,
+        fetch.before,
+        high_watermark,
+        high_watermark,
+        log_start_offset,
+        fetch.after,
+    )

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
+from odradek.protocol.kafka.api_versions import PRODUCE, request_flexibility
 from odradek.protocol.kafka.byte_reader import ByteReader, UnusualShape, usual_size
 from odradek.protocol.kafka.message_codec import write_unsigned_varint
 from odradek.protocol.produce import ProducePartitionData, ProducePartitionResponse
@@ -255,3 +256,193 @@ def _write_string(out: bytearray, value: str | None, flexible: bool) -> None:
     else:
         out += _INT16.pack(len(encoded))
     out += encoded
+
+
+# --- a one-partition produce answered at once ------------------------------------------------
+
+_START = struct.Struct(">hhi")  # api_key, api_version, correlation_id
+_FIXED = struct.Struct(">hhiih")  # null transactional id, acks, timeout, 1 topic, name length
+_FIXED_FLEXIBLE = struct.Struct(">BhiBB")  # and the same in compact form
+_PARTITION_START = struct.Struct(">ii")  # 1 partition, its index
+_PARTITION_START_FLEXIBLE = struct.Struct(">Bi")  # 1 partition, its index
+
+
+def read_immediate_produce(frame: memoryview) -> tuple[int, int, str, int, memoryview, int] | None:
+    """``(api_version, correlation_id, topic, partition, records, acks)`` of a whole Produce
+    v3+ request frame (without its size prefix) of the usual shape, to one partition with acks
+    0 or 1: a header with a client id and no tagged fields, no transactional id, one topic,
+    one partition with records, no tagged fields, nothing after them. None for any other
+    request, which ``read_produce_request`` reads on the general path (these are the values
+    it reads from such a frame: tests hold the two to each other).
+
+    What comes before the records (client id, acks, timeout, topic, partition) is read the
+    first time its bytes come, then by its bytes: a producer sends the same again and again.
+    The ones kept are bounded in size and number."""
+    try:
+        api_key, version, correlation_id = _START.unpack_from(frame)
+        if api_key or version < 3:
+            return None
+        position = 10 + (frame[8] << 8 | frame[9])  # after the client id
+        if version >= FIRST_FLEXIBLE_VERSION:
+            # header tags, null id, acks, timeout, topic count, name, partition count, index
+            start = position + 1 + _FIXED_FLEXIBLE.size + frame[position + 9] - 1 + 5
+        else:
+            # null id, acks, timeout, topic count, name, partition count, index
+            start = position + _FIXED.size + (frame[position + 12] << 8 | frame[position + 13]) + 8
+        if start > IMMEDIATE_MAX_HEAD_BYTES:
+            return None
+        key = (version, bytes(frame[8:start]))
+        try:
+            head = _immediate_heads[key]
+        except KeyError:
+            head = _read_immediate_head(frame, version, start)
+            if len(_immediate_heads) >= 1024:
+                _immediate_heads.clear()
+            _immediate_heads[key] = head
+        if head is None:
+            return None
+        topic, partition, acks = head
+        if version >= FIRST_FLEXIBLE_VERSION:
+            byte = frame[start]  # the records' compact length: an unsigned varint, plus 1
+            if byte < 0x80:
+                size = byte - 1
+                start += 1
+            else:
+                size = shift = 0
+                while True:
+                    byte = frame[start]
+                    start += 1
+                    size |= (byte & 0x7F) << shift
+                    if byte < 0x80:
+                        break
+                    shift += 7
+                    if shift > 28:
+                        return None
+                size -= 1
+            end = start + size
+            if size < 0 or end + 3 != len(frame) or frame[end] | frame[end + 1] | frame[end + 2]:
+                return None  # null records; tagged fields (partition, topic, request); more
+        else:
+            size = _INT32.unpack_from(frame, start)[0]
+            start += 4
+            end = start + size
+            if size < 0 or end != len(frame):
+                return None
+    except (struct.error, IndexError):
+        return None
+    return version, correlation_id, topic, partition, frame[start:end], acks
+
+
+IMMEDIATE_MAX_HEAD_BYTES = 512
+
+
+def _read_immediate_head(
+    frame: memoryview, version: int, start: int
+) -> tuple[str, int, int] | None:
+    """``(topic, partition, acks)`` of the usual head of a Produce of one partition with acks 0
+    or 1, ending at ``start``, where the records' length begins; None for anything else."""
+    if request_flexibility(PRODUCE, version) is None:
+        return None  # a version not served: refused on the general path
+    try:
+        size = frame[8] << 8 | frame[9]  # the client id: a string, not null
+        position = 10 + size
+        if size > 0x7FFF:
+            return None
+        str(frame[10:position], "utf-8")  # (checked as the general path reads it)
+        if version >= FIRST_FLEXIBLE_VERSION:
+            if frame[position]:
+                return None  # the header's tagged fields
+            null_id, acks, _, topics, size = _FIXED_FLEXIBLE.unpack_from(frame, position + 1)
+            if null_id or topics != 2 or not 0 < size < 0x80:
+                return None
+            position += 1 + _FIXED_FLEXIBLE.size
+            end = position + size - 1
+            topic = str(frame[position:end], "utf-8")
+            partitions, partition = _PARTITION_START_FLEXIBLE.unpack_from(frame, end)
+            if partitions != 2 or end + _PARTITION_START_FLEXIBLE.size != start:
+                return None
+        else:
+            null_id, acks, _, topics, size = _FIXED.unpack_from(frame, position)
+            if null_id != -1 or topics != 1 or size < 0:
+                return None
+            position += _FIXED.size
+            end = position + size
+            topic = str(frame[position:end], "utf-8")
+            partitions, partition = _PARTITION_START.unpack_from(frame, end)
+            if partitions != 1 or end + _PARTITION_START.size != start:
+                return None
+    except (struct.error, IndexError, UnicodeDecodeError):
+        return None
+    if acks != 1 and acks != 0:
+        return None
+    return topic, partition, acks
+
+
+_immediate_heads: dict[tuple[int, bytes], tuple[str, int, int] | None] = {}
+"""The heads of Produce frames read lately, by version and bytes (correlation id excluded)."""
+
+
+def write_appended(
+    version: int,
+    correlation_id: int,
+    topic: str,
+    partition: int,
+    base_offset: int,
+    log_append_time_ms: int,
+    log_start_offset: int,
+) -> bytes:
+    """The whole response frame (size prefix included) to a Produce v3+ of one partition
+    appended at ``base_offset``: what ``write_produce_response`` writes for that one result,
+    behind its response header, in one step with the pieces that never vary kept."""
+    key = (version, topic, partition)
+    try:
+        layout, frame_size, before, after = _appended_layouts[key]
+    except KeyError:
+        layout, frame_size, before, after = _appended_layout(*key)
+    if version >= 5:
+        return layout.pack(
+            frame_size,
+            correlation_id,
+            before,
+            base_offset,
+            log_append_time_ms,
+            log_start_offset,
+            after,
+        )
+    return layout.pack(frame_size, correlation_id, before, base_offset, log_append_time_ms, after)
+
+
+def _appended_layout(
+    version: int, topic: str, partition: int
+) -> tuple[struct.Struct, int, bytes, bytes]:
+    """The layout of ``write_appended``'s frames for one version and partition, and the bytes
+    around its offsets: what ``write_produce_response`` writes there. Kept for the partitions
+    a broker serves (bounded: a client may name any number of them)."""
+    flexible = version >= FIRST_FLEXIBLE_VERSION
+    result = ProducePartitionResponse(topic, partition, 0, None, 0, 0, 0)
+    out = bytearray(b"\x00" if flexible else b"")  # (the response header's tagged fields)
+    offsets = 3 if version >= 5 else 2
+    write_produce_response(out, (result,), version)
+    after_at = _offsets_end(out, version, flexible)
+    before = bytes(out[: after_at - 8 * offsets])
+    after = bytes(out[after_at:])
+    layout = struct.Struct(f">ii{len(before)}s{'q' * offsets}{len(after)}s")
+    entry = (layout, layout.size - 4, before, after)
+    if len(_appended_layouts) >= 1024:
+        _appended_layouts.clear()
+    _appended_layouts[version, topic, partition] = entry
+    return entry
+
+
+def _offsets_end(out: bytearray, version: int, flexible: bool) -> int:
+    """Where a one-result response body written by ``write_produce_response`` (behind
+    ``flexible``'s header byte) has its partition's offsets end."""
+    end = len(out) - 4  # the throttle time
+    if flexible:
+        end -= 1 + 1 + 1  # the request's, the topic's and the partition's tagged fields
+    if version >= 8:
+        end -= 2 if flexible else 6  # record_errors (none), error_message (null)
+    return end
+
+
+_appended_layouts: dict[tuple[int, str, int], tuple[struct.Struct, int, bytes, bytes]] = {}
