@@ -69,6 +69,24 @@ class ProduceRequest(Message):
 
 def _common_shape(header: Mapping[str, Any], payload: memoryview) -> ProduceRequest | None:
     """The request ``header`` and ``payload`` make if nothing in them is unusual, else None."""
+    fields = read_produce(header, payload)
+    if fields is None:
+        return None
+    partitions, acks, timeout_ms = fields
+    return ProduceRequest(
+        tuple([ProducePartitionData(*partition) for partition in partitions]), acks, timeout_ms
+    )
+
+
+def read_produce(
+    header: Mapping[str, Any], payload: memoryview, at_once: bool = False
+) -> tuple[list[tuple[str, int, memoryview]], Acks, int] | None:
+    """The fields of a produce of the common shape (every field well typed and in range, sizes
+    covering the payload): each partition's ``(topic, partition, records)``, then ``acks`` and
+    ``timeout_ms``. None for anything else, which the schema reads; with ``at_once``, None too
+    unless it is one partition's with acks 0 or 1: one a broker may append and answer at once
+    (:func:`encode_appended`). Plain values, not a ProduceRequest, so that answer costs no
+    objects."""
     if type(header) is not dict:
         return None
     entries = header.get("partitions")
@@ -82,9 +100,13 @@ def _common_shape(header: Mapping[str, Any], payload: memoryview) -> ProduceRequ
         or not 0 <= timeout_ms <= INT32_MAX
     ):
         return None
-    partitions = []
+    count = len(entries)
+    if at_once and (count != 1 or acks == Acks.ALL):
+        return None
+    partitions: list[Any] = [None] * count  # filled in place: no call per partition
     position = 0
-    for entry in entries:
+    for index in range(count):
+        entry = entries[index]
         if type(entry) is not dict:
             return None
         topic = entry.get("topic")
@@ -99,50 +121,11 @@ def _common_shape(header: Mapping[str, Any], payload: memoryview) -> ProduceRequ
         ):
             return None
         end = position + size
-        partitions.append(ProducePartitionData(topic, partition, payload[position:end]))
+        partitions[index] = (topic, partition, payload[position:end])
         position = end
     if position != len(payload):
         return None
-    return ProduceRequest(tuple(partitions), _ACKS[acks], timeout_ms)
-
-
-def read_immediate_produce(
-    header: Mapping[str, Any], payload: memoryview
-) -> tuple[str, int, memoryview, Acks] | None:
-    """``(topic, partition, records, acks)`` of a produce of the common shape (read as
-    ``ProduceRequest.from_header`` reads it) to one partition with acks 0 or 1: one that may be
-    appended and answered at once (:func:`encode_appended`). None for any other request,
-    which takes the general path."""
-    if type(header) is not dict:
-        return None
-    entries = header.get("partitions")
-    acks = header.get("acks", -1)
-    timeout_ms = header.get("timeout_ms", DEFAULT_TIMEOUT_MS)
-    if (
-        type(entries) is not list
-        or len(entries) != 1
-        or type(acks) is not int
-        or not 0 <= acks <= 1
-        or type(timeout_ms) is not int
-        or not 0 <= timeout_ms <= INT32_MAX
-    ):
-        return None
-    entry = entries[0]
-    if type(entry) is not dict:
-        return None
-    topic = entry.get("topic")
-    partition = entry.get("partition")
-    size = entry.get("size")
-    if (
-        type(topic) is not str
-        or type(partition) is not int
-        or type(size) is not int
-        or not 0 <= partition <= INT32_MAX
-        or size != len(payload)
-        or size > INT32_MAX
-    ):
-        return None
-    return topic, partition, payload, _ACKS[acks]
+    return partitions, _ACKS[acks], timeout_ms
 
 
 def encode_appended(
