@@ -16,6 +16,8 @@ from hypothesis_budget import examples
 
 from odradek.errors import InvalidRequestError, KafkaError
 from odradek.protocol.fetch import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MIN_BYTES,
     FetchPartitionResponse,
     FetchRequest,
     FetchResponse,
@@ -28,6 +30,7 @@ from odradek.protocol.header import RequestHeader, ResponseHeader
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.messages import decode_request, encode_response
 from odradek.protocol.produce import (
+    DEFAULT_TIMEOUT_MS,
     Acks,
     ProducePartitionResponse,
     ProduceRequest,
@@ -345,12 +348,12 @@ def test_an_immediate_fetch_is_the_request_the_general_path_reads(
     general = outcome(lambda: FetchRequest.from_header(header, view))
     if immediate is not None:
         request = FetchRequest.from_header(header, view)
-        [(topic, partition, fetch_offset, _)], _, _, _, isolation = immediate
-        (entry,) = request.partitions
-        assert (topic, partition, fetch_offset, isolation) == (
-            entry.topic,
-            entry.partition,
-            entry.fetch_offset,
+        [entry], _, _, _, isolation = immediate
+        (read,) = request.partitions
+        assert (entry["topic"], entry["partition"], entry["fetch_offset"], isolation) == (
+            read.topic,
+            read.partition,
+            read.fetch_offset,
             request.isolation,
         )
         assert request.max_wait_ms == 0 or request.min_bytes == 0
@@ -370,12 +373,12 @@ def test_an_immediate_produce_is_the_request_the_general_path_reads(
     immediate = read_produce(header, view, at_once=True)
     if immediate is not None:
         decoded = ProduceRequest.from_header(header, view)
-        (entry,) = decoded.partitions
-        [(topic, partition, records)], acks, _ = immediate
-        assert (topic, partition, bytes(records), acks) == (
-            entry.topic,
-            entry.partition,
-            bytes(entry.records),
+        (read,) = decoded.partitions
+        [entry], acks, _ = immediate
+        assert (entry["topic"], entry["partition"], payload, acks) == (
+            read.topic,
+            read.partition,
+            bytes(read.records),
             decoded.acks,
         )
         assert acks is not Acks.ALL
@@ -390,10 +393,10 @@ def test_immediate_requests_are_read_directly() -> None:
     produce = {"partitions": [{"topic": "a", "partition": 0, "size": 2}], "acks": 1}
     nothing = memoryview(b"")
     assert read_fetch(fetch, nothing, at_once=True) == (
-        [("a", 3, 5, 1024 * 1024)],
+        fetch["partitions"],
         0,
-        1,
-        50 * 1024 * 1024,
+        DEFAULT_MIN_BYTES,
+        DEFAULT_MAX_BYTES,
         IsolationLevel.HIGH_WATERMARK,
     )
     assert read_fetch({**fetch, "max_wait_ms": 1}, nothing, at_once=True) is None
@@ -401,8 +404,12 @@ def test_immediate_requests_are_read_directly() -> None:
     assert read_fetch({**fetch, "min_bytes": 0, "max_wait_ms": 9}, nothing, at_once=True)
     two_partitions = {**fetch, "partitions": fetch["partitions"] * 2}
     assert read_fetch(two_partitions, nothing, at_once=True) is None
-    [(topic, partition, records)], acks, _ = read_produce(produce, memoryview(b"xy"), at_once=True)
-    assert (topic, partition, bytes(records), acks) == ("a", 0, b"xy", Acks.LEADER)
+    assert read_produce(produce, memoryview(b"xy"), at_once=True) == (
+        produce["partitions"],
+        Acks.LEADER,
+        DEFAULT_TIMEOUT_MS,
+    )
+    assert read_produce(produce, memoryview(b"xyz"), at_once=True) is None
     assert read_produce({**produce, "acks": -1}, memoryview(b"xy"), at_once=True) is None
     assert read_produce({**produce, "acks": -1}, memoryview(b"xy")) is not None
 

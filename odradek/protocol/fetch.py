@@ -72,38 +72,39 @@ def _common_shape(header: Mapping[str, Any], payload: memoryview) -> FetchReques
     fields = read_fetch(header, payload)
     if fields is None:
         return None
-    partitions, max_wait_ms, min_bytes, max_bytes, isolation = fields
-    return FetchRequest(
-        tuple([FetchPartition(*partition) for partition in partitions]),
-        max_wait_ms,
-        min_bytes,
-        max_bytes,
-        isolation,
-    )
+    entries, max_wait_ms, min_bytes, max_bytes, isolation = fields
+    partitions = []
+    for entry in entries:
+        partitions.append(
+            FetchPartition(
+                entry["topic"],
+                entry["partition"],
+                entry["fetch_offset"],
+                entry.get("partition_max_bytes", DEFAULT_PARTITION_MAX_BYTES),
+            )
+        )
+    return FetchRequest(tuple(partitions), max_wait_ms, min_bytes, max_bytes, isolation)
 
 
 def read_fetch(
     header: Mapping[str, Any], payload: memoryview, at_once: bool = False
-) -> tuple[list[tuple[str, int, int, int]], int, int, int, IsolationLevel] | None:
-    """The fields of a fetch of the common shape (every field well typed and in range, no
-    payload): each partition's ``(topic, partition, fetch_offset, partition_max_bytes)``, then
-    ``max_wait_ms``, ``min_bytes``, ``max_bytes`` and ``isolation``. None for anything else,
-    which the schema reads; with ``at_once``, None too unless it is one partition's and may not
-    wait (``max_wait_ms`` or ``min_bytes`` 0): a consumer's poll that, finding nothing new, a
-    broker answers at once (:func:`encode_nothing_new`). Plain values, not a FetchRequest, so
-    that answer costs no objects."""
+) -> tuple[list[dict[str, Any]], int, int, int, IsolationLevel] | None:
+    """A fetch of the common shape (every field well typed and in range, no payload): its
+    ``partitions`` entries, known good, then ``max_wait_ms``, ``min_bytes``, ``max_bytes`` and
+    ``isolation``. None for anything else, which the schema reads. With ``at_once``, None too
+    unless it is one partition's and may not wait (``max_wait_ms`` or ``min_bytes`` 0): a
+    consumer's poll that, finding nothing new, a broker answers at once
+    (:func:`encode_nothing_new`), reading the entry as it is, with no objects made."""
     if type(header) is not dict or len(payload):
         return None
     entries = header.get("partitions")
-    if type(entries) is not list:
-        return None
-    count = len(entries)
     max_wait_ms = header.get("max_wait_ms", DEFAULT_MAX_WAIT_MS)
     min_bytes = header.get("min_bytes", DEFAULT_MIN_BYTES)
     max_bytes = header.get("max_bytes", DEFAULT_MAX_BYTES)
     isolation = header.get("isolation", _DEFAULT_ISOLATION)
     if (
-        type(max_wait_ms) is not int
+        type(entries) is not list
+        or type(max_wait_ms) is not int
         or type(min_bytes) is not int
         or type(max_bytes) is not int
         or type(isolation) is not str
@@ -111,12 +112,10 @@ def read_fetch(
         or not 0 <= min_bytes <= INT32_MAX
         or not 0 <= max_bytes <= INT32_MAX
         or isolation not in _ISOLATION
-        or (at_once and (count != 1 or (max_wait_ms and min_bytes)))
+        or (at_once and ((max_wait_ms and min_bytes) or len(entries) != 1))
     ):
         return None
-    partitions: list[Any] = [None] * count  # filled in place: no call per partition
-    for index in range(count):
-        entry = entries[index]
+    for entry in entries:
         if type(entry) is not dict:
             return None
         topic = entry.get("topic")
@@ -133,8 +132,7 @@ def read_fetch(
             or not 0 <= partition_max_bytes <= INT32_MAX
         ):
             return None
-        partitions[index] = (topic, partition, fetch_offset, partition_max_bytes)
-    return partitions, max_wait_ms, min_bytes, max_bytes, _ISOLATION[isolation]
+    return entries, max_wait_ms, min_bytes, max_bytes, _ISOLATION[isolation]
 
 
 def encode_nothing_new(

@@ -34,6 +34,7 @@ class Acks(IntEnum):
 
 
 _ACKS = {acks.value: acks for acks in Acks}
+_ALL = Acks.ALL.value  # a plain int: compared on every produce, without the enum's lookup
 
 
 @stored_at_once
@@ -72,21 +73,27 @@ def _common_shape(header: Mapping[str, Any], payload: memoryview) -> ProduceRequ
     fields = read_produce(header, payload)
     if fields is None:
         return None
-    partitions, acks, timeout_ms = fields
-    return ProduceRequest(
-        tuple([ProducePartitionData(*partition) for partition in partitions]), acks, timeout_ms
-    )
+    entries, acks, timeout_ms = fields
+    partitions = []
+    position = 0
+    for entry in entries:
+        end = position + entry["size"]
+        partitions.append(
+            ProducePartitionData(entry["topic"], entry["partition"], payload[position:end])
+        )
+        position = end
+    return ProduceRequest(tuple(partitions), acks, timeout_ms)
 
 
 def read_produce(
     header: Mapping[str, Any], payload: memoryview, at_once: bool = False
-) -> tuple[list[tuple[str, int, memoryview]], Acks, int] | None:
-    """The fields of a produce of the common shape (every field well typed and in range, sizes
-    covering the payload): each partition's ``(topic, partition, records)``, then ``acks`` and
-    ``timeout_ms``. None for anything else, which the schema reads; with ``at_once``, None too
-    unless it is one partition's with acks 0 or 1: one a broker may append and answer at once
-    (:func:`encode_appended`). Plain values, not a ProduceRequest, so that answer costs no
-    objects."""
+) -> tuple[list[dict[str, Any]], Acks, int] | None:
+    """A produce of the common shape (every field well typed and in range, sizes covering the
+    payload, each entry's records the next ``size`` bytes of it): its ``partitions`` entries,
+    known good, then ``acks`` and ``timeout_ms``. None for anything else, which the schema
+    reads. With ``at_once``, None too unless it is one partition's (the whole payload its
+    records) with acks 0 or 1: one a broker may append and answer at once
+    (:func:`encode_appended`), reading the entry as it is, with no objects made."""
     if type(header) is not dict:
         return None
     entries = header.get("partitions")
@@ -98,15 +105,11 @@ def read_produce(
         or acks not in _ACKS
         or type(timeout_ms) is not int
         or not 0 <= timeout_ms <= INT32_MAX
+        or (at_once and (acks == _ALL or len(entries) != 1))
     ):
         return None
-    count = len(entries)
-    if at_once and (count != 1 or acks == Acks.ALL):
-        return None
-    partitions: list[Any] = [None] * count  # filled in place: no call per partition
-    position = 0
-    for index in range(count):
-        entry = entries[index]
+    total = 0
+    for entry in entries:
         if type(entry) is not dict:
             return None
         topic = entry.get("topic")
@@ -120,12 +123,10 @@ def read_produce(
             or not 0 <= size <= INT32_MAX
         ):
             return None
-        end = position + size
-        partitions[index] = (topic, partition, payload[position:end])
-        position = end
-    if position != len(payload):
+        total += size
+    if total != len(payload):
         return None
-    return partitions, _ACKS[acks], timeout_ms
+    return entries, _ACKS[acks], timeout_ms
 
 
 def encode_appended(

@@ -40,13 +40,15 @@ from odradek.server.session import Session
 logger = logging.getLogger(__name__)
 
 
-def _versions(api_key: ApiKey) -> frozenset[int]:
+def _supported_versions(api_key: ApiKey) -> frozenset[int]:
+    """The versions of ``api_key`` the broker answers: a set, so an immediate answer tests
+    a request's version in one step."""
     low, high = SUPPORTED_VERSIONS[api_key]
     return frozenset(range(low, high + 1))
 
 
-_FETCH_VERSIONS = _versions(ApiKey.FETCH)
-_PRODUCE_VERSIONS = _versions(ApiKey.PRODUCE)
+_FETCH_VERSIONS = _supported_versions(ApiKey.FETCH)
+_PRODUCE_VERSIONS = _supported_versions(ApiKey.PRODUCE)
 
 
 class ClientConnection(Connection[Frame]):
@@ -152,8 +154,11 @@ class ClientConnection(Connection[Frame]):
             fetch = read_fetch(header, payload, at_once=True)
             if fetch is None:
                 return None
-            [(topic, partition, fetch_offset, _)], _, _, _, isolation = fetch
-            offsets = self._apis.fetch_nothing_new(topic, partition, fetch_offset, isolation)
+            [entry], _, _, _, isolation = fetch
+            topic, partition = entry["topic"], entry["partition"]
+            offsets = self._apis.fetch_nothing_new(
+                topic, partition, entry["fetch_offset"], isolation
+            )
             if offsets is None:
                 return None
             return 0, encode_nothing_new(header["id"], topic, partition, *offsets)
@@ -161,8 +166,9 @@ class ClientConnection(Connection[Frame]):
             produce = read_produce(header, payload, at_once=True)
             if produce is None:
                 return None
-            [(topic, partition, records)], acks, _ = produce
-            info = self._apis.produce_at_once(topic, partition, records, acks)
+            [entry], acks, _ = produce
+            topic, partition = entry["topic"], entry["partition"]
+            info = self._apis.produce_at_once(topic, partition, payload, acks)
             if info is None:
                 return None
             if acks is Acks.NONE:
