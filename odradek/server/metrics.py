@@ -155,7 +155,7 @@ class RequestRecorder:
 
     def record(self, api_key: int, error_code: int, seconds: float) -> None:
         """One request of ``api_key`` answered with ``error_code`` (0 when it succeeded)
-        after ``seconds``."""
+        after ``seconds``: ``record_since`` with a clock that read 0 at its arrival."""
         self.record_since(api_key, error_code, 0.0, lambda: seconds)
 
     def record_since(
