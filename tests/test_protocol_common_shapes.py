@@ -16,11 +16,13 @@ from hypothesis_budget import examples
 
 from odradek.errors import InvalidRequestError, KafkaError
 from odradek.protocol.fetch import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MIN_BYTES,
     FetchPartitionResponse,
     FetchRequest,
     FetchResponse,
     encode_nothing_new,
-    read_immediate_fetch,
+    read_fetch,
 )
 from odradek.protocol.fetch import _common_shape as fetch_common_shape
 from odradek.protocol.frame import FrameDecoder, FrameError, encode_frame, encode_frame_prefix
@@ -28,12 +30,13 @@ from odradek.protocol.header import RequestHeader, ResponseHeader
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.messages import decode_request, encode_response
 from odradek.protocol.produce import (
+    DEFAULT_TIMEOUT_MS,
     Acks,
     ProducePartitionResponse,
     ProduceRequest,
     ProduceResponse,
     encode_appended,
-    read_immediate_produce,
+    read_produce,
 )
 from odradek.protocol.produce import _common_shape as produce_common_shape
 from odradek.protocol.schema import (
@@ -337,16 +340,22 @@ def test_error_envelopes_encode_as_the_schema_does(envelope: ResponseHeader) -> 
 def test_an_immediate_fetch_is_the_request_the_general_path_reads(
     header: dict, payload: bytes
 ) -> None:
-    """What read_immediate_fetch takes is a one-partition fetch that may not wait, with the
+    """What read_fetch takes at once is a one-partition fetch that may not wait, with the
     fields the general path reads; what it leaves is anything else, or what the common shape
     leaves too (then the schema reads it)."""
     view = memoryview(payload)
-    immediate = read_immediate_fetch(header, view)
+    immediate = read_fetch(header, view, at_once=True)
     general = outcome(lambda: FetchRequest.from_header(header, view))
     if immediate is not None:
         request = FetchRequest.from_header(header, view)
-        (entry,) = request.partitions
-        assert immediate == (entry.topic, entry.partition, entry.fetch_offset, request.isolation)
+        [entry], _, _, _, isolation = immediate
+        (read,) = request.partitions
+        assert (entry["topic"], entry["partition"], entry["fetch_offset"], isolation) == (
+            read.topic,
+            read.partition,
+            read.fetch_offset,
+            request.isolation,
+        )
         assert request.max_wait_ms == 0 or request.min_bytes == 0
         return
     if general[0] == "decoded" and fetch_common_shape(header, view) is not None:
@@ -361,15 +370,15 @@ def test_an_immediate_produce_is_the_request_the_general_path_reads(
 ) -> None:
     header, payload = request
     view = memoryview(payload)
-    immediate = read_immediate_produce(header, view)
+    immediate = read_produce(header, view, at_once=True)
     if immediate is not None:
         decoded = ProduceRequest.from_header(header, view)
-        (entry,) = decoded.partitions
-        topic, partition, records, acks = immediate
-        assert (topic, partition, bytes(records), acks) == (
-            entry.topic,
-            entry.partition,
-            bytes(entry.records),
+        (read,) = decoded.partitions
+        [entry], acks, _ = immediate
+        assert (entry["topic"], entry["partition"], payload, acks) == (
+            read.topic,
+            read.partition,
+            bytes(read.records),
             decoded.acks,
         )
         assert acks is not Acks.ALL
@@ -382,17 +391,27 @@ def test_an_immediate_produce_is_the_request_the_general_path_reads(
 def test_immediate_requests_are_read_directly() -> None:
     fetch = {"partitions": [{"topic": "a", "partition": 3, "fetch_offset": 5}], "max_wait_ms": 0}
     produce = {"partitions": [{"topic": "a", "partition": 0, "size": 2}], "acks": 1}
-    assert read_immediate_fetch(fetch, memoryview(b"")) == (
-        "a",
-        3,
-        5,
+    nothing = memoryview(b"")
+    assert read_fetch(fetch, nothing, at_once=True) == (
+        fetch["partitions"],
+        0,
+        DEFAULT_MIN_BYTES,
+        DEFAULT_MAX_BYTES,
         IsolationLevel.HIGH_WATERMARK,
     )
-    assert read_immediate_fetch({**fetch, "max_wait_ms": 1}, memoryview(b"")) is None
-    assert read_immediate_fetch({**fetch, "min_bytes": 0, "max_wait_ms": 9}, memoryview(b""))
-    topic, partition, records, acks = read_immediate_produce(produce, memoryview(b"xy"))
-    assert (topic, partition, bytes(records), acks) == ("a", 0, b"xy", Acks.LEADER)
-    assert read_immediate_produce({**produce, "acks": -1}, memoryview(b"xy")) is None
+    assert read_fetch({**fetch, "max_wait_ms": 1}, nothing, at_once=True) is None
+    assert read_fetch({**fetch, "max_wait_ms": 1}, nothing) is not None
+    assert read_fetch({**fetch, "min_bytes": 0, "max_wait_ms": 9}, nothing, at_once=True)
+    two_partitions = {**fetch, "partitions": fetch["partitions"] * 2}
+    assert read_fetch(two_partitions, nothing, at_once=True) is None
+    assert read_produce(produce, memoryview(b"xy"), at_once=True) == (
+        produce["partitions"],
+        Acks.LEADER,
+        DEFAULT_TIMEOUT_MS,
+    )
+    assert read_produce(produce, memoryview(b"xyz"), at_once=True) is None
+    assert read_produce({**produce, "acks": -1}, memoryview(b"xy"), at_once=True) is None
+    assert read_produce({**produce, "acks": -1}, memoryview(b"xy")) is not None
 
 
 @settings(max_examples=examples(200))
@@ -406,18 +425,23 @@ def test_immediate_answers_encode_as_their_responses_do(
     correlation_id: int, topic: str, partition: int, offsets: tuple[int, int, int]
 ) -> None:
     first, second, third = offsets
-    nothing_new = FetchResponse(
-        (FetchPartitionResponse(topic, partition, 0, None, first, second, first),)
-    )
-    assert frame_bytes(encode_nothing_new(correlation_id, topic, partition, first, second)) == (
-        frame_bytes(encode_response(ResponseHeader(correlation_id), nothing_new))
-    )
-    appended = ProduceResponse(
-        (ProducePartitionResponse(topic, partition, 0, None, first, second, third),)
-    )
-    assert frame_bytes(
-        encode_appended(correlation_id, topic, partition, first, second, third)
-    ) == frame_bytes(encode_response(ResponseHeader(correlation_id), appended))
+    for immediate, response in (
+        (
+            encode_nothing_new(correlation_id, topic, partition, first, second),
+            FetchResponse(
+                (FetchPartitionResponse(topic, partition, 0, None, first, second, first),)
+            ),
+        ),
+        (
+            encode_appended(correlation_id, topic, partition, first, second, third),
+            ProduceResponse(
+                (ProducePartitionResponse(topic, partition, 0, None, first, second, third),)
+            ),
+        ),
+    ):
+        assert frame_bytes(immediate) == frame_bytes(
+            encode_response(ResponseHeader(correlation_id), response)
+        )
 
 
 def test_values_stored_at_once_are_the_dataclasses_they_were() -> None:

@@ -69,6 +69,32 @@ class FetchRequest(Message):
 
 def _common_shape(header: Mapping[str, Any], payload: memoryview) -> FetchRequest | None:
     """The request ``header`` and ``payload`` make if nothing in them is unusual, else None."""
+    fields = read_fetch(header, payload)
+    if fields is None:
+        return None
+    entries, max_wait_ms, min_bytes, max_bytes, isolation = fields
+    partitions = []
+    for entry in entries:
+        partitions.append(
+            FetchPartition(
+                entry["topic"],
+                entry["partition"],
+                entry["fetch_offset"],
+                entry.get("partition_max_bytes", DEFAULT_PARTITION_MAX_BYTES),
+            )
+        )
+    return FetchRequest(tuple(partitions), max_wait_ms, min_bytes, max_bytes, isolation)
+
+
+def read_fetch(
+    header: Mapping[str, Any], payload: memoryview, at_once: bool = False
+) -> tuple[list[dict[str, Any]], int, int, int, IsolationLevel] | None:
+    """A fetch of the common shape (every field well typed and in range, no payload): its
+    ``partitions`` entries, known good, then ``max_wait_ms``, ``min_bytes``, ``max_bytes`` and
+    ``isolation``. None for anything else, which the schema reads. With ``at_once``, None too
+    unless it is one partition's and may not wait (``max_wait_ms`` or ``min_bytes`` 0): a
+    consumer's poll that, finding nothing new, a broker answers at once
+    (:func:`encode_nothing_new`), reading the entry as it is, with no objects made."""
     if type(header) is not dict or len(payload):
         return None
     entries = header.get("partitions")
@@ -86,9 +112,9 @@ def _common_shape(header: Mapping[str, Any], payload: memoryview) -> FetchReques
         or not 0 <= min_bytes <= INT32_MAX
         or not 0 <= max_bytes <= INT32_MAX
         or isolation not in _ISOLATION
+        or (at_once and ((max_wait_ms and min_bytes) or len(entries) != 1))
     ):
         return None
-    partitions = []
     for entry in entries:
         if type(entry) is not dict:
             return None
@@ -106,55 +132,7 @@ def _common_shape(header: Mapping[str, Any], payload: memoryview) -> FetchReques
             or not 0 <= partition_max_bytes <= INT32_MAX
         ):
             return None
-        partitions.append(FetchPartition(topic, partition, fetch_offset, partition_max_bytes))
-    return FetchRequest(tuple(partitions), max_wait_ms, min_bytes, max_bytes, _ISOLATION[isolation])
-
-
-def read_immediate_fetch(
-    header: Mapping[str, Any], payload: memoryview
-) -> tuple[str, int, int, IsolationLevel] | None:
-    """``(topic, partition, fetch_offset, isolation)`` of a fetch of the common shape (read as
-    ``FetchRequest.from_header`` reads it) for one partition that may not wait (``max_wait_ms``
-    or ``min_bytes`` 0): a consumer's poll that, finding nothing new, is answered at once
-    (:func:`encode_nothing_new`). None for any other request, which takes the general path."""
-    if type(header) is not dict or len(payload):
-        return None
-    entries = header.get("partitions")
-    if type(entries) is not list or len(entries) != 1:
-        return None
-    max_wait_ms = header.get("max_wait_ms", DEFAULT_MAX_WAIT_MS)
-    min_bytes = header.get("min_bytes", DEFAULT_MIN_BYTES)
-    max_bytes = header.get("max_bytes", DEFAULT_MAX_BYTES)
-    isolation = header.get("isolation", _DEFAULT_ISOLATION)
-    entry = entries[0]
-    if (
-        type(max_wait_ms) is not int
-        or type(min_bytes) is not int
-        or type(max_bytes) is not int
-        or type(isolation) is not str
-        or not 0 <= max_wait_ms <= INT32_MAX
-        or not 0 <= min_bytes <= INT32_MAX
-        or not 0 <= max_bytes <= INT32_MAX
-        or (max_wait_ms and min_bytes)
-        or isolation not in _ISOLATION
-        or type(entry) is not dict
-    ):
-        return None
-    topic = entry.get("topic")
-    partition = entry.get("partition")
-    fetch_offset = entry.get("fetch_offset")
-    partition_max_bytes = entry.get("partition_max_bytes", DEFAULT_PARTITION_MAX_BYTES)
-    if (
-        type(topic) is not str
-        or type(partition) is not int
-        or type(fetch_offset) is not int
-        or type(partition_max_bytes) is not int
-        or not 0 <= partition <= INT32_MAX
-        or not INT64_MIN <= fetch_offset <= INT64_MAX
-        or not 0 <= partition_max_bytes <= INT32_MAX
-    ):
-        return None
-    return topic, partition, fetch_offset, _ISOLATION[isolation]
+    return entries, max_wait_ms, min_bytes, max_bytes, _ISOLATION[isolation]
 
 
 def encode_nothing_new(

@@ -34,6 +34,7 @@ class Acks(IntEnum):
 
 
 _ACKS = {acks.value: acks for acks in Acks}
+_ALL = Acks.ALL.value  # a plain int: compared on every produce, without the enum's lookup
 
 
 @stored_at_once
@@ -69,6 +70,30 @@ class ProduceRequest(Message):
 
 def _common_shape(header: Mapping[str, Any], payload: memoryview) -> ProduceRequest | None:
     """The request ``header`` and ``payload`` make if nothing in them is unusual, else None."""
+    fields = read_produce(header, payload)
+    if fields is None:
+        return None
+    entries, acks, timeout_ms = fields
+    partitions = []
+    position = 0
+    for entry in entries:
+        end = position + entry["size"]
+        partitions.append(
+            ProducePartitionData(entry["topic"], entry["partition"], payload[position:end])
+        )
+        position = end
+    return ProduceRequest(tuple(partitions), acks, timeout_ms)
+
+
+def read_produce(
+    header: Mapping[str, Any], payload: memoryview, at_once: bool = False
+) -> tuple[list[dict[str, Any]], Acks, int] | None:
+    """A produce of the common shape (every field well typed and in range, sizes covering the
+    payload, each entry's records the next ``size`` bytes of it): its ``partitions`` entries,
+    known good, then ``acks`` and ``timeout_ms``. None for anything else, which the schema
+    reads. With ``at_once``, None too unless it is one partition's (the whole payload its
+    records) with acks 0 or 1: one a broker may append and answer at once
+    (:func:`encode_appended`), reading the entry as it is, with no objects made."""
     if type(header) is not dict:
         return None
     entries = header.get("partitions")
@@ -80,10 +105,10 @@ def _common_shape(header: Mapping[str, Any], payload: memoryview) -> ProduceRequ
         or acks not in _ACKS
         or type(timeout_ms) is not int
         or not 0 <= timeout_ms <= INT32_MAX
+        or (at_once and (acks == _ALL or len(entries) != 1))
     ):
         return None
-    partitions = []
-    position = 0
+    total = 0
     for entry in entries:
         if type(entry) is not dict:
             return None
@@ -98,51 +123,10 @@ def _common_shape(header: Mapping[str, Any], payload: memoryview) -> ProduceRequ
             or not 0 <= size <= INT32_MAX
         ):
             return None
-        end = position + size
-        partitions.append(ProducePartitionData(topic, partition, payload[position:end]))
-        position = end
-    if position != len(payload):
+        total += size
+    if total != len(payload):
         return None
-    return ProduceRequest(tuple(partitions), _ACKS[acks], timeout_ms)
-
-
-def read_immediate_produce(
-    header: Mapping[str, Any], payload: memoryview
-) -> tuple[str, int, memoryview, Acks] | None:
-    """``(topic, partition, records, acks)`` of a produce of the common shape (read as
-    ``ProduceRequest.from_header`` reads it) to one partition with acks 0 or 1: one that may be
-    appended and answered at once (:func:`encode_appended`). None for any other request,
-    which takes the general path."""
-    if type(header) is not dict:
-        return None
-    entries = header.get("partitions")
-    acks = header.get("acks", -1)
-    timeout_ms = header.get("timeout_ms", DEFAULT_TIMEOUT_MS)
-    if (
-        type(entries) is not list
-        or len(entries) != 1
-        or type(acks) is not int
-        or not 0 <= acks <= 1
-        or type(timeout_ms) is not int
-        or not 0 <= timeout_ms <= INT32_MAX
-    ):
-        return None
-    entry = entries[0]
-    if type(entry) is not dict:
-        return None
-    topic = entry.get("topic")
-    partition = entry.get("partition")
-    size = entry.get("size")
-    if (
-        type(topic) is not str
-        or type(partition) is not int
-        or type(size) is not int
-        or not 0 <= partition <= INT32_MAX
-        or size != len(payload)
-        or size > INT32_MAX
-    ):
-        return None
-    return topic, partition, payload, _ACKS[acks]
+    return entries, _ACKS[acks], timeout_ms
 
 
 def encode_appended(

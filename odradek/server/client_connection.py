@@ -22,11 +22,11 @@ from time import perf_counter
 
 from odradek.errors import KafkaError, UnknownServerError, error_code_for
 from odradek.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
-from odradek.protocol.fetch import encode_nothing_new, read_immediate_fetch
+from odradek.protocol.fetch import encode_nothing_new, read_fetch
 from odradek.protocol.frame import Frame, FrameError
 from odradek.protocol.header import RequestHeader, ResponseHeader, is_common_envelope
 from odradek.protocol.messages import decode_request, encode_response
-from odradek.protocol.produce import Acks, encode_appended, read_immediate_produce
+from odradek.protocol.produce import Acks, encode_appended, read_produce
 from odradek.protocol.schema import Message, Payload
 from odradek.server.connection import Connection, ConnectionRegistry, ConnectionSettings
 from odradek.server.frame_reader import FrameReader
@@ -40,13 +40,15 @@ from odradek.server.session import Session
 logger = logging.getLogger(__name__)
 
 
-def _versions(api_key: ApiKey) -> frozenset[int]:
+def _supported_versions(api_key: ApiKey) -> frozenset[int]:
+    """The versions of ``api_key`` the broker answers: a set, so an immediate answer tests
+    a request's version in one step."""
     low, high = SUPPORTED_VERSIONS[api_key]
     return frozenset(range(low, high + 1))
 
 
-_FETCH_VERSIONS = _versions(ApiKey.FETCH)
-_PRODUCE_VERSIONS = _versions(ApiKey.PRODUCE)
+_FETCH_VERSIONS = _supported_versions(ApiKey.FETCH)
+_PRODUCE_VERSIONS = _supported_versions(ApiKey.PRODUCE)
 
 
 class ClientConnection(Connection[Frame]):
@@ -149,20 +151,24 @@ class ClientConnection(Connection[Frame]):
         if gate is not None and not gate.allows(api_key):
             return None  # refused by the general path
         if api_key == ApiKey.FETCH and header["v"] in _FETCH_VERSIONS:
-            fetch = read_immediate_fetch(header, payload)
+            fetch = read_fetch(header, payload, at_once=True)
             if fetch is None:
                 return None
-            topic, partition, fetch_offset, isolation = fetch
-            offsets = self._apis.fetch_nothing_new(topic, partition, fetch_offset, isolation)
+            [entry], _, _, _, isolation = fetch
+            topic, partition = entry["topic"], entry["partition"]
+            offsets = self._apis.fetch_nothing_new(
+                topic, partition, entry["fetch_offset"], isolation
+            )
             if offsets is None:
                 return None
             return 0, encode_nothing_new(header["id"], topic, partition, *offsets)
         if api_key == ApiKey.PRODUCE and header["v"] in _PRODUCE_VERSIONS:
-            produce = read_immediate_produce(header, payload)
+            produce = read_produce(header, payload, at_once=True)
             if produce is None:
                 return None
-            topic, partition, records, acks = produce
-            info = self._apis.produce_at_once(topic, partition, records, acks)
+            [entry], acks, _ = produce
+            topic, partition = entry["topic"], entry["partition"]
+            info = self._apis.produce_at_once(topic, partition, payload, acks)
             if info is None:
                 return None
             if acks is Acks.NONE:
@@ -196,7 +202,7 @@ class ClientConnection(Connection[Frame]):
             self._last_active = self._loop.time()
             self._writer.write(response)
         self._start_throttle()
-        self._recorder.record(frame.header["api"], error_code, perf_counter() - received)
+        self._record(frame.header["api"], error_code, received)
         if self._sasl_gate is not None:
             self._after_sasl_step(self._sasl_gate)
         self._update_reading()
@@ -227,7 +233,7 @@ class ClientConnection(Connection[Frame]):
         elif response_header is not None:
             self._respond(response_header, None)
         self._start_throttle()
-        self._recorder.record(header.api_key, error_code, perf_counter() - received)
+        self._record(header.api_key, error_code, received)
         if self._sasl_gate is not None:
             self._after_sasl_step(self._sasl_gate)
         self._update_reading()

@@ -155,36 +155,30 @@ class RequestRecorder:
 
     def record(self, api_key: int, error_code: int, seconds: float) -> None:
         """One request of ``api_key`` answered with ``error_code`` (0 when it succeeded)
-        after ``seconds``."""
+        after ``seconds``: ``record_since`` with a clock that read 0 at its arrival."""
+        self.record_since(api_key, error_code, 0.0, lambda: seconds)
+
+    def record_since(
+        self,
+        api_key: int,
+        error_code: int,
+        received: float,
+        clock: Callable[[], float] = perf_counter,
+    ) -> None:
+        """``record`` for a request that arrived when ``clock()`` read ``received``: a
+        connection binds it as its ``_record``, so a request costs one call to count."""
+        seconds = clock() - received
         try:
             succeeded, latencies = self._bound[api_key]
         except KeyError:
             succeeded, latencies = self._bind(api_key)
         if error_code:
-            self._count_error(api_key, error_code)
+            api, error = self._api_name(api_key), error_name_for(error_code)
+            self._stats.tally(api, error, self._protocol).value += 1
         else:
             succeeded.value += 1
         latencies.buckets[bisect_left(self._bounds, seconds)] += 1
         latencies.total_seconds += seconds
-
-    def record_since(self, api_key: int, error_code: int, received: float) -> None:
-        """``record`` for a request that arrived at ``perf_counter()`` reading ``received``:
-        a connection binds it as its ``_record``, so a request costs one call to count."""
-        seconds = perf_counter() - received
-        try:
-            succeeded, latencies = self._bound[api_key]
-        except KeyError:
-            succeeded, latencies = self._bind(api_key)
-        if error_code:
-            self._count_error(api_key, error_code)
-        else:
-            succeeded.value += 1
-        latencies.buckets[bisect_left(self._bounds, seconds)] += 1
-        latencies.total_seconds += seconds
-
-    def _count_error(self, api_key: int, error_code: int) -> None:
-        api, error = self._api_name(api_key), error_name_for(error_code)
-        self._stats.tally(api, error, self._protocol).value += 1
 
     def _bind(self, api_key: int) -> tuple[Tally, Latencies]:
         stats, api = self._stats, self._api_name(api_key)
