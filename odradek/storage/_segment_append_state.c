@@ -149,7 +149,9 @@ static int take_maps(State *self, PyObject *maps)
  * serve the running append and are given back at its end. */
 static int ensure_maps(State *self)
 {
-    for (int attempt = 1; !(self->has_offset_map && self->has_time_map); attempt++) {
+    if (self->has_offset_map && self->has_time_map)
+        return 0;
+    for (int attempt = 1;; attempt++) {
         unsigned long long releases = self->map_releases;
         PyObject *maps = PyObject_CallNoArgs(self->map_indexes);
         if (maps == NULL)
@@ -158,14 +160,14 @@ static int ensure_maps(State *self)
         Py_DECREF(maps);
         if (result < 0)
             return -1;
-        if (self->map_releases != releases) {
-            if (attempt < MAP_ATTEMPTS)
-                release_buffers(self);
-            else
-                self->drop_maps = 1;
+        if (self->map_releases == releases)
+            return 0;
+        if (attempt >= MAP_ATTEMPTS) {
+            self->drop_maps = 1;
+            return 0;
         }
+        release_buffers(self);
     }
-    return 0;
 }
 
 static int State_init(State *self, PyObject *args, PyObject *kwargs)

@@ -264,9 +264,10 @@ class PythonSegmentAppendState:
         its release_maps then finds no view to let go. Views on such a map would outlive the
         cache's hold on it, so they are let go and the indexes mapped again (which puts them
         back in the cache); past MAP_ATTEMPTS they serve the running append only."""
-        attempt = 0
-        while self._offset_view is None or self._time_view is None:
-            attempt += 1
+        offset_view, time_view = self._offset_view, self._time_view
+        if offset_view is not None and time_view is not None:
+            return offset_view, time_view
+        for _ in range(MAP_ATTEMPTS):
             releases = self._map_releases
             assert self._map_indexes is not None
             offset_map, time_map = self._map_indexes()
@@ -279,10 +280,11 @@ class PythonSegmentAppendState:
                 time_view = _view(time_map, self._time_max_entries, _TIME_ENTRY_SIZE)
             if self._map_releases == releases:
                 self._offset_view, self._time_view = offset_view, time_view
-            elif attempt >= MAP_ATTEMPTS:
-                self._drop_views = True
-                return offset_view, time_view
-        return self._offset_view, self._time_view
+                break
+        else:  # an eviction at every attempt: the views serve the running append only
+            self._offset_view, self._time_view = offset_view, time_view
+            self._drop_views = True
+        return offset_view, time_view
 
     def _append(self, records: bytes | bytearray | memoryview, write_through: bool) -> None:
         try:
