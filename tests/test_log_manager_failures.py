@@ -93,6 +93,20 @@ def test_a_failed_dir_stops_serving_its_logs_before_they_close(tmp_path):
         assert manager.get_log(healthy.topic_partition) is healthy
 
 
+def test_a_log_a_racing_failure_report_dropped_is_served_again_while_its_dir_is_online(
+    tmp_path,
+):
+    """A directory failure drops its logs from the ones get_log serves without the manager's
+    lock, so it may drop a log registered meanwhile elsewhere: get_log then finds it the long
+    way, still online, and serves it again."""
+    with running(broker_config(tmp_path)) as manager:
+        topic_admin(manager).create_topic("orders", 1)
+        log = manager.get_log(ORDERS_0)
+        manager._serving.pop(ORDERS_0)  # as a racing _on_log_dir_offline would
+        assert manager.get_log(ORDERS_0) is log
+        assert manager._serving[ORDERS_0] is log
+
+
 def test_checkpoints_skip_offline_dirs(tmp_path):
     with running(broker_config(tmp_path)) as manager:
         topic_admin(manager).create_topic("orders", 2)
