@@ -812,7 +812,17 @@ class Log:
         end = self.log_end_offset
         offset = end if offset is None else min(offset, end)
         directory_synced = self._directory_synced >= self._directory_changes
-        if self._closed or (offset <= self._recovery_point and directory_synced):
+        if self._closed:
+            if offset > self._recovery_point:
+                # Closed with records above the recovery point: a failed directory closes
+                # its logs while appends and acks=all flushes may still come. Returning would
+                # claim records the disk may never have had (a power cut lost them).
+                raise KafkaStorageError(
+                    f"flush of {self.topic_partition} up to offset {offset} failed: the log "
+                    f"is closed with records from offset {self._recovery_point} not synced"
+                )
+            return
+        if offset <= self._recovery_point and directory_synced:
             return
         to_flush = self._segments.values_between(self._recovery_point, offset)
         try:
