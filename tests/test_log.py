@@ -66,6 +66,40 @@ def test_high_watermark_starts_at_log_end_and_bounds_consumer_reads(partition_di
         assert log.read(3, 100).records is None
 
 
+def test_a_read_at_its_bound_answers_with_the_bound_as_it_is_now(partition_dir: Path) -> None:
+    """A read at the HW (or, for replicas, the log end) returns nothing and where that bound
+    sits on disk: the same answer the general read path gives (convert_to_offset_metadata), as
+    appends, rolls, HW moves, an offset-only HW and a truncation move the bound."""
+
+    def check_reads_at_the_bounds(log: Log) -> None:
+        high_watermark = log.high_watermark
+        at_hw = log.read(high_watermark, 1 << 20)
+        assert at_hw.records is None
+        assert at_hw.fetch_offset_metadata == log.convert_to_offset_metadata(high_watermark)
+        at_end = log.read(log.log_end_offset, 1 << 20, FetchIsolation.LOG_END)
+        assert at_end.records is None
+        assert at_end.fetch_offset_metadata == log.log_end_offset_metadata
+
+    with open_log(partition_dir, SMALL) as log:
+        for step in range(40):
+            log.append(batch(2, value_size=30))  # SMALL rolls every few appends
+            check_reads_at_the_bounds(log)
+            if step % 3:
+                log.maybe_increment_high_watermark(log.log_end_offset_metadata)
+                check_reads_at_the_bounds(log)
+        assert log.number_of_segments > 3
+        log.update_high_watermark(7)  # known by its offset only, until a read resolves it
+        assert log.high_watermark == 7
+        check_reads_at_the_bounds(log)
+        log.truncate_to(6)  # a batch boundary, below the HW
+        assert (log.high_watermark, log.log_end_offset) == (6, 6)
+        check_reads_at_the_bounds(log)
+        log.append(batch(1))
+        check_reads_at_the_bounds(log)
+        with pytest.raises(OffsetOutOfRangeError):
+            log.read(log.log_end_offset + 1, 1 << 20, FetchIsolation.LOG_END)
+
+
 def test_high_watermark_is_clamped_and_never_moves_back(partition_dir: Path) -> None:
     with open_log(partition_dir) as log:
         append(log, batch(5))

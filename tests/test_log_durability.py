@@ -10,6 +10,7 @@ import pytest
 from log_helpers import batch, open_log
 
 from odradek.config.log_config import LogConfig
+from odradek.errors import KafkaStorageError
 from odradek.storage import log as log_module
 from odradek.storage.log import Log
 from odradek.storage.scheduler import Scheduler
@@ -113,6 +114,24 @@ def test_a_flush_after_the_partition_directory_was_renamed_for_deletion_is_harml
         assert log.recovery_point == log.log_end_offset
     finally:
         log.close_handlers()
+
+
+def test_a_flush_of_a_closed_log_never_claims_records_it_did_not_sync(tmp_path: Path) -> None:
+    """A failed log directory's logs are closed while appends and acks=all flushes may still
+    be on their way: a flush then fails rather than report unsynced records durable (a
+    power-cut test caught a flush returning as if it had synced them)."""
+    log = Log.open(tmp_path / "t-0", CONFIG, Scheduler())
+    try:
+        log.append(batch(5, value_size=50))
+        log.flush()
+        synced = log.recovery_point
+        log.append(batch(5, value_size=50))
+    finally:
+        log.close_handlers()
+    log.flush(synced)  # nothing above what was synced: nothing to claim
+    with pytest.raises(KafkaStorageError, match="closed"):
+        log.flush()
+    assert log.recovery_point == synced
 
 
 class RecordingScheduler:

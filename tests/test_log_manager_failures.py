@@ -77,6 +77,36 @@ def test_io_error_takes_only_its_dir_offline(tmp_path, monkeypatch, failing_call
         assert offsets(manager.get_log(ORDERS_0)) == [0, 1]
 
 
+def test_a_failed_dir_stops_serving_its_logs_before_they_close(tmp_path):
+    """get_log answers from the logs it serves: a directory failing drops its logs from them
+    at once (the close runs later on a scheduler thread), the other directory's stay."""
+    with running(broker_config(tmp_path)) as manager:
+        topic_admin(manager).create_topic("orders", 2)
+        failed = {tp for tp in (ORDERS_0, ORDERS_1) if manager.get_log(tp).log_dir.name == "d0"}
+        assert len(failed) == 1
+        healthy = manager.get_log(ORDERS_1 if ORDERS_0 in failed else ORDERS_0)
+        manager.scheduler.shutdown()  # the close never runs: only the failure itself counts
+        manager.failure_channel.maybe_add_offline_log_dir(tmp_path / "d0", "test")
+        for tp in failed:
+            with pytest.raises(KafkaStorageError, match=f"{tp} is offline"):
+                manager.get_log(tp)
+        assert manager.get_log(healthy.topic_partition) is healthy
+
+
+def test_a_log_a_racing_failure_report_dropped_is_served_again_while_its_dir_is_online(
+    tmp_path,
+):
+    """A directory failure drops its logs from the ones get_log serves without the manager's
+    lock, so it may drop a log registered meanwhile elsewhere: get_log then finds it the long
+    way, still online, and serves it again."""
+    with running(broker_config(tmp_path)) as manager:
+        topic_admin(manager).create_topic("orders", 1)
+        log = manager.get_log(ORDERS_0)
+        manager._serving.pop(ORDERS_0)  # as a racing _on_log_dir_offline would
+        assert manager.get_log(ORDERS_0) is log
+        assert manager._serving[ORDERS_0] is log
+
+
 def test_checkpoints_skip_offline_dirs(tmp_path):
     with running(broker_config(tmp_path)) as manager:
         topic_admin(manager).create_topic("orders", 2)

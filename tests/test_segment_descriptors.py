@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import os
 import threading
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from log_helpers import append, batch, open_log, read_all, records_of
 from log_manager_helpers import broker_config, running, topic_admin, wait_until
 
 from odradek.config.log_config import LogConfig
+from odradek.storage import segment_append_state
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.idle_file_cache import IDLE_FILES, IdleFileCache
 from odradek.storage.shared_descriptor import SharedDescriptor
@@ -183,12 +185,85 @@ def test_reads_racing_evictions_and_closes_always_read_their_own_segment(tmp_pat
         for thread in threads:
             thread.join()
         assert failures == []
-        # An index map dropped by an eviction while a racing read was mapping it again stays
-        # with its index, outside the cache, until that index is next used: one more read of
-        # each segment puts every file back under the cache, which closes all but one.
-        for segment in segments:
-            segment.read(segment.base_offset, 1 << 20).records.read_bytes()
         settled_descriptors_under(tmp_path / "orders-0", 1 + 1)  # the active .log, one idle
+
+
+class _OtherIdleFile:
+    """An idle file that holds nothing: touching it pushes the others out of the cache."""
+
+    def release_idle(self) -> None:
+        pass
+
+
+def _evict_all_but_the_latest() -> None:
+    IDLE_FILES.set_capacity(1)
+    IDLE_FILES.set_capacity(CAPACITY)
+
+
+@pytest.mark.parametrize("evictions", ["once", "at every mapping"])
+@pytest.mark.parametrize("state_type", ["c", "python"])
+def test_an_index_evicted_while_the_append_state_maps_it_keeps_no_map(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, state_type: str, evictions: str
+) -> None:
+    """The active segment's append state maps both indexes again (a callback running Python)
+    when an entry is due after an eviction. Should the cache evict the offset index between
+    its mapping and the time index's, the state must not keep a view on the map the index
+    just let go: nothing would give it back (the index is out of the cache) until the segment
+    rolls. It maps the index again instead, which puts it back under the cache; evicted at
+    every mapping, it writes the entry through the last map and lets go of it at once."""
+    if state_type == "python":
+        monkeypatch.setattr(
+            segment_append_state,
+            "SegmentAppendState",
+            segment_append_state.PythonSegmentAppendState,
+        )
+    with open_log(tmp_path / "orders-0", SMALL) as log:
+        log.append(batch(2, value_size=20))
+        log.append(batch(2, value_size=20))  # an index entry: the state holds both maps
+        segment = log.active_segment
+        offset_index, time_index = segment.offset_index, segment.time_index
+        other = _OtherIdleFile()
+        IDLE_FILES.touch(other)
+        _evict_all_but_the_latest()  # both indexes let go of their maps, the state its views
+
+        offset_maps: list[weakref.ref] = []
+        map_offset_index, map_time_index = offset_index.writable_map, time_index.writable_map
+
+        def offset_map():
+            index_map = map_offset_index()
+            offset_maps.append(weakref.ref(index_map))
+            return index_map
+
+        def time_map_evicting_the_offset_index():
+            index_map = map_time_index()  # now the latest in the cache
+            if evictions != "once" or len(offset_maps) == 1:
+                _evict_all_but_the_latest()
+                assert offset_index not in IDLE_FILES
+            return index_map
+
+        monkeypatch.setattr(offset_index, "writable_map", offset_map)
+        monkeypatch.setattr(time_index, "writable_map", time_map_evicting_the_offset_index)
+        entries = offset_index.entries
+        log.append(batch(2, value_size=20))  # an entry is due: the state maps both again
+        assert offset_index.entries == entries + 1
+        gc.collect()
+        assert offset_maps[0]() is None, "a view on the evicted map outlived the eviction"
+        if evictions == "once":
+            assert offset_index in IDLE_FILES  # its map now is the cache's to release
+        else:
+            assert len(offset_maps) == segment_append_state.MAP_ATTEMPTS
+            assert [ref() for ref in offset_maps] == [None] * len(offset_maps)
+
+        IDLE_FILES.touch(other)
+        _evict_all_but_the_latest()
+        gc.collect()
+        assert [ref() for ref in offset_maps] == [None] * len(offset_maps)
+        monkeypatch.setattr(offset_index, "writable_map", map_offset_index)
+        monkeypatch.setattr(time_index, "writable_map", map_time_index)
+        log.append(batch(2, value_size=20))  # mapped again on the next entry
+        assert offset_index.entries == entries + 2
+        assert log.number_of_segments == 1
+        assert len(read_all(log, upper="end")) == log.log_end_offset
 
 
 def test_a_shared_descriptor_closes_with_its_last_holder(tmp_path: Path) -> None:

@@ -51,7 +51,12 @@ typedef struct {
     long long roll_jitter_ms;
     long long max_write_bytes;
     PyObject *map_indexes; /* () -> (offset index map, time index map): maps them again */
+    unsigned long long map_releases; /* release_maps calls, so ensure_maps sees one racing it */
+    int drop_maps;                   /* the buffers serve the running append only */
 } State;
+
+/* How many times ensure_maps maps the indexes again when release_maps keeps racing it. */
+#define MAP_ATTEMPTS 3
 
 typedef struct {
     Py_ssize_t position;
@@ -116,34 +121,53 @@ static int get_map(PyObject *map, Py_buffer *buffer, int *has, long long max_ent
     return 0;
 }
 
-/* Buffers on both index maps, mapped again by the callback when the idle file cache dropped
- * them (release_maps). */
-static int ensure_maps(State *self)
+/* Buffers on the maps the callback returned (one index may already have its buffer). */
+static int take_maps(State *self, PyObject *maps)
 {
-    if (self->has_offset_map && self->has_time_map)
-        return 0;
-    PyObject *maps = PyObject_CallNoArgs(self->map_indexes);
-    if (maps == NULL)
-        return -1;
     PyObject *offset_map, *time_map;
-    int result = -1;
     if (!PyArg_ParseTuple(maps, "OO:map_indexes", &offset_map, &time_map))
-        goto done;
+        return -1;
     if (self->released) {
         PyErr_SetString(PyExc_ValueError, "the segment's append state was released");
-        goto done;
+        return -1;
     }
     if (!self->has_offset_map && get_map(offset_map, &self->offset_map, &self->has_offset_map,
                                          self->offset_max_entries, OFFSET_ENTRY_SIZE,
                                          "offset") < 0)
-        goto done;
+        return -1;
     if (!self->has_time_map && get_map(time_map, &self->time_map, &self->has_time_map,
                                        self->time_max_entries, TIME_ENTRY_SIZE, "time") < 0)
-        goto done;
-    result = 0;
-done:
-    Py_DECREF(maps);
-    return result;
+        return -1;
+    return 0;
+}
+
+/* Buffers on both index maps, mapped again by the callback when the idle file cache dropped
+ * them (release_maps). The callback runs Python: the cache may evict an index while it runs,
+ * after its map was taken, and its release_maps then finds no buffer to give back. Buffers
+ * taken on such a map would outlive the cache's hold on it, so they are given back and the
+ * indexes mapped again (which puts them back in the cache). Past MAP_ATTEMPTS the buffers
+ * serve the running append and are given back at its end. */
+static int ensure_maps(State *self)
+{
+    if (self->has_offset_map && self->has_time_map)
+        return 0;
+    for (int attempt = 1;; attempt++) {
+        unsigned long long releases = self->map_releases;
+        PyObject *maps = PyObject_CallNoArgs(self->map_indexes);
+        if (maps == NULL)
+            return -1;
+        int result = take_maps(self, maps);
+        Py_DECREF(maps);
+        if (result < 0)
+            return -1;
+        if (self->map_releases == releases)
+            return 0;
+        if (attempt >= MAP_ATTEMPTS) {
+            self->drop_maps = 1;
+            return 0;
+        }
+        release_buffers(self);
+    }
 }
 
 static int State_init(State *self, PyObject *args, PyObject *kwargs)
@@ -212,6 +236,8 @@ static int State_init(State *self, PyObject *args, PyObject *kwargs)
     self->time_indexed = 0;
     self->released = 0;
     self->busy = 0;
+    self->map_releases = 0;
+    self->drop_maps = 0;
     return 0;
 }
 
@@ -386,6 +412,15 @@ static int maybe_append_time_entry(State *self, long long timestamp, long long o
 }
 
 /* The write and the index entries of an append; the caller checked it is not released. */
+/* At the end of an append: give back buffers ensure_maps took on maps evicted meanwhile. */
+static void drop_maps_if_due(State *self)
+{
+    if (self->drop_maps) {
+        self->drop_maps = 0;
+        release_buffers(self);
+    }
+}
+
 static int do_append(State *self, Py_buffer *records, int through)
 {
     Batch *batches = NULL;
@@ -437,9 +472,11 @@ static int do_append(State *self, Py_buffer *records, int through)
     }
     self->since_last_entry = since_last_entry;
     PyMem_Free(batches);
+    drop_maps_if_due(self);
     return 0;
 failed:
     PyMem_Free(batches);
+    drop_maps_if_due(self);
     return -1;
 }
 
@@ -522,6 +559,7 @@ static PyObject *State_release(State *self, PyObject *Py_UNUSED(ignored))
 
 static PyObject *State_release_maps(State *self, PyObject *Py_UNUSED(ignored))
 {
+    self->map_releases++;
     release_buffers(self);
     Py_RETURN_NONE;
 }

@@ -30,7 +30,7 @@ from odradek.storage.leader_epoch_file_cache import EpochEntry, LeaderEpochFileC
 from odradek.storage.log_append_info import LogAppendInfo
 from odradek.storage.log_dir_failure_channel import is_descriptor_exhaustion
 from odradek.storage.log_loader import LoadedLogOffsets, LogLoader
-from odradek.storage.log_offset_metadata import LogOffsetMetadata
+from odradek.storage.log_offset_metadata import UNKNOWN_OFFSET, LogOffsetMetadata
 from odradek.storage.log_segment import LogSegment
 from odradek.storage.log_segments import LogSegments
 from odradek.storage.log_stats import (
@@ -57,8 +57,14 @@ from odradek.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
+_new_tuple = tuple.__new__
+"""Makes a named tuple from a tuple of its fields without its Python ``__new__``: the append
+path's two per call (LogOffsetMetadata, LogAppendInfo), at half the cost."""
+
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
+
+_LOG_END = FetchIsolation.LOG_END
 
 SegmentPredicate = Callable[[LogSegment, "LogSegment | None"], bool]
 IoErrorHandler = Callable[["Log", OSError], None]
@@ -79,6 +85,7 @@ class Log:
         producer_state: ProducerStateManager | None = None,
     ) -> None:
         self.dir = directory
+        self.log_dir = directory.parent  # the log directory holding it (never moves)
         self.topic_partition = TopicPartition.from_dir_name(directory.name)
         self._config = config
         self._segments = segments
@@ -94,6 +101,8 @@ class Log:
         self._next_offset_metadata = offsets.next_offset_metadata
         self._load_summary = offsets
         self._high_watermark = LogOffsetMetadata(self._log_start_offset)
+        # What a read at its bound returns (see read), kept for the last bound asked.
+        self._nothing_new = FetchDataInfo(self._high_watermark, None)
         # The HW moves under its own lock, so the event loop raising it after an append does
         # not wait for the next append (or a roll) holding the log's. Whoever holds both takes
         # the log's first. A raise checks the log end under this lock, and whatever lowers the
@@ -319,21 +328,33 @@ class Log:
                 self._producer_table.commit_next()
             elif producer_append is not None:
                 self.producer_state.update(producer_append)
+            first_offset = validated.first_offset
             if leader_epoch > self.leader_epoch_cache.latest_epoch:
-                self._assign_leader_epoch(leader_epoch, validated.first_offset)
-            self._update_log_end_offset(last_offset + 1, segment)
-            if last_offset + 1 - self._recovery_point >= config.flush_messages:
-                self.flush(last_offset + 1)
-            return LogAppendInfo(
-                validated.first_offset,
-                last_offset,
-                validated.max_timestamp,
-                validated.offset_of_max_timestamp,
-                now_ms if config.log_append_time else -1,  # log_append_time_ms
-                self._log_start_offset,
-                validated.record_count,
-                validated.batch_count,
-                size_in_bytes,  # valid_bytes
+                self._assign_leader_epoch(leader_epoch, first_offset)
+            end = last_offset + 1
+            if self._high_watermark.message_offset < end:
+                # The end moves up past the HW, which stays: the new end is all there is to
+                # set (_update_log_end_offset's common case, made without its call).
+                self._next_offset_metadata = _new_tuple(
+                    LogOffsetMetadata, (end, segment.base_offset, segment.log.size_in_bytes)
+                )
+            else:
+                self._update_log_end_offset(end, segment)
+            if end - self._recovery_point >= config.flush_messages:
+                self.flush(end)
+            return _new_tuple(
+                LogAppendInfo,
+                (
+                    first_offset,
+                    last_offset,
+                    validated.max_timestamp,
+                    validated.offset_of_max_timestamp,
+                    now_ms if config.log_append_time else -1,  # log_append_time_ms
+                    self._log_start_offset,
+                    validated.record_count,
+                    validated.batch_count,
+                    size_in_bytes,  # valid_bytes
+                ),
             )
 
     def _duplicate_append_info(
@@ -611,11 +632,26 @@ class Log:
         isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
         min_one_message: bool = True,
     ) -> FetchDataInfo:
-        """Records from the batch holding ``start_offset`` as a file slice (design §6)."""
+        """Records from the batch holding ``start_offset`` as a file slice (design §6).
+
+        A read at its bound (the HW, or the log end), a consumer polling for records not yet
+        written, is a few attribute reads: the answer for that bound is made once and shared.
+        """
         end_metadata = self._next_offset_metadata
-        if isolation is FetchIsolation.LOG_END:
+        if isolation is _LOG_END:
             max_metadata = end_metadata
         else:
+            max_metadata = self._high_watermark
+        if (
+            start_offset == max_metadata.message_offset
+            and max_metadata.segment_base_offset != UNKNOWN_OFFSET
+            and start_offset >= self._log_start_offset
+        ):
+            nothing_new = self._nothing_new
+            if nothing_new.fetch_offset_metadata is not max_metadata:
+                nothing_new = self._nothing_new = FetchDataInfo(max_metadata, None)
+            return nothing_new
+        if isolation is not _LOG_END and max_metadata.message_offset_only:
             max_metadata = self._fetch_high_watermark_metadata()
         segment = self._segments.floor_segment(start_offset)
         log_start_offset = self._log_start_offset
@@ -685,18 +721,24 @@ class Log:
         self, new_high_watermark: LogOffsetMetadata
     ) -> LogOffsetMetadata | None:
         """Move the HW forward (never back); return the old value when it moved. Does not
-        wait for an append in progress (see ``_high_watermark_lock``)."""
+        wait for an append in progress (see ``_high_watermark_lock``). Called after every
+        append, so the raise comes first; what it checks holds for every value set: the HW
+        never above the log end."""
+        offset = new_high_watermark.message_offset
         with self._high_watermark_lock:
-            if new_high_watermark.message_offset > self._next_offset_metadata.message_offset:
-                raise ValueError(
-                    f"high watermark {new_high_watermark.message_offset} of "
-                    f"{self.topic_partition} would be above the log end offset "
-                    f"{self._next_offset_metadata.message_offset}"
-                )
             old = self._high_watermark
-            if old.message_offset < new_high_watermark.message_offset or (
-                old.message_offset == new_high_watermark.message_offset
-                and (old.message_offset_only or old.on_older_segment(new_high_watermark))
+            if offset > old.message_offset:
+                if offset > self._next_offset_metadata.message_offset:
+                    raise ValueError(
+                        f"high watermark {offset} of {self.topic_partition} would be above "
+                        f"the log end offset {self._next_offset_metadata.message_offset}"
+                    )
+                self._high_watermark = new_high_watermark
+                return old
+            # At or below the HW, so at or below the log end: it may still resolve or move
+            # the HW's position.
+            if offset == old.message_offset and (
+                old.message_offset_only or old.on_older_segment(new_high_watermark)
             ):
                 self._high_watermark = new_high_watermark
                 return old
@@ -770,7 +812,17 @@ class Log:
         end = self.log_end_offset
         offset = end if offset is None else min(offset, end)
         directory_synced = self._directory_synced >= self._directory_changes
-        if self._closed or (offset <= self._recovery_point and directory_synced):
+        if self._closed:
+            if offset > self._recovery_point:
+                # Closed with records above the recovery point: a failed directory closes
+                # its logs while appends and acks=all flushes may still come. Returning would
+                # claim records the disk may never have had (a power cut lost them).
+                raise KafkaStorageError(
+                    f"flush of {self.topic_partition} up to offset {offset} failed: the log "
+                    f"is closed with records from offset {self._recovery_point} not synced"
+                )
+            return
+        if offset <= self._recovery_point and directory_synced:
             return
         to_flush = self._segments.values_between(self._recovery_point, offset)
         try:

@@ -109,6 +109,11 @@ class LogManager:
             for name in LOG_CHECKPOINTS
         }
         self._logs: dict[TopicPartition, Log] = {}
+        # The logs get_log returns, read on every request: ``_logs`` less those of a failed
+        # directory, dropped the moment it fails (before its logs close). Written under the
+        # lock, except that a failing directory's logs leave it without it (see
+        # _on_log_dir_offline); get_log checks the long way whatever it misses.
+        self._serving: dict[TopicPartition, Log] = {}
         self._offline_partitions: dict[TopicPartition, Path] = {}
         # Indexes kept beside the two maps above so that lookups and placement cost no scan.
         self._partitions_by_topic: dict[str, set[TopicPartition]] = {}  # online and offline
@@ -150,6 +155,7 @@ class LogManager:
             for log in self._logs.values():
                 _close_quietly(log, log.close_handlers)
             self._logs.clear()
+            self._serving.clear()
             self._release_locks()
             self.scheduler.shutdown()
             raise
@@ -298,14 +304,25 @@ class LogManager:
             )
         log.io_error_handler = self._on_log_io_error
         self._logs[tp] = log
-        self._partition_counts[log.dir.parent] += 1
+        self._partition_counts[log.log_dir] += 1
         self._index_locked(tp)
+        self._serve_locked(log)
+
+    def _serve_locked(self, log: Log) -> None:
+        """Let get_log return ``log`` from ``_serving``; call with the lock held. Added, then
+        checked: a directory failing meanwhile either sees it there (and drops it) or is
+        seen offline here."""
+        tp = log.topic_partition
+        self._serving[tp] = log
+        if self.failure_channel.is_offline(log.log_dir):
+            self._serving.pop(tp, None)
 
     def _unregister_locked(self, log: Log) -> None:
         """Forget ``log`` (deleted); call with the lock held."""
         tp = log.topic_partition
         del self._logs[tp]
-        self._partition_counts[log.dir.parent] -= 1
+        self._serving.pop(tp, None)
+        self._partition_counts[log.log_dir] -= 1
         partitions = self._partitions_by_topic[tp.topic]
         partitions.discard(tp)
         if not partitions:
@@ -433,9 +450,19 @@ class LogManager:
 
     def get_log(self, tp: TopicPartition) -> Log:
         """The log of ``tp``. Raises UnknownTopicOrPartitionError when this broker has no such
-        partition and KafkaStorageError when its log directory is offline."""
+        partition and KafkaStorageError when its log directory is offline.
+
+        Asked on every request: one dict lookup when the log is served (``_serving``)."""
+        log = self._serving.get(tp)
+        if log is not None:
+            return log
+        return self._get_log_not_serving(tp)
+
+    def _get_log_not_serving(self, tp: TopicPartition) -> Log:
+        """get_log for a partition not in ``_serving``: absent, offline, or dropped by a
+        directory failure racing a registration (then it is served again)."""
         log = self._logs.get(tp)
-        log_dir = log.dir.parent if log is not None else self._offline_partitions.get(tp)
+        log_dir = log.log_dir if log is not None else self._offline_partitions.get(tp)
         if log_dir is None:
             raise UnknownTopicOrPartitionError(f"this broker has no partition {tp}")
         if log is None or self.failure_channel.is_offline(log_dir):
@@ -443,13 +470,16 @@ class LogManager:
                 f"partition {tp} is offline: its log directory {log_dir} failed "
                 f"({self.failure_channel.reason(log_dir)})"
             )
+        with self._lock:
+            if self._logs.get(tp) is log:
+                self._serve_locked(log)
         return log
 
     def all_logs(self) -> list[Log]:
         """Every log in an online directory."""
         with self._lock:
             logs = list(self._logs.values())
-        return [log for log in logs if not self.failure_channel.is_offline(log.dir.parent)]
+        return [log for log in logs if not self.failure_channel.is_offline(log.log_dir)]
 
     def describe_partition(self, tp: TopicPartition) -> PartitionDescription:
         """Offsets, size and directory of ``tp``; raises as :meth:`get_log` does."""
@@ -467,8 +497,8 @@ class LogManager:
         by_dir: dict[Path, list[Log]] = {log_dir: [] for log_dir in log_dirs}
         with self._lock:
             for log in self._logs.values():
-                if log.dir.parent in by_dir:
-                    by_dir[log.dir.parent].append(log)
+                if log.log_dir in by_dir:
+                    by_dir[log.log_dir].append(log)
         return by_dir
 
     # --- topics and partitions ---------------------------------------------------------------
@@ -693,7 +723,7 @@ class LogManager:
                 self._unregister_locked(log)
         for log in logs:
             self._rename_for_deletion(log)
-        for log_dir in {log.dir.parent for log in logs}:
+        for log_dir in {log.log_dir for log in logs}:
             for file_name in LOG_CHECKPOINTS:
                 self._write_checkpoints(file_name, [log_dir])
 
@@ -701,13 +731,11 @@ class LogManager:
         deleted_dir = log.dir.with_name(_delete_dir_name(log.topic_partition))
         try:
             os.rename(log.dir, deleted_dir)
-            fsync_directory(log.dir.parent)
+            fsync_directory(log.log_dir)
         except OSError as error:
-            self._take_offline(
-                log.dir.parent, f"cannot rename {log.dir} for deletion: {error}", error
-            )
+            self._take_offline(log.log_dir, f"cannot rename {log.dir} for deletion: {error}", error)
             with self._lock:
-                self._offline_partitions[log.topic_partition] = log.dir.parent
+                self._offline_partitions[log.topic_partition] = log.log_dir
                 self._index_locked(log.topic_partition)
             _close_quietly(log, log.close_handlers)
             return
@@ -733,7 +761,7 @@ class LogManager:
 
     def _on_log_io_error(self, log: Log, error: OSError) -> None:
         message = f"I/O error in partition {log.topic_partition}: {error}"
-        self._take_offline(log.dir.parent, message, error)
+        self._take_offline(log.log_dir, message, error)
 
     def _take_offline(self, log_dir: Path, message: str, error: BaseException) -> None:
         """Report ``log_dir`` failed. Out of descriptors it stays online (the failure channel
@@ -747,17 +775,22 @@ class LogManager:
         self.failure_channel.maybe_add_offline_log_dir(log_dir, message, error)
 
     def _on_log_dir_offline(self, log_dir: Path) -> None:
-        """Close the failed directory's logs on a scheduler thread: the reporter may hold a
-        Log's lock, and closing other logs from there could deadlock."""
+        """Stop serving the failed directory's logs at once, and close them on a scheduler
+        thread: the reporter may hold a Log's lock (or this manager's), and closing other
+        logs from there could deadlock."""
+        for log in list(self._logs.values()):
+            if log.log_dir == log_dir and self._serving.get(log.topic_partition) is log:
+                self._serving.pop(log.topic_partition, None)
         self.scheduler.schedule(f"log-dir-offline-{log_dir}", lambda: self._close_logs_in(log_dir))
         if self.cleaner is not None:
             self.cleaner.handle_log_dir_failure(log_dir)
 
     def _close_logs_in(self, log_dir: Path) -> None:
         with self._lock:
-            logs = [log for log in self._logs.values() if log.dir.parent == log_dir]
+            logs = [log for log in self._logs.values() if log.log_dir == log_dir]
             for log in logs:
                 del self._logs[log.topic_partition]
+                self._serving.pop(log.topic_partition, None)
                 self._offline_partitions[log.topic_partition] = log_dir
             self._partition_counts[log_dir] = 0
         for log in logs:
@@ -836,7 +869,7 @@ class LogManager:
             )
 
     def _flush_for_shutdown(self, log: Log) -> bool:
-        if self.failure_channel.is_offline(log.dir.parent):
+        if self.failure_channel.is_offline(log.log_dir):
             return False
         try:
             log.flush()

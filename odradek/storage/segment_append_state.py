@@ -38,6 +38,9 @@ _TIME_ENTRY = struct.Struct(">qi")
 _TIME_ENTRY_SIZE = _TIME_ENTRY.size
 _OFFSET_ENTRY_SIZE = _OFFSET_ENTRY.size
 
+MAP_ATTEMPTS = 3
+"""How many times _ensure_maps maps the indexes again when release_maps keeps racing it."""
+
 
 class AppendState(Protocol):
     """What both implementations offer (the C type and ``PythonSegmentAppendState``)."""
@@ -131,6 +134,8 @@ class PythonSegmentAppendState:
         self._map_indexes: Callable[[], tuple[object | None, object | None]] | None = map_indexes
         self._offset_view: memoryview | None = None
         self._time_view: memoryview | None = None
+        self._map_releases = 0  # release_maps calls, so _ensure_maps sees one racing it
+        self._drop_views = False  # the views serve the running append only
         self._rolling_based_timestamp = rolling_based_timestamp
         self._created_ms = created_ms
         self._roll_jitter_ms = roll_jitter_ms
@@ -243,6 +248,7 @@ class PythonSegmentAppendState:
         """Let go of the views on the index maps until the next index entry maps them again
         (the idle file cache dropped a map; it may run in another thread, while an append
         still writes through a view it holds: that view goes when the append is done)."""
+        self._map_releases += 1
         self._offset_view = self._time_view = None
 
     # --- steps -------------------------------------------------------------------------------
@@ -252,22 +258,45 @@ class PythonSegmentAppendState:
             raise ValueError("the segment's append state was released")
 
     def _ensure_maps(self) -> tuple[memoryview | None, memoryview | None]:
-        """Views on both index maps, mapped again when they were let go."""
+        """Views on both index maps, mapped again when they were let go.
+
+        The cache may evict an index while ``map_indexes`` runs, after its map was taken, and
+        its release_maps then finds no view to let go. Views on such a map would outlive the
+        cache's hold on it, so they are let go and the indexes mapped again (which puts them
+        back in the cache); past MAP_ATTEMPTS they serve the running append only."""
         offset_view, time_view = self._offset_view, self._time_view
         if offset_view is not None and time_view is not None:
             return offset_view, time_view
-        assert self._map_indexes is not None
-        offset_map, time_map = self._map_indexes()
-        if self._released:
-            raise ValueError("the segment's append state was released")
-        if offset_view is None:
-            offset_view = _view(offset_map, self._offset_max_entries, _OFFSET_ENTRY_SIZE)
-        if time_view is None:
-            time_view = _view(time_map, self._time_max_entries, _TIME_ENTRY_SIZE)
-        self._offset_view, self._time_view = offset_view, time_view
+        for _ in range(MAP_ATTEMPTS):
+            releases = self._map_releases
+            assert self._map_indexes is not None
+            offset_map, time_map = self._map_indexes()
+            if self._released:
+                raise ValueError("the segment's append state was released")
+            offset_view, time_view = self._offset_view, self._time_view
+            if offset_view is None:
+                offset_view = _view(offset_map, self._offset_max_entries, _OFFSET_ENTRY_SIZE)
+            if time_view is None:
+                time_view = _view(time_map, self._time_max_entries, _TIME_ENTRY_SIZE)
+            if self._map_releases == releases:
+                self._offset_view, self._time_view = offset_view, time_view
+                break
+        else:  # an eviction at every attempt: the views serve the running append only
+            self._offset_view, self._time_view = offset_view, time_view
+            self._drop_views = True
         return offset_view, time_view
 
     def _append(self, records: bytes | bytearray | memoryview, write_through: bool) -> None:
+        try:
+            self._append_and_index(records, write_through)
+        finally:
+            if self._drop_views:  # views on maps evicted meanwhile (_ensure_maps)
+                self._drop_views = False
+                self._offset_view = self._time_view = None
+
+    def _append_and_index(
+        self, records: bytes | bytearray | memoryview, write_through: bool
+    ) -> None:
         batches = _frame(records)
         position = self._size
         self._write(records, position, write_through)

@@ -1,0 +1,92 @@
+"""Thread CPU time of the storage calls one small request makes: prints figures, asserts nothing.
+
+Per produce of one single-record batch at acks=1 the broker calls ``LogManager.get_log``,
+``Log.append``, ``Log.log_end_offset_metadata`` and ``Log.maybe_increment_high_watermark``;
+per fetch that finds nothing new, ``get_log``, ``Log.log_end_offset`` and ``Log.read`` at
+the high watermark. This times each call alone (thread CPU, best of ``--rounds``), so two
+versions of the storage layer can be compared call by call. Run it from each checkout in turn,
+interleaved, one process per version and round:
+
+    for round in 1 2 3; do
+        for tree in /path/to/old /path/to/new; do
+            PYTHONPATH=$tree .venv/bin/python bench/storage_request_path.py --label $tree
+        done
+    done
+
+Usage: python bench/storage_request_path.py [--calls N] [--rounds N] [--label TEXT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import odradek
+from odradek.clock import SYSTEM_CLOCK
+from odradek.config.broker_config import BrokerConfig
+from odradek.record.record_batch_builder import build_batch
+from odradek.storage.fetch_data_info import FetchIsolation
+from odradek.storage.log_manager import LogManager
+from odradek.storage.topic_admin import TopicAdmin
+from odradek.topic_partition import TopicPartition
+
+MB = 1024 * 1024
+
+
+def per_call_microseconds(call: Callable[[], object], calls: int, rounds: int) -> float:
+    """The least thread CPU time per ``call()`` over ``rounds`` rounds of ``calls`` calls."""
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.thread_time_ns()
+        for _ in range(calls):
+            call()
+        best = min(best, (time.thread_time_ns() - start) / calls / 1000)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=50_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--label", default="", help="printed first, to tell versions apart")
+    args = parser.parse_args()
+    print(f"odradek from {Path(odradek.__file__).parent}")
+    root = Path(tempfile.mkdtemp(prefix="odradek-request-path-"))
+    manager = LogManager(BrokerConfig(log_dirs=(str(root),)))
+    try:
+        manager.startup()
+        tp = TopicPartition("t", 0)
+        TopicAdmin(manager, manager.config).create_topic("t", 1, {"segment.bytes": str(1024 * MB)})
+        log = manager.get_log(tp)
+        batch = build_batch([(SYSTEM_CLOCK.milliseconds(), None, b"v" * 100, ())])
+        log.append(batch)
+
+        def produce() -> None:
+            log.append(batch)
+            log.maybe_increment_high_watermark(log.log_end_offset_metadata)
+
+        for _ in range(100):
+            produce()
+        isolation = FetchIsolation.HIGH_WATERMARK
+        figures = {
+            "get_log": per_call_microseconds(lambda: manager.get_log(tp), args.calls, args.rounds),
+            "append 1 record + HW": per_call_microseconds(produce, args.calls // 5, args.rounds),
+            "read at the end": per_call_microseconds(
+                lambda: log.read(log.log_end_offset, 1 * MB, isolation), args.calls, args.rounds
+            ),
+        }
+    finally:
+        manager.shutdown()
+        shutil.rmtree(root, ignore_errors=True)
+    print(
+        f"{args.label} us of thread CPU per call (best of {args.rounds}): "
+        + ", ".join(f"{name} {value:.3f}" for name, value in figures.items())
+    )
+
+
+if __name__ == "__main__":
+    main()
