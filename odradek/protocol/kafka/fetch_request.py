@@ -21,7 +21,8 @@ from odradek.protocol.fetch import FetchPartition, FetchPartitionResponse, Fetch
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.kafka.api_versions import FETCH, request_flexibility
 from odradek.protocol.kafka.byte_reader import ByteReader, UnusualShape, usual_size
-from odradek.protocol.kafka.message_codec import PartsWriter, write_unsigned_varint
+from odradek.protocol.kafka.byte_writer import by_topic, encoded_name, write_length
+from odradek.protocol.kafka.message_codec import PartsWriter
 from odradek.protocol.kafka.request_header import read_client_id
 
 FIRST_FLEXIBLE_VERSION = 12
@@ -49,6 +50,7 @@ def _fetch_request(
     session_epoch: int,
     partitions: list[FetchPartition],
 ) -> KafkaFetchRequest:
+    """The request the data path takes: negative wait and sizes read as 0, as Kafka does."""
     fetch = FetchRequest(
         tuple(partitions),
         max_wait if max_wait > 0 else 0,
@@ -167,14 +169,9 @@ def _read_usual(data: memoryview, position: int, version: int) -> KafkaFetchRequ
                 raise UnusualShape
             if size:
                 str(data[position:end], "utf-8")  # (checked as the schema codec does)
-    fetch = FetchRequest(
-        tuple(partitions),
-        max_wait if max_wait > 0 else 0,
-        min_bytes if min_bytes > 0 else 0,
-        max_bytes if max_bytes > 0 else 0,
-        IsolationLevel.HIGH_WATERMARK,  # read_committed reads alike: no transactions yet
+    return _fetch_request(
+        max_wait, min_bytes, max_bytes, isolation_level, session_id, session_epoch, partitions
     )
-    return KafkaFetchRequest(fetch, isolation_level, session_id, session_epoch)
 
 
 def _read_checked(frame: memoryview, offset: int, version: int) -> KafkaFetchRequest:
@@ -299,27 +296,13 @@ def write_fetch_response(
         buffer += _TOP_V7.pack(throttle_ms, response.error_code, response.session_id)
     else:
         buffer += _INT32.pack(throttle_ms)
-    partitions = response.partitions
-    if len(partitions) == 1:  # the usual: one partition
-        topics: Sequence[tuple[str, Sequence[FetchPartitionResponse]]] = (
-            (partitions[0].topic, partitions),
-        )
-    else:
-        topics = _by_topic(partitions)
     head, tail = _partition_layout_out(version, response.read_committed)
     with_log_start = version >= 5
-    count = len(topics)
-    if flexible and count < 0x7F:
-        buffer.append(count + 1)
-    else:
-        _write_length(buffer, count, flexible)
+    topics = by_topic(response.partitions)
+    write_length(buffer, len(topics), flexible)
     for topic, entries in topics:
-        buffer += _encoded_name(topic, flexible)
-        count = len(entries)
-        if flexible and count < 0x7F:
-            buffer.append(count + 1)
-        else:
-            _write_length(buffer, count, flexible)
+        buffer += encoded_name(topic, flexible)
+        write_length(buffer, len(entries), flexible)
         for p in entries:
             if with_log_start:
                 buffer += head.pack(
@@ -334,7 +317,7 @@ def write_fetch_response(
             elif not records:
                 buffer += b"\x01" if flexible else _EMPTY_ARRAY
             else:
-                _write_length(buffer, len(records), flexible)
+                write_length(buffer, len(records), flexible)
                 if isinstance(records, bytes | bytearray | memoryview):
                     buffer += records
                 elif len(records):
@@ -346,19 +329,6 @@ def write_fetch_response(
             buffer.append(0)
     if flexible:
         buffer.append(0)
-
-
-def _by_topic(
-    partitions: Sequence[FetchPartitionResponse],
-) -> list[tuple[str, list[FetchPartitionResponse]]]:
-    """The partitions grouped by topic, in request order."""
-    topics: list[tuple[str, list[FetchPartitionResponse]]] = []
-    for partition in partitions:
-        if topics and topics[-1][0] == partition.topic:
-            topics[-1][1].append(partition)
-        else:
-            topics.append((partition.topic, [partition]))
-    return topics
 
 
 @cache
@@ -375,34 +345,6 @@ def _partition_layout_out(version: int, read_committed: bool) -> tuple[struct.St
     if version >= 11:
         tail += _NO_PREFERRED_READ_REPLICA
     return head, tail
-
-
-@lru_cache(maxsize=1024)
-def _encoded_name(name: str, flexible: bool) -> bytes:
-    """A topic name as a (compact) string: encoded once for the topics a broker serves (the
-    cache is bounded: a client may name any number of topics)."""
-    out = bytearray()
-    _write_string(out, name, flexible)
-    return bytes(out)
-
-
-def _write_length(out: bytearray, length: int, flexible: bool) -> None:
-    if flexible:
-        if length < 0x7F:
-            out.append(length + 1)
-        else:
-            write_unsigned_varint(out, length + 1)
-    else:
-        out += _INT32.pack(length)
-
-
-def _write_string(out: bytearray, value: str, flexible: bool) -> None:
-    encoded = value.encode()
-    if flexible:
-        write_unsigned_varint(out, len(encoded) + 1)
-    else:
-        out += _INT16.pack(len(encoded))
-    out += encoded
 
 
 # --- a fetch that finds nothing new, answered at once ----------------------------------------

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import NamedTuple
 
 from odradek.protocol.kafka.api_versions import PRODUCE, request_flexibility
 from odradek.protocol.kafka.byte_reader import ByteReader, UnusualShape, usual_size
-from odradek.protocol.kafka.message_codec import write_unsigned_varint
+from odradek.protocol.kafka.byte_writer import by_topic, encoded_name, write_length, write_string
 from odradek.protocol.produce import ProducePartitionData, ProducePartitionResponse
 
 FIRST_FLEXIBLE_VERSION = 9
@@ -169,26 +168,13 @@ def write_produce_response(
     request order, the throttle time (a quota's), no tagged fields. The results are the
     broker's own (odradek's protocol answers with the same values)."""
     flexible = version >= FIRST_FLEXIBLE_VERSION
-    if len(results) == 1:  # the usual: one partition
-        topics: Sequence[tuple[str, Sequence[ProducePartitionResponse]]] = (
-            (results[0].topic, results),
-        )
-    else:
-        topics = _by_topic(results)
     with_log_start = version >= 5
     with_errors = version >= 8
-    count = len(topics)
-    if flexible and count < 0x7F:
-        out.append(count + 1)
-    else:
-        _write_length(out, count, flexible)
+    topics = by_topic(results)
+    write_length(out, len(topics), flexible)
     for topic, partitions in topics:
-        out += _encoded_name(topic, flexible)
-        count = len(partitions)
-        if flexible and count < 0x7F:
-            out.append(count + 1)
-        else:
-            _write_length(out, count, flexible)
+        out += encoded_name(topic, flexible)
+        write_length(out, len(partitions), flexible)
         for p in partitions:
             if with_log_start:
                 out += _PARTITION_V5.pack(
@@ -200,8 +186,8 @@ def write_produce_response(
                 if p.message is None:
                     out += b"\x01\x00" if flexible else b"\x00\x00\x00\x00\xff\xff"
                 else:
-                    _write_length(out, 0, flexible)
-                    _write_string(out, p.message, flexible)
+                    write_length(out, 0, flexible)
+                    write_string(out, p.message, flexible)
             if flexible:
                 out.append(0)
         if flexible:
@@ -209,53 +195,6 @@ def write_produce_response(
     out += _INT32.pack(throttle_ms)
     if flexible:
         out.append(0)
-
-
-def _by_topic(
-    results: Sequence[ProducePartitionResponse],
-) -> list[tuple[str, Sequence[ProducePartitionResponse]]]:
-    """The results grouped by topic, in request order."""
-    topics: list[tuple[str, list[ProducePartitionResponse]]] = []
-    for result in results:
-        if topics and topics[-1][0] == result.topic:
-            topics[-1][1].append(result)
-        else:
-            topics.append((result.topic, [result]))
-    return topics
-
-
-@lru_cache(maxsize=1024)
-def _encoded_name(name: str, flexible: bool) -> bytes:
-    """A topic name as a (compact) string: encoded once for the topics a broker serves (the
-    cache is bounded: a client may name any number of topics)."""
-    out = bytearray()
-    _write_string(out, name, flexible)
-    return bytes(out)
-
-
-def _write_length(out: bytearray, length: int, flexible: bool) -> None:
-    if flexible:
-        if length < 0x7F:
-            out.append(length + 1)
-        else:
-            write_unsigned_varint(out, length + 1)
-    else:
-        out += _INT32.pack(length)
-
-
-def _write_string(out: bytearray, value: str | None, flexible: bool) -> None:
-    if value is None:
-        if flexible:
-            out.append(0)
-        else:
-            out += _INT16.pack(-1)
-        return
-    encoded = value.encode()
-    if flexible:
-        write_unsigned_varint(out, len(encoded) + 1)
-    else:
-        out += _INT16.pack(len(encoded))
-    out += encoded
 
 
 # --- a one-partition produce answered at once ------------------------------------------------
