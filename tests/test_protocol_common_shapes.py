@@ -18,24 +18,36 @@ from odradek.errors import InvalidRequestError, KafkaError
 from odradek.protocol.fetch import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MIN_BYTES,
+    FetchPartition,
     FetchPartitionResponse,
     FetchRequest,
     FetchResponse,
-    encode_nothing_new,
     read_fetch,
 )
 from odradek.protocol.fetch import _common_shape as fetch_common_shape
-from odradek.protocol.frame import FrameDecoder, FrameError, encode_frame, encode_frame_prefix
+from odradek.protocol.frame import (
+    FrameDecoder,
+    FrameError,
+    decode_frame,
+    encode_frame,
+    encode_frame_prefix,
+)
 from odradek.protocol.header import RequestHeader, ResponseHeader
+from odradek.protocol.immediate import (
+    ImmediateFetch,
+    read_immediate,
+    write_appended,
+    write_nothing_new,
+)
 from odradek.protocol.isolation import IsolationLevel
-from odradek.protocol.messages import decode_request, encode_response
+from odradek.protocol.messages import decode_request, encode_request, encode_response
 from odradek.protocol.produce import (
     DEFAULT_TIMEOUT_MS,
     Acks,
+    ProducePartitionData,
     ProducePartitionResponse,
     ProduceRequest,
     ProduceResponse,
-    encode_appended,
     read_produce,
 )
 from odradek.protocol.produce import _common_shape as produce_common_shape
@@ -414,34 +426,127 @@ def test_immediate_requests_are_read_directly() -> None:
     assert read_produce({**produce, "acks": -1}, memoryview(b"xy")) is not None
 
 
-@settings(max_examples=examples(200))
-@given(
-    correlation_id=ints(INT32_MIN, INT32_MAX),
-    topic=st.text(max_size=5),
-    partition=ints(0, INT32_MAX),
-    offsets=st.tuples(*[st.integers(-1, INT64_MAX)] * 3),
-)
-def test_immediate_answers_encode_as_their_responses_do(
-    correlation_id: int, topic: str, partition: int, offsets: tuple[int, int, int]
+# --- requests answered at once, read by their bytes ------------------------------------------
+
+
+@st.composite
+def request_frames(draw: st.DrawFn) -> tuple[bytes, bytes]:
+    """Two produce or fetch frames (their bytes after the frame size) alike but for their
+    correlation ids: mostly with the envelope odradek's clients write first, sometimes in
+    another order, with odd values or a key twice."""
+    api = draw(sometimes_odd(st.sampled_from([0, 1])))
+    body, payload = draw(produce_requests()) if api == 0 else (draw(fetch_headers), b"")
+    if draw(st.integers(0, 3)):  # mostly one partition, the shape answered at once
+        if api == 0:
+            payload = draw(st.binary(min_size=1, max_size=8))
+            entry = {"topic": draw(topics), "partition": draw(partitions), "size": len(payload)}
+            usual = {"acks": draw(st.sampled_from([0, 1, 1, -1]))}
+        else:
+            entry = {"topic": draw(topics), "partition": draw(partitions), "fetch_offset": 5}
+            usual = {
+                "max_wait_ms": draw(st.sampled_from([0, 0, 5])),
+                "min_bytes": draw(st.sampled_from([0, 1])),
+                "isolation": draw(st.sampled_from(["high_watermark", "log_end"])),
+            }
+        odd = draw(st.sampled_from([{}, {}, {}, body]))  # sometimes with anything at all
+        body = {"partitions": [entry], **usual, **odd}
+    envelope = {
+        "api": api,
+        "v": draw(sometimes_odd(st.sampled_from([0, 0, 0, 1]))),
+        "id": 0,
+        **draw(fields(client_id=sometimes_odd(st.one_of(st.none(), st.text(max_size=5))))),
+    }
+    header = {**envelope, **body}
+    items = list(header.items())
+    if not draw(st.integers(0, 5)):
+        items = draw(st.permutations(items))
+    ids = st.one_of(ints(INT32_MIN, INT32_MAX), st.sampled_from([127, 128, 255, 256, 65535, 65536]))
+    twice = draw(st.one_of(st.none(), st.sampled_from(["id", "api", "partitions"])))
+    frames = []
+    for correlation_id in (draw(ids), draw(ids)):
+        packed = [
+            msgpack.packb(key) + msgpack.packb(correlation_id if key == "id" else value)
+            for key, value in items
+        ]
+        if twice is not None:
+            packed.append(msgpack.packb(twice) + msgpack.packb(draw(odd_values)))
+        count = len(packed)
+        map_start = bytes([0x80 + count]) if count < 16 else b"\xde" + count.to_bytes(2, "big")
+        head = map_start + b"".join(packed)
+        frames.append(len(head).to_bytes(4, "big") + head + payload)
+    return frames[0], frames[1]
+
+
+def general_request(body: bytes) -> tuple[RequestHeader, Message] | None:
+    """What the general path reads from a frame's bytes; None when it refuses them."""
+    try:
+        frame = decode_frame(body)
+        header = RequestHeader.from_header(frame.header)
+        return header, decode_request(header, frame)
+    except KafkaError:
+        return None
+
+
+@settings(max_examples=examples(500))
+@given(frames=request_frames(), offsets=st.tuples(*[st.integers(-1, INT64_MAX)] * 3))
+def test_an_immediate_request_is_what_the_general_path_reads(
+    frames: tuple[bytes, bytes], offsets: tuple[int, int, int]
 ) -> None:
+    """Whatever ``read_immediate`` takes (the first time its head comes or found by its bytes)
+    is a one-partition fetch that may not wait, or a one-partition produce at acks 0 or 1, as
+    the general path reads it; and its answer has the bytes the general path's encoder gives."""
     first, second, third = offsets
-    for immediate, response in (
-        (
-            encode_nothing_new(correlation_id, topic, partition, first, second),
-            FetchResponse(
-                (FetchPartitionResponse(topic, partition, 0, None, first, second, first),)
-            ),
-        ),
-        (
-            encode_appended(correlation_id, topic, partition, first, second, third),
-            ProduceResponse(
-                (ProducePartitionResponse(topic, partition, 0, None, first, second, third),)
-            ),
-        ),
-    ):
-        assert frame_bytes(immediate) == frame_bytes(
-            encode_response(ResponseHeader(correlation_id), response)
-        )
+    for body in (*frames, *frames):
+        view = memoryview(bytearray(body))
+        read = read_immediate(view)
+        if read is None:
+            continue
+        immediate, id_end = read
+        general = general_request(body)
+        assert general is not None, body
+        header, request = general
+        assert header.api_key == immediate.api_key
+        (entry,) = request.partitions
+        assert (entry.topic, entry.partition) == (immediate.topic, immediate.partition)
+        if isinstance(immediate, ImmediateFetch):
+            assert (entry.fetch_offset, request.isolation) == (
+                immediate.fetch_offset,
+                immediate.isolation,
+            )
+            assert request.max_wait_ms == 0 or request.min_bytes == 0
+            response = FetchResponse(
+                (
+                    FetchPartitionResponse(
+                        entry.topic, entry.partition, 0, None, first, second, first
+                    ),
+                )
+            )
+            answer = write_nothing_new(immediate, view, id_end, first, second)
+        else:
+            assert request.acks is immediate.acks is not Acks.ALL
+            assert bytes(view[len(view) - immediate.payload_size :]) == bytes(entry.records)
+            response = ProduceResponse(
+                (ProducePartitionResponse(entry.topic, entry.partition, 0, None, *offsets),)
+            )
+            answer = write_appended(immediate, view, id_end, first, second, third)
+        general_answer = encode_response(ResponseHeader(header.correlation_id), response)
+        assert answer == frame_bytes(general_answer)
+
+
+def test_the_requests_of_odradeks_clients_are_read_by_their_bytes() -> None:
+    """For every width msgpack gives a non-negative correlation id; never a negative one."""
+    fetch = FetchRequest((FetchPartition("t", 1, 7),), max_wait_ms=0)
+    produce = ProduceRequest((ProducePartitionData("t", 1, b"records"),), acks=Acks.LEADER)
+    for request in (fetch, produce):
+        for correlation_id in (0, 127, 128, 255, 256, 65535, 65536, INT32_MAX, -1, -200):
+            header = RequestHeader(request.api_key, 0, correlation_id, "client")
+            frame = frame_bytes(encode_request(header, request))
+            read = read_immediate(memoryview(bytearray(frame[4:])))
+            assert (read is not None) == (correlation_id >= 0), (request, correlation_id)
+        waiting = dataclasses.replace(fetch, max_wait_ms=5)
+        for unusual in (waiting, dataclasses.replace(produce, acks=Acks.ALL)):
+            frame = frame_bytes(encode_request(RequestHeader(unusual.api_key, 0, 1), unusual))
+            assert read_immediate(memoryview(bytearray(frame[4:]))) is None
 
 
 def test_values_stored_at_once_are_the_dataclasses_they_were() -> None:

@@ -17,8 +17,9 @@ from odradek.client import Admin, Consumer, NewTopic, Producer
 from odradek.errors import KafkaError
 from odradek.protocol.api_versions import ApiVersionsRequest
 from odradek.protocol.metadata import MetadataRequest
-from odradek.protocol.produce import ProducePartitionData, ProduceRequest
+from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
 from odradek.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
 from odradek.topic_partition import TopicPartition
 
 
@@ -101,6 +102,30 @@ def test_msgpack_requests_before_authentication_close_the_connection(
         assert header.error == 58
         with pytest.raises(ConnectionError):
             client.read_frame()
+
+
+def test_a_msgpack_produce_answered_at_once_waits_for_authentication(
+    secure: tuple[RunningBroker, Path],
+) -> None:
+    """acks=1 to one partition, the shape a connection answers from its bytes: refused (the
+    connection closed, nothing appended) before authentication, answered after it."""
+    broker, _ = secure
+    host, port = address(broker, "SASL_PLAINTEXT").split(":")
+    produce = ProduceRequest((ProducePartitionData("early", 0, batch(1)),), acks=Acks.LEADER)
+    with RawClient(socket.create_connection((host, int(port)), timeout=10)) as client:
+        client.call(SaslHandshakeRequest("PLAIN"))
+        client.call(SaslAuthenticateRequest(f"\0{USER}\0{PASSWORD}"))
+        client.call(CreateTopicsRequest((CreatableTopic("early", 1),)))
+    with RawClient(socket.create_connection((host, int(port)), timeout=10)) as client:
+        client.send(produce)
+        with pytest.raises(ConnectionError):
+            client.read_frame()
+    with RawClient(socket.create_connection((host, int(port)), timeout=10)) as client:
+        client.call(SaslHandshakeRequest("PLAIN"))
+        client.call(SaslAuthenticateRequest(f"\0{USER}\0{PASSWORD}"))
+        for expected_offset in (0, 1):
+            (answer,) = client.call(produce).partitions
+            assert (answer.error, answer.base_offset) == (0, expected_offset)
 
 
 def test_cli_commands_take_a_command_config_file(

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.frame import encode_frame_prefix
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.schema import (
     EMPTY_PAYLOAD,
@@ -94,7 +93,7 @@ def read_fetch(
     ``isolation``. None for anything else, which the schema reads. With ``at_once``, None too
     unless it is one partition's and may not wait (``max_wait_ms`` or ``min_bytes`` 0): a
     consumer's poll that, finding nothing new, a broker answers at once
-    (:func:`encode_nothing_new`), reading the entry as it is, with no objects made."""
+    (``immediate.write_nothing_new``), reading the entry as it is, with no objects made."""
     if type(header) is not dict or len(payload):
         return None
     entries = header.get("partitions")
@@ -133,36 +132,6 @@ def read_fetch(
         ):
             return None
     return entries, max_wait_ms, min_bytes, max_bytes, _ISOLATION[isolation]
-
-
-def encode_nothing_new(
-    correlation_id: int, topic: str, partition: int, high_watermark: int, log_start_offset: int
-) -> list[Payload]:
-    """The frame answering a one-partition fetch that found no records (and no error): what
-    ``encode_response`` makes of its FetchResponse, built directly."""
-    return [
-        encode_frame_prefix(
-            {
-                "id": correlation_id,
-                "error": 0,
-                "message": None,
-                "partitions": [
-                    {
-                        "topic": topic,
-                        "partition": partition,
-                        "error": 0,
-                        "message": None,
-                        "high_watermark": high_watermark,
-                        "log_start_offset": log_start_offset,
-                        "last_stable_offset": high_watermark,
-                        "size": 0,
-                    }
-                ],
-                "throttle_time_ms": 0,
-            },
-            0,
-        )
-    ]
 
 
 @stored_at_once

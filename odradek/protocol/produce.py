@@ -8,7 +8,6 @@ from enum import IntEnum
 from typing import Any, ClassVar
 
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.frame import encode_frame_prefix
 from odradek.protocol.schema import (
     EMPTY_PAYLOAD,
     INT32_MAX,
@@ -93,7 +92,7 @@ def read_produce(
     known good, then ``acks`` and ``timeout_ms``. None for anything else, which the schema
     reads. With ``at_once``, None too unless it is one partition's (the whole payload its
     records) with acks 0 or 1: one a broker may append and answer at once
-    (:func:`encode_appended`), reading the entry as it is, with no objects made."""
+    (``immediate.write_appended``), reading the entry as it is, with no objects made."""
     if type(header) is not dict:
         return None
     entries = header.get("partitions")
@@ -127,40 +126,6 @@ def read_produce(
     if total != len(payload):
         return None
     return entries, _ACKS[acks], timeout_ms
-
-
-def encode_appended(
-    correlation_id: int,
-    topic: str,
-    partition: int,
-    base_offset: int,
-    log_append_time_ms: int,
-    log_start_offset: int,
-) -> list[Payload]:
-    """The frame answering a one-partition produce whose append succeeded: what
-    ``encode_response`` makes of its ProduceResponse, built directly."""
-    return [
-        encode_frame_prefix(
-            {
-                "id": correlation_id,
-                "error": 0,
-                "message": None,
-                "partitions": [
-                    {
-                        "topic": topic,
-                        "partition": partition,
-                        "error": 0,
-                        "message": None,
-                        "base_offset": base_offset,
-                        "log_append_time_ms": log_append_time_ms,
-                        "log_start_offset": log_start_offset,
-                    }
-                ],
-                "throttle_time_ms": 0,
-            },
-            0,
-        )
-    ]
 
 
 @stored_at_once

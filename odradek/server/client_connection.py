@@ -5,6 +5,11 @@ one that must wait becomes a task of its own then (so a connection can pipeline,
 waiting for data does not hold up a produce behind it), and each response goes to the
 ResponseWriter. Responses carry the request's correlation id and may leave in any order.
 
+A produce of one partition at acks 0 or 1 and a fetch of one partition that may not wait and
+finds nothing new, sent again and again with the same head, are read by their bytes
+(``read_immediate``) and answered in a few steps, with the general path's bytes, counts and
+limits; anything else is decoded and takes the general path.
+
 Reading stops while the client is not keeping up (the transport's buffer is above its
 high-water mark, or responses queue behind a zero-copy send), while too much of its work
 is in flight, and while the broker's request memory (``queued.max.request.bytes``) is
@@ -21,13 +26,19 @@ from concurrent.futures import Executor
 from time import perf_counter
 
 from odradek.errors import KafkaError, UnknownServerError, error_code_for
-from odradek.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
-from odradek.protocol.fetch import encode_nothing_new, read_fetch
-from odradek.protocol.frame import Frame, FrameError
-from odradek.protocol.header import RequestHeader, ResponseHeader, is_common_envelope
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.frame import FrameError, decode_frame
+from odradek.protocol.header import RequestHeader, ResponseHeader
+from odradek.protocol.immediate import (
+    FETCH,
+    Immediate,
+    read_immediate,
+    write_appended,
+    write_nothing_new,
+)
 from odradek.protocol.messages import decode_request, encode_response
-from odradek.protocol.produce import Acks, encode_appended, read_produce
-from odradek.protocol.schema import Message, Payload
+from odradek.protocol.produce import Acks
+from odradek.protocol.schema import Message
 from odradek.server.connection import Connection, ConnectionRegistry, ConnectionSettings
 from odradek.server.frame_reader import FrameReader
 from odradek.server.kafka_apis import EAGER_API_KEYS, KafkaApis
@@ -40,18 +51,16 @@ from odradek.server.session import Session
 logger = logging.getLogger(__name__)
 
 
-def _supported_versions(api_key: ApiKey) -> frozenset[int]:
-    """The versions of ``api_key`` the broker answers: a set, so an immediate answer tests
-    a request's version in one step."""
-    low, high = SUPPORTED_VERSIONS[api_key]
-    return frozenset(range(low, high + 1))
+class RequestReader(FrameReader):
+    """Hands each request over as its bytes after the frame size, undecoded: a repeated
+    produce or fetch is read by its bytes (``read_immediate``), anything else decoded then.
+    A request's reservation is all of its bytes."""
+
+    decode = memoryview
+    retained_bytes = len
 
 
-_FETCH_VERSIONS = _supported_versions(ApiKey.FETCH)
-_PRODUCE_VERSIONS = _supported_versions(ApiKey.PRODUCE)
-
-
-class ClientConnection(Connection[Frame]):
+class ClientConnection(Connection[memoryview]):
     """The broker's side of one msgpack client connection."""
 
     protocol_label = "msgpack"
@@ -67,7 +76,7 @@ class ClientConnection(Connection[Frame]):
         session: Session | None = None,
     ) -> None:
         super().__init__(
-            FrameReader(settings.max_request_bytes, memory_pool),
+            RequestReader(settings.max_request_bytes, memory_pool),
             settings,
             registry,
             metrics,
@@ -99,18 +108,29 @@ class ClientConnection(Connection[Frame]):
 
     # --- requests ----------------------------------------------------------------------------
 
-    def _dispatch(self, frame: Frame) -> None:
+    def _dispatch(self, body: memoryview) -> None:
         received = perf_counter()
-        if is_common_envelope(frame.header):
-            try:
-                answer = self._answer_at_once(frame)
-            except Exception:  # answered as _handle answers a handler's failure
-                answer = self._failed_at_once(frame)
-            if answer is not None:
-                self._answered(frame, *answer, received)
-                return
-        size = len(frame.payload)
+        immediate = read_immediate(body)
+        if immediate is not None:
+            request, id_end = immediate
+            gate = self._sasl_gate
+            if gate is None or gate.allows(request.api_key):  # else refused on the general path
+                try:
+                    response = self._answer_at_once(request, body, id_end)
+                except Exception:  # answered as _handle answers a handler's failure
+                    self._answer_failure_at_once(body, received)
+                    return
+                if response is not None:
+                    # What the general path does once it has answered (see ``_handle``); the
+                    # read that brought it marked the connection active.
+                    self._memory_pool.release(len(body))
+                    if response is not True and not self._transport.is_closing():
+                        self._writer.write([response])
+                    self._request_done(request.api_key, 0, received)
+                    return
+        size = len(body)
         try:
+            frame = decode_frame(body)
             header = RequestHeader.from_header(frame.header)
         except FrameError as error:
             self._memory_pool.release(size)
@@ -138,74 +158,44 @@ class ClientConnection(Connection[Frame]):
         handling = self._handle(header, request, size, received)
         self._start(handling, size, eager=header.api_key in EAGER_API_KEYS)
 
-    def _answer_at_once(self, frame: Frame) -> tuple[int, list[Payload] | None] | None:
+    def _answer_at_once(
+        self, request: Immediate, body: memoryview, id_end: int
+    ) -> bytes | bool | None:
         """The answer, in a few steps, to a produce to one partition with acks 0 or 1 whose
         append is done at once, or to a fetch of one partition that may not wait and finds
-        nothing new: its error code (0) and response frame (None for acks=0). None for
-        anything else (another API or version, another shape, an error, a queued append, a
-        quota or an authorizer in force, a request before SASL authentication): the general
-        path, whose answer this is (held to it by tests), takes it."""
-        header, payload = frame
-        api_key = header["api"]
-        gate = self._sasl_gate
-        if gate is not None and not gate.allows(api_key):
-            return None  # refused by the general path
-        if api_key == ApiKey.FETCH and header["v"] in _FETCH_VERSIONS:
-            fetch = read_fetch(header, payload, at_once=True)
-            if fetch is None:
-                return None
-            [entry], _, _, _, isolation = fetch
-            topic, partition = entry["topic"], entry["partition"]
+        nothing new (``request``, read from ``body`` by ``read_immediate``): its response
+        frame, or True for acks=0. None when something else has a say (an error, a queued
+        append, a quota or an authorizer in force): nothing was done, and the general path,
+        whose answer this is (held to it by tests), takes it."""
+        if request.api_key == FETCH:
             offsets = self._apis.fetch_nothing_new(
-                topic, partition, entry["fetch_offset"], isolation
+                request.topic, request.partition, request.fetch_offset, request.isolation
             )
             if offsets is None:
                 return None
-            return 0, encode_nothing_new(header["id"], topic, partition, *offsets)
-        if api_key == ApiKey.PRODUCE and header["v"] in _PRODUCE_VERSIONS:
-            produce = read_produce(header, payload, at_once=True)
-            if produce is None:
-                return None
-            [entry], acks, _ = produce
-            topic, partition = entry["topic"], entry["partition"]
-            info = self._apis.produce_at_once(topic, partition, payload, acks)
-            if info is None:
-                return None
-            if acks is Acks.NONE:
-                return 0, None
-            return 0, encode_appended(
-                header["id"],
-                topic,
-                partition,
-                info.first_offset,
-                info.log_append_time_ms,
-                info.log_start_offset,
-            )
-        return None
+            return write_nothing_new(request, body, id_end, *offsets)
+        acks = request.acks
+        info = self._apis.produce_at_once(
+            request.topic, request.partition, body[len(body) - request.payload_size :], acks
+        )
+        if info is None:
+            return None
+        if acks is Acks.NONE:
+            return True
+        return write_appended(
+            request, body, id_end, info.first_offset, info.log_append_time_ms, info.log_start_offset
+        )
 
-    def _failed_at_once(self, frame: Frame) -> tuple[int, list[Payload]]:
-        """The answer to a request whose immediate path failed unexpectedly: logged, and
-        answered UNKNOWN_SERVER_ERROR, as ``_handle`` answers a handler's failure."""
-        header = RequestHeader.from_header(frame.header)
+    def _answer_failure_at_once(self, body: memoryview, received: float) -> None:
+        """A request whose immediate path failed unexpectedly: logged, and answered
+        UNKNOWN_SERVER_ERROR, as ``_handle`` answers a handler's failure."""
+        header = RequestHeader.from_header(decode_frame(body).header)
         context = RequestContext(self.peer, header, self._session)
         logger.exception("%s: %s failed", self.peer, context)
         error = UnknownServerError(f"the broker failed to handle {context}; see its log")
-        return error.code, encode_response(ResponseHeader.for_error(header.correlation_id, error))
-
-    def _answered(
-        self, frame: Frame, error_code: int, response: list[Payload] | None, received: float
-    ) -> None:
-        """What the general path does once it has answered (see ``_handle``), for an answer
-        made at once."""
-        self._memory_pool.release(len(frame.payload))
-        if response is not None and not self._transport.is_closing():
-            self._last_active = self._loop.time()
-            self._writer.write(response)
-        self._start_throttle()
-        self._record(frame.header["api"], error_code, received)
-        if self._sasl_gate is not None:
-            self._after_sasl_step(self._sasl_gate)
-        self._update_reading()
+        self._memory_pool.release(len(body))
+        self._respond(ResponseHeader.for_error(header.correlation_id, error), None)
+        self._request_done(header.api_key, error.code, received)
 
     async def _handle(
         self, header: RequestHeader, request: Message, size: int, received: float
@@ -232,15 +222,12 @@ class ClientConnection(Connection[Frame]):
             self._respond(ResponseHeader(header.correlation_id), response)
         elif response_header is not None:
             self._respond(response_header, None)
-        self._start_throttle()
-        self._record(header.api_key, error_code, received)
-        if self._sasl_gate is not None:
-            self._after_sasl_step(self._sasl_gate)
-        self._update_reading()
+        self._request_done(header.api_key, error_code, received)
 
-    def _after_sasl_step(self, gate: SaslGate) -> None:
+    def _after_authentication_step(self) -> None:
         """A response went out on a SASL listener: a failed exchange closes the connection."""
-        if gate.after_step():
+        gate = self._sasl_gate
+        if gate is not None and gate.after_step():
             self._metrics.closed_connections.labels("authentication_failed").inc()
             self._loop.create_task(self.shutdown(), name=f"close-{self.peer}")
 

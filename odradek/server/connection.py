@@ -210,6 +210,10 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
     def _end_session(self) -> None:
         """The connection is lost: stop what ``_start_session`` started."""
 
+    def _after_authentication_step(self) -> None:
+        """A response went out on a SASL listener (security hook): a failed exchange closes
+        the connection, one that succeeded lifts the limits of the unauthenticated."""
+
     # --- requests ----------------------------------------------------------------------------
 
     def _start(
@@ -232,6 +236,19 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
             self._tasks.discard(asyncio.current_task())
         self._in_flight_bytes -= size
         self._memory_pool.release(size)
+
+    def _request_done(self, api_key: int, error_code: int, received: float) -> None:
+        """What ends every request once its response is written (or refused): the quota
+        throttle it earned, the SASL exchange's outcome (``_after_authentication_step``), its
+        count and latency (``received`` is when it arrived, by ``perf_counter``), and reading
+        again if it was paused (``_update_reading``, without a call of its own)."""
+        session = self._session
+        if session is not None and (session.throttle_s or session.authenticator is not None):
+            self._start_throttle()
+            self._after_authentication_step()
+        self._record(api_key, error_code, received)
+        if self._reading_paused:
+            self._pause_or_resume_reading()
 
     def _start_throttle(self) -> None:
         """Mute the connection while the quota throttle its last request earned lasts."""

@@ -198,18 +198,6 @@ class KafkaConnection(Connection[memoryview]):
             self._finished(size)
         self._request_done(request.api_key, error_code, received)
 
-    def _request_done(self, api_key: int, error_code: int, received: float) -> None:
-        """What ends every request once its response is written: the quota throttle it
-        earned, the SASL exchange's outcome, its count and latency (``received`` is when it
-        arrived, by ``perf_counter``), and reading again if it was paused."""
-        session = self._session
-        if session is not None and (session.throttle_s or session.authenticator is not None):
-            self._start_throttle()
-            self._after_authentication_step()
-        self._record(api_key, error_code, received)
-        if self._reading_paused:  # (``_update_reading``, without a call of its own)
-            self._pause_or_resume_reading()
-
     def _failed_at_once(self, frame: memoryview, received: float) -> None:
         """A request whose immediate answer failed unexpectedly: logged, counted and the
         connection closed, as a handler's failure is on the general path (no response can
