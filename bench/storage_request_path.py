@@ -1,7 +1,8 @@
 """Thread CPU time of the storage calls one small request makes: prints figures, asserts nothing.
 
 Per produce of one single-record batch at acks=1 the broker calls ``LogManager.get_log``,
-``Log.append``, ``Log.log_end_offset_metadata`` and ``Log.maybe_increment_high_watermark``;
+``Log.append`` committing (older versions: ``Log.append``, ``Log.log_end_offset_metadata`` and
+``Log.maybe_increment_high_watermark``);
 per fetch that finds nothing new, ``get_log``, ``Log.log_end_offset`` and ``Log.read`` at
 the high watermark. This times each call alone (thread CPU, best of ``--rounds``), so two
 versions of the storage layer can be compared call by call. Run it from each checkout in turn,
@@ -19,6 +20,7 @@ Usage: python bench/storage_request_path.py [--calls N] [--rounds N] [--label TE
 from __future__ import annotations
 
 import argparse
+import inspect
 import shutil
 import tempfile
 import time
@@ -30,6 +32,7 @@ from odradek.clock import SYSTEM_CLOCK
 from odradek.config.broker_config import BrokerConfig
 from odradek.record.record_batch_builder import build_batch
 from odradek.storage.fetch_data_info import FetchIsolation
+from odradek.storage.log import Log
 from odradek.storage.log_manager import LogManager
 from odradek.storage.topic_admin import TopicAdmin
 from odradek.topic_partition import TopicPartition
@@ -65,9 +68,16 @@ def main() -> None:
         batch = build_batch([(SYSTEM_CLOCK.milliseconds(), None, b"v" * 100, ())])
         log.append(batch)
 
-        def produce() -> None:
-            log.append(batch)
-            log.maybe_increment_high_watermark(log.log_end_offset_metadata)
+        if "commit" in inspect.signature(Log.append).parameters:
+
+            def produce() -> None:  # the HW raise made by the append itself
+                log.append(batch, commit=True)
+
+        else:  # an older version: the raise after the append
+
+            def produce() -> None:
+                log.append(batch)
+                log.maybe_increment_high_watermark(log.log_end_offset_metadata)
 
         for _ in range(100):
             produce()

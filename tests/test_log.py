@@ -21,6 +21,7 @@ from odradek.errors import (
     RecordListTooLargeError,
 )
 from odradek.record.record_batch import NO_TIMESTAMP
+from odradek.record.record_batch_builder import build_batch
 from odradek.storage import log_file_names as names
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
@@ -170,6 +171,38 @@ def test_the_high_watermark_stays_within_the_log_while_raised_and_truncated(
             range(log.log_end_offset)
         )
         assert seen
+
+
+def test_a_committing_append_moves_the_high_watermark_as_a_raise_after_it_would(
+    partition_dir: Path,
+) -> None:
+    """``append(commit=True)`` (acks 0/1) leaves the HW where ``maybe_increment_high_watermark``
+    of the new end would: at the end with its position, over uncommitted appends before it
+    (acks=all), across a roll and for a retried batch; a refused append moves nothing."""
+    idempotent = build_batch(
+        [(BASE_TIME_MS, b"k", b"v", ())], producer_id=7, producer_epoch=0, base_sequence=0
+    )
+    with open_log(partition_dir, LogConfig(segment_bytes=300)) as log:
+        log.append(batch(2))
+        assert log.high_watermark == 0
+        log.append(batch(3), commit=True)
+        assert log.high_watermark == 5
+        assert log._high_watermark == log.log_end_offset_metadata
+        for _ in range(4):  # rolls a segment of 300 bytes on the way
+            log.append(batch(2))
+            log.append(batch(1), commit=True)
+            assert log._high_watermark == log.log_end_offset_metadata
+        assert log.number_of_segments > 1
+        log.append(idempotent)
+        end = log.log_end_offset
+        assert log.high_watermark == end - 1
+        retried = log.append(idempotent, commit=True)  # a duplicate: nothing written
+        assert (retried.first_offset, log.log_end_offset) == (end - 1, end)
+        assert log.high_watermark == end
+        with pytest.raises(RecordListTooLargeError):
+            log.append(batch(1, value_size=400), commit=True)
+        assert log.high_watermark == log.log_end_offset == end
+        assert [r.offset for r in records_of(log.read(end - 1, 1 << 30))] == [end - 1]
 
 
 def test_read_out_of_range_names_the_valid_range(partition_dir: Path) -> None:

@@ -245,21 +245,21 @@ def test_the_index_maps_are_given_back_before_a_resize_or_close(
     tmp_path: Path, implementation: type
 ) -> None:
     segment = open_segment(tmp_path, implementation)
-    state = segment._append_state
+    state = segment.append_state
     assert type(state) is implementation
     with pytest.raises(RuntimeError, match="append state"):
         segment.offset_index.truncate()  # the entries are the state's while it is lent
     with pytest.raises(BufferError):
         segment.offset_index._unmap()  # its buffer pins the map
     segment.resize_indexes(4096)  # takes the state back first
-    assert state.released and segment._append_state is None
+    assert state.released and segment.append_state is None
     assert segment.offset_index.entries == 1
     segment.close()
 
 
 def test_a_released_state_takes_no_appends_and_still_answers(tmp_path: Path, implementation):
     segment = open_segment(tmp_path, implementation)
-    state = segment._append_state
+    state = segment.append_state
     size = state.size
     segment.close()
     assert state.released and state.size == size
@@ -273,7 +273,7 @@ def test_records_that_do_not_frame_are_refused_before_any_write(
     tmp_path: Path, implementation: type
 ) -> None:
     segment = open_segment(tmp_path, implementation)
-    state = segment._append_state
+    state = segment.append_state
     size = state.size
     records, _, _ = assigned(batch(2), 6)
     for broken in (records[:-1], records + b"\x00" * 10, bytes(records[:8]) + b"\xff" * 60):
@@ -287,7 +287,7 @@ def test_a_write_cut_short_by_the_kernel_is_cut_back_and_raises_its_errno(
     tmp_path: Path, implementation: type
 ) -> None:
     segment = open_segment(tmp_path, implementation)
-    state = segment._append_state
+    state = segment.append_state
     before = facts(segment)
     records, _, _ = assigned(batch(20, value_size=200), 6)
     with file_size_limit(state.size + len(records) // 2):

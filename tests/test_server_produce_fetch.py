@@ -318,9 +318,9 @@ def test_large_append_completes_and_commits_when_its_client_vanishes(
     create_topic(broker, "abandoned", 1)
     original_append = Log.append
 
-    def slow_append(self: Log, records: bytes, leader_epoch: int = 0) -> object:
+    def slow_append(self: Log, records: bytes, leader_epoch: int = 0, **kwargs: bool) -> object:
         time.sleep(0.2)  # still writing when the client goes
-        return original_append(self, records, leader_epoch)
+        return original_append(self, records, leader_epoch, **kwargs)
 
     monkeypatch.setattr(Log, "append", slow_append)
     large = batch(1, value_size=100_000)  # appended on a thread
@@ -347,10 +347,10 @@ def test_batches_expanding_far_are_validated_on_an_append_thread_that_yields_to_
     original_append = Log.append
     appended_on: list[tuple[str, int]] = []
 
-    def recorded_append(self: Log, records: bytes, leader_epoch: int = 0) -> object:
+    def recorded_append(self: Log, records: bytes, leader_epoch: int = 0, **kwargs: bool) -> object:
         niceness = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
         appended_on.append((threading.current_thread().name, niceness))
-        return original_append(self, records, leader_epoch)
+        return original_append(self, records, leader_epoch, **kwargs)
 
     monkeypatch.setattr(Log, "append", recorded_append)
     now = int(time.time() * 1000)

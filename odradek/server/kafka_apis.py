@@ -61,6 +61,7 @@ class KafkaApis:
         self._metrics = metrics
         self._quotas = quotas
         self._authorization = ApiAuthorization(authorizer or Authorizer())
+        self._authorizer = self._authorization.authorizer  # at hand for the immediate answers
         self._api_versions = api_versions
         self._replicas = replica_manager
         replicas, admin = replica_manager, admin_manager
@@ -111,7 +112,7 @@ class KafkaApis:
         say in its answer: a protocol may then answer it directly, as ``handle`` would. None
         otherwise: call ``handle``. See ``ReplicaManager.nothing_new``."""
         quotas = self._quotas
-        if self._authorization.authorizer.enabled or (quotas is not None and quotas.enabled):
+        if self._authorizer.enabled or (quotas is not None and quotas.enabled):
             return None
         return self._replicas.nothing_new(topic, partition, fetch_offset, isolation)
 
@@ -123,7 +124,7 @@ class KafkaApis:
         a protocol may then answer it directly, as ``handle`` would. None when nothing was
         written: call ``handle``. See ``ReplicaManager.append_at_once``."""
         quotas = self._quotas
-        if self._authorization.authorizer.enabled or (quotas is not None and quotas.enabled):
+        if self._authorizer.enabled or (quotas is not None and quotas.enabled):
             return None
         return self._replicas.append_at_once(topic, partition, records, acks)
 

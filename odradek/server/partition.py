@@ -5,10 +5,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from concurrent.futures import Executor
+from functools import partial
 
 from odradek.errors import KafkaError
 from odradek.protocol.produce import Acks
-from odradek.record.record_batch import decompresses_within
+from odradek.record.record_batch import (
+    ATTRIBUTES_OFFSET,
+    BATCH_LENGTH_OFFSET,
+    COMPRESSION_CODEC_MASK,
+    LOG_OVERHEAD,
+    RECORDS_OFFSET,
+    decompresses_within,
+)
 from odradek.server.group_commit import GroupCommit
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log import Log
@@ -29,9 +37,17 @@ milliseconds. Found by decompressing no further than this, a fraction of a milli
 
 
 def _runs_inline(records: bytes | memoryview) -> bool:
-    return len(records) <= INLINE_APPEND_MAX_BYTES and decompresses_within(
-        records, INLINE_DECOMPRESSED_MAX_BYTES
-    )
+    size = len(records)
+    if size > INLINE_APPEND_MAX_BYTES:
+        return False
+    if (
+        size > RECORDS_OFFSET
+        and not records[ATTRIBUTES_OFFSET + 1] & COMPRESSION_CODEC_MASK
+        and int.from_bytes(records[BATCH_LENGTH_OFFSET : BATCH_LENGTH_OFFSET + 4], "big")
+        == size - LOG_OVERHEAD
+    ):
+        return True  # one uncompressed batch (what a producer sends a partition): no expansion
+    return decompresses_within(records, INLINE_DECOMPRESSED_MAX_BYTES)
 
 
 class Partition:
@@ -68,10 +84,7 @@ class Partition:
         them is written then)."""
         if self._last_append is not None or not _runs_inline(records):
             return None
-        log = self.log  # as _append_now, in one step: most appends come this way
-        info = log.append(records)
-        if acks is not Acks.ALL:
-            log.maybe_increment_high_watermark(log.log_end_offset_metadata)
+        info = self.log.append(records, commit=acks is not Acks.ALL)  # as _append_now
         self._on_offsets_moved(self.topic_partition)
         return info
 
@@ -109,8 +122,9 @@ class Partition:
         if _runs_inline(records):
             return self._append_now(records, acks)
         loop = asyncio.get_running_loop()
-        info = await loop.run_in_executor(self._append_executor, self.log.append, records)
-        self._appended(acks)
+        append = partial(self.log.append, records, commit=acks is not Acks.ALL)
+        info = await loop.run_in_executor(self._append_executor, append)
+        self._on_offsets_moved(self.topic_partition)
         return info
 
     def _forget_last_append(self, append: asyncio.Task[LogAppendInfo]) -> None:
@@ -120,14 +134,11 @@ class Partition:
             append.exception()  # read here too: a cancelled caller leaves it unread
 
     def _append_now(self, records: bytes | memoryview, acks: Acks) -> LogAppendInfo:
-        info = self.log.append(records)
-        self._appended(acks)
-        return info
-
-    def _appended(self, acks: Acks) -> None:
-        if acks is not Acks.ALL:
-            self.log.maybe_increment_high_watermark(self.log.log_end_offset_metadata)
+        """The append, with the HW following the log end at acks 0 or 1 (the Log moves it
+        in the same step), and the waiting fetches told."""
+        info = self.log.append(records, commit=acks is not Acks.ALL)
         self._on_offsets_moved(self.topic_partition)
+        return info
 
     def durable(self, last_offset: int) -> asyncio.Future[None]:
         """Done once ``last_offset`` is fsync'ed (shared with other waiters: group commit)."""

@@ -85,6 +85,9 @@ class ReplicaManager:
         self._flush_executor = flush_executor
         self._io_executor = io_executor
         self._partitions: dict[tuple[str, int], Partition] = {}
+        # The LogManager's serving_changes when the logs of _partitions were last checked
+        # to be the ones it serves: while it stands still they are, and a lookup is one get.
+        self._checked_serving = log_manager.serving_changes
         self._purgatory = DelayedFetchPurgatory()
         self._shutting_down = False
 
@@ -105,10 +108,11 @@ class ReplicaManager:
     def partition(self, topic: str, number: int) -> Partition:
         """The partition ``topic-number``; raises INVALID_TOPIC_EXCEPTION,
         UNKNOWN_TOPIC_OR_PARTITION or KAFKA_STORAGE_ERROR."""
+        if self._checked_serving != self._log_manager.serving_changes:
+            self._forget_unserved_partitions()
         partition = self._partitions.get((topic, number))
         if partition is not None:
-            if self._log_manager.get_log(partition.topic_partition) is partition.log:
-                return partition
+            return partition
         tp = TopicPartition(topic, number)
         partition = Partition(
             self._log_manager.get_log(tp),
@@ -118,6 +122,20 @@ class ReplicaManager:
         )
         self._partitions[(topic, number)] = partition
         return partition
+
+    def _forget_unserved_partitions(self) -> None:
+        """Drop the partitions whose log the LogManager no longer serves (deleted, offline,
+        or replaced by a new topic of the same name): their next lookup makes them anew from
+        what it serves, or raises its error."""
+        log_manager = self._log_manager
+        self._checked_serving = log_manager.serving_changes  # (read first: later changes show)
+        for key, partition in list(self._partitions.items()):
+            try:
+                served = log_manager.get_log(partition.topic_partition) is partition.log
+            except KafkaError:
+                served = False
+            if not served:
+                del self._partitions[key]
 
     def forget_topic(self, topic: str) -> None:
         """Drop the partitions of a deleted topic."""

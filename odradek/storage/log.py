@@ -280,12 +280,19 @@ class Log:
     # --- append ------------------------------------------------------------------------------
 
     def append(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int = 0
+        self,
+        records: bytes | bytearray | memoryview,
+        leader_epoch: int = 0,
+        *,
+        commit: bool = False,
     ) -> LogAppendInfo:
         """Validate ``records``, give them offsets from the log end and write them (design §4).
 
         A request is written whole or not at all: every check runs before the first byte is
-        written, and a failed write is cut back by the segment.
+        written, and a failed write is cut back by the segment. With ``commit`` the high
+        watermark then moves up to the new log end, as ``maybe_increment_high_watermark``
+        would move it, in the same step: what a single replica does after an acks 0 or 1
+        append (acks=all commits once the records are flushed).
         """
         with self._lock:
             now_ms = self._clock.milliseconds()
@@ -308,6 +315,8 @@ class Log:
                 if not noted:
                     producer_append = self.producer_state.analyze(validated.records)
                     if producer_append.duplicate is not None:
+                        if commit:
+                            self.maybe_increment_high_watermark(self._next_offset_metadata)
                         return self._duplicate_append_info(producer_append, config)
             size_in_bytes, last_offset = validated.size_in_bytes, validated.last_offset
             if size_in_bytes > config.segment_bytes:
@@ -316,12 +325,23 @@ class Log:
                     f"fit a segment of segment.bytes={config.segment_bytes}"
                 )
             try:
-                segment = self._segments.active_segment
-                if not segment.try_append(
-                    config, last_offset, validated.max_timestamp, validated.records, now_ms
+                # The segment's roll check and write in one call on its append state (what
+                # LogSegment.try_append does, without that call around it: every append).
+                segment = self._segments.last  # (a log always has its active segment)
+                state = segment.append_state or segment.lend_append_state()
+                if state.try_append(
+                    validated.records,
+                    last_offset,
+                    validated.max_timestamp,
+                    now_ms,
+                    config.segment_bytes,
+                    config.segment_ms,
                 ):
+                    segment_size = state.size  # (the segment's file size, which it owns now)
+                else:
                     segment = self.roll()
                     segment.append(last_offset, validated.records)
+                    segment_size = segment.log.size_in_bytes
             except OSError as error:
                 raise self._storage_error("append", error) from error
             if noted:
@@ -335,13 +355,22 @@ class Log:
             if self._high_watermark.message_offset < end:
                 # The end moves up past the HW, which stays: the new end is all there is to
                 # set (_update_log_end_offset's common case, made without its call).
-                self._next_offset_metadata = _new_tuple(
-                    LogOffsetMetadata, (end, segment.base_offset, segment.log.size_in_bytes)
+                end_metadata = self._next_offset_metadata = _new_tuple(
+                    LogOffsetMetadata, (end, segment.base_offset, segment_size)
                 )
             else:
                 self._update_log_end_offset(end, segment)
+                end_metadata = None
             if end - self._recovery_point >= config.flush_messages:
                 self.flush(end)
+            if commit:
+                if end_metadata is not None:
+                    # Up from below the new end to it: maybe_increment_high_watermark's
+                    # common case, under the same lock, without its checks (they hold).
+                    with self._high_watermark_lock:
+                        self._high_watermark = end_metadata
+                else:
+                    self.maybe_increment_high_watermark(self._next_offset_metadata)
             return _new_tuple(
                 LogAppendInfo,
                 (

@@ -25,6 +25,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import count
 from operator import attrgetter
 from pathlib import Path
 from typing import TypeVar
@@ -114,6 +115,11 @@ class LogManager:
         # lock, except that a failing directory's logs leave it without it (see
         # _on_log_dir_offline); get_log checks the long way whatever it misses.
         self._serving: dict[TopicPartition, Log] = {}
+        self._serving_change_numbers = count(1)
+        self.serving_changes = 0
+        """A number that changes (to one never used before) after each change of the logs
+        get_log returns: whoever keeps logs it got may keep them while this stands still,
+        and asks get_log again when it moves."""
         self._offline_partitions: dict[TopicPartition, Path] = {}
         # Indexes kept beside the two maps above so that lookups and placement cost no scan.
         self._partitions_by_topic: dict[str, set[TopicPartition]] = {}  # online and offline
@@ -156,6 +162,7 @@ class LogManager:
                 _close_quietly(log, log.close_handlers)
             self._logs.clear()
             self._serving.clear()
+            self._serving_changed()
             self._release_locks()
             self.scheduler.shutdown()
             raise
@@ -314,14 +321,17 @@ class LogManager:
         seen offline here."""
         tp = log.topic_partition
         self._serving[tp] = log
+        self._serving_changed()
         if self.failure_channel.is_offline(log.log_dir):
             self._serving.pop(tp, None)
+            self._serving_changed()
 
     def _unregister_locked(self, log: Log) -> None:
         """Forget ``log`` (deleted); call with the lock held."""
         tp = log.topic_partition
         del self._logs[tp]
         self._serving.pop(tp, None)
+        self._serving_changed()
         self._partition_counts[log.log_dir] -= 1
         partitions = self._partitions_by_topic[tp.topic]
         partitions.discard(tp)
@@ -457,6 +467,11 @@ class LogManager:
         if log is not None:
             return log
         return self._get_log_not_serving(tp)
+
+    def _serving_changed(self) -> None:
+        """Number the change just made to ``_serving`` (after it: see ``serving_changes``).
+        A fresh number each time, so that no race of two changes leaves one unseen."""
+        self.serving_changes = next(self._serving_change_numbers)
 
     def _get_log_not_serving(self, tp: TopicPartition) -> Log:
         """get_log for a partition not in ``_serving``: absent, offline, or dropped by a
@@ -781,6 +796,7 @@ class LogManager:
         for log in list(self._logs.values()):
             if log.log_dir == log_dir and self._serving.get(log.topic_partition) is log:
                 self._serving.pop(log.topic_partition, None)
+        self._serving_changed()
         self.scheduler.schedule(f"log-dir-offline-{log_dir}", lambda: self._close_logs_in(log_dir))
         if self.cleaner is not None:
             self.cleaner.handle_log_dir_failure(log_dir)
@@ -792,6 +808,7 @@ class LogManager:
                 del self._logs[log.topic_partition]
                 self._serving.pop(log.topic_partition, None)
                 self._offline_partitions[log.topic_partition] = log_dir
+            self._serving_changed()
             self._partition_counts[log_dir] = 0
         for log in logs:
             _close_quietly(log, log.close_handlers)

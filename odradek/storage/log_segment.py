@@ -70,10 +70,10 @@ class LogSegment:
         self._time_indexed: tuple[int, int] | None = None
         self._checked_indexes: tuple[OffsetIndex, TimeIndex] | None = None
         self._index_check_lock = threading.Lock()
-        # While the segment takes appends: the state that owns what they change (see
-        # _lend_append_state), lent on the first append and taken back before anything else
-        # changes the files.
-        self._append_state: AppendState | None = None
+        self.append_state: AppendState | None = None
+        """While the segment takes appends: the state that owns what they change (see
+        ``lend_append_state``), lent on the first append and taken back before anything else
+        changes the files. Read, never set, outside the segment: the Log's append calls it."""
         self._closed = False
         self._close_lock = threading.Lock()  # a background flush never meets a half-closed file
 
@@ -159,7 +159,7 @@ class LogSegment:
         return self._max_timestamp_and_offset_pair()[0]
 
     def _max_timestamp_and_offset_pair(self) -> tuple[int, int]:
-        state = self._append_state
+        state = self.append_state
         if state is not None:
             return state.max_timestamp_and_offset
         latest = self._max_timestamp_and_offset
@@ -206,11 +206,11 @@ class LogSegment:
     def _write(self, records: bytes | bytearray | memoryview, write_through: bool) -> None:
         """``append`` once its checks passed: the write at the end of the file and the index
         entries due, by the segment's append state."""
-        (self._append_state or self._lend_append_state()).append(records, write_through)
+        (self.append_state or self.lend_append_state()).append(records, write_through)
 
     # --- the append state --------------------------------------------------------------------
 
-    def _lend_append_state(self) -> AppendState:
+    def lend_append_state(self) -> AppendState:
         """Hand the facts an append reads and changes to a ``SegmentAppendState`` (the C type
         when it is built), which owns them until ``_take_back_append_state``: the file's size,
         both indexes' entry counts and last entries, and the segment's counters. The file and
@@ -248,14 +248,14 @@ class LogSegment:
         log.lend_to(state)
         offset_index.lend_to(state)
         time_index.lend_to(state)
-        self._append_state = state
+        self.append_state = state
         return state
 
     def _take_back_append_state(self) -> None:
         """Own the append state's facts again and let it give back its buffers on the index
         maps: before anything but an append changes the files (roll, truncation, recovery,
         resize, close)."""
-        state = self._append_state
+        state = self.append_state
         if state is None:
             return
         self._bytes_since_last_index_entry = state.bytes_since_last_index_entry
@@ -266,12 +266,12 @@ class LogSegment:
         if self._checked_indexes is not None:
             for index in self._checked_indexes:
                 index.take_back()
-        self._append_state = None
+        self.append_state = None
         state.release()
 
     @property
     def bytes_since_last_index_entry(self) -> int:
-        state = self._append_state
+        state = self.append_state
         if state is None:
             return self._bytes_since_last_index_entry
         return state.bytes_since_last_index_entry
@@ -280,7 +280,7 @@ class LogSegment:
     def rolling_based_timestamp(self) -> int | None:
         """The first batch's max timestamp, which the roll check ages the segment by (None
         until known)."""
-        state = self._append_state
+        state = self.append_state
         return self._rolling_based_timestamp if state is None else state.rolling_based_timestamp
 
     def _observe_batch(self, max_timestamp: int, last_offset: int) -> None:
@@ -306,7 +306,7 @@ class LogSegment:
         or a relative offset overflow. Kafka passes these in a RollParams; they come as
         arguments here, and check and write are one call, because this runs on every append.
         """
-        state = self._append_state or self._lend_append_state()
+        state = self.append_state or self.lend_append_state()
         return state.try_append(
             records,
             largest_offset,
@@ -330,7 +330,7 @@ class LogSegment:
             first = next(self.log.batch_headers(0), None)
             if first is not None:
                 rolling_based_timestamp = first[1].max_timestamp
-                if self._append_state is None:
+                if self.append_state is None:
                     self._rolling_based_timestamp = rolling_based_timestamp
         if rolling_based_timestamp is not None and rolling_based_timestamp >= 0:
             return message_timestamp - rolling_based_timestamp

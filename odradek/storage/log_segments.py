@@ -17,6 +17,10 @@ class LogSegments:
 
     def __init__(self) -> None:
         self._snapshot: tuple[tuple[int, ...], dict[int, LogSegment]] = ((), {})
+        self.last: LogSegment | None = None
+        """The segment with the largest base offset (the active one), None when there is
+        none: an attribute, not a property, because every append reads it (under the Log's
+        lock, which every change here is made under as well)."""
 
     @property
     def _bases(self) -> tuple[int, ...]:
@@ -41,7 +45,9 @@ class LogSegments:
         self._publish({})
 
     def _publish(self, by_base: dict[int, LogSegment]) -> None:
-        self._snapshot = (tuple(sorted(by_base)), by_base)
+        bases = tuple(sorted(by_base))
+        self._snapshot = (bases, by_base)
+        self.last = by_base[bases[-1]] if bases else None
 
     def get(self, base_offset: int) -> LogSegment | None:
         return self._by_base.get(base_offset)
@@ -83,16 +89,11 @@ class LogSegments:
         return by_base[bases[0]] if bases else None
 
     @property
-    def last_segment(self) -> LogSegment | None:
-        bases, by_base = self._snapshot
-        return by_base[bases[-1]] if bases else None
-
-    @property
     def active_segment(self) -> LogSegment:
-        bases, by_base = self._snapshot  # as last_segment, without its call: read every append
-        if not bases:
+        last = self.last
+        if last is None:
             raise LookupError("the log has no segment")
-        return by_base[bases[-1]]
+        return last
 
     def floor_segment(self, offset: int) -> LogSegment | None:
         """The segment with the largest base offset <= ``offset``."""
