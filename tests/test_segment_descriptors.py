@@ -7,13 +7,14 @@ from __future__ import annotations
 import gc
 import os
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from log_helpers import append, batch, open_log, read_all, records_of
-from log_manager_helpers import broker_config, running, topic_admin, wait_until
+from log_manager_helpers import broker_config, running, topic_admin
 
 from odradek.config.log_config import LogConfig
 from odradek.storage import segment_append_state
@@ -53,9 +54,17 @@ def descriptors_under(directory: Path) -> list[str]:
 
 def settled_descriptors_under(directory: Path, bound: int) -> list[str]:
     """``descriptors_under`` once at most ``bound`` (the flushes that follow each roll run on
-    a scheduler thread and hold a descriptor while they run)."""
-    wait_until(lambda: len(_collected_descriptors_under(directory)) <= bound)
+    a scheduler thread and hold a descriptor while they run, as long as a busy disk makes
+    their fsyncs last); fails naming the files still open after ``SETTLE_S``."""
+    deadline = time.monotonic() + SETTLE_S
+    while len(held := _collected_descriptors_under(directory)) > bound:
+        if time.monotonic() > deadline:
+            pytest.fail(f"{len(held)} descriptors open after {SETTLE_S} s, not {bound}: {held}")
+        time.sleep(0.05)
     return descriptors_under(directory)
+
+
+SETTLE_S = 30.0
 
 
 def _collected_descriptors_under(directory: Path) -> list[str]:
