@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from odradek.errors import InvalidRequestError
@@ -178,6 +179,13 @@ class ByteReader:
         if position < self.end and self._data[position] == 0:  # none: nearly always
             self.position = position + 1
             return
+        for tag, size in self.tagged_fields(what):
+            self._take(size, f"{what} tag {tag}")
+
+    def tagged_fields(self, what: str = "tagged fields") -> Iterator[tuple[int, int]]:
+        """Each field of a tagged-field section as ``(tag, size)``, tags checked to increase
+        and sizes to fit; the caller reads or skips each field's ``size`` bytes before the
+        next."""
         count = self.check_length(self.unsigned_varint(what), False, what)
         last_tag = -1
         for _ in range(count):
@@ -185,5 +193,4 @@ class ByteReader:
             if tag <= last_tag:
                 raise self.fail(f"{what}: tag {tag} after tag {last_tag} (tags must increase)")
             last_tag = tag
-            size = self.check_length(self.unsigned_varint(what), False, f"{what} tag {tag}")
-            self._take(size, f"{what} tag {tag}")
+            yield tag, self.check_length(self.unsigned_varint(what), False, f"{what} tag {tag}")

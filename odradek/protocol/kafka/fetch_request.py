@@ -246,14 +246,7 @@ def _skip_top_level_tagged_fields(reader: ByteReader) -> None:
     if reader.remaining > 0 and reader.peek() == 0:  # none: nearly always
         reader.skip(1, what)
         return
-    count = reader.check_length(reader.unsigned_varint(what), False, what)
-    last_tag = -1
-    for _ in range(count):
-        tag = reader.unsigned_varint(what)
-        if tag <= last_tag:
-            raise reader.fail(f"{what}: tag {tag} after tag {last_tag} (tags must increase)")
-        last_tag = tag
-        size = reader.check_length(reader.unsigned_varint(what), False, f"{what} tag {tag}")
+    for tag, size in reader.tagged_fields(what):
         if tag != CLUSTER_ID_TAG:
             reader.skip(size, f"{what} tag {tag}")
             continue

@@ -156,14 +156,7 @@ def read_entity(reader: ByteReader, spec: EntitySpec, path: str = "") -> dict[st
 
 def _read_tagged(reader: ByteReader, spec: EntitySpec, values: dict, path: str) -> None:
     what = f"{path}tagged fields"
-    count = reader.check_length(reader.unsigned_varint(what), False, what)
-    last_tag = -1
-    for _ in range(count):
-        tag = reader.unsigned_varint(what)
-        if tag <= last_tag:
-            raise reader.fail(f"{what}: tag {tag} after tag {last_tag} (tags must increase)")
-        last_tag = tag
-        size = reader.check_length(reader.unsigned_varint(what), False, f"{what} tag {tag}")
+    for tag, size in reader.tagged_fields(what):
         field = spec.tagged.get(tag)
         if field is None:
             reader.skip(size, f"{what} tag {tag}")
