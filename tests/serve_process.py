@@ -20,9 +20,20 @@ START_TIMEOUT_S = 30.0
 
 def free_port() -> int:
     """A loopback port nothing listens on now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` different loopback ports nothing listens on now (each held until all are
+    picked: ports picked one after another may be the same one twice)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def serve_command(data_dir: Path, port: int, metrics_port: int, *args: str) -> list[str]:
@@ -45,7 +56,7 @@ class ServeProcess:
         preexec_fn: Callable[[], None] | None = None,
         env: Mapping[str, str] | None = None,
     ) -> None:
-        self.port, self.metrics_port = free_port(), free_port()
+        self.port, self.metrics_port = free_ports(2)
         command = serve_command(data_dir, self.port, self.metrics_port, *args)
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.process = subprocess.Popen(

@@ -235,7 +235,7 @@ def test_a_member_rides_out_a_broker_restart(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = tmp_path / "data"
-    ports = [serve_process.free_port(), serve_process.free_port()]
+    ports = serve_process.free_ports(2)
     same_ports = itertools.cycle(ports)  # both brokers listen where the member connects
     monkeypatch.setattr(serve_process, "free_port", lambda: next(same_ports))
     with ServeProcess(data, *BROKER_SETTINGS) as broker:

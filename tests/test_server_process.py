@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from serve_process import ServeProcess, free_port, serve_command
+from serve_process import ServeProcess, free_ports, serve_command
 from server_helpers import RawClient, batch, read_partition
 
 from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
@@ -106,7 +106,7 @@ def test_signal_stops_cleanly_and_the_next_start_skips_recovery(
 def test_a_second_broker_on_the_same_log_dir_is_refused_in_one_line(tmp_path: Path) -> None:
     broker = ServeProcess(tmp_path / "data")
     try:
-        command = serve_command(tmp_path / "data", free_port(), free_port())
+        command = serve_command(tmp_path / "data", *free_ports(2))
         second = subprocess.run(command, capture_output=True, text=True, timeout=60)
     finally:
         broker.stop(signal.SIGTERM)
