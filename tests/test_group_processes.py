@@ -3,7 +3,6 @@ running odradek's own consumer. Membership changes, killed members, a killed bro
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import signal
@@ -235,9 +234,8 @@ def test_a_member_rides_out_a_broker_restart(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = tmp_path / "data"
-    ports = serve_process.free_ports(2)
-    same_ports = itertools.cycle(ports)  # both brokers listen where the member connects
-    monkeypatch.setattr(serve_process, "free_port", lambda: next(same_ports))
+    ports = serve_process.free_ports(2)  # both brokers listen where the member connects
+    monkeypatch.setattr(serve_process, "free_ports", lambda count: ports[:count])
     with ServeProcess(data, *BROKER_SETTINGS) as broker:
         with Admin(bootstrap_servers=broker.bootstrap) as admin:
             admin.create_topics([NewTopic(TOPIC, PARTITIONS)])
