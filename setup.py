@@ -10,6 +10,7 @@ sdist carries them and a wheel built from it compiles every module.
 from setuptools import Extension, setup
 
 NATIVE_HEADERS = ["odradek/_native/crc32c.h", "odradek/_native/kafka_format.h"]
+VALIDATION_HEADERS = [*NATIVE_HEADERS, "odradek/_native/batch_validation.h"]
 
 
 def native_module(name: str, source: str, headers: list[str]) -> Extension:
@@ -27,13 +28,14 @@ setup(
     ext_modules=[
         # The append path's record walk, batch checks and CRC-32C.
         native_module(
-            "odradek.record._record_scan", "odradek/record/_record_scan.c", NATIVE_HEADERS
+            "odradek.record._record_scan", "odradek/record/_record_scan.c", VALIDATION_HEADERS
         ),
-        # The active segment's append state: roll check, write and index entries in one call.
+        # The active segment's append state: roll check, write and index entries in one call
+        # (and for the common request, its validation too).
         native_module(
             "odradek.storage._segment_append_state",
             "odradek/storage/_segment_append_state.c",
-            ["odradek/_native/kafka_format.h"],
+            VALIDATION_HEADERS,
         ),
         # A partition's producers: the idempotent append's check in one call.
         native_module(
