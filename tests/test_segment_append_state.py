@@ -14,6 +14,7 @@ import errno
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,7 +27,11 @@ from hypothesis_budget import examples
 
 from odradek.clock import MockClock
 from odradek.config.log_config import LogConfig
+from odradek.record.compression import CompressionType
+from odradek.record.record_batch_builder import build_batch
 from odradek.storage import segment_append_state
+from odradek.storage.log_append_info import LogAppendInfo
+from odradek.storage.log_offset_metadata import LogOffsetMetadata
 from odradek.storage.log_segment import LogSegment
 from odradek.storage.log_validator import validate_and_assign_offsets
 from odradek.storage.segment_append_state import PythonSegmentAppendState
@@ -72,6 +77,30 @@ def facts(segment: LogSegment) -> dict[str, object]:
         "rolling timestamp": segment.rolling_based_timestamp,
         "lookup": [offset_index.lookup(offset) for offset in (0, 5, 50, 500)],
     }
+
+
+REQUEST_FAULTS = ("two batches", "producer", "compressed", "bad crc", "keyless", "torn")
+
+
+def produce_request(shape: str, count: int, value_size: int, timestamp: int) -> bytes:
+    """A producer's request: one plain batch of no producer, or one ``append_batch`` declines
+    (a fault, or a shape the general path takes: several batches, a producer id, compression)."""
+    if shape == "producer":
+        records = [(timestamp + i, b"k", b"v" * value_size, ()) for i in range(count)]
+        return build_batch(records, producer_id=5, producer_epoch=0, base_sequence=0)
+    if shape == "compressed":
+        records = [(timestamp + i, b"k", b"v" * value_size, ()) for i in range(count)]
+        return build_batch(records, compression=CompressionType.GZIP)
+    request = batch(count, timestamp=timestamp, value_size=value_size)
+    if shape == "two batches":
+        return request + batch(1, timestamp=timestamp, value_size=value_size)
+    if shape == "bad crc":
+        return request[:-1] + bytes([request[-1] ^ 1])
+    if shape == "keyless":  # declined where keys are required (a compacted topic)
+        return batch(count, timestamp=timestamp, value_size=value_size, key=None)
+    if shape == "torn":
+        return request[:-3]
+    return request
 
 
 def files(directory: Path) -> dict[str, bytes]:
@@ -131,7 +160,7 @@ class BothImplementations(RuleBasedStateMachine):
         batches=st.lists(
             st.tuples(st.integers(1, 12), st.integers(0, 120), st.integers(-3, 40)),
             min_size=1,
-            max_size=4,
+            max_size=12,  # (past the C framing's room on the stack for 8)
         ),
         clock_step=st.integers(0, 6000),
     )
@@ -161,6 +190,76 @@ class BothImplementations(RuleBasedStateMachine):
             self._roll()
             self._each(lambda segment: segment.append(next_offset - 1, requests))
         self.next_offset = next_offset
+
+    @rule(
+        count=st.integers(1, 12),
+        value_size=st.integers(0, 120),
+        timestamp_step=st.integers(-3, 40),
+        clock_step=st.integers(0, 6000),
+        shape=st.sampled_from([*["plain"] * 6, *REQUEST_FAULTS]),
+        keys_required=st.booleans(),
+        max_message_bytes=st.sampled_from([1_048_588, 1_048_588, 400]),
+        timestamp_bounds=st.sampled_from([2**62, 2**62, 1000]),
+        log_append_time=st.booleans(),
+        leader_epoch=st.sampled_from([0, 0, 7, 2**31]),
+    )
+    def append_batch(
+        self,
+        count: int,
+        value_size: int,
+        timestamp_step: int,
+        clock_step: int,
+        shape: str,
+        keys_required: bool,
+        max_message_bytes: int,
+        timestamp_bounds: int,
+        log_append_time: bool,
+        leader_epoch: int,
+    ) -> None:
+        """The log's one-call append: a producer's request validated, given its offsets and
+        written, or declined with nothing written (the general path then takes it)."""
+        self.timestamp = max(BASE_TIME_MS - 5, self.timestamp + timestamp_step)
+        self.clock.sleep(clock_step)
+        request = produce_request(shape, count, value_size, self.timestamp)
+        rules = (
+            keys_required,
+            max_message_bytes,
+            timestamp_bounds,
+            timestamp_bounds,
+            log_append_time,
+            self.config.segment_bytes,
+            self.config.segment_ms,
+        )
+        now_ms = self.clock.milliseconds()
+        outcomes = self._each(
+            lambda segment: (segment.append_state or segment.lend_append_state()).append_batch(
+                request,
+                rules,
+                now_ms,
+                self.next_offset,
+                leader_epoch,
+                self.base_offset,
+                LogAppendInfo,
+                LogOffsetMetadata,
+            )
+        )
+        assert outcomes["c"] == outcomes["python"]
+        if outcomes["c"] is not None:
+            info, end = outcomes["c"]
+            assert type(info) is LogAppendInfo and type(end) is LogOffsetMetadata
+            assert info.first_offset == self.next_offset
+            assert end == (info.last_offset + 1, self.base_offset, self.segments["c"].size)
+            self.next_offset = end.message_offset
+        elif shape == "plain" and leader_epoch < 2**31 and timestamp_bounds == 2**62:
+            # A valid request is declined only when the segment must roll first.
+            assert not self.segments["c"].append_state.try_append(
+                b"",
+                self.next_offset + count - 1,
+                now_ms if log_append_time else self.timestamp + count - 1,
+                now_ms,
+                8192 - len(request),
+                self.config.segment_ms,
+            ) or max_message_bytes < len(request)
 
     def _roll(self) -> None:
         self._each(lambda segment: segment.on_become_inactive_segment())
@@ -267,6 +366,73 @@ def test_a_released_state_takes_no_appends_and_still_answers(tmp_path: Path, imp
         state.append(b"")
     with pytest.raises(ValueError, match="released"):
         state.try_append(b"", 0, 0, 0, 1 << 30, 1 << 30)
+
+
+RULES = (False, 1_048_588, 2**62, 2**62, False, 1 << 30, 1 << 40)  # (see append_rules)
+
+
+def append_batch(state: object, request: bytes, rules: tuple = RULES, **kwargs: object) -> object:
+    arguments = {"now_ms": BASE_TIME_MS, "next_offset": 6, "leader_epoch": 0}
+    arguments.update(kwargs)
+    return state.append_batch(  # type: ignore[attr-defined]
+        request,
+        rules,
+        arguments["now_ms"],
+        arguments["next_offset"],
+        arguments["leader_epoch"],
+        0,
+        LogAppendInfo,
+        LogOffsetMetadata,
+    )
+
+
+def test_a_declined_request_writes_nothing(tmp_path: Path, implementation: type) -> None:
+    segment = open_segment(tmp_path, implementation)
+    state = segment.append_state
+    size = state.size
+    for shape in REQUEST_FAULTS:
+        request = produce_request(shape, 2, 10, BASE_TIME_MS)
+        assert append_batch(state, request, (True, *RULES[1:])) is None, shape
+    request = batch(2)
+    assert append_batch(state, request, leader_epoch=2**31) is None
+    assert append_batch(state, request, next_offset=2**63 - 1) is None  # its last offset: past
+    assert append_batch(state, request, (False, 10, *RULES[2:])) is None  # max.message.bytes
+    assert append_batch(state, request, (*RULES[:5], size + len(request) - 1, 1 << 40)) is None
+    assert state.size == size == os.path.getsize(segment.log.path)
+    info, end = append_batch(state, request, (*RULES[:5], size + len(request), 1 << 40))
+    assert (info.first_offset, info.last_offset, info.record_count, info.valid_bytes) == (
+        6,
+        7,
+        2,
+        len(request),
+    )
+    assert end == (8, 0, size + len(request)) == (end.message_offset, 0, state.size)
+    segment.close()
+    with pytest.raises(ValueError, match="released"):
+        append_batch(state, request)
+
+
+def test_append_batch_reads_the_system_clock_when_given_no_time(
+    tmp_path: Path, implementation: type
+) -> None:
+    segment = open_segment(tmp_path, implementation)
+    log_append_time = (*RULES[:4], True, *RULES[5:])
+    before = time.time_ns() // 1_000_000
+    info, _ = append_batch(segment.append_state, batch(2), log_append_time, now_ms=None)
+    assert before <= info.log_append_time_ms == info.max_timestamp <= time.time_ns() // 1_000_000
+    segment.close()
+
+
+def test_append_batch_checks_its_arguments(tmp_path: Path) -> None:
+    segment = open_segment(tmp_path, NativeState)
+    state = segment.append_state
+    with pytest.raises(TypeError, match="7-tuple"):
+        append_batch(state, batch(1), RULES[:6])
+    with pytest.raises(TypeError):
+        append_batch(state, batch(1), (*RULES[:6], "1"))
+    with pytest.raises(TypeError):
+        state.append_batch(batch(1), RULES, None, 6, 0, 0, LogAppendInfo, dict)
+    segment.close()
 
 
 def test_records_that_do_not_frame_are_refused_before_any_write(

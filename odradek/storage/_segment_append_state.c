@@ -13,8 +13,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "batch_validation.h"
 #include "kafka_format.h"
 
 #define INT32_MAX_VALUE 2147483647LL
@@ -262,38 +264,37 @@ static void State_dealloc(State *self)
 }
 
 /* Each batch's place and the fields indexing reads; -1 with ValueError unless the bytes are
- * whole batches end to end. *batches is malloc'd (the caller frees it). */
-static Py_ssize_t frame(const uint8_t *data, Py_ssize_t total, Batch **batches)
+ * whole batches end to end. *batches is `few` (room for FEW_BATCHES) unless there are more,
+ * then PyMem_Malloc'd (the caller frees it when it is not `few`): most appends are one batch,
+ * and a heap allocation per append cost as much as the rest of the framing. */
+#define FEW_BATCHES 8
+static Py_ssize_t frame(const uint8_t *data, Py_ssize_t total, Batch *few, Batch **batches)
 {
-    Py_ssize_t capacity = 4, count = 0, position = 0;
-    Batch *list = PyMem_Malloc(capacity * sizeof(Batch));
-    if (list == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
+    Py_ssize_t capacity = FEW_BATCHES, count = 0, position = 0;
+    Batch *list = few;
     while (position < total) {
         if (total - position < HEADER_SIZE) {
             PyErr_Format(PyExc_ValueError, "records do not frame: a partial batch header at %zd",
                          position);
-            PyMem_Free(list);
-            return -1;
+            goto failed;
         }
         const uint8_t *header = data + position;
         long long size = (long long)be32(header + BATCH_LENGTH_AT) + LOG_OVERHEAD;
         if (size < HEADER_SIZE || size > total - position) {
             PyErr_Format(PyExc_ValueError, "records do not frame: batch length %lld at %zd",
                          size - LOG_OVERHEAD, position);
-            PyMem_Free(list);
-            return -1;
+            goto failed;
         }
         if (count == capacity) {
             capacity *= 2;
-            Batch *grown = PyMem_Realloc(list, capacity * sizeof(Batch));
+            Batch *grown = PyMem_Malloc(capacity * sizeof(Batch));
             if (grown == NULL) {
-                PyMem_Free(list);
                 PyErr_NoMemory();
-                return -1;
+                goto failed;
             }
+            memcpy(grown, list, count * sizeof(Batch));
+            if (list != few)
+                PyMem_Free(list);
             list = grown;
         }
         /* Unsigned arithmetic: a corrupt base offset wraps as Python's ints would not, but
@@ -308,6 +309,10 @@ static Py_ssize_t frame(const uint8_t *data, Py_ssize_t total, Batch **batches)
     }
     *batches = list;
     return count;
+failed:
+    if (list != few)
+        PyMem_Free(list);
+    return -1;
 }
 
 /* The write of all of data at position, or none of it (a failure cuts the file back); 0, or
@@ -421,29 +426,34 @@ static void drop_maps_if_due(State *self)
     }
 }
 
-static int do_append(State *self, Py_buffer *records, int through)
+static void free_batches(Batch *batches, Batch *few)
 {
-    Batch *batches = NULL;
-    Py_ssize_t count = frame(records->buf, records->len, &batches);
+    if (batches != few)
+        PyMem_Free(batches);
+}
+
+static int do_append(State *self, const uint8_t *data, Py_ssize_t length, int through)
+{
+    Batch few[FEW_BATCHES], *batches = NULL;
+    Py_ssize_t count = frame(data, length, few, &batches);
     if (count < 0)
         return -1;
     long long position = self->size;
     int failed, saved_errno = 0;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
-    failed = write_all(self->fd, records->buf, records->len, position, self->max_write_bytes,
-                       through);
+    failed = write_all(self->fd, data, length, position, self->max_write_bytes, through);
     if (failed)
         saved_errno = errno;
     Py_END_ALLOW_THREADS
     self->busy = 0;
     if (failed) {
-        PyMem_Free(batches);
+        free_batches(batches, few);
         errno = saved_errno;
         PyErr_SetFromErrno(PyExc_OSError);
         return -1;
     }
-    self->size = position + records->len;
+    self->size = position + length;
     if (position == 0)
         self->rolling_based_timestamp = batches[0].max_timestamp, self->has_rolling = 1;
     long long since_last_entry = self->since_last_entry;
@@ -471,11 +481,11 @@ static int do_append(State *self, Py_buffer *records, int through)
         since_last_entry += batch->size;
     }
     self->since_last_entry = since_last_entry;
-    PyMem_Free(batches);
+    free_batches(batches, few);
     drop_maps_if_due(self);
     return 0;
 failed:
-    PyMem_Free(batches);
+    free_batches(batches, few);
     drop_maps_if_due(self);
     return -1;
 }
@@ -493,6 +503,29 @@ static int check_usable(State *self)
     return 0;
 }
 
+/* The roll check (design §4 step 4): 1 when `length` more bytes ending at `largest_offset`
+ * must go to a new segment: size (segment.bytes), age (segment.ms less the jitter, by record
+ * time from the first batch's max timestamp, by the clock from the segment's creation when that
+ * batch has none), a full index, or a relative offset overflow. */
+static int must_roll(const State *self, Py_ssize_t length, long long largest_offset,
+                     long long largest_timestamp, long long now_ms, long long segment_bytes,
+                     long long segment_ms)
+{
+    long long size = self->size;
+    long long waited = 0;
+    if (size > 0) {
+        waited = self->has_rolling && self->rolling_based_timestamp >= 0
+                     ? largest_timestamp - self->rolling_based_timestamp
+                     : now_ms - self->created_ms;
+    }
+    long long relative = largest_offset - self->base_offset;
+    return size > segment_bytes - (long long)length ||
+           (size > 0 && waited > segment_ms - self->roll_jitter_ms) ||
+           self->offset_entries >= self->offset_max_entries ||
+           self->time_entries >= self->time_max_entries - 1 || relative < 0 ||
+           relative > INT32_MAX_VALUE;
+}
+
 static PyObject *State_try_append(State *self, PyObject *args)
 {
     Py_buffer records;
@@ -504,27 +537,167 @@ static PyObject *State_try_append(State *self, PyObject *args)
         PyBuffer_Release(&records);
         return NULL;
     }
-    long long size = self->size;
-    long long waited = 0;
-    if (size > 0) {
-        waited = self->has_rolling && self->rolling_based_timestamp >= 0
-                     ? largest_timestamp - self->rolling_based_timestamp
-                     : now_ms - self->created_ms;
-    }
-    long long relative = largest_offset - self->base_offset;
-    if (size > segment_bytes - (long long)records.len ||
-        (size > 0 && waited > segment_ms - self->roll_jitter_ms) ||
-        self->offset_entries >= self->offset_max_entries ||
-        self->time_entries >= self->time_max_entries - 1 || relative < 0 ||
-        relative > INT32_MAX_VALUE) {
+    if (must_roll(self, records.len, largest_offset, largest_timestamp, now_ms, segment_bytes,
+                  segment_ms)) {
         PyBuffer_Release(&records);
         Py_RETURN_FALSE;
     }
-    int result = records.len > 0 ? do_append(self, &records, 0) : 0;
+    int result = records.len > 0 ? do_append(self, records.buf, records.len, 0) : 0;
     PyBuffer_Release(&records);
     if (result < 0)
         return NULL;
     Py_RETURN_TRUE;
+}
+
+/* A tuple of `type` (a tuple subclass such as a named tuple) holding `count` int64 values, as
+ * tuple.__new__(type, values) makes it, without the class's Python __new__. */
+static PyObject *new_tuple_of(PyTypeObject *type, const long long *values, Py_ssize_t count)
+{
+    PyObject *result = type->tp_alloc(type, count);
+    if (result == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *value = PyLong_FromLongLong(values[i]);
+        if (value == NULL) {
+            Py_DECREF(result);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(result, i, value);
+    }
+    return result;
+}
+
+/* An int argument as long long; 0 on success, -1 (no exception set) when it does not fit, -2
+ * with an exception set when it is no int. */
+static int as_long_long(PyObject *argument, long long *value)
+{
+    int overflow;
+    long long result = PyLong_AsLongLongAndOverflow(argument, &overflow);
+    if (result == -1 && PyErr_Occurred())
+        return -2;
+    if (overflow)
+        return -1;
+    *value = result;
+    return 0;
+}
+
+/* The system clock's milliseconds, as odradek.clock.Clock.milliseconds reads them
+ * (time.time_ns() // 1_000_000); 0, or -2 with OSError set. */
+static int system_clock_ms(long long *now_ms)
+{
+    struct timespec now;
+    if (clock_gettime(CLOCK_REALTIME, &now) != 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -2;
+    }
+    long long nanoseconds = (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
+    *now_ms = nanoseconds / 1000000 - (nanoseconds % 1000000 < 0); /* floor, as Python's // */
+    return 0;
+}
+
+/* A request this small is validated into a copy on the stack; a larger one into the heap. */
+#define STACK_COPY_BYTES 4096
+
+/* append_batch's work once its arguments are read: see its docstring. */
+static PyObject *append_one_batch(State *self, const uint8_t *data, Py_ssize_t total,
+                                  Rules *rules, const long long limits[2], long long next_offset,
+                                  long long log_start_offset, PyTypeObject *info_type,
+                                  PyTypeObject *end_type)
+{
+    /* One batch spanning the request, of no producer: anything else goes the general way. */
+    if (total < HEADER_SIZE || (int64_t)be32(data + BATCH_LENGTH_AT) + LOG_OVERHEAD != total ||
+        be64(data + PRODUCER_ID_AT) >= 0)
+        Py_RETURN_NONE;
+    uint8_t stack_copy[STACK_COPY_BYTES];
+    uint8_t *copy = total <= STACK_COPY_BYTES ? stack_copy : PyMem_Malloc((size_t)total);
+    if (copy == NULL)
+        return PyErr_NoMemory();
+    CheckedBatch checked;
+    int64_t summary[7];
+    PyObject *result = NULL;
+    if (validate(data, copy, total, rules, next_offset, &checked, 1, summary) < 0 ||
+        must_roll(self, total, summary[1], summary[2], rules->now_ms, limits[0], limits[1])) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (do_append(self, copy, total, 0) < 0)
+        goto done;
+    long long info[9] = {summary[0], summary[1], summary[2], summary[3],
+                         rules->log_append_time ? rules->now_ms : -1, log_start_offset,
+                         summary[4], summary[5], total};
+    long long end[3] = {summary[1] + 1, self->base_offset, self->size};
+    PyObject *info_tuple = new_tuple_of(info_type, info, 9);
+    PyObject *end_tuple = info_tuple == NULL ? NULL : new_tuple_of(end_type, end, 3);
+    if (end_tuple == NULL) {
+        Py_XDECREF(info_tuple);
+        goto done;
+    }
+    result = PyTuple_New(2);
+    if (result == NULL) {
+        Py_DECREF(info_tuple);
+        Py_DECREF(end_tuple);
+        goto done;
+    }
+    PyTuple_SET_ITEM(result, 0, info_tuple);
+    PyTuple_SET_ITEM(result, 1, end_tuple);
+done:
+    if (copy != stack_copy)
+        PyMem_Free(copy);
+    return result;
+}
+
+static PyObject *State_append_batch(State *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "append_batch takes 8 arguments");
+        return NULL;
+    }
+    PyObject *rule_values = args[1];
+    PyTypeObject *info_type = (PyTypeObject *)args[6], *end_type = (PyTypeObject *)args[7];
+    if (!PyTuple_Check(rule_values) || PyTuple_GET_SIZE(rule_values) != 7 ||
+        !PyType_Check(info_type) || !PyType_FastSubclass(info_type, Py_TPFLAGS_TUPLE_SUBCLASS) ||
+        !PyType_Check(end_type) || !PyType_FastSubclass(end_type, Py_TPFLAGS_TUPLE_SUBCLASS)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "append_batch: rules must be a 7-tuple, and the result types tuple types");
+        return NULL;
+    }
+    if (check_usable(self) < 0)
+        return NULL;
+    Rules rules;
+    long long limits[2], now_ms, next_offset, epoch, log_start_offset, values[3];
+    rules.keys_required = PyObject_IsTrue(PyTuple_GET_ITEM(rule_values, 0));
+    rules.log_append_time = PyObject_IsTrue(PyTuple_GET_ITEM(rule_values, 4));
+    if (rules.keys_required < 0 || rules.log_append_time < 0)
+        return NULL;
+    long long *targets[] = {&values[0], &values[1], &values[2], &limits[0], &limits[1]};
+    PyObject *sources[] = {PyTuple_GET_ITEM(rule_values, 1), PyTuple_GET_ITEM(rule_values, 2),
+                           PyTuple_GET_ITEM(rule_values, 3), PyTuple_GET_ITEM(rule_values, 5),
+                           PyTuple_GET_ITEM(rule_values, 6)};
+    int status = 0;
+    for (int i = 0; i < 5 && status == 0; i++)
+        status = as_long_long(sources[i], targets[i]);
+    long long *more[] = {&next_offset, &epoch, &log_start_offset, &now_ms};
+    PyObject *more_sources[] = {args[3], args[4], args[5], args[2]};
+    for (int i = 0; i < 4 && status == 0; i++)
+        status = i == 3 && args[2] == Py_None ? system_clock_ms(&now_ms)
+                                              : as_long_long(more_sources[i], more[i]);
+    if (status == -2)
+        return NULL;
+    if (status == -1 || epoch < INT32_MIN || epoch > INT32_MAX)
+        Py_RETURN_NONE; /* out of range: the general path decides */
+    rules.now_ms = now_ms;
+    rules.max_message_bytes = values[0];
+    rules.before_max_ms = values[1];
+    rules.after_max_ms = values[2];
+    rules.partition_leader_epoch = (int32_t)epoch;
+    Py_buffer records;
+    if (PyObject_GetBuffer(args[0], &records, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *result =
+        append_one_batch(self, (const uint8_t *)records.buf, records.len, &rules, limits,
+                         next_offset, log_start_offset, info_type, end_type);
+    PyBuffer_Release(&records);
+    return result;
 }
 
 static PyObject *State_append(State *self, PyObject *args, PyObject *kwargs)
@@ -538,7 +711,7 @@ static PyObject *State_append(State *self, PyObject *args, PyObject *kwargs)
         PyBuffer_Release(&records);
         return NULL;
     }
-    int result = records.len > 0 ? do_append(self, &records, through) : 0;
+    int result = records.len > 0 ? do_append(self, records.buf, records.len, through) : 0;
     PyBuffer_Release(&records);
     if (result < 0)
         return NULL;
@@ -623,6 +796,17 @@ static PyMethodDef State_methods[] = {
     {"try_append", (PyCFunction)State_try_append, METH_VARARGS,
      "try_append(records, largest_offset, largest_timestamp, now_ms, segment_bytes, segment_ms)"
      " -> whether it appended (False: the segment must roll first)"},
+    {"append_batch", (PyCFunction)(void (*)(void))State_append_batch, METH_FASTCALL,
+     "append_batch(records, rules, now_ms, next_offset, leader_epoch, log_start_offset,"
+     " info_type, end_type) -> (info, end) or None\n\n"
+     "``now_ms`` None: the system clock's time, read here (Clock.milliseconds).\n"
+     "A produce request of one uncompressed batch of no producer id, validated, given its\n"
+     "offsets and written in one call, when the segment need not roll first. ``rules`` is\n"
+     "(keys_required, max_message_bytes, before_max_ms, after_max_ms, log_append_time,\n"
+     "segment_bytes, segment_ms). Returns LogAppendInfo's fields as ``info_type`` and the new\n"
+     "log end (offset, segment base offset, segment size) as ``end_type``; None, having\n"
+     "written nothing, for anything else (a fault, several batches, a producer id, a roll due,\n"
+     "a value out of range): the general path then decides and names any fault."},
     {"append", (PyCFunction)(void (*)(void))State_append, METH_VARARGS | METH_KEYWORDS,
      "append(records, write_through=False): write whole batches and add the index entries due"},
     {"release", (PyCFunction)State_release, METH_NOARGS,
@@ -651,6 +835,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__segment_append_state(void)
 {
+    crc32c_init();
     if (PyType_Ready(&StateType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);

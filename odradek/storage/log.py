@@ -41,7 +41,7 @@ from odradek.storage.log_stats import (
     RETENTION_SIZE,
     RETENTION_TIME,
 )
-from odradek.storage.log_validator import validate_and_assign_offsets
+from odradek.storage.log_validator import append_rules, validate_and_assign_offsets
 from odradek.storage.precreated_segment import (
     precreate_segment_file,
     take_precreated_segment_file,
@@ -88,6 +88,7 @@ class Log:
         self.log_dir = directory.parent  # the log directory holding it (never moves)
         self.topic_partition = TopicPartition.from_dir_name(directory.name)
         self._config = config
+        self._append_rules = append_rules(config)
         self._segments = segments
         self._scheduler = scheduler
         self._clock = clock
@@ -229,6 +230,7 @@ class Log:
         """Apply new topic settings; they take effect from the next append, roll or check."""
         with self._lock:
             self._config = config
+            self._append_rules = append_rules(config)
 
     @property
     def segments(self) -> LogSegments:
@@ -294,7 +296,54 @@ class Log:
         would move it, in the same step: what a single replica does after an acks 0 or 1
         append (acks=all commits once the records are flushed).
         """
-        with self._lock:
+        # The locks are taken with acquire and release, not ``with``: on this path a with
+        # statement costs twice as much (its __enter__ and __exit__ are looked up each time).
+        lock = self._lock
+        lock.acquire()
+        try:
+            # The common request, one batch of no producer that fits the active segment, is
+            # validated, given its offsets and written by one call on the segment's append
+            # state, which builds the two tuples the append returns and sets (and reads the
+            # system clock itself: None); it declines (writing nothing) anything else, which
+            # the general path below then takes. A segment lends its state at its first append
+            # (the general path's), so a declined request leaves the files as they were.
+            segment = self._segments.last  # (a log always has its active segment)
+            state = segment.append_state
+            if state is not None and (rules := self._append_rules) is not None:
+                try:
+                    appended = state.append_batch(
+                        records,
+                        rules,
+                        None if self._clock is SYSTEM_CLOCK else self._clock.milliseconds(),
+                        self._next_offset_metadata.message_offset,
+                        leader_epoch,
+                        self._log_start_offset,
+                        LogAppendInfo,
+                        LogOffsetMetadata,
+                    )
+                except OSError as error:
+                    raise self._storage_error("append", error) from error
+                if appended is not None:
+                    info, end_metadata = appended
+                    if leader_epoch > self.leader_epoch_cache.latest_epoch:
+                        self._assign_leader_epoch(leader_epoch, info.first_offset)
+                    end = end_metadata.message_offset
+                    if self._high_watermark.message_offset < end:
+                        self._next_offset_metadata = end_metadata
+                        if commit:
+                            high_watermark_lock = self._high_watermark_lock
+                            high_watermark_lock.acquire()
+                            try:
+                                self._high_watermark = end_metadata
+                            finally:
+                                high_watermark_lock.release()
+                    else:
+                        self._update_log_end_offset(end, segment)
+                        if commit:
+                            self.maybe_increment_high_watermark(self._next_offset_metadata)
+                    if end - self._recovery_point >= self._config.flush_messages:
+                        self.flush(end)
+                    return info
             now_ms = self._clock.milliseconds()
             config = self._config
             validated = validate_and_assign_offsets(
@@ -385,6 +434,8 @@ class Log:
                     size_in_bytes,  # valid_bytes
                 ),
             )
+        finally:
+            lock.release()
 
     def _duplicate_append_info(
         self, producer_append: ProducerAppendInfo, config: LogConfig

@@ -98,6 +98,29 @@ class BatchLayout(NamedTuple):
     framing: RecordFraming | tuple[int, int, int] | None
 
 
+AppendRules = tuple[bool, int, int, int, bool, int, int]
+"""What ``SegmentAppendState.append_batch`` checks a request against: (keys required,
+max.message.bytes, message.timestamp.before.max.ms, message.timestamp.after.max.ms,
+LogAppendTime, segment.bytes, segment.ms)."""
+
+
+def append_rules(config: LogConfig) -> AppendRules | None:
+    """A topic's rules for the one-call append, or None when its batches must be recompressed
+    (``compression.type`` other than ``producer``: only validate_and_assign_offsets does that).
+    """
+    if config.compression_type != "producer":
+        return None
+    return (
+        config.compact,
+        config.max_message_bytes,
+        config.message_timestamp_before_max_ms,
+        config.message_timestamp_after_max_ms,
+        config.log_append_time,
+        config.segment_bytes,
+        config.segment_ms,
+    )
+
+
 def validate_and_assign_offsets(
     buffer: Buffer,
     *,

@@ -21,10 +21,14 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import time
 from collections.abc import Callable
 from typing import Protocol
 
+from odradek.config.log_config import LogConfig
+from odradek.errors import KafkaError
 from odradek.storage import writeback
+from odradek.storage.log_validator import AppendRules, validate_and_assign_offsets
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +37,11 @@ _LOG_OVERHEAD = 12
 _HEADER_SIZE = 61
 # baseOffset, batchLength, lastOffsetDelta and maxTimestamp, in one unpack.
 _INDEXED_FIELDS = struct.Struct(">qi11xi8xq")
+_BATCH_LENGTH = struct.Struct(">i")
+_BATCH_LENGTH_AT = 8
+_ATTRIBUTES_LOW_BYTE_AT = 22  # the codec's bits
+_CODEC_MASK = 0x07
+_PRODUCER_ID_AT = 43
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _TIME_ENTRY_SIZE = _TIME_ENTRY.size
@@ -75,6 +84,18 @@ class AppendState(Protocol):
         segment_bytes: int,
         segment_ms: int,
     ) -> bool: ...
+
+    def append_batch(
+        self,
+        records: bytes | bytearray | memoryview,
+        rules: AppendRules,
+        now_ms: int | None,
+        next_offset: int,
+        leader_epoch: int,
+        log_start_offset: int,
+        info_type: type[tuple],
+        end_type: type[tuple],
+    ) -> tuple[tuple, tuple] | None: ...
 
     def append(
         self, records: bytes | bytearray | memoryview, write_through: bool = False
@@ -203,27 +224,89 @@ class PythonSegmentAppendState:
         overflow.
         """
         self._check_not_released()
-        size = self._size
-        rolling = self._rolling_based_timestamp
-        if (
-            size > segment_bytes - len(records)
-            or (
-                size > 0
-                and (
-                    largest_timestamp - rolling
-                    if rolling is not None and rolling >= 0
-                    else now_ms - self._created_ms
-                )
-                > segment_ms - self._roll_jitter_ms
-            )
-            or self._offset_entries >= self._offset_max_entries
-            or self._time_entries >= self._time_max_entries - 1
-            or not 0 <= largest_offset - self._base_offset <= INT32_MAX
+        if self._must_roll(
+            len(records), largest_offset, largest_timestamp, now_ms, segment_bytes, segment_ms
         ):
             return False
         if records:
             self._append(records, False)
         return True
+
+    def append_batch(
+        self,
+        records: bytes | bytearray | memoryview,
+        rules: AppendRules,
+        now_ms: int | None,
+        next_offset: int,
+        leader_epoch: int,
+        log_start_offset: int,
+        info_type: type[tuple],
+        end_type: type[tuple],
+    ) -> tuple[tuple, tuple] | None:
+        """A produce request of one uncompressed batch of no producer id, validated, given its
+        offsets and written in one call when the segment need not roll first (the log's common
+        append): LogAppendInfo's fields as ``info_type`` and the new log end (offset, segment
+        base offset, segment size) as ``end_type``. None, having written nothing, for anything
+        else (a fault, several batches, a producer id, a compressed batch, a roll due, a value
+        past int64 or an epoch past int32): the general path then decides and names any fault.
+
+        ``rules`` is ``log_validator.append_rules``' tuple; ``now_ms`` None reads the system
+        clock here (as ``Clock.milliseconds``).
+        """
+        self._check_not_released()
+        data = bytes(records)
+        total = len(data)
+        if (
+            total < _HEADER_SIZE
+            or _BATCH_LENGTH.unpack_from(data, _BATCH_LENGTH_AT)[0] + _LOG_OVERHEAD != total
+            or data[_PRODUCER_ID_AT] < 0x80  # a producer id of zero or more
+            or data[_ATTRIBUTES_LOW_BYTE_AT] & _CODEC_MASK
+        ):
+            return None
+        if now_ms is None:
+            now_ms = time.time_ns() // 1_000_000
+        keys, max_bytes, before_ms, after_ms, append_time, segment_bytes, segment_ms = rules
+        numbers = (max_bytes, before_ms, after_ms, segment_bytes, segment_ms, now_ms)
+        if not all(-(2**63) <= number < 2**63 for number in (*numbers, next_offset)) or not (
+            -(2**31) <= leader_epoch < 2**31
+        ):
+            return None
+        config = LogConfig(
+            cleanup_policy=("compact",) if keys else ("delete",),
+            max_message_bytes=max_bytes,
+            message_timestamp_type="LogAppendTime" if append_time else "CreateTime",
+            message_timestamp_before_max_ms=before_ms,
+            message_timestamp_after_max_ms=after_ms,
+        )
+        try:
+            validated = validate_and_assign_offsets(
+                data,
+                next_offset=next_offset,
+                config=config,
+                now_ms=now_ms,
+                partition_leader_epoch=leader_epoch,
+            )
+        except KafkaError:
+            return None
+        last_offset = validated.last_offset
+        if last_offset >= 2**63 or self._must_roll(
+            total, last_offset, validated.max_timestamp, now_ms, segment_bytes, segment_ms
+        ):
+            return None
+        self._append(validated.records, False)
+        info = (
+            validated.first_offset,
+            last_offset,
+            validated.max_timestamp,
+            validated.offset_of_max_timestamp,
+            now_ms if append_time else -1,
+            log_start_offset,
+            validated.record_count,
+            validated.batch_count,
+            total,
+        )
+        end = (last_offset + 1, self._base_offset, self._size)
+        return tuple.__new__(info_type, info), tuple.__new__(end_type, end)
 
     def append(self, records: bytes | bytearray | memoryview, write_through: bool = False) -> None:
         """Write whole batches at the end of the file and add the index entries due: one in each
@@ -252,6 +335,34 @@ class PythonSegmentAppendState:
         self._offset_view = self._time_view = None
 
     # --- steps -------------------------------------------------------------------------------
+
+    def _must_roll(
+        self,
+        length: int,
+        largest_offset: int,
+        largest_timestamp: int,
+        now_ms: int,
+        segment_bytes: int,
+        segment_ms: int,
+    ) -> bool:
+        """The roll check of ``try_append`` for ``length`` more bytes."""
+        size = self._size
+        rolling = self._rolling_based_timestamp
+        return (
+            size > segment_bytes - length
+            or (
+                size > 0
+                and (
+                    largest_timestamp - rolling
+                    if rolling is not None and rolling >= 0
+                    else now_ms - self._created_ms
+                )
+                > segment_ms - self._roll_jitter_ms
+            )
+            or self._offset_entries >= self._offset_max_entries
+            or self._time_entries >= self._time_max_entries - 1
+            or not 0 <= largest_offset - self._base_offset <= INT32_MAX
+        )
 
     def _check_not_released(self) -> None:
         if self._released:
