@@ -598,16 +598,13 @@ static int system_clock_ms(long long *now_ms)
 /* A request this small is validated into a copy on the stack; a larger one into the heap. */
 #define STACK_COPY_BYTES 4096
 
-/* append_batch's work once its arguments are read: see its docstring. */
+/* append_batch's work once its arguments are read and the request is one batch of no
+ * producer: see its docstring. */
 static PyObject *append_one_batch(State *self, const uint8_t *data, Py_ssize_t total,
                                   Rules *rules, const long long limits[2], long long next_offset,
                                   long long log_start_offset, PyTypeObject *info_type,
                                   PyTypeObject *end_type)
 {
-    /* One batch spanning the request, of no producer: anything else goes the general way. */
-    if (total < HEADER_SIZE || (int64_t)be32(data + BATCH_LENGTH_AT) + LOG_OVERHEAD != total ||
-        be64(data + PRODUCER_ID_AT) >= 0)
-        Py_RETURN_NONE;
     uint8_t stack_copy[STACK_COPY_BYTES];
     uint8_t *copy = total <= STACK_COPY_BYTES ? stack_copy : PyMem_Malloc((size_t)total);
     if (copy == NULL)
@@ -663,12 +660,27 @@ static PyObject *State_append_batch(State *self, PyObject *const *args, Py_ssize
     }
     if (check_usable(self) < 0)
         return NULL;
+    Py_buffer records;
+    if (PyObject_GetBuffer(args[0], &records, PyBUF_SIMPLE) < 0)
+        return NULL;
+    /* One batch spanning the request, of no producer: anything else goes the general way,
+     * told so before any other argument is read (an idempotent producer's request pays only
+     * this call). */
+    const uint8_t *data = (const uint8_t *)records.buf;
+    if (records.len < HEADER_SIZE ||
+        (int64_t)be32(data + BATCH_LENGTH_AT) + LOG_OVERHEAD != records.len ||
+        be64(data + PRODUCER_ID_AT) >= 0) {
+        PyBuffer_Release(&records);
+        Py_RETURN_NONE;
+    }
     Rules rules;
     long long limits[2], now_ms, next_offset, epoch, log_start_offset, values[3];
     rules.keys_required = PyObject_IsTrue(PyTuple_GET_ITEM(rule_values, 0));
     rules.log_append_time = PyObject_IsTrue(PyTuple_GET_ITEM(rule_values, 4));
-    if (rules.keys_required < 0 || rules.log_append_time < 0)
+    if (rules.keys_required < 0 || rules.log_append_time < 0) {
+        PyBuffer_Release(&records);
         return NULL;
+    }
     long long *targets[] = {&values[0], &values[1], &values[2], &limits[0], &limits[1]};
     PyObject *sources[] = {PyTuple_GET_ITEM(rule_values, 1), PyTuple_GET_ITEM(rule_values, 2),
                            PyTuple_GET_ITEM(rule_values, 3), PyTuple_GET_ITEM(rule_values, 5),
@@ -681,21 +693,20 @@ static PyObject *State_append_batch(State *self, PyObject *const *args, Py_ssize
     for (int i = 0; i < 4 && status == 0; i++)
         status = i == 3 && args[2] == Py_None ? system_clock_ms(&now_ms)
                                               : as_long_long(more_sources[i], more[i]);
+    PyObject *result;
     if (status == -2)
-        return NULL;
-    if (status == -1 || epoch < INT32_MIN || epoch > INT32_MAX)
-        Py_RETURN_NONE; /* out of range: the general path decides */
-    rules.now_ms = now_ms;
-    rules.max_message_bytes = values[0];
-    rules.before_max_ms = values[1];
-    rules.after_max_ms = values[2];
-    rules.partition_leader_epoch = (int32_t)epoch;
-    Py_buffer records;
-    if (PyObject_GetBuffer(args[0], &records, PyBUF_SIMPLE) < 0)
-        return NULL;
-    PyObject *result =
-        append_one_batch(self, (const uint8_t *)records.buf, records.len, &rules, limits,
-                         next_offset, log_start_offset, info_type, end_type);
+        result = NULL;
+    else if (status == -1 || epoch < INT32_MIN || epoch > INT32_MAX)
+        result = Py_NewRef(Py_None); /* out of range: the general path decides */
+    else {
+        rules.now_ms = now_ms;
+        rules.max_message_bytes = values[0];
+        rules.before_max_ms = values[1];
+        rules.after_max_ms = values[2];
+        rules.partition_leader_epoch = (int32_t)epoch;
+        result = append_one_batch(self, data, records.len, &rules, limits, next_offset,
+                                  log_start_offset, info_type, end_type);
+    }
     PyBuffer_Release(&records);
     return result;
 }

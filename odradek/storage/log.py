@@ -305,10 +305,11 @@ class Log:
             # validated, given its offsets and written by one call on the segment's append
             # state, which builds the two tuples the append returns and sets (and reads the
             # system clock itself: None); it declines (writing nothing) anything else, which
-            # the general path below then takes. A segment lends its state at its first append
-            # (the general path's), so a declined request leaves the files as they were.
+            # the general path then takes. A segment lends its state at its first append (the
+            # general path's), so a declined request leaves the files as they were.
             segment = self._segments.last  # (a log always has its active segment)
             state = segment.append_state
+            appended = None
             if state is not None and (rules := self._append_rules) is not None:
                 try:
                     appended = state.append_batch(
@@ -323,119 +324,115 @@ class Log:
                     )
                 except OSError as error:
                     raise self._storage_error("append", error) from error
-                if appended is not None:
-                    info, end_metadata = appended
-                    if leader_epoch > self.leader_epoch_cache.latest_epoch:
-                        self._assign_leader_epoch(leader_epoch, info.first_offset)
-                    end = end_metadata.message_offset
-                    if self._high_watermark.message_offset < end:
-                        self._next_offset_metadata = end_metadata
-                        if commit:
-                            high_watermark_lock = self._high_watermark_lock
-                            high_watermark_lock.acquire()
-                            try:
-                                self._high_watermark = end_metadata
-                            finally:
-                                high_watermark_lock.release()
-                    else:
-                        self._update_log_end_offset(end, segment)
-                        if commit:
-                            self.maybe_increment_high_watermark(self._next_offset_metadata)
-                    if end - self._recovery_point >= self._config.flush_messages:
-                        self.flush(end)
-                    return info
-            now_ms = self._clock.milliseconds()
-            config = self._config
-            validated = validate_and_assign_offsets(
-                records,
-                next_offset=self._next_offset_metadata.message_offset,
-                config=config,
-                now_ms=now_ms,
-                partition_leader_epoch=leader_epoch,
-            )
-            producer_append: ProducerAppendInfo | None = None
-            noted = False
-            # The sign bit of the first batch's producer id: -1 (no producer) has it set, so a
-            # plain one-batch append pays one byte read for idempotence. The common idempotent
-            # request, one batch going on where its producer left off, is one call to the
-            # producer table (and one more once written); the others get every rule checked.
-            if validated.batch_count > 1 or not validated.records[PRODUCER_ID_OFFSET] & 0x80:
-                noted = self._producer_table.try_next(validated.records)
-                if not noted:
-                    producer_append = self.producer_state.analyze(validated.records)
-                    if producer_append.duplicate is not None:
-                        if commit:
-                            self.maybe_increment_high_watermark(self._next_offset_metadata)
-                        return self._duplicate_append_info(producer_append, config)
-            size_in_bytes, last_offset = validated.size_in_bytes, validated.last_offset
-            if size_in_bytes > config.segment_bytes:
-                raise RecordListTooLargeError(
-                    f"append of {size_in_bytes} bytes to {self.topic_partition} does not "
-                    f"fit a segment of segment.bytes={config.segment_bytes}"
-                )
-            try:
-                # The segment's roll check and write in one call on its append state (what
-                # LogSegment.try_append does, without that call around it: every append).
-                segment = self._segments.last  # (a log always has its active segment)
-                state = segment.append_state or segment.lend_append_state()
-                if state.try_append(
-                    validated.records,
-                    last_offset,
-                    validated.max_timestamp,
-                    now_ms,
-                    config.segment_bytes,
-                    config.segment_ms,
-                ):
-                    segment_size = state.size  # (the segment's file size, which it owns now)
-                else:
-                    segment = self.roll()
-                    segment.append(last_offset, validated.records)
-                    segment_size = segment.log.size_in_bytes
-            except OSError as error:
-                raise self._storage_error("append", error) from error
-            if noted:
-                self._producer_table.commit_next()
-            elif producer_append is not None:
-                self.producer_state.update(producer_append)
-            first_offset = validated.first_offset
+            if appended is None:
+                appended = self._validate_and_write(records, leader_epoch)
+            info, end_metadata = appended
+            if end_metadata is None:  # a retried batch, written before: nothing was
+                if commit:
+                    self.maybe_increment_high_watermark(self._next_offset_metadata)
+                return info
             if leader_epoch > self.leader_epoch_cache.latest_epoch:
-                self._assign_leader_epoch(leader_epoch, first_offset)
-            end = last_offset + 1
+                self._assign_leader_epoch(leader_epoch, info.first_offset)
+            end = end_metadata.message_offset
             if self._high_watermark.message_offset < end:
                 # The end moves up past the HW, which stays: the new end is all there is to
                 # set (_update_log_end_offset's common case, made without its call).
-                end_metadata = self._next_offset_metadata = _new_tuple(
-                    LogOffsetMetadata, (end, segment.base_offset, segment_size)
-                )
-            else:
-                self._update_log_end_offset(end, segment)
-                end_metadata = None
-            if end - self._recovery_point >= config.flush_messages:
-                self.flush(end)
-            if commit:
-                if end_metadata is not None:
+                self._next_offset_metadata = end_metadata
+                if end - self._recovery_point >= self._config.flush_messages:
+                    self.flush(end)
+                if commit:
                     # Up from below the new end to it: maybe_increment_high_watermark's
                     # common case, under the same lock, without its checks (they hold).
-                    with self._high_watermark_lock:
+                    high_watermark_lock = self._high_watermark_lock
+                    high_watermark_lock.acquire()
+                    try:
                         self._high_watermark = end_metadata
-                else:
+                    finally:
+                        high_watermark_lock.release()
+            else:
+                self._update_log_end_offset(end)
+                if end - self._recovery_point >= self._config.flush_messages:
+                    self.flush(end)
+                if commit:
                     self.maybe_increment_high_watermark(self._next_offset_metadata)
-            return _new_tuple(
-                LogAppendInfo,
-                (
-                    first_offset,
-                    last_offset,
-                    validated.max_timestamp,
-                    validated.offset_of_max_timestamp,
-                    now_ms if config.log_append_time else -1,  # log_append_time_ms
-                    self._log_start_offset,
-                    validated.record_count,
-                    validated.batch_count,
-                    size_in_bytes,  # valid_bytes
-                ),
-            )
+            return info
         finally:
             lock.release()
+
+    def _validate_and_write(
+        self, records: bytes | bytearray | memoryview, leader_epoch: int
+    ) -> tuple[LogAppendInfo, LogOffsetMetadata | None]:
+        """The general append under the log's lock: any request, every rule checked, a roll
+        when due. What it wrote and the new log end; for a retried batch of an idempotent
+        producer, its first append's offsets and None (nothing is written)."""
+        now_ms = self._clock.milliseconds()
+        config = self._config
+        validated = validate_and_assign_offsets(
+            records,
+            next_offset=self._next_offset_metadata.message_offset,
+            config=config,
+            now_ms=now_ms,
+            partition_leader_epoch=leader_epoch,
+        )
+        producer_append: ProducerAppendInfo | None = None
+        noted = False
+        # The sign bit of the first batch's producer id: -1 (no producer) has it set, so a
+        # plain one-batch append pays one byte read for idempotence. The common idempotent
+        # request, one batch going on where its producer left off, is one call to the
+        # producer table (and one more once written); the others get every rule checked.
+        if validated.batch_count > 1 or not validated.records[PRODUCER_ID_OFFSET] & 0x80:
+            noted = self._producer_table.try_next(validated.records)
+            if not noted:
+                producer_append = self.producer_state.analyze(validated.records)
+                if producer_append.duplicate is not None:
+                    return self._duplicate_append_info(producer_append, config), None
+        size_in_bytes, last_offset = validated.size_in_bytes, validated.last_offset
+        if size_in_bytes > config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"append of {size_in_bytes} bytes to {self.topic_partition} does not "
+                f"fit a segment of segment.bytes={config.segment_bytes}"
+            )
+        try:
+            # The segment's roll check and write in one call on its append state (what
+            # LogSegment.try_append does, without that call around it).
+            segment = self._segments.last  # (a log always has its active segment)
+            state = segment.append_state or segment.lend_append_state()
+            if state.try_append(
+                validated.records,
+                last_offset,
+                validated.max_timestamp,
+                now_ms,
+                config.segment_bytes,
+                config.segment_ms,
+            ):
+                segment_size = state.size  # (the segment's file size, which it owns now)
+            else:
+                segment = self.roll()
+                segment.append(last_offset, validated.records)
+                segment_size = segment.log.size_in_bytes
+        except OSError as error:
+            raise self._storage_error("append", error) from error
+        if noted:
+            self._producer_table.commit_next()
+        elif producer_append is not None:
+            self.producer_state.update(producer_append)
+        info = _new_tuple(
+            LogAppendInfo,
+            (
+                validated.first_offset,
+                last_offset,
+                validated.max_timestamp,
+                validated.offset_of_max_timestamp,
+                now_ms if config.log_append_time else -1,  # log_append_time_ms
+                self._log_start_offset,
+                validated.record_count,
+                validated.batch_count,
+                size_in_bytes,  # valid_bytes
+            ),
+        )
+        return info, _new_tuple(
+            LogOffsetMetadata, (last_offset + 1, segment.base_offset, segment_size)
+        )
 
     def _duplicate_append_info(
         self, producer_append: ProducerAppendInfo, config: LogConfig
