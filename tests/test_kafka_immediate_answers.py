@@ -49,7 +49,7 @@ class Paths:
     def immediate(self) -> None:
         def spy(handler: KafkaRequestHandler, frame: memoryview) -> object:
             answer = ANSWER_AT_ONCE(handler, frame)
-            self.answered.append(None if answer is None else answer[0])
+            self.answered.append(None if answer is None else frame[1])
             return answer
 
         self._monkeypatch.setattr(KafkaRequestHandler, "answer_at_once", spy)

@@ -194,16 +194,36 @@ class KafkaRequestHandler:
 
     # --- answering at once -------------------------------------------------------------------
 
-    def answer_at_once(self, frame: memoryview) -> tuple[int, list[Payload] | None] | None:
-        """``(api_key, response frame)`` (None for acks=0) of a request answered here and now
-        in a few steps: a Produce v3+ of one partition at acks 0 or 1 whose append is done at
-        once, or a Fetch of one partition that may not wait and finds nothing new. None for
-        anything else (another API or shape, an error, a queued append, a quota or an
-        authorizer in force): nothing was done, and ``decode`` and ``handle`` take it. The
-        answer is the general path's (tests hold the two to each other)."""
+    def answer_at_once(self, frame: memoryview) -> bytes | None:
+        """The response frame (b"" for acks=0: none) of a request answered here and now in a
+        few steps: a Produce v3+ of one partition at acks 0 or 1 whose append is done at once,
+        or a Fetch of one partition that may not wait and finds nothing new (its API key is
+        ``frame[1]``). None for anything else (another API or shape, an error, a queued
+        append, a quota or an authorizer in force): nothing was done, and ``decode`` and
+        ``handle`` take it. The answer is the general path's (tests hold the two to each
+        other)."""
         if frame[0]:
             return None
         api_key = frame[1]
+        if api_key == apis.PRODUCE:
+            produce = read_immediate_produce(frame)
+            if produce is None:
+                return None
+            version, correlation_id, topic, partition, records, acks = produce
+            info = self._apis.produce_at_once(topic, partition, records, acks)
+            if info is None:
+                return None
+            if acks is Acks.NONE:
+                return b""
+            return write_appended(
+                version,
+                correlation_id,
+                topic,
+                partition,
+                info.first_offset,
+                info.log_append_time_ms,
+                info.log_start_offset,
+            )
         if api_key == apis.FETCH:
             read = read_immediate_fetch(frame)
             if read is None:
@@ -214,30 +234,7 @@ class KafkaRequestHandler:
             )
             if offsets is None:
                 return None
-            return apis.FETCH, [write_nothing_new(fetch, correlation_id, *offsets)]
-        if api_key == apis.PRODUCE:
-            produce = read_immediate_produce(frame)
-            if produce is None:
-                return None
-            version, correlation_id, topic, partition, records, acks = produce
-            info = self._apis.produce_at_once(
-                topic, partition, records, Acks.LEADER if acks else Acks.NONE
-            )
-            if info is None:
-                return None
-            if not acks:
-                return apis.PRODUCE, None
-            return apis.PRODUCE, [
-                write_appended(
-                    version,
-                    correlation_id,
-                    topic,
-                    partition,
-                    info.first_offset,
-                    info.log_append_time_ms,
-                    info.log_start_offset,
-                )
-            ]
+            return write_nothing_new(fetch, correlation_id, *offsets)
         return None
 
     # --- answering ---------------------------------------------------------------------------

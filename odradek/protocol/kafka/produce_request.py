@@ -15,7 +15,7 @@ from typing import NamedTuple
 from odradek.protocol.kafka.api_versions import PRODUCE, request_flexibility
 from odradek.protocol.kafka.byte_reader import ByteReader, UnusualShape, usual_size
 from odradek.protocol.kafka.byte_writer import by_topic, encoded_name, write_length, write_string
-from odradek.protocol.produce import ProducePartitionData, ProducePartitionResponse
+from odradek.protocol.produce import Acks, ProducePartitionData, ProducePartitionResponse
 
 FIRST_FLEXIBLE_VERSION = 9
 _INT32 = struct.Struct(">i")
@@ -206,7 +206,9 @@ _PARTITION_START = struct.Struct(">ii")  # 1 partition, its index
 _PARTITION_START_FLEXIBLE = struct.Struct(">Bi")  # 1 partition, its index
 
 
-def read_immediate_produce(frame: memoryview) -> tuple[int, int, str, int, memoryview, int] | None:
+def read_immediate_produce(
+    frame: memoryview,
+) -> tuple[int, int, str, int, memoryview, Acks] | None:
     """``(api_version, correlation_id, topic, partition, records, acks)`` of a whole Produce
     v3+ request frame (without its size prefix) of the usual shape, to one partition with acks
     0 or 1: a header with a client id and no tagged fields, no transactional id, one topic,
@@ -277,7 +279,7 @@ IMMEDIATE_MAX_HEAD_BYTES = 512
 
 def _read_immediate_head(
     frame: memoryview, version: int, start: int
-) -> tuple[str, int, int] | None:
+) -> tuple[str, int, Acks] | None:
     """``(topic, partition, acks)`` of the usual head of a Produce of one partition with acks 0
     or 1, ending at ``start``, where the records' length begins; None for anything else."""
     if request_flexibility(PRODUCE, version) is None:
@@ -314,10 +316,10 @@ def _read_immediate_head(
         return None
     if acks != 1 and acks != 0:
         return None
-    return topic, partition, acks
+    return topic, partition, Acks(acks)  # (the general path's member, kept with the head)
 
 
-_immediate_heads: dict[tuple[int, bytes], tuple[str, int, int] | None] = {}
+_immediate_heads: dict[tuple[int, bytes], tuple[str, int, Acks] | None] = {}
 """The heads of Produce frames read lately, by version and bytes (correlation id excluded)."""
 
 
