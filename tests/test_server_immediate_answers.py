@@ -149,3 +149,42 @@ def test_an_unexpected_failure_is_answered_and_the_connection_goes_on(
         monkeypatch.undo()
         response, _ = exchange(client, produce_header("t", 0, len(batch()), 1), batch())
         assert response["error"] == 0 and response["partitions"][0]["base_offset"] == 0
+
+
+def test_a_quota_set_while_running_takes_requests_off_the_immediate_path(
+    broker: RunningBroker, paths: Paths
+) -> None:
+    """Quotas come and go on a running broker: while one is in force a produce is counted
+    against it (and throttled) on the general path, and once it is gone the immediate path
+    answers again."""
+    from odradek.protocol.client_quotas import (
+        AlterClientQuotasEntry,
+        AlterClientQuotasRequest,
+        QuotaEntityPart,
+        QuotaOp,
+    )
+
+    every_client = (QuotaEntityPart("client-id", None),)
+    rate = "producer_byte_rate"
+    paths.immediate()
+    with broker.connect() as client:
+        client.call(CreateTopicsRequest((CreatableTopic("t", 1),)))
+        response, _ = exchange(client, produce_header("t", 0, len(batch()), 1), batch())
+        assert response["throttle_time_ms"] == 0
+        assert paths.answered == [True]
+        client.call(
+            AlterClientQuotasRequest((AlterClientQuotasEntry(every_client, (QuotaOp(rate, 1),)),))
+        )
+        response, _ = exchange(client, produce_header("t", 0, len(batch()), 1), batch())
+        assert response["error"] == 0 and response["throttle_time_ms"] > 0
+        assert paths.answered == [True, False]
+    with broker.connect() as client:  # (the first is muted while its throttle lasts)
+        client.call(
+            AlterClientQuotasRequest(
+                (AlterClientQuotasEntry(every_client, (QuotaOp(rate, remove=True),)),)
+            )
+        )
+        response, _ = exchange(client, produce_header("t", 0, len(batch()), 1), batch())
+        assert response["throttle_time_ms"] == 0
+        assert response["partitions"][0]["base_offset"] == 2
+        assert paths.answered == [True, False, True]

@@ -85,6 +85,7 @@ class ClientConnection(Connection[memoryview]):
             _api_name,
         )
         self._apis = apis
+        self._replicas = apis.replicas
         self._sasl_gate: SaslGate | None = None
 
     # --- security hooks ----------------------------------------------------------------------
@@ -161,15 +162,17 @@ class ClientConnection(Connection[memoryview]):
         frame, or b"" for acks=0 (none). None when something else has a say (an error, a queued
         append, a quota or an authorizer in force): nothing was done, and the general path,
         whose answer this is (held to it by tests), takes it."""
+        if not self._apis.answers_at_once:  # an authorizer or quotas have a say
+            return None
         if request.api_key == FETCH:
-            offsets = self._apis.fetch_nothing_new(
+            offsets = self._replicas.nothing_new(
                 request.topic, request.partition, request.fetch_offset, request.isolation
             )
             if offsets is None:
                 return None
             return write_nothing_new(request, body, id_end, *offsets)
         acks = request.acks
-        info = self._apis.produce_at_once(
+        info = self._replicas.append_at_once(
             request.topic, request.partition, body[len(body) - request.payload_size :], acks
         )
         if info is None:

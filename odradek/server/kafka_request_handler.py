@@ -202,7 +202,7 @@ class KafkaRequestHandler:
         append, a quota or an authorizer in force): nothing was done, and ``decode`` and
         ``handle`` take it. The answer is the general path's (tests hold the two to each
         other)."""
-        if frame[0]:
+        if frame[0] or not self._apis.answers_at_once:  # (an authorizer or quotas have a say)
             return None
         api_key = frame[1]
         if api_key == apis.PRODUCE:
@@ -210,7 +210,7 @@ class KafkaRequestHandler:
             if produce is None:
                 return None
             version, correlation_id, topic, partition, records, acks = produce
-            info = self._apis.produce_at_once(topic, partition, records, acks)
+            info = self._replicas.append_at_once(topic, partition, records, acks)
             if info is None:
                 return None
             if acks is Acks.NONE:
@@ -229,7 +229,7 @@ class KafkaRequestHandler:
             if read is None:
                 return None
             correlation_id, fetch = read
-            offsets = self._apis.fetch_nothing_new(
+            offsets = self._replicas.nothing_new(
                 fetch.topic, fetch.partition, fetch.fetch_offset, fetch.isolation
             )
             if offsets is None:

@@ -267,11 +267,12 @@ class ReplicaManager:
         if acks is Acks.ALL or topic in INTERNAL_TOPICS:
             return None
         try:
-            partition = self.partition(topic, number)
-            info = partition.append_now(records, acks)
+            partition = self._partitions.get((topic, number))  # ``partition``, without its call
+            if partition is None or self._checked_serving != self._log_manager.serving_changes:
+                partition = self.partition(topic, number)
+            return partition.append_now(records, acks)
         except KafkaError:
             return None
-        return info
 
     # --- fetch -------------------------------------------------------------------------------
 
@@ -305,10 +306,13 @@ class ReplicaManager:
         when the partition cannot be read: the fetch then takes ``fetch_messages``, which
         reads, waits or answers the error. What ``fetch_messages`` answers a one-partition
         fetch that may not wait, in a few steps."""
-        try:
-            log = self.partition(topic, number).log
-        except KafkaError:
-            return None
+        partition = self._partitions.get((topic, number))  # ``partition``, without its call
+        if partition is None or self._checked_serving != self._log_manager.serving_changes:
+            try:
+                partition = self.partition(topic, number)
+            except KafkaError:
+                return None
+        log = partition.log
         high_watermark = log.high_watermark
         log_start_offset = log.log_start_offset
         end = high_watermark if isolation is IsolationLevel.HIGH_WATERMARK else log.log_end_offset
