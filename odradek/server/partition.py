@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections.abc import Callable
 from concurrent.futures import Executor
 from functools import partial
@@ -36,6 +37,9 @@ decompressing up to max.message.bytes x message.decompression.max.ratio, tens of
 milliseconds. Found by decompressing no further than this, a fraction of a millisecond."""
 
 
+_BATCH_LENGTH = struct.Struct(">i")
+
+
 def _runs_inline(records: bytes | memoryview) -> bool:
     size = len(records)
     if size > INLINE_APPEND_MAX_BYTES:
@@ -43,8 +47,7 @@ def _runs_inline(records: bytes | memoryview) -> bool:
     if (
         size > RECORDS_OFFSET
         and not records[ATTRIBUTES_OFFSET + 1] & COMPRESSION_CODEC_MASK
-        and int.from_bytes(records[BATCH_LENGTH_OFFSET : BATCH_LENGTH_OFFSET + 4], "big")
-        == size - LOG_OVERHEAD
+        and _BATCH_LENGTH.unpack_from(records, BATCH_LENGTH_OFFSET)[0] == size - LOG_OVERHEAD
     ):
         return True  # one uncompressed batch (what a producer sends a partition): no expansion
     return decompresses_within(records, INLINE_DECOMPRESSED_MAX_BYTES)
