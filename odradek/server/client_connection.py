@@ -49,6 +49,9 @@ from odradek.server.session import Session
 
 logger = logging.getLogger(__name__)
 
+# (Members at hand: looking one up on its enum class costs about a call, per request.)
+_ACKS_NONE = Acks.NONE
+
 
 class RequestReader(FrameReader):
     """Hands each request over as its bytes after the frame size, undecoded: a repeated
@@ -153,9 +156,7 @@ class ClientConnection(Connection[memoryview]):
         handling = self._handle(header, request, size, received)
         self._start(handling, size, eager=header.api_key in EAGER_API_KEYS)
 
-    def _answer_at_once(
-        self, request: Immediate, body: memoryview, id_end: int
-    ) -> bytes | None:
+    def _answer_at_once(self, request: Immediate, body: memoryview, id_end: int) -> bytes | None:
         """The answer, in a few steps, to a produce to one partition with acks 0 or 1 whose
         append is done at once, or to a fetch of one partition that may not wait and finds
         nothing new (``request``, read from ``body`` by ``read_immediate``): its response
@@ -177,7 +178,7 @@ class ClientConnection(Connection[memoryview]):
         )
         if info is None:
             return None
-        if acks is Acks.NONE:
+        if acks is _ACKS_NONE:
             return b""
         return write_appended(
             request, body, id_end, info.first_offset, info.log_append_time_ms, info.log_start_offset

@@ -27,6 +27,9 @@ from odradek.topic_partition import TopicPartition
 
 OffsetsMoved = Callable[[TopicPartition], None]
 
+# (Members at hand: looking one up on its enum class costs about a call, per request.)
+_ACKS_ALL = Acks.ALL
+
 
 INLINE_APPEND_MAX_BYTES = 64 * 1024
 """Appends up to this size run on the event loop (cheaper than a hop to a thread); larger
@@ -87,7 +90,7 @@ class Partition:
         them is written then)."""
         if self._last_append is not None or not _runs_inline(records):
             return None
-        info = self.log.append(records, commit=acks is not Acks.ALL)  # as _append_now
+        info = self.log.append(records, commit=acks is not _ACKS_ALL)  # as _append_now
         self._on_offsets_moved(self.topic_partition)
         return info
 

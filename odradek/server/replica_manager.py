@@ -65,6 +65,10 @@ T = TypeVar("T")
 
 _FETCH_ISOLATION = {level: FetchIsolation(level.value) for level in IsolationLevel}
 
+# (Members at hand: looking one up on its enum class costs about a call, per request.)
+_ACKS_ALL = Acks.ALL
+_HIGH_WATERMARK = IsolationLevel.HIGH_WATERMARK
+
 INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
 """Topics only the broker writes (clients may read them): Produce to them is refused with
 INVALID_TOPIC_EXCEPTION, as Kafka does."""
@@ -264,7 +268,7 @@ class ReplicaManager:
         produce answered without a task, a future or a response object. None when it does not
         (nothing is written then): the request takes ``append_records``, which queues the
         append, or answers its error."""
-        if acks is Acks.ALL or topic in INTERNAL_TOPICS:
+        if acks is _ACKS_ALL or topic in INTERNAL_TOPICS:
             return None
         try:
             partition = self._partitions.get((topic, number))  # ``partition``, without its call
@@ -315,7 +319,7 @@ class ReplicaManager:
         log = partition.log
         high_watermark = log.high_watermark
         log_start_offset = log.log_start_offset
-        end = high_watermark if isolation is IsolationLevel.HIGH_WATERMARK else log.log_end_offset
+        end = high_watermark if isolation is _HIGH_WATERMARK else log.log_end_offset
         if fetch_offset != end or fetch_offset < log_start_offset:
             return None
         return high_watermark, log_start_offset
