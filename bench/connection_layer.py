@@ -2,11 +2,11 @@
 
 ``bench/broker.py`` (e) measures whole requests through a socket, where the kernel's share and
 the machine's noise swamp a fraction of a microsecond. This feeds Kafka-framed requests, four a
-read, straight to a Connection (frame reader, read control, request memory pool, eager start,
-response writer, request metrics, flow control) whose handler only answers with a fixed frame,
-over a transport that counts its writes: what is left is the layer's own Python. The bare
-protocol of ``bench/transport_floor.py`` is measured the same way, as its floor. Process CPU
-time, best of rounds, printed; nothing asserted.
+read, straight to a Connection (frame reader, read control, request memory pool, the ending
+of a request answered at once, response writer, request metrics, flow control) whose handler
+only answers with a fixed frame, over a transport that counts its writes: what is left is the
+layer's own Python. The bare protocol of ``bench/transport_floor.py`` is measured the same
+way, as its floor. Process CPU time, best of rounds, printed; nothing asserted.
 
 Usage: ``python bench/connection_layer.py [--baseline TREE] [--rounds N]`` (``TREE``: another
 checkout with its ``.venv``, measured the same way in turns with this one).
@@ -28,6 +28,7 @@ import uvloop
 REQUESTS = 200_000
 REQUESTS_PER_READ = 4
 RESPONSE = [b"\x00\x00\x00\x08", bytes(8)]
+RESPONSE_BYTES = b"".join(RESPONSE)
 BODY = struct.pack(">hhih", 1, 12, 7, 5) + b"bench" + bytes(60)  # a Fetch v12 header and body
 READ = (struct.pack(">i", len(BODY)) + BODY) * REQUESTS_PER_READ
 
@@ -98,11 +99,15 @@ async def measure(rounds: int) -> tuple[float, float]:
             pass
 
     class Answering(Connection[memoryview]):
-        """A handler the shape of the protocols': started eagerly, answered at once."""
+        """A handler the shape of the protocols': answered at once in the read's callback
+        and ended in one call (a tree from before that ending: started eagerly)."""
 
         protocol_label = "kafka"
 
         def _dispatch(self, frame: memoryview) -> None:
+            if AT_ONCE:
+                self._answered_at_once(1, len(frame), RESPONSE_BYTES)
+                return
             received = time.perf_counter()
             size = len(frame)
             self._start(self._handle(size, received), size, eager=True)
@@ -116,6 +121,7 @@ async def measure(rounds: int) -> tuple[float, float]:
             self._record(1, 0, received)
             self._update_reading()
 
+    AT_ONCE = hasattr(Connection, "_answered_at_once")
     pool = RequestMemoryPool(None)
     connection = Answering(
         KafkaFrameReader(100 * 1024 * 1024, pool),

@@ -22,7 +22,10 @@ from server_helpers import RunningBroker, batch, running_broker
 from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
 from odradek.protocol.kafka.fetch_request import read_immediate_fetch
 from odradek.protocol.kafka.message_codec import encode_parts, request_spec
-from odradek.protocol.kafka.produce_request import read_immediate_produce
+from odradek.protocol.kafka.produce_request import (
+    IMMEDIATE_COPY_MAX_BYTES,
+    read_immediate_produce,
+)
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
 from odradek.server.kafka_request_handler import KafkaRequestHandler
 from odradek.server.replica_manager import ReplicaManager
@@ -49,7 +52,7 @@ class Paths:
     def immediate(self) -> None:
         def spy(handler: KafkaRequestHandler, frame: memoryview) -> object:
             answer = ANSWER_AT_ONCE(handler, frame)
-            self.answered.append(None if answer is None else answer[0])
+            self.answered.append(None if answer is None else frame[1])
             return answer
 
         self._monkeypatch.setattr(KafkaRequestHandler, "answer_at_once", spy)
@@ -356,12 +359,22 @@ def mutated(data: bytes, where: int, value: int, cut: int) -> memoryview:
     st.integers(0, 3),
     st.booleans(),
     st.integers(1, 40),
+    st.sampled_from([None, 300]),
 )
 def test_the_immediate_produce_reader_reads_what_the_general_one_reads(
-    version: int, acks: int, where: int, value: int, cut: int, mutate: bool, records: int
+    version: int,
+    acks: int,
+    where: int,
+    value: int,
+    cut: int,
+    mutate: bool,
+    records: int,
+    value_size: int | None,
 ) -> None:
-    # (records of one byte's length to several: the compact length takes one byte or two)
-    good = frame_of(0, version, produce_values("topic", 3, batch(records), acks))
+    # (records of one byte's length to several: the compact length takes one byte or two;
+    # frames under IMMEDIATE_COPY_MAX_BYTES and over it, whose head alone is copied)
+    values = batch(records) if value_size is None else batch(records, value_size=value_size)
+    good = frame_of(0, version, produce_values("topic", 3, values, acks))
     frame = mutated(good, where, value, cut) if mutate else memoryview(good)
     read = read_immediate_produce(frame)
     if not mutate:
@@ -381,6 +394,30 @@ def test_the_immediate_produce_reader_reads_what_the_general_one_reads(
         entry.records,
         produce.acks,
     )
+
+
+@pytest.mark.parametrize("version", PRODUCE_VERSIONS)
+@pytest.mark.parametrize("value_size", [10, 300])
+def test_the_immediate_produce_reader_reads_small_and_large_frames_alike(
+    version: int, value_size: int
+) -> None:
+    """A frame copied whole to be read and one of which only the head is copied (past
+    IMMEDIATE_COPY_MAX_BYTES), each read again by its remembered head, give the general
+    path's values; a cut or changed end is refused either way."""
+    records = batch(20, value_size=value_size)
+    assert (len(records) > IMMEDIATE_COPY_MAX_BYTES) == (value_size == 300)
+    for client_id in (b"first", b"second", b"first"):
+        good = frame_of(0, version, produce_values("topic", 3, records, 1), client_id)
+        for _ in range(2):
+            read = read_immediate_produce(memoryview(good))
+            request = DECODER.decode(memoryview(good))
+            (entry,) = request.body.partitions
+            assert read == (version, 7, "topic", 3, entry.records, request.body.acks)
+        assert read_immediate_produce(memoryview(good[:-1])) is None
+        changed = bytearray(good)
+        changed[-1] = 1  # the request's tagged fields (v9+), or a record's last byte
+        if version >= 9:
+            assert read_immediate_produce(memoryview(bytes(changed))) is None
 
 
 @settings(max_examples=examples(400))

@@ -34,6 +34,7 @@ from odradek.protocol.frame import (
 )
 from odradek.protocol.header import RequestHeader, ResponseHeader
 from odradek.protocol.immediate import (
+    COPY_MAX_BYTES,
     ImmediateFetch,
     read_immediate,
     write_appended,
@@ -547,6 +548,30 @@ def test_the_requests_of_odradeks_clients_are_read_by_their_bytes() -> None:
         for unusual in (waiting, dataclasses.replace(produce, acks=Acks.ALL)):
             frame = frame_bytes(encode_request(RequestHeader(unusual.api_key, 0, 1), unusual))
             assert read_immediate(memoryview(bytearray(frame[4:]))) is None
+
+
+def test_small_and_large_produces_are_read_alike() -> None:
+    """A frame copied whole to be read and one of which only the head is copied (past
+    COPY_MAX_BYTES), each read again by its remembered head, answer as the general path
+    does; one whose payload is cut short is not read."""
+    for size in (10, COPY_MAX_BYTES, COPY_MAX_BYTES + 1000):
+        records = bytes(range(256)) * (size // 256) + b"r" * (size % 256)
+        for correlation_id in (1, 300, 1):
+            request = ProduceRequest((ProducePartitionData("t", 1, records),), acks=Acks.LEADER)
+            header = RequestHeader(request.api_key, 0, correlation_id, "client")
+            body = frame_bytes(encode_request(header, request))[4:]
+            read = read_immediate(memoryview(bytearray(body)))
+            assert read is not None
+            immediate, id_end = read
+            assert (immediate.topic, immediate.partition, immediate.payload_size) == (
+                "t",
+                1,
+                len(records),
+            )
+            answer = write_appended(immediate, memoryview(body), id_end, 70000, -1, 0)
+            response = ProduceResponse((ProducePartitionResponse("t", 1, 0, None, 70000, -1, 0),))
+            assert answer == frame_bytes(encode_response(ResponseHeader(correlation_id), response))
+            assert read_immediate(memoryview(bytearray(body[:-1]))) is None
 
 
 def test_values_stored_at_once_are_the_dataclasses_they_were() -> None:

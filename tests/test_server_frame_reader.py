@@ -202,6 +202,19 @@ def test_kafka_sizes_outside_the_limits_are_refused_from_the_prefix(size: int) -
         reader.buffer_updated(4)
 
 
+@pytest.mark.parametrize("size", [8, 1000])
+def test_kafka_sizes_at_the_limits_are_taken(size: int) -> None:
+    reader = KafkaFrameReader(1000)
+    request = size.to_bytes(4, "big") + bytes(range(8)) + bytes(size - 8)
+    frames = read_all(reader, request * 2, [len(request) * 2])
+    assert [bytes(frame) for frame in frames] == [request[4:]] * 2
+    reader.max_frame_bytes = size - 1  # (lowered: the next prefix is refused)
+    buffer = reader.get_buffer()
+    buffer[:4] = request[:4]
+    with pytest.raises(FrameError, match=f"socket.request.max.bytes={size - 1}"):
+        reader.buffer_updated(4)
+
+
 # --- one receive buffer for every connection of a thread ----------------------------------------
 
 

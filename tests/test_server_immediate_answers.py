@@ -149,3 +149,76 @@ def test_an_unexpected_failure_is_answered_and_the_connection_goes_on(
         monkeypatch.undo()
         response, _ = exchange(client, produce_header("t", 0, len(batch()), 1), batch())
         assert response["error"] == 0 and response["partitions"][0]["base_offset"] == 0
+
+
+def test_a_quota_set_while_running_takes_requests_off_the_immediate_path(
+    broker: RunningBroker, paths: Paths
+) -> None:
+    """Quotas come and go on a running broker: while one is in force a produce is counted
+    against it (and throttled) on the general path, and once it is gone the immediate path
+    answers again."""
+    from odradek.protocol.client_quotas import (
+        AlterClientQuotasEntry,
+        AlterClientQuotasRequest,
+        QuotaEntityPart,
+        QuotaOp,
+    )
+
+    every_client = (QuotaEntityPart("client-id", None),)
+    rate = "producer_byte_rate"
+    paths.immediate()
+    with broker.connect() as client:
+        client.call(CreateTopicsRequest((CreatableTopic("t", 1),)))
+        response, _ = exchange(client, produce_header("t", 0, len(batch()), 1), batch())
+        assert response["throttle_time_ms"] == 0
+        assert paths.answered == [True]
+        client.call(
+            AlterClientQuotasRequest((AlterClientQuotasEntry(every_client, (QuotaOp(rate, 1),)),))
+        )
+        response, _ = exchange(client, produce_header("t", 0, len(batch()), 1), batch())
+        assert response["error"] == 0 and response["throttle_time_ms"] > 0
+        assert paths.answered == [True, False]
+    with broker.connect() as client:  # (the first is muted while its throttle lasts)
+        client.call(
+            AlterClientQuotasRequest(
+                (AlterClientQuotasEntry(every_client, (QuotaOp(rate, remove=True),)),)
+            )
+        )
+        response, _ = exchange(client, produce_header("t", 0, len(batch()), 1), batch())
+        assert response["throttle_time_ms"] == 0
+        assert response["partitions"][0]["base_offset"] == 2
+        assert paths.answered == [True, False, True]
+
+
+def _counts(broker: RunningBroker, api: str) -> tuple[float, float, float]:
+    """(requests answered without error, latencies observed, their sum in seconds) of ``api``
+    on the msgpack protocol."""
+    samples = broker.metrics()
+    labels = f'api="{api}",protocol="msgpack"'
+    return (
+        samples.get(f'odradek_requests_total{{api="{api}",error="NONE",protocol="msgpack"}}', 0),
+        samples.get(f"odradek_request_latency_seconds_count{{{labels}}}", 0),
+        samples.get(f"odradek_request_latency_seconds_sum{{{labels}}}", 0.0),
+    )
+
+
+def test_requests_are_counted_alike(broker: RunningBroker, paths: Paths) -> None:
+    """Each request answered at once is counted once, in the general path's series, with a
+    latency from its arrival (not from some other time: a few milliseconds at most here)."""
+    with broker.connect() as client:
+        client.call(CreateTopicsRequest((CreatableTopic("t", 1),)))
+        paths.general()
+        exchange(client, produce_header("t", 0, len(batch()), 1), batch())
+        exchange(client, fetch_header("t", 0, 1))
+        before = {api: _counts(broker, api) for api in ("Produce", "Fetch")}
+        assert [before[api][:2] for api in before] == [(1, 1), (1, 1)]
+        paths.immediate()
+        for offset in range(2, 5):
+            exchange(client, produce_header("t", 0, len(batch()), 1), batch())
+            exchange(client, fetch_header("t", 0, offset))
+        assert paths.answered == [True] * 6
+        after = {api: _counts(broker, api) for api in ("Produce", "Fetch")}
+    for api in ("Produce", "Fetch"):
+        assert after[api][:2] == (before[api][0] + 3, before[api][1] + 3)
+        assert 0 < after[api][2] - before[api][2] < 1.0
+    assert broker.metrics()["odradek_request_memory_bytes"] == 0

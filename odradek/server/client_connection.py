@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import Executor
-from time import perf_counter
 
 from odradek.errors import KafkaError, UnknownServerError, error_code_for
 from odradek.protocol.api_keys import ApiKey
@@ -49,6 +48,9 @@ from odradek.server.sasl_gate import SaslGate
 from odradek.server.session import Session
 
 logger = logging.getLogger(__name__)
+
+# (Members at hand: looking one up on its enum class costs about a call, per request.)
+_ACKS_NONE = Acks.NONE
 
 
 class RequestReader(FrameReader):
@@ -86,6 +88,7 @@ class ClientConnection(Connection[memoryview]):
             _api_name,
         )
         self._apis = apis
+        self._replicas = apis.replicas
         self._sasl_gate: SaslGate | None = None
 
     # --- security hooks ----------------------------------------------------------------------
@@ -109,7 +112,7 @@ class ClientConnection(Connection[memoryview]):
     # --- requests ----------------------------------------------------------------------------
 
     def _dispatch(self, body: memoryview) -> None:
-        received = perf_counter()
+        received = self._received
         immediate = read_immediate(body)
         if immediate is not None:
             request, id_end = immediate
@@ -121,12 +124,7 @@ class ClientConnection(Connection[memoryview]):
                     self._answer_failure_at_once(body, received)
                     return
                 if response is not None:
-                    # What the general path does once it has answered (see ``_handle``); the
-                    # read that brought it marked the connection active.
-                    self._memory_pool.release(len(body))
-                    if response is not True and not self._transport.is_closing():
-                        self._writer.write([response])
-                    self._request_done(request.api_key, 0, received)
+                    self._answered_at_once(request.api_key, len(body), response)
                     return
         size = len(body)
         try:
@@ -158,30 +156,30 @@ class ClientConnection(Connection[memoryview]):
         handling = self._handle(header, request, size, received)
         self._start(handling, size, eager=header.api_key in EAGER_API_KEYS)
 
-    def _answer_at_once(
-        self, request: Immediate, body: memoryview, id_end: int
-    ) -> bytes | bool | None:
+    def _answer_at_once(self, request: Immediate, body: memoryview, id_end: int) -> bytes | None:
         """The answer, in a few steps, to a produce to one partition with acks 0 or 1 whose
         append is done at once, or to a fetch of one partition that may not wait and finds
         nothing new (``request``, read from ``body`` by ``read_immediate``): its response
-        frame, or True for acks=0. None when something else has a say (an error, a queued
+        frame, or b"" for acks=0 (none). None when something else has a say (an error, a queued
         append, a quota or an authorizer in force): nothing was done, and the general path,
         whose answer this is (held to it by tests), takes it."""
+        if not self._apis.answers_at_once:  # an authorizer or quotas have a say
+            return None
         if request.api_key == FETCH:
-            offsets = self._apis.fetch_nothing_new(
+            offsets = self._replicas.nothing_new(
                 request.topic, request.partition, request.fetch_offset, request.isolation
             )
             if offsets is None:
                 return None
             return write_nothing_new(request, body, id_end, *offsets)
         acks = request.acks
-        info = self._apis.produce_at_once(
+        info = self._replicas.append_at_once(
             request.topic, request.partition, body[len(body) - request.payload_size :], acks
         )
         if info is None:
             return None
-        if acks is Acks.NONE:
-            return True
+        if acks is _ACKS_NONE:
+            return b""
         return write_appended(
             request, body, id_end, info.first_offset, info.log_append_time_ms, info.log_start_offset
         )

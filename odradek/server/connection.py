@@ -18,9 +18,11 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
+from bisect import bisect_left
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Any, Generic, Protocol, TypeVar
 
 from odradek.protocol.frame import FrameError
@@ -93,6 +95,11 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
         self._record: Callable[[int, int, float], None] = self._recorder.record_since
         """Count a request of ``api_key`` answered with ``error_code`` that arrived at
         ``perf_counter()`` reading ``received``."""
+        self._succeeded = self._recorder.bound  # each API's series of successes, bound once
+        self._latency_bounds = self._recorder.bounds
+        self._received = 0.0
+        """When the requests of the read being handled arrived, by ``perf_counter``: one
+        clock read for all of them, since they came together."""
         self._reader = reader
         self.get_buffer = reader.get_buffer  # asyncio.BufferedProtocol's, without a call between
         self._network = metrics.network
@@ -160,6 +167,7 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
 
     def buffer_updated(self, nbytes: int) -> None:
         self._last_active = self._loop.time()
+        self._received = perf_counter()
         self._network.received += nbytes
         try:
             frames = self._reader.buffer_updated(nbytes)
@@ -247,6 +255,30 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
             self._start_throttle()
             self._after_authentication_step()
         self._record(api_key, error_code, received)
+        if self._reading_paused:
+            self._pause_or_resume_reading()
+
+    def _answered_at_once(self, api_key: int, size: int, response: bytes) -> None:
+        """What ends a request of ``api_key`` and ``size`` bytes answered without error in
+        the callback of the read that brought it, with ``response`` (b"" for none, acks=0):
+        what ``_finished`` and ``_request_done`` do at the end of the general path, in one
+        call. (The read marked the connection active; the success is counted as
+        ``record_since`` counts it, into the series bound once.)"""
+        self._memory_pool.release(size)
+        if response and not self._transport.is_closing():
+            self._writer.write_bytes(response)
+        session = self._session
+        if session is not None and (session.throttle_s or session.authenticator is not None):
+            self._start_throttle()
+            self._after_authentication_step()
+        seconds = perf_counter() - self._received
+        try:
+            succeeded, latencies = self._succeeded[api_key]
+        except KeyError:
+            succeeded, latencies = self._recorder.bind(api_key)
+        succeeded.value += 1
+        latencies.buckets[bisect_left(self._latency_bounds, seconds)] += 1
+        latencies.total_seconds += seconds
         if self._reading_paused:
             self._pause_or_resume_reading()
 

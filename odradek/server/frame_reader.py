@@ -56,6 +56,10 @@ class SizePrefixedFrameReader(ABC, Generic[FrameT]):
 
     prefix_bytes = 4
     """How much of a frame's start ``check_prefix`` needs to vouch for its size."""
+    min_frame_bytes: int | None = None
+    """For a format whose prefix is vouched for by its size alone, the smallest size allowed
+    (the largest is ``max_frame_bytes``): a size in between is taken without a call to
+    ``check_prefix``, which sees the others. None: every prefix goes to ``check_prefix``."""
 
     def __init__(self, max_frame_bytes: int, pool: RequestMemoryPool | None = None) -> None:
         self._max_frame_bytes = max_frame_bytes
@@ -165,8 +169,14 @@ class SizePrefixedFrameReader(ABC, Generic[FrameT]):
             self.retained_bytes,
         )
         start = 0
+        min_size, max_size = self.min_frame_bytes, self._max_frame_bytes
         while end - start >= 4:
-            frame_size = check_prefix(buffer, start, end - start)
+            if min_size is not None:
+                frame_size = _SIZE.unpack_from(buffer, start)[0]
+                if not min_size <= frame_size <= max_size:
+                    frame_size = check_prefix(buffer, start, end - start)
+            else:
+                frame_size = check_prefix(buffer, start, end - start)
             frame_end = start + 4 + frame_size
             if frame_end > end:
                 if 4 + frame_size > self._window and end - start >= self.prefix_bytes:

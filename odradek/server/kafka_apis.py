@@ -13,8 +13,6 @@ from typing import Any, get_args, get_origin, get_type_hints
 from odradek.errors import IllegalSaslStateError, SaslAuthenticationFailedError, error_name_for
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.api_versions import ApiVersionsResponse
-from odradek.protocol.isolation import IsolationLevel
-from odradek.protocol.produce import Acks
 from odradek.protocol.sasl import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -33,7 +31,6 @@ from odradek.server.quota.client_quotas import ClientQuotas
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
 from odradek.server.sasl_authenticator import SaslAuthenticator
-from odradek.storage.log_append_info import LogAppendInfo
 
 Handler = Callable[[Any, RequestContext], Awaitable[Message | None]]
 
@@ -61,9 +58,20 @@ class KafkaApis:
         self._metrics = metrics
         self._quotas = quotas
         self._authorization = ApiAuthorization(authorizer or Authorizer())
-        self._authorizer = self._authorization.authorizer  # at hand for the immediate answers
+        self._authorizer = self._authorization.authorizer
         self._api_versions = api_versions
         self._replicas = replica_manager
+        self.replicas = replica_manager
+        """What ``answers_at_once`` lets a protocol call directly."""
+        self.answers_at_once = True
+        """Whether nothing but its partition has a say in the answer to a produce or fetch
+        (no authorizer, no quota in force): a protocol may then answer a one-partition
+        produce at acks 0 or 1 and a fetch that finds nothing new as ``handle`` would, with
+        ``replicas.append_at_once`` and ``replicas.nothing_new`` (one call from the
+        connection into the append). Kept current as quotas come and go."""
+        if quotas is not None:
+            quotas.watch(self._restrictions_changed)
+        self._restrictions_changed()
         replicas, admin = replica_manager, admin_manager
         self._handlers: dict[ApiKey, Handler] = {
             ApiKey.PRODUCE: replicas.append_records,
@@ -104,29 +112,11 @@ class KafkaApis:
             ApiKey.SASL_AUTHENTICATE: self._sasl_authenticate,
         }
 
-    def fetch_nothing_new(
-        self, topic: str, partition: int, fetch_offset: int, isolation: IsolationLevel
-    ) -> tuple[int, int] | None:
-        """``(high_watermark, log_start_offset)`` when a one-partition fetch that may not wait
-        is answered with no records, and nothing else (no quota, no authorizer, no error) has a
-        say in its answer: a protocol may then answer it directly, as ``handle`` would. None
-        otherwise: call ``handle``. See ``ReplicaManager.nothing_new``."""
+    def _restrictions_changed(self) -> None:
         quotas = self._quotas
-        if self._authorizer.enabled or (quotas is not None and quotas.enabled):
-            return None
-        return self._replicas.nothing_new(topic, partition, fetch_offset, isolation)
-
-    def produce_at_once(
-        self, topic: str, partition: int, records: bytes | memoryview, acks: Acks
-    ) -> LogAppendInfo | None:
-        """The append of a one-partition produce with acks 0 or 1, done here and now when it
-        is cheap, succeeds and nothing else (no quota, no authorizer) has a say in its answer:
-        a protocol may then answer it directly, as ``handle`` would. None when nothing was
-        written: call ``handle``. See ``ReplicaManager.append_at_once``."""
-        quotas = self._quotas
-        if self._authorizer.enabled or (quotas is not None and quotas.enabled):
-            return None
-        return self._replicas.append_at_once(topic, partition, records, acks)
+        self.answers_at_once = not (
+            self._authorizer.enabled or (quotas is not None and quotas.enabled)
+        )
 
     def handle(
         self, context: RequestContext, request: Message, count_quotas: bool = True

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from concurrent.futures import Executor
 
 from odradek.errors import (
@@ -80,6 +79,8 @@ class KafkaConnection(Connection[memoryview]):
             api_name,
         )
         self._handler = handler
+        self._without_authentication = session is None or session.authenticator is None
+        """No SASL exchange gates this connection's requests (a listener's for good)."""
         self._previous_response: asyncio.Task[None] | None = None
         self._auth_timer: asyncio.TimerHandle | None = None
 
@@ -103,25 +104,22 @@ class KafkaConnection(Connection[memoryview]):
     # --- requests ----------------------------------------------------------------------------
 
     def _dispatch(self, frame: memoryview) -> None:
-        received = time.perf_counter()
-        session = self._session
-        authenticator = session.authenticator if session is not None else None
-        authenticating = authenticator is not None and not authenticator.complete
-        if not authenticating and self._previous_response is None:
+        received = self._received
+        if self._previous_response is None and (
+            self._without_authentication or self._session.authenticator.complete
+        ):
             # No response is still to go out before this one's: it may be answered now.
             try:
-                answer = self._handler.answer_at_once(frame)
+                response = self._handler.answer_at_once(frame)
             except Exception:
                 self._failed_at_once(frame, received)
                 return
-            if answer is not None:
-                api_key, response = answer
-                self._memory_pool.release(len(frame))
-                if response is not None and not self._transport.is_closing():
-                    self._last_active = self._loop.time()
-                    self._writer.write(response)
-                self._request_done(api_key, 0, received)
+            if response is not None:
+                self._answered_at_once(frame[1], len(frame), response)  # (frame[0] is 0)
                 return
+        session = self._session
+        authenticator = session.authenticator if session is not None else None
+        authenticating = authenticator is not None and not authenticator.complete
         size = len(frame)
         if authenticating and authenticator.expects_bare_token:  # after SaslHandshake v0
             self._start(self._bare_token(frame), size)

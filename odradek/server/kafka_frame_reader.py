@@ -17,6 +17,8 @@ class KafkaFrameReader(SizePrefixedFrameReader[memoryview]):
     against ``socket.request.max.bytes`` as soon as its 4 bytes arrive, before anything is
     allocated for the frame; each frame returned holds a reservation of its whole size."""
 
+    min_frame_bytes = MIN_REQUEST_BYTES
+
     def check_prefix(self, buffer: bytearray, start: int, available: int) -> int:
         size = _SIZE.unpack_from(buffer, start)[0]
         if size < MIN_REQUEST_BYTES or size > self._max_frame_bytes:

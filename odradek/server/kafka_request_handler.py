@@ -107,6 +107,8 @@ MAX_TIMESTAMP = -3
 READ_COMMITTED = 1
 FIRST_SERVED_PRODUCE = ADVERTISED[apis.PRODUCE].min_served
 ACKS = {acks.value: acks for acks in Acks}
+# (Members at hand: looking one up on its enum class costs about a call, per request.)
+_ACKS_NONE = Acks.NONE
 
 
 class KafkaRequestHandler:
@@ -194,50 +196,47 @@ class KafkaRequestHandler:
 
     # --- answering at once -------------------------------------------------------------------
 
-    def answer_at_once(self, frame: memoryview) -> tuple[int, list[Payload] | None] | None:
-        """``(api_key, response frame)`` (None for acks=0) of a request answered here and now
-        in a few steps: a Produce v3+ of one partition at acks 0 or 1 whose append is done at
-        once, or a Fetch of one partition that may not wait and finds nothing new. None for
-        anything else (another API or shape, an error, a queued append, a quota or an
-        authorizer in force): nothing was done, and ``decode`` and ``handle`` take it. The
-        answer is the general path's (tests hold the two to each other)."""
-        if frame[0]:
+    def answer_at_once(self, frame: memoryview) -> bytes | None:
+        """The response frame (b"" for acks=0: none) of a request answered here and now in a
+        few steps: a Produce v3+ of one partition at acks 0 or 1 whose append is done at once,
+        or a Fetch of one partition that may not wait and finds nothing new (its API key is
+        ``frame[1]``). None for anything else (another API or shape, an error, a queued
+        append, a quota or an authorizer in force): nothing was done, and ``decode`` and
+        ``handle`` take it. The answer is the general path's (tests hold the two to each
+        other)."""
+        if frame[0] or not self._apis.answers_at_once:  # (an authorizer or quotas have a say)
             return None
         api_key = frame[1]
-        if api_key == apis.FETCH:
-            read = read_immediate_fetch(frame)
-            if read is None:
-                return None
-            correlation_id, fetch = read
-            offsets = self._apis.fetch_nothing_new(
-                fetch.topic, fetch.partition, fetch.fetch_offset, fetch.isolation
-            )
-            if offsets is None:
-                return None
-            return apis.FETCH, [write_nothing_new(fetch, correlation_id, *offsets)]
         if api_key == apis.PRODUCE:
             produce = read_immediate_produce(frame)
             if produce is None:
                 return None
             version, correlation_id, topic, partition, records, acks = produce
-            info = self._apis.produce_at_once(
-                topic, partition, records, Acks.LEADER if acks else Acks.NONE
-            )
+            info = self._replicas.append_at_once(topic, partition, records, acks)
             if info is None:
                 return None
-            if not acks:
-                return apis.PRODUCE, None
-            return apis.PRODUCE, [
-                write_appended(
-                    version,
-                    correlation_id,
-                    topic,
-                    partition,
-                    info.first_offset,
-                    info.log_append_time_ms,
-                    info.log_start_offset,
-                )
-            ]
+            if acks is _ACKS_NONE:
+                return b""
+            return write_appended(
+                version,
+                correlation_id,
+                topic,
+                partition,
+                info.first_offset,
+                info.log_append_time_ms,
+                info.log_start_offset,
+            )
+        if api_key == apis.FETCH:
+            read = read_immediate_fetch(frame)
+            if read is None:
+                return None
+            correlation_id, fetch = read
+            offsets = self._replicas.nothing_new(
+                fetch.topic, fetch.partition, fetch.fetch_offset, fetch.isolation
+            )
+            if offsets is None:
+                return None
+            return write_nothing_new(fetch, correlation_id, *offsets)
         return None
 
     # --- answering ---------------------------------------------------------------------------

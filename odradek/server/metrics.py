@@ -148,10 +148,13 @@ class RequestRecorder:
         self, metrics: BrokerMetrics, protocol: str, api_name: Callable[[int], str]
     ) -> None:
         self._stats = metrics.request_stats
-        self._bounds = metrics.request_stats.bounds
+        self.bounds = metrics.request_stats.bounds
+        """The latency histogram's bounds: ``bisect_left`` of a latency in them is its bucket."""
         self._protocol = protocol
         self._api_name = api_name
-        self._bound: dict[int, tuple[Tally, Latencies]] = {}
+        self.bound: dict[int, tuple[Tally, Latencies]] = {}
+        """The series of each API's successes, by API key, made on first use (``bind``): a
+        connection answering at once adds to them itself, as ``record_since`` would."""
 
     def record(self, api_key: int, error_code: int, seconds: float) -> None:
         """One request of ``api_key`` answered with ``error_code`` (0 when it succeeded)
@@ -169,23 +172,24 @@ class RequestRecorder:
         connection binds it as its ``_record``, so a request costs one call to count."""
         seconds = clock() - received
         try:
-            succeeded, latencies = self._bound[api_key]
+            succeeded, latencies = self.bound[api_key]
         except KeyError:
-            succeeded, latencies = self._bind(api_key)
+            succeeded, latencies = self.bind(api_key)
         if error_code:
             api, error = self._api_name(api_key), error_name_for(error_code)
             self._stats.tally(api, error, self._protocol).value += 1
         else:
             succeeded.value += 1
-        latencies.buckets[bisect_left(self._bounds, seconds)] += 1
+        latencies.buckets[bisect_left(self.bounds, seconds)] += 1
         latencies.total_seconds += seconds
 
-    def _bind(self, api_key: int) -> tuple[Tally, Latencies]:
+    def bind(self, api_key: int) -> tuple[Tally, Latencies]:
+        """The series a success of ``api_key`` adds to: its count and its latencies."""
         stats, api = self._stats, self._api_name(api_key)
         bound = (
             stats.tally(api, error_name_for(NONE), self._protocol),
             stats.latencies(api, self._protocol),
         )
         if api != "unknown":  # unknown keys share one label: binding each would grow without end
-            self._bound[api_key] = bound
+            self.bound[api_key] = bound
         return bound

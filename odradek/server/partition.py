@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections.abc import Callable
 from concurrent.futures import Executor
 from functools import partial
@@ -26,6 +27,9 @@ from odradek.topic_partition import TopicPartition
 
 OffsetsMoved = Callable[[TopicPartition], None]
 
+# (Members at hand: looking one up on its enum class costs about a call, per request.)
+_ACKS_ALL = Acks.ALL
+
 
 INLINE_APPEND_MAX_BYTES = 64 * 1024
 """Appends up to this size run on the event loop (cheaper than a hop to a thread); larger
@@ -36,6 +40,9 @@ decompressing up to max.message.bytes x message.decompression.max.ratio, tens of
 milliseconds. Found by decompressing no further than this, a fraction of a millisecond."""
 
 
+_BATCH_LENGTH = struct.Struct(">i")
+
+
 def _runs_inline(records: bytes | memoryview) -> bool:
     size = len(records)
     if size > INLINE_APPEND_MAX_BYTES:
@@ -43,8 +50,7 @@ def _runs_inline(records: bytes | memoryview) -> bool:
     if (
         size > RECORDS_OFFSET
         and not records[ATTRIBUTES_OFFSET + 1] & COMPRESSION_CODEC_MASK
-        and int.from_bytes(records[BATCH_LENGTH_OFFSET : BATCH_LENGTH_OFFSET + 4], "big")
-        == size - LOG_OVERHEAD
+        and _BATCH_LENGTH.unpack_from(records, BATCH_LENGTH_OFFSET)[0] == size - LOG_OVERHEAD
     ):
         return True  # one uncompressed batch (what a producer sends a partition): no expansion
     return decompresses_within(records, INLINE_DECOMPRESSED_MAX_BYTES)
@@ -84,7 +90,7 @@ class Partition:
         them is written then)."""
         if self._last_append is not None or not _runs_inline(records):
             return None
-        info = self.log.append(records, commit=acks is not Acks.ALL)  # as _append_now
+        info = self.log.append(records, commit=acks is not _ACKS_ALL)  # as _append_now
         self._on_offsets_moved(self.topic_partition)
         return info
 

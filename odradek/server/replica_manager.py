@@ -65,6 +65,10 @@ T = TypeVar("T")
 
 _FETCH_ISOLATION = {level: FetchIsolation(level.value) for level in IsolationLevel}
 
+# (Members at hand: looking one up on its enum class costs about a call, per request.)
+_ACKS_ALL = Acks.ALL
+_HIGH_WATERMARK = IsolationLevel.HIGH_WATERMARK
+
 INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
 """Topics only the broker writes (clients may read them): Produce to them is refused with
 INVALID_TOPIC_EXCEPTION, as Kafka does."""
@@ -264,14 +268,15 @@ class ReplicaManager:
         produce answered without a task, a future or a response object. None when it does not
         (nothing is written then): the request takes ``append_records``, which queues the
         append, or answers its error."""
-        if acks is Acks.ALL or topic in INTERNAL_TOPICS:
+        if acks is _ACKS_ALL or topic in INTERNAL_TOPICS:
             return None
         try:
-            partition = self.partition(topic, number)
-            info = partition.append_now(records, acks)
+            partition = self._partitions.get((topic, number))  # ``partition``, without its call
+            if partition is None or self._checked_serving != self._log_manager.serving_changes:
+                partition = self.partition(topic, number)
+            return partition.append_now(records, acks)
         except KafkaError:
             return None
-        return info
 
     # --- fetch -------------------------------------------------------------------------------
 
@@ -305,13 +310,16 @@ class ReplicaManager:
         when the partition cannot be read: the fetch then takes ``fetch_messages``, which
         reads, waits or answers the error. What ``fetch_messages`` answers a one-partition
         fetch that may not wait, in a few steps."""
-        try:
-            log = self.partition(topic, number).log
-        except KafkaError:
-            return None
+        partition = self._partitions.get((topic, number))  # ``partition``, without its call
+        if partition is None or self._checked_serving != self._log_manager.serving_changes:
+            try:
+                partition = self.partition(topic, number)
+            except KafkaError:
+                return None
+        log = partition.log
         high_watermark = log.high_watermark
         log_start_offset = log.log_start_offset
-        end = high_watermark if isolation is IsolationLevel.HIGH_WATERMARK else log.log_end_offset
+        end = high_watermark if isolation is _HIGH_WATERMARK else log.log_end_offset
         if fetch_offset != end or fetch_offset < log_start_offset:
             return None
         return high_watermark, log_start_offset

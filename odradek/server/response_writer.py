@@ -79,6 +79,17 @@ class ResponseWriter:
             self._task = asyncio.get_running_loop().create_task(self._write_queued())
         self._on_backlog_change()
 
+    def write_bytes(self, frame: bytes) -> None:
+        """``write`` of a frame that is one piece of bytes (a response answered at once),
+        without a list around it or a look for file regions in it."""
+        if self._task is not None:
+            self.write([frame])
+        elif self._held is not None:
+            self._held.append(frame)
+        else:
+            self._transport.write(frame)
+            self._metrics.network.sent += len(frame)
+
     async def flush(self) -> None:
         """Wait until every frame written so far has been handed to the socket."""
         if self._task is not None:

@@ -15,7 +15,7 @@ from typing import NamedTuple
 from odradek.protocol.kafka.api_versions import PRODUCE, request_flexibility
 from odradek.protocol.kafka.byte_reader import ByteReader, UnusualShape, usual_size
 from odradek.protocol.kafka.byte_writer import by_topic, encoded_name, write_length, write_string
-from odradek.protocol.produce import ProducePartitionData, ProducePartitionResponse
+from odradek.protocol.produce import Acks, ProducePartitionData, ProducePartitionResponse
 
 FIRST_FLEXIBLE_VERSION = 9
 _INT32 = struct.Struct(">i")
@@ -206,7 +206,9 @@ _PARTITION_START = struct.Struct(">ii")  # 1 partition, its index
 _PARTITION_START_FLEXIBLE = struct.Struct(">Bi")  # 1 partition, its index
 
 
-def read_immediate_produce(frame: memoryview) -> tuple[int, int, str, int, memoryview, int] | None:
+def read_immediate_produce(
+    frame: memoryview,
+) -> tuple[int, int, str, int, memoryview, Acks] | None:
     """``(api_version, correlation_id, topic, partition, records, acks)`` of a whole Produce
     v3+ request frame (without its size prefix) of the usual shape, to one partition with acks
     0 or 1: a header with a client id and no tagged fields, no transactional id, one topic,
@@ -218,66 +220,88 @@ def read_immediate_produce(frame: memoryview) -> tuple[int, int, str, int, memor
     first time its bytes come, then by its bytes: a producer sends the same again and again.
     The ones kept are bounded in size and number."""
     try:
-        api_key, version, correlation_id = _START.unpack_from(frame)
-        if api_key or version < 3:
+        # Read from a copy of the frame (or of its head, past which a large one's records
+        # go on): a bytes copy of a small frame costs less than the view slices and the
+        # view indexing it saves.
+        size = len(frame)
+        whole = size <= IMMEDIATE_COPY_MAX_BYTES
+        data = frame.tobytes() if whole else frame[: IMMEDIATE_MAX_HEAD_BYTES + 5].tobytes()
+        api_key, version, correlation_id = _START.unpack_from(data)
+        if api_key:
             return None
-        position = 10 + (frame[8] << 8 | frame[9])  # after the client id
-        if version >= FIRST_FLEXIBLE_VERSION:
-            # header tags, null id, acks, timeout, topic count, name, partition count, index
-            start = position + 1 + _FIXED_FLEXIBLE.size + frame[position + 9] - 1 + 5
+        last = _last_head
+        if version == last[0] and data.startswith(last[1], 8):
+            # The head of the last one read: where the records start depends on its bytes
+            # alone, so it is the same as well.
+            _, _, start, topic, partition, acks = last
         else:
-            # null id, acks, timeout, topic count, name, partition count, index
-            start = position + _FIXED.size + (frame[position + 12] << 8 | frame[position + 13]) + 8
-        if start > IMMEDIATE_MAX_HEAD_BYTES:
-            return None
-        key = (version, bytes(frame[8:start]))
-        try:
-            head = _immediate_heads[key]
-        except KeyError:
-            head = _read_immediate_head(frame, version, start)
-            if len(_immediate_heads) >= 1024:
-                _immediate_heads.clear()
-            _immediate_heads[key] = head
-        if head is None:
-            return None
-        topic, partition, acks = head
+            if version < 3:
+                return None
+            position = 10 + (data[8] << 8 | data[9])  # after the client id
+            if version >= FIRST_FLEXIBLE_VERSION:
+                # header tags, null id, acks, timeout, topic count, name, partition count, index
+                start = position + 1 + _FIXED_FLEXIBLE.size + data[position + 9] - 1 + 5
+            else:
+                # null id, acks, timeout, topic count, name, partition count, index
+                start = position + _FIXED.size + (data[position + 12] << 8 | data[position + 13])
+                start += 8
+            if start > IMMEDIATE_MAX_HEAD_BYTES:
+                return None
+            head_bytes = data[8:start]
+            key = (version, head_bytes)
+            try:
+                head = _immediate_heads[key]
+            except KeyError:
+                head = _read_immediate_head(frame, version, start)
+                if len(_immediate_heads) >= 1024:
+                    _immediate_heads.clear()
+                _immediate_heads[key] = head
+            if head is None:
+                return None
+            topic, partition, acks = head
+            _remember(version, head_bytes, start, head)
         if version >= FIRST_FLEXIBLE_VERSION:
-            byte = frame[start]  # the records' compact length: an unsigned varint, plus 1
+            byte = data[start]  # the records' compact length: an unsigned varint, plus 1
             if byte < 0x80:
-                size = byte - 1
+                length = byte - 1
                 start += 1
             else:
-                size = shift = 0
+                length = shift = 0
                 while True:
-                    byte = frame[start]
+                    byte = data[start]
                     start += 1
-                    size |= (byte & 0x7F) << shift
+                    length |= (byte & 0x7F) << shift
                     if byte < 0x80:
                         break
                     shift += 7
                     if shift > 28:
                         return None
-                size -= 1
-            end = start + size
-            if size < 0 or end + 3 != len(frame) or frame[end] | frame[end + 1] | frame[end + 2]:
-                return None  # null records; tagged fields (partition, topic, request); more
+                length -= 1
+            end = start + length
+            if length < 0 or end + 3 != size:
+                return None  # null records; more after them
+            if not (data if whole else frame[end:].tobytes()).endswith(b"\0\0\0"):
+                return None  # tagged fields (partition, topic, request), the frame's last bytes
         else:
-            size = _INT32.unpack_from(frame, start)[0]
+            length = _INT32.unpack_from(data, start)[0]
             start += 4
-            end = start + size
-            if size < 0 or end != len(frame):
+            end = start + length
+            if length < 0 or end != size:
                 return None
     except (struct.error, IndexError):
         return None
     return version, correlation_id, topic, partition, frame[start:end], acks
 
 
+IMMEDIATE_COPY_MAX_BYTES = 4096
+"""Produce frames up to this size are copied whole to be read (a few tens of nanoseconds);
+larger ones have their head copied."""
 IMMEDIATE_MAX_HEAD_BYTES = 512
 
 
 def _read_immediate_head(
     frame: memoryview, version: int, start: int
-) -> tuple[str, int, int] | None:
+) -> tuple[str, int, Acks] | None:
     """``(topic, partition, acks)`` of the usual head of a Produce of one partition with acks 0
     or 1, ending at ``start``, where the records' length begins; None for anything else."""
     if request_flexibility(PRODUCE, version) is None:
@@ -314,11 +338,20 @@ def _read_immediate_head(
         return None
     if acks != 1 and acks != 0:
         return None
-    return topic, partition, acks
+    return topic, partition, Acks(acks)  # (the general path's member, kept with the head)
 
 
-_immediate_heads: dict[tuple[int, bytes], tuple[str, int, int] | None] = {}
+_immediate_heads: dict[tuple[int, bytes], tuple[str, int, Acks] | None] = {}
 """The heads of Produce frames read lately, by version and bytes (correlation id excluded)."""
+
+_last_head: tuple[int, bytes, int, str, int, Acks] = (-1, b"", 0, "", 0, Acks.NONE)
+"""The version, bytes (correlation id excluded) and end of the last good head read, with what
+it says: a producer sends the same head again and again, found by one comparison."""
+
+
+def _remember(version: int, head_bytes: bytes, start: int, head: tuple[str, int, Acks]) -> None:
+    global _last_head
+    _last_head = (version, head_bytes, start, *head)
 
 
 def write_appended(

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 
 from odradek.security.kafka_principal import ANONYMOUS
@@ -52,6 +52,7 @@ class ClientQuotas:
         self.request = ClientQuotaManager(REQUEST_PERCENTAGE, samples, window_s)
         self.enabled = False
         """Whether any quota is configured: the one check the request paths make."""
+        self._watchers: list[Callable[[], None]] = []
         self._timer: asyncio.TimerHandle | None = None
 
     def managers(self) -> tuple[ClientQuotaManager, ...]:
@@ -105,7 +106,13 @@ class ClientQuotas:
         enabled = any(manager.enabled for manager in self.managers())
         if enabled != self.enabled:
             logger.info("client quotas %s", "in force" if enabled else "off: none configured")
-        self.enabled = enabled
+            self.enabled = enabled
+            for watcher in self._watchers:
+                watcher()
+
+    def watch(self, watcher: Callable[[], None]) -> None:
+        """Call ``watcher`` whenever ``enabled`` changes (for flags kept from it)."""
+        self._watchers.append(watcher)
 
     # --- the request paths' hooks ------------------------------------------------------------
 
