@@ -23,8 +23,10 @@ frames' bytes until the run ends.
 from __future__ import annotations
 
 import array
+import bisect
 import functools
 import statistics
+import threading
 import time
 from typing import Any
 
@@ -66,6 +68,12 @@ class ClientTrace:
         self.read_times = array.array("d")
         self.read_headers: list[bytes] = []
         self.read_payloads: list[bytes] = []
+        # thread hand-offs: a sync send's wake-up of the sender scheduled (caller thread) and
+        # run (loop thread); a poller's wake-up set (loop thread) and its wait returning
+        self.wake_scheduled = array.array("d")
+        self.wake_run = array.array("d")
+        self.poller_woken = array.array("d")
+        self.poller_returned = array.array("d")
         self._originals: dict[str, Any] = {}
 
     def __enter__(self) -> ClientTrace:
@@ -100,11 +108,57 @@ class ClientTrace:
 
         Connection._write = traced_write
         Connection._dispatch = traced_dispatch
+        self._trace_hand_offs()
         return self
 
+    def _trace_hand_offs(self) -> None:
+        """Timestamp the two hand-offs between a sync client's caller threads and its loop."""
+        from odradek.client.fetcher import Fetcher
+        from odradek.client.producer import AsyncProducer
+
+        original_wake = AsyncProducer._wake_sender
+        original_wake_on_loop = AsyncProducer._wake_sender_on_loop
+        original_set = Fetcher._wake_pollers
+        original_wait = Fetcher.wait_for_data_threadsafe
+        self._originals.update(
+            {
+                "AsyncProducer._wake_sender": original_wake,
+                "AsyncProducer._wake_sender_on_loop": original_wake_on_loop,
+                "Fetcher._wake_pollers": original_set,
+                "Fetcher.wait_for_data_threadsafe": original_wait,
+            }
+        )
+
+        def traced_wake(producer: AsyncProducer) -> None:
+            if not producer._wakeup_scheduled and threading.get_ident() != producer._loop_thread:
+                self.wake_scheduled.append(time.perf_counter())
+            original_wake(producer)
+
+        def traced_wake_on_loop(producer: AsyncProducer) -> None:
+            self.wake_run.append(time.perf_counter())
+            original_wake_on_loop(producer)
+
+        def traced_set(fetcher: Fetcher) -> None:
+            self.poller_woken.append(time.perf_counter())
+            original_set(fetcher)
+
+        def traced_wait(fetcher: Fetcher, timeout_s: float) -> None:
+            original_wait(fetcher, timeout_s)
+            self.poller_returned.append(time.perf_counter())
+
+        AsyncProducer._wake_sender = traced_wake
+        AsyncProducer._wake_sender_on_loop = traced_wake_on_loop
+        Fetcher._wake_pollers = traced_set
+        Fetcher.wait_for_data_threadsafe = traced_wait
+
     def __exit__(self, *exc: object) -> None:
+        from odradek.client.fetcher import Fetcher
+        from odradek.client.producer import AsyncProducer
+
+        owners = {"AsyncProducer": AsyncProducer, "Fetcher": Fetcher}
         for name, original in self._originals.items():
-            setattr(Connection, name, original)
+            owner, _, attribute = name.rpartition(".")
+            setattr(owners.get(owner, Connection), attribute, original)
 
     def breakdown(self, received: list[tuple[float, float]]) -> dict[str, list[float]]:
         """Per record (keyed by its send time), each segment in ms; plus the fetch gaps."""
@@ -148,6 +202,19 @@ class ClientTrace:
                 segments[name].append((end - start) * 1000)
             segments["total"].append(latency * 1000)
         segments["fetch re-issue gap"] = gaps
+        segments["sender wake-up hand-off"] = [
+            (run - scheduled) * 1000
+            for scheduled, run in zip(self.wake_scheduled, self.wake_run, strict=False)
+        ]
+        woken = list(self.poller_woken)
+        poller = []
+        previous = 0.0
+        for returned in self.poller_returned:
+            last = bisect.bisect_right(woken, returned) - 1
+            if last >= 0 and woken[last] > previous:  # woken, not timed out
+                poller.append((returned - woken[last]) * 1000)
+            previous = returned
+        segments["poller wake-up hand-off"] = poller
         return segments
 
 
@@ -172,7 +239,19 @@ def summary(segments: dict[str, list[float]]) -> list[str]:
             f"    trace {name:>18}: p50 {at(0.5):.3f}, p99 {at(0.99):.3f}, "
             f"p99.9 {at(0.999):.3f}, max {ordered[-1]:.3f} ms"
         )
-        if name != "fetch re-issue gap":
+        if name in SEGMENTS or name == "total":
             line += f"; in the slowest 1%: median {statistics.median(values[i] for i in slow):.3f}"
         lines.append(line)
+    slowest = sorted(range(len(total)), key=total.__getitem__)[-max(1, len(total) // 1000) :]
+    largest = {name: 0 for name in SEGMENTS}
+    for i in slowest:
+        largest[max(SEGMENTS, key=lambda name: segments[name][i])] += 1
+    lines.append(
+        f"    trace the slowest 0.1% ({len(slowest)} records, from {total[slowest[0]]:.3f} ms): "
+        + ", ".join(
+            f"{name} median {statistics.median(segments[name][i] for i in slowest):.3f} "
+            f"(largest in {largest[name]})"
+            for name in SEGMENTS
+        )
+    )
     return lines

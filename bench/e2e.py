@@ -21,7 +21,12 @@ producer has the broker's answer). Prints p50, p99, p99.9 and the maximum. Asser
 ranges. Each run also prints this process's full GC collections and its stalls (runs of
 records over 20 ms): when, how many records, the worst.
 
-Usage: ``python bench/e2e.py [--seconds 60] [--rate 1000] [--rounds 1] [--clients raw async]``
+``--data-root DIR`` puts the broker's log directory (and the fsync probe's file) under DIR,
+e.g. a file system on a device whose flush is fast, to tell odradek's acks=all path from
+the disk under it.
+
+Usage: ``python bench/e2e.py [--seconds 60] [--rate 1000] [--rounds 1] [--clients raw async]
+[--data-root DIR]``
 """
 
 from __future__ import annotations
@@ -377,12 +382,19 @@ def main() -> None:
         help="split each client record's time into send->written->acked->fetched->delivered "
         "(bench/client_trace.py) and print where the slowest 1%% spent theirs",
     )
+    parser.add_argument(
+        "--data-root",
+        type=Path,
+        default=None,
+        help="make the broker's log directory and the fsync probe's file under this directory "
+        "(default: the system's temporary directory)",
+    )
     args = parser.parse_args()
     if args.gc_freeze:
         gc.collect()
         gc.freeze()
     results: dict[tuple[str, str], list[dict[str, float]]] = {}
-    with tempfile.TemporaryDirectory(prefix="odradek-e2e-") as root:
+    with tempfile.TemporaryDirectory(prefix="odradek-e2e-", dir=args.data_root) as root:
         data_dir = Path(root) / "data"
         broker = BrokerProcess(data_dir)
         try:
