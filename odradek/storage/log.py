@@ -908,15 +908,20 @@ class Log:
         # a rolled segment's end, the roll's trim of its preallocated tail (a change of size)
         # is durable only once the segment is synced again, and a recovery point past it makes
         # the next start serve the zeros as records (recovery skips the segment).
-        to_flush = self._segments.values_between(max(self._recovery_point - 1, 0), offset)
+        recovery_point = self._recovery_point
+        to_flush = self._segments.values_between(max(recovery_point - 1, 0), offset)
         try:
             with LOG_FLUSH_SECONDS.time():
                 for segment in to_flush:
                     # Recovery rebuilds the indexes of the segment holding the recovery point,
                     # so only segments wholly below it need durable indexes: acks=all saves an
-                    # msync and fsync of the active segment's index maps on every flush.
+                    # msync and fsync of the active segment's index maps on every flush. The
+                    # one ending at the recovery point needs only its trim (the roll's flush
+                    # syncs its indexes).
                     following = self._segments.higher_segment(segment.base_offset)
-                    wholly_below = following is not None and following.base_offset <= offset
+                    wholly_below = (
+                        following is not None and recovery_point < following.base_offset <= offset
+                    )
                     segment.flush(include_indexes=wholly_below)
                 self._sync_directory()
                 if self.leader_epoch_cache.unflushed:  # before the recovery point passes it
