@@ -63,6 +63,8 @@ def test_clean_reopen_keeps_everything(partition_dir: Path) -> None:
     log = reopen(partition_dir)
     assert [r.value for r in read_all(log)] == values
     assert log.log_end_offset == len(values)
+    assert log.recovery_point == 0  # a start after a crash keeps the checkpoint's
+    log.flush()
     assert log.recovery_point == len(values)
     log.close()
 
@@ -124,6 +126,35 @@ def test_a_middle_segment_cut_after_its_last_batch_keeps_the_segments_after_it(
     assert [r.value for r in read_all(log)] == values
     assert log.log_end_offset == len(values)
     assert log.load_summary.truncated_bytes == len(residue)
+    log.close()
+
+
+def test_an_unclean_start_keeps_the_recovery_point_below_what_recovery_cut_until_a_flush(
+    partition_dir: Path,
+) -> None:
+    """Recovery's cut of a preallocated tail is a change of size no fsync covered yet: a second
+    power cut brings the zeros back. The recovery point the restarted log checkpoints must
+    still lie below that segment, so the next start recovers it again instead of serving the
+    zeros as records (a power-cut test caught a segment below the checkpoint served so)."""
+    values = write_log(partition_dir)
+    files = log_files(partition_dir)
+    victim = files[1]
+    size = victim.stat().st_size
+    residue = bytes(4096 - size)  # the zero-filled rest of a preallocated segment
+    with open(victim, "ab") as file:
+        file.write(residue)
+    log = reopen(partition_dir, recovery_point=0)
+    assert victim.stat().st_size == size
+    checkpointed = log.recovery_point  # what the log manager's checkpoint would write now
+    assert checkpointed <= segment_base(victim)
+    log.close_handlers()  # the power goes before anything is flushed
+    with open(victim, "ab") as file:
+        file.write(residue)  # the cut undoes the unsynced truncation
+    log = reopen(partition_dir, recovery_point=checkpointed)
+    assert victim.stat().st_size == size
+    assert [r.value for r in read_all(log)] == values
+    log.flush()  # syncs the recovered segments: only now may the recovery point pass them
+    assert log.recovery_point == log.log_end_offset == len(values)
     log.close()
 
 
@@ -225,6 +256,7 @@ def test_an_empty_active_segment_without_index_files_opens_quietly(
     values = write_log(partition_dir, batches=3)
     log = reopen(partition_dir)
     log.roll()
+    log.flush()  # a clean shutdown flushes, then closes
     log.close()
     empty = log_files(partition_dir)[-1]
     assert empty.stat().st_size == 0

@@ -717,6 +717,37 @@ class QueuedScheduler:
             task()
 
 
+def test_a_roll_s_trim_of_a_preallocated_segment_is_durable_before_the_recovery_point_passes(
+    fs: PowerCutFS,
+) -> None:
+    """Regression: an acks=all flush that ended exactly at a segment's end synced it with its
+    preallocated zeros; the roll then trimmed it, and the next acks=all flush synced only the
+    new segment and moved the recovery point past the rolled one. A cut before the roll's
+    background flush brought the zeros back in a segment the next start, trusting the
+    checkpointed recovery point, did not recover: reads served them (CORRUPT_MESSAGE)."""
+    directory = fs.mount / "pc-0"
+    scheduler = QueuedScheduler()  # the roll's background flush never runs
+    config = LogConfig(segment_bytes=1 << 16, preallocate=True)
+    log = Log.open(directory, config, scheduler)
+    rolled_end = offset_valued_append(log, 10)
+    log.flush(rolled_end)  # the recovery point is the active segment's end
+    rolled = log.segments.active_segment
+    log.roll()  # trims the rolled segment's preallocated tail
+    end = offset_valued_append(log, 10)
+    log.flush(end)  # what acks=all waits for
+    rolled_size = rolled.size
+    checkpointed = log.recovery_point  # what the recovery-point checkpoint would say
+    assert checkpointed == end
+    fs.cut(abandon=log.close_handlers)
+    assert rolled.log.path.stat().st_size == rolled_size  # its trim was made durable
+    log = Log.open(directory, config, scheduler, recovery_point=checkpointed)
+    try:
+        check_offset_valued(log, end, "after the cut")
+        assert log.log_end_offset == end
+    finally:
+        log.close_handlers()
+
+
 def test_a_segment_in_a_pre_created_file_survives_a_cut_that_undid_its_rename(
     fs: PowerCutFS,
 ) -> None:

@@ -619,18 +619,21 @@ class Log:
             return segment
 
     def _flush_rolled_segment(self, rolled: LogSegment, new: LogSegment, snapshot: bytes) -> None:
-        """After a roll: make the new segment's names durable first if the roll created them
-        (the next acks=all flush waits for that), then the segment that stopped taking
-        writes, indexes included (an acks=all flush may have moved the recovery point past it
-        without its indexes); then the producer snapshot taken at the roll and the next
-        pre-created segment file, made durable by one directory fsync, which also covers the
-        rename of the pre-created file the roll took."""
+        """After a roll: sync the segment that stopped taking writes, indexes included (an
+        acks=all flush may have moved the recovery point past it without its indexes), then
+        make the new segment's names durable if the roll created them (the next acks=all
+        flush waits for that). In that order: the roll trimmed the rolled segment's
+        preallocated tail, and once the new segment's name is durable the next start, with a
+        recovery point at its base, no longer recovers the rolled one (its zeros would be
+        served). Then the producer snapshot taken at the roll and the next pre-created
+        segment file, made durable by one directory fsync, which also covers the rename of
+        the pre-created file the roll took."""
         if self._closed:
             return
         try:
             with LOG_FLUSH_SECONDS.time():
-                self._sync_directory()
                 rolled.flush()
+                self._sync_directory()
         except OSError as error:
             raise self._storage_error("flush", error) from error
         self._write_roll_snapshot(new, snapshot)
@@ -901,15 +904,24 @@ class Log:
             return
         if offset <= self._recovery_point and directory_synced:
             return
-        to_flush = self._segments.values_between(self._recovery_point, offset)
+        # From the segment holding the offset before the recovery point: when that point is
+        # a rolled segment's end, the roll's trim of its preallocated tail (a change of size)
+        # is durable only once the segment is synced again, and a recovery point past it makes
+        # the next start serve the zeros as records (recovery skips the segment).
+        recovery_point = self._recovery_point
+        to_flush = self._segments.values_between(max(recovery_point - 1, 0), offset)
         try:
             with LOG_FLUSH_SECONDS.time():
                 for segment in to_flush:
                     # Recovery rebuilds the indexes of the segment holding the recovery point,
                     # so only segments wholly below it need durable indexes: acks=all saves an
-                    # msync and fsync of the active segment's index maps on every flush.
+                    # msync and fsync of the active segment's index maps on every flush. The
+                    # one ending at the recovery point needs only its trim (the roll's flush
+                    # syncs its indexes).
                     following = self._segments.higher_segment(segment.base_offset)
-                    wholly_below = following is not None and following.base_offset <= offset
+                    wholly_below = (
+                        following is not None and recovery_point < following.base_offset <= offset
+                    )
                     segment.flush(include_indexes=wholly_below)
                 self._sync_directory()
                 if self.leader_epoch_cache.unflushed:  # before the recovery point passes it

@@ -252,9 +252,20 @@ class LogLoader:
             active.resize_indexes(self.config.segment_index_bytes)
         first = self.segments.first_segment
         assert first is not None
+        # After an unclean stop the recovery point stays where the checkpoint had it (Kafka's
+        # rule): what recovery read or cut above it is not durable yet (a truncation of a
+        # preallocated tail is a change of size no fsync covered). Moved to the log end, it
+        # would be checkpointed, and a second power cut would bring back bytes recovery had
+        # cut (the zeros past the last batch) in a segment the next start no longer recovers,
+        # served as records. The first flush syncs those segments and moves it on.
+        recovery_point = (
+            next_offset
+            if self.had_clean_shutdown
+            else min(self.recovery_point_checkpoint, next_offset)
+        )
         return LoadedLogOffsets(
             log_start_offset=max(log_start_offset, first.base_offset),
-            recovery_point=next_offset,
+            recovery_point=recovery_point,
             next_offset_metadata=LogOffsetMetadata(next_offset, active.base_offset, active.size),
             recovered_segments=recovered_segments,
             recovered_bytes=recovered_bytes,
