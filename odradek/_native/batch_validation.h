@@ -328,4 +328,18 @@ static int validate(const uint8_t *data, uint8_t *copy, Py_ssize_t total, const 
     return 0;
 }
 
+/* An int argument as int64; 0 on success, -1 (no exception set) when it does not fit, -2 with
+ * an exception set when it is no int. */
+static int as_int64(PyObject *argument, int64_t *value)
+{
+    int overflow;
+    long long result = PyLong_AsLongLongAndOverflow(argument, &overflow);
+    if (result == -1 && PyErr_Occurred())
+        return -2;
+    if (overflow)
+        return -1;
+    *value = (int64_t)result;
+    return 0;
+}
+
 #endif

@@ -131,20 +131,6 @@ static PyObject *scan_batches(PyObject *module, PyObject *const *args, Py_ssize_
     Py_RETURN_NONE;
 }
 
-/* An int argument as int64; 0 on success, -1 (no exception set) when it does not fit, -2 with
- * an exception set when it is no int. */
-static int as_int64(PyObject *argument, int64_t *value)
-{
-    int overflow;
-    long long result = PyLong_AsLongLongAndOverflow(argument, &overflow);
-    if (result == -1 && PyErr_Occurred())
-        return -2;
-    if (overflow)
-        return -1;
-    *value = (int64_t)result;
-    return 0;
-}
-
 PyDoc_STRVAR(validate_batches_doc,
 "validate_batches(records, keys_required, max_message_bytes, now_ms, before_max_ms,\n"
 "                 after_max_ms, log_append_time, next_offset, partition_leader_epoch,\n"

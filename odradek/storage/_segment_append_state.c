@@ -567,23 +567,9 @@ static PyObject *new_tuple_of(PyTypeObject *type, const long long *values, Py_ss
     return result;
 }
 
-/* An int argument as long long; 0 on success, -1 (no exception set) when it does not fit, -2
- * with an exception set when it is no int. */
-static int as_long_long(PyObject *argument, long long *value)
-{
-    int overflow;
-    long long result = PyLong_AsLongLongAndOverflow(argument, &overflow);
-    if (result == -1 && PyErr_Occurred())
-        return -2;
-    if (overflow)
-        return -1;
-    *value = result;
-    return 0;
-}
-
 /* The system clock's milliseconds, as odradek.clock.Clock.milliseconds reads them
  * (time.time_ns() // 1_000_000); 0, or -2 with OSError set. */
-static int system_clock_ms(long long *now_ms)
+static int system_clock_ms(int64_t *now_ms)
 {
     struct timespec now;
     if (clock_gettime(CLOCK_REALTIME, &now) != 0) {
@@ -601,8 +587,8 @@ static int system_clock_ms(long long *now_ms)
 /* append_batch's work once its arguments are read and the request is one batch of no
  * producer: see its docstring. */
 static PyObject *append_one_batch(State *self, const uint8_t *data, Py_ssize_t total,
-                                  Rules *rules, const long long limits[2], long long next_offset,
-                                  long long log_start_offset, PyTypeObject *info_type,
+                                  Rules *rules, const int64_t limits[2], int64_t next_offset,
+                                  int64_t log_start_offset, PyTypeObject *info_type,
                                   PyTypeObject *end_type)
 {
     uint8_t stack_copy[STACK_COPY_BYTES];
@@ -674,25 +660,25 @@ static PyObject *State_append_batch(State *self, PyObject *const *args, Py_ssize
         Py_RETURN_NONE;
     }
     Rules rules;
-    long long limits[2], now_ms, next_offset, epoch, log_start_offset, values[3];
+    int64_t limits[2], now_ms, next_offset, epoch, log_start_offset, values[3];
     rules.keys_required = PyObject_IsTrue(PyTuple_GET_ITEM(rule_values, 0));
     rules.log_append_time = PyObject_IsTrue(PyTuple_GET_ITEM(rule_values, 4));
     if (rules.keys_required < 0 || rules.log_append_time < 0) {
         PyBuffer_Release(&records);
         return NULL;
     }
-    long long *targets[] = {&values[0], &values[1], &values[2], &limits[0], &limits[1]};
+    int64_t *targets[] = {&values[0], &values[1], &values[2], &limits[0], &limits[1]};
     PyObject *sources[] = {PyTuple_GET_ITEM(rule_values, 1), PyTuple_GET_ITEM(rule_values, 2),
                            PyTuple_GET_ITEM(rule_values, 3), PyTuple_GET_ITEM(rule_values, 5),
                            PyTuple_GET_ITEM(rule_values, 6)};
     int status = 0;
     for (int i = 0; i < 5 && status == 0; i++)
-        status = as_long_long(sources[i], targets[i]);
-    long long *more[] = {&next_offset, &epoch, &log_start_offset, &now_ms};
+        status = as_int64(sources[i], targets[i]);
+    int64_t *more[] = {&next_offset, &epoch, &log_start_offset, &now_ms};
     PyObject *more_sources[] = {args[3], args[4], args[5], args[2]};
     for (int i = 0; i < 4 && status == 0; i++)
         status = i == 3 && args[2] == Py_None ? system_clock_ms(&now_ms)
-                                              : as_long_long(more_sources[i], more[i]);
+                                              : as_int64(more_sources[i], more[i]);
     PyObject *result;
     if (status == -2)
         result = NULL;
