@@ -58,9 +58,7 @@ class KafkaApis:
         self._metrics = metrics
         self._quotas = quotas
         self._authorization = ApiAuthorization(authorizer or Authorizer())
-        self._authorizer = self._authorization.authorizer
         self._api_versions = api_versions
-        self._replicas = replica_manager
         self.replicas = replica_manager
         """What ``answers_at_once`` lets a protocol call directly."""
         self.answers_at_once = True
@@ -115,7 +113,7 @@ class KafkaApis:
     def _restrictions_changed(self) -> None:
         quotas = self._quotas
         self.answers_at_once = not (
-            self._authorizer.enabled or (quotas is not None and quotas.enabled)
+            self._authorization.authorizer.enabled or (quotas is not None and quotas.enabled)
         )
 
     def handle(
