@@ -24,6 +24,7 @@ from odradek.record.record_batch import NO_TIMESTAMP
 from odradek.record.record_batch_builder import build_batch
 from odradek.storage import log_file_names as names
 from odradek.storage.fetch_data_info import FetchIsolation
+from odradek.storage.file_records import FileRecords
 from odradek.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
 from odradek.storage.scheduler import Scheduler
 
@@ -235,6 +236,55 @@ def test_max_bytes_and_min_one_message(partition_dir: Path) -> None:
         truncated = log.read(0, 10, min_one_message=False)
         assert truncated.records.length == 10
         assert records_of(truncated) == []  # a partial batch is dropped by readers
+
+
+def test_a_read_from_where_the_last_read_stopped_reads_one_header(
+    partition_dir: Path, monkeypatch
+) -> None:
+    """A consumer keeping up reads from the bound its last read reached: that read starts at
+    the bound's position, with no index lookup and no scan of the headers before it."""
+    config = LogConfig(index_interval_bytes=1 << 20)  # one index entry: a scan from byte 0
+    with open_log(partition_dir, config) as log:
+        for _ in range(20):
+            append(log, batch(1))
+        assert [r.offset for r in records_of(log.read(0, 1 << 20))] == list(range(20))
+        append(log, batch(2))
+        scans = []
+        search = FileRecords.search_for_offset_with_size
+        monkeypatch.setattr(
+            FileRecords,
+            "search_for_offset_with_size",
+            lambda self, *args: scans.append(args) or search(self, *args),
+        )
+        assert [r.offset for r in records_of(log.read(20, 1 << 20))] == [20, 21]
+        assert scans == []
+        assert [r.offset for r in records_of(log.read(5, 1 << 20))] == list(range(5, 22))
+        assert scans == [(5, 0)]  # any other offset: the index and a scan, as before
+
+
+def test_a_read_from_a_stale_bound_finds_the_batch_that_is_there_now(partition_dir: Path) -> None:
+    """The bound a read stopped at may no longer hold what it did: truncated and written
+    again with batches of other sizes, or deleted and rolled again at the same base offset.
+    A read from it returns what the log holds now."""
+    with open_log(partition_dir) as log:
+        for _ in range(6):
+            append(log, batch(1, value_size=10))
+        assert len(records_of(log.read(0, 1 << 20))) == 6  # the bound: offset 6, 6 batches in
+        log.truncate_to(3)
+        two = batch(2, values=[b"a", b"b"])  # as long as a one-record batch
+        assert len(two) == len(batch(1, value_size=10))
+        append(log, two)  # offsets 3-4
+        for value in (b"5" * 10, b"6" * 10, b"7" * 10):
+            append(log, batch(1, values=[value]))
+        # Now the batch 6 batches in starts at offset 7, not 6.
+        assert [(r.offset, r.value) for r in records_of(log.read(6, 1 << 20))] == [
+            (6, b"6" * 10),
+            (7, b"7" * 10),
+        ]
+        log.delete_records(log.log_end_offset)  # every segment goes; one rolls at offset 8
+        append(log, batch(1, values=[b"f" * 50]))
+        append(log, batch(1, values=[b"g"]))
+        assert [(r.offset, r.value) for r in records_of(log.read(9, 1 << 20))] == [(9, b"g")]
 
 
 def test_roll_by_size_creates_named_segments(partition_dir: Path) -> None:

@@ -17,6 +17,7 @@ from odradek.record.record_batch import (
     HEADER_SIZE,
     HEADER_STRUCT,
     LOG_OVERHEAD,
+    MAGIC,
     RecordBatch,
     crc_of,
 )
@@ -399,6 +400,29 @@ class FileRecords:
         finally:
             descriptor.release()
         return read
+
+    def batch_starting_at(self, position: int, offset: int) -> LogOffsetPosition | None:
+        """The whole batch at ``position`` if it starts at ``offset``, with one header read;
+        None otherwise. For a position handed out earlier as where ``offset`` would begin (a
+        log end): the file may have been cut or replaced since, so it is checked, not trusted.
+        Offsets ascend through a segment, so a batch starting at ``offset`` is the one
+        ``search_for_offset_with_size`` would find, without its index lookup and scan."""
+        end = self.size_in_bytes
+        if position < 0 or position + HEADER_SIZE > end:
+            return None
+        descriptor = self._hold()
+        try:
+            header = RecordBatch(os.pread(descriptor.fd, HEADER_SIZE, position))
+        finally:
+            descriptor.release()
+        if (
+            header.base_offset != offset
+            or header.magic != MAGIC
+            or header.batch_length < HEADER_SIZE - LOG_OVERHEAD
+            or position + header.size_in_bytes > end
+        ):
+            return None
+        return LogOffsetPosition(header.last_offset, position, header.size_in_bytes)
 
     def search_for_offset_with_size(
         self, target_offset: int, starting_position: int

@@ -104,6 +104,11 @@ class Log:
         self._high_watermark = LogOffsetMetadata(self._log_start_offset)
         # What a read at its bound returns (see read), kept for the last bound asked.
         self._nothing_new = FetchDataInfo(self._high_watermark, None)
+        # The bound the last read that reached it stopped at: where a consumer keeping up
+        # reads from next. A read from its offset starts at its position (checked with one
+        # header read) instead of an index lookup and a scan of up to index.interval.bytes of
+        # headers, a read each.
+        self._last_read_bound = self._high_watermark
         # The HW moves under its own lock, so the event loop raising it after an append does
         # not wait for the next append (or a roll) holding the log's. Whoever holds both takes
         # the log's first. A raise checks the log end under this lock, and whatever lowers the
@@ -748,15 +753,32 @@ class Log:
             return FetchDataInfo(max_metadata, None)
         if start_offset > max_metadata.message_offset:
             return FetchDataInfo(LogOffsetMetadata(start_offset), None)
+        last_bound = self._last_read_bound
         while segment is not None:
-            if segment.base_offset == max_metadata.segment_base_offset:
+            base_offset = segment.base_offset
+            if base_offset == max_metadata.segment_base_offset:
                 max_position = max_metadata.relative_position_in_segment
             else:
                 max_position = segment.size
-            info = segment.read(start_offset, max_length, max_position, min_one_message)
+            start_position = None
+            if (
+                last_bound.message_offset == start_offset
+                and last_bound.segment_base_offset == base_offset
+            ):
+                start_position = last_bound.relative_position_in_segment
+            info = segment.read(
+                start_offset, max_length, max_position, min_one_message, start_position
+            )
             if info is not None:
+                records = info.records
+                if (
+                    records is not None
+                    and base_offset == max_metadata.segment_base_offset
+                    and records.position + records.length == max_position
+                ):
+                    self._last_read_bound = max_metadata
                 return info
-            segment = self._segments.higher_segment(segment.base_offset)
+            segment = self._segments.higher_segment(base_offset)
         return FetchDataInfo(self._next_offset_metadata, None)
 
     def convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:

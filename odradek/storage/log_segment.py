@@ -370,14 +370,21 @@ class LogSegment:
         max_size: int,
         max_position: int | None = None,
         min_one_message: bool = False,
+        start_position: int | None = None,
     ) -> FetchDataInfo | None:
         """A slice from the batch holding ``start_offset``, at most ``max_size`` bytes (or the
-        whole first batch with ``min_one_message``) and never past byte ``max_position``."""
+        whole first batch with ``min_one_message``) and never past byte ``max_position``.
+        ``start_position``: where a batch starting at ``start_offset`` is believed to begin
+        (checked with one header read; the index lookup and scan otherwise)."""
         if max_size < 0:
             raise ValueError(f"invalid max size {max_size} for a read of segment {self.log.path}")
         if max_position is None:
             max_position = self.size
-        start = self.translate_offset(start_offset)
+        start = None
+        if start_position is not None:
+            start = self.log.batch_starting_at(start_position, start_offset)
+        if start is None:
+            start = self.translate_offset(start_offset)
         if start is None:
             return None
         metadata = LogOffsetMetadata(start_offset, self.base_offset, start.position)
