@@ -524,6 +524,10 @@ def _may_wait_on_disk(log: Log, offset: int) -> bool:
         return False  # below the log start: refused without reading
     if segment.base_offset != log.active_segment.base_offset:
         return True
+    bound = log.last_read_bound
+    if bound.message_offset == offset and bound.segment_base_offset == segment.base_offset:
+        # The read starts there with one header read (Log.read): only that header counts.
+        return not is_resident(segment.log.fd, bound.relative_position_in_segment, HEADER_SIZE)
     position = segment.offset_index.lookup(offset).position
     return not is_resident(segment.log.fd, position, segment.index_interval_bytes + HEADER_SIZE)
 

@@ -254,6 +254,12 @@ class Log:
         return self._next_offset_metadata
 
     @property
+    def last_read_bound(self) -> LogOffsetMetadata:
+        """Where the last read that reached its bound stopped: a read from its offset starts
+        at its position (see read)."""
+        return self._last_read_bound
+
+    @property
     def high_watermark(self) -> int:
         return self._high_watermark.message_offset
 
