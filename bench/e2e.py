@@ -262,29 +262,47 @@ class GcPauses:
             self.pauses.append((self._started, elapsed, info["generation"]))
 
 
-def produce_latency_buckets(broker: BrokerProcess) -> dict[float, float]:
-    """The broker's own histogram of Produce request latency (arrival to response queued,
-    fdatasync included for acks=all): cumulative counts by bucket bound."""
+def broker_histograms(broker: BrokerProcess) -> dict[str, dict[float, float]]:
+    """Two of the broker's own histograms, as cumulative counts by bucket bound: "produce",
+    Produce request latency (arrival to response queued, fdatasync included for acks=all),
+    and "flush", the time its log flushes spend in fdatasync (the disk under acks=all)."""
     url = f"http://127.0.0.1:{broker.metrics_port}/metrics"
     with urllib.request.urlopen(url, timeout=10) as response:
         text = response.read().decode()
-    buckets: dict[float, float] = {}
+    histograms: dict[str, dict[float, float]] = {"produce": {}, "flush": {}}
     for family in text_string_to_metric_families(text):
         if family.name == "odradek_request_latency_seconds":
-            for sample in family.samples:
-                if sample.name.endswith("_bucket") and "roduce" in sample.labels["api"]:
-                    bound = float(sample.labels["le"])
-                    buckets[bound] = buckets.get(bound, 0.0) + sample.value
-    return buckets
+            buckets = histograms["produce"]
+            samples = [s for s in family.samples if "roduce" in s.labels.get("api", "")]
+        elif family.name == "odradek_log_flush_seconds":
+            buckets = histograms["flush"]
+            samples = family.samples
+        else:
+            continue
+        for sample in samples:
+            if sample.name.endswith("_bucket"):
+                bound = float(sample.labels["le"])
+                buckets[bound] = buckets.get(bound, 0.0) + sample.value
+    return histograms
 
 
-def broker_side(before: dict[float, float], after: dict[float, float]) -> str:
-    """How many Produce requests the broker itself took over 25 and over 100 ms."""
-    total = after.get(float("inf"), 0) - before.get(float("inf"), 0)
-    over = {bound: total - (after.get(bound, 0) - before.get(bound, 0)) for bound in (0.025, 0.1)}
+def broker_side(
+    before: dict[str, dict[float, float]], after: dict[str, dict[float, float]]
+) -> str:
+    """How many Produce requests the broker itself took over 25 and over 100 ms, and how many
+    of its log flushes took over 10 and over 25 ms."""
+
+    def over(name: str, bounds: tuple[float, ...]) -> tuple[float, dict[float, float]]:
+        start, end = before[name], after[name]
+        total = end.get(float("inf"), 0) - start.get(float("inf"), 0)
+        return total, {b: total - (end.get(b, 0) - start.get(b, 0)) for b in bounds}
+
+    produces, slow_produces = over("produce", (0.025, 0.1))
+    flushes, slow_flushes = over("flush", (0.01, 0.025))
     return (
-        f"the broker took {over[0.025]:.0f} of its {total:.0f} Produce requests over 25 ms, "
-        f"{over[0.1]:.0f} over 100 ms"
+        f"the broker took {slow_produces[0.025]:.0f} of its {produces:.0f} Produce requests "
+        f"over 25 ms, {slow_produces[0.1]:.0f} over 100 ms; {slow_flushes[0.01]:.0f} of its "
+        f"{flushes:.0f} log flushes over 10 ms, {slow_flushes[0.025]:.0f} over 25 ms"
     )
 
 
@@ -318,7 +336,7 @@ def one_run(
     if clients != "fsync":
         create_topic(broker.port, name)
     ACKED.clear()
-    produce_before = produce_latency_buckets(broker)
+    histograms_before = broker_histograms(broker)
     client_trace = ClientTrace() if trace and clients in ("async", "sync") else None
     with GcPauses() as gc_pauses, client_trace or contextlib.nullcontext():
         if clients == "async":
@@ -350,7 +368,7 @@ def one_run(
         + (", ".join(f"{at:.2f} s ({pause:.1f} ms)" for at, pause in full) or "none")
     )
     if clients != "fsync":
-        gc_summary += "; " + broker_side(produce_before, produce_latency_buckets(broker))
+        gc_summary += "; " + broker_side(histograms_before, broker_histograms(broker))
     if client_trace is not None:
         gc_summary += "\n" + "\n".join(summary(client_trace.breakdown(received)))
     return figures, stalls(received, first), len(latencies), gc_summary
