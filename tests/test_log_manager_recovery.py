@@ -102,6 +102,27 @@ def test_unclean_start_recovers_only_from_the_recovery_point(tmp_path):
         assert manager.load_summary.recovered_segments == segments
 
 
+def test_a_leader_epoch_that_cannot_be_written_keeps_the_shutdown_unclean(tmp_path):
+    """No flush waits for the leader-epoch-checkpoint; a clean shutdown writes it, since a
+    clean start recovers nothing and so reassigns no epoch. When it cannot be written the
+    shutdown is not clean, and the next start assigns the epoch again from the records."""
+    config = broker_config(tmp_path, dirs=1)
+    with running(config) as manager:
+        topic_admin(manager).create_topic("orders", 1)
+        log = manager.get_log(ORDERS_0)
+        (log.dir / "leader-epoch-checkpoint.tmp").mkdir()  # the atomic write's temp file
+        log.append(batch(3), leader_epoch=7)
+        log.flush()
+        assert log.leader_epoch_cache.unflushed
+        assert log.recovery_point == 3
+    assert not (tmp_path / "d0" / CLEAN_SHUTDOWN_FILE_NAME).exists()
+    (log.dir / "leader-epoch-checkpoint.tmp").rmdir()
+    with running(config) as manager:
+        log = manager.get_log(ORDERS_0)
+        assert log.log_end_offset == 3
+        assert log.end_offset_for_epoch(7, 7) == (7, 3)
+
+
 def test_log_start_offset_and_high_watermark_come_back_from_the_checkpoints(tmp_path):
     config = broker_config(tmp_path, dirs=1)
     with running(config) as manager:

@@ -427,14 +427,15 @@ def epoch_batch(value: int) -> bytes:
 def test_a_leader_epoch_outlives_a_power_cut_once_its_records_are_flushed(fs: PowerCutFS) -> None:
     """Regression: a new leader epoch's checkpoint was written only in the background, so a
     cut could keep the epoch's acknowledged records and lose where the epoch starts (the next
-    append then recorded a later start). A flush now writes it before the recovery point
-    passes it."""
-    log = open_log_on(fs)
+    append then recorded a later start). It is now written before a recovery-point
+    checkpoint passes it (no flush waits for it)."""
+    log = open_log_on(fs)  # (its scheduler never runs: no background write)
     log.append(epoch_batch(0), leader_epoch=2)
     log.append(epoch_batch(1), leader_epoch=3)
     log.flush()
-    recovery_point = log.recovery_point  # what the checkpoint holds next: recovery skips it
-    assert recovery_point == 2
+    assert log.leader_epoch_cache.unflushed  # the flush did not wait for it
+    recovery_point = log.recovery_point_to_checkpoint()  # what the checkpoint holds next
+    assert recovery_point == 2  # recovery skips both epochs' records
     fs.cut(abandon=log.close_handlers)
     log = open_log_on(fs, recovery_point)
     try:
@@ -497,7 +498,8 @@ def test_a_snapshot_a_truncation_deleted_stays_deleted_after_a_cut(fs: PowerCutF
     producer = IdempotentProducer(11)
     for _ in range(4):
         log.append(producer.next_batch(2).data)
-    log.flush()  # (the leader epoch too: no later write of it syncs the directory)
+    log.flush()
+    log.write_leader_epochs()  # (as a shutdown does: no later write of it syncs the directory)
     log.close()  # a clean stop: a snapshot at the log end, 8
     assert snapshot_file(log.dir, 8).exists()
     log = open_log_on(fs, recovery_point=8)

@@ -267,6 +267,26 @@ class Log:
     def recovery_point(self) -> int:
         return self._recovery_point
 
+    def recovery_point_to_checkpoint(self) -> int:
+        """The recovery point for the recovery-point checkpoint, once every leader epoch it
+        passed is in the leader-epoch-checkpoint: a start after a crash recovers only above
+        it, so it assigns no epoch below it again. Kafka writes the cache before that
+        checkpoint too; a flush (acks=all) then waits for one fdatasync, not three more
+        fsyncs when an epoch starts. Blocking: the checkpoint writer's thread. Should the
+        epochs not be written, the log start offset: the next start then recovers it all."""
+        recovery_point = self._recovery_point  # before the write: it covers every epoch below
+        try:
+            self.write_leader_epochs()
+        except KafkaStorageError as error:
+            logger.warning(
+                "[%s] %s: recovery point %d checkpointed as the log start offset",
+                self.topic_partition,
+                error,
+                recovery_point,
+            )
+            return self._log_start_offset
+        return recovery_point
+
     @property
     def unflushed_messages(self) -> int:
         return self.log_end_offset - self._recovery_point
@@ -476,8 +496,8 @@ class Log:
         """At load: forget epochs starting at or past the log end (a power cut took their
         records), and after an unclean shutdown (``recovery_point`` given) assign the epochs
         of the batches above the recovery point again: their assignment was written in the
-        background and may not have lasted (a flush writes it before the recovery point
-        passes it, so below the recovery point the file holds it)."""
+        background and may not have lasted (it is written before a recovery-point checkpoint
+        passes it, so below the checkpointed recovery point the file holds it)."""
         cache = self.leader_epoch_cache
         end = self.log_end_offset
         try:
@@ -952,8 +972,6 @@ class Log:
                     )
                     segment.flush(include_indexes=wholly_below)
                 self._sync_directory()
-                if self.leader_epoch_cache.unflushed:  # before the recovery point passes it
-                    self._write_leader_epochs()
         except OSError as error:
             raise self._storage_error("flush", error) from error
         with self._recovery_point_lock:
@@ -961,14 +979,19 @@ class Log:
                 self._recovery_point = offset
             self._last_flush_ms = self._clock.milliseconds()
 
-    def _write_leader_epochs(self) -> None:
-        """Write the leader-epoch-checkpoint for a flush (moot once the partition directory
-        was renamed for deletion, like the directory fsync)."""
+    def write_leader_epochs(self) -> None:
+        """Write the leader-epoch-checkpoint if an assigned epoch may be missing from it
+        (blocking). Moot once the partition directory was renamed for deletion, like the
+        directory fsync. Raises KafkaStorageError when it cannot be written."""
+        if not self.leader_epoch_cache.unflushed:
+            return
         try:
             self.leader_epoch_cache.flush()
-        except FileNotFoundError:
+        except FileNotFoundError as error:
             if self.dir.exists():
-                raise
+                raise self._storage_error("leader-epoch-checkpoint write", error) from error
+        except OSError as error:
+            raise self._storage_error("leader-epoch-checkpoint write", error) from error
 
     def _sync_directory(self, *, always: bool = False) -> None:
         """fsync ``dir`` unless a completed fsync covers every change to its entries so far.

@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import count
-from operator import attrgetter
+from operator import attrgetter, methodcaller
 from pathlib import Path
 from typing import TypeVar
 
@@ -73,7 +73,7 @@ LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT_FILE = "replication-offset-checkpoint"
 # The offsets each log checkpoint file records, taken from the live Logs.
 LOG_CHECKPOINTS: dict[str, Callable[[Log], int]] = {
-    RECOVERY_POINT_CHECKPOINT_FILE: attrgetter("recovery_point"),
+    RECOVERY_POINT_CHECKPOINT_FILE: methodcaller("recovery_point_to_checkpoint"),
     LOG_START_OFFSET_CHECKPOINT_FILE: attrgetter("log_start_offset"),
     HIGH_WATERMARK_CHECKPOINT_FILE: attrgetter("high_watermark"),
 }
@@ -890,6 +890,7 @@ class LogManager:
             return False
         try:
             log.flush()
+            log.write_leader_epochs()  # a clean start recovers nothing, so reassigns no epoch
             return True
         except KafkaStorageError as error:
             logger.error("[%s] flush at shutdown failed: %s", log.topic_partition, error)
