@@ -5,12 +5,11 @@ path off, so that every request goes through ``validate_and_assign_offsets``, th
 checks and ``try_append``. Requests: plain single batches and an idempotent producer's batches
 in order (the path's own), and what it must leave to the general path: faults of every kind,
 producer batches retried or out of order, compressed and multi-batch requests, keyless records
-on a compacted topic; with rolls
-by size and time, leader epochs moving up, LogAppendTime, flush.messages and appends with and
-without the high watermark commit. After each request both logs must answer alike (the same
-LogAppendInfo, or the same error and message), hold the same state and files, and have flushed
-what flush.messages asks for. Idempotent producers get their own replay below: several
-producers, retries of each of their last batches, epochs, sequence wraps.
+on a compacted topic; with rolls by size and time, leader epochs moving up, LogAppendTime,
+flush.messages and appends with and without the high watermark commit. After each request both
+logs must answer alike (the same LogAppendInfo, or the same error and message), hold the same
+state and files, and have flushed what flush.messages asks for. Idempotent producers get their
+own replay below: several producers, retries of each of their last batches, epochs, wraps.
 """
 
 from __future__ import annotations
