@@ -307,9 +307,16 @@ class BothImplementations(RuleBasedStateMachine):
             assert info.first_offset == self.next_offset
             assert end == (info.last_offset + 1, self.base_offset, self.segments["c"].size)
             self.next_offset = end.message_offset
-        elif (
-            shape == "plain" or (shape == "next" and with_producers and not self._wraps(count))
-        ) and (leader_epoch < 2**31 and timestamp_bounds == 2**62):
+        elif shape == "next" and with_producers and self._wraps(count):
+            # The general path would take it (a wrap is allowed): so do the tables, as it
+            # leaves them, so that the producer goes on past INT32_MAX.
+            last_seq = (self.sequence + count - 1) % 2**31
+            for table in self.producers.values():
+                table.put(KNOWN_PRODUCER, 2, BASE_TIME_MS, ((last_seq, 0, 0, BASE_TIME_MS),))
+            self.sequence = (last_seq + 1) % 2**31
+        elif (shape == "plain" or (shape == "next" and with_producers)) and (
+            leader_epoch < 2**31 and timestamp_bounds == 2**62
+        ):
             # A valid request is declined only when the segment must roll first.
             assert not self.segments["c"].append_state.try_append(
                 b"",
@@ -320,10 +327,44 @@ class BothImplementations(RuleBasedStateMachine):
                 self.config.segment_ms,
             ) or max_message_bytes < len(request)
 
+    @rule(
+        count=st.integers(1, 12),
+        value_size=st.integers(0, 120),
+        timestamp_step=st.integers(-3, 40),
+        clock_step=st.integers(0, 6000),
+        shape=st.sampled_from(IDEMPOTENT_SHAPES),
+        log_append_time=st.booleans(),
+    )
+    def idempotent_append_batch(
+        self,
+        count: int,
+        value_size: int,
+        timestamp_step: int,
+        clock_step: int,
+        shape: str,
+        log_append_time: bool,
+    ) -> None:
+        """append_batch with the producer tables and rules every valid batch passes: the
+        producer's batches mostly go on where it left off, and are taken unless a roll is due
+        or the sequence wraps."""
+        self.append_batch(
+            count,
+            value_size,
+            timestamp_step,
+            clock_step,
+            shape,
+            with_producers=True,
+            keys_required=False,
+            max_message_bytes=1_048_588,
+            timestamp_bounds=2**62,
+            log_append_time=log_append_time,
+            leader_epoch=0,
+        )
+
     def _wraps(self, count: int) -> bool:
-        """A batch of ``count`` at the next sequence would pass INT32_MAX (the table's rule
-        sends it the general way)."""
-        return self.sequence + count - 1 > 2**31 - 1
+        """A batch of ``count`` at the next sequence would pass INT32_MAX, or start at 0 after
+        it (the table's rule sends both the general way)."""
+        return self.sequence + count - 1 > 2**31 - 1 or self.sequence == 0
 
     def _roll(self) -> None:
         self._each(lambda segment: segment.on_become_inactive_segment())
