@@ -5,7 +5,8 @@
  * on its map, its entry count, room and last entry. An append (roll check, write, index
  * entries) is one call. Python reads these facts through the type's getters and gets the
  * buffers back with release(). It takes numbers and buffers as arguments and touches no
- * Python object's attributes. segment_append_state.py is its twin and oracle.
+ * Python object's attributes; of the producer table append_batch may be given, it calls the
+ * public try_next and commit_next only. segment_append_state.py is its twin and oracle.
  */
 #define PY_SSIZE_T_CLEAN
 #define _GNU_SOURCE
@@ -845,16 +846,15 @@ static PyMethodDef State_methods[] = {
      " info_type, end_type, producers) -> (info, end) or None\n\n"
      "``now_ms`` None: the system clock's time, read here (Clock.milliseconds).\n"
      "A produce request of one uncompressed batch of no producer id, validated, given its\n"
-     "offsets and written in one call, when the segment need not roll first. ``producers``\n"
-     "(the log's ProducerTable, or None) also lets through a producer's batch its try_next\n"
-     "accepts, asked once the batch is validated and no roll is due, and told with\n"
-     "commit_next once it is written. ``rules`` is\n"
+     "offsets and written in one call, when the segment need not roll first. ``rules`` is\n"
      "(keys_required, max_message_bytes, before_max_ms, after_max_ms, log_append_time,\n"
      "segment_bytes, segment_ms). Returns LogAppendInfo's fields as ``info_type`` and the new\n"
      "log end (offset, segment base offset, segment size) as ``end_type``; None, having\n"
-     "written nothing, for anything else (a fault, several batches, a producer id without the\n"
-     "table or one its try_next declines, a roll due,\n"
-     "a value out of range): the general path then decides and names any fault."},
+     "written nothing, for anything else (a fault, several batches, a producer id, a roll due,\n"
+     "a value out of range): the general path then decides and names any fault.\n"
+     "``producers`` (the log's ProducerTable, or None) lets a producer's batch through too when\n"
+     "its try_next accepts it, asked with the validated batch once no roll is due; its\n"
+     "commit_next is called once the batch is written."},
     {"append", (PyCFunction)(void (*)(void))State_append, METH_VARARGS | METH_KEYWORDS,
      "append(records, write_through=False): write whole batches and add the index entries due"},
     {"release", (PyCFunction)State_release, METH_NOARGS,
