@@ -6,9 +6,11 @@ third. This starts a real broker in process, opens a connection on its listener'
 detector over a transport that only counts writes, and feeds it the sweep's frames (a
 single-record produce at acks=1, or a fetch that finds nothing new), four a read: what is left
 is odradek's Python and the segment's write. Thread CPU per request, best of ``--rounds``.
+The idempotent produce is the same produce from one idempotent producer (what Kafka clients
+send by default), each request at its next sequence: its frames are made before each round.
 
-Usage: ``python bench/request_in_process.py [--requests N] [--rounds N]``; run it from each
-checkout in turn to compare two versions.
+Usage: ``python bench/request_in_process.py [--requests N] [--rounds N] [--kinds K,...]``;
+run it from each checkout in turn to compare two versions.
 """
 
 from __future__ import annotations
@@ -28,10 +30,13 @@ from connection_layer import CountingTransport  # noqa: E402
 
 from odradek.config.broker_config import BrokerConfig  # noqa: E402
 from odradek.protocol.produce import Acks  # noqa: E402
+from odradek.record.record_batch import set_producer_state  # noqa: E402
 from odradek.record.record_batch_builder import build_batch  # noqa: E402
 from odradek.server.broker import Broker  # noqa: E402
 
 REQUESTS_PER_READ = 4
+KINDS = ("produce", "idempotent produce", "fetch")
+PRODUCER_ID = 1000
 
 
 class HandingOverTransport(CountingTransport):
@@ -66,6 +71,27 @@ def feed(transport: HandingOverTransport, protocol: asyncio.BufferedProtocol, da
         view = view[count:]
 
 
+class IdempotentReads:
+    """Reads of REQUESTS_PER_READ produce frames, each carrying the producer's next batch: the
+    frame's batch at the next sequence (and its CRC written again)."""
+
+    def __init__(self, frame: bytes, batch: bytes) -> None:
+        self.frame = bytearray(frame)
+        self.position = frame.index(batch)
+        self.sequence = 0
+
+    def next_frames(self, count: int) -> bytes:
+        frames = bytearray()
+        for _ in range(count):
+            set_producer_state(self.frame, self.position, PRODUCER_ID, 0, self.sequence)
+            self.sequence += 1
+            frames += self.frame
+        return bytes(frames)
+
+    def reads(self, requests: int) -> list[bytes]:
+        return [self.next_frames(REQUESTS_PER_READ) for _ in range(requests // REQUESTS_PER_READ)]
+
+
 async def measure(protocol_name: str, kind: str, requests: int, rounds: int) -> float:
     with tempfile.TemporaryDirectory(prefix="odradek-in-process-") as root:
         broker = Broker(BrokerConfig(log_dirs=(root,), port=0, metrics_port=0))
@@ -77,8 +103,15 @@ async def measure(protocol_name: str, kind: str, requests: int, rounds: int) -> 
             if kind == "fetch":
                 frame = sweep_empty_fetch_frame(protocol_name, "t")
             else:
-                batch = build_batch([(int(time.time() * 1000), None, b"v" * 100, ())])
+                producer = {"producer_id": PRODUCER_ID, "producer_epoch": 0, "base_sequence": 0}
+                batch = build_batch(
+                    [(int(time.time() * 1000), None, b"v" * 100, ())],
+                    **(producer if kind == "idempotent produce" else {}),
+                )
                 frame = sweep_produce_frame(protocol_name, "t", batch, Acks.LEADER)
+            idempotent = IdempotentReads(frame, batch) if kind == "idempotent produce" else None
+            if idempotent is not None:
+                frame = idempotent.next_frames(1)  # (registers the producer)
             transport = HandingOverTransport()
             detector = broker._socket_server._new_connection(broker.config.endpoints()[0], None)
             detector.connection_made(transport)
@@ -92,8 +125,12 @@ async def measure(protocol_name: str, kind: str, requests: int, rounds: int) -> 
             transport.measuring = True
             best = float("inf")
             for _ in range(rounds):
+                if idempotent is not None:
+                    reads = idempotent.reads(requests)
+                else:
+                    reads = [read] * (requests // REQUESTS_PER_READ)
                 started = time.thread_time()
-                for _ in range(requests // REQUESTS_PER_READ):
+                for read in reads:
                     feed(transport, connection, read)
                 best = min(best, (time.thread_time() - started) / requests * 1e6)
                 await asyncio.sleep(0.05)  # background work runs between rounds
@@ -107,12 +144,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--kinds", default=",".join(KINDS), help=f"comma-separated, of: {', '.join(KINDS)}"
+    )
     args = parser.parse_args()
+    kinds = args.kinds.split(",")
+    if not set(kinds) <= set(KINDS):
+        parser.error(f"--kinds: of {', '.join(KINDS)}")
     print(f"odradek from {Path.cwd()}; thread CPU us per request, best of {args.rounds}")
-    for kind in ("produce", "fetch"):
+    for kind in kinds:
         for protocol_name in ("kafka", "msgpack"):
             figure = uvloop.run(measure(protocol_name, kind, args.requests, args.rounds))
-            print(f"  {protocol_name:<8} {kind:<8} {figure:6.2f} us")
+            print(f"  {protocol_name:<8} {kind:<18} {figure:6.2f} us")
 
 
 if __name__ == "__main__":

@@ -4,9 +4,11 @@ Per produce of one single-record batch at acks=1 the broker calls ``LogManager.g
 ``Log.append`` committing (older versions: ``Log.append``, ``Log.log_end_offset_metadata`` and
 ``Log.maybe_increment_high_watermark``);
 per fetch that finds nothing new, ``get_log``, ``Log.log_end_offset`` and ``Log.read`` at
-the high watermark. This times each call alone (thread CPU, best of ``--rounds``), so two
-versions of the storage layer can be compared call by call. Run it from each checkout in turn,
-interleaved, one process per version and round:
+the high watermark. The idempotent produce is the same append of a batch with a producer id,
+each at the producer's next sequence (what a Kafka client sends by default,
+enable.idempotence=true), all built before timing. This times each call alone (thread CPU,
+best of ``--rounds``), so two versions of the storage layer can be compared call by call. Run
+it from each checkout in turn, interleaved, one process per version and round:
 
     for round in 1 2 3; do
         for tree in /path/to/old /path/to/new; do
@@ -51,6 +53,36 @@ def per_call_microseconds(call: Callable[[], object], calls: int, rounds: int) -
     return best
 
 
+def per_batch_microseconds(
+    append: Callable[[bytes], object], batches: list[bytes], rounds: int
+) -> float:
+    """The least thread CPU time per ``append(batch)`` over ``rounds`` rounds, each taking the
+    next ``len(batches) // rounds`` of ``batches`` (each batch is appended once)."""
+    best = float("inf")
+    calls = len(batches) // rounds
+    for round_number in range(rounds):
+        chunk = batches[round_number * calls : (round_number + 1) * calls]
+        start = time.thread_time_ns()
+        for batch in chunk:
+            append(batch)
+        best = min(best, (time.thread_time_ns() - start) / calls / 1000)
+    return best
+
+
+def idempotent_batches(producer_id: int, count: int) -> list[bytes]:
+    """``count`` one-record batches of ``producer_id`` (epoch 0) at sequences 0, 1, ..."""
+    now_ms = SYSTEM_CLOCK.milliseconds()
+    return [
+        build_batch(
+            [(now_ms, None, b"v" * 100, ())],
+            producer_id=producer_id,
+            producer_epoch=0,
+            base_sequence=sequence,
+        )
+        for sequence in range(count)
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=50_000)
@@ -81,10 +113,19 @@ def main() -> None:
 
         for _ in range(100):
             produce()
+        warm_up = 100
+        producer_batches = idempotent_batches(7, warm_up + args.calls // 5 * args.rounds)
+        for producer_batch in producer_batches[:warm_up]:  # the first one registers it
+            log.append(producer_batch, commit=True)
         isolation = FetchIsolation.HIGH_WATERMARK
         figures = {
             "get_log": per_call_microseconds(lambda: manager.get_log(tp), args.calls, args.rounds),
             "append 1 record + HW": per_call_microseconds(produce, args.calls // 5, args.rounds),
+            "idempotent append 1 record + HW": per_batch_microseconds(
+                lambda records: log.append(records, commit=True),
+                producer_batches[warm_up:],
+                args.rounds,
+            ),
             "read at the end": per_call_microseconds(
                 lambda: log.read(log.log_end_offset, 1 * MB, isolation), args.calls, args.rounds
             ),

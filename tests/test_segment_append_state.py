@@ -2,7 +2,9 @@
 Python twin (``segment_append_state.py``), driven through whole segments.
 
 Two segments, one lending its append state to each implementation, take the same random
-appends (several batches at once, timestamps going up, down and standing still), roll checks,
+appends (several batches at once, timestamps going up, down and standing still; one-call
+appends of plain and idempotent producers' batches, each implementation asking its own producer
+table, the C type's or the Python twin's), roll checks,
 rolls, truncations, flushes, evictions of the index maps from the idle file cache and close and
 reopen; after every step they must hold the same facts (size, index entries, counters) and,
 byte for byte, the same files. Also under ``make sanitize``.
@@ -34,12 +36,14 @@ from odradek.storage.log_append_info import LogAppendInfo
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
 from odradek.storage.log_segment import LogSegment
 from odradek.storage.log_validator import validate_and_assign_offsets
+from odradek.storage.producer_table import PythonProducerTable
 from odradek.storage.segment_append_state import PythonSegmentAppendState
 from tests.log_helpers import BASE_TIME_MS, batch
 from tests.test_log_segment_append import file_size_limit
 
 native = pytest.importorskip("odradek.storage._segment_append_state")
 NativeState = native.SegmentAppendState
+NativeProducerTable = pytest.importorskip("odradek.storage._producer_table").ProducerTable
 WIDE_OPEN = LogConfig(message_timestamp_before_max_ms=2**62, message_timestamp_after_max_ms=2**62)
 IMPLEMENTATIONS = {"c": NativeState, "python": PythonSegmentAppendState}
 
@@ -80,13 +84,30 @@ def facts(segment: LogSegment) -> dict[str, object]:
 
 
 REQUEST_FAULTS = ("two batches", "producer", "compressed", "bad crc", "keyless", "torn")
+IDEMPOTENT_SHAPES = ("next", "next", "next", "retry", "gap", "old epoch", "new epoch")
+KNOWN_PRODUCER = 6
+"""The producer the tables know (epoch 2); producer 5 of the "producer" shape they do not."""
 
 
-def produce_request(shape: str, count: int, value_size: int, timestamp: int) -> bytes:
+def produce_request(
+    shape: str, count: int, value_size: int, timestamp: int, sequence: int = 0
+) -> bytes:
     """A producer's request: one plain batch of no producer, or one ``append_batch`` declines
-    (a fault, or a shape the general path takes: several batches, a producer id, compression)."""
+    (a fault, or a shape the general path takes: several batches, a producer id, compression);
+    or (a shape of IDEMPOTENT_SHAPES) a batch of KNOWN_PRODUCER whose next sequence is
+    ``sequence``: at it ("next", the only one a producer table lets through), below it, past
+    it, or in another epoch."""
+    records = [(timestamp + i, b"k", b"v" * value_size, ()) for i in range(count)]
+    if shape in IDEMPOTENT_SHAPES:
+        epoch = {"old epoch": 1, "new epoch": 3}.get(shape, 2)
+        sequence += {"retry": -count, "gap": 2}.get(shape, 0)
+        return build_batch(
+            records,
+            producer_id=KNOWN_PRODUCER,
+            producer_epoch=epoch,
+            base_sequence=sequence % 2**31,
+        )
     if shape == "producer":
-        records = [(timestamp + i, b"k", b"v" * value_size, ()) for i in range(count)]
         return build_batch(records, producer_id=5, producer_epoch=0, base_sequence=0)
     if shape == "compressed":
         records = [(timestamp + i, b"k", b"v" * value_size, ()) for i in range(count)]
@@ -122,6 +143,12 @@ class BothImplementations(RuleBasedStateMachine):
             message_timestamp_after_max_ms=2**62,
         )
         self.clock = MockClock(BASE_TIME_MS)
+        # Each implementation asks its own table; both know KNOWN_PRODUCER, whose next
+        # sequence is self.sequence (from near INT32_MAX, so that it wraps).
+        self.producers = {"c": NativeProducerTable(), "python": PythonProducerTable()}
+        self.sequence = 2**31 - 40
+        for table in self.producers.values():
+            table.put(KNOWN_PRODUCER, 2, BASE_TIME_MS, ((self.sequence - 1, 0, 0, BASE_TIME_MS),))
         self.segments: dict[str, LogSegment] = {}
         self.base_offset = 0
         self.next_offset = 0
@@ -149,6 +176,13 @@ class BothImplementations(RuleBasedStateMachine):
         for name, implementation in IMPLEMENTATIONS.items():
             with lending(implementation):
                 results[name] = action(self.segments[name])
+        return results
+
+    def _each_with_table(self, action):  # noqa: ANN001, ANN202 - with each its producer table
+        results = {}
+        for name, implementation in IMPLEMENTATIONS.items():
+            with lending(implementation):
+                results[name] = action(self.segments[name], self.producers[name])
         return results
 
     def teardown(self) -> None:
@@ -199,7 +233,8 @@ class BothImplementations(RuleBasedStateMachine):
         value_size=st.integers(0, 120),
         timestamp_step=st.integers(-3, 40),
         clock_step=st.integers(0, 6000),
-        shape=st.sampled_from([*["plain"] * 6, *REQUEST_FAULTS]),
+        shape=st.sampled_from([*["plain"] * 6, *REQUEST_FAULTS, *IDEMPOTENT_SHAPES]),
+        with_producers=st.booleans(),
         keys_required=st.booleans(),
         max_message_bytes=st.sampled_from([1_048_588, 1_048_588, 400]),
         timestamp_bounds=st.sampled_from([2**62, 2**62, 1000]),
@@ -213,6 +248,7 @@ class BothImplementations(RuleBasedStateMachine):
         timestamp_step: int,
         clock_step: int,
         shape: str,
+        with_producers: bool,
         keys_required: bool,
         max_message_bytes: int,
         timestamp_bounds: int,
@@ -220,10 +256,11 @@ class BothImplementations(RuleBasedStateMachine):
         leader_epoch: int,
     ) -> None:
         """The log's one-call append: a producer's request validated, given its offsets and
-        written, or declined with nothing written (the general path then takes it)."""
+        written, or declined with nothing written (the general path then takes it); with the
+        producer tables, the next batch of their producer too, noted in them."""
         self.timestamp = max(BASE_TIME_MS - 5, self.timestamp + timestamp_step)
         self.clock.sleep(clock_step)
-        request = produce_request(shape, count, value_size, self.timestamp)
+        request = produce_request(shape, count, value_size, self.timestamp, self.sequence)
         rules = (
             keys_required,
             max_message_bytes,
@@ -234,8 +271,10 @@ class BothImplementations(RuleBasedStateMachine):
             self.config.segment_ms,
         )
         now_ms = self.clock.milliseconds()
-        outcomes = self._each(
-            lambda segment: (segment.append_state or segment.lend_append_state()).append_batch(
+        outcomes = self._each_with_table(
+            lambda segment, producers: (
+                segment.append_state or segment.lend_append_state()
+            ).append_batch(
                 request,
                 rules,
                 now_ms,
@@ -244,16 +283,40 @@ class BothImplementations(RuleBasedStateMachine):
                 self.base_offset,
                 LogAppendInfo,
                 LogOffsetMetadata,
+                producers if with_producers else None,
             )
         )
         assert outcomes["c"] == outcomes["python"]
+        rows = {name: table.rows() for name, table in self.producers.items()}
+        assert rows["c"] == rows["python"]
+        if shape in IDEMPOTENT_SHAPES and (shape != "next" or not with_producers):
+            assert outcomes["c"] is None, shape  # only the table's next batch goes this way
         if outcomes["c"] is not None:
             info, end = outcomes["c"]
+            if shape == "next":  # noted at the offsets it was given
+                assert rows["c"][-1] == (
+                    KNOWN_PRODUCER,
+                    2,
+                    (self.sequence + count - 1) % 2**31,
+                    info.last_offset,
+                    count - 1,
+                    info.max_timestamp,
+                )
+                self.sequence = (self.sequence + count) % 2**31
             assert type(info) is LogAppendInfo and type(end) is LogOffsetMetadata
             assert info.first_offset == self.next_offset
             assert end == (info.last_offset + 1, self.base_offset, self.segments["c"].size)
             self.next_offset = end.message_offset
-        elif shape == "plain" and leader_epoch < 2**31 and timestamp_bounds == 2**62:
+        elif shape == "next" and with_producers and self._wraps(count):
+            # The general path would take it (a wrap is allowed): so do the tables, as it
+            # leaves them, so that the producer goes on past INT32_MAX.
+            last_seq = (self.sequence + count - 1) % 2**31
+            for table in self.producers.values():
+                table.put(KNOWN_PRODUCER, 2, BASE_TIME_MS, ((last_seq, 0, 0, BASE_TIME_MS),))
+            self.sequence = (last_seq + 1) % 2**31
+        elif (shape == "plain" or (shape == "next" and with_producers)) and (
+            leader_epoch < 2**31 and timestamp_bounds == 2**62
+        ):
             # A valid request is declined only when the segment must roll first.
             assert not self.segments["c"].append_state.try_append(
                 b"",
@@ -263,6 +326,45 @@ class BothImplementations(RuleBasedStateMachine):
                 8192 - len(request),
                 self.config.segment_ms,
             ) or max_message_bytes < len(request)
+
+    @rule(
+        count=st.integers(1, 12),
+        value_size=st.integers(0, 120),
+        timestamp_step=st.integers(-3, 40),
+        clock_step=st.integers(0, 6000),
+        shape=st.sampled_from(IDEMPOTENT_SHAPES),
+        log_append_time=st.booleans(),
+    )
+    def idempotent_append_batch(
+        self,
+        count: int,
+        value_size: int,
+        timestamp_step: int,
+        clock_step: int,
+        shape: str,
+        log_append_time: bool,
+    ) -> None:
+        """append_batch with the producer tables and rules every valid batch passes: the
+        producer's batches mostly go on where it left off, and are taken unless a roll is due
+        or the sequence wraps."""
+        self.append_batch(
+            count,
+            value_size,
+            timestamp_step,
+            clock_step,
+            shape,
+            with_producers=True,
+            keys_required=False,
+            max_message_bytes=1_048_588,
+            timestamp_bounds=2**62,
+            log_append_time=log_append_time,
+            leader_epoch=0,
+        )
+
+    def _wraps(self, count: int) -> bool:
+        """A batch of ``count`` at the next sequence would pass INT32_MAX, or start at 0 after
+        it (the table's rule sends both the general way)."""
+        return self.sequence + count - 1 > 2**31 - 1 or self.sequence == 0
 
     def _roll(self) -> None:
         self._each(lambda segment: segment.on_become_inactive_segment())
@@ -386,6 +488,7 @@ def append_batch(state: object, request: bytes, rules: tuple = RULES, **kwargs: 
         0,
         LogAppendInfo,
         LogOffsetMetadata,
+        arguments.get("producers"),
     )
 
 
@@ -434,7 +537,9 @@ def test_append_batch_checks_its_arguments(tmp_path: Path) -> None:
     with pytest.raises(TypeError):
         append_batch(state, batch(1), (*RULES[:6], "1"))
     with pytest.raises(TypeError):
-        state.append_batch(batch(1), RULES, None, 6, 0, 0, LogAppendInfo, dict)
+        state.append_batch(batch(1), RULES, None, 6, 0, 0, LogAppendInfo, dict, None)
+    with pytest.raises(TypeError, match="9 arguments"):
+        state.append_batch(batch(1), RULES, None, 6, 0, 0, LogAppendInfo, LogOffsetMetadata)
     segment.close()
 
 
@@ -477,4 +582,108 @@ def test_both_write_large_appends_in_pieces_and_through(tmp_path: Path, implemen
         segment.append(last_offset + 40, assigned(batch(40, value_size=20_000), 40)[0])
     assert segment.log.read(0, len(records)) == bytes(records)
     assert segment.size == 2 * len(records)
+    segment.close()
+
+
+class ObservingTable:
+    """A producer table that answers ``goes_on`` and records what it was asked and when."""
+
+    def __init__(self, goes_on: bool, segment: LogSegment) -> None:
+        self.goes_on = goes_on
+        self.segment = segment
+        self.calls: list[tuple[str, object]] = []
+
+    def try_next(self, records: bytes) -> bool:
+        self.calls.append(("try_next", (bytes(records), self.segment.append_state.size)))
+        return self.goes_on
+
+    def commit_next(self) -> None:
+        self.calls.append(("commit_next", self.segment.append_state.size))
+
+
+def producer_batch(sequence: int = 0, epoch: int = 2, producer_id: int = 6) -> bytes:
+    """Two records of ``producer_id`` in ``epoch`` from ``sequence``."""
+    records = [(BASE_TIME_MS, b"k", b"v", ()), (BASE_TIME_MS + 1, b"k", b"w", ())]
+    return build_batch(
+        records, producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence
+    )
+
+
+def test_a_producer_batch_is_asked_of_the_table_with_its_offsets_before_the_write(
+    tmp_path: Path, implementation: type
+) -> None:
+    segment = open_segment(tmp_path, implementation)
+    state = segment.append_state
+    size = state.size
+    request = producer_batch()
+    assert append_batch(state, request) is None  # no table: the general path's
+    declining = ObservingTable(False, segment)
+    assert append_batch(state, request, producers=declining) is None
+    written, _, _ = assigned(request, 6)  # what the general path would hand the table
+    assert declining.calls == [("try_next", (bytes(written), size))]
+    assert state.size == size == os.path.getsize(segment.log.path)
+    # A roll due or a fault: declined before the table is asked.
+    asked_nothing = ObservingTable(True, segment)
+    assert append_batch(state, request, (False, 10, *RULES[2:]), producers=asked_nothing) is None
+    assert append_batch(state, request[:-1], producers=asked_nothing) is None
+    too_large = (*RULES[:5], size + len(request) - 1, 1 << 40)
+    assert append_batch(state, request, too_large, producers=asked_nothing) is None
+    assert asked_nothing.calls == [] and state.size == size
+    accepting = ObservingTable(True, segment)
+    info, end = append_batch(state, request, producers=accepting)
+    assert accepting.calls == [
+        ("try_next", (bytes(written), size)),
+        ("commit_next", size + len(request)),  # told once written
+    ]
+    assert (info.first_offset, info.last_offset, end.message_offset) == (6, 7, 8)
+    assert segment.log.read(size, len(request)) == bytes(written)
+    # A batch of no producer is not the table's business.
+    append_batch(state, batch(1), next_offset=8, producers=ObservingTable(False, segment))
+    assert state.size == size + len(request) + len(batch(1))
+    segment.close()
+
+
+@pytest.mark.parametrize("table_type", [NativeProducerTable, PythonProducerTable])
+def test_a_producer_table_lets_through_its_next_batch_only(
+    tmp_path: Path, implementation: type, table_type: type
+) -> None:
+    segment = open_segment(tmp_path, implementation)
+    state = segment.append_state
+    table = table_type()
+    table.put(6, 2, BASE_TIME_MS, ((9, 3, 0, BASE_TIME_MS),))
+    table.put(7, 0, BASE_TIME_MS, ((2**31 - 2, 4, 0, BASE_TIME_MS),))
+    rows = table.rows()
+    size = state.size
+    for declined in (
+        producer_batch(9),  # a retry
+        producer_batch(11),  # a gap
+        producer_batch(10, epoch=1),  # an old epoch
+        producer_batch(10, epoch=3),  # a new epoch
+        producer_batch(0, producer_id=8),  # a new producer
+        producer_batch(2**31 - 1, epoch=0, producer_id=7),  # its last sequence past INT32_MAX
+    ):
+        assert append_batch(state, declined, producers=table) is None
+    assert state.size == size and table.rows() == rows
+    info, _ = append_batch(state, producer_batch(10), producers=table)
+    assert table.rows() == [
+        (6, 2, 9, 3, 0, BASE_TIME_MS),
+        (6, 2, 11, info.last_offset, 1, BASE_TIME_MS + 1),
+        (7, 0, 2**31 - 2, 4, 0, BASE_TIME_MS),
+    ]
+    with pytest.raises(ValueError, match="no batch noted"):
+        table.commit_next()  # the append committed what it noted
+    segment.close()
+
+
+def test_an_error_from_the_table_writes_nothing(tmp_path: Path, implementation: type) -> None:
+    class Broken:
+        def try_next(self, records: bytes) -> bool:
+            raise OverflowError("broken table")
+
+    segment = open_segment(tmp_path, implementation)
+    state = segment.append_state
+    size = state.size
+    with pytest.raises(OverflowError, match="broken table"):
+        append_batch(state, producer_batch(), producers=Broken())
+    assert state.size == size == os.path.getsize(segment.log.path)
     segment.close()

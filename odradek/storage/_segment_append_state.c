@@ -5,7 +5,8 @@
  * on its map, its entry count, room and last entry. An append (roll check, write, index
  * entries) is one call. Python reads these facts through the type's getters and gets the
  * buffers back with release(). It takes numbers and buffers as arguments and touches no
- * Python object's attributes. segment_append_state.py is its twin and oracle.
+ * Python object's attributes; of the producer table append_batch may be given, it calls the
+ * public try_next and commit_next only. segment_append_state.py is its twin and oracle.
  */
 #define PY_SSIZE_T_CLEAN
 #define _GNU_SOURCE
@@ -584,17 +585,43 @@ static int system_clock_ms(int64_t *now_ms)
 /* A request this small is validated into a copy on the stack; a larger one into the heap. */
 #define STACK_COPY_BYTES 4096
 
-/* append_batch's work once its arguments are read and the request is one batch of no
- * producer: see its docstring. */
+/* The producer table's two methods append_batch calls (interned at module init). */
+static PyObject *try_next_name, *commit_next_name;
+
+/* producers.try_next(records): 1 when the table noted the batch, 0 when it did not, -1 with
+ * an exception set. */
+static int producer_goes_on(PyObject *producers, PyObject *records)
+{
+    PyObject *noted = PyObject_CallMethodOneArg(producers, try_next_name, records);
+    if (noted == NULL)
+        return -1;
+    int goes_on = PyObject_IsTrue(noted);
+    Py_DECREF(noted);
+    return goes_on;
+}
+
+/* append_batch's work once its arguments are read and the request is one batch, of no
+ * producer or (`producers` not NULL) of a producer: see its docstring. */
 static PyObject *append_one_batch(State *self, const uint8_t *data, Py_ssize_t total,
                                   Rules *rules, const int64_t limits[2], int64_t next_offset,
                                   int64_t log_start_offset, PyTypeObject *info_type,
-                                  PyTypeObject *end_type)
+                                  PyTypeObject *end_type, PyObject *producers)
 {
     uint8_t stack_copy[STACK_COPY_BYTES];
-    uint8_t *copy = total <= STACK_COPY_BYTES ? stack_copy : PyMem_Malloc((size_t)total);
-    if (copy == NULL)
-        return PyErr_NoMemory();
+    /* A producer's batch is validated into a bytes object, which the producer table reads
+     * with its offsets assigned (the batch it notes ends at the offset the log gives it). */
+    PyObject *copy_object = NULL;
+    uint8_t *copy;
+    if (producers != NULL) {
+        copy_object = PyBytes_FromStringAndSize(NULL, total);
+        if (copy_object == NULL)
+            return NULL;
+        copy = (uint8_t *)PyBytes_AS_STRING(copy_object);
+    } else {
+        copy = total <= STACK_COPY_BYTES ? stack_copy : PyMem_Malloc((size_t)total);
+        if (copy == NULL)
+            return PyErr_NoMemory();
+    }
     CheckedBatch checked;
     int64_t summary[7];
     PyObject *result = NULL;
@@ -603,8 +630,25 @@ static PyObject *append_one_batch(State *self, const uint8_t *data, Py_ssize_t t
         result = Py_NewRef(Py_None);
         goto done;
     }
+    /* Last of the checks, as the general path asks it after validation: a batch that does not
+     * go on where its producer left off (a new producer or epoch, a gap, a retry) is declined
+     * here, before anything is written, and the general path checks it against every rule.
+     * The table's try_next runs no code that could touch this state. */
+    if (producers != NULL) {
+        int goes_on = producer_goes_on(producers, copy_object);
+        if (goes_on <= 0) {
+            result = goes_on < 0 ? NULL : Py_NewRef(Py_None);
+            goto done;
+        }
+    }
     if (do_append(self, copy, total, 0) < 0)
         goto done;
+    if (producers != NULL) {
+        PyObject *committed = PyObject_CallMethodNoArgs(producers, commit_next_name);
+        if (committed == NULL)
+            goto done;
+        Py_DECREF(committed);
+    }
     long long info[9] = {summary[0], summary[1], summary[2], summary[3],
                          rules->log_append_time ? rules->now_ms : -1, log_start_offset,
                          summary[4], summary[5], total};
@@ -624,19 +668,22 @@ static PyObject *append_one_batch(State *self, const uint8_t *data, Py_ssize_t t
     PyTuple_SET_ITEM(result, 0, info_tuple);
     PyTuple_SET_ITEM(result, 1, end_tuple);
 done:
-    if (copy != stack_copy)
+    if (copy_object != NULL)
+        Py_DECREF(copy_object);
+    else if (copy != stack_copy)
         PyMem_Free(copy);
     return result;
 }
 
 static PyObject *State_append_batch(State *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "append_batch takes 8 arguments");
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "append_batch takes 9 arguments");
         return NULL;
     }
     PyObject *rule_values = args[1];
     PyTypeObject *info_type = (PyTypeObject *)args[6], *end_type = (PyTypeObject *)args[7];
+    PyObject *producers = args[8] == Py_None ? NULL : args[8];
     if (!PyTuple_Check(rule_values) || PyTuple_GET_SIZE(rule_values) != 7 ||
         !PyType_Check(info_type) || !PyType_FastSubclass(info_type, Py_TPFLAGS_TUPLE_SUBCLASS) ||
         !PyType_Check(end_type) || !PyType_FastSubclass(end_type, Py_TPFLAGS_TUPLE_SUBCLASS)) {
@@ -649,16 +696,17 @@ static PyObject *State_append_batch(State *self, PyObject *const *args, Py_ssize
     Py_buffer records;
     if (PyObject_GetBuffer(args[0], &records, PyBUF_SIMPLE) < 0)
         return NULL;
-    /* One batch spanning the request, of no producer: anything else goes the general way,
-     * told so before any other argument is read (an idempotent producer's request pays only
-     * this call). */
+    /* One batch spanning the request, of no producer (or of one, given the producer table):
+     * anything else goes the general way, told so before any other argument is read. */
     const uint8_t *data = (const uint8_t *)records.buf;
     if (records.len < HEADER_SIZE ||
         (int64_t)be32(data + BATCH_LENGTH_AT) + LOG_OVERHEAD != records.len ||
-        be64(data + PRODUCER_ID_AT) >= 0) {
+        (be64(data + PRODUCER_ID_AT) >= 0 && producers == NULL)) {
         PyBuffer_Release(&records);
         Py_RETURN_NONE;
     }
+    if (be64(data + PRODUCER_ID_AT) < 0)
+        producers = NULL; /* a batch of no producer: the table has nothing to say of it */
     Rules rules;
     int64_t limits[2], now_ms, next_offset, epoch, log_start_offset, values[3];
     rules.keys_required = PyObject_IsTrue(PyTuple_GET_ITEM(rule_values, 0));
@@ -691,7 +739,7 @@ static PyObject *State_append_batch(State *self, PyObject *const *args, Py_ssize
         rules.after_max_ms = values[2];
         rules.partition_leader_epoch = (int32_t)epoch;
         result = append_one_batch(self, data, records.len, &rules, limits, next_offset,
-                                  log_start_offset, info_type, end_type);
+                                  log_start_offset, info_type, end_type, producers);
     }
     PyBuffer_Release(&records);
     return result;
@@ -795,7 +843,7 @@ static PyMethodDef State_methods[] = {
      " -> whether it appended (False: the segment must roll first)"},
     {"append_batch", (PyCFunction)(void (*)(void))State_append_batch, METH_FASTCALL,
      "append_batch(records, rules, now_ms, next_offset, leader_epoch, log_start_offset,"
-     " info_type, end_type) -> (info, end) or None\n\n"
+     " info_type, end_type, producers) -> (info, end) or None\n\n"
      "``now_ms`` None: the system clock's time, read here (Clock.milliseconds).\n"
      "A produce request of one uncompressed batch of no producer id, validated, given its\n"
      "offsets and written in one call, when the segment need not roll first. ``rules`` is\n"
@@ -803,7 +851,10 @@ static PyMethodDef State_methods[] = {
      "segment_bytes, segment_ms). Returns LogAppendInfo's fields as ``info_type`` and the new\n"
      "log end (offset, segment base offset, segment size) as ``end_type``; None, having\n"
      "written nothing, for anything else (a fault, several batches, a producer id, a roll due,\n"
-     "a value out of range): the general path then decides and names any fault."},
+     "a value out of range): the general path then decides and names any fault.\n"
+     "``producers`` (the log's ProducerTable, or None) lets a producer's batch through too when\n"
+     "its try_next accepts it, asked with the validated batch once no roll is due; its\n"
+     "commit_next is called once the batch is written."},
     {"append", (PyCFunction)(void (*)(void))State_append, METH_VARARGS | METH_KEYWORDS,
      "append(records, write_through=False): write whole batches and add the index entries due"},
     {"release", (PyCFunction)State_release, METH_NOARGS,
@@ -833,7 +884,9 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__segment_append_state(void)
 {
     crc32c_init();
-    if (PyType_Ready(&StateType) < 0)
+    try_next_name = PyUnicode_InternFromString("try_next");
+    commit_next_name = PyUnicode_InternFromString("commit_next");
+    if (try_next_name == NULL || commit_next_name == NULL || PyType_Ready(&StateType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

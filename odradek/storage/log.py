@@ -332,12 +332,14 @@ class Log:
         lock = self._lock
         lock.acquire()
         try:
-            # The common request, one batch of no producer that fits the active segment, is
-            # validated, given its offsets and written by one call on the segment's append
-            # state, which builds the two tuples the append returns and sets (and reads the
-            # system clock itself: None); it declines (writing nothing) anything else, which
-            # the general path then takes. A segment lends its state at its first append (the
-            # general path's), so a declined request leaves the files as they were.
+            # The common request, one batch that fits the active segment, of no producer or
+            # of one going on at its next sequence (the producer table's try_next, asked by
+            # the call once the batch has its offsets), is validated, given its offsets and
+            # written by one call on the segment's append state, which builds the two tuples
+            # the append returns and sets (and reads the system clock itself: None); it
+            # declines (writing nothing, noting nothing) anything else, which the general path
+            # then takes. A segment lends its state at its first append (the general path's),
+            # so a declined request leaves the files as they were.
             segment = self._segments.last  # (a log always has its active segment)
             state = segment.append_state
             appended = None
@@ -352,6 +354,7 @@ class Log:
                         self._log_start_offset,
                         LogAppendInfo,
                         LogOffsetMetadata,
+                        self._producer_table,
                     )
                 except OSError as error:
                     raise self._storage_error("append", error) from error

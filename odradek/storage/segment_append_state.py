@@ -29,6 +29,7 @@ from odradek.config.log_config import LogConfig
 from odradek.errors import KafkaError
 from odradek.storage import writeback
 from odradek.storage.log_validator import AppendRules, validate_and_assign_offsets
+from odradek.storage.producer_table import ProducerTableType
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +96,7 @@ class AppendState(Protocol):
         log_start_offset: int,
         info_type: type[tuple],
         end_type: type[tuple],
+        producers: ProducerTableType | None,
     ) -> tuple[tuple, tuple] | None: ...
 
     def append(
@@ -242,6 +244,7 @@ class PythonSegmentAppendState:
         log_start_offset: int,
         info_type: type[tuple],
         end_type: type[tuple],
+        producers: ProducerTableType | None,
     ) -> tuple[tuple, tuple] | None:
         """A produce request of one uncompressed batch of no producer id, validated, given its
         offsets and written in one call when the segment need not roll first (the log's common
@@ -249,6 +252,13 @@ class PythonSegmentAppendState:
         base offset, segment size) as ``end_type``. None, having written nothing, for anything
         else (a fault, several batches, a producer id, a compressed batch, a roll due, a value
         past int64 or an epoch past int32): the general path then decides and names any fault.
+
+        Given ``producers`` (the log's producer table), a producer's batch is taken too when
+        the table's ``try_next`` accepts it (the producer going on at its next sequence, in its
+        epoch): asked last, once the batch is validated (with its offsets, which the table
+        notes) and no roll is due, as the general path asks it; ``commit_next`` once written.
+        Anything the table declines (a new producer or epoch, a gap, a retry) goes the general
+        way, with nothing written.
 
         ``rules`` is ``log_validator.append_rules``' tuple; ``now_ms`` None reads the system
         clock here (as ``Clock.milliseconds``).
@@ -259,10 +269,12 @@ class PythonSegmentAppendState:
         if (
             total < _HEADER_SIZE
             or _BATCH_LENGTH.unpack_from(data, _BATCH_LENGTH_AT)[0] + _LOG_OVERHEAD != total
-            or data[_PRODUCER_ID_AT] < 0x80  # a producer id of zero or more
+            or (data[_PRODUCER_ID_AT] < 0x80 and producers is None)  # a producer id >= 0
             or data[_ATTRIBUTES_LOW_BYTE_AT] & _CODEC_MASK
         ):
             return None
+        if data[_PRODUCER_ID_AT] >= 0x80:
+            producers = None  # a batch of no producer: the table has nothing to say of it
         if now_ms is None:
             now_ms = time.time_ns() // 1_000_000
         keys, max_bytes, before_ms, after_ms, append_time, segment_bytes, segment_ms = rules
@@ -293,7 +305,11 @@ class PythonSegmentAppendState:
             total, last_offset, validated.max_timestamp, now_ms, segment_bytes, segment_ms
         ):
             return None
+        if producers is not None and not producers.try_next(validated.records):
+            return None
         self._append(validated.records, False)
+        if producers is not None:
+            producers.commit_next()
         info = (
             validated.first_offset,
             last_offset,
