@@ -20,6 +20,7 @@ from odradek.config.log_config import LogConfig
 from odradek.storage import segment_append_state
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.idle_file_cache import IDLE_FILES, IdleFileCache
+from odradek.storage.scheduler import Scheduler
 from odradek.storage.shared_descriptor import SharedDescriptor
 from odradek.topic_partition import TopicPartition
 
@@ -55,13 +56,24 @@ def descriptors_under(directory: Path) -> list[str]:
 def settled_descriptors_under(directory: Path, bound: int) -> list[str]:
     """``descriptors_under`` once at most ``bound`` (the flushes that follow each roll run on
     a scheduler thread and hold a descriptor while they run, as long as a busy disk makes
-    their fsyncs last); fails naming the files still open after ``SETTLE_S``."""
+    their fsyncs last); fails naming the files still open after ``SETTLE_S``, and which of
+    them are index maps rather than plain descriptors (a flush's, a read's)."""
     deadline = time.monotonic() + SETTLE_S
     while len(held := _collected_descriptors_under(directory)) > bound:
         if time.monotonic() > deadline:
-            pytest.fail(f"{len(held)} descriptors open after {SETTLE_S} s, not {bound}: {held}")
+            pytest.fail(
+                f"{len(held)} descriptors open after {SETTLE_S} s, not {bound}: {held}; "
+                f"mapped: {sorted(_mapped_files(directory))}"
+            )
         time.sleep(0.05)
     return descriptors_under(directory)
+
+
+def _mapped_files(directory: Path) -> set[str]:
+    """The files under ``directory`` this process has mapped."""
+    with open("/proc/self/maps") as maps:
+        fields = (line.split(maxsplit=5) for line in maps)
+        return {f[5].rstrip() for f in fields if len(f) == 6 and f[5].startswith(str(directory))}
 
 
 SETTLE_S = 30.0
@@ -160,7 +172,8 @@ def test_a_slice_keeps_reading_its_segment_after_the_segment_is_closed_and_delet
 
 def test_reads_racing_evictions_and_closes_always_read_their_own_segment(tmp_path: Path) -> None:
     IDLE_FILES.set_capacity(1)
-    with open_log(tmp_path / "orders-0", SMALL) as log:
+    scheduler = Scheduler()
+    with open_log(tmp_path / "orders-0", SMALL, scheduler=scheduler) as log:
         fill(log, 12)
         segments = log.segments.values()[:-1]
         expected = {s.base_offset: s.log.read(0, s.size) for s in segments}
@@ -194,7 +207,53 @@ def test_reads_racing_evictions_and_closes_always_read_their_own_segment(tmp_pat
         for thread in threads:
             thread.join()
         assert failures == []
+        # The flushes the eleven rolls scheduled raced the reads too; each holds a descriptor
+        # of its own while it syncs a file (an index's, the directory's), which a busy disk
+        # can stretch past any wait (see the next test). Counted once they are done, the
+        # count holds only what the reads and evictions left open.
+        scheduler.shutdown(run_pending_one_offs=True)
         settled_descriptors_under(tmp_path / "orders-0", 1 + 1)  # the active .log, one idle
+
+
+def test_a_roll_flush_holds_a_descriptor_of_its_own_only_while_it_syncs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The state CI saw the racing-reads test fail in, made on purpose: the first roll's
+    flush held inside its fsync of segment 0's offset index (as a busy disk holds it) while
+    the reads leave one idle file open. That is three descriptors with a capacity of 1, for
+    as long as the fsync lasts, and no leak: once the flush is done, the count is back to
+    the active .log and one idle file."""
+    IDLE_FILES.set_capacity(1)
+    first_index = tmp_path / "orders-0" / "00000000000000000000.index"
+    syncing, may_sync = threading.Event(), threading.Event()
+    fsync = os.fsync
+
+    def fsync_held_at_the_first_index(fd: int) -> None:
+        if not syncing.is_set() and os.readlink(f"/proc/self/fd/{fd}") == str(first_index):
+            syncing.set()
+            may_sync.wait(60)  # a bound only should the test fail before setting it
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync_held_at_the_first_index)
+    scheduler = Scheduler()
+    with open_log(tmp_path / "orders-0", SMALL, scheduler=scheduler) as log:
+        fill(log, 12)
+        assert syncing.wait(60)
+        segments = log.segments.values()
+        for segment in segments[:-1]:
+            segment.read(segment.base_offset, 1 << 20).records.read_bytes()
+        gc.collect()
+        last_read, active = segments[-2].log.path, segments[-1].log.path
+        assert sorted(_collected_descriptors_under(tmp_path)) == sorted(
+            map(str, [first_index, last_read, active])
+        )
+        assert str(first_index) not in _mapped_files(tmp_path)  # the flush's own descriptor
+
+        may_sync.set()
+        scheduler.shutdown(run_pending_one_offs=True)
+        assert sorted(settled_descriptors_under(tmp_path, 1 + 1)) == sorted(
+            map(str, [last_read, active])
+        )
 
 
 class _OtherIdleFile:
