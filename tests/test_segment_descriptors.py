@@ -18,7 +18,9 @@ from log_manager_helpers import broker_config, running, topic_admin
 
 from odradek.config.log_config import LogConfig
 from odradek.storage import segment_append_state
+from odradek.storage.abstract_index import AbstractIndex
 from odradek.storage.fetch_data_info import FetchIsolation
+from odradek.storage.file_records import FileRecords
 from odradek.storage.idle_file_cache import IDLE_FILES, IdleFileCache
 from odradek.storage.scheduler import Scheduler
 from odradek.storage.shared_descriptor import SharedDescriptor
@@ -266,6 +268,74 @@ class _OtherIdleFile:
 def _evict_all_but_the_latest() -> None:
     IDLE_FILES.set_capacity(1)
     IDLE_FILES.set_capacity(CAPACITY)
+
+
+class _ReleaseGate:
+    """An idle file whose release waits for the test: the releases after it, of the files
+    evicted along with it, wait too, so the test acts between their eviction (out of the
+    cache, under its lock) and their release (after it)."""
+
+    def __init__(self) -> None:
+        self.releasing = threading.Event()
+        self.may_release = threading.Event()
+
+    def release_idle(self) -> None:
+        self.releasing.set()
+        self.may_release.wait(60)  # a bound only should the test fail before setting it
+
+
+@pytest.mark.parametrize("file", ["log", "offset index"])
+@pytest.mark.parametrize("state", ["open", "released"])
+def test_a_file_read_while_the_cache_evicts_it_is_left_open_only_under_the_cache(
+    tmp_path: Path, file: str, state: str
+) -> None:
+    """A read between a file's eviction and its release takes the descriptor or map the
+    file still has (``open``), or opens it again (``released``: let go meanwhile, as the
+    racing-reads test's churn does), and puts the file back in the cache; the release then
+    lets go of it. Either way nothing stays open outside the cache: the read's bytes are the
+    segment's, the file is in the cache, and the next read opens it under the cache."""
+    scheduler = Scheduler()
+    with open_log(tmp_path / "orders-0", SMALL, scheduler=scheduler) as log:
+        fill(log, 3)
+        scheduler.shutdown(run_pending_one_offs=True)  # no flush touches the cache meanwhile
+        segment, active = log.segments.values()[0], log.segments.values()[-1]
+        expected = segment.log.read(0, segment.size)
+        idle: FileRecords | AbstractIndex
+        if file == "log":
+            idle = segment.log
+
+            def read() -> None:
+                assert segment.log.read(0, segment.size) == expected
+
+        else:
+            idle = segment.offset_index
+            position = segment.offset_index.lookup(segment.base_offset + 5).position
+
+            def read() -> None:
+                assert segment.offset_index.lookup(segment.base_offset + 5).position == position
+
+        gate = _ReleaseGate()
+        IDLE_FILES.set_capacity(1)
+        IDLE_FILES.touch(gate)  # the oldest, alone
+        IDLE_FILES.set_capacity(3)
+        read()
+        if state == "released":
+            idle.release_idle()  # still in the cache, open no more
+        IDLE_FILES.touch(_OtherIdleFile())  # the cache: the gate, the file, another
+        evicting = threading.Thread(target=IDLE_FILES.set_capacity, args=(1,))
+        evicting.start()  # evicts the gate and the file; the gate's release waits
+        assert gate.releasing.wait(60)
+        assert idle not in IDLE_FILES  # evicted, not yet released
+        read()
+        assert idle in IDLE_FILES
+        gate.may_release.set()
+        evicting.join()  # the file's release: what the read held or opened goes
+
+        gc.collect()
+        assert descriptors_under(tmp_path) == [str(active.log.path)]
+        read()
+        assert idle in IDLE_FILES and len(IDLE_FILES) == 1
+        assert sorted(descriptors_under(tmp_path)) == sorted(map(str, [idle.path, active.log.path]))
 
 
 @pytest.mark.parametrize("evictions", ["once", "at every mapping"])
