@@ -97,12 +97,15 @@ def fill(log, segments: int) -> None:
 def test_a_partition_holds_its_active_segment_open_and_a_bounded_number_of_others(
     tmp_path: Path,
 ) -> None:
-    with open_log(tmp_path / "orders-0", SMALL) as log:
+    scheduler = Scheduler()
+    with open_log(tmp_path / "orders-0", SMALL, scheduler=scheduler) as log:
         fill(log, 40)
         assert log.number_of_segments == 40
         records = read_all(log)  # every segment read once: opened, and mostly closed again
         assert len(records) == log.log_end_offset
-        # The active .log, and at most CAPACITY idle descriptors or index maps.
+        # The active .log, and at most CAPACITY idle descriptors or index maps, once the
+        # flushes the rolls scheduled are done (each holds one more while it syncs a file).
+        scheduler.shutdown(run_pending_one_offs=True)
         open_now = settled_descriptors_under(tmp_path, 1 + CAPACITY)
         active = str(log.active_segment.log.path)
         assert active in open_now
