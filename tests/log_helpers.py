@@ -68,10 +68,16 @@ def read_all(log: Log, start: int | None = None, upper: str = "hw") -> list[Reco
 
 @contextmanager
 def open_log(
-    directory: Path, config: LogConfig | None = None, clock: Clock | None = None, **kwargs
+    directory: Path,
+    config: LogConfig | None = None,
+    clock: Clock | None = None,
+    *,
+    scheduler: Scheduler | None = None,
+    **kwargs,
 ) -> Iterator[Log]:
-    """A Log with its own started scheduler, closed and stopped afterwards."""
-    scheduler = Scheduler()
+    """A Log with a started scheduler (its own unless given: a test that shuts it down to
+    wait for the tasks the log scheduled), closed and stopped afterwards."""
+    scheduler = scheduler or Scheduler()
     scheduler.startup()
     log = Log.open(
         directory, config or LogConfig(), scheduler, clock=clock or MockClock(), **kwargs

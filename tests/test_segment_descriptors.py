@@ -18,8 +18,11 @@ from log_manager_helpers import broker_config, running, topic_admin
 
 from odradek.config.log_config import LogConfig
 from odradek.storage import segment_append_state
+from odradek.storage.abstract_index import AbstractIndex
 from odradek.storage.fetch_data_info import FetchIsolation
+from odradek.storage.file_records import FileRecords
 from odradek.storage.idle_file_cache import IDLE_FILES, IdleFileCache
+from odradek.storage.scheduler import Scheduler
 from odradek.storage.shared_descriptor import SharedDescriptor
 from odradek.topic_partition import TopicPartition
 
@@ -55,13 +58,24 @@ def descriptors_under(directory: Path) -> list[str]:
 def settled_descriptors_under(directory: Path, bound: int) -> list[str]:
     """``descriptors_under`` once at most ``bound`` (the flushes that follow each roll run on
     a scheduler thread and hold a descriptor while they run, as long as a busy disk makes
-    their fsyncs last); fails naming the files still open after ``SETTLE_S``."""
+    their fsyncs last); fails naming the files still open after ``SETTLE_S``, and which of
+    them are index maps rather than plain descriptors (a flush's, a read's)."""
     deadline = time.monotonic() + SETTLE_S
     while len(held := _collected_descriptors_under(directory)) > bound:
         if time.monotonic() > deadline:
-            pytest.fail(f"{len(held)} descriptors open after {SETTLE_S} s, not {bound}: {held}")
+            pytest.fail(
+                f"{len(held)} descriptors open after {SETTLE_S} s, not {bound}: {held}; "
+                f"mapped: {sorted(_mapped_files(directory))}"
+            )
         time.sleep(0.05)
     return descriptors_under(directory)
+
+
+def _mapped_files(directory: Path) -> set[str]:
+    """The files under ``directory`` this process has mapped."""
+    with open("/proc/self/maps") as maps:
+        fields = (line.split(maxsplit=5) for line in maps)
+        return {f[5].rstrip() for f in fields if len(f) == 6 and f[5].startswith(str(directory))}
 
 
 SETTLE_S = 30.0
@@ -83,12 +97,15 @@ def fill(log, segments: int) -> None:
 def test_a_partition_holds_its_active_segment_open_and_a_bounded_number_of_others(
     tmp_path: Path,
 ) -> None:
-    with open_log(tmp_path / "orders-0", SMALL) as log:
+    scheduler = Scheduler()
+    with open_log(tmp_path / "orders-0", SMALL, scheduler=scheduler) as log:
         fill(log, 40)
         assert log.number_of_segments == 40
         records = read_all(log)  # every segment read once: opened, and mostly closed again
         assert len(records) == log.log_end_offset
-        # The active .log, and at most CAPACITY idle descriptors or index maps.
+        # The active .log, and at most CAPACITY idle descriptors or index maps, once the
+        # flushes the rolls scheduled are done (each holds one more while it syncs a file).
+        scheduler.shutdown(run_pending_one_offs=True)
         open_now = settled_descriptors_under(tmp_path, 1 + CAPACITY)
         active = str(log.active_segment.log.path)
         assert active in open_now
@@ -160,7 +177,8 @@ def test_a_slice_keeps_reading_its_segment_after_the_segment_is_closed_and_delet
 
 def test_reads_racing_evictions_and_closes_always_read_their_own_segment(tmp_path: Path) -> None:
     IDLE_FILES.set_capacity(1)
-    with open_log(tmp_path / "orders-0", SMALL) as log:
+    scheduler = Scheduler()
+    with open_log(tmp_path / "orders-0", SMALL, scheduler=scheduler) as log:
         fill(log, 12)
         segments = log.segments.values()[:-1]
         expected = {s.base_offset: s.log.read(0, s.size) for s in segments}
@@ -194,7 +212,53 @@ def test_reads_racing_evictions_and_closes_always_read_their_own_segment(tmp_pat
         for thread in threads:
             thread.join()
         assert failures == []
+        # The flushes the eleven rolls scheduled raced the reads too; each holds a descriptor
+        # of its own while it syncs a file (an index's, the directory's), which a busy disk
+        # can stretch past any wait (see the next test). Counted once they are done, the
+        # count holds only what the reads and evictions left open.
+        scheduler.shutdown(run_pending_one_offs=True)
         settled_descriptors_under(tmp_path / "orders-0", 1 + 1)  # the active .log, one idle
+
+
+def test_a_roll_flush_holds_a_descriptor_of_its_own_only_while_it_syncs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The state CI saw the racing-reads test fail in, made on purpose: the first roll's
+    flush held inside its fsync of segment 0's offset index (as a busy disk holds it) while
+    the reads leave one idle file open. That is three descriptors with a capacity of 1, for
+    as long as the fsync lasts, and no leak: once the flush is done, the count is back to
+    the active .log and one idle file."""
+    IDLE_FILES.set_capacity(1)
+    first_index = tmp_path / "orders-0" / "00000000000000000000.index"
+    syncing, may_sync = threading.Event(), threading.Event()
+    fsync = os.fsync
+
+    def fsync_held_at_the_first_index(fd: int) -> None:
+        if not syncing.is_set() and os.readlink(f"/proc/self/fd/{fd}") == str(first_index):
+            syncing.set()
+            may_sync.wait(60)  # a bound only should the test fail before setting it
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync_held_at_the_first_index)
+    scheduler = Scheduler()
+    with open_log(tmp_path / "orders-0", SMALL, scheduler=scheduler) as log:
+        fill(log, 12)
+        assert syncing.wait(60)
+        segments = log.segments.values()
+        for segment in segments[:-1]:
+            segment.read(segment.base_offset, 1 << 20).records.read_bytes()
+        gc.collect()
+        last_read, active = segments[-2].log.path, segments[-1].log.path
+        assert sorted(_collected_descriptors_under(tmp_path)) == sorted(
+            map(str, [first_index, last_read, active])
+        )
+        assert str(first_index) not in _mapped_files(tmp_path)  # the flush's own descriptor
+
+        may_sync.set()
+        scheduler.shutdown(run_pending_one_offs=True)
+        assert sorted(settled_descriptors_under(tmp_path, 1 + 1)) == sorted(
+            map(str, [last_read, active])
+        )
 
 
 class _OtherIdleFile:
@@ -207,6 +271,74 @@ class _OtherIdleFile:
 def _evict_all_but_the_latest() -> None:
     IDLE_FILES.set_capacity(1)
     IDLE_FILES.set_capacity(CAPACITY)
+
+
+class _ReleaseGate:
+    """An idle file whose release waits for the test: the releases after it, of the files
+    evicted along with it, wait too, so the test acts between their eviction (out of the
+    cache, under its lock) and their release (after it)."""
+
+    def __init__(self) -> None:
+        self.releasing = threading.Event()
+        self.may_release = threading.Event()
+
+    def release_idle(self) -> None:
+        self.releasing.set()
+        self.may_release.wait(60)  # a bound only should the test fail before setting it
+
+
+@pytest.mark.parametrize("file", ["log", "offset index"])
+@pytest.mark.parametrize("state", ["open", "released"])
+def test_a_file_read_while_the_cache_evicts_it_is_left_open_only_under_the_cache(
+    tmp_path: Path, file: str, state: str
+) -> None:
+    """A read between a file's eviction and its release takes the descriptor or map the
+    file still has (``open``), or opens it again (``released``: let go meanwhile, as the
+    racing-reads test's churn does), and puts the file back in the cache; the release then
+    lets go of it. Either way nothing stays open outside the cache: the read's bytes are the
+    segment's, the file is in the cache, and the next read opens it under the cache."""
+    scheduler = Scheduler()
+    with open_log(tmp_path / "orders-0", SMALL, scheduler=scheduler) as log:
+        fill(log, 3)
+        scheduler.shutdown(run_pending_one_offs=True)  # no flush touches the cache meanwhile
+        segment, active = log.segments.values()[0], log.segments.values()[-1]
+        expected = segment.log.read(0, segment.size)
+        idle: FileRecords | AbstractIndex
+        if file == "log":
+            idle = segment.log
+
+            def read() -> None:
+                assert segment.log.read(0, segment.size) == expected
+
+        else:
+            idle = segment.offset_index
+            position = segment.offset_index.lookup(segment.base_offset + 5).position
+
+            def read() -> None:
+                assert segment.offset_index.lookup(segment.base_offset + 5).position == position
+
+        gate = _ReleaseGate()
+        IDLE_FILES.set_capacity(1)
+        IDLE_FILES.touch(gate)  # the oldest, alone
+        IDLE_FILES.set_capacity(3)
+        read()
+        if state == "released":
+            idle.release_idle()  # still in the cache, open no more
+        IDLE_FILES.touch(_OtherIdleFile())  # the cache: the gate, the file, another
+        evicting = threading.Thread(target=IDLE_FILES.set_capacity, args=(1,))
+        evicting.start()  # evicts the gate and the file; the gate's release waits
+        assert gate.releasing.wait(60)
+        assert idle not in IDLE_FILES  # evicted, not yet released
+        read()
+        assert idle in IDLE_FILES
+        gate.may_release.set()
+        evicting.join()  # the file's release: what the read held or opened goes
+
+        gc.collect()
+        assert descriptors_under(tmp_path) == [str(active.log.path)]
+        read()
+        assert idle in IDLE_FILES and len(IDLE_FILES) == 1
+        assert sorted(descriptors_under(tmp_path)) == sorted(map(str, [idle.path, active.log.path]))
 
 
 @pytest.mark.parametrize("evictions", ["once", "at every mapping"])
