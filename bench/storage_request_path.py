@@ -4,7 +4,8 @@ Per produce of one single-record batch at acks=1 the broker calls ``LogManager.g
 ``Log.append`` committing (older versions: ``Log.append``, ``Log.log_end_offset_metadata`` and
 ``Log.maybe_increment_high_watermark``);
 per fetch that finds nothing new, ``get_log``, ``Log.log_end_offset`` and ``Log.read`` at
-the high watermark. The idempotent produce is the same append of a batch with a producer id,
+the high watermark; a consumer keeping up then reads each append from the high watermark it
+last saw. The idempotent produce is the same append of a batch with a producer id,
 each at the producer's next sequence (what a Kafka client sends by default,
 enable.idempotence=true), all built before timing. This times each call alone (thread CPU,
 best of ``--rounds``), so two versions of the storage layer can be compared call by call. Run
@@ -118,6 +119,12 @@ def main() -> None:
         for producer_batch in producer_batches[:warm_up]:  # the first one registers it
             log.append(producer_batch, commit=True)
         isolation = FetchIsolation.HIGH_WATERMARK
+
+        def produce_and_tail() -> None:  # and a consumer keeping up reads what it appended
+            keeping_up_at = log.high_watermark
+            produce()
+            log.read(keeping_up_at, 1 * MB, isolation)
+
         figures = {
             "get_log": per_call_microseconds(lambda: manager.get_log(tp), args.calls, args.rounds),
             "append 1 record + HW": per_call_microseconds(produce, args.calls // 5, args.rounds),
@@ -125,6 +132,9 @@ def main() -> None:
                 lambda records: log.append(records, commit=True),
                 producer_batches[warm_up:],
                 args.rounds,
+            ),
+            "append 1 record + HW + read it": per_call_microseconds(
+                produce_and_tail, args.calls // 5, args.rounds
             ),
             "read at the end": per_call_microseconds(
                 lambda: log.read(log.log_end_offset, 1 * MB, isolation), args.calls, args.rounds

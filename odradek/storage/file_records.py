@@ -36,6 +36,10 @@ _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 
 
+_BATCH_START = struct.Struct(">qi4xb6xi")
+"""A batch header's baseOffset, batchLength, magic and lastOffsetDelta: where it starts and ends."""
+
+
 @dataclass(frozen=True)
 class LogOffsetPosition:
     """Where the batch holding an offset starts: its last offset, file position and size."""
@@ -412,17 +416,16 @@ class FileRecords:
             return None
         descriptor = self._hold()
         try:
-            header = RecordBatch(os.pread(descriptor.fd, HEADER_SIZE, position))
+            data = os.pread(descriptor.fd, _BATCH_START.size, position)
         finally:
             descriptor.release()
-        if (
-            header.base_offset != offset
-            or header.magic != MAGIC
-            or header.batch_length < HEADER_SIZE - LOG_OVERHEAD
-            or position + header.size_in_bytes > end
-        ):
+        if len(data) < _BATCH_START.size:
             return None
-        return LogOffsetPosition(header.last_offset, position, header.size_in_bytes)
+        base_offset, batch_length, magic, last_offset_delta = _BATCH_START.unpack(data)
+        size = batch_length + LOG_OVERHEAD
+        if base_offset != offset or magic != MAGIC or size < HEADER_SIZE or position + size > end:
+            return None
+        return LogOffsetPosition(base_offset + last_offset_delta, position, size)
 
     def search_for_offset_with_size(
         self, target_offset: int, starting_position: int
