@@ -91,6 +91,21 @@ class Requests:
         return request
 
 
+def open_both_logs(
+    stack: ExitStack, root: Path, config: LogConfig, clocks: dict[str, MockClock]
+) -> dict[str, Log]:
+    """A log under ``root`` for each path, "one call" (as the broker runs) and "general" (the
+    one-call path off), each with its own clock, closed with ``stack``."""
+    logs = {
+        "one call": stack.enter_context(open_log(root / "one" / "t-0", config, clocks["one call"]))
+    }
+    with general_path_only():
+        logs["general"] = stack.enter_context(
+            open_log(root / "general" / "t-0", config, clocks["general"])
+        )
+    return logs
+
+
 def outcome(log: Log, request: bytes, epoch: int, commit: bool) -> object:
     try:
         return log.append(request, epoch, commit=commit)
@@ -144,15 +159,7 @@ def test_both_paths_answer_alike_and_leave_the_same_log(
     clocks = {"one call": MockClock(BASE_TIME_MS), "general": MockClock(BASE_TIME_MS)}
     requests = Requests()
     with ExitStack() as stack:
-        logs = {
-            "one call": stack.enter_context(
-                open_log(root / "one" / "t-0", config, clocks["one call"])
-            )
-        }
-        with general_path_only():
-            logs["general"] = stack.enter_context(
-                open_log(root / "general" / "t-0", config, clocks["general"])
-            )
+        logs = open_both_logs(stack, root, config, clocks)
         for log in logs.values():
             log.active_segment.roll_jitter_ms = 0
         epoch = 0
@@ -303,15 +310,7 @@ def replay_on_both_paths(root: Path, steps: list[Step], log_append_time: bool) -
     answers: list[object] = []
     one_call_steps: list[int] = []
     with ExitStack() as stack:
-        logs = {
-            "one call": stack.enter_context(
-                open_log(root / "one" / "t-0", config, clocks["one call"])
-            )
-        }
-        with general_path_only():
-            logs["general"] = stack.enter_context(
-                open_log(root / "general" / "t-0", config, clocks["general"])
-            )
+        logs = open_both_logs(stack, root, config, clocks)
         general_path = stack.enter_context(
             mock.patch.object(
                 logs["one call"],
