@@ -85,5 +85,7 @@ def open_log(
     try:
         yield log
     finally:
-        log.close()
+        # The broker's order (LogManager.shutdown): the tasks the log scheduled (a roll's
+        # flush) run before it closes, not against a closed log.
         scheduler.shutdown(run_pending_one_offs=True)
+        log.close()

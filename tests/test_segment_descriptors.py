@@ -134,8 +134,12 @@ def test_many_partitions_with_many_segments_stay_within_one_descriptor_per_parti
 def test_an_inactive_segment_is_read_again_after_its_descriptor_was_closed(
     tmp_path: Path,
 ) -> None:
-    with open_log(tmp_path / "orders-0", SMALL) as log:
+    scheduler = Scheduler()
+    with open_log(tmp_path / "orders-0", SMALL, scheduler=scheduler) as log:
         fill(log, 3)
+        # The flushes the rolls scheduled read the rolled segments' files too: done first,
+        # they cannot put the first file back in the cache, or push it out, in between.
+        scheduler.shutdown(run_pending_one_offs=True)
         first = log.segments.values()[0]
         expected = [r.value for r in records_of(log.read(0, 1 << 20, FetchIsolation.LOG_END))]
         IDLE_FILES.set_capacity(1)
