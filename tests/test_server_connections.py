@@ -108,15 +108,18 @@ def test_reading_stops_at_the_in_flight_limit_and_resumes_as_requests_end(
             create_topic(setup, "quiet")
         with broker.connect() as client:
             fetch = FetchRequest((FetchPartition("quiet", 0, 0),), max_wait_ms=1000)
+            sent = time.monotonic()  # no fetch can end before its 1 s wait from here
             fetch_ids = {client.send(fetch) for _ in range(MAX_IN_FLIGHT_REQUESTS + 6)}
             time.sleep(0.3)  # read, all waiting: the broker stopped reading
-            started = time.monotonic()
             versions_id = client.send(ApiVersionsRequest())
             answered = {}
             for _ in range(len(fetch_ids) + 1):
-                answered[client.read_frame().header["id"]] = time.monotonic() - started
+                answered[client.read_frame().header["id"]] = time.monotonic() - sent
             assert set(answered) == fetch_ids | {versions_id}
-            assert answered[versions_id] >= 0.5  # read only once waiting fetches ended
+            # Read only once a waiting fetch ended, whatever the sleep overslept on a busy
+            # machine: answered after the first fetch's answer, a wait after the sending.
+            assert answered[versions_id] >= min(answered[i] for i in fetch_ids)
+            assert answered[versions_id] >= 0.9
 
 
 def test_half_closed_connection_still_gets_its_responses(tmp_path: Path) -> None:
