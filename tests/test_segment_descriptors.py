@@ -22,6 +22,8 @@ from odradek.storage.abstract_index import AbstractIndex
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.file_records import FileRecords
 from odradek.storage.idle_file_cache import IDLE_FILES, IdleFileCache
+from odradek.storage.log import Log
+from odradek.storage.offset_index import OffsetIndex
 from odradek.storage.scheduler import Scheduler
 from odradek.storage.shared_descriptor import SharedDescriptor
 from odradek.topic_partition import TopicPartition
@@ -34,8 +36,11 @@ CAPACITY = 4
 
 @pytest.fixture(autouse=True)
 def small_idle_cache() -> Iterator[None]:
+    """A cache of CAPACITY holding none of the files earlier tests of the process left in
+    it (released here, not inside the test, whose counts are of its own files)."""
     capacity = IDLE_FILES.capacity
-    IDLE_FILES.set_capacity(CAPACITY)
+    IDLE_FILES.touch(_OtherIdleFile())
+    _evict_all_but_the_latest()
     try:
         yield
     finally:
@@ -55,20 +60,36 @@ def descriptors_under(directory: Path) -> list[str]:
     return targets
 
 
-def settled_descriptors_under(directory: Path, bound: int) -> list[str]:
+def settled_descriptors_under(directory: Path, bound: int, log: Log | None = None) -> list[str]:
     """``descriptors_under`` once at most ``bound`` (the flushes that follow each roll run on
     a scheduler thread and hold a descriptor while they run, as long as a busy disk makes
-    their fsyncs last); fails naming the files still open after ``SETTLE_S``, and which of
-    them are index maps rather than plain descriptors (a flush's, a read's)."""
+    their fsyncs last); fails naming the files still open after ``SETTLE_S``, which of them
+    are index maps rather than plain descriptors (a flush's, a read's), and, given the
+    ``log``, what each of its files holds and whether the idle file cache has it."""
     deadline = time.monotonic() + SETTLE_S
     while len(held := _collected_descriptors_under(directory)) > bound:
         if time.monotonic() > deadline:
             pytest.fail(
                 f"{len(held)} descriptors open after {SETTLE_S} s, not {bound}: {held}; "
                 f"mapped: {sorted(_mapped_files(directory))}"
+                + ("" if log is None else f"; files: {_file_states(log)}")
             )
         time.sleep(0.05)
     return descriptors_under(directory)
+
+
+def _file_states(log: Log) -> list[str]:
+    """What each file of ``log`` holds (an open descriptor, a map) and whether it is among
+    the idle files the cache may release, with the number of files the cache holds."""
+    states = [f"{len(IDLE_FILES)} cached of {IDLE_FILES.capacity}"]
+    for segment in log.segments.values():
+        files = [(segment.log, segment.log.is_open)]
+        files += [(index, index.is_mapped) for index in (segment.offset_index, segment.time_index)]
+        for file, holding in files:
+            if holding or file in IDLE_FILES:
+                cached = "cached" if file in IDLE_FILES else "NOT cached"
+                states.append(f"{file.path.name} {'open' if holding else 'closed'}, {cached}")
+    return states
 
 
 def _mapped_files(directory: Path) -> set[str]:
@@ -221,7 +242,7 @@ def test_reads_racing_evictions_and_closes_always_read_their_own_segment(tmp_pat
         # can stretch past any wait (see the next test). Counted once they are done, the
         # count holds only what the reads and evictions left open.
         scheduler.shutdown(run_pending_one_offs=True)
-        settled_descriptors_under(tmp_path / "orders-0", 1 + 1)  # the active .log, one idle
+        settled_descriptors_under(tmp_path / "orders-0", 1 + 1, log)  # the active .log, one idle
 
 
 def test_a_roll_flush_holds_a_descriptor_of_its_own_only_while_it_syncs(
@@ -480,3 +501,24 @@ def test_the_idle_file_cache_stays_bounded_under_touches_from_many_threads() -> 
     for other in files[1:3]:
         cache.touch(other)
     assert recent in cache  # touched third from last: still among the three kept
+
+
+def test_a_failed_close_logged_during_an_eviction_keeps_nothing_the_evicting_caller_held(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An idle file is released inside whichever use evicts it: here the creation of an
+    index, holding its new map. When that release's close fails (a file of a FUSE mount
+    whose connection ended gives ENOTCONN; a number already closed, EBADF), the warning's
+    record outlives the call (a log capture keeps it; so does any buffering handler). It must
+    not keep the caller's map: evicted in turn, the index's file is mapped no more."""
+    IDLE_FILES.set_capacity(1)
+    unclosable = FileRecords(tmp_path / "gone.log", SharedDescriptor(1 << 30), 0, writing=False)
+    IDLE_FILES.touch(unclosable)
+    path = tmp_path / "00000000000000000000.index"
+    index = OffsetIndex(path, 0, 4096)  # maps its file, which evicts and releases the other
+    assert f"closing descriptor {1 << 30} reported" in caplog.text
+    assert str(path) in _mapped_files(tmp_path)
+    IDLE_FILES.touch(_OtherIdleFile())  # evicts the index
+    gc.collect()
+    assert not index.is_mapped
+    assert str(path) not in _mapped_files(tmp_path), "a log record kept the evicted map"

@@ -181,6 +181,11 @@ class AbstractIndex(ABC):
         return self._max_entries
 
     @property
+    def is_mapped(self) -> bool:
+        """Whether the index holds a map now (one the idle file cache evicted does not)."""
+        return self._mmap is not None
+
+    @property
     def is_full(self) -> bool:
         return self._entries >= self._max_entries
 

@@ -55,7 +55,11 @@ class SharedDescriptor:
         try:
             os.close(fd)
         except OSError as error:  # Linux frees the number whatever close reports
-            logger.warning("closing descriptor %d reported %s", fd, error)
+            # The text, not the exception: a release runs inside whatever evicted the file
+            # (an index mapping itself, a read), and a record kept by a handler (a log
+            # capture, a buffering handler) would keep the traceback's frames, and with them
+            # what those callers held: an index map, a read's descriptor.
+            logger.warning("closing descriptor %d reported %s", fd, str(error))
 
     def __repr__(self) -> str:
         return f"SharedDescriptor(fd={self._fd}, holders={self._holders})"
