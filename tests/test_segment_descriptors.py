@@ -248,11 +248,11 @@ def test_reads_racing_evictions_and_closes_always_read_their_own_segment(tmp_pat
 def test_a_roll_flush_holds_a_descriptor_of_its_own_only_while_it_syncs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The state CI saw the racing-reads test fail in, made on purpose: the first roll's
-    flush held inside its fsync of segment 0's offset index (as a busy disk holds it) while
-    the reads leave one idle file open. That is three descriptors with a capacity of 1, for
-    as long as the fsync lasts, and no leak: once the flush is done, the count is back to
-    the active .log and one idle file."""
+    """A state the racing-reads test meets on a busy disk, made on purpose: the first roll's
+    flush held inside its fsync of segment 0's offset index while the reads leave one idle
+    file open. That is three descriptors with a capacity of 1, for as long as the fsync
+    lasts, and no leak: once the flush is done, the count is back to the active .log and
+    one idle file."""
     IDLE_FILES.set_capacity(1)
     first_index = tmp_path / "orders-0" / "00000000000000000000.index"
     syncing, may_sync = threading.Event(), threading.Event()
