@@ -7,7 +7,7 @@ GROUP_AUTHORIZATION_FAILED, or TOPIC_AUTHORIZATION_FAILED for a topic's partitio
 
 from __future__ import annotations
 
-from odradek.errors import CoordinatorNotAvailableError, KafkaError
+from odradek.errors import CoordinatorNotAvailableError, KafkaError, UnsupportedVersionError
 from odradek.protocol.delete_groups import DeletedGroup, DeleteGroupsRequest, DeleteGroupsResponse
 from odradek.protocol.describe_groups import (
     DescribedGroupEntry,
@@ -57,6 +57,14 @@ from odradek.server.request_context import RequestContext
 
 READ, DESCRIBE, DELETE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE
 
+# Until this broker has a transaction coordinator, FindCoordinator for a transactional id is
+# refused with a non-retriable error saying why, so a transactional client fails at once instead
+# of retrying COORDINATOR_NOT_AVAILABLE until its own timeout.
+TRANSACTIONS_NOT_SERVED = UnsupportedVersionError(
+    "transactions are not supported by this broker yet (no transaction coordinator); "
+    "an idempotent producer needs no transactional.id"
+)
+
 
 class GroupRequestHandlers:
     """One method per group API; each takes the decoded request and its context."""
@@ -77,11 +85,9 @@ class GroupRequestHandlers:
         self, request: FindCoordinatorRequest, context: RequestContext
     ) -> FindCoordinatorResponse:
         """This broker for every group key (creating ``__consumer_offsets`` on first use, as
-        Kafka does); transaction keys have no coordinator here."""
+        Kafka does); a transaction key is refused for good (TRANSACTIONS_NOT_SERVED)."""
         if request.key_type != GROUP_KEY_TYPE:
-            error: KafkaError | None = CoordinatorNotAvailableError(
-                "this broker has no transaction coordinator"
-            )
+            error: KafkaError | None = TRANSACTIONS_NOT_SERVED
         else:
             error = None
             try:

@@ -33,7 +33,7 @@ from odradek.server.group.coordinator_results import (
 from odradek.server.group.group_coordinator import GroupCoordinator
 from odradek.server.group.group_metadata_manager import GroupMetadataManager
 from odradek.server.group_authorization import GroupAuthorization
-from odradek.server.group_request_handlers import client_host
+from odradek.server.group_request_handlers import TRANSACTIONS_NOT_SERVED, client_host
 from odradek.server.kafka_request import KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext
 
@@ -87,12 +87,13 @@ class KafkaGroupRequests:
 
     async def _find_coordinator(self, request: KafkaRequest, context: RequestContext) -> dict:
         """This broker for every group key (creating ``__consumer_offsets`` on first use, as
-        Kafka does); a transaction key has no coordinator here; other key types are invalid."""
+        Kafka does); a transaction key is refused for good (TRANSACTIONS_NOT_SERVED); other key
+        types are invalid."""
         body = request.body
         key_type = body.get("key_type", GROUP_KEY_TYPE)
         error: KafkaError | None = None
         if key_type == TRANSACTION_KEY_TYPE:
-            error = CoordinatorNotAvailableError("this broker has no transaction coordinator")
+            error = TRANSACTIONS_NOT_SERVED
         elif key_type != GROUP_KEY_TYPE:
             error = InvalidRequestError(f"unknown coordinator key type {key_type}")
         else:
