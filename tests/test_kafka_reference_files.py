@@ -55,9 +55,11 @@ from odradek.record.record_batch import TimestampType
 from odradek.record.record_batch_builder import build_batch
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log import Log
+from odradek.storage.log_file_names import offset_from_file_name, transaction_index_file
 from odradek.storage.log_manager import LogManager
 from odradek.storage.offset_checkpoint_file import parse_checkpoint
 from odradek.storage.topic_config_store import CURRENT_VERSION, TOPIC_CONFIGS_FILE_NAME
+from odradek.storage.transaction_index import AbortedTxn, TransactionIndex
 from odradek.topic_partition import TopicPartition
 
 # slow too: a Kafka broker and several JVMs, kept out of the quick suite.
@@ -932,3 +934,64 @@ def test_kafkas_dump_log_segments_reads_odradeks_producer_snapshots(
     assert kafka_reads == odradek_reads == expected
     producers = {entry[0] for entries in expected.values() for entry in entries}
     assert len(producers) == 2, producers
+
+
+def test_odradek_reads_kafkas_transaction_indexes(kafka_written: KafkaWritten) -> None:
+    """Kafka's .txnindex files of the transactional topic list one entry per aborted
+    transaction (every third of twelve: the second of each commit, abort, commit), each from
+    the transaction's first record to its ABORT marker; odradek's TransactionIndex reads the
+    same entries DumpLogSegments prints."""
+    directory = kafka_written.log_dir / "transactional-0"
+    indexes = sorted(directory.glob("*.txnindex"))
+    assert indexes, f"Kafka wrote no .txnindex in {sorted(p.name for p in directory.iterdir())}"
+    read = {
+        str(path): TransactionIndex(offset_from_file_name(path.name), path).all_aborted_txns()
+        for path in indexes
+    }
+
+    printed: dict[str, list[AbortedTxn]] = {}
+    for line in _kafka_dump("--files", ",".join(map(str, indexes))).splitlines():
+        if line.startswith("Dumping "):
+            listed = printed.setdefault(line.removeprefix("Dumping "), [])
+        elif fields := dict(re.findall(r"(\w+): (-?\d+)", line)):
+            listed.append(
+                AbortedTxn(
+                    int(fields["producerId"]),
+                    int(fields["firstOffset"]),
+                    int(fields["lastOffset"]),
+                    int(fields["lastStableOffset"]),
+                    int(fields["version"]),
+                )
+            )
+    assert read == printed
+
+    sent = kafka_written.sent["transactional"]
+    batch_sizes = [len(batch) for batch in sample_batches(13, batches=12)]
+    starts = [sum(batch_sizes[:n]) for n in range(len(batch_sizes))]
+    aborted = [entry for entries in read.values() for entry in entries]
+    assert len(aborted) == 4
+    for entry, batch in zip(aborted, range(1, 12, 3), strict=True):
+        first = sent[starts[batch]].offset
+        last_record = sent[starts[batch] + batch_sizes[batch] - 1].offset
+        assert entry.first_offset == first, entry
+        assert last_record < entry.last_offset < last_record + 3, entry  # the ABORT marker
+        assert entry.last_stable_offset >= entry.last_offset + 1, entry
+    assert len({entry.producer_id for entry in aborted}) == 1
+
+
+def test_kafkas_dump_log_segments_reads_odradeks_transaction_index(tmp_path: Path) -> None:
+    directory = tmp_path / "written-0"
+    directory.mkdir()
+    index = TransactionIndex(100, transaction_index_file(directory, 100))
+    entries = [AbortedTxn(7, 100, 109, 110), AbortedTxn(2**40, 105, 130, 106)]
+    for entry in entries:
+        index.append(entry)
+    index.flush()
+
+    output = _kafka_dump("--files", str(index.path))
+
+    assert output.splitlines()[1:] == [
+        f"version: 0 producerId: {e.producer_id} firstOffset: {e.first_offset} "
+        f"lastOffset: {e.last_offset} lastStableOffset: {e.last_stable_offset}"
+        for e in entries
+    ]

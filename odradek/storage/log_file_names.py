@@ -7,6 +7,7 @@ from pathlib import Path
 LOG_FILE_SUFFIX = ".log"
 INDEX_FILE_SUFFIX = ".index"
 TIME_INDEX_FILE_SUFFIX = ".timeindex"
+TXN_INDEX_FILE_SUFFIX = ".txnindex"
 DELETED_FILE_SUFFIX = ".deleted"
 CLEANED_FILE_SUFFIX = ".cleaned"
 SWAP_FILE_SUFFIX = ".swap"
@@ -28,6 +29,10 @@ def offset_index_file(directory: Path, offset: int, suffix: str = "") -> Path:
 
 def time_index_file(directory: Path, offset: int, suffix: str = "") -> Path:
     return directory / f"{filename_prefix_from_offset(offset)}{TIME_INDEX_FILE_SUFFIX}{suffix}"
+
+
+def transaction_index_file(directory: Path, offset: int, suffix: str = "") -> Path:
+    return directory / f"{filename_prefix_from_offset(offset)}{TXN_INDEX_FILE_SUFFIX}{suffix}"
 
 
 def offset_from_file_name(name: str) -> int:
