@@ -53,6 +53,11 @@ from odradek.record.compression import CompressionType
 from odradek.record.memory_records import MemoryRecords
 from odradek.record.record_batch import TimestampType
 from odradek.record.record_batch_builder import build_batch
+from odradek.server.transaction.transaction_log import TransactionLogValue
+from odradek.server.transaction.transaction_log import key_to_bytes as key_to_transaction_bytes
+from odradek.server.transaction.transaction_log import read_key as read_transaction_key
+from odradek.server.transaction.transaction_log import read_value as read_transaction_value
+from odradek.server.transaction.transaction_state import TransactionState
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log import Log
 from odradek.storage.log_file_names import offset_from_file_name, transaction_index_file
@@ -995,3 +1000,95 @@ def test_kafkas_dump_log_segments_reads_odradeks_transaction_index(tmp_path: Pat
         f"lastOffset: {e.last_offset} lastStableOffset: {e.last_stable_offset}"
         for e in entries
     ]
+
+
+def test_odradek_reads_and_rewrites_kafkas_transaction_state_records(
+    kafka_written: KafkaWritten,
+) -> None:
+    """Every record Kafka's transaction coordinator wrote decodes, and encodes again to the same
+    bytes (Kafka 4 writes value version 1 for transaction version 2 clients); the transactional
+    producer's twelve transactions show as Kafka's state sequence, each ending in the outcome
+    the producer asked for."""
+    records = [
+        record
+        for path in sorted((kafka_written.log_dir / "__transaction_state-0").glob("*.log"))
+        for batch in MemoryRecords(path.read_bytes()).batches()
+        for record in batch.records()
+    ]
+    assert records, "Kafka's transaction coordinator wrote nothing"
+    states = []
+    for record in records:
+        transactional_id = read_transaction_key(record.key)
+        value = read_transaction_value(record.value)
+        assert transactional_id == "reference-tx"
+        assert value is not None
+        assert key_to_transaction_bytes(transactional_id) == bytes(record.key)
+        assert value.to_bytes(int.from_bytes(record.value[:2], "big")) == bytes(record.value)
+        states.append(value.state.state_name)
+    outcomes = [s for s in states if s in ("CompleteCommit", "CompleteAbort")]
+    assert outcomes == ["CompleteCommit", "CompleteAbort", "CompleteCommit"] * 4, states
+    assert states[0] == "Empty"
+
+
+def test_kafkas_transaction_log_decoder_reads_odradeks_records(tmp_path: Path) -> None:
+    """Records odradek writes to __transaction_state, value versions 0 and 1 and a tombstone,
+    are what Kafka's DumpLogSegments --transaction-log-decoder prints back."""
+    values = [
+        TransactionLogValue(7, 0, 60000, TransactionState.EMPTY, frozenset(), 1000, -1),
+        TransactionLogValue(
+            7,
+            1,
+            30000,
+            TransactionState.PREPARE_COMMIT,
+            frozenset({TopicPartition("orders", 1), TopicPartition("orders", 0)}),
+            2000,
+            1500,
+            previous_producer_id=7,
+            client_transaction_version=2,
+        ),
+    ]
+    records = [
+        (BASE_TIMESTAMP, key_to_transaction_bytes("app-1"), values[0].to_bytes(0), ()),
+        (BASE_TIMESTAMP, key_to_transaction_bytes("app-2"), values[1].to_bytes(1), ()),
+        (BASE_TIMESTAMP, key_to_transaction_bytes("app-1"), None, ()),
+    ]
+    directory = tmp_path / "__transaction_state-0"
+    directory.mkdir()
+    (directory / "00000000000000000000.log").write_bytes(build_batch(records))
+
+    output = _kafka_dump(
+        "--transaction-log-decoder", "--files", str(directory / "00000000000000000000.log")
+    )
+
+    printed = [
+        (json.loads(key), None if payload == "<DELETE>" else json.loads(payload))
+        for key, payload in re.findall(r"key: (\{.*?\}) payload: (\S+)", output)
+    ]
+    assert [key["data"]["transactionalId"] for key, _ in printed] == ["app-1", "app-2", "app-1"]
+    assert printed[2][1] is None
+    assert printed[0][1] == {
+        "version": "0",
+        "data": {
+            "producerId": 7,
+            "producerEpoch": 0,
+            "transactionTimeoutMs": 60000,
+            "transactionStatus": "Empty",
+            "transactionPartitions": None,
+            "transactionLastUpdateTimestampMs": 1000,
+            "transactionStartTimestampMs": -1,
+        },
+    }
+    assert printed[1][1] == {
+        "version": "1",
+        "data": {
+            "producerId": 7,
+            "previousProducerId": 7,
+            "producerEpoch": 1,
+            "transactionTimeoutMs": 30000,
+            "transactionStatus": "PrepareCommit",
+            "transactionPartitions": [{"topic": "orders", "partitionIds": [0, 1]}],
+            "transactionLastUpdateTimestampMs": 2000,
+            "transactionStartTimestampMs": 1500,
+            "clientTransactionVersion": 2,
+        },
+    }

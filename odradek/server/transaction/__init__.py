@@ -1,0 +1,1 @@
+"""The transaction coordinator: transactional ids, their state in ``__transaction_state``."""
