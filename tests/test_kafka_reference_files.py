@@ -57,6 +57,7 @@ from odradek.server.transaction.transaction_log import TransactionLogValue
 from odradek.server.transaction.transaction_log import key_to_bytes as key_to_transaction_bytes
 from odradek.server.transaction.transaction_log import read_key as read_transaction_key
 from odradek.server.transaction.transaction_log import read_value as read_transaction_value
+from odradek.server.transaction.transaction_metadata import TransactionMetadata
 from odradek.server.transaction.transaction_state import TransactionState
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log import Log
@@ -1092,3 +1093,44 @@ def test_kafkas_transaction_log_decoder_reads_odradeks_records(tmp_path: Path) -
             "clientTransactionVersion": 2,
         },
     }
+
+
+def test_odradeks_transaction_metadata_makes_kafkas_transaction_state_records(
+    kafka_written: KafkaWritten,
+) -> None:
+    """Replaying the transactional producer's calls (InitProducerId, then per transaction:
+    the first partition added, EndTxn, the markers written) through TransactionMetadata, at
+    the times Kafka recorded, makes Kafka's own records byte for byte: epochs bumped per
+    transaction (transaction version 2), previous producer id, partitions, timestamps."""
+    records = [
+        record
+        for path in sorted((kafka_written.log_dir / "__transaction_state-0").glob("*.log"))
+        for batch in MemoryRecords(path.read_bytes()).batches()
+        for record in batch.records()
+    ]
+    values = [read_transaction_value(record.value) for record in records]
+    first = values[0]
+    assert first is not None and first.state is TransactionState.EMPTY
+    metadata = TransactionMetadata(
+        "reference-tx", first.producer_id, -1, first.transaction_timeout_ms
+    )
+    for record, value in zip(records, values, strict=True):
+        assert value is not None
+        now = value.last_update_timestamp_ms
+        if value.state is TransactionState.EMPTY:
+            transit = metadata.prepare_increment_producer_epoch(
+                value.transaction_timeout_ms, None, now
+            )
+        elif value.state is TransactionState.ONGOING:
+            transit = metadata.prepare_add_partitions(
+                value.partitions, now, value.client_transaction_version
+            )
+        elif value.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
+            transit = metadata.prepare_abort_or_commit(
+                value.state, value.client_transaction_version, -1, now, False
+            )
+        else:
+            transit = metadata.prepare_complete(now)
+        version = int.from_bytes(record.value[:2], "big")
+        assert transit.to_log_value().to_bytes(version) == bytes(record.value), value
+        metadata.complete_transition(transit)
