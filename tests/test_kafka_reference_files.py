@@ -50,6 +50,7 @@ from odradek.client.producer import Producer
 from odradek.config.broker_config import BrokerConfig
 from odradek.config.log_config import LogConfig
 from odradek.record.compression import CompressionType
+from odradek.record.control_record import EndTransactionMarker
 from odradek.record.memory_records import MemoryRecords
 from odradek.record.record_batch import TimestampType
 from odradek.record.record_batch_builder import build_batch
@@ -1134,3 +1135,51 @@ def test_odradeks_transaction_metadata_makes_kafkas_transaction_state_records(
         version = int.from_bytes(record.value[:2], "big")
         assert transit.to_log_value().to_bytes(version) == bytes(record.value), value
         metadata.complete_transition(transit)
+
+
+def test_odradek_reads_and_rebuilds_kafkas_transaction_markers(
+    kafka_written: KafkaWritten,
+) -> None:
+    """Every control batch Kafka wrote to the transactional topic is one COMMIT or ABORT
+    marker, in the order the producer ended its transactions, and EndTransactionMarker builds
+    the same batch byte for byte from its fields."""
+    markers = []
+    for path in sorted((kafka_written.log_dir / "transactional-0").glob("*.log")):
+        for batch in MemoryRecords(path.read_bytes()).batches():
+            if not batch.is_control:
+                continue
+            (record,) = list(batch.records())
+            marker = EndTransactionMarker.from_record(record)
+            markers.append("commit" if marker.committed else "abort")
+            rebuilt = marker.to_batch(
+                batch.producer_id,
+                batch.producer_epoch,
+                record.timestamp,
+                base_offset=batch.base_offset,
+                partition_leader_epoch=batch.partition_leader_epoch,
+            )
+            assert rebuilt == batch.to_bytes()
+    assert markers == ["commit", "abort", "commit"] * 4
+
+
+def test_kafkas_dump_log_segments_reads_odradeks_transaction_markers(tmp_path: Path) -> None:
+    directory = tmp_path / "markers-0"
+    directory.mkdir()
+    log_file = directory / "00000000000000000000.log"
+    log_file.write_bytes(
+        EndTransactionMarker(True, 5).to_batch(42, 3, BASE_TIMESTAMP, base_offset=0)
+        + EndTransactionMarker(False, 6).to_batch(43, 0, BASE_TIMESTAMP, base_offset=1)
+    )
+
+    output = _kafka_dump("--deep-iteration", "--files", str(log_file))
+
+    assert re.findall(r"producerId: (\d+) producerEpoch: (\d+)", output) == [
+        ("42", "3"),
+        ("43", "0"),
+    ]
+    assert re.findall(r"isTransactional: (\w+) isControl: (\w+)", output) == [("true", "true")] * 2
+    assert re.findall(r"endTxnMarker: (\w+) coordinatorEpoch: (\d+)", output) == [
+        ("COMMIT", "5"),
+        ("ABORT", "6"),
+    ]
+    assert "isvalid: false" not in output
