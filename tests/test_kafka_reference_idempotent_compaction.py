@@ -39,8 +39,11 @@ from test_kafka_reference_files import (
     _dump_log,
     _kafka_dump,
     assert_kafka_reads_segments,
+    assert_kafka_verifies_indexes,
 )
 
+from odradek.record.memory_records import MemoryRecords
+from odradek.record.record_batch import set_producer_state
 from odradek.record.record_batch_builder import build_batch
 from odradek.topic_partition import TopicPartition
 
@@ -150,6 +153,20 @@ def _named_producers(batches: list[dict[str, str]]) -> list[dict[str, str]]:
     ]
 
 
+def normalized_batches(directory: Path) -> list[bytes]:
+    """The partition's batches as stored, each producer id replaced by the producer's number
+    (in offset order) and the CRC recomputed."""
+    numbers: dict[int, int] = {}
+    batches = []
+    for log_file in sorted(directory.glob("*.log")):
+        for batch in MemoryRecords(log_file.read_bytes()).batches():
+            data = bytearray(batch.to_bytes())
+            number = numbers.setdefault(batch.producer_id, len(numbers))
+            set_producer_state(data, 0, number, batch.producer_epoch, batch.base_sequence)
+            batches.append(bytes(data))
+    return batches
+
+
 def producer_ids(directory: Path) -> list[int]:
     """The producer id of each producer's batch, in offset order (the roller's last)."""
     done = _dump_log(sorted(directory.glob("*.log")))
@@ -241,8 +258,12 @@ def test_idempotent_producers_compact_alike_on_kafka_and_odradek(tmp_path: Path)
     assert kafka_dump_structure(odradek_partition) == kafka_structure
     assert odradek_dump_structure(odradek_partition) == odradek_dump_structure(kafka_partition)
     assert odradek_dump_structure(kafka_partition) == kafka_structure
-    # Kafka's own tool reads every batch and record of odradek's cleaned segment, all valid.
+    # Byte for byte, once each producer id is replaced by the producer's number.
+    assert normalized_batches(odradek_partition) == normalized_batches(kafka_partition)
+    # Kafka's own tool reads every batch and record of odradek's cleaned segment, all valid,
+    # and finds its indexes sound.
     assert_kafka_reads_segments(odradek_partition)
+    assert_kafka_verifies_indexes(odradek_partition)
 
     # Restarts that rebuild the producers' state from the cleaned batches.
     forget_producer_snapshots(kafka.log_dir)
