@@ -94,9 +94,15 @@ RUNS = [
 ]
 
 
-def run_workload(bootstrap: str, log_dir: Path) -> list[StoredRecord]:
+TIMESTAMP_TARGETS = [BASE_TIMESTAMP - 1, *(BASE_TIMESTAMP + 100 * n + 25 for n in range(0, 21, 4))]
+
+
+def run_workload(
+    bootstrap: str, log_dir: Path
+) -> tuple[list[StoredRecord], dict[tuple[str, int, int], tuple[int, int] | None]]:
     """Create the topic, run the producers, wait until the cleaner has cleaned up to the
-    active segment; what Kafka's consumer reads then."""
+    active segment; what Kafka's consumer reads then, and the offsets it finds by timestamp
+    (the time index points into empty batches)."""
     client = JavaClient(harness_classpath(), bootstrap)
     client.create_topics(TopicSpec(TOPIC, configs=TOPIC_CONFIGS))
     acked = [record for run in client.produce(*RUNS) for record in run]
@@ -105,7 +111,7 @@ def run_workload(bootstrap: str, log_dir: Path) -> list[StoredRecord]:
     while not _cleaned_up_to_active_segment(log_dir, TP):
         assert time.monotonic() < deadline, f"{log_dir}: not cleaned in 2 minutes"
         time.sleep(0.2)
-    return client.consume(TOPIC)[TOPIC]
+    return client.consume(TOPIC)[TOPIC], client.offsets_for_times([TOPIC], TIMESTAMP_TARGETS)
 
 
 def kafka_dump_structure(directory: Path) -> list[dict[str, str]]:
@@ -235,16 +241,18 @@ def test_idempotent_producers_compact_alike_on_kafka_and_odradek(tmp_path: Path)
     kafka_state = tmp_path / "kafka"
     kafka = ReferenceBroker.start(kafka_state, CLEANER_BACKOFF)
     try:
-        kafka_read = run_workload(kafka.bootstrap, kafka.log_dir)
+        kafka_read, kafka_by_time = run_workload(kafka.bootstrap, kafka.log_dir)
     finally:
         kafka.stop()
     odradek_dir = tmp_path / "odradek"
     with ServeProcess(odradek_dir, "--set", CLEANER_BACKOFF) as odradek:
-        odradek_read = run_workload(odradek.bootstrap, odradek_dir)
+        odradek_read, odradek_by_time = run_workload(odradek.bootstrap, odradek_dir)
 
     # The same records: the last producer's batch and the roller in the active segment.
     assert len(kafka_read) == KEYS + 1
+    assert [r.offset for r in odradek_read] == [r.offset for r in kafka_read]
     assert odradek_read == kafka_read
+    assert odradek_by_time == kafka_by_time
 
     # The same batches: the 19 superseded producers' batches kept empty, with their headers.
     kafka_partition, odradek_partition = kafka.log_dir / TP.dir_name, odradek_dir / TP.dir_name
