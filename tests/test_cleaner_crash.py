@@ -66,9 +66,9 @@ def _crashable_log(
 
 def _producers_log(directory: Path) -> tuple[Log, list[Record], dict[int, tuple[bytes, int]]]:
     """A flushed compacted log of small segments (a batch each: a cleaning group each) whose
-    batches come from short-lived idempotent producers, each overwriting the keys of the one before: cleaning empties every
-    producer's batch but the last, and keeps their headers. The producers' batches and
-    offsets, for retries."""
+    batches come from short-lived idempotent producers, each overwriting the keys of the one
+    before: cleaning empties every producer's batch but the last, and keeps their headers.
+    The producers' batches and offsets, for retries."""
     log = Log.open(directory, SMALL_SEGMENTS, Scheduler(), clock=MockClock())
     sent = {}
     for producer in range(100, 108):
