@@ -56,6 +56,15 @@ def write(
         append(log, build_batch(records, compression=compression))
 
 
+def write_idempotent(log: Log, pairs: Iterable[KeyValue], producer_id: int) -> bytes:
+    """Append ``(key, value)`` pairs as one batch of idempotent producer ``producer_id``
+    (epoch 0, its first sequence); the batch, for a retry."""
+    records = [(BASE_TIME_MS + i, k, v, ()) for i, (k, v) in enumerate(pairs)]
+    sent = build_batch(records, producer_id=producer_id, producer_epoch=0, base_sequence=0)
+    append(log, sent)
+    return sent
+
+
 def latest_records(records: Sequence[Record]) -> list[Record]:
     """The model of a fully compacted log: the latest record of each key, in offset order."""
     latest = {record.key: record for record in records}

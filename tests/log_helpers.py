@@ -56,13 +56,13 @@ def read_all(log: Log, start: int | None = None, upper: str = "hw") -> list[Reco
     end = log.high_watermark if upper == "hw" else log.log_end_offset
     out: list[Record] = []
     while offset < end:
-        records = [
-            r for r in records_of(log.read(offset, 1 << 20, isolation)) if r.offset >= offset
-        ]
-        if not records:
+        info = log.read(offset, 1 << 20, isolation)
+        batches = list(MemoryRecords(info.records.read_bytes()).batches()) if info.records else []
+        if not batches:
             break
-        out.extend(records)
-        offset = records[-1].offset + 1
+        out.extend(r for batch in batches for r in batch.records() if r.offset >= offset)
+        # Past the last batch, as a consumer moves: a cleaned batch may hold no records.
+        offset = max(offset, batches[-1].next_offset)
     return out
 
 

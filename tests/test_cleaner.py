@@ -184,6 +184,78 @@ def test_batches_whose_records_all_go_are_dropped(tmp_path: Path) -> None:
         assert (survivor.base_offset, survivor.records_count) == (2, 2)
 
 
+def test_a_live_producers_last_batch_keeps_its_header_and_its_surviving_records(
+    tmp_path: Path,
+) -> None:
+    """Kafka's RETAIN_EMPTY: producer 7's last batch (compressed) loses its superseded records
+    but keeps its header, last offset included; producer 8's loses them all and stays as an
+    empty batch: 61 bytes, no records, a valid CRC, its producer fields, base offset, last
+    offset and max timestamp, uncompressed, base timestamp -1."""
+    with open_log(tmp_path / "t-0", compact_config()) as log:
+        seven = build_batch(
+            [(BASE_TIME_MS + n, k, b"7", ()) for n, k in enumerate([b"a", b"b", b"c"])],
+            compression=CompressionType.LZ4,
+            producer_id=7,
+            producer_epoch=2,
+            base_sequence=10,
+        )
+        eight = build_batch(
+            [(BASE_TIME_MS + 9 - n, k, b"8", ()) for n, k in enumerate([b"a", b"c"])],
+            producer_id=8,
+            producer_epoch=0,
+            base_sequence=0,
+        )
+        log.append(seven)
+        log.append(eight)  # offsets 3, 4
+        write(log, [(b"a", b"x"), (b"c", b"y")], per_batch=2)  # offsets 5, 6
+        log.roll()
+        leader_epoch = _stored_batches(log)[1].partition_leader_epoch
+        clean_once(log)
+        kept_seven, kept_eight, plain = _stored_batches(log)
+    assert [r.offset for r in kept_seven.records()] == [1]
+    assert (kept_seven.base_offset, kept_seven.last_offset, kept_seven.records_count) == (0, 2, 1)
+    assert kept_seven.compression_type is CompressionType.LZ4
+    assert (kept_seven.producer_id, kept_seven.producer_epoch, kept_seven.base_sequence) == (
+        7,
+        2,
+        10,
+    )
+    assert kept_eight.is_valid()
+    assert (kept_eight.size_in_bytes, kept_eight.records_count) == (61, 0)
+    assert (kept_eight.base_offset, kept_eight.last_offset) == (3, 4)
+    assert (kept_eight.producer_id, kept_eight.producer_epoch, kept_eight.base_sequence) == (
+        8,
+        0,
+        0,
+    )
+    assert (kept_eight.base_timestamp, kept_eight.max_timestamp) == (-1, BASE_TIME_MS + 9)
+    assert kept_eight.compression_type is CompressionType.NONE
+    assert kept_eight.partition_leader_epoch == leader_epoch
+    assert list(kept_eight.records()) == []
+    assert (plain.base_offset, plain.records_count) == (5, 2)
+
+
+def test_the_last_batch_of_a_cleaning_round_keeps_its_header(tmp_path: Path) -> None:
+    """Kafka 4's cleaner keeps the batch whose next offset is the round's first uncleanable
+    offset even when none of its records stays (here keyless records from before the topic
+    was compacted), so the cleaned section still ends where it did; batches before it whose
+    records all go are dropped."""
+    with open_log(tmp_path / "t-0", compact_config(cleanup_policy=("delete",))) as log:
+        write(log, [(b"k", b"v"), (None, b"gone")])
+        write(log, [(None, b"no key"), (None, b"no key either")], per_batch=2)
+        log.update_config(compact_config())
+        log.roll()
+        task = plan(log)
+        clean_once(log)
+        batches = _stored_batches(log)
+    assert task.first_uncleanable_offset == 4
+    assert [(b.base_offset, b.last_offset, b.records_count) for b in batches] == [
+        (0, 0, 1),
+        (2, 3, 0),
+    ]
+    assert batches[-1].is_valid() and batches[-1].producer_id == -1
+
+
 def test_untouched_batches_are_copied_byte_for_byte(tmp_path: Path) -> None:
     with open_log(tmp_path / "t-0", compact_config()) as log:
         write(log, [(b"a", b"1"), (b"b", b"2")], per_batch=2, compression=CompressionType.GZIP)

@@ -20,6 +20,7 @@ from cleaner_helpers import (
     latest_records,
     plan,
     write,
+    write_idempotent,
 )
 from log_helpers import open_log, read_all
 
@@ -30,6 +31,7 @@ from odradek.cleaner.cleaning_task import CleaningTask
 from odradek.cleaner.errors import LogCleaningError
 from odradek.clock import MockClock
 from odradek.config.log_config import LogConfig
+from odradek.record.memory_records import MemoryRecords
 from odradek.record.record import Record
 from odradek.storage import log_file_names as names
 from odradek.storage.lazy_index import LazyIndex
@@ -60,6 +62,38 @@ def _crashable_log(
         log.roll()
     log.flush()
     return log, read_all(log)
+
+
+def _producers_log(directory: Path) -> tuple[Log, list[Record], dict[int, tuple[bytes, int]]]:
+    """A flushed compacted log of small segments (a batch each: a cleaning group each) whose
+    batches come from short-lived idempotent producers, each overwriting the keys of the one
+    before: cleaning empties every producer's batch but the last, and keeps their headers.
+    The producers' batches and offsets, for retries."""
+    log = Log.open(directory, SMALL_SEGMENTS, Scheduler(), clock=MockClock())
+    sent = {}
+    for producer in range(100, 108):
+        offset = log.log_end_offset
+        pairs = [(b"key-%d" % n, b"%d" % producer * 70) for n in range(6)]
+        sent[producer] = (write_idempotent(log, pairs, producer), offset)
+    log.roll()
+    log.flush()
+    return log, read_all(log), sent
+
+
+def _check_producers_recovered(
+    directory: Path, original: list[Record], end_offset: int, sent: dict[int, tuple[bytes, int]]
+) -> None:
+    """Reopen as after a crash that took the producer snapshots too, so the producer state is
+    rebuilt from the batches (empty ones included): what a consumer reads is intact, and every
+    producer's retry is answered with its batch's offset, writing nothing."""
+    _check_recovered(directory, original, end_offset)
+    for snapshot in directory.glob("*.snapshot"):
+        snapshot.unlink()
+    with open_log(directory, SMALL_SEGMENTS, recovery_point=0) as log:
+        for producer, (batch, offset) in sent.items():
+            info = log.append(batch)
+            assert info.first_offset == offset, f"producer {producer}'s retry: {info}"
+        assert log.log_end_offset == end_offset
 
 
 def _check_recovered(
@@ -143,6 +177,43 @@ def test_cleaning_process_killed_at_each_step(tmp_path: Path, step: str) -> None
     else:
         assert "log.cleaned" in left and "log.swap" not in left
     _check_recovered(directory, original, log.log_end_offset)
+
+
+@pytest.mark.parametrize("step", ["writing .cleaned", "after .swap", "writing the second group"])
+def test_cleaning_process_killed_with_empty_producer_batches_written(
+    tmp_path: Path, step: str
+) -> None:
+    """The cleaning process killed after writing empty batches (the headers of superseded
+    producers' batches): the log recovers, and the producers' state rebuilt from it still
+    answers their retries as duplicates."""
+    directory = tmp_path / "t-0"
+    log, original, sent = _producers_log(directory)
+    task = plan(log, ONE_BATCH_AT_A_TIME)
+    assert task.producer_last_offsets == {offset + 5 for _, offset in sent.values()}
+    context = multiprocessing.get_context(START_METHOD)
+    child = context.Process(target=_clean_and_die, args=(task, step))
+    child.start()
+    child.join(30)
+    assert child.exitcode == -signal.SIGKILL
+    _check_producers_recovered(directory, original, log.log_end_offset, sent)
+
+
+@pytest.mark.parametrize("renames_done", [0, 1, "all"])
+def test_broker_killed_while_swapping_in_empty_producer_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, renames_done: int | str
+) -> None:
+    directory = tmp_path / "t-0"
+    log, original, sent = _producers_log(directory)
+    result = Cleaner(plan(log)).clean()
+    cleaned = names.log_file(directory, result.groups[0][0], names.SWAP_FILE_SUFFIX)
+    counts = [b.records_count for b in MemoryRecords(cleaned.read_bytes()).batches()]
+    assert counts and counts[0] == 0, "the first producer's batch is kept empty"
+    done = {"all": len(result.groups[0]) + 1}.get(renames_done, renames_done)
+    _crash_on_call(monkeypatch, LogSegment, "change_file_suffixes", done + 1, lambda *_: True)
+    with pytest.raises(Crash):
+        swap_in(log, result, lambda: False)
+    monkeypatch.undo()
+    _check_producers_recovered(directory, original, log.log_end_offset, sent)
 
 
 def test_cleaning_process_killed_while_writing_is_reported_and_recoverable(

@@ -49,9 +49,7 @@ def _corrupt_record_length(log: Log) -> None:
 
 
 @pytest.mark.parametrize("pass_", ["map", "filter"])
-def test_records_that_do_not_frame_fail_the_run(
-    tmp_path: Path, map_kind: str, pass_: str
-) -> None:
+def test_records_that_do_not_frame_fail_the_run(tmp_path: Path, map_kind: str, pass_: str) -> None:
     with open_log(tmp_path / "t-0", compact_config(segment_bytes=100_000)) as log:
         write(log, [(b"a", b"1"), (b"b", b"2")], per_batch=2)
         write(log, [(b"a", b"3"), (b"c", b"4")], per_batch=2)
@@ -91,6 +89,7 @@ _writes = st.lists(
             max_size=6,
         ),
         st.sampled_from([CompressionType.NONE] * 3 + [CompressionType.ZSTD]),
+        st.sampled_from([None, None, 7, 8]),  # a plain batch, or idempotent producer 7's or 8's
     ),
     min_size=1,
     max_size=40,
@@ -101,14 +100,32 @@ _writes = st.lists(
 @given(_writes, st.sampled_from([8, 12, 1000]))
 def test_both_maps_write_the_same_cleaned_log(tmp_path_factory, writes, map_entries) -> None:
     """Keyless records (from before the topic was compacted), tombstones, compressed batches,
-    small maps that fill up: the two maps leave identical segment files."""
+    idempotent producers (their last batches keep their headers), small maps that fill up: the
+    two maps leave identical segment files."""
     config = CleanerConfig(dedupe_buffer_size=map_entries * BYTES_PER_ENTRY)
     results = []
     for native in (True, False):
         directory = tmp_path_factory.mktemp("log") / "t-0"
         with open_log(directory, compact_config(cleanup_policy=("delete",))) as log:
-            for records, codec in writes:
-                append(log, build_batch([(1, k, v, ()) for k, v in records], compression=codec))
+            sequences = {7: 0, 8: 0}
+            last_offsets = {}
+            for records, codec, producer in writes:
+                idempotent = {}
+                if producer is not None:
+                    idempotent = {
+                        "producer_id": producer,
+                        "producer_epoch": 0,
+                        "base_sequence": sequences[producer],
+                    }
+                    sequences[producer] += len(records)
+                append(
+                    log,
+                    build_batch(
+                        [(1, k, v, ()) for k, v in records], compression=codec, **idempotent
+                    ),
+                )
+                if producer is not None:
+                    last_offsets[producer] = log.log_end_offset - 1
             log.update_config(compact_config())
             log.roll()
             saved = offset_map_module.NativeOffsetMap
@@ -120,6 +137,12 @@ def test_both_maps_write_the_same_cleaned_log(tmp_path_factory, writes, map_entr
             finally:
                 offset_map_module.NativeOffsetMap = saved
             results.append((outcome, _segment_bytes(log)))
+            kept = {
+                (batch.producer_id, batch.last_offset)
+                for segment in log.segments.values()
+                for _, batch in segment.log.batches()
+            }
+            assert set(last_offsets.items()) <= kept, "a live producer's last batch went"
     assert results[0] == results[1]
 
 

@@ -245,28 +245,46 @@ def test_the_leader_epoch_checkpoint_records_where_epoch_zero_starts(partition_d
         assert decode_checkpoint((partition_dir / LEADER_EPOCH_CHECKPOINT_FILE).read_text()) == []
 
 
-def test_compaction_keeps_the_last_batch_of_every_live_producer(tmp_path):
-    """Producer 7 writes key a then overwrites it from a plain batch: the cleaner would drop
-    its batch, but it is the producer's last, so it stays and its retry is still answered."""
+def test_compaction_keeps_the_header_of_every_live_producers_last_batch(tmp_path):
+    """Producers 7 and 8 write key k (two records each), then plain batches overwrite it: the
+    cleaner drops their records but keeps their last batches' headers as empty batches (Kafka's
+    RETAIN_EMPTY), so a retry of either is still answered with its offsets, before and after a
+    restart that rebuilds the producer state from those empty batches alone."""
     from cleaner_helpers import COMPACT, clean_fully
 
     directory = tmp_path / "compacted-0"
     directory.mkdir()
     with open_log(directory, COMPACT) as log:
-        first = append(log, idempotent(7, 0, 0))
-        append(log, idempotent(8, 0, 0))
+        first = append(log, idempotent(7, 0, 0, count=2))
+        second = append(log, idempotent(8, 0, 0, count=2))
         for i in range(40):
             append(log, build_batch([(BASE_TIME_MS + i, b"k", b"x" * 40, ())]))
         log.roll()
         assert clean_fully(log) > 0
-        offsets = [r.offset for r in read_all(log)]
-        assert first.first_offset in offsets and 1 in offsets
-        assert len(offsets) < 10  # the rest was compacted away
-        assert append(log, idempotent(7, 0, 0)).first_offset == first.first_offset
+        assert [r.offset for r in read_all(log)] == [43]  # the latest k alone
+        headers = [
+            (b.base_offset, b.last_offset, b.records_count, b.producer_id, b.base_sequence)
+            for b in stored_batches(log)
+            if b.producer_id >= 0
+        ]
+        assert headers == [(0, 1, 0, 7, 0), (2, 3, 0, 8, 0)]
+        assert append(log, idempotent(7, 0, 0, count=2)).first_offset == first.first_offset
         end = log.log_end_offset
+    for snapshot in directory.glob("*.snapshot"):
+        snapshot.unlink()
     with open_log(directory, COMPACT, recovery_point=0) as log:  # rebuilt from the log
-        assert append(log, idempotent(7, 0, 0)).first_offset == first.first_offset
+        assert log.producer_state.producers[8].last_seq == 1
+        assert append(log, idempotent(8, 0, 0, count=2)).first_offset == second.first_offset
+        assert append(log, idempotent(7, 0, 0, count=2)).first_offset == first.first_offset
         assert log.log_end_offset == end
+        append(log, idempotent(7, 0, 2))  # the next sequence is taken
+        with pytest.raises(OutOfOrderSequenceNumberError):
+            append(log, idempotent(8, 0, 5))
+
+
+def stored_batches(log):
+    """Every batch the log's segments hold, empty ones included."""
+    return [b for segment in log.segments.values() for _, b in segment.log.batches()]
 
 
 def test_snapshots_and_leader_epochs_follow_retention(partition_dir):

@@ -3,7 +3,9 @@ applied through ``MemoryRecords.filterTo``), one batch at a time.
 
 The cleaner's second pass hands whole chunks to the offset map's ``filter_batches``, which
 decides uncompressed batches that keep all of their records or none; the rest (compressed
-batches, batches that keep some records, and any it finds fault with) come here.
+batches, batches that keep some records, and any it finds fault with) come here, and so do the
+batches whose header stays even when none of their records does (Kafka's
+``BatchRetention.RETAIN_EMPTY``: see cleaner.py).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from odradek.cleaner.cleaner_stats import CleanerStats
 from odradek.cleaner.offset_map import OffsetMap
 from odradek.errors import CorruptRecordError
 from odradek.record.record_batch import RecordBatch
-from odradek.record.record_batch_builder import build_batch
+from odradek.record.record_batch_builder import build_batch, build_empty_batch
 
 
 class BatchFilter:
@@ -29,10 +31,11 @@ class BatchFilter:
         self.retain_deletes = retain_deletes
         self._stats = stats
 
-    def filter(self, batch: RecordBatch) -> bytes:
+    def filter(self, batch: RecordBatch, retain_empty: bool = False) -> bytes:
         """The batch as the cleaned segment holds it: as it was when every record stays,
-        rebuilt around the kept records (same base offset, codec, timestamps, producer fields)
-        when some go, and ``b""`` when none stays. CorruptRecordError for a corrupt batch."""
+        rebuilt around the kept records (same base offset, last offset, codec, producer
+        fields) when some go, and when none stays ``b""``, or with ``retain_empty`` its header
+        alone (no records). CorruptRecordError for a corrupt batch."""
         batch.ensure_valid()
         count = batch.records_count
         self._stats.read_records(batch.size_in_bytes, count)
@@ -51,13 +54,19 @@ class BatchFilter:
             self._stats.invalid_records(keyless)
         kept = sum(mask)
         if not kept:
-            return b""
+            if not retain_empty:
+                return b""
+            empty = _empty(batch)
+            self._stats.recopy_records(len(empty), 0)
+            return empty
         kept_bytes = batch.to_bytes() if kept == count else _rebuild(batch, mask)
         self._stats.recopy_records(len(kept_bytes), kept)
         return kept_bytes
 
 
 def _rebuild(batch: RecordBatch, mask: bytes) -> bytes:
+    """The batch around the records ``mask`` keeps; its last offset stays, so its producer's
+    last sequence does (a retry of it is still recognised)."""
     return build_batch(
         [record for record, keep in zip(batch.records(), mask, strict=True) if keep],
         compression=batch.compression_type,
@@ -68,4 +77,21 @@ def _rebuild(batch: RecordBatch, mask: bytes) -> bytes:
         base_sequence=batch.base_sequence,
         partition_leader_epoch=batch.partition_leader_epoch,
         is_transactional=batch.is_transactional,
+        last_offset=batch.last_offset,
+    )
+
+
+def _empty(batch: RecordBatch) -> bytes:
+    """The batch's header with no records (Kafka's ``writeEmptyHeader``)."""
+    return build_empty_batch(
+        base_offset=batch.base_offset,
+        last_offset=batch.last_offset,
+        timestamp_type=batch.timestamp_type,
+        max_timestamp=batch.max_timestamp,
+        producer_id=batch.producer_id,
+        producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence,
+        partition_leader_epoch=batch.partition_leader_epoch,
+        is_transactional=batch.is_transactional,
+        is_control=batch.is_control,
     )

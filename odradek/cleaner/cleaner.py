@@ -11,6 +11,13 @@ without returning to Python; this module handles the batches it hands back one a
 The first pass checks the CRC of every batch it maps; the C map also notes which records of
 the dirty section it settled and which a later record superseded (``track_records``), so the
 second pass decides those batches from their headers without reading them again.
+
+Kafka's batch retention: a batch whose records all go goes too, except two whose header stays,
+with the records of theirs that stay or none (``BatchRetention.RETAIN_EMPTY``): a live idempotent
+producer's last batch, which carries the producer's epoch and last sequence (after a restart its
+state is rebuilt from it, so a retry of that batch is still answered as a duplicate), and the
+batch that ends where the round's cleanable section ends (its next offset is the first
+uncleanable one), so the log's last offsets are not lost with its records.
 """
 
 from __future__ import annotations
@@ -180,11 +187,20 @@ class Cleaner:
     def _clean_segments(self, group: Sequence[SegmentSnapshot], offset_map: OffsetMap) -> None:
         """Write ``group`` as one ``.cleaned`` segment, make it durable, rename it ``.swap``."""
         cleaned = self._create_cleaned_segment(group[0].base_offset)
+        upper_bounds = dict(
+            zip((s.base_offset for s in self.task.segments), self.task.upper_bounds(), strict=True)
+        )
         try:
             for source in group:
                 retain_deletes = source.last_modified_ms > self.task.delete_horizon_ms
+                # Only the segment reaching the first uncleanable offset can hold the round's
+                # last batch.
+                holds_last = upper_bounds[source.base_offset] == self.task.first_uncleanable_offset
                 self._clean_into(
-                    source, cleaned, BatchFilter(offset_map, retain_deletes, self.stats)
+                    source,
+                    cleaned,
+                    BatchFilter(offset_map, retain_deletes, self.stats),
+                    _HeaderKeeper(self.task, holds_last),
                 )
             cleaned.on_become_inactive_segment()
             cleaned.flush()
@@ -196,25 +212,37 @@ class Cleaner:
             cleaned.delete_if_exists()
             raise
 
-    def _clean_into(self, source: SegmentSnapshot, cleaned: LogSegment, keep: BatchFilter) -> None:
+    def _clean_into(
+        self,
+        source: SegmentSnapshot,
+        cleaned: LogSegment,
+        keep: BatchFilter,
+        headers: _HeaderKeeper,
+    ) -> None:
         data = self._mapped(source)
         writer = CleanedWriter(cleaned, self.task.io_buffer_size, self.throttler)
         position = 0
         while (end := chunk_end(data, position)) is not None:
-            position, status = self._filter_chunk(data, position, end, keep, writer)
+            position, status = self._filter_chunk(data, position, end, keep, writer, headers)
             if status == batch_scan.BAD_LENGTH:
                 break
         writer.flush()
         del self._maps[source.base_offset]  # its last view is gone: this unmaps it
 
     def _filter_chunk(
-        self, data: Buffer, position: int, end: int, keep: BatchFilter, writer: CleanedWriter
+        self,
+        data: Buffer,
+        position: int,
+        end: int,
+        keep: BatchFilter,
+        writer: CleanedWriter,
+        headers: _HeaderKeeper,
     ) -> tuple[int, int]:
         """Filter the whole batches of ``data[position:end]`` into ``writer``: the C map decides
         batches that keep all of their records or none in bulk, ``keep`` the others one by
-        one. Where it stopped, and why."""
+        one, and the batches whose header stays (``headers``). Where it stopped, and why."""
         view = memoryview(data)
-        protected = self._next_producer_batch(data, position, end)
+        protected = headers.next_kept(data, position, end)
         while True:
             limit = end if protected is None else protected
             progress = FilterProgress._make(
@@ -234,28 +262,11 @@ class Cleaner:
             size = batch.size_in_bytes
             self.throttler.maybe_throttle(size)
             if at_protected:
-                writer.add(view[position : position + size], batch.last_offset)
-                self.stats.read_records(size, batch.records_count)
-                self.stats.recopy_records(size, batch.records_count)
-                protected = self._next_producer_batch(data, position + size, end)
+                writer.add(keep.filter(batch, retain_empty=True), batch.last_offset)
+                protected = headers.next_kept(data, position + size, end)
             elif kept := keep.filter(batch):
                 writer.add(kept, batch.last_offset)
             position += size
-
-    def _next_producer_batch(self, data: Buffer, position: int, end: int) -> int | None:
-        """Where the next batch in ``data[position:end]`` that is a live producer's last one
-        starts (kept whole); None when there is none. Only logs with idempotent producers
-        pay for this header walk."""
-        last_offsets = self.task.producer_last_offsets
-        if not last_offsets:
-            return None
-        while position + HEADER_SIZE <= end:
-            base_offset, length = _OFFSET_AND_LENGTH.unpack_from(data, position)
-            delta = _INT32.unpack_from(data, position + LAST_OFFSET_DELTA_OFFSET)[0]
-            if base_offset + delta in last_offsets:
-                return position
-            position += length + LOG_OVERHEAD
-        return None
 
     def _create_cleaned_segment(self, base_offset: int) -> LogSegment:
         """A new, empty ``.cleaned`` segment (any left by an earlier failed run goes first)."""
@@ -291,6 +302,33 @@ class Cleaner:
             ) from None
         self._maps[segment.base_offset] = data
         return data
+
+
+class _HeaderKeeper:
+    """Finds, in one source segment, the batches whose header a cleaned segment keeps even when
+    none of their records stays (Kafka's ``checkBatchRetention`` answering ``RETAIN_EMPTY``): a
+    live producer's last batch (its last offset is the producer's last data offset), and, in
+    the segment reaching the first uncleanable offset, the batch ending there."""
+
+    def __init__(self, task: CleaningTask, holds_last: bool) -> None:
+        self._producer_last_offsets = task.producer_last_offsets
+        self._round_last_offset = task.first_uncleanable_offset - 1 if holds_last else None
+
+    def next_kept(self, data: Buffer, position: int, end: int) -> int | None:
+        """Where the next such batch in ``data[position:end]`` starts; None when there is none.
+        Only logs with idempotent producers, and the segment a round ends in, pay for this
+        header walk."""
+        last_offsets, round_last = self._producer_last_offsets, self._round_last_offset
+        if not last_offsets and round_last is None:
+            return None
+        while position + HEADER_SIZE <= end:
+            base_offset, length = _OFFSET_AND_LENGTH.unpack_from(data, position)
+            delta = _INT32.unpack_from(data, position + LAST_OFFSET_DELTA_OFFSET)[0]
+            last_offset = base_offset + delta
+            if last_offset == round_last or last_offset in last_offsets:
+                return position
+            position += length + LOG_OVERHEAD
+        return None
 
 
 def group_segments_by_size(

@@ -24,8 +24,11 @@ class CleaningTask:
     segment of the clean section (0, keeping every tombstone, when nothing is clean yet).
 
     ``producer_last_offsets`` are the last offsets of the live idempotent producers' last
-    batches: those batches are kept whole, as Kafka keeps them, so a retry of one is still
-    recognised after compaction (its producer state is rebuilt from them after a restart).
+    batches: as Kafka does, the cleaner keeps those batches' headers (producer id, epoch, base
+    sequence, last offset delta) with only the records of theirs that stay, an empty batch when
+    none does, so a retry of one is still recognised after compaction (the producer state is
+    rebuilt from those headers after a restart). It keeps the header of the batch ending at
+    ``first_uncleanable_offset`` too (cleaner.py).
     """
 
     directory: Path

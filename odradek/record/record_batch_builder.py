@@ -32,8 +32,10 @@ class RecordBatchBuilder:
 
     ``append`` numbers records base_offset, base_offset + 1, ...; ``append_with_offset`` keeps
     given offsets (strictly increasing), so a rebuilt batch keeps its base offset and its
-    records' offsets, as the cleaner needs. The batch's max timestamp is the largest record
-    timestamp; for a LogAppendTime batch pass the append time as every record's timestamp.
+    records' offsets, as the cleaner needs, and ``override_last_offset`` keeps the last offset
+    of the batch it rebuilds (Kafka's ``overrideLastOffset``). The batch's max timestamp is the
+    largest record timestamp; for a LogAppendTime batch pass the append time as every record's
+    timestamp.
     """
 
     __slots__ = (
@@ -49,6 +51,7 @@ class RecordBatchBuilder:
         "_records",
         "_num_records",
         "_last_offset",
+        "_last_offset_override",
         "_base_timestamp",
         "_max_timestamp",
     )
@@ -77,6 +80,7 @@ class RecordBatchBuilder:
         self._records = bytearray(HEADER_SIZE)  # room for the header, written by build
         self._num_records = 0
         self._last_offset: int | None = None
+        self._last_offset_override: int | None = None
         self._base_timestamp = NO_TIMESTAMP
         self._max_timestamp = NO_TIMESTAMP
 
@@ -183,6 +187,17 @@ class RecordBatchBuilder:
             self._num_records += added
         return stopped
 
+    def override_last_offset(self, last_offset: int) -> None:
+        """Give the batch ``last_offset`` as its last offset, at or past its last record's: a
+        cleaned batch keeps its producer's last sequence (base sequence + last offset delta)
+        whichever of its records stay."""
+        if not 0 <= last_offset - self._base_offset <= INT32_MAX:
+            raise ValueError(
+                f"last offset {last_offset} is outside [base_offset, base_offset + 2^31 - 1] "
+                f"with base_offset {self._base_offset}"
+            )
+        self._last_offset_override = last_offset
+
     def build(self) -> bytes:
         """The batch: header, CRC and (compressed) records. An empty builder builds ``b""``."""
         if self._num_records == 0:
@@ -200,7 +215,7 @@ class RecordBatchBuilder:
             MAGIC,
             0,
             self._attributes(),
-            self._last_offset - self._base_offset,
+            self._final_last_offset() - self._base_offset,
             self._base_timestamp,
             self._max_timestamp,
             self._producer_id,
@@ -210,6 +225,15 @@ class RecordBatchBuilder:
         )
         write_crc(batch, 0)
         return bytes(batch)
+
+    def _final_last_offset(self) -> int:
+        last_offset = self._last_offset
+        override = self._last_offset_override
+        if override is None:
+            return last_offset
+        if override < last_offset:
+            raise ValueError(f"last offset {override} is below the last record's {last_offset}")
+        return override
 
     def _attributes(self) -> int:
         attributes = int(self._compression) | (int(self._timestamp_type) << 3)
@@ -231,11 +255,13 @@ def build_batch(
     base_sequence: int = NO_SEQUENCE,
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     is_transactional: bool = False,
+    last_offset: int | None = None,
 ) -> bytes:
     """One batch from ``(timestamp, key, value, headers)`` tuples or from :class:`Record`\\ s.
 
     Tuples are numbered from ``base_offset`` (default 0). Records keep their offsets; the base
-    offset defaults to the first record's. Returns ``b""`` when there are no records.
+    offset defaults to the first record's; ``last_offset`` overrides the last record's as the
+    batch's last offset. Returns ``b""`` when there are no records.
     """
     items = list(records)
     if base_offset is None:
@@ -257,4 +283,50 @@ def build_batch(
             )
         else:
             builder.append(*item)
+    if last_offset is not None:
+        builder.override_last_offset(last_offset)
     return builder.build()
+
+
+def build_empty_batch(
+    *,
+    base_offset: int,
+    last_offset: int,
+    timestamp_type: TimestampType,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    partition_leader_epoch: int,
+    is_transactional: bool,
+    is_control: bool,
+) -> bytes:
+    """A batch with no records, only a header (Kafka's ``writeEmptyHeader``): what the cleaner
+    keeps of a batch whose records all went but whose header must stay (a live producer's last
+    batch: its sequence; the last batch a cleaning round reads: its last offset).
+    Uncompressed, base timestamp -1, no delete horizon."""
+    attributes = int(timestamp_type) << 3
+    if is_transactional:
+        attributes |= TRANSACTIONAL_FLAG_MASK
+    if is_control:
+        attributes |= CONTROL_FLAG_MASK
+    batch = bytearray(HEADER_SIZE)
+    HEADER_STRUCT.pack_into(
+        batch,
+        0,
+        base_offset,
+        HEADER_SIZE - LOG_OVERHEAD,
+        partition_leader_epoch,
+        MAGIC,
+        0,
+        attributes,
+        last_offset - base_offset,
+        NO_TIMESTAMP,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        0,
+    )
+    write_crc(batch, 0)
+    return bytes(batch)

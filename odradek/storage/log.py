@@ -538,7 +538,8 @@ class Log:
             return self.producer_state.remove_expired_producers(self._clock.milliseconds())
 
     def last_data_offsets_of_producers(self) -> dict[int, int]:
-        """Each live producer's last written offset: the cleaner keeps those batches."""
+        """Each live producer's last written offset: the cleaner keeps the headers of the
+        batches ending there (cleaner.py)."""
         with self._lock:
             return self.producer_state.last_data_offsets()
 
