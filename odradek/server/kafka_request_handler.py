@@ -24,10 +24,13 @@ from typing import Any
 
 from odradek.config.broker_config import BrokerConfig
 from odradek.errors import (
+    FencedLeaderEpochError,
+    FetchSessionIdNotFoundError,
     InvalidRequestError,
     InvalidRequiredAcksError,
     KafkaError,
     TopicAuthorizationFailedError,
+    UnknownLeaderEpochError,
     UnsupportedVersionError,
 )
 from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
@@ -97,9 +100,9 @@ from odradek.server.topic_ids import TopicIds
 UNSUPPORTED_VERSION = UnsupportedVersionError.code
 TOPIC_AUTHORIZATION_FAILED = TopicAuthorizationFailedError.code
 INVALID_REQUEST = InvalidRequestError.code
-FETCH_SESSION_ID_NOT_FOUND = 70
-FENCED_LEADER_EPOCH = 74
-UNKNOWN_LEADER_EPOCH = 76
+FETCH_SESSION_ID_NOT_FOUND = FetchSessionIdNotFoundError.code
+FENCED_LEADER_EPOCH = FencedLeaderEpochError.code
+UNKNOWN_LEADER_EPOCH = UnknownLeaderEpochError.code
 LEADER_EPOCH = 0
 """The partition leader epoch of every partition: the single broker leads each partition in
 epoch 0 for ever (docs/kafka-compatibility.md, "Leader epochs")."""
