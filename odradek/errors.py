@@ -286,6 +286,13 @@ class DuplicateResourceError(KafkaError):
     code, error_name = 92, "DUPLICATE_RESOURCE"
 
 
+class RebootstrapRequiredError(KafkaError):
+    """ApiVersions v5 named another cluster or node than this broker: the client's metadata
+    is stale and it must bootstrap again (KIP-1242)."""
+
+    code, error_name = 129, "REBOOTSTRAP_REQUIRED"
+
+
 _BY_CODE: dict[int, type[KafkaError]] = {
     cls.code: cls
     for cls in (
@@ -346,6 +353,7 @@ _BY_CODE: dict[int, type[KafkaError]] = {
         ResourceNotFoundError,
         UnacceptableCredentialError,
         DuplicateResourceError,
+        RebootstrapRequiredError,
     )
 }
 

@@ -29,6 +29,7 @@ from odradek.errors import (
     InvalidRequestError,
     InvalidRequiredAcksError,
     KafkaError,
+    RebootstrapRequiredError,
     TopicAuthorizationFailedError,
     UnknownLeaderEpochError,
     UnsupportedVersionError,
@@ -344,6 +345,14 @@ class KafkaRequestHandler:
         }
 
     async def _api_versions(self, request: KafkaRequest, _context: RequestContext) -> dict:
+        if request.api_version >= 5:  # KIP-1242: the cluster and node the client means
+            cluster_id, node_id = request.body["cluster_id"], request.body["node_id"]
+            if (cluster_id is None) != (node_id == -1):
+                return {"error_code": INVALID_REQUEST, "api_keys": []}
+            if cluster_id is not None and (
+                cluster_id != self._admin.cluster_id or node_id != self._node_id
+            ):
+                return {"error_code": RebootstrapRequiredError.code, "api_keys": []}
         return self._api_versions_body()
 
     def _broker(self, context: RequestContext) -> dict[str, Any]:

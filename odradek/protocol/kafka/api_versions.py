@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from kio.index import load_request_schema, load_response_schema
+from odradek.protocol.kafka.message_codec import request_spec, response_spec
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ ADVERTISED: dict[int, ApiRange] = {
         ApiRange(FETCH, "Fetch", 4, 12, 4),
         ApiRange(LIST_OFFSETS, "ListOffsets", 1, 7, 1),
         ApiRange(METADATA, "Metadata", 0, 12, 0),
-        ApiRange(API_VERSIONS, "ApiVersions", 0, 4, 0),
+        ApiRange(API_VERSIONS, "ApiVersions", 0, 5, 0),
         ApiRange(CREATE_TOPICS, "CreateTopics", 2, 7, 2),
         ApiRange(DELETE_TOPICS, "DeleteTopics", 1, 6, 1),
         ApiRange(DELETE_RECORDS, "DeleteRecords", 0, 2, 0),
@@ -114,7 +114,7 @@ def is_flexible_request(api_key: int, api_version: int) -> bool:
     """Whether this request version uses compact fields, tagged fields and header v2."""
     if api_key == PRODUCE and api_version < 3:
         return False
-    return bool(load_request_schema(api_key, api_version).__flexible__)
+    return request_spec(api_key, api_version).flexible
 
 
 @cache
@@ -123,4 +123,4 @@ def response_header_version(api_key: int, api_version: int) -> int:
     client that does not know the broker's versions yet can read it."""
     if api_key == API_VERSIONS or (api_key == PRODUCE and api_version < 3):
         return 0
-    return 1 if load_response_schema(api_key, api_version).__flexible__ else 0
+    return 1 if response_spec(api_key, api_version).flexible else 0
