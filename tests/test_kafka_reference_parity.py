@@ -9,15 +9,19 @@ and Admin client). One Kafka broker for the module and one odradek broker in the
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 from kafka_helpers import KafkaSocket
 from kafka_reference import JavaClient, ReferenceBroker, harness_classpath
 from server_helpers import running_broker
 
+from odradek.client.admin import Admin
+from odradek.client.admin import NewTopic as OdradekNewTopic
+from odradek.errors import InvalidTopicError
 from odradek.protocol.kafka.message_codec import decode, encode_parts, request_spec, response_spec
 
 pytestmark = [pytest.mark.reference_kafka, pytest.mark.slow]
@@ -115,3 +119,53 @@ def test_the_java_clients_api_versions_v5_is_served_without_a_log_line(
         assert java.admin(["list-topics"])[0]["step"] == "list-topics"
     said = [r.getMessage() for r in caplog.records if "ApiVersions" in r.getMessage()]
     assert said == []
+
+
+# --- topic names that collide once '.' and '_' are folded ------------------------------------
+
+
+def _create(bootstrap: str, name: str, validate_only: bool = False) -> tuple[int, str | None]:
+    topic = {"name": name, "num_partitions": 1, "replication_factor": 1}
+    body = {"topics": [topic], "timeout": 30_000, "validate_only": validate_only}
+    answer = kafka_call(bootstrap, 19, 7, body)["topics"][0]
+    return answer["error_code"], answer["error_message"]
+
+
+def _auto_create(bootstrap: str, name: str) -> int:
+    body = {"topics": [{"name": name}], "allow_auto_topic_creation": True}
+    return kafka_call(bootstrap, 3, 12, body)["topics"][0]["error_code"]
+
+
+def _colliding_names(target: Target, base: str) -> dict[str, object]:
+    dotted, underscored = f"{base}.x", f"{base}_x"
+    answers: dict[str, object] = {"first": _create(target.bootstrap, dotted)}
+    answers["second"] = _create(target.bootstrap, underscored)
+    answers["second, validate only"] = _create(target.bootstrap, underscored, validate_only=True)
+    answers["first again"] = _create(target.bootstrap, dotted)
+    answers["auto-created by Metadata"] = _auto_create(target.bootstrap, f"{base}_x")
+    answers["after the auto-creation"] = _create(target.bootstrap, underscored)
+    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    refused = admin.create_topics([NewTopic(underscored, 1, 1)])[underscored].exception(30)
+    answers["confluent-kafka"] = (refused.args[0].name(), refused.args[0].str())
+    return answers
+
+
+def test_topic_names_colliding_after_folding_are_refused_as_kafka_refuses(
+    targets: dict[str, Target],
+) -> None:
+    base = f"orders-{uuid.uuid4().hex[:6]}"
+    kafka, odradek = (_colliding_names(targets[name], base) for name in ("kafka", "odradek"))
+    assert kafka["second"] == (17, f"Topic '{base}_x' collides with existing topic: {base}.x")
+    assert odradek == kafka
+
+
+def test_the_msgpack_protocols_create_refuses_a_colliding_name_as_kafkas_does(
+    targets: dict[str, Target],
+) -> None:
+    base = f"orders-{uuid.uuid4().hex[:6]}"
+    with Admin(bootstrap_servers=targets["odradek"].bootstrap) as admin:
+        admin.create_topics([OdradekNewTopic(f"{base}.x", 1)])
+        with pytest.raises(InvalidTopicError) as refused:
+            admin.create_topics([OdradekNewTopic(f"{base}_x", 1)])
+        assert refused.value.message == f"Topic '{base}_x' collides with existing topic: {base}.x"
+        assert f"{base}_x" not in admin.list_topics()
