@@ -232,6 +232,24 @@ class MemberIdRequiredError(KafkaError):
     code, error_name = 79, "MEMBER_ID_REQUIRED"
 
 
+class PreferredLeaderNotAvailableError(KafkaError):
+    """A preferred leader election for a partition whose (only) replica is offline."""
+
+    code, error_name, retriable = 80, "PREFERRED_LEADER_NOT_AVAILABLE", True
+
+
+class EligibleLeadersNotAvailableError(KafkaError):
+    """An unclean leader election for a partition with no live replica."""
+
+    code, error_name, retriable = 83, "ELIGIBLE_LEADERS_NOT_AVAILABLE", True
+
+
+class ElectionNotNeededError(KafkaError):
+    """A leader election for a partition already led by its preferred (here: only) replica."""
+
+    code, error_name = 84, "ELECTION_NOT_NEEDED"
+
+
 class GroupMaxSizeReachedError(KafkaError):
     code, error_name = 81, "GROUP_MAX_SIZE_REACHED"
 
@@ -340,6 +358,9 @@ _BY_CODE: dict[int, type[KafkaError]] = {
         NonEmptyGroupError,
         GroupIdNotFoundError,
         MemberIdRequiredError,
+        PreferredLeaderNotAvailableError,
+        EligibleLeadersNotAvailableError,
+        ElectionNotNeededError,
         GroupMaxSizeReachedError,
         FencedInstanceIdError,
         GroupSubscribedToTopicError,

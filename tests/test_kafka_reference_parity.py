@@ -8,15 +8,19 @@ and Admin client). One Kafka broker for the module and one odradek broker in the
 
 from __future__ import annotations
 
+import json
 import logging
+import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import confluent_kafka
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka_helpers import KafkaSocket
-from kafka_reference import JavaClient, ReferenceBroker, harness_classpath
+from kafka_reference import TOOL, JavaClient, ReferenceBroker, harness_classpath
 from server_helpers import running_broker
 
 from odradek.client.admin import Admin
@@ -169,3 +173,135 @@ def test_the_msgpack_protocols_create_refuses_a_colliding_name_as_kafkas_does(
             admin.create_topics([OdradekNewTopic(f"{base}_x", 1)])
         assert refused.value.message == f"Topic '{base}_x' collides with existing topic: {base}.x"
         assert f"{base}_x" not in admin.list_topics()
+
+
+# --- DescribeLogDirs and ElectLeaders ----------------------------------------------------------
+
+
+def kafka_tool(main_class: str, *args: str) -> tuple[int, list[str]]:
+    """One of Kafka's command-line tools, run by ``kafka-reference run``: its exit status and
+    its output lines (stdout, then stderr) without Java's stack frames."""
+    done = subprocess.run(
+        [str(TOOL), "run", main_class, *args], capture_output=True, text=True, timeout=300
+    )
+    lines = (done.stdout + done.stderr).splitlines()
+    return done.returncode, [line for line in lines if not line.startswith(("\tat ", "\t... "))]
+
+
+def _log_dirs_topic(target: Target, topic: str) -> None:
+    """``topic`` with 2 partitions, partition 0 holding one batch of 10 records."""
+    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    deadline = time.monotonic() + 60
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": target.bootstrap, "linger.ms": 100, "enable.idempotence": False}
+    )
+    while True:  # Kafka's broker learns of the topic a moment after it is created
+        try:
+            for number in range(10):
+                producer.produce(topic, b"v" * 100, key=b"%d" % number, partition=0, timestamp=1)
+            assert producer.flush(30) == 0
+            return
+        except confluent_kafka.KafkaException:
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+
+
+def _describe_log_dirs(target: Target, topic: str) -> dict[str, object]:
+    """DescribeLogDirs v1..v5 raw (all topics, some partitions, none) and LogDirsCommand,
+    as seen for ``topic``; the directory's path and free space are each broker's own."""
+
+    def ours(results: list[dict], path: str) -> list[dict]:
+        for result in results:
+            assert result["log_dir"] == path
+            result["log_dir"] = "DIR"
+            result["topics"] = sorted(
+                (t for t in result["topics"] if t["name"] in (topic, "nope")),
+                key=lambda t: t["name"],
+            )
+            for entry in result["topics"]:
+                entry["partitions"].sort(key=lambda p: p["partition_index"])
+            if "total_bytes" in result:
+                assert 0 < result.pop("usable_bytes") <= result.pop("total_bytes")
+        return results
+
+    code, lines = kafka_tool(
+        "org.apache.kafka.tools.LogDirsCommand",
+        "--bootstrap-server",
+        target.bootstrap,
+        "--describe",
+        "--topic-list",
+        topic,
+    )
+    assert code == 0, lines
+    described = json.loads(lines[-1])
+    (broker,) = described["brokers"]
+    (log_dir,) = broker["logDirs"]
+    path = log_dir.pop("logDir")
+    log_dir["partitions"].sort(key=lambda p: p["partition"])
+    assert broker.pop("broker") == target.node_id
+    answers: dict[str, object] = {"LogDirsCommand": described}
+    asked = {
+        "all": None,
+        "some": [{"topic": topic, "partitions": [0, 7]}, {"topic": "nope", "partitions": [0]}],
+        "none": [],
+    }
+    for version in (1, 4, 5):
+        for name, topics in asked.items():
+            response = kafka_call(target.bootstrap, 35, version, {"topics": topics})
+            response["results"] = ours(response["results"], path)
+            answers[f"v{version} {name}"] = response
+    return answers
+
+
+def test_describe_log_dirs_as_kafka_answers_it(targets: dict[str, Target]) -> None:
+    topic = f"log-dirs-{uuid.uuid4().hex[:6]}"
+    for target in targets.values():
+        _log_dirs_topic(target, topic)
+    kafka, odradek = (_describe_log_dirs(targets[name], topic) for name in ("kafka", "odradek"))
+    assert kafka["v4 some"]["results"][0]["topics"][0]["partitions"][0]["partition_size"] > 0
+    assert odradek == kafka
+
+
+def _leader_elections(target: Target, topic: str) -> dict[str, object]:
+    """kafka-leader-election.sh's forms, and ElectLeaders raw, for ``topic`` (2 partitions)."""
+    tool = "org.apache.kafka.tools.LeaderElectionCommand"
+    server = ("--bootstrap-server", target.bootstrap)
+    answers: dict[str, object] = {}
+    for election in ("preferred", "unclean"):
+        for name, partitions in {
+            "all": ("--all-topic-partitions",),
+            "one": ("--topic", topic, "--partition", "1"),
+            "unknown topic": ("--topic", f"{topic}-nope", "--partition", "0"),
+            "unknown partition": ("--topic", topic, "--partition", "9"),
+        }.items():
+            code, lines = kafka_tool(tool, *server, "--election-type", election, *partitions)
+            answers[f"{election} {name}"] = (
+                code,
+                [line.replace(target.bootstrap, "B") for line in lines],
+            )
+    asked = [
+        {"topic": topic, "partitions": [0, 1, 5]},
+        {"topic": f"{topic}-nope", "partitions": [0]},
+    ]
+    for version in (0, 1, 2):
+        for election_type in (0, 1):
+            body = {"election_type": election_type, "topic_partitions": asked, "timeout": 30_000}
+            answers[f"v{version} {election_type}"] = kafka_call(target.bootstrap, 43, version, body)
+        every = kafka_call(target.bootstrap, 43, version, {"topic_partitions": None})
+        every["replica_election_results"] = [
+            r for r in every["replica_election_results"] if r["topic"] == topic
+        ]
+        answers[f"v{version} every partition"] = every
+    return answers
+
+
+def test_leader_elections_are_answered_as_kafka_answers_them(targets: dict[str, Target]) -> None:
+    topic = f"elections-{uuid.uuid4().hex[:6]}"
+    for target in targets.values():
+        admin = AdminClient({"bootstrap.servers": target.bootstrap})  # outlives its future
+        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    time.sleep(1)  # Kafka's broker learns of the topic a moment after it is created
+    kafka, odradek = (_leader_elections(targets[name], topic) for name in ("kafka", "odradek"))
+    assert kafka["preferred one"][1] == [f"Valid replica already elected for partitions {topic}-1"]
+    assert odradek == kafka

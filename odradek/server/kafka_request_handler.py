@@ -87,6 +87,7 @@ from odradek.server.kafka_acl_requests import KafkaAclRequests
 from odradek.server.kafka_apis import KafkaApis
 from odradek.server.kafka_config_requests import KafkaConfigRequests
 from odradek.server.kafka_group_requests import KafkaGroupRequests
+from odradek.server.kafka_partition_admin_requests import KafkaPartitionAdminRequests
 from odradek.server.kafka_quota_requests import KafkaQuotaRequests
 from odradek.server.kafka_request import KafkaHandler, KafkaRequest
 from odradek.server.kafka_security_requests import KafkaSecurityRequests
@@ -132,6 +133,7 @@ class KafkaRequestHandler:
         executor: Executor | None = None,
         group_requests: KafkaGroupRequests | None = None,
         quotas: ClientQuotas | None = None,
+        partition_admin: KafkaPartitionAdminRequests | None = None,
     ) -> None:
         self._apis = kafka_apis
         self._quotas = quotas
@@ -149,6 +151,7 @@ class KafkaRequestHandler:
             **KafkaTopicRequests(self._call, topic_ids).handlers(),
             **KafkaConfigRequests(self._call, broker_config, node_id, self._authorizer).handlers(),
             **(group_requests.handlers() if group_requests is not None else {}),
+            **(partition_admin.handlers() if partition_admin is not None else {}),
             **(
                 KafkaQuotaRequests(ClientQuotaAdmin(quotas, self._authorizer, executor)).handlers()
                 if quotas is not None

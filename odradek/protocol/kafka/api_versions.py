@@ -35,6 +35,7 @@ SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
+DESCRIBE_LOG_DIRS, ELECT_LEADERS = 35, 43
 # Consumer groups (classic protocol).
 OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 8, 9, 11, 12, 13, 14
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
@@ -66,6 +67,8 @@ ADVERTISED: dict[int, ApiRange] = {
         ApiRange(ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0, 0),
         ApiRange(DESCRIBE_CLIENT_QUOTAS, "DescribeClientQuotas", 0, 1, 0),
         ApiRange(ALTER_CLIENT_QUOTAS, "AlterClientQuotas", 0, 1, 0),
+        ApiRange(DESCRIBE_LOG_DIRS, "DescribeLogDirs", 1, 5, 1),
+        ApiRange(ELECT_LEADERS, "ElectLeaders", 0, 2, 0),
         # Consumer groups (classic protocol).
         ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 4, 0),
         ApiRange(JOIN_GROUP, "JoinGroup", 0, 9, 0),
