@@ -19,14 +19,13 @@ from dataclasses import dataclass
 import confluent_kafka
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka_helpers import KafkaSocket
+from kafka_helpers import kafka_call
 from kafka_reference import TOOL, JavaClient, ReferenceBroker, harness_classpath
 from server_helpers import running_broker
 
 from odradek.client.admin import Admin
 from odradek.client.admin import NewTopic as OdradekNewTopic
 from odradek.errors import InvalidTopicError
-from odradek.protocol.kafka.message_codec import decode, encode_parts, request_spec, response_spec
 
 pytestmark = [pytest.mark.reference_kafka, pytest.mark.slow]
 
@@ -60,20 +59,6 @@ def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Targ
             }
     finally:
         kafka.stop()
-
-
-def kafka_call(bootstrap: str, api_key: int, version: int, body: dict) -> dict:
-    """One request encoded and its response decoded by odradek's codec (Kafka's schemas)."""
-    kafka = KafkaSocket(bootstrap)
-    try:
-        spec = request_spec(api_key, version)
-        kafka.send(api_key, version, b"".join(map(bytes, encode_parts(spec, body))), spec.flexible)
-        frame = kafka.read_frame()
-    finally:
-        kafka.close()
-    response = response_spec(api_key, version)
-    header = 4 + (1 if response.flexible and api_key != API_VERSIONS else 0)
-    return decode(response, memoryview(frame), header)
 
 
 # --- ApiVersions v5 --------------------------------------------------------------------------
