@@ -290,3 +290,39 @@ def test_leader_elections_are_answered_as_kafka_answers_them(targets: dict[str, 
     kafka, odradek = (_leader_elections(targets[name], topic) for name in ("kafka", "odradek"))
     assert kafka["preferred one"][1] == [f"Valid replica already elected for partitions {topic}-1"]
     assert odradek == kafka
+
+
+# --- DescribeConfigs of a group ----------------------------------------------------------------
+
+GROUP_RESOURCE, UNKNOWN_RESOURCE, CLASSIC_GROUP_NAME = 32, 99, "parity-group"
+
+
+def _describe_configs(target: Target, resource_type: int, name: str) -> tuple[int, str, int]:
+    """DescribeConfigs v4 of one resource: (error code, error message, how many configs)."""
+    resource = {"resource_type": resource_type, "resource_name": name, "configuration_keys": None}
+    body = {"resources": [resource], "include_synonyms": True, "include_documentation": False}
+    (result,) = kafka_call(target.bootstrap, 32, 4, body)["results"]
+    return result["error_code"], result["error_message"], len(result["configs"])
+
+
+def test_a_group_resource_gets_kafkas_answer_for_a_resource_type_the_broker_does_not_serve(
+    targets: dict[str, Target],
+) -> None:
+    """Kafka 4.4 describes the configs of any group (consumer.*, share.*, streams.*: settings
+    of the KIP-848 consumer, share and streams group protocols). odradek's groups are classic
+    only, so it has none of them: it answers as Kafka answers a resource type it does not
+    serve (INVALID_REQUEST), saying so instead of "only topics"."""
+    kafka, odradek = targets["kafka"], targets["odradek"]
+    kafka_group = _describe_configs(kafka, GROUP_RESOURCE, CLASSIC_GROUP_NAME)
+    assert kafka_group[0] == 0 and kafka_group[2] > 0  # Kafka has group configs: odradek not
+    unserved = _describe_configs(kafka, UNKNOWN_RESOURCE, "x")
+    assert unserved[0] == 42
+    code, message, count = _describe_configs(odradek, GROUP_RESOURCE, CLASSIC_GROUP_NAME)
+    assert (code, count) == (unserved[0], 0)
+    assert message.startswith("resource type 32 (GROUP) is not supported:"), message
+    assert "classic" in message and "topics (2) and brokers (4) can be described" in message
+    assert _describe_configs(odradek, UNKNOWN_RESOURCE, "x")[:3:2] == (unserved[0], 0)
+    assert (
+        _describe_configs(odradek, GROUP_RESOURCE, "")[0]
+        == _describe_configs(kafka, GROUP_RESOURCE, "")[0]
+    )
