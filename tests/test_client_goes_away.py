@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 from kafka_helpers import KafkaSocket
 from serve_process import ServeProcess
-from server_helpers import batch
+from server_helpers import RawClient, batch
 
 from odradek.client.admin import Admin
 from odradek.protocol.kafka.message_codec import encode_parts, request_spec
+from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
 
 pytestmark = pytest.mark.slow
 
@@ -36,6 +37,16 @@ def send_and_close(bootstrap: str, api_key: int, version: int, body: dict, reset
     if reset:
         kafka.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     kafka.close()
+
+
+def msgpack_create_and_close(port: int, name: str, reset: bool) -> None:
+    """CreateTopics on odradek's protocol, closed as :func:`send_and_close` closes."""
+    client = RawClient(socket.create_connection(("127.0.0.1", port), timeout=10))
+    client.send(CreateTopicsRequest((CreatableTopic(name, 200),)))
+    time.sleep(0.05)
+    if reset:
+        client.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    client.close()
 
 
 def create_topics(name: str, partitions: int) -> dict:
@@ -60,7 +71,9 @@ def test_requests_whose_client_closes_at_once_leave_no_traceback(
             send_and_close(broker.bootstrap, 19, 7, create_topics("gone", 200), reset)
         send_and_close(broker.bootstrap, 19, 7, create_topics("gone", 200), reset)
         send_and_close(broker.bootstrap, 19, 4, create_topics("gone-too", 50), reset)
-        wait_for_topics(broker.bootstrap, "gone", "gone-too")
+        for _ in range(2):  # the same on odradek's own protocol
+            msgpack_create_and_close(broker.port, "gone-msgpack", reset)
+        wait_for_topics(broker.bootstrap, "gone", "gone-too", "gone-msgpack")
 
         produce = {
             "transactional_id": None,
