@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import confluent_kafka
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.admin import KafkaAdminClient
 from kafka_helpers import kafka_call
 from kafka_reference import TOOL, JavaClient, ReferenceBroker, harness_classpath
 from server_helpers import running_broker
@@ -236,6 +237,14 @@ def _describe_log_dirs(target: Target, topic: str) -> dict[str, object]:
             response = kafka_call(target.bootstrap, 35, version, {"topics": topics})
             response["results"] = ours(response["results"], path)
             answers[f"v{version} {name}"] = response
+    admin = KafkaAdminClient(bootstrap_servers=target.bootstrap)
+    try:
+        (described_by_python,) = admin.describe_log_dirs(topic_partitions={topic: [0, 1]})
+    finally:
+        admin.close()
+    assert described_by_python.pop("broker") == target.node_id
+    described_by_python["log_dirs"] = ours(described_by_python["log_dirs"], path)
+    answers["kafka-python"] = described_by_python
     return answers
 
 
@@ -278,6 +287,19 @@ def _leader_elections(target: Target, topic: str) -> dict[str, object]:
             r for r in every["replica_election_results"] if r["topic"] == topic
         ]
         answers[f"v{version} every partition"] = every
+    admin = KafkaAdminClient(bootstrap_servers=target.bootstrap)
+    try:
+        for election_type in (0, 1):
+            response = admin.elect_leaders(election_type, {topic: [0, 1, 5]}, raise_errors=False)
+            answers[f"kafka-python {election_type}"] = [
+                (
+                    r.topic,
+                    [(p.partition_id, p.error_code, p.error_message) for p in r.partition_result],
+                )
+                for r in response.replica_election_results
+            ]
+    finally:
+        admin.close()
     return answers
 
 
