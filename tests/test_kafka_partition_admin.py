@@ -1,7 +1,7 @@
-"""DescribeLogDirs and ElectLeaders when a log directory goes offline (what the reference
-Kafka comparison in test_kafka_reference_parity.py cannot stage): the offline directory is
-KAFKA_STORAGE_ERROR with nothing in it, its partitions have no replica to elect, and the
-other directory answers as before."""
+"""DescribeLogDirs and ElectLeaders where the reference Kafka comparison
+(test_kafka_reference_parity.py) cannot stage it: a log directory gone offline (KAFKA_STORAGE_ERROR
+with nothing in it, no replica to elect for its partitions, the other directory as before), and
+a principal without the cluster permission each needs."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ import time
 from pathlib import Path
 
 from kafka_helpers import kafka_call
+from security_helpers import address, secure_broker
 from server_helpers import running_broker
 
 from odradek.client.admin import Admin, NewTopic
 from odradek.errors import (
+    ClusterAuthorizationFailedError,
     ElectionNotNeededError,
     EligibleLeadersNotAvailableError,
     KafkaStorageError,
@@ -67,3 +69,24 @@ def test_an_offline_log_dir_in_describe_log_dirs_and_leader_elections(tmp_path: 
             answer = kafka_call(broker.bootstrap, 43, 2, body)["replica_election_results"]
             codes = [p["error_code"] for p in answer[0]["partition_result"]]
             assert codes == [offline_error.code, ElectionNotNeededError.code]
+
+
+def test_both_need_their_cluster_permission(tmp_path: Path) -> None:
+    """As Kafka: DescribeLogDirs needs Describe on the Cluster (refused: the top-level error
+    and no directory), ElectLeaders needs Alter on it (refused: the top-level error and each
+    asked partition's)."""
+    settings = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
+    with secure_broker(tmp_path, settings) as (broker, _certs):
+        plaintext = address(broker, "PLAINTEXT")  # User:ANONYMOUS, no ACL
+        described = kafka_call(plaintext, 35, 4, {"topics": None})
+        assert (described["error_code"], described["results"]) == (
+            ClusterAuthorizationFailedError.code,
+            [],
+        )
+        body = {"topic_partitions": [{"topic": "t", "partitions": [0]}], "timeout": 1000}
+        elected = kafka_call(plaintext, 43, 2, {"election_type": 0, **body})
+        assert elected["error_code"] == ClusterAuthorizationFailedError.code
+        (result,) = elected["replica_election_results"]
+        assert [p["error_code"] for p in result["partition_result"]] == [
+            ClusterAuthorizationFailedError.code
+        ]
