@@ -88,6 +88,12 @@ class InvalidPartitionsError(KafkaError):
     code, error_name = 37, "INVALID_PARTITIONS"
 
 
+class InvalidReplicationFactorError(KafkaError):
+    """A replication factor a single broker cannot hold (anything but -1 or 1)."""
+
+    code, error_name = 38, "INVALID_REPLICATION_FACTOR"
+
+
 class InvalidConfigError(KafkaError):
     """A config key is unknown or its value is out of range (INVALID_CONFIG)."""
 
@@ -125,6 +131,24 @@ class KafkaStorageError(KafkaError):
     code, error_name, retriable = 56, "KAFKA_STORAGE_ERROR", True
 
 
+class FetchSessionIdNotFoundError(KafkaError):
+    """An incremental fetch names a session the broker does not hold (it holds none)."""
+
+    code, error_name, retriable = 70, "FETCH_SESSION_ID_NOT_FOUND", True
+
+
+class FencedLeaderEpochError(KafkaError):
+    """A request's ``current_leader_epoch`` is older than the partition's leader epoch."""
+
+    code, error_name, retriable = 74, "FENCED_LEADER_EPOCH", True
+
+
+class UnknownLeaderEpochError(KafkaError):
+    """A request's ``current_leader_epoch`` is newer than the partition's leader epoch."""
+
+    code, error_name, retriable = 75, "UNKNOWN_LEADER_EPOCH", True
+
+
 class UnsupportedCompressionTypeError(KafkaError):
     code, error_name = 76, "UNSUPPORTED_COMPRESSION_TYPE"
 
@@ -143,6 +167,8 @@ class ThrottlingQuotaExceededError(KafkaError):
     """More topic creations than a limit allows now (Kafka's controller mutation quota)."""
 
     code, error_name, retriable = 89, "THROTTLING_QUOTA_EXCEEDED", True
+
+
 class OffsetMetadataTooLargeError(KafkaError):
     code, error_name = 12, "OFFSET_METADATA_TOO_LARGE"
 
@@ -206,6 +232,24 @@ class MemberIdRequiredError(KafkaError):
     code, error_name = 79, "MEMBER_ID_REQUIRED"
 
 
+class PreferredLeaderNotAvailableError(KafkaError):
+    """A preferred leader election for a partition whose (only) replica is offline."""
+
+    code, error_name, retriable = 80, "PREFERRED_LEADER_NOT_AVAILABLE", True
+
+
+class EligibleLeadersNotAvailableError(KafkaError):
+    """An unclean leader election for a partition with no live replica."""
+
+    code, error_name, retriable = 83, "ELIGIBLE_LEADERS_NOT_AVAILABLE", True
+
+
+class ElectionNotNeededError(KafkaError):
+    """A leader election for a partition already led by its preferred (here: only) replica."""
+
+    code, error_name = 84, "ELECTION_NOT_NEEDED"
+
+
 class GroupMaxSizeReachedError(KafkaError):
     code, error_name = 81, "GROUP_MAX_SIZE_REACHED"
 
@@ -260,6 +304,13 @@ class DuplicateResourceError(KafkaError):
     code, error_name = 92, "DUPLICATE_RESOURCE"
 
 
+class RebootstrapRequiredError(KafkaError):
+    """ApiVersions v5 named another cluster or node than this broker: the client's metadata
+    is stale and it must bootstrap again (KIP-1242)."""
+
+    code, error_name = 129, "REBOOTSTRAP_REQUIRED"
+
+
 _BY_CODE: dict[int, type[KafkaError]] = {
     cls.code: cls
     for cls in (
@@ -278,6 +329,7 @@ _BY_CODE: dict[int, type[KafkaError]] = {
         UnsupportedVersionError,
         TopicAlreadyExistsError,
         InvalidPartitionsError,
+        InvalidReplicationFactorError,
         InvalidConfigError,
         InvalidRequestError,
         PolicyViolationError,
@@ -285,6 +337,9 @@ _BY_CODE: dict[int, type[KafkaError]] = {
         InvalidProducerEpochError,
         UnknownProducerIdError,
         KafkaStorageError,
+        FetchSessionIdNotFoundError,
+        FencedLeaderEpochError,
+        UnknownLeaderEpochError,
         UnsupportedCompressionTypeError,
         InvalidRecordError,
         ProducerFencedError,
@@ -303,6 +358,9 @@ _BY_CODE: dict[int, type[KafkaError]] = {
         NonEmptyGroupError,
         GroupIdNotFoundError,
         MemberIdRequiredError,
+        PreferredLeaderNotAvailableError,
+        EligibleLeadersNotAvailableError,
+        ElectionNotNeededError,
         GroupMaxSizeReachedError,
         FencedInstanceIdError,
         GroupSubscribedToTopicError,
@@ -316,6 +374,7 @@ _BY_CODE: dict[int, type[KafkaError]] = {
         ResourceNotFoundError,
         UnacceptableCredentialError,
         DuplicateResourceError,
+        RebootstrapRequiredError,
     )
 }
 

@@ -34,6 +34,12 @@ def validate_topic_name(topic: str) -> str:
     return topic
 
 
+def collision_key(topic: str) -> str:
+    """``topic`` with '.' as '_': two topics with the same key would have the same metric
+    names, so Kafka (and odradek) refuses the second (Kafka's ``Topic.unifyCollisionChars``)."""
+    return topic.replace(".", "_")
+
+
 @dataclass(frozen=True, order=True)
 class TopicPartition:
     """One partition of one topic; its Log lives in the directory ``<topic>-<partition>``."""

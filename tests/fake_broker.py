@@ -344,7 +344,7 @@ class FakeBroker:
                     CreatableTopicResult(
                         topic.name,
                         TopicAlreadyExistsError.code,
-                        f"topic {topic.name!r} already exists",
+                        f"Topic '{topic.name}' already exists.",
                     )
                 )
             elif topic.num_partitions == 0 or topic.num_partitions < -1:

@@ -11,6 +11,10 @@ from typing import Protocol
 import confluent_kafka
 import confluent_kafka.admin
 
+from odradek.protocol.kafka.message_codec import decode, encode_parts, request_spec, response_spec
+
+API_VERSIONS = 18
+
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, **configs: str) -> None:
     client = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
@@ -100,6 +104,21 @@ class KafkaSocket:
             return True
         except TimeoutError:
             return False
+
+
+def kafka_call(target: str | HasBootstrap, api_key: int, version: int, body: dict) -> dict:
+    """One request encoded and its response decoded by odradek's codec (Kafka's schemas), on
+    a connection of its own: what any broker, Kafka's too, answers."""
+    kafka = KafkaSocket(target)
+    try:
+        spec = request_spec(api_key, version)
+        kafka.send(api_key, version, b"".join(map(bytes, encode_parts(spec, body))), spec.flexible)
+        frame = kafka.read_frame()
+    finally:
+        kafka.close()
+    response = response_spec(api_key, version)
+    header = 4 + (1 if response.flexible and api_key != API_VERSIONS else 0)
+    return decode(response, memoryview(frame), header)
 
 
 def read_exactly(sock: socket.socket, count: int) -> bytes:

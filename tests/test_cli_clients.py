@@ -456,9 +456,50 @@ def test_producer_settings_come_from_a_file_properties_and_options(
         assert len(consumed(broker, topic, "--from-beginning", count=20)) == 20
 
 
+def _producer_ids(broker: Broker, topic: str) -> set[int]:
+    """The producer ids of partition 0's batches (-1: no producer), by ``dump-log --json``."""
+    segments = sorted((broker.data_dir / f"{topic}-0").glob("*.log"))
+    result = CliRunner().invoke(cli, ["dump-log", "--json", *map(str, segments)])
+    lines = [json.loads(line) for line in ok(result).splitlines()]
+    return {line["producerId"] for line in lines if line["type"] == "batch"}
+
+
+@pytest.mark.parametrize(
+    ("properties", "idempotent"),
+    [
+        ((), True),  # Kafka's default since 3.0
+        (("enable.idempotence=false",), False),
+        (("enable.idempotence=FALSE",), False),
+        (("enable.idempotence=true",), True),
+        (("acks=1",), False),  # the default gives way to acks=1, as Kafka's does
+        (("enable.idempotence=false", "acks=all"), False),
+    ],
+)
+def test_the_producer_properties_decide_idempotence(
+    broker: Broker, properties: tuple[str, ...], idempotent: bool
+) -> None:
+    topic = f"idempotence-{abs(hash(properties))}"
+    flags = [arg for setting in properties for arg in ("--producer-property", setting)]
+    ok(odradek(broker, "produce", topic, *flags, input="a\nb\n"))
+    producer_ids = _producer_ids(broker, topic)
+    assert len(producer_ids) == 1
+    assert (producer_ids.pop() >= 0) is idempotent
+
+
+def test_an_idempotent_producer_with_acks_1_is_refused_saying_why(broker: Broker) -> None:
+    flags = ["--producer-property", "enable.idempotence=true", "--acks", "1"]
+    result = odradek(broker, "produce", "refused-idempotence", *flags, input="a\n")
+    message = failed(result, "INVALID_CONFIG")
+    assert "acks must be 'all' for the idempotent producer" in message
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
+        (
+            ["produce", "t", "--producer-property", "enable.idempotence=no"],
+            "must be true or false",
+        ),
         (["produce", "t", "--producer-property", "no.such=1"], "unknown property 'no.such'"),
         (["produce", "t", "--producer-property", "batch.size"], "expected NAME=VALUE"),
         (["produce", "t", "--producer-property", "batch.size=big"], "must be an integer"),

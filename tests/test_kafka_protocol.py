@@ -172,7 +172,7 @@ def test_unknown_api_keys_and_versions(broker: RunningBroker) -> None:
     correlation_id = kafka.send(18, 99, b"", False)
     received_id, error, entries = read_api_versions(kafka.read_frame(), False)
     assert (received_id, error) == (correlation_id, 35)
-    assert (18, 0, 4) in entries and (0, 0, 12) in entries and (1, 4, 12) in entries
+    assert (18, 0, 5) in entries and (0, 0, 12) in entries and (1, 4, 12) in entries
     assert (11, 0, 9) in entries and (9, 1, 8) in entries  # JoinGroup, OffsetFetch
     assert (22, 0, 4) in entries and (23, 2, 4) in entries  # idempotence, leader epochs
     assert 24 not in {key for key, _, _ in entries}  # no transactions

@@ -90,6 +90,29 @@ def test_creating_an_existing_topic_fails(tmp_path):
         assert len(manager.partitions("orders")) == 2
 
 
+@pytest.mark.parametrize(("first", "second"), [("orders.x", "orders_x"), ("a_b.c", "a.b_c")])
+def test_names_that_collide_once_dot_and_underscore_are_folded_are_refused(tmp_path, first, second):
+    """As Kafka: INVALID_TOPIC_EXCEPTION naming the existing topic, on creation and its
+    validation; auto-creation finds no such topic (tests/test_kafka_reference_parity.py
+    compares all of it with Kafka's answers)."""
+    with running(broker_config(tmp_path)) as manager:
+        admin = topic_admin(manager)
+        admin.create_topic(first, 1)
+        collision = f"Topic '{second}' collides with existing topic: {first}"
+        for attempt in (admin.create_topic, admin.validate_new_topic):
+            with pytest.raises(InvalidTopicError) as refused:
+                attempt(second, 1)
+            assert refused.value.message == collision
+        with pytest.raises(
+            UnknownTopicOrPartitionError, match=f"collides with existing topic {first}"
+        ):
+            admin.get_or_create_topic(second)
+        with pytest.raises(TopicAlreadyExistsError, match=f"Topic '{first}' already exists"):
+            admin.create_topic(first, 1)
+        admin.create_topic("orders-x", 1)  # '-' is not folded
+        assert manager.topics() == sorted([first, "orders-x"])
+
+
 def test_get_or_create_topic_creates_with_num_partitions_once(tmp_path):
     with running(broker_config(tmp_path, num_partitions=3)) as manager:
         created = topic_admin(manager).get_or_create_topic("orders")

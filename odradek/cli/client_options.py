@@ -124,6 +124,9 @@ def parse_assignments(assignments: Sequence[str], flag: str) -> dict[str, str]:
 
 
 def _typed(name: str, value: str, annotation: str, flag: str) -> object:
+    """``value`` as the field's type: int and bool (also optional ones: ``bool | None``, as
+    ``enable.idempotence``, whose None means Kafka's default); anything else stays a string."""
+    annotation = annotation.removesuffix(" | None")
     if annotation == "int":
         try:
             return int(value)

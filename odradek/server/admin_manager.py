@@ -217,12 +217,17 @@ class AdminManager:
             async with asyncio.timeout(remaining):
                 await asyncio.shield(creation)
         except TimeoutError:
-            creation.add_done_callback(_log_late_outcome(name))
+            creation.add_done_callback(_log_late_outcome(name, "its request timed out"))
             raise RequestTimedOutError(
                 f"topic {name}: creating {count} partitions takes longer than "
                 f"timeout_ms={timeout_ms}; it goes on, and they will appear all together or "
                 f"not at all"
             ) from None
+        except asyncio.CancelledError:
+            # The request was given up (its connection closed): the creation goes on, and
+            # its outcome is read and logged here since nobody else will read it.
+            creation.add_done_callback(_log_late_outcome(name, "its client went away"))
+            raise
 
     async def create_partitions(self, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
         """Grow topics (Kafka's CreatePartitions); the new partitions of each topic appear all
@@ -359,17 +364,20 @@ class AdminManager:
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
 
 
-def _log_late_outcome(name: str) -> Callable[[asyncio.Future[object]], None]:
-    """Log how a creation whose request was answered REQUEST_TIMED_OUT ended."""
+def _log_late_outcome(name: str, why: str) -> Callable[[asyncio.Future[object]], None]:
+    """Log how a creation ended that nobody waits for any more (``why``: its request timed
+    out, its client went away), reading its outcome so none is left unread."""
 
     def log(creation: asyncio.Future[object]) -> None:
         if creation.cancelled():
             return
         error = creation.exception()
         if error is None:
-            logger.info("topic %s: created after its request timed out", name)
+            logger.info("topic %s: created after %s", name, why)
+        elif isinstance(error, KafkaError):
+            logger.info("topic %s: not created after %s: %s", name, why, error)
         else:
-            logger.warning("topic %s: creation failed after its request timed out: %s", name, error)
+            logger.warning("topic %s: creation failed after %s: %r", name, why, error)
 
     return log
 

@@ -33,6 +33,7 @@ from odradek.server.group.group_metadata_manager import GroupMetadataManager
 from odradek.server.group_request_handlers import GroupRequestHandlers
 from odradek.server.kafka_apis import KafkaApis
 from odradek.server.kafka_group_requests import KafkaGroupRequests
+from odradek.server.kafka_partition_admin_requests import KafkaPartitionAdminRequests
 from odradek.server.kafka_request_handler import KafkaRequestHandler
 from odradek.server.kafka_security_requests import KafkaSecurityRequests
 from odradek.server.metrics import BrokerMetrics
@@ -325,6 +326,7 @@ class Broker:
                 self.authorizer,
             ),
             self.quotas,
+            KafkaPartitionAdminRequests(self.log_manager, self.authorizer, self._io_executor),
         )
         return apis, kafka_handler
 

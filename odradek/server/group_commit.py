@@ -46,6 +46,7 @@ class GroupCommit:
         if last_offset < self._log.recovery_point:
             waiter.set_result(None)
             return waiter
+        waiter.add_done_callback(_read_outcome)
         self._waiters.append((last_offset, waiter))
         if self._flushing is None:
             self._start_flush()
@@ -73,3 +74,11 @@ class GroupCommit:
                 waiter.set_exception(error)
         if waiters:
             self._start_flush()
+
+
+def _read_outcome(waiter: asyncio.Future[None]) -> None:
+    """Read a waiter's failure, so that one nobody awaits any more (its producer went away,
+    its request timed out) is not reported as an exception never retrieved; a producer still
+    waiting gets it all the same."""
+    if not waiter.cancelled():
+        waiter.exception()

@@ -22,7 +22,7 @@ from odradek.server.kafka_request import CallApis, KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext
 
 INVALID_REQUEST = InvalidRequestError.code
-TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE = 2, 4, 32
 CONFIG_SOURCE_CODES = {"DYNAMIC_TOPIC_CONFIG": 1, "STATIC_BROKER_CONFIG": 4, "DEFAULT_CONFIG": 5}
 """Kafka's ``ConfigSource`` numbers by name."""
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -138,7 +138,7 @@ class KafkaConfigRequests:
         responses = []
         for resource in body["resources"]:
             if resource["resource_type"] != TOPIC_RESOURCE:
-                responses.append(_unsupported_resource(resource))
+                responses.append(_unsupported_resource(resource, altering=True))
                 continue
             name = resource["resource_name"]
             given = {c["name"]: c["value"] for c in resource["configs"]}
@@ -160,7 +160,7 @@ class KafkaConfigRequests:
         responses = []
         for resource in body["resources"]:
             if resource["resource_type"] != TOPIC_RESOURCE:
-                responses.append(_unsupported_resource(resource))
+                responses.append(_unsupported_resource(resource, altering=True))
                 continue
             name = resource["resource_name"]
             described = await self._call(context, DescribeConfigsRequest((name,)))
@@ -217,12 +217,35 @@ class KafkaConfigRequests:
         }
 
 
-def _unsupported_resource(resource: dict[str, Any]) -> dict[str, Any]:
+RESOURCE_TYPE_NAMES = {
+    2: "TOPIC",
+    4: "BROKER",
+    8: "BROKER_LOGGER",
+    16: "CLIENT_METRICS",
+    32: "GROUP",
+}
+"""Kafka's ``ConfigResource.Type`` names by number."""
+
+
+def _unsupported_resource(resource: dict[str, Any], altering: bool = False) -> dict[str, Any]:
+    """INVALID_REQUEST, as Kafka answers a resource type it does not serve, saying which are
+    served (a group's configs belong to group protocols odradek does not serve)."""
+    kind = resource["resource_type"]
+    name = RESOURCE_TYPE_NAMES.get(kind)
+    message = f"resource type {kind}{f' ({name})' if name else ''} is not supported: "
+    if kind == GROUP_RESOURCE:
+        message += (
+            "group configs (consumer.*, share.*, streams.*) set the consumer, share and streams "
+            "group protocols, and odradek's groups are classic ones, which have none; "
+        )
+    if altering:
+        message += "configs of topics (2) can be altered, a broker's (4) are read-only"
+    else:
+        message += "configs of topics (2) and brokers (4) can be described"
     return {
         "error_code": INVALID_REQUEST,
-        "error_message": f"resource type {resource['resource_type']} is not supported; only "
-        f"topics (2) are",
-        "resource_type": resource["resource_type"],
+        "error_message": message,
+        "resource_type": kind,
         "resource_name": resource["resource_name"],
         "configs": [],
     }

@@ -154,7 +154,8 @@ class KafkaConnection(Connection[memoryview]):
                 self._record(request.api_key, request.refusal.code, received)
                 self._close_for("unsupported_version", request.refusal.message)
                 return
-            logger.info("%s: %s", self.peer, request.refusal.message)
+            # A client newer than this broker: it retries at the version the answer lists.
+            logger.debug("%s: %s", self.peer, request.refusal.message)
         handling = self._handle(request, size, received, self._previous_response)
         task = self._start(handling, size, eager=request.api_key in EAGER_API_KEYS)
         if task is not None:

@@ -24,10 +24,14 @@ from typing import Any
 
 from odradek.config.broker_config import BrokerConfig
 from odradek.errors import (
+    FencedLeaderEpochError,
+    FetchSessionIdNotFoundError,
     InvalidRequestError,
     InvalidRequiredAcksError,
     KafkaError,
+    RebootstrapRequiredError,
     TopicAuthorizationFailedError,
+    UnknownLeaderEpochError,
     UnsupportedVersionError,
 )
 from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
@@ -83,6 +87,7 @@ from odradek.server.kafka_acl_requests import KafkaAclRequests
 from odradek.server.kafka_apis import KafkaApis
 from odradek.server.kafka_config_requests import KafkaConfigRequests
 from odradek.server.kafka_group_requests import KafkaGroupRequests
+from odradek.server.kafka_partition_admin_requests import KafkaPartitionAdminRequests
 from odradek.server.kafka_quota_requests import KafkaQuotaRequests
 from odradek.server.kafka_request import KafkaHandler, KafkaRequest
 from odradek.server.kafka_security_requests import KafkaSecurityRequests
@@ -97,9 +102,9 @@ from odradek.server.topic_ids import TopicIds
 UNSUPPORTED_VERSION = UnsupportedVersionError.code
 TOPIC_AUTHORIZATION_FAILED = TopicAuthorizationFailedError.code
 INVALID_REQUEST = InvalidRequestError.code
-FETCH_SESSION_ID_NOT_FOUND = 70
-FENCED_LEADER_EPOCH = 74
-UNKNOWN_LEADER_EPOCH = 76
+FETCH_SESSION_ID_NOT_FOUND = FetchSessionIdNotFoundError.code
+FENCED_LEADER_EPOCH = FencedLeaderEpochError.code
+UNKNOWN_LEADER_EPOCH = UnknownLeaderEpochError.code
 LEADER_EPOCH = 0
 """The partition leader epoch of every partition: the single broker leads each partition in
 epoch 0 for ever (docs/kafka-compatibility.md, "Leader epochs")."""
@@ -128,6 +133,7 @@ class KafkaRequestHandler:
         executor: Executor | None = None,
         group_requests: KafkaGroupRequests | None = None,
         quotas: ClientQuotas | None = None,
+        partition_admin: KafkaPartitionAdminRequests | None = None,
     ) -> None:
         self._apis = kafka_apis
         self._quotas = quotas
@@ -145,6 +151,7 @@ class KafkaRequestHandler:
             **KafkaTopicRequests(self._call, topic_ids).handlers(),
             **KafkaConfigRequests(self._call, broker_config, node_id, self._authorizer).handlers(),
             **(group_requests.handlers() if group_requests is not None else {}),
+            **(partition_admin.handlers() if partition_admin is not None else {}),
             **(
                 KafkaQuotaRequests(ClientQuotaAdmin(quotas, self._authorizer, executor)).handlers()
                 if quotas is not None
@@ -341,6 +348,14 @@ class KafkaRequestHandler:
         }
 
     async def _api_versions(self, request: KafkaRequest, _context: RequestContext) -> dict:
+        if request.api_version >= 5:  # KIP-1242: the cluster and node the client means
+            cluster_id, node_id = request.body["cluster_id"], request.body["node_id"]
+            if (cluster_id is None) != (node_id == -1):
+                return {"error_code": INVALID_REQUEST, "api_keys": []}
+            if cluster_id is not None and (
+                cluster_id != self._admin.cluster_id or node_id != self._node_id
+            ):
+                return {"error_code": RebootstrapRequiredError.code, "api_keys": []}
         return self._api_versions_body()
 
     def _broker(self, context: RequestContext) -> dict[str, Any]:

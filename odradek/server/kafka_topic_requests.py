@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.errors import InvalidRequestError
+from odradek.errors import InvalidReplicationFactorError, InvalidRequestError
 from odradek.protocol.configs import DescribeConfigsRequest
 from odradek.protocol.kafka import api_versions as apis
 from odradek.protocol.topics import (
@@ -21,7 +21,7 @@ from odradek.server.request_context import RequestContext
 from odradek.server.topic_ids import TopicIds
 
 INVALID_REQUEST = InvalidRequestError.code
-INVALID_REPLICATION_FACTOR = 38
+INVALID_REPLICATION_FACTOR = InvalidReplicationFactorError.code
 
 
 class KafkaTopicRequests:

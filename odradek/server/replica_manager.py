@@ -172,7 +172,8 @@ class ReplicaManager:
                 await asyncio.wait(queued)
             except asyncio.CancelledError:
                 for append in queued:  # the appends themselves go on (Partition.append)
-                    append.cancel()
+                    if not append.cancel() and not append.cancelled():
+                        append.exception()  # one done already: read, never "not retrieved"
                 raise
         results = []
         responses = []

@@ -44,6 +44,7 @@ from odradek.storage.cleaning_control import CleaningControl
 from odradek.storage.descriptor_budget import DescriptorBudget
 from odradek.storage.idle_file_cache import IDLE_FILES
 from odradek.storage.log import Log
+from odradek.storage.log_dir_description import LogDirDescription
 from odradek.storage.log_dir_failure_channel import (
     LogDirFailureChannel,
     is_descriptor_exhaustion,
@@ -499,6 +500,17 @@ class LogManager:
     def describe_partition(self, tp: TopicPartition) -> PartitionDescription:
         """Offsets, size and directory of ``tp``; raises as :meth:`get_log` does."""
         return PartitionDescription.of(self.get_log(tp))
+
+    def describe_log_dirs(self) -> list[LogDirDescription]:
+        """Every log directory, in configuration order: its partitions' sizes and its
+        volume's space, or offline (DescribeLogDirs). Touches the disk (``statvfs``)."""
+        online = self._logs_by_dir(self._online_dirs())
+        return [
+            LogDirDescription.of(log_dir, online[log_dir])
+            if log_dir in online
+            else LogDirDescription.offline(log_dir)
+            for log_dir in self.log_dirs
+        ]
 
     @property
     def offline_log_dirs(self) -> frozenset[Path]:

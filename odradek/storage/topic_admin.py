@@ -24,6 +24,7 @@ from odradek.config.config_entry import ConfigEntry
 from odradek.config.log_config import LogConfig
 from odradek.errors import (
     InvalidPartitionsError,
+    InvalidTopicError,
     KafkaStorageError,
     PolicyViolationError,
     TopicAlreadyExistsError,
@@ -32,7 +33,7 @@ from odradek.errors import (
 from odradek.storage.log_manager import CREATION_ABORT_TIMEOUT_S, LogManager
 from odradek.storage.partition_description import PartitionDescription
 from odradek.storage.pending_partition_creation import PendingPartitionCreation
-from odradek.topic_partition import TopicPartition, validate_topic_name
+from odradek.topic_partition import TopicPartition, collision_key, validate_topic_name
 
 logger = logging.getLogger(__name__)
 
@@ -66,8 +67,23 @@ class TopicAdmin:
         self._check_partition_count(topic, num_partitions)
         config = LogConfig.from_props(overrides or {}, self._default_log_config)
         if self._log_manager.partitions(topic):
-            raise TopicAlreadyExistsError(f"topic {topic} already exists")
+            raise TopicAlreadyExistsError(f"Topic '{topic}' already exists.")
+        colliding = self.colliding_topic(topic)
+        if colliding is not None:
+            raise InvalidTopicError(f"Topic '{topic}' collides with existing topic: {colliding}")
         return config
+
+    def colliding_topic(self, topic: str) -> str | None:
+        """Another existing topic whose name is ``topic``'s once '.' and '_' are one character
+        (their metric names would be the same), as Kafka refuses; None when there is none.
+        O(topics), as a creation's other costs are O(partitions)."""
+        if "." not in topic and "_" not in topic:
+            return None
+        folded = collision_key(topic)
+        for existing in self._log_manager.topics():
+            if existing != topic and collision_key(existing) == folded:
+                return existing
+        return None
 
     def create_topic(
         self, topic: str, num_partitions: int, overrides: Mapping[str, object] | None = None
@@ -97,6 +113,12 @@ class TopicAdmin:
         if not self._config.auto_create_topics_enable:
             raise UnknownTopicOrPartitionError(
                 f"topic {topic} does not exist and auto.create.topics.enable is false"
+            )
+        colliding = self.colliding_topic(topic)
+        if colliding is not None:  # as Kafka's Metadata answers it: its creation fails
+            raise UnknownTopicOrPartitionError(
+                f"topic {topic} does not exist and is not auto-created: it collides with "
+                f"existing topic {colliding}"
             )
         try:
             return self.create_topic(topic, self._config.num_partitions)

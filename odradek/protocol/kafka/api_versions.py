@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from kio.index import load_request_schema, load_response_schema
+from odradek.protocol.kafka.message_codec import request_spec, response_spec
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,7 @@ SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
+DESCRIBE_LOG_DIRS, ELECT_LEADERS = 35, 43
 # Consumer groups (classic protocol).
 OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 8, 9, 11, 12, 13, 14
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
@@ -46,7 +47,7 @@ ADVERTISED: dict[int, ApiRange] = {
         ApiRange(FETCH, "Fetch", 4, 12, 4),
         ApiRange(LIST_OFFSETS, "ListOffsets", 1, 7, 1),
         ApiRange(METADATA, "Metadata", 0, 12, 0),
-        ApiRange(API_VERSIONS, "ApiVersions", 0, 4, 0),
+        ApiRange(API_VERSIONS, "ApiVersions", 0, 5, 0),
         ApiRange(CREATE_TOPICS, "CreateTopics", 2, 7, 2),
         ApiRange(DELETE_TOPICS, "DeleteTopics", 1, 6, 1),
         ApiRange(DELETE_RECORDS, "DeleteRecords", 0, 2, 0),
@@ -66,6 +67,8 @@ ADVERTISED: dict[int, ApiRange] = {
         ApiRange(ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0, 0),
         ApiRange(DESCRIBE_CLIENT_QUOTAS, "DescribeClientQuotas", 0, 1, 0),
         ApiRange(ALTER_CLIENT_QUOTAS, "AlterClientQuotas", 0, 1, 0),
+        ApiRange(DESCRIBE_LOG_DIRS, "DescribeLogDirs", 1, 5, 1),
+        ApiRange(ELECT_LEADERS, "ElectLeaders", 0, 2, 0),
         # Consumer groups (classic protocol).
         ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 4, 0),
         ApiRange(JOIN_GROUP, "JoinGroup", 0, 9, 0),
@@ -114,7 +117,7 @@ def is_flexible_request(api_key: int, api_version: int) -> bool:
     """Whether this request version uses compact fields, tagged fields and header v2."""
     if api_key == PRODUCE and api_version < 3:
         return False
-    return bool(load_request_schema(api_key, api_version).__flexible__)
+    return request_spec(api_key, api_version).flexible
 
 
 @cache
@@ -123,4 +126,4 @@ def response_header_version(api_key: int, api_version: int) -> int:
     client that does not know the broker's versions yet can read it."""
     if api_key == API_VERSIONS or (api_key == PRODUCE and api_version < 3):
         return 0
-    return 1 if load_response_schema(api_key, api_version).__flexible__ else 0
+    return 1 if response_spec(api_key, api_version).flexible else 0

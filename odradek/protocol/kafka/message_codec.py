@@ -130,12 +130,33 @@ def entity_spec(cls: type) -> EntitySpec:
 
 @cache
 def request_spec(api_key: int, version: int) -> EntitySpec:
+    added = _NEWER_THAN_KIO.get((api_key, version, "request"))
+    if added is not None:
+        below = request_spec(api_key, version - 1)
+        return dataclasses.replace(below, fields=below.fields + added)
     return entity_spec(load_request_schema(api_key, version))
 
 
 @cache
 def response_spec(api_key: int, version: int) -> EntitySpec:
+    added = _NEWER_THAN_KIO.get((api_key, version, "response"))
+    if added is not None:
+        below = response_spec(api_key, version - 1)
+        return dataclasses.replace(below, fields=below.fields + added)
     return entity_spec(load_response_schema(api_key, version))
+
+
+_NEWER_THAN_KIO: dict[tuple[int, int, str], tuple[FieldSpec, ...]] = {
+    # ApiVersions v5 (KIP-1242): the request adds ClusterId (nullable string) and NodeId
+    # (int32, default -1), the cluster and node the client means to reach; the response is v4's.
+    (18, 5, "request"): (
+        FieldSpec("cluster_id", "string", False, True, None, None, None),
+        FieldSpec("node_id", "int32", False, False, None, None, -1),
+    ),
+    (18, 5, "response"): (),
+}
+"""Versions Kafka 4.4's message specs have and kio's schemas do not yet: each is the version
+below it with the fields the spec appends (only versions that append plain fields)."""
 
 
 # --- reading ---------------------------------------------------------------------------------

@@ -1,0 +1,368 @@
+"""Divergences from Apache Kafka found by hand (issue 36), each pinned against the reference
+Kafka: the same request from the same client to Kafka 4.4 and to odradek gets the same answer.
+
+ApiVersions v5 (KIP-1242's cluster and node check), DescribeConfigs of a group, topic names
+that collide once '.' and '_' are folded, DescribeLogDirs and ElectLeaders (Kafka's own tools
+and Admin client). One Kafka broker for the module and one odradek broker in the test process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import confluent_kafka
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.admin import KafkaAdminClient
+from kafka_helpers import kafka_call
+from kafka_reference import TOOL, JavaClient, ReferenceBroker, harness_classpath
+from server_helpers import running_broker
+
+from odradek.client.admin import Admin
+from odradek.client.admin import NewTopic as OdradekNewTopic
+from odradek.errors import InvalidTopicError
+
+pytestmark = [pytest.mark.reference_kafka, pytest.mark.slow]
+
+API_VERSIONS = 18
+
+
+@dataclass
+class Target:
+    """One broker under test: where it listens, its cluster id and node id."""
+
+    name: str
+    bootstrap: str
+    cluster_id: str
+    node_id: int
+
+
+def _target(name: str, bootstrap: str) -> Target:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    cluster = admin.describe_cluster().result(30)
+    return Target(name, bootstrap, cluster.cluster_id, cluster.nodes[0].id)
+
+
+@pytest.fixture(scope="module")
+def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Target]]:
+    kafka = ReferenceBroker.start(tmp_path_factory.mktemp("reference-kafka"))
+    try:
+        with running_broker(tmp_path_factory.mktemp("odradek")) as odradek:
+            yield {
+                "kafka": _target("kafka", kafka.bootstrap),
+                "odradek": _target("odradek", odradek.bootstrap),
+            }
+    finally:
+        kafka.stop()
+
+
+# --- ApiVersions v5 --------------------------------------------------------------------------
+
+
+def _api_versions_v5(target: Target) -> dict[str, tuple[int, bool]]:
+    """ApiVersions v5 naming no node, the broker itself, another node of its cluster, another
+    cluster, or only one of the two: (error code, whether the API list came)."""
+    cases = {
+        "neither": (None, -1),
+        "itself": (target.cluster_id, target.node_id),
+        "another node": (target.cluster_id, target.node_id + 1),
+        "another cluster": ("another-cluster", target.node_id),
+        "cluster only": (target.cluster_id, -1),
+        "node only": (None, target.node_id),
+    }
+    answers = {}
+    for case, (cluster_id, node_id) in cases.items():
+        body = {
+            "client_software_name": "parity",
+            "client_software_version": "1",
+            "cluster_id": cluster_id,
+            "node_id": node_id,
+        }
+        response = kafka_call(target.bootstrap, API_VERSIONS, 5, body)
+        listed = {entry["api_key"]: entry for entry in response["api_keys"]}
+        assert not listed or listed[API_VERSIONS]["max_version"] == 5, (target.name, listed)
+        answers[case] = (response["error_code"], bool(listed))
+    return answers
+
+
+def test_api_versions_v5_is_served_and_checks_the_cluster_and_node_as_kafka_does(
+    targets: dict[str, Target],
+) -> None:
+    kafka, odradek = (_api_versions_v5(targets[name]) for name in ("kafka", "odradek"))
+    assert kafka["itself"] == (0, True)  # the scenario asks what it means to
+    assert odradek == kafka
+
+
+def test_the_java_clients_api_versions_v5_is_served_without_a_log_line(
+    targets: dict[str, Target], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kafka 4.4's Java client opens every connection with ApiVersions v5: served, not
+    refused and retried at v4 with a log line a connection."""
+    java = JavaClient(harness_classpath(), targets["odradek"].bootstrap)
+    with caplog.at_level(logging.DEBUG, logger="odradek"):
+        assert java.admin(["list-topics"])[0]["step"] == "list-topics"
+    said = [r.getMessage() for r in caplog.records if "ApiVersions" in r.getMessage()]
+    assert said == []
+
+
+# --- topic names that collide once '.' and '_' are folded ------------------------------------
+
+
+def _create(bootstrap: str, name: str, validate_only: bool = False) -> tuple[int, str | None]:
+    topic = {"name": name, "num_partitions": 1, "replication_factor": 1}
+    body = {"topics": [topic], "timeout": 30_000, "validate_only": validate_only}
+    answer = kafka_call(bootstrap, 19, 7, body)["topics"][0]
+    return answer["error_code"], answer["error_message"]
+
+
+def _auto_create(bootstrap: str, name: str) -> int:
+    body = {"topics": [{"name": name}], "allow_auto_topic_creation": True}
+    return kafka_call(bootstrap, 3, 12, body)["topics"][0]["error_code"]
+
+
+def _colliding_names(target: Target, base: str) -> dict[str, object]:
+    dotted, underscored = f"{base}.x", f"{base}_x"
+    answers: dict[str, object] = {"first": _create(target.bootstrap, dotted)}
+    answers["second"] = _create(target.bootstrap, underscored)
+    answers["second, validate only"] = _create(target.bootstrap, underscored, validate_only=True)
+    answers["first again"] = _create(target.bootstrap, dotted)
+    answers["auto-created by Metadata"] = _auto_create(target.bootstrap, f"{base}_x")
+    answers["after the auto-creation"] = _create(target.bootstrap, underscored)
+    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    refused = admin.create_topics([NewTopic(underscored, 1, 1)])[underscored].exception(30)
+    answers["confluent-kafka"] = (refused.args[0].name(), refused.args[0].str())
+    return answers
+
+
+def test_topic_names_colliding_after_folding_are_refused_as_kafka_refuses(
+    targets: dict[str, Target],
+) -> None:
+    base = f"orders-{uuid.uuid4().hex[:6]}"
+    kafka, odradek = (_colliding_names(targets[name], base) for name in ("kafka", "odradek"))
+    assert kafka["second"] == (17, f"Topic '{base}_x' collides with existing topic: {base}.x")
+    assert odradek == kafka
+
+
+def test_the_msgpack_protocols_create_refuses_a_colliding_name_as_kafkas_does(
+    targets: dict[str, Target],
+) -> None:
+    base = f"orders-{uuid.uuid4().hex[:6]}"
+    with Admin(bootstrap_servers=targets["odradek"].bootstrap) as admin:
+        admin.create_topics([OdradekNewTopic(f"{base}.x", 1)])
+        with pytest.raises(InvalidTopicError) as refused:
+            admin.create_topics([OdradekNewTopic(f"{base}_x", 1)])
+        assert refused.value.message == f"Topic '{base}_x' collides with existing topic: {base}.x"
+        assert f"{base}_x" not in admin.list_topics()
+
+
+# --- DescribeLogDirs and ElectLeaders ----------------------------------------------------------
+
+
+def kafka_tool(main_class: str, *args: str) -> tuple[int, list[str]]:
+    """One of Kafka's command-line tools, run by ``kafka-reference run``: its exit status and
+    its output lines (stdout, then stderr) without Java's stack frames."""
+    done = subprocess.run(
+        [str(TOOL), "run", main_class, *args], capture_output=True, text=True, timeout=300
+    )
+    lines = (done.stdout + done.stderr).splitlines()
+    return done.returncode, [line for line in lines if not line.startswith(("\tat ", "\t... "))]
+
+
+def _log_dirs_topic(target: Target, topic: str) -> None:
+    """``topic`` with 2 partitions, partition 0 holding one batch of 10 records."""
+    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    deadline = time.monotonic() + 60
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": target.bootstrap, "linger.ms": 100, "enable.idempotence": False}
+    )
+    while True:  # Kafka's broker learns of the topic a moment after it is created
+        try:
+            for number in range(10):
+                producer.produce(topic, b"v" * 100, key=b"%d" % number, partition=0, timestamp=1)
+            assert producer.flush(30) == 0
+            return
+        except confluent_kafka.KafkaException:
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+
+
+def _describe_log_dirs(target: Target, topic: str) -> dict[str, object]:
+    """DescribeLogDirs v1..v5 raw (all topics, some partitions, none) and LogDirsCommand,
+    as seen for ``topic``; the directory's path and free space are each broker's own."""
+
+    def ours(results: list[dict], path: str) -> list[dict]:
+        for result in results:
+            assert result["log_dir"] == path
+            result["log_dir"] = "DIR"
+            result["topics"] = sorted(
+                (t for t in result["topics"] if t["name"] in (topic, "nope")),
+                key=lambda t: t["name"],
+            )
+            for entry in result["topics"]:
+                entry["partitions"].sort(key=lambda p: p["partition_index"])
+            if "total_bytes" in result:
+                assert 0 < result.pop("usable_bytes") <= result.pop("total_bytes")
+        return results
+
+    code, lines = kafka_tool(
+        "org.apache.kafka.tools.LogDirsCommand",
+        "--bootstrap-server",
+        target.bootstrap,
+        "--describe",
+        "--topic-list",
+        topic,
+    )
+    assert code == 0, lines
+    described = json.loads(lines[-1])
+    (broker,) = described["brokers"]
+    (log_dir,) = broker["logDirs"]
+    path = log_dir.pop("logDir")
+    log_dir["partitions"].sort(key=lambda p: p["partition"])
+    assert broker.pop("broker") == target.node_id
+    answers: dict[str, object] = {"LogDirsCommand": described}
+    asked = {
+        "all": None,
+        "some": [{"topic": topic, "partitions": [0, 7]}, {"topic": "nope", "partitions": [0]}],
+        "none": [],
+    }
+    for version in (1, 4, 5):
+        for name, topics in asked.items():
+            response = kafka_call(target.bootstrap, 35, version, {"topics": topics})
+            response["results"] = ours(response["results"], path)
+            answers[f"v{version} {name}"] = response
+    admin = KafkaAdminClient(bootstrap_servers=target.bootstrap)
+    try:
+        (described_by_python,) = admin.describe_log_dirs(topic_partitions={topic: [0, 1]})
+    finally:
+        admin.close()
+    assert described_by_python.pop("broker") == target.node_id
+    described_by_python["log_dirs"] = ours(described_by_python["log_dirs"], path)
+    answers["kafka-python"] = described_by_python
+    return answers
+
+
+def test_describe_log_dirs_as_kafka_answers_it(targets: dict[str, Target]) -> None:
+    topic = f"log-dirs-{uuid.uuid4().hex[:6]}"
+    for target in targets.values():
+        _log_dirs_topic(target, topic)
+    kafka, odradek = (_describe_log_dirs(targets[name], topic) for name in ("kafka", "odradek"))
+    assert kafka["v4 some"]["results"][0]["topics"][0]["partitions"][0]["partition_size"] > 0
+    assert odradek == kafka
+
+
+def _leader_elections(target: Target, topic: str) -> dict[str, object]:
+    """kafka-leader-election.sh's forms, and ElectLeaders raw, for ``topic`` (2 partitions)."""
+    tool = "org.apache.kafka.tools.LeaderElectionCommand"
+    server = ("--bootstrap-server", target.bootstrap)
+    answers: dict[str, object] = {}
+    for election in ("preferred", "unclean"):
+        for name, partitions in {
+            "all": ("--all-topic-partitions",),
+            "one": ("--topic", topic, "--partition", "1"),
+            "unknown topic": ("--topic", f"{topic}-nope", "--partition", "0"),
+            "unknown partition": ("--topic", topic, "--partition", "9"),
+        }.items():
+            code, lines = kafka_tool(tool, *server, "--election-type", election, *partitions)
+            answers[f"{election} {name}"] = (
+                code,
+                [line.replace(target.bootstrap, "B") for line in lines],
+            )
+    asked = [
+        {"topic": topic, "partitions": [0, 1, 5]},
+        {"topic": f"{topic}-nope", "partitions": [0]},
+    ]
+    for version in (0, 1, 2):
+        for election_type in (0, 1):
+            body = {"election_type": election_type, "topic_partitions": asked, "timeout": 30_000}
+            answers[f"v{version} {election_type}"] = kafka_call(target.bootstrap, 43, version, body)
+        every = kafka_call(target.bootstrap, 43, version, {"topic_partitions": None})
+        every["replica_election_results"] = [
+            r for r in every["replica_election_results"] if r["topic"] == topic
+        ]
+        answers[f"v{version} every partition"] = every
+    admin = KafkaAdminClient(bootstrap_servers=target.bootstrap)
+    try:
+        for election_type in (0, 1):
+            response = admin.elect_leaders(election_type, {topic: [0, 1, 5]}, raise_errors=False)
+            answers[f"kafka-python {election_type}"] = [
+                (
+                    r.topic,
+                    [(p.partition_id, p.error_code, p.error_message) for p in r.partition_result],
+                )
+                for r in response.replica_election_results
+            ]
+    finally:
+        admin.close()
+    return answers
+
+
+def test_leader_elections_are_answered_as_kafka_answers_them(targets: dict[str, Target]) -> None:
+    topic = f"elections-{uuid.uuid4().hex[:6]}"
+    for target in targets.values():
+        admin = AdminClient({"bootstrap.servers": target.bootstrap})  # outlives its future
+        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    time.sleep(1)  # Kafka's broker learns of the topic a moment after it is created
+    kafka, odradek = (_leader_elections(targets[name], topic) for name in ("kafka", "odradek"))
+    assert kafka["preferred one"][1] == [f"Valid replica already elected for partitions {topic}-1"]
+    assert odradek == kafka
+
+
+# --- DescribeConfigs of a group ----------------------------------------------------------------
+
+GROUP_RESOURCE, UNKNOWN_RESOURCE, CLASSIC_GROUP_NAME = 32, 99, "parity-group"
+
+
+def _describe_configs(target: Target, resource_type: int, name: str) -> tuple[int, str, int]:
+    """DescribeConfigs v4 of one resource: (error code, error message, how many configs)."""
+    resource = {"resource_type": resource_type, "resource_name": name, "configuration_keys": None}
+    body = {"resources": [resource], "include_synonyms": True, "include_documentation": False}
+    (result,) = kafka_call(target.bootstrap, 32, 4, body)["results"]
+    return result["error_code"], result["error_message"], len(result["configs"])
+
+
+def test_a_group_resource_gets_kafkas_answer_for_a_resource_type_the_broker_does_not_serve(
+    targets: dict[str, Target],
+) -> None:
+    """Kafka 4.4 describes the configs of any group (consumer.*, share.*, streams.*: settings
+    of the KIP-848 consumer, share and streams group protocols). odradek's groups are classic
+    only, so it has none of them: it answers as Kafka answers a resource type it does not
+    serve (INVALID_REQUEST), saying so instead of "only topics"."""
+    kafka, odradek = targets["kafka"], targets["odradek"]
+    kafka_group = _describe_configs(kafka, GROUP_RESOURCE, CLASSIC_GROUP_NAME)
+    assert kafka_group[0] == 0 and kafka_group[2] > 0  # Kafka has group configs: odradek not
+    unserved = _describe_configs(kafka, UNKNOWN_RESOURCE, "x")
+    assert unserved[0] == 42
+    code, message, count = _describe_configs(odradek, GROUP_RESOURCE, CLASSIC_GROUP_NAME)
+    assert (code, count) == (unserved[0], 0)
+    assert message.startswith("resource type 32 (GROUP) is not supported:"), message
+    assert "classic" in message and "topics (2) and brokers (4) can be described" in message
+    assert _describe_configs(odradek, UNKNOWN_RESOURCE, "x")[:3:2] == (unserved[0], 0)
+    assert (
+        _describe_configs(odradek, GROUP_RESOURCE, "")[0]
+        == _describe_configs(kafka, GROUP_RESOURCE, "")[0]
+    )
+
+
+def test_colliding_names_in_one_request_a_known_difference(targets: dict[str, Target]) -> None:
+    """Kafka 4.4's controller checks a new name only against the topics that existed before
+    the request, so one CreateTopics may create both ``x.y`` and ``x_y``: the very collision
+    (of metric names) the check exists to prevent. odradek creates a request's topics one
+    after the other and refuses the second, as Kafka refuses it in a later request."""
+    base = f"orders-{uuid.uuid4().hex[:6]}"
+    topics = [
+        {"name": f"{base}.y", "num_partitions": 1, "replication_factor": 1},
+        {"name": f"{base}_y", "num_partitions": 1, "replication_factor": 1},
+    ]
+    body = {"topics": topics, "timeout": 30_000, "validate_only": False}
+    answers = {
+        name: [t["error_code"] for t in kafka_call(target.bootstrap, 19, 7, body)["topics"]]
+        for name, target in targets.items()
+    }
+    assert answers == {"kafka": [0, 0], "odradek": [0, 17]}
