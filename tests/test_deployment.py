@@ -182,9 +182,11 @@ def test_compose_runs_the_image_with_its_volume_ports_and_health_check() -> None
     assert "odradek-data" in compose()["volumes"]
 
 
-def test_compose_file_has_no_top_level_name() -> None:
-    # docker-compose 1.x (Debian's) rejects it; -p or COMPOSE_PROJECT_NAME names the project.
+def test_compose_project_is_named_by_dot_env_not_a_top_level_name() -> None:
+    # docker-compose 1.x (Debian's) rejects a top-level name:; both 1.x and v2 read .env.
     assert set(compose()) == {"services", "volumes"}
+    lines = (ROOT / ".env").read_text().splitlines()
+    assert [line for line in lines if not line.startswith("#")] == ["COMPOSE_PROJECT_NAME=odradek"]
 
 
 def test_compose_prometheus_scrapes_the_broker_metrics_port() -> None:
