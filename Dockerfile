@@ -1,5 +1,5 @@
-# syntax=docker/dockerfile:1
-# The odradek broker. Build: `docker build -t odradek .`; run:
+# The odradek broker. Build: `docker build -t odradek .` (BuildKit: the engine's own Dockerfile
+# frontend builds it, no frontend image is pulled); run:
 # `docker run -p 9092:9092 -p 9644:9644 -v odradek-data:/var/lib/odradek odradek`.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
@@ -31,12 +31,20 @@ RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
 USER 10001:10001
 WORKDIR /var/lib/odradek
 VOLUME ["/var/lib/odradek"]
-# 9092: Kafka's protocol and odradek's (one port); 9644: Prometheus /metrics. Metadata tells
-# Kafka clients to connect to localhost:9092: set advertised.listeners to the name clients use.
+# 9092: Kafka's protocol and odradek's (one port); 9644: Prometheus /metrics.
 EXPOSE 9092 9644
+# The broker's settings, as ODRADEK_* variables so that `docker run -e` (or compose's
+# `environment:`) replaces any of them; options after the image name (`serve --set KEY=VALUE`)
+# win over both (docs/config.md). Metadata tells Kafka clients to connect to localhost:9092:
+# publish another port or host name and set ODRADEK_ADVERTISED_LISTENERS to what clients use.
+ENV ODRADEK_LOG_DIRS=/var/lib/odradek \
+    ODRADEK_LISTENERS=PLAINTEXT://0.0.0.0:9092 \
+    ODRADEK_ADVERTISED_LISTENERS=PLAINTEXT://localhost:9092 \
+    ODRADEK_METRICS_HOST=0.0.0.0 \
+    ODRADEK_METRICS_PORT=9644
 # SIGTERM: stop accepting, finish requests, flush, write checkpoints and the clean-shutdown marker.
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
     CMD ["odradek", "health", "--bootstrap", "127.0.0.1:9092", "--timeout", "4"]
 ENTRYPOINT ["odradek"]
-CMD ["serve", "--data-dir", "/var/lib/odradek", "--host", "0.0.0.0", "--port", "9092", "--metrics-port", "9644", "--set", "metrics.host=0.0.0.0", "--set", "advertised.listeners=PLAINTEXT://localhost:9092"]
+CMD ["serve"]

@@ -18,7 +18,8 @@ from serve_process import ServeProcess
 from server_helpers import running_broker
 
 from odradek.cli.main import cli
-from odradek.config.broker_config_loader import load_broker_config
+from odradek.config.broker_config import BrokerConfig
+from odradek.config.broker_config_loader import env_settings, load_broker_config
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_VOLUME = "/var/lib/odradek"
@@ -49,8 +50,30 @@ def exec_form(arguments: str) -> list[str]:
     return parsed
 
 
+def image_env() -> dict[str, str]:
+    """The Dockerfile's ENV variables (KEY=VALUE form)."""
+    return dict(
+        pair.split("=", 1) for arguments in dockerfile()["ENV"] for pair in arguments.split()
+    )
+
+
 def compose() -> dict:
-    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    """docker-compose.yml with each ``${VAR:-default}`` replaced by its default, as Compose
+    reads it with none of those variables set."""
+    text = (ROOT / "docker-compose.yml").read_text()
+    return yaml.safe_load(re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", text))
+
+
+def container_config(
+    environment: dict[str, str] | None = None, command: list[str] | None = None
+) -> BrokerConfig:
+    """The config `odradek serve` loads in a container of the image: the image's ENV with
+    ``environment`` (`docker run -e`, compose's environment) over it, and ``command`` (the
+    arguments after the image name) in place of the image's CMD."""
+    name, params = odradek_params(command or exec_form(dockerfile()["CMD"][0]))
+    assert name == "serve"
+    overrides = dict(setting.split("=", 1) for setting in params["settings"])
+    return load_broker_config(env={**image_env(), **(environment or {})}, overrides=overrides)
 
 
 def odradek_params(args: list[str]) -> tuple[str, dict]:
@@ -87,15 +110,24 @@ def test_image_is_multi_stage_slim_non_root_with_data_volume_and_ports() -> None
     assert exec_form(instructions["ENTRYPOINT"][0]) == ["odradek"]
 
 
-def test_image_command_serves_on_all_interfaces_on_the_exposed_ports() -> None:
+def test_dockerfile_builds_with_the_engines_own_frontend() -> None:
+    # A `# syntax=` line makes BuildKit pull a frontend image from a registry first.
+    first = (ROOT / "Dockerfile").read_text().splitlines()[0]
+    assert not re.match(r"#\s*syntax\s*=", first, re.IGNORECASE), first
+
+
+def test_image_serves_on_all_interfaces_on_the_exposed_ports_from_its_environment() -> None:
     instructions = dockerfile()
-    command = exec_form(instructions["CMD"][0])
-    name, params = odradek_params(command)
-    assert name == "serve"
-    assert (params["host"], params["port"], params["metrics_port"]) == ("0.0.0.0", 9092, 9644)
-    assert params["data_dir"] == Path(DATA_VOLUME)
-    settings = dict(setting.split("=", 1) for setting in params["settings"])
-    assert load_broker_config(overrides=settings).metrics_host == "0.0.0.0"
+    assert exec_form(instructions["CMD"][0]) == ["serve"]  # the settings are in ENV
+    broker_env = {name: v for name, v in image_env().items() if name.startswith("ODRADEK_")}
+    assert len(env_settings(broker_env)) == len(broker_env)  # each names a broker key
+    config = container_config()
+    assert [(e.host, e.port) for e in config.endpoints()] == [("0.0.0.0", 9092)]
+    advertised = config.advertised_listener()
+    assert (advertised.host, advertised.port) == ("localhost", 9092)
+    assert (config.metrics_host, config.metrics_port) == ("0.0.0.0", 9644)
+    assert config.log_dir_paths == (Path(DATA_VOLUME),)
+    assert instructions["EXPOSE"] == [f"{config.listener().port} {config.metrics_port}"]
     (healthcheck,) = instructions["HEALTHCHECK"]
     options, _, check = healthcheck.partition(" CMD ")
     assert "--timeout=5s" in options.split()
@@ -103,25 +135,58 @@ def test_image_command_serves_on_all_interfaces_on_the_exposed_ports() -> None:
     assert health_args[0] == "odradek"
     name, params = odradek_params(health_args[1:])
     assert name == "health"
-    assert params["bootstrap"] == "127.0.0.1:9092"
+    assert params["bootstrap"] == f"127.0.0.1:{config.listener().port}"
     assert params["timeout"] < 5  # answers before Docker's --timeout kills it
 
 
-def test_compose_runs_the_image_command_with_its_volume_ports_and_health_check() -> None:
+def test_docker_run_env_changes_the_advertised_listener_without_repeating_the_command() -> None:
+    # `docker run -p 127.0.0.1:19092:9092 -e ODRADEK_ADVERTISED_LISTENERS=... odradek`
+    config = container_config({"ODRADEK_ADVERTISED_LISTENERS": "PLAINTEXT://localhost:19092"})
+    advertised = config.advertised_listener()
+    assert (advertised.host, advertised.port) == ("localhost", 19092)
+    assert [(e.host, e.port) for e in config.endpoints()] == [("0.0.0.0", 9092)]
+    # Any image setting can be replaced so, the listeners too (Kafka's way to add one).
+    environment = {
+        "ODRADEK_LISTENERS": "PLAINTEXT://0.0.0.0:9092,SASL_PLAINTEXT://0.0.0.0:9094",
+        "ODRADEK_ADVERTISED_LISTENERS": "PLAINTEXT://localhost:9092,SASL_PLAINTEXT://h:19094",
+    }
+    config = container_config(environment)
+    assert [e.port for e in config.endpoints()] == [9092, 9094]
+    assert config.advertised_listener("SASL_PLAINTEXT").port == 19094
+    # A setting after the image name wins over the image's and the user's environment.
+    command = ["serve", "--set", "advertised.listeners=PLAINTEXT://broker.example:9092"]
+    config = container_config({"ODRADEK_ADVERTISED_LISTENERS": "PLAINTEXT://x:1"}, command)
+    assert config.advertised_listener().host == "broker.example"
+    assert config.log_dir_paths == (Path(DATA_VOLUME),)
+
+
+def test_compose_runs_the_image_with_its_volume_ports_and_health_check() -> None:
     instructions = dockerfile()
     broker = compose()["services"]["broker"]
-    assert broker["command"] == exec_form(instructions["CMD"][0])
-    _, params = odradek_params(broker["command"])
+    assert "command" not in broker  # the image's own, with its settings in the environment
+    # Each variable names a broker key (others are ignored with a warning).
+    assert len(env_settings(broker["environment"])) == len(broker["environment"])
+    config = container_config(broker["environment"])
     published = {port.rsplit(":", 1)[1] for port in broker["ports"]}
-    assert published == {str(params["port"]), str(params["metrics_port"])}
+    assert published == {str(config.listener().port), str(config.metrics_port)}
     assert published == set(instructions["EXPOSE"][0].split())
+    host_port = next(p.split(":")[1] for p in broker["ports"] if p.endswith(":9092"))
+    advertised = config.advertised_listener()
+    assert (advertised.host, str(advertised.port)) == ("localhost", host_port)
     assert broker["volumes"] == [f"odradek-data:{DATA_VOLUME}"]
-    assert str(params["data_dir"]) == DATA_VOLUME
+    assert config.log_dir_paths == (Path(DATA_VOLUME),)
     assert broker["stop_signal"] == "SIGTERM"
     check = broker["healthcheck"]["test"]
     _, _, image_check = instructions["HEALTHCHECK"][0].partition(" CMD ")
     assert check == ["CMD", *exec_form(image_check)]
     assert "odradek-data" in compose()["volumes"]
+
+
+def test_compose_project_is_named_by_dot_env_not_a_top_level_name() -> None:
+    # docker-compose 1.x (Debian's) rejects a top-level name:; both 1.x and v2 read .env.
+    assert set(compose()) == {"services", "volumes"}
+    lines = (ROOT / ".env").read_text().splitlines()
+    assert [line for line in lines if not line.startswith("#")] == ["COMPOSE_PROJECT_NAME=odradek"]
 
 
 def test_compose_prometheus_scrapes_the_broker_metrics_port() -> None:
@@ -135,8 +200,8 @@ def test_compose_prometheus_scrapes_the_broker_metrics_port() -> None:
     scrape = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())
     (job,) = scrape["scrape_configs"]
     (targets,) = [static["targets"] for static in job["static_configs"]]
-    _, params = odradek_params(stack["services"]["broker"]["command"])
-    assert targets == [f"broker:{params['metrics_port']}"]
+    config = container_config(stack["services"]["broker"]["environment"])
+    assert targets == [f"broker:{config.metrics_port}"]
 
 
 def test_compose_mounts_the_rule_files_beside_the_prometheus_config() -> None:

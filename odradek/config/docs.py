@@ -27,7 +27,8 @@ clients may cost it (`message.decompression.max.ratio`, `socket.request.timeout.
 
 ## Where broker settings come from
 
-Later sources override earlier ones: defaults < properties file < environment < `--set`.
+Later sources override earlier ones: defaults < properties file < environment < command line
+(`--set` and the flags `--data-dir`, `--host`, `--port`, `--metrics-port`, `--log-level`).
 
 - **Properties file** (Kafka's `server.properties`): Java properties as Kafka reads them:
   `key=value`, `key: value` or `key value`; `#` and `!` start comment lines; a trailing `\\`
@@ -37,6 +38,12 @@ Later sources override earlier ones: defaults < properties file < environment < 
   is ignored with a warning (clients share the prefix, e.g. `{ENV_PREFIX}BOOTSTRAP`), unless it
   is a near miss of a broker key (e.g. `{ENV_PREFIX}LOG_RETENTON_MS`): that is an error.
 - **`--set key=value`** on the command line, repeatable.
+- **In the Docker image** the broker's settings are `ENV` variables of the image
+  (`{ENV_PREFIX}LISTENERS`, `{ENV_PREFIX}ADVERTISED_LISTENERS`, `{ENV_PREFIX}LOG_DIRS`, ...) and its
+  command is plain `serve`, so `docker run -e` (or compose's `environment:`) replaces any of them
+  without repeating the command: a broker published on another port says so with
+  `-p 127.0.0.1:19092:9092 -e {env_variable("advertised.listeners")}=PLAINTEXT://localhost:19092`.
+  Arguments after the image name (`serve --set key=value`) win over both.
 
 Unknown keys and invalid values stop the broker with an error naming the key, the value, what is
 allowed and where it was set (file and line, variable, or `--set`).
