@@ -28,7 +28,6 @@ from odradek.topic_partition import TopicPartition
 logger = logging.getLogger(__name__)
 
 INT16_MAX = 2**15 - 1
-INT32_MAX = 2**31 - 1
 NO_TIMESTAMP = -1
 TRANSACTION_VERSION_2 = 2  # the first client transaction version that bumps epochs per txn
 
