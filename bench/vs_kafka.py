@@ -24,8 +24,9 @@ What is measured, per round, each case on every target:
 - for every produce and consume run: the broker's CPU per record, total (the sum over its
   threads of /proc/PID/task/*/schedstat's run time, in ns; the tick count of /proc/PID/stat if
   a thread ended meanwhile) and user-mode alone (utime of /proc/PID/stat, 10 ms ticks, runs of
-  seconds); each broker's idle CPU (measured for 3 s after start) times the run's wall time is
-  taken off both, so the figure is what the work cost; for odradek, the log flushes (fsyncs,
+  seconds); each broker's idle CPU (measured for 3 s at the start of each round) times the
+  run's wall time is taken off both, so the figure is what the work cost (Kafka idles higher,
+  so this lowers Kafka's figure more than odradek's); for odradek, the log flushes (fsyncs,
   the count of its odradek_log_flush_seconds histogram) per Produce request answered, and the
   records per Produce request.
 Rounds are interleaved and the order rotated: round r starts with target r mod 3, so a cold
@@ -33,8 +34,8 @@ first place and a neighbour's noise spread over all. Printed: each figure's medi
 [min .. max] over the rounds per target, and the per-round ratios odradek/Kafka and
 odradek/Kafka-with-fsync (pair by pair, each in its round), their median and [min .. max].
 
-Then the broker's resident memory (after start, and its peak), and start-up with one finish
-line for both (the same librdkafka client polling Metadata until the answer lists every
+Then the broker's resident memory (at each round's start, and its peak), and start-up with one
+finish line for both (the same librdkafka client polling Metadata until the answer lists every
 partition of every topic the broker had, each with a leader), timed from the start command:
 fresh (Kafka's includes formatting its directory), and restarted with one more topic of
 ``--partitions`` partitions.
@@ -825,6 +826,7 @@ def run_round(
     """Every case on every target, in the round's rotated order."""
     order = rotated(targets, round_number)
     print(f"round {round_number + 1}: " + ", ".join(t.label for t in order))
+    measure_idle(targets)
     written = produce_round(round_number, order, cases, args, figures)
     if everything:
         consume_round(round_number, order, written, args, figures)
@@ -932,9 +934,9 @@ class Brokers:
             self.startup[ODRADEK].append(f"{seconds:.1f} s restarted ({rss:.0f} MB resident)")
 
 
-def print_idle(targets: list[Target]) -> None:
-    """Measure each broker's idle CPU (taken off every CPU figure) and print it with its
-    resident memory after start."""
+def measure_idle(targets: list[Target]) -> None:
+    """Measure each broker's idle CPU now (taken off the CPU figures until measured again) and
+    print it with its resident memory."""
     pids = sorted({target.pid for target in targets})
     idle = idle_rates(pids)
     for target in targets:
@@ -942,9 +944,8 @@ def print_idle(targets: list[Target]) -> None:
     for pid in pids:
         names = "/".join(t.label for t in targets if t.pid == pid)
         print(
-            f"{names}: {memory_kb(pid, 'VmRSS') / 1024:.0f} MB resident after start; "
-            f"idle CPU {idle[pid].total * 100:.2f}% of a core "
-            f"({idle[pid].user * 100:.2f}% user), taken off every CPU figure"
+            f"  {names}: {memory_kb(pid, 'VmRSS') / 1024:.0f} MB resident; idle CPU "
+            f"{idle[pid].total * 100:.2f}% of a core ({idle[pid].user * 100:.2f}% user)"
         )
 
 
@@ -959,7 +960,6 @@ def bench(args: argparse.Namespace, state: Path) -> None:
     )
     try:
         targets = brokers.start(args.labels)
-        print_idle(targets)
         figures = Figures()
         for round_number in range(args.rounds):
             run_round(round_number, targets, cases, args, figures, everything)
