@@ -234,7 +234,7 @@ def wait_for_partitions(bootstrap: str, expected: dict[str, int], timeout: float
     while time.monotonic() < deadline:
         try:
             counts = topic_partitions(bootstrap, timeout=max(0.5, deadline - time.monotonic()))
-        except Exception:  # KafkaException: no answer within the time
+        except KafkaException:  # no answer within the time
             counts = None
         if counts is not None and all(counts.get(t, 0) >= n for t, n in expected.items()):
             return
@@ -242,19 +242,38 @@ def wait_for_partitions(bootstrap: str, expected: dict[str, int], timeout: float
     raise RuntimeError(f"{bootstrap}: not every partition of {len(expected)} topics led in time")
 
 
-def odradek_counters(metrics_url: str) -> tuple[float, float]:
-    """odradek's log flushes (each fsyncs its partition's dirty segments) and Produce requests
-    answered, so far."""
+@dataclass(frozen=True)
+class FlushCounters:
+    """odradek's log flushes so far (each fsyncs a partition's dirty segments), the seconds
+    they spent fsyncing, and the Produce requests answered."""
+
+    flushes: float
+    fsync_seconds: float
+    produce_requests: float
+
+    def __sub__(self, other: FlushCounters) -> FlushCounters:
+        return FlushCounters(
+            self.flushes - other.flushes,
+            self.fsync_seconds - other.fsync_seconds,
+            self.produce_requests - other.produce_requests,
+        )
+
+
+def odradek_counters(metrics_url: str) -> FlushCounters:
     with urllib.request.urlopen(metrics_url, timeout=10) as response:
         text = response.read().decode()
-    flushes = produces = 0.0
+    values = collections.Counter()
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name == "odradek_log_flush_seconds_count":
-                flushes = sample.value
+            if sample.name.startswith("odradek_log_flush_seconds_"):
+                values[sample.name] = sample.value
             elif sample.name == "odradek_requests_total" and sample.labels["api"] == "Produce":
-                produces += sample.value
-    return flushes, produces
+                values["produce"] += sample.value
+    return FlushCounters(
+        values["odradek_log_flush_seconds_count"],
+        values["odradek_log_flush_seconds_sum"],
+        values["produce"],
+    )
 
 
 def measured(target: Target, records: int, run: Callable[[], dict]) -> dict:
@@ -267,13 +286,10 @@ def measured(target: Target, records: int, run: Callable[[], dict]) -> dict:
     figures["cpu_us"] = use.total / records * 1e6
     figures["user_us"] = use.user / records * 1e6
     if counters is not None:
-        flushes, produces = (
-            now - then
-            for now, then in zip(odradek_counters(target.metrics_url), counters, strict=True)
-        )
-        if produces:
-            figures["syncs_per_produce"] = flushes / produces
-            figures["records_per_produce"] = records / produces
+        counted = odradek_counters(target.metrics_url) - counters
+        if counted.produce_requests:
+            figures["syncs_per_produce"] = counted.flushes / counted.produce_requests
+            figures["records_per_produce"] = records / counted.produce_requests
     return figures
 
 
@@ -549,18 +565,6 @@ def thread_times(pid: int) -> dict[int, tuple[float, float, float]]:
     return times
 
 
-def flush_totals(metrics_url: str) -> tuple[float, float]:
-    """odradek's log flushes so far: how many, and the seconds they spent fsyncing."""
-    with urllib.request.urlopen(metrics_url, timeout=10) as response:
-        text = response.read().decode()
-    totals = {}
-    for family in text_string_to_metric_families(text):
-        if family.name == "odradek_log_flush_seconds":
-            for sample in family.samples:
-                totals[sample.name.rsplit("_", 1)[1]] = sample.value
-    return totals.get("count", 0.0), totals.get("sum", 0.0)
-
-
 def thread_group(name: str) -> str:
     """A thread's pool: ``odradek-append_1`` -> ``odradek-append``."""
     return re.sub(r"[_-]\d+$", "", name)
@@ -698,7 +702,7 @@ def profile_cases(
             topic = f"profile-{case.slug}-{what}"
             target.create_topic(topic)
             raw = out_dir / f"{case.slug}-{what}.txt"
-            flushes_before = flush_totals(target.metrics_url)
+            counters = odradek_counters(target.metrics_url)
             result = profiled(target.pid, raw, idle, produce_run(case, target, topic, count))
             print(
                 f"\nprofile of the {what}, {case.title}, {count} records: "
@@ -709,14 +713,12 @@ def profile_cases(
             threads = sorted(result["threads"].items(), key=lambda item: -item[1][0])
             for group, (on_cpu, system, waiting) in threads:
                 print(f"  {group:<28} {on_cpu:6.2f}  {system:6.2f}  {waiting:6.2f}")
-            flushes, fsyncing = (
-                now - then
-                for now, then in zip(flush_totals(target.metrics_url), flushes_before, strict=True)
-            )
+            counted = odradek_counters(target.metrics_url) - counters
+            flushes, fsyncing = counted.flushes, counted.fsync_seconds
             print(
-                f"  log flushes: {flushes:.0f}, {fsyncing:.2f} s fsyncing "
-                f"({fsyncing / result['wall']:.0%} of the wall time), "
-                f"{fsyncing / max(flushes, 1) * 1000:.1f} ms each on average"
+                f"  log flushes: {flushes:.0f} for {counted.produce_requests:.0f} Produce "
+                f"requests, {fsyncing:.2f} s fsyncing ({fsyncing / result['wall']:.0%} of the "
+                f"wall time), {fsyncing / max(flushes, 1) * 1000:.1f} ms each on average"
             )
             if raw.exists():
                 print("\n".join(stack_summary(raw)))
