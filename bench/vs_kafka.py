@@ -477,6 +477,11 @@ def rotated(targets: list[Target], round_number: int) -> list[Target]:
 
 
 def number(value: float) -> str:
+    """Three significant digits or so: 1.23M, 45.6k, 1,234, 12.3, 0.12."""
+    if abs(value) >= 1e6:
+        return f"{value / 1e6:.2f}M"
+    if abs(value) >= 1e4:
+        return f"{value / 1e3:.1f}k"
     if abs(value) >= 1000:
         return f"{value:,.0f}"
     return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
@@ -518,12 +523,9 @@ class Figures:
         pairs = [
             (ODRADEK, other) for other in (KAFKA, KAFKA_FSYNC) if {ODRADEK, other} <= {*labels}
         ]
-        width = 26
-        header = f"{'':<30}" + "".join(f"{label:>{width}}" for label in labels)
-        header += "".join(f"{f'{a}/{b}':>{width}}" for a, b in pairs)
         print("median [min..max] over rounds; ratios taken per round, pair by pair")
         for case, by_target in self.runs.items():
-            print(f"\n{case}\n{header}")
+            rows = [["", *labels, *(f"{a}/{b}" for a, b in pairs)]]
             for key, name in METRICS:
                 cells = []
                 seen = False
@@ -541,7 +543,15 @@ class Figures:
                         if r in theirs and key in ours[r] and theirs[r].get(key)
                     ]
                     cells.append(spread(ratios))
-                print(f"  {name:<28}" + "".join(f"{cell:>{width}}" for cell in cells))
+                rows.append([name, *cells])
+            widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+            print(f"\n{case}")
+            for row in rows:
+                cells = [f"{row[0]:<{widths[0]}}"]
+                cells += [
+                    f"{cell:>{width}}" for cell, width in zip(row[1:], widths[1:], strict=True)
+                ]
+                print("  " + "   ".join(cells))
 
 
 # --- profiles ------------------------------------------------------------------------------
