@@ -892,7 +892,10 @@ class Brokers:
     delay_ms: int
     kafka: dict | None = None  # kafka-reference's start answer
     odradek: BrokerProcess | None = None
-    startup: dict[str, list[str]] = field(default_factory=lambda: collections.defaultdict(list))
+    startup: dict[str, dict[str, float]] = field(
+        default_factory=lambda: collections.defaultdict(dict)
+    )
+    """By broker label: seconds "fresh" and "restarted", MB "resident restarted" and "peak"."""
 
     @property
     def kafka_state(self) -> Path:
@@ -904,14 +907,14 @@ class Brokers:
         if {KAFKA, KAFKA_FSYNC} & set(labels):
             self.kafka_state.mkdir(parents=True, exist_ok=True)
             self.kafka, seconds = start_kafka(self.kafka_state, self.delay_ms, {})
-            self.startup[KAFKA].append(f"{seconds:.1f} s fresh (with formatting)")
+            self.startup[KAFKA]["fresh"] = seconds
             for label, configs in ((KAFKA, {}), (KAFKA_FSYNC, {"flush.messages": "1"})):
                 if label in labels:
                     bootstrap, pid = self.kafka["bootstrap"], self.kafka["pid"]
                     targets.append(Target(label, bootstrap, pid, configs))
         if ODRADEK in labels:
             self.odradek, seconds = start_odradek(self.state / "odradek", self.delay_ms, {})
-            self.startup[ODRADEK].append(f"{seconds:.1f} s fresh")
+            self.startup[ODRADEK]["fresh"] = seconds
             metrics_url = f"http://127.0.0.1:{self.odradek.metrics_port}/metrics"
             pid = self.odradek.process.pid
             targets.append(Target(ODRADEK, self.odradek.bootstrap, pid, {}, metrics_url))
@@ -933,7 +936,7 @@ class Brokers:
                 rss = memory_kb(started["pid"], "VmRSS") / 1024
             finally:
                 tool("stop", "--dir", str(self.kafka_state))
-            self.startup[KAFKA].append(f"{seconds:.1f} s restarted ({rss:.0f} MB resident)")
+            self.startup[KAFKA] |= {"restarted": seconds, "resident restarted": rss}
         if self.odradek is not None:
             old_pid = self.odradek.process.pid
             broker, seconds = start_odradek(
@@ -943,7 +946,7 @@ class Brokers:
                 rss = memory_kb(broker.process.pid, "VmRSS") / 1024
             finally:
                 broker.stop()
-            self.startup[ODRADEK].append(f"{seconds:.1f} s restarted ({rss:.0f} MB resident)")
+            self.startup[ODRADEK] |= {"restarted": seconds, "resident restarted": rss}
 
 
 def measure_idle(targets: list[Target]) -> None:
@@ -985,18 +988,41 @@ def bench(args: argparse.Namespace, state: Path) -> None:
         expected = {}  # each broker's topics and their partitions, by its pid
         for pid in sorted({target.pid for target in targets}):
             target = next(t for t in targets if t.pid == pid)
-            print(f"peak resident memory, {target.label}: {memory_kb(pid, 'VmHWM') / 1024:.0f} MB")
+            label = KAFKA if target.label == KAFKA_FSYNC else target.label
+            brokers.startup[label]["peak"] = memory_kb(pid, "VmHWM") / 1024
             target.create_topic("many-partitions", partitions=args.partitions)
             expected[pid] = every_topic_led(target.bootstrap)
     finally:
         brokers.stop()
     brokers.restart(expected)
+    print_startup(brokers.startup, args.partitions)
+
+
+def print_startup(figures: dict[str, dict[str, float]], partitions: int) -> None:
+    """Start-up and memory of each broker side by side, and odradek/Kafka."""
     print(
-        "start-up, from the start command until a Metadata answer lists every partition with a "
-        f"leader (restarted: with one more topic of {args.partitions} partitions):"
+        "start-up: from the start command until a Metadata answer lists every partition with a "
+        f"leader (Kafka's fresh start includes formatting; restarted: with one more topic of "
+        f"{partitions} partitions); resident memory at peak in the run and after the restart"
     )
-    for label, lines in brokers.startup.items():
-        print(f"  {label}: " + ", ".join(lines))
+    rows = (
+        ("fresh", "start-up, fresh, s"),
+        ("restarted", "start-up, restarted, s"),
+        ("peak", "resident at peak, MB"),
+        ("resident restarted", "resident restarted, MB"),
+    )
+    labels = list(figures)
+    ratio = {KAFKA, ODRADEK} <= set(labels)
+    header = f"  {'':<24}" + "".join(f"{label:>12}" for label in labels)
+    print(header + ("   odradek/kafka" if ratio else ""))
+    for key, name in rows:
+        values = [figures[label].get(key) for label in labels]
+        line = f"  {name:<24}" + "".join(
+            f"{number(value) if value is not None else '-':>12}" for value in values
+        )
+        if ratio and figures[KAFKA].get(key) and figures[ODRADEK].get(key) is not None:
+            line += f"   {figures[ODRADEK][key] / figures[KAFKA][key]:.2f}"
+        print(line)
 
 
 def main() -> None:
