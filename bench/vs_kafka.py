@@ -352,7 +352,8 @@ def rdkafka_produce(target: Target, topic: str, records: int, size: int, acks: s
                 break
             except BufferError:
                 producer.poll(0.01)
-    assert producer.flush(300) == 0
+    if producer.flush(300):
+        raise RuntimeError("librdkafka: records still unacknowledged after 300 s")
     return {"rate": records / (time.perf_counter() - started)}
 
 
