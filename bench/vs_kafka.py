@@ -483,9 +483,9 @@ def number(value: float) -> str:
         return f"{value / 1e6:.2f}M"
     if abs(value) >= 1e4:
         return f"{value / 1e3:.1f}k"
-    if abs(value) >= 1000:
+    if abs(value) >= 999.95:  # what would print as 1000.0
         return f"{value:,.0f}"
-    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
+    return f"{value:.1f}" if abs(value) >= 9.995 else f"{value:.2f}"
 
 
 def spread(values: list[float]) -> str:
