@@ -110,6 +110,11 @@ class KafkaApis:
             ApiKey.SASL_AUTHENTICATE: self._sasl_authenticate,
         }
 
+    @property
+    def served_api_keys(self) -> frozenset[int]:
+        """The API keys this router answers (odradek's protocol)."""
+        return frozenset(self._handlers)
+
     def _restrictions_changed(self) -> None:
         quotas = self._quotas
         self.answers_at_once = not (

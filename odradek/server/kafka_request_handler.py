@@ -77,6 +77,7 @@ from odradek.protocol.produce import (
     ProduceRequest,
 )
 from odradek.protocol.schema import Message
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.admin_manager import AdminManager
 from odradek.server.authorizer import Authorizer
 from odradek.server.kafka_acl_requests import KafkaAclRequests
@@ -160,6 +161,11 @@ class KafkaRequestHandler:
             apis.INIT_PRODUCER_ID: self._init_producer_id,
             apis.OFFSET_FOR_LEADER_EPOCH: self._offset_for_leader_epoch,
         }
+
+    @property
+    def served_api_keys(self) -> frozenset[int]:
+        """The API keys this router answers (Kafka's protocol)."""
+        return frozenset(self._handlers)
 
     # --- decoding ----------------------------------------------------------------------------
 
@@ -421,20 +427,34 @@ class KafkaRequestHandler:
         }
 
     async def _offset_for_leader_epoch(
-        self, request: KafkaRequest, _context: RequestContext
+        self, request: KafkaRequest, context: RequestContext
     ) -> dict:
         """Where each asked epoch ends (Kafka's ``lastOffsetForLeaderEpoch``): the log end
-        for the current epoch, the start of the next epoch for an older one."""
+        for the current epoch, the start of the next epoch for an older one. A topic needs
+        Describe (or the cluster ClusterAction, as a follower has), else its partitions are
+        answered TOPIC_AUTHORIZATION_FAILED and nothing else."""
+        topics = request.body["topics"]
+        denials: dict[str, KafkaError] = {}
+        authorizer = self._authorizer
+        if authorizer.enabled and not authorizer.may(
+            context, AclOperation.CLUSTER_ACTION, "", ResourceType.CLUSTER
+        ):
+            for name in dict.fromkeys(topic["topic"] for topic in topics):
+                denial = authorizer.topic_denial(context, AclOperation.DESCRIBE, name)
+                if denial is not None:
+                    denials[name] = denial
         return {
             "topics": [
                 {
                     "topic": topic["topic"],
                     "partitions": [
-                        self._epoch_end_offset(topic["topic"], partition)
-                        for partition in topic["partitions"]
+                        {"partition": p["partition"], "error_code": denials[topic["topic"]].code}
+                        if topic["topic"] in denials
+                        else self._epoch_end_offset(topic["topic"], p)
+                        for p in topic["partitions"]
                     ],
                 }
-                for topic in request.body["topics"]
+                for topic in topics
             ]
         }
 
