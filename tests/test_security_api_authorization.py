@@ -319,6 +319,13 @@ TABLE: tuple[Row, ...] = (
         msgpack=lambda w: DeleteTopicsRequest(("never-created",)),
     ),
     Row(
+        ApiKey.DELETE_TOPICS, "delete-on-cluster", ((C, CLUSTER_NAME, Op.DELETE),),
+        TOPIC_AUTHORIZATION_FAILED,
+        kafka=lambda w: (6, {"topics": [{"name": "never-created", "topic_id": None}],
+                              "timeout": 5000}),
+        msgpack=lambda w: DeleteTopicsRequest(("never-created",)),
+    ),
+    Row(
         ApiKey.DELETE_TOPICS, "by-id", ((T, DOOMED, Op.DELETE),), TOPIC_AUTHORIZATION_FAILED,
         kafka=lambda w: (6, {"topics": [{"name": None, "topic_id": w.doomed_id}],
                               "timeout": 5000}),
@@ -689,3 +696,101 @@ def test_allowed_with_exactly_the_acls_kafka_requires(
     assert not set(error_codes(response)) & AUTHORIZATION_ERRORS, response
     if row.allowed_check is not None and protocol in row.checks_on:
         row.allowed_check(response, alice.world)
+
+
+def test_an_unknown_topic_id_is_unknown_to_anyone(alice: Secured) -> None:
+    """Metadata v12 and DeleteTopics v6 by an id no topic has: UNKNOWN_TOPIC_ID and no name,
+    whatever the principal may do (an id of a topic it may not describe: see the table)."""
+    stranger = uuid.uuid4()
+    _grant(alice, ((C, CLUSTER_NAME, Op.DELETE), (T, "*", Op.DESCRIBE)))
+    metadata = kafka_call(
+        alice.broker,
+        3,
+        12,
+        {"topics": [{"topic_id": stranger, "name": None}], "allow_auto_topic_creation": False},
+        PLAIN_TOKEN,
+    )
+    assert [(t["error_code"], t["name"], t["topic_id"]) for t in metadata["topics"]] == [
+        (UNKNOWN_TOPIC_ID, None, stranger)
+    ]
+    deleted = kafka_call(
+        alice.broker, 20, 6, {"topics": [{"name": None, "topic_id": stranger}]}, PLAIN_TOKEN
+    )
+    assert [(t["error_code"], t["name"], t["topic_id"]) for t in deleted["responses"]] == [
+        (UNKNOWN_TOPIC_ID, None, stranger)
+    ]
+
+
+def test_a_topic_id_is_named_to_a_principal_that_may_describe_it(alice: Secured) -> None:
+    """Describe without Delete: DeleteTopics by id names the topic it refuses (Kafka's
+    ControllerApis); Metadata by id answers it in full."""
+    _grant(alice, ((T, TOPIC, Op.DESCRIBE),))
+    deleted = kafka_call(
+        alice.broker,
+        20,
+        6,
+        {"topics": [{"name": None, "topic_id": alice.world.topic_id}]},
+        PLAIN_TOKEN,
+    )
+    assert [(t["error_code"], t["name"]) for t in deleted["responses"]] == [
+        (TOPIC_AUTHORIZATION_FAILED, TOPIC)
+    ]
+    metadata = kafka_call(
+        alice.broker,
+        3,
+        12,
+        {
+            "topics": [{"topic_id": alice.world.topic_id, "name": None}],
+            "allow_auto_topic_creation": False,
+        },
+        PLAIN_TOKEN,
+    )
+    assert [(t["error_code"], t["name"]) for t in metadata["topics"]] == [(0, TOPIC)]
+
+
+LITERAL, PREFIXED = PatternType.LITERAL, PatternType.PREFIXED
+ALLOW, DENY = PermissionType.ALLOW, PermissionType.DENY
+
+
+@pytest.mark.parametrize(
+    ("bindings", "allowed"),
+    [
+        ([(PREFIXED, "orders-", ALLOW), (PREFIXED, "orders-", DENY)], False),
+        ([(PREFIXED, "orders-", ALLOW), (PREFIXED, "ord", DENY)], False),
+        ([(LITERAL, "orders-x", ALLOW), (PREFIXED, "orders-", DENY)], False),
+        ([(LITERAL, "orders-x", ALLOW), (LITERAL, "orders-x", DENY)], False),
+        ([(LITERAL, "orders-x", ALLOW), (LITERAL, "*", DENY)], False),
+        ([(LITERAL, "orders-x", ALLOW), (LITERAL, "orders-y", DENY)], True),
+        ([(PREFIXED, "orders-", ALLOW), (PREFIXED, "orders-x", DENY)], True),
+        ([(PREFIXED, "orders-", ALLOW), (LITERAL, "orders-", DENY)], True),
+        ([(LITERAL, "*", ALLOW), (PREFIXED, "orders-", DENY)], True),
+        ([(PREFIXED, "hard", ALLOW)], True),  # Kafka asks about a topic named "hardcode" first
+    ],
+    ids=lambda value: (
+        "+".join(f"{p.name}-{kind.name}:{name}".lower() for kind, name, p in value)
+        if isinstance(value, list)
+        else ("allowed" if value else "refused")
+    ),
+)
+def test_init_producer_id_follows_kafkas_authorize_by_resource_type(
+    alice: Secured, bindings: list[tuple[PatternType, str, PermissionType]], allowed: bool
+) -> None:
+    """Without IdempotentWrite on the cluster, an idempotent InitProducerId needs Write on
+    some topic, which Kafka's ``authorizeByResourceType`` decides: a DENY overrides an
+    ALLOW it dominates (a LITERAL of the same name, a PREFIXED of a prefix of it)."""
+    alice.acls.add(
+        AclBinding(T, name, pattern, f"User:{USER}", "*", Op.WRITE, permission)
+        for pattern, name, permission in bindings
+    )
+    expected = 0 if allowed else CLUSTER_AUTHORIZATION_FAILED
+    body = {"transactional_id": None, "transaction_timeout": 60000}
+    answer = kafka_call(
+        alice.broker, 22, 4, {**body, "producer_id": -1, "producer_epoch": -1}, PLAIN_TOKEN
+    )
+    assert answer["error_code"] == expected, answer
+    assert (
+        msgpack_call(alice.broker, InitProducerIdRequest(), PLAIN_TOKEN)["error_code"] == expected
+    )
+    # IdempotentWrite on the cluster is enough whatever the topics' ACLs say.
+    _grant(alice, ((C, CLUSTER_NAME, Op.IDEMPOTENT_WRITE),))
+    assert msgpack_call(alice.broker, InitProducerIdRequest(), PLAIN_TOKEN)["error_code"] == 0

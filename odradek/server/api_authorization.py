@@ -4,7 +4,7 @@ KafkaApis runs every request of both protocols (Kafka's are translated to odrade
 first), so checking here covers both. Per API, the operation and the resource each entry
 needs: Produce writes its topics (InitProducerId needs IdempotentWrite on the cluster or
 Write on some topic), Fetch reads them, ListOffsets describes them, DeleteRecords
-deletes from them, CreateTopics creates (on the cluster or the topic), DeleteTopics deletes,
+deletes from them, CreateTopics creates and DeleteTopics deletes (on the cluster or the topic),
 CreatePartitions alters, DescribeConfigs and AlterConfigs describe and alter configs. Entries
 the principal may not touch are answered TOPIC_AUTHORIZATION_FAILED and never reach the
 handler; the others go through as if alone. Metadata (and DescribeTopicPartitions) list only
@@ -49,6 +49,8 @@ class EntryRule:
     key: Callable[[Any], object]
     """What matches a request entry to its response entry."""
     refused: Callable[[Any, KafkaError], Any]
+    on_cluster: bool = False
+    """Whether the operation on the cluster allows every entry (CreateTopics, DeleteTopics)."""
 
 
 def _partition_key(entry: Any) -> object:
@@ -98,6 +100,7 @@ RULES: dict[ApiKey, EntryRule] = {
         _name,
         _name,
         lambda e, error: CreatableTopicResult(e.name, error.code, error.message),
+        on_cluster=True,
     ),
     ApiKey.DELETE_TOPICS: EntryRule(
         "topics",
@@ -105,6 +108,7 @@ RULES: dict[ApiKey, EntryRule] = {
         _name,
         _name,
         lambda e, error: TopicResult(e, error.code, error.message),
+        on_cluster=True,
     ),
     ApiKey.CREATE_PARTITIONS: EntryRule(
         "topics",
@@ -159,7 +163,7 @@ class ApiAuthorization:
         authorizer = self.authorizer
         if authorizer.may(
             context, AclOperation.IDEMPOTENT_WRITE, "", ResourceType.CLUSTER
-        ) or authorizer.may_on_some_topic(context, AclOperation.WRITE):
+        ) or authorizer.may_on_some(context, AclOperation.WRITE, ResourceType.TOPIC):
             return
         denial = authorizer.cluster_denial(context, AclOperation.IDEMPOTENT_WRITE)
         if denial is not None:  # audit-logged
@@ -167,10 +171,10 @@ class ApiAuthorization:
 
     def _denial(self, context: RequestContext, rule: EntryRule, entry: Any) -> KafkaError | None:
         topic = rule.topic(entry)
-        if rule.operation == AclOperation.CREATE and self.authorizer.may(
-            context, AclOperation.CREATE, topic, ResourceType.CLUSTER
+        if rule.on_cluster and self.authorizer.may(
+            context, rule.operation, topic, ResourceType.CLUSTER
         ):
-            return None  # Create on the cluster allows creating any topic, as in Kafka
+            return None  # Create (Delete) on the cluster: any topic, as in Kafka
         return self.authorizer.topic_denial(context, rule.operation, topic)
 
     async def _by_entry(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
@@ -28,6 +29,7 @@ from odradek.errors import (
     InvalidRequiredAcksError,
     KafkaError,
     TopicAuthorizationFailedError,
+    UnknownTopicIdError,
     UnsupportedVersionError,
 )
 from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
@@ -50,6 +52,7 @@ from odradek.protocol.kafka.fetch_request import (
     write_nothing_new,
 )
 from odradek.protocol.kafka.message_codec import (
+    ZERO_UUID,
     Payload,
     decode,
     encode_parts,
@@ -143,7 +146,7 @@ class KafkaRequestHandler:
         self._handlers: dict[int, KafkaHandler] = {
             **(security.handlers() if security is not None else {}),
             **KafkaAclRequests(self._authorizer, executor).handlers(),
-            **KafkaTopicRequests(self._call, topic_ids).handlers(),
+            **KafkaTopicRequests(self._call, topic_ids, self._authorizer).handlers(),
             **KafkaConfigRequests(self._call, broker_config, node_id, self._authorizer).handlers(),
             **(group_requests.handlers() if group_requests is not None else {}),
             **(
@@ -354,22 +357,45 @@ class KafkaRequestHandler:
         return {"node_id": self._node_id, "broker_id": self._node_id, "host": host, "port": port}
 
     async def _metadata(self, request: KafkaRequest, context: RequestContext) -> dict:
+        """Kafka's answer, authorized by KafkaApis; a topic asked for by id (v12) is named
+        only to a principal that may describe it (else TOPIC_AUTHORIZATION_FAILED with a null
+        name: the id is not secret, the name is), an unknown id is UNKNOWN_TOPIC_ID."""
         body = request.body
         topics = body["topics"]
         if request.api_version == 0 and not topics:
             topics = None
         names = None
+        asked_by_id: dict[str, uuid.UUID] = {}
+        unknown_ids: list[uuid.UUID] = []
         if topics is not None:
-            names = tuple(
-                topic["name"] or self._topic_ids.name_of(topic.get("topic_id")) or ""
-                for topic in topics
-            )
+            names = []
+            for topic in topics:
+                topic_id = topic.get("topic_id")
+                if topic["name"] is None and topic_id not in (None, ZERO_UUID):
+                    name = await self._topic_ids.resolve(topic_id)
+                    if name is None:
+                        unknown_ids.append(topic_id)
+                        continue
+                    asked_by_id[name] = topic_id
+                    names.append(name)
+                else:
+                    names.append(topic["name"] or "")
+            names = tuple(names)
         auto_create = body.get("allow_auto_topic_creation", True)
         response = await self._call(context, MetadataRequest(names, auto_create))
         await self._topic_ids.ensure(
             {t.name: len(t.partitions) for t in response.topics if not t.error}
         )
-        topic_entries = []
+        topic_entries: list[dict[str, Any]] = [
+            {
+                "error_code": UnknownTopicIdError.code,
+                "name": None,
+                "topic_id": topic_id,
+                "partitions": [],
+            }
+            for topic_id in unknown_ids
+        ]
+        with_operations = body.get("include_topic_authorized_operations", False)
         for topic in response.topics:
             partitions = [
                 {
@@ -382,27 +408,47 @@ class KafkaRequestHandler:
                 }
                 for p in topic.partitions
             ]
-            topic_entries.append(
-                {
-                    "error_code": topic.error,
-                    "name": topic.name,
-                    "topic_id": self._topic_ids.get(topic.name) if not topic.error else None,
-                    "partitions": partitions,
-                }
-            )
-        return {
+            entry = {
+                "error_code": topic.error,
+                "name": topic.name,
+                "topic_id": self._topic_ids.get(topic.name) if not topic.error else None,
+                "partitions": partitions,
+            }
+            if topic.error == TOPIC_AUTHORIZATION_FAILED:
+                if topic.name in asked_by_id:
+                    entry.update(name=None, topic_id=asked_by_id[topic.name])
+            elif with_operations:
+                entry["topic_authorized_operations"] = self._authorizer.authorized_operations(
+                    context, ResourceType.TOPIC, topic.name
+                )
+            topic_entries.append(entry)
+        answer = {
             "brokers": [self._broker(context)],
             "cluster_id": response.cluster_id,
             "controller_id": self._node_id,
             "topics": topic_entries,
         }
+        if body.get("include_cluster_authorized_operations", False):  # v8-10
+            answer["cluster_authorized_operations"] = self._cluster_operations(context)
+        return answer
+
+    def _cluster_operations(self, context: RequestContext) -> int:
+        """What the principal may do on the cluster, as a bit field: 0 without Describe."""
+        if not self._authorizer.may(context, AclOperation.DESCRIBE, "", ResourceType.CLUSTER):
+            return 0
+        return self._authorizer.authorized_operations(context, ResourceType.CLUSTER, "")
 
     async def _describe_cluster(self, request: KafkaRequest, context: RequestContext) -> dict:
-        return {
+        """Answered to anyone; the cluster's authorized operations (when asked) are the
+        principal's, 0 without Describe on the cluster, as Kafka answers."""
+        answer = {
             "cluster_id": self._admin.cluster_id,
             "controller_id": self._node_id,
             "brokers": [self._broker(context)],
         }
+        if request.body.get("include_cluster_authorized_operations", False):
+            answer["cluster_authorized_operations"] = self._cluster_operations(context)
+        return answer
 
     # --- InitProducerId, OffsetForLeaderEpoch -------------------------------------------------
 
