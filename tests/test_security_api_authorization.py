@@ -15,13 +15,18 @@ import socket
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from kafka_helpers import KafkaSocket
 from security_helpers import ADMIN, ADMIN_PASSWORD, PASSWORD, USER, address, secure_broker
 from server_helpers import RawClient, RunningBroker, batch
 
+from odradek.cli.main import cli
+from odradek.client import Consumer
+from odradek.errors import GroupAuthorizationFailedError
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.api_versions import ApiVersionsRequest
 from odradek.protocol.client_quotas import (
@@ -794,3 +799,48 @@ def test_init_producer_id_follows_kafkas_authorize_by_resource_type(
     # IdempotentWrite on the cluster is enough whatever the topics' ACLs say.
     _grant(alice, ((C, CLUSTER_NAME, Op.IDEMPOTENT_WRITE),))
     assert msgpack_call(alice.broker, InitProducerIdRequest(), PLAIN_TOKEN)["error_code"] == 0
+
+
+def _client_settings(secured: Secured) -> dict[str, str]:
+    return {
+        "bootstrap_servers": address(secured.broker, "SASL_PLAINTEXT"),
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "PLAIN",
+        "sasl_username": USER,
+        "sasl_password": PASSWORD,
+    }
+
+
+REFUSED_GROUP = f"GROUP_AUTHORIZATION_FAILED: Not authorized to access group: {GROUP}"
+
+
+def test_odradeks_consumer_raises_when_refused_its_group(alice: Secured) -> None:
+    """As Kafka's consumer raises GroupAuthorizationException: not an empty poll for ever."""
+    _grant(alice, ((T, TOPIC, Op.READ),))
+    with Consumer(**_client_settings(alice), group_id=GROUP, request_timeout_ms=10000) as consumer:
+        consumer.subscribe([TOPIC])
+        with pytest.raises(GroupAuthorizationFailedError) as raised:
+            for _ in range(20):
+                consumer.poll(500)
+    assert str(raised.value) == REFUSED_GROUP
+
+
+def test_odradek_consume_group_exits_non_zero_when_refused(alice: Secured, tmp_path: Path) -> None:
+    _grant(alice, ((T, TOPIC, Op.READ),))
+    config = tmp_path / "client.properties"
+    config.write_text(
+        "security.protocol=SASL_PLAINTEXT\n"
+        "sasl.mechanism=PLAIN\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="{USER}" password="{PASSWORD}";\n'
+    )
+    consumed = CliRunner().invoke(
+        cli,
+        [
+            "consume", TOPIC, "--group", GROUP, "--from-beginning", "--timeout-ms", "5000",
+            "--bootstrap", address(alice.broker, "SASL_PLAINTEXT"),
+            "--command-config", str(config),
+        ],
+    )  # fmt: skip
+    assert consumed.exit_code != 0, consumed.output
+    assert REFUSED_GROUP in consumed.output, consumed.output
