@@ -20,8 +20,15 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from kafka_helpers import KafkaSocket
-from security_helpers import ADMIN, ADMIN_PASSWORD, PASSWORD, USER, address, secure_broker
+from security_helpers import (
+    ADMIN,
+    ADMIN_PASSWORD,
+    PASSWORD,
+    USER,
+    address,
+    kafka_request,
+    secure_broker,
+)
 from server_helpers import RawClient, RunningBroker, batch
 
 from odradek.cli.main import cli
@@ -50,8 +57,7 @@ from odradek.protocol.find_coordinator import FindCoordinatorRequest
 from odradek.protocol.heartbeat import HeartbeatRequest
 from odradek.protocol.init_producer_id import InitProducerIdRequest
 from odradek.protocol.join_group import JoinGroupProtocol, JoinGroupRequest
-from odradek.protocol.kafka.api_versions import ADVERTISED, response_header_version
-from odradek.protocol.kafka.message_codec import decode, encode_parts, request_spec, response_spec
+from odradek.protocol.kafka.api_versions import ADVERTISED
 from odradek.protocol.leave_group import LeaveGroupRequest, LeavingMember
 from odradek.protocol.list_groups import ListGroupsRequest
 from odradek.protocol.list_offsets import ListOffsetsPartition, ListOffsetsRequest
@@ -561,27 +567,8 @@ def error_codes(value: Any) -> Iterator[int]:
 def kafka_call(
     broker: RunningBroker, api_key: int, version: int, body: dict[str, Any], auth: str
 ) -> dict[str, Any]:
-    """One Kafka-protocol request on a new connection authenticated with ``auth`` (a PLAIN
-    token); its response decoded."""
-    kafka = KafkaSocket(address(broker, "SASL_PLAINTEXT"))
-    try:
-        assert _kafka_exchange(kafka, 17, 1, {"mechanism": "PLAIN"})["error_code"] == 0
-        answer = _kafka_exchange(kafka, 36, 2, {"auth_bytes": auth.encode()})
-        assert answer["error_code"] == 0, answer
-        return _kafka_exchange(kafka, api_key, version, body)
-    finally:
-        kafka.close()
-
-
-def _kafka_exchange(
-    kafka: KafkaSocket, api_key: int, version: int, body: dict[str, Any]
-) -> dict[str, Any]:
-    spec = request_spec(api_key, version)
-    payload = b"".join(bytes(part) for part in encode_parts(spec, body))
-    kafka.send(api_key, version, payload, spec.flexible)
-    frame = kafka.read_frame()
-    offset = 4 + (1 if response_header_version(api_key, version) else 0)
-    return decode(response_spec(api_key, version), memoryview(frame), offset)
+    """One Kafka-protocol request as the principal of ``auth`` (a PLAIN token)."""
+    return kafka_request(address(broker, "SASL_PLAINTEXT"), api_key, version, body, auth)
 
 
 def msgpack_call(broker: RunningBroker, request: Message, auth: str) -> dict[str, Any]:
