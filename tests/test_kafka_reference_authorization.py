@@ -1,8 +1,8 @@
 """What a principal without the ACLs Kafka requires gets, from Apache Kafka (StandardAuthorizer,
 SASL/PLAIN on loopback) and from odradek, compared answer by answer: OffsetForLeaderEpoch of a
 topic it may not describe, Metadata and DeleteTopics by a topic id it may not describe and by
-an unknown id, InitProducerId under a PREFIXED DENY, and the authorized operations of
-DescribeGroups, Metadata and DescribeCluster.
+an unknown id, InitProducerId under a PREFIXED DENY, the authorized operations of
+DescribeGroups, Metadata and DescribeCluster, and CreateTopics without DescribeConfigs.
 
 The same raw Kafka requests go to both brokers (security_helpers.kafka_request), as the
 administrator (a super user) to set up, then as alice. Topic ids differ between the brokers, so
@@ -35,7 +35,7 @@ ADMIN_TOKEN, ALICE_TOKEN = f"\0{ADMIN}\0{ADMIN_PASSWORD}", f"\0{USER}\0{PASSWORD
 TOPIC, GROUP = "hidden", "described-group"
 TOPIC_RESOURCE, GROUP_RESOURCE = 2, 3
 LITERAL, PREFIXED = 3, 4
-READ, WRITE, DESCRIBE = 3, 4, 8
+WRITE, CREATE, DESCRIBE = 4, 5, 8
 DENY, ALLOW = 2, 3
 PLAIN_JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -103,6 +103,7 @@ def _set_up(target: Target) -> None:
         (GROUP_RESOURCE, GROUP, LITERAL, DESCRIBE, ALLOW),
         (TOPIC_RESOURCE, "orders-", PREFIXED, WRITE, ALLOW),
         (TOPIC_RESOURCE, "ord", PREFIXED, WRITE, DENY),
+        (TOPIC_RESOURCE, "made-", PREFIXED, CREATE, ALLOW),
     ]
     answer = target.admin(
         30,
@@ -116,7 +117,7 @@ def _set_up(target: Target) -> None:
             ]
         },
     )  # fmt: skip
-    assert [r["error_code"] for r in answer["results"]] == [0, 0, 0], answer
+    assert [r["error_code"] for r in answer["results"]] == [0] * len(acls), answer
     deadline = time.monotonic() + 60
     while True:  # Kafka's coordinator loads the offsets topic a while after it is created
         target.admin(10, 4, {"key_type": 0, "coordinator_keys": [GROUP]})
@@ -232,6 +233,24 @@ def test_authorized_operations(targets: tuple[Target, Target]) -> None:
                 for t in everything["topics"]
                 if t["name"] == TOPIC
             ],
+        )
+
+    _both(targets, ask)
+
+
+def test_a_topic_created_without_describe_configs(targets: tuple[Target, Target]) -> None:
+    """Created, but its configs (and partition count) withheld: topic_config_error_code 29."""
+
+    def ask(target: Target) -> Any:
+        body = {"topics": [{"name": "made-here", "num_partitions": 2, "replication_factor": -1}],
+                "timeout": 30000}  # fmt: skip
+        (topic,) = target.alice(19, 7, body)["topics"]
+        return (
+            topic["error_code"],
+            topic["topic_config_error_code"],
+            topic["configs"],
+            topic["num_partitions"],
+            topic["replication_factor"],
         )
 
     _both(targets, ask)

@@ -157,6 +157,15 @@ def _metadata_name_hidden(response: dict[str, Any], world: World) -> None:
     ), topic
 
 
+def _configs_withheld(response: dict[str, Any], _world: World) -> None:
+    (topic,) = response["topics"]
+    assert (topic["error_code"], topic["topic_config_error_code"]) == (
+        0,
+        TOPIC_AUTHORIZATION_FAILED,
+    ), topic
+    assert (topic["configs"], topic["num_partitions"]) == ([], -1), topic
+
+
 def _group_not_listed(response: dict[str, Any], _world: World | None = None) -> None:
     assert GROUP not in [g["group_id"] for g in response["groups"]], response
 
@@ -312,6 +321,14 @@ TABLE: tuple[Row, ...] = (
                               "validate_only": True}),
         msgpack=lambda w: CreateTopicsRequest((CreatableTopic("alice-new", 1),),
                                               validate_only=True),
+    ),
+    Row(
+        ApiKey.CREATE_TOPICS, "created-without-describe-configs",
+        ((T, "alice-made", Op.CREATE),), TOPIC_AUTHORIZATION_FAILED,
+        kafka=lambda w: (7, {"topics": [{"name": "alice-made", "num_partitions": 1,
+                                          "replication_factor": -1}], "timeout": 5000}),
+        allowed_check=_configs_withheld,
+        why="created, but its configs are not told without DescribeConfigs",
     ),
     Row(
         ApiKey.CREATE_TOPICS, "create-on-cluster", ((C, CLUSTER_NAME, Op.CREATE),),

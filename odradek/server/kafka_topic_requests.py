@@ -97,6 +97,14 @@ class KafkaTopicRequests:
                         # without error (it fails on null); a failed topic has none.
                         "configs": None if found.error else configs_of.get(found.name, []),
                     }
+                    if not found.error and not body["validate_only"]:
+                        if found.name not in configs_of:  # no DescribeConfigs: Kafka's answer
+                            results[index].update(
+                                num_partitions=-1,
+                                replication_factor=-1,
+                                configs=[],
+                                topic_config_error_code=TopicAuthorizationFailedError.code,
+                            )
         return {"topics": results}
 
     async def _configs(
