@@ -848,3 +848,27 @@ def test_odradek_consume_group_exits_non_zero_when_refused(alice: Secured, tmp_p
     )  # fmt: skip
     assert consumed.exit_code != 0, consumed.output
     assert REFUSED_GROUP in consumed.output, consumed.output
+
+
+@pytest.mark.parametrize("protocol", ["kafka", "msgpack"])
+def test_metadata_auto_creates_only_what_the_principal_may_create(
+    alice: Secured, protocol: str
+) -> None:
+    """Describe without Create: a missing topic is refused, not UNKNOWN_TOPIC_OR_PARTITION
+    (Kafka's ``unauthorizedForCreateTopics``); with Create it is created."""
+    name = f"auto-{protocol}"
+    _grant(alice, ((T, name, Op.DESCRIBE),))
+
+    def ask() -> tuple[int, str | None]:
+        if protocol == "kafka":
+            body = {"topics": [{"topic_id": None, "name": name}], "allow_auto_topic_creation": True}
+            (topic,) = kafka_call(alice.broker, 3, 12, body, PLAIN_TOKEN)["topics"]
+            return topic["error_code"], topic["name"]
+        (topic,) = msgpack_call(alice.broker, MetadataRequest((name,)), PLAIN_TOKEN)["topics"]
+        return topic["error"], topic["name"]
+
+    assert ask() == (TOPIC_AUTHORIZATION_FAILED, name)
+    assert name not in alice.broker.broker.log_manager.topics()
+    _grant(alice, ((T, name, Op.CREATE),))
+    assert ask() == (0, name)
+    assert name in alice.broker.broker.log_manager.topics()

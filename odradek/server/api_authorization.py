@@ -9,7 +9,8 @@ CreatePartitions alters, DescribeConfigs and AlterConfigs describe and alter con
 the principal may not touch are answered TOPIC_AUTHORIZATION_FAILED and never reach the
 handler; the others go through as if alone. Metadata (and DescribeTopicPartitions) list only
 the topics the principal may describe when it asked for all of them, answer
-TOPIC_AUTHORIZATION_FAILED for a named one it may not, and auto-create only when it may create.
+TOPIC_AUTHORIZATION_FAILED for a named one it may not, and auto-create only what it may create
+(a missing topic it may not create is refused, as Kafka refuses it).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from odradek.errors import KafkaError
+from odradek.errors import KafkaError, UnknownTopicOrPartitionError
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.configs import TopicConfigs
 from odradek.protocol.delete_records import DeleteRecordsPartitionResponse
@@ -137,8 +138,10 @@ RULES: dict[ApiKey, EntryRule] = {
 class ApiAuthorization:
     """Runs a request's handler on the entries its principal may touch."""
 
-    def __init__(self, authorizer: Authorizer) -> None:
+    def __init__(self, authorizer: Authorizer, auto_creates_topics: bool = True) -> None:
         self.authorizer = authorizer
+        self.auto_creates_topics = auto_creates_topics
+        """``auto.create.topics.enable``: whether Metadata may create what it names."""
 
     async def handle(
         self, api_key: ApiKey, handler: Handler, request: Any, context: RequestContext
@@ -210,6 +213,9 @@ class ApiAuthorization:
     async def _metadata(
         self, handler: Handler, request: MetadataRequest, context: RequestContext
     ) -> MetadataResponse:
+        """Kafka's ``handleTopicMetadataRequest`` rules: a topic named without Describe is
+        refused (its existence not looked at); with Describe but without Create (on the
+        cluster or the topic), a missing topic the broker would auto-create is refused too."""
         may = self.authorizer.may
         if request.topics is None:
             response = await handler(request, context)
@@ -222,13 +228,21 @@ class ApiAuthorization:
             for name in request.topics
         }
         allowed = tuple(name for name in request.topics if denials[name] is None)
-        auto_create = request.allow_auto_topic_creation and all(
-            may(context, AclOperation.CREATE, name, ResourceType.CLUSTER)
-            or may(context, AclOperation.CREATE, name)
-            for name in allowed
-        )
-        response = await handler(MetadataRequest(allowed, auto_create), context)
+        auto_create = request.allow_auto_topic_creation and self.auto_creates_topics
+        creatable = allowed
+        if auto_create and not may(context, AclOperation.CREATE, "", ResourceType.CLUSTER):
+            creatable = tuple(n for n in allowed if may(context, AclOperation.CREATE, n))
+        response = await handler(MetadataRequest(creatable, auto_create), context)
         found = {topic.name: topic for topic in response.topics}
+        uncreatable = tuple(name for name in allowed if name not in found)
+        if uncreatable:
+            looked_up = await handler(MetadataRequest(uncreatable, False), context)
+            for topic in looked_up.topics:
+                if topic.error == UnknownTopicOrPartitionError.code:
+                    denials[topic.name] = self.authorizer.topic_denial(
+                        context, AclOperation.CREATE, topic.name
+                    )
+                found[topic.name] = topic
         topics = tuple(
             found[name]
             if denials[name] is None

@@ -57,7 +57,9 @@ class KafkaApis:
     ) -> None:
         self._metrics = metrics
         self._quotas = quotas
-        self._authorization = ApiAuthorization(authorizer or Authorizer())
+        self._authorization = ApiAuthorization(
+            authorizer or Authorizer(), admin_manager.auto_creates_topics
+        )
         self._api_versions = api_versions
         self.replicas = replica_manager
         """What ``answers_at_once`` lets a protocol call directly."""
