@@ -166,6 +166,10 @@ def _configs_withheld(response: dict[str, Any], _world: World) -> None:
     assert (topic["configs"], topic["num_partitions"]) == ([], -1), topic
 
 
+def _metadata_cluster_operations(response: dict[str, Any], expected: int) -> None:
+    assert response["cluster_authorized_operations"] == expected, response
+
+
 def _group_not_listed(response: dict[str, Any], _world: World | None = None) -> None:
     assert GROUP not in [g["group_id"] for g in response["groups"]], response
 
@@ -398,6 +402,27 @@ TABLE: tuple[Row, ...] = (
                                              "resource_name": TOPIC, "configs": []}],
                               "validate_only": True}),
         why="IncrementalAlterConfigs",
+    ),
+    Row(
+        ApiKey.ALTER_CONFIGS, "broker", ((C, CLUSTER_NAME, Op.ALTER_CONFIGS),),
+        CLUSTER_AUTHORIZATION_FAILED,
+        kafka=lambda w: (2, {"resources": [{"resource_type": BROKER_RESOURCE,
+                                             "resource_name": "0", "configs": []}],
+                              "validate_only": True}),
+    ),
+    Row(
+        44, "broker", ((C, CLUSTER_NAME, Op.ALTER_CONFIGS),), CLUSTER_AUTHORIZATION_FAILED,
+        kafka=lambda w: (1, {"resources": [{"resource_type": BROKER_RESOURCE,
+                                             "resource_name": "0", "configs": []}],
+                              "validate_only": True}),
+    ),
+    Row(
+        ApiKey.METADATA, "cluster-operations", ((C, CLUSTER_NAME, Op.DESCRIBE),), None,
+        kafka=lambda w: (10, {"topics": [], "allow_auto_topic_creation": False,
+                               "include_cluster_authorized_operations": True}),
+        refused_check=lambda r, w: _metadata_cluster_operations(r, 0),
+        allowed_check=lambda r, w: _metadata_cluster_operations(r, _bits(Op.DESCRIBE)),
+        why="Metadata v8-10: the cluster's operations only with Describe on it",
     ),
     # --- cluster ----------------------------------------------------------------------------
     Row(

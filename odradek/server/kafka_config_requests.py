@@ -17,12 +17,15 @@ from odradek.protocol.configs import (
     DescribeConfigsRequest,
 )
 from odradek.protocol.kafka import api_versions as apis
+from odradek.security.acl import AclOperation
 from odradek.server.authorizer import Authorizer
 from odradek.server.kafka_request import CallApis, KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext
 
 INVALID_REQUEST = InvalidRequestError.code
-TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+TOPIC_RESOURCE, BROKER_RESOURCE, BROKER_LOGGER_RESOURCE = 2, 4, 8
+CLUSTER_RESOURCES = frozenset({BROKER_RESOURCE, BROKER_LOGGER_RESOURCE})
+"""Config resources Kafka authorizes on the cluster."""
 CONFIG_SOURCE_CODES = {"DYNAMIC_TOPIC_CONFIG": 1, "STATIC_BROKER_CONFIG": 4, "DEFAULT_CONFIG": 5}
 """Kafka's ``ConfigSource`` numbers by name."""
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -138,7 +141,7 @@ class KafkaConfigRequests:
         responses = []
         for resource in body["resources"]:
             if resource["resource_type"] != TOPIC_RESOURCE:
-                responses.append(_unsupported_resource(resource))
+                responses.append(self._not_altered(resource, context))
                 continue
             name = resource["resource_name"]
             given = {c["name"]: c["value"] for c in resource["configs"]}
@@ -160,7 +163,7 @@ class KafkaConfigRequests:
         responses = []
         for resource in body["resources"]:
             if resource["resource_type"] != TOPIC_RESOURCE:
-                responses.append(_unsupported_resource(resource))
+                responses.append(self._not_altered(resource, context))
                 continue
             name = resource["resource_name"]
             described = await self._call(context, DescribeConfigsRequest((name,)))
@@ -195,6 +198,20 @@ class KafkaConfigRequests:
                 continue
             responses.append(await self._alter(context, resource, changes, body["validate_only"]))
         return {"responses": responses}
+
+    def _not_altered(self, resource: dict[str, Any], context: RequestContext) -> dict[str, Any]:
+        """A resource other than a topic: a broker's (or its loggers') settings are refused
+        without AlterConfigs on the cluster, as Kafka refuses them, before anything else."""
+        if resource["resource_type"] in CLUSTER_RESOURCES:
+            denial = self._authorizer.cluster_denial(context, AclOperation.ALTER_CONFIGS)
+            if denial is not None:
+                return {
+                    "error_code": denial.code,
+                    "error_message": denial.message,
+                    "resource_type": resource["resource_type"],
+                    "resource_name": resource["resource_name"],
+                }
+        return _unsupported_resource(resource)
 
     async def _alter(
         self,
