@@ -104,6 +104,7 @@ def _set_up(target: Target) -> None:
         (TOPIC_RESOURCE, "orders-", PREFIXED, WRITE, ALLOW),
         (TOPIC_RESOURCE, "ord", PREFIXED, WRITE, DENY),
         (TOPIC_RESOURCE, "made-", PREFIXED, CREATE, ALLOW),
+        (TOPIC_RESOURCE, "seen-", PREFIXED, DESCRIBE, ALLOW),
     ]
     answer = target.admin(
         30,
@@ -252,5 +253,16 @@ def test_a_topic_created_without_describe_configs(targets: tuple[Target, Target]
             topic["num_partitions"],
             topic["replication_factor"],
         )
+
+    _both(targets, ask)
+
+
+def test_delete_topics_by_name(targets: tuple[Target, Target]) -> None:
+    """A missing topic alice may describe, and an existing one she may not."""
+
+    def ask(target: Target) -> Any:
+        body = {"topics": [{"name": n, "topic_id": None} for n in ("seen-missing", TOPIC)],
+                "timeout": 30000}  # fmt: skip
+        return sorted((t["name"], t["error_code"]) for t in target.alice(20, 6, body)["responses"])
 
     _both(targets, ask)

@@ -897,3 +897,19 @@ def test_metadata_auto_creates_only_what_the_principal_may_create(
     _grant(alice, ((T, name, Op.CREATE),))
     assert ask() == (0, name)
     assert name in alice.broker.broker.log_manager.topics()
+
+
+@pytest.mark.parametrize("protocol", ["kafka", "msgpack"])
+def test_delete_topics_tells_a_describer_what_does_not_exist(alice: Secured, protocol: str) -> None:
+    """Describe without Delete: a missing topic is UNKNOWN_TOPIC_OR_PARTITION and an existing
+    one TOPIC_AUTHORIZATION_FAILED (Kafka's ControllerApis.deleteTopics)."""
+    _grant(alice, ((T, "never-created", Op.DESCRIBE), (T, TOPIC, Op.DESCRIBE)))
+    names = ["never-created", TOPIC]
+    if protocol == "kafka":
+        body = {"topics": [{"name": n, "topic_id": None} for n in names], "timeout": 5000}
+        answers = kafka_call(alice.broker, 20, 6, body, PLAIN_TOKEN)["responses"]
+        found = {(t["name"], t["error_code"]) for t in answers}
+    else:
+        answers = msgpack_call(alice.broker, DeleteTopicsRequest(tuple(names)), PLAIN_TOKEN)
+        found = {(t["name"], t["error"]) for t in answers["topics"]}
+    assert found == {("never-created", 3), (TOPIC, TOPIC_AUTHORIZATION_FAILED)}

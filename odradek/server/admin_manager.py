@@ -99,6 +99,9 @@ class AdminManager:
         """``auto.create.topics.enable``."""
         return self._config.auto_create_topics_enable
 
+    def topic_exists(self, topic: str) -> bool:
+        return bool(self._log_manager.partitions(topic))
+
     @property
     def cluster_id(self) -> str:
         return self._log_manager.meta_properties.cluster_id

@@ -52,6 +52,9 @@ class EntryRule:
     refused: Callable[[Any, KafkaError], Any]
     on_cluster: bool = False
     """Whether the operation on the cluster allows every entry (CreateTopics, DeleteTopics)."""
+    tells_missing: bool = False
+    """Whether a refused entry naming a missing topic the principal may describe is answered
+    UNKNOWN_TOPIC_OR_PARTITION (DeleteTopics: Kafka tells a describer what does not exist)."""
 
 
 def _partition_key(entry: Any) -> object:
@@ -110,6 +113,7 @@ RULES: dict[ApiKey, EntryRule] = {
         _name,
         lambda e, error: TopicResult(e, error.code, error.message),
         on_cluster=True,
+        tells_missing=True,
     ),
     ApiKey.CREATE_PARTITIONS: EntryRule(
         "topics",
@@ -138,10 +142,16 @@ RULES: dict[ApiKey, EntryRule] = {
 class ApiAuthorization:
     """Runs a request's handler on the entries its principal may touch."""
 
-    def __init__(self, authorizer: Authorizer, auto_creates_topics: bool = True) -> None:
+    def __init__(
+        self,
+        authorizer: Authorizer,
+        auto_creates_topics: bool = True,
+        topic_exists: Callable[[str], bool] = lambda _topic: True,
+    ) -> None:
         self.authorizer = authorizer
         self.auto_creates_topics = auto_creates_topics
         """``auto.create.topics.enable``: whether Metadata may create what it names."""
+        self.topic_exists = topic_exists
 
     async def handle(
         self, api_key: ApiKey, handler: Handler, request: Any, context: RequestContext
@@ -178,7 +188,15 @@ class ApiAuthorization:
             context, rule.operation, topic, ResourceType.CLUSTER
         ):
             return None  # Create (Delete) on the cluster: any topic, as in Kafka
-        return self.authorizer.topic_denial(context, rule.operation, topic)
+        denial = self.authorizer.topic_denial(context, rule.operation, topic)
+        if (
+            denial is not None
+            and rule.tells_missing
+            and not self.topic_exists(topic)
+            and self.authorizer.may(context, AclOperation.DESCRIBE, topic)
+        ):
+            return UnknownTopicOrPartitionError(f"topic {topic} does not exist")
+        return denial
 
     async def _by_entry(
         self,

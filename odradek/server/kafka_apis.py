@@ -58,7 +58,9 @@ class KafkaApis:
         self._metrics = metrics
         self._quotas = quotas
         self._authorization = ApiAuthorization(
-            authorizer or Authorizer(), admin_manager.auto_creates_topics
+            authorizer or Authorizer(),
+            admin_manager.auto_creates_topics,
+            admin_manager.topic_exists,
         )
         self._api_versions = api_versions
         self.replicas = replica_manager
