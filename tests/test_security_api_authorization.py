@@ -404,6 +404,12 @@ TABLE: tuple[Row, ...] = (
         why="IncrementalAlterConfigs",
     ),
     Row(
+        ApiKey.DESCRIBE_CONFIGS, "broker-logger", ((C, CLUSTER_NAME, Op.DESCRIBE_CONFIGS),),
+        CLUSTER_AUTHORIZATION_FAILED,
+        kafka=lambda w: (4, {"resources": [{"resource_type": 8, "resource_name": "0",
+                                             "configuration_keys": None}]}),
+    ),
+    Row(
         ApiKey.ALTER_CONFIGS, "broker", ((C, CLUSTER_NAME, Op.ALTER_CONFIGS),),
         CLUSTER_AUTHORIZATION_FAILED,
         kafka=lambda w: (2, {"resources": [{"resource_type": BROKER_RESOURCE,

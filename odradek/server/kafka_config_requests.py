@@ -77,7 +77,7 @@ class KafkaConfigRequests:
                 )
                 continue
             if kind != TOPIC_RESOURCE:
-                results.append(_unsupported_resource(resource))
+                results.append(self._not_described(resource, context))
                 continue
             response = await self._call(context, DescribeConfigsRequest((name,)))
             topic = response.topics[0]
@@ -202,14 +202,25 @@ class KafkaConfigRequests:
     def _not_altered(self, resource: dict[str, Any], context: RequestContext) -> dict[str, Any]:
         """A resource other than a topic: a broker's (or its loggers') settings are refused
         without AlterConfigs on the cluster, as Kafka refuses them, before anything else."""
+        return self._unsupported(resource, context, AclOperation.ALTER_CONFIGS)
+
+    def _not_described(self, resource: dict[str, Any], context: RequestContext) -> dict[str, Any]:
+        """A resource served neither as a topic nor as this broker (its loggers): refused
+        without DescribeConfigs on the cluster first, as Kafka refuses it."""
+        return self._unsupported(resource, context, AclOperation.DESCRIBE_CONFIGS)
+
+    def _unsupported(
+        self, resource: dict[str, Any], context: RequestContext, operation: AclOperation
+    ) -> dict[str, Any]:
         if resource["resource_type"] in CLUSTER_RESOURCES:
-            denial = self._authorizer.cluster_denial(context, AclOperation.ALTER_CONFIGS)
+            denial = self._authorizer.cluster_denial(context, operation)
             if denial is not None:
                 return {
                     "error_code": denial.code,
                     "error_message": denial.message,
                     "resource_type": resource["resource_type"],
                     "resource_name": resource["resource_name"],
+                    "configs": [],
                 }
         return _unsupported_resource(resource)
 
