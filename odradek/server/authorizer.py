@@ -190,18 +190,15 @@ class Authorizer:
                 continue
             if binding.operation not in (operation, AclOperation.ALL):
                 continue
-            literal_wildcard = (
-                binding.pattern_type == PatternType.LITERAL and binding.resource_name == WILDCARD
-            )
             if binding.permission == PermissionType.DENY:
-                if literal_wildcard:
+                if (
+                    binding.pattern_type == PatternType.LITERAL
+                    and binding.resource_name == WILDCARD
+                ):
                     return False
                 denied[binding.pattern_type].add(binding.resource_name)
             elif binding.permission == PermissionType.ALLOW:
-                if literal_wildcard:
-                    allowed[PatternType.LITERAL].add(WILDCARD)
-                else:
-                    allowed[binding.pattern_type].add(binding.resource_name)
+                allowed[binding.pattern_type].add(binding.resource_name)
         if WILDCARD in allowed[PatternType.LITERAL]:
             return True
         for pattern, names in allowed.items():
