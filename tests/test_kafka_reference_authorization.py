@@ -2,7 +2,8 @@
 SASL/PLAIN on loopback) and from odradek, compared answer by answer: OffsetForLeaderEpoch of a
 topic it may not describe, Metadata and DeleteTopics by a topic id it may not describe and by
 an unknown id, InitProducerId under a PREFIXED DENY, the authorized operations of
-DescribeGroups, Metadata and DescribeCluster, and CreateTopics without DescribeConfigs.
+DescribeGroups, Metadata and DescribeCluster, CreateTopics without DescribeConfigs, DeleteTopics
+by name, and a follower's Fetch without ClusterAction.
 
 The same raw Kafka requests go to both brokers (security_helpers.kafka_request), as the
 administrator (a super user) to set up, then as alice. Topic ids differ between the brokers, so
@@ -32,10 +33,10 @@ from security_helpers import (
 pytestmark = [pytest.mark.reference_kafka, pytest.mark.slow]
 
 ADMIN_TOKEN, ALICE_TOKEN = f"\0{ADMIN}\0{ADMIN_PASSWORD}", f"\0{USER}\0{PASSWORD}"
-TOPIC, GROUP = "hidden", "described-group"
+TOPIC, READABLE, GROUP = "hidden", "readable", "described-group"
 TOPIC_RESOURCE, GROUP_RESOURCE = 2, 3
 LITERAL, PREFIXED = 3, 4
-WRITE, CREATE, DESCRIBE = 4, 5, 8
+READ, WRITE, CREATE, DESCRIBE = 3, 4, 5, 8
 DENY, ALLOW = 2, 3
 PLAIN_JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -94,17 +95,20 @@ def _set_up(target: Target) -> None:
     created = target.admin(
         19,
         7,
-        {"topics": [{"name": TOPIC, "num_partitions": 1, "replication_factor": 1}],
+        {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1}
+                    for name in (TOPIC, READABLE)],
          "timeout": 30000},
     )  # fmt: skip
-    assert created["topics"][0]["error_code"] == 0, created
-    _wait_for_leader(target)
+    assert [t["error_code"] for t in created["topics"]] == [0, 0], created
+    _wait_for_leader(target, TOPIC)
+    _wait_for_leader(target, READABLE)
     acls = [
         (GROUP_RESOURCE, GROUP, LITERAL, DESCRIBE, ALLOW),
         (TOPIC_RESOURCE, "orders-", PREFIXED, WRITE, ALLOW),
         (TOPIC_RESOURCE, "ord", PREFIXED, WRITE, DENY),
         (TOPIC_RESOURCE, "made-", PREFIXED, CREATE, ALLOW),
         (TOPIC_RESOURCE, "seen-", PREFIXED, DESCRIBE, ALLOW),
+        (TOPIC_RESOURCE, READABLE, LITERAL, READ, ALLOW),
     ]
     answer = target.admin(
         30,
@@ -136,10 +140,10 @@ def _set_up(target: Target) -> None:
     time.sleep(1)  # Kafka's authorizer learns the ACLs from its metadata log a moment later
 
 
-def _wait_for_leader(target: Target) -> None:
+def _wait_for_leader(target: Target, topic: str) -> None:
     deadline = time.monotonic() + 60
     while True:
-        metadata = _metadata(target.admin, [{"name": TOPIC}])
+        metadata = _metadata(target.admin, [{"name": topic}])
         partitions = metadata["topics"][0]["partitions"]
         if partitions and partitions[0]["leader_id"] >= 0:
             return
@@ -264,5 +268,23 @@ def test_delete_topics_by_name(targets: tuple[Target, Target]) -> None:
         body = {"topics": [{"name": n, "topic_id": None} for n in ("seen-missing", TOPIC)],
                 "timeout": 30000}  # fmt: skip
         return sorted((t["name"], t["error_code"]) for t in target.alice(20, 6, body)["responses"])
+
+    _both(targets, ask)
+
+
+def test_a_follower_fetch_with_read_but_not_cluster_action(
+    targets: tuple[Target, Target],
+) -> None:
+    def ask(target: Target) -> Any:
+        answers = []
+        for replica_id in (1, -1):
+            body = {"replica_id": replica_id, "max_wait": 0, "min_bytes": 0,
+                    "max_bytes": 1 << 20, "session_epoch": -1,
+                    "topics": [{"topic": READABLE, "partitions": [
+                        {"partition": 0, "fetch_offset": 0,
+                         "partition_max_bytes": 1 << 20}]}]}  # fmt: skip
+            (topic,) = target.alice(1, 12, body)["responses"]
+            answers.append([p["error_code"] for p in topic["partitions"]])
+        return answers
 
     _both(targets, ask)

@@ -251,6 +251,17 @@ TABLE: tuple[Row, ...] = (
         msgpack=lambda w: FetchRequest((FetchPartition(TOPIC, 0, 0),), max_wait_ms=0),
     ),
     Row(
+        ApiKey.FETCH, "follower", ((C, CLUSTER_NAME, Op.CLUSTER_ACTION), (T, TOPIC, Op.READ)),
+        TOPIC_AUTHORIZATION_FAILED,
+        kafka=lambda w: (12, {"replica_id": 1, "max_wait": 0, "min_bytes": 0,
+                               "max_bytes": 1 << 20, "session_epoch": -1,
+                               "topics": [{"topic": TOPIC, "partitions": [
+                                   {"partition": 0, "fetch_offset": 0,
+                                    "partition_max_bytes": 1 << 20}]}]}),
+        why="a follower's fetch needs ClusterAction (Kafka then asks no topic ACL; odradek, "
+        "which has no followers, still asks Read)",
+    ),
+    Row(
         ApiKey.LIST_OFFSETS, "describe", ((T, TOPIC, Op.DESCRIBE),), TOPIC_AUTHORIZATION_FAILED,
         kafka=lambda w: (7, {"replica_id": -1, "topics": [
             _partitions(TOPIC, timestamp=-1)]}),
@@ -919,3 +930,15 @@ def test_delete_topics_tells_a_describer_what_does_not_exist(alice: Secured, pro
         answers = msgpack_call(alice.broker, DeleteTopicsRequest(tuple(names)), PLAIN_TOKEN)
         found = {(t["name"], t["error"]) for t in answers["topics"]}
     assert found == {("never-created", 3), (TOPIC, TOPIC_AUTHORIZATION_FAILED)}
+
+
+def test_a_follower_fetch_needs_cluster_action(alice: Secured) -> None:
+    """Read on the topic is not enough for a fetch that says it comes from a replica."""
+    _grant(alice, ((T, TOPIC, Op.READ),))
+    body = {"replica_id": 1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+            "session_epoch": -1, "topics": [{"topic": TOPIC, "partitions": [
+                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]}  # fmt: skip
+    (topic,) = kafka_call(alice.broker, 1, 12, body, PLAIN_TOKEN)["responses"]
+    assert [p["error_code"] for p in topic["partitions"]] == [TOPIC_AUTHORIZATION_FAILED]
+    as_consumer = kafka_call(alice.broker, 1, 12, {**body, "replica_id": -1}, PLAIN_TOKEN)
+    assert [p["error_code"] for p in as_consumer["responses"][0]["partitions"]] == [0]

@@ -565,6 +565,15 @@ class KafkaRequestHandler:
             # Sessions are answered as sessionless (id 0); an incremental fetch in a session
             # this broker never created gets Kafka's error, and the client starts over.
             return KafkaFetchResponse((), FETCH_SESSION_ID_NOT_FOUND)
+        if body.replica_id >= 0 and self._authorizer.enabled:
+            # A follower's fetch (Kafka's isFromFollower) needs ClusterAction on the cluster.
+            denial = self._authorizer.cluster_denial(context, AclOperation.CLUSTER_ACTION)
+            if denial is not None:
+                refused = [
+                    FetchPartitionResponse(p.topic, p.partition, TOPIC_AUTHORIZATION_FAILED)
+                    for p in body.fetch.partitions
+                ]
+                return KafkaFetchResponse(refused, 0)
         response = await self._apis.handle(context, body.fetch, count_quotas=False)
         partitions = response.partitions
         for p in partitions:
