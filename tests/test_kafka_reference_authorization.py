@@ -3,7 +3,8 @@ SASL/PLAIN on loopback) and from odradek, compared answer by answer: OffsetForLe
 topic it may not describe, Metadata and DeleteTopics by a topic id it may not describe and by
 an unknown id, InitProducerId under a PREFIXED DENY, the authorized operations of
 DescribeGroups, Metadata and DescribeCluster, CreateTopics without DescribeConfigs, DeleteTopics
-by name, and a follower's Fetch without ClusterAction.
+by name, and a follower's Fetch without ClusterAction; and (the same bullet of the issue) topic
+names that collide once '.' and '_' are one.
 
 The same raw Kafka requests go to both brokers (security_helpers.kafka_request), as the
 administrator (a super user) to set up, then as alice. Topic ids differ between the brokers, so
@@ -285,6 +286,21 @@ def test_a_follower_fetch_with_read_but_not_cluster_action(
                          "partition_max_bytes": 1 << 20}]}]}  # fmt: skip
             (topic,) = target.alice(1, 12, body)["responses"]
             answers.append([p["error_code"] for p in topic["partitions"]])
+        return answers
+
+    _both(targets, ask)
+
+
+def test_topic_names_colliding_once_dots_are_underscores(targets: tuple[Target, Target]) -> None:
+    """Not an ACL, but in the same place of the issue: orders.x, then orders_x."""
+
+    def ask(target: Target) -> Any:
+        answers = []
+        for name in ("orders.x", "orders_x"):
+            body = {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1}],
+                    "timeout": 30000}  # fmt: skip
+            (topic,) = target.admin(19, 7, body)["topics"]
+            answers.append((topic["error_code"], topic["error_message"]))
         return answers
 
     _both(targets, ask)

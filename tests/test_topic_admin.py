@@ -90,6 +90,22 @@ def test_creating_an_existing_topic_fails(tmp_path):
         assert len(manager.partitions("orders")) == 2
 
 
+def test_names_colliding_once_dots_are_underscores_are_refused(tmp_path):
+    """As Kafka: orders.x and orders_x cannot both exist (their metric names would be one)."""
+    with running(broker_config(tmp_path)) as manager:
+        admin = topic_admin(manager)
+        admin.create_topic("orders.x", 1)
+        message = "Topic 'orders_x' collides with existing topic: orders.x"
+        with pytest.raises(InvalidTopicError, match=message):
+            admin.create_topic("orders_x", 1)
+        with pytest.raises(InvalidTopicError, match="collides"):
+            admin.validate_new_topic("orders_x", 1)
+        with pytest.raises(TopicAlreadyExistsError):
+            admin.create_topic("orders.x", 1)
+        admin.create_topic("ordersx", 1)  # no '.' or '_': nothing to fold
+        assert sorted(manager.topics()) == ["orders.x", "ordersx"]
+
+
 def test_get_or_create_topic_creates_with_num_partitions_once(tmp_path):
     with running(broker_config(tmp_path, num_partitions=3)) as manager:
         created = topic_admin(manager).get_or_create_topic("orders")

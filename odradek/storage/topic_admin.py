@@ -24,6 +24,7 @@ from odradek.config.config_entry import ConfigEntry
 from odradek.config.log_config import LogConfig
 from odradek.errors import (
     InvalidPartitionsError,
+    InvalidTopicError,
     KafkaStorageError,
     PolicyViolationError,
     TopicAlreadyExistsError,
@@ -58,7 +59,8 @@ class TopicAdmin:
         """Every check of a creation, creating nothing (CreateTopics' ``validate_only``);
         returns the settings the topic would have.
 
-        Raises InvalidTopicError, InvalidPartitionsError, PolicyViolationError (more partitions
+        Raises InvalidTopicError (also for a name colliding with an existing topic's once '.'
+        and '_' are one), InvalidPartitionsError, PolicyViolationError (more partitions
         than ``create.topics.max.partitions.per.request``), InvalidConfigError or
         TopicAlreadyExistsError.
         """
@@ -67,7 +69,18 @@ class TopicAdmin:
         config = LogConfig.from_props(overrides or {}, self._default_log_config)
         if self._log_manager.partitions(topic):
             raise TopicAlreadyExistsError(f"topic {topic} already exists")
+        self._check_collision(topic)
         return config
+
+    def _check_collision(self, topic: str) -> None:
+        """Kafka refuses a topic whose name equals an existing one's once '.' is read as '_'
+        (their metric names would be the same): InvalidTopicError naming that topic."""
+        if "." not in topic and "_" not in topic:
+            return
+        folded = topic.replace(".", "_")
+        for existing in self._log_manager.topics():
+            if existing != topic and existing.replace(".", "_") == folded:
+                raise InvalidTopicError(f"Topic '{topic}' collides with existing topic: {existing}")
 
     def create_topic(
         self, topic: str, num_partitions: int, overrides: Mapping[str, object] | None = None
