@@ -55,7 +55,8 @@ typedef struct {
     int32_t count;
     int magic;
     int codec;
-    int64_t delete_horizon_ms; /* -1: the batch has no delete horizon */
+    int has_delete_horizon;
+    int64_t delete_horizon_ms; /* when it has one */
 } Header;
 
 #define DELETE_HORIZON_FLAG 0x40 /* attribute bit 6: the base timestamp is the delete horizon */
@@ -78,8 +79,8 @@ static int read_header(const uint8_t *data, Py_ssize_t pos, Py_ssize_t end, Head
     h->last_offset = (int64_t)((uint64_t)h->base_offset + (uint64_t)(int64_t)last_delta);
     h->magic = (int8_t)p[MAGIC_AT];
     h->codec = p[ATTRIBUTES_AT + 1] & CODEC_MASK; /* the low byte of the attributes */
-    h->delete_horizon_ms =
-        (p[ATTRIBUTES_AT + 1] & DELETE_HORIZON_FLAG) ? be64(p + BASE_TIMESTAMP_AT) : -1;
+    h->has_delete_horizon = (p[ATTRIBUTES_AT + 1] & DELETE_HORIZON_FLAG) != 0;
+    h->delete_horizon_ms = be64(p + BASE_TIMESTAMP_AT);
     h->count = be32(p + RECORDS_COUNT_AT);
     return -1;
 }
@@ -764,7 +765,7 @@ static PyObject *OffsetMap_map_batches(OffsetMap *self, PyObject *const *args, P
  * them has passed; always in a batch without one (the first cleaning that keeps them gives it). */
 static int retains_deletes(const Header *h, int64_t current_time_ms)
 {
-    return h->delete_horizon_ms < 0 || current_time_ms < h->delete_horizon_ms;
+    return !h->has_delete_horizon || current_time_ms < h->delete_horizon_ms;
 }
 
 /* Whether the whole batch `h` at data[position] keeps all of its records (*keep_all 1) or none
@@ -787,7 +788,7 @@ static int decide_batch(OffsetMap *self, const uint8_t *data, Py_ssize_t positio
         /* The CRC first: it reads the whole batch into the cache the record walk reads. */
         if (!crc_matches(data + position, h->size))
             return STATUS_OTHER; /* Python names the fault */
-        if (h->base_offset > self->latest_offset && h->delete_horizon_ms >= 0) {
+        if (h->base_offset > self->latest_offset && h->has_delete_horizon) {
             *keep_all = 1; /* every record stays and the batch has its horizon: as it is */
             *kept = h->count;
             return STATUS_END;
@@ -801,7 +802,7 @@ static int decide_batch(OffsetMap *self, const uint8_t *data, Py_ssize_t positio
     }
     if (*kept != 0 && *kept != h->count)
         return STATUS_OTHER;
-    if (kept_tombstones > 0 && h->delete_horizon_ms < 0)
+    if (kept_tombstones > 0 && !h->has_delete_horizon)
         return STATUS_OTHER; /* rewritten with a delete horizon */
     *keep_all = *kept != 0;
     return STATUS_END;

@@ -81,7 +81,7 @@ class _Header(NamedTuple):
     magic: int
     codec: int
     crc: int
-    delete_horizon_ms: int  # -1: none
+    delete_horizon_ms: int | None
 
 
 def _header(data: Buffer, position: int, end: int) -> _Header | int:
@@ -97,7 +97,7 @@ def _header(data: Buffer, position: int, end: int) -> _Header | int:
     if size > end - position:
         return END
     last = (base + last_delta + 2**63) % 2**64 - 2**63  # int64 arithmetic, as in C
-    horizon = base_timestamp if attributes & DELETE_HORIZON_FLAG_MASK else -1
+    horizon = base_timestamp if attributes & DELETE_HORIZON_FLAG_MASK else None
     return _Header(base, last, size, count, magic, attributes & 0x07, crc, horizon)
 
 
@@ -105,7 +105,7 @@ def retains_deletes(delete_horizon_ms: int | None, current_time_ms: int) -> bool
     """Whether a cleaning at ``current_time_ms`` keeps the tombstones of a batch with this
     delete horizon (Kafka's ``shouldRetainRecord``): until the horizon, which the first cleaning
     that keeps them gives the batch; always in a batch without one."""
-    return delete_horizon_ms is None or delete_horizon_ms < 0 or current_time_ms < delete_horizon_ms
+    return delete_horizon_ms is None or current_time_ms < delete_horizon_ms
 
 
 def map_records(
@@ -227,7 +227,7 @@ def filter_batches(
         if crc_of(data, position, header.size) != header.crc:
             status = OTHER  # the caller names the fault
             break
-        if header.base_offset > offset_map.latest_offset and header.delete_horizon_ms >= 0:
+        if header.base_offset > offset_map.latest_offset and header.delete_horizon_ms is not None:
             keep_all, kept, keyless = True, header.count, 0
         else:
             retained = retain_records(
@@ -247,7 +247,7 @@ def filter_batches(
             if kept not in (0, header.count):
                 status = OTHER
                 break
-            if header.delete_horizon_ms < 0 and _keeps_tombstone(
+            if header.delete_horizon_ms is None and _keeps_tombstone(
                 data, position + RECORDS_OFFSET, position + header.size, header, mask
             ):
                 status = OTHER
