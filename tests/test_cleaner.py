@@ -17,6 +17,7 @@ from cleaner_helpers import (
     latest_records,
     plan,
     write,
+    write_idempotent,
 )
 from log_helpers import BASE_TIME_MS, batch, open_log, read_all
 
@@ -159,6 +160,24 @@ def test_tombstones_go_in_the_first_cleaning_at_or_past_their_batchs_horizon(
             (b"new", b"z"),
         ]
         assert _stored_batches(log)[0].delete_horizon_ms == NOW_MS + 5_000
+
+
+def test_an_empty_batch_kept_for_its_header_has_no_delete_horizon(tmp_path: Path) -> None:
+    """A live producer's last batch whose tombstone went past the horizon keeps its header
+    alone, written as Kafka's ``writeEmptyHeader`` writes it: no horizon, base timestamp -1."""
+    config = compact_config(delete_retention_ms=5_000, segment_bytes=160)
+    with open_log(tmp_path / "t-0", config) as log:
+        write_idempotent(log, [(b"a", None)], producer_id=7)
+        log.roll()
+        clean_once(log, now_ms=NOW_MS)
+        assert _stored_batches(log)[0].delete_horizon_ms == NOW_MS + 5_000
+        write(log, [(b"b", b"1")])
+        log.roll()
+        clean_once(log, now_ms=NOW_MS + 5_000)
+        empty = _stored_batches(log)[0]
+        assert (empty.producer_id, empty.records_count) == (7, 0)
+        assert (empty.delete_horizon_ms, empty.base_timestamp) == (None, -1)
+        assert [r.key for r in read_all(log)] == [b"b"]
 
 
 def test_segment_modification_times_do_not_decide_tombstones(tmp_path: Path) -> None:
