@@ -116,11 +116,12 @@ def consumer_read(log: Log) -> None:
 
 
 def full_task(log: Log, config: CleanerConfig) -> CleaningTask:
-    offsets = cleanable_offsets(log, None, SYSTEM_CLOCK.milliseconds())
+    now_ms = SYSTEM_CLOCK.milliseconds()
+    offsets = cleanable_offsets(log, None, now_ms)
     cleanable = LogToClean.of(
         log, offsets.first_dirty_offset, offsets.first_uncleanable_dirty_offset
     )
-    return CleaningTask.plan(cleanable, config)
+    return CleaningTask.plan(cleanable, config, now_ms)
 
 
 def throughput(

@@ -94,14 +94,17 @@ def plan(
     cleanable = LogToClean.of(
         log, offsets.first_dirty_offset, offsets.first_uncleanable_dirty_offset
     )
-    return CleaningTask.plan(cleanable, config)
+    return CleaningTask.plan(cleanable, config, now_ms)
 
 
 def clean_once(
-    log: Log, config: CleanerConfig = CLEANER, first_dirty: int | None = None
+    log: Log,
+    config: CleanerConfig = CLEANER,
+    first_dirty: int | None = None,
+    now_ms: int = NOW_MS,
 ) -> CleaningResult:
-    """One cleaning run in this process, swapped into ``log``."""
-    result = Cleaner(plan(log, config, first_dirty)).clean()
+    """One cleaning run at ``now_ms`` in this process, swapped into ``log``."""
+    result = Cleaner(plan(log, config, first_dirty, now_ms)).clean()
     swap_in(log, result, lambda: False)
     return result
 

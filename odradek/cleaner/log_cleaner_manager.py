@@ -74,7 +74,7 @@ class LogCleanerManager:
         self._logs = logs
         self._retry_backoff_ms = retry_backoff_ms
         self.checkpoints = checkpoints
-        self._clock = clock
+        self.clock = clock
         self._lock = threading.Condition()
         self._in_progress: dict[TopicPartition, LogCleaningState] = {}
         self._uncleanable: dict[Path, dict[TopicPartition, str]] = defaultdict(dict)
@@ -99,7 +99,7 @@ class LogCleanerManager:
         (or with records past ``max.compaction.lag.ms``), now marked in progress; None when no
         log needs cleaning."""
         with self._lock:
-            now_ms = self.time_of_last_run_ms = self._clock.milliseconds()
+            now_ms = self.time_of_last_run_ms = self.clock.milliseconds()
             checkpoints = self.checkpoints.cleaner_offsets()
             measured = [
                 cleanable
@@ -265,7 +265,7 @@ class LogCleanerManager:
                 )
                 return
             backoff_ms = retry_backoff_ms(self._retry_backoff_ms, failures)
-            self._retry_at_ms[tp] = self._clock.milliseconds() + backoff_ms
+            self._retry_at_ms[tp] = self.clock.milliseconds() + backoff_ms
         logger.warning(
             "[%s] cleaning failed (%d of %d attempts): %s; retrying in %.1f s",
             tp,
