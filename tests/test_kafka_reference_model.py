@@ -99,3 +99,17 @@ def test_short_lived_idempotent_producers_compact_as_on_kafka(sides: list[Side])
     steps.append(Wait(1.5))
     run_program(sides, 0, f"model-{RUN}-idempotent-compaction", 0, program=steps)
 
+
+def test_max_timestamp_offset_is_the_records_not_its_batchs_last(sides: list[Side]) -> None:
+    """Seed 1, step 4 (found by the model): ListOffsets MAX_TIMESTAMP answered the last
+    offset of the batch holding the newest record; Kafka answers the record's own offset."""
+    base_ms = int(time.time() * 1000) - 30 * 3_600_000
+    records = tuple(
+        Sent(0, key, b"v", (), timestamp)
+        for key, timestamp in zip(
+            KEYS, [base_ms, 0, base_ms + 5, base_ms + 2, base_ms + 1], strict=True
+        )
+    )
+    steps = [CreateTopic(1, ()), Produce(ProducerSpec(0, False, "none"), records)]
+    steps += [Produce(ProducerSpec(0, False, "lz4"), (Sent(0, None, b"w", (), base_ms + 9),))]
+    run_program(sides, 0, f"model-{RUN}-max-timestamp", 0, program=steps)
