@@ -8,13 +8,16 @@ Everything goes through ``tools/kafka-reference/kafka-reference``. Kafka that ca
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from process_helpers import await_dead
@@ -42,6 +45,17 @@ def tool(*args: str, timeout: float = 900) -> str:
         unavailable(done.stderr.strip())
     assert done.returncode == 0, f"kafka-reference {' '.join(args)} failed:\n{done.stderr}"
     return done.stdout
+
+
+def compatibility_tool() -> ModuleType:
+    """tools/kafka-compatibility/kafka_compatibility.py, the generator of
+    docs/kafka-compatibility.md's tables, as a module."""
+    path = TOOL.parents[1] / "kafka-compatibility" / "kafka_compatibility.py"
+    spec = importlib.util.spec_from_file_location("kafka_compatibility", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
 
 
 def kafka_classpath() -> str:

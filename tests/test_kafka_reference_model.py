@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from kafka_reference import compatibility_tool
 from reference_model import (
     KEYS,
     SLOT_MS,
@@ -113,3 +114,18 @@ def test_max_timestamp_offset_is_the_records_not_its_batchs_last(sides: list[Sid
     steps = [CreateTopic(1, ()), Produce(ProducerSpec(0, False, "none"), records)]
     steps += [Produce(ProducerSpec(0, False, "lz4"), (Sent(0, None, b"w", (), base_ms + 9),))]
     run_program(sides, 0, f"model-{RUN}-max-timestamp", 0, program=steps)
+
+
+def test_the_compatibility_snapshot_is_what_kafka_reports(sides: list[Side]) -> None:
+    """docs/kafka-compatibility.md's Kafka columns come from kafka-4.4.tsv: it must list what
+    the reference broker serves (ApiVersions) and describes (topic and broker keys); on a new
+    Kafka version, run the tool's refresh against it. (Here because this module's Kafka is
+    running anyway.)"""
+    tool = compatibility_tool()
+    snapshot = tool.load_snapshot()
+    bootstrap = sides[0].broker.bootstrap
+    served = {key: api for key, api in snapshot.apis.items() if not api.controller_only}
+    assert tool.kafka_broker_apis(bootstrap) == served
+    topic_keys, broker_keys = tool.kafka_config_keys(bootstrap)
+    assert topic_keys == snapshot.topic_keys
+    assert broker_keys == snapshot.broker_keys
