@@ -758,6 +758,11 @@ class Switches:
     idempotent_producers_on_compacted_topics: bool = False
     """The cleaner keeps a live idempotent producer's last batch whole; Kafka keeps only its
     header and surviving records (issue 36)."""
+    keyless_records_on_compacted_topics: bool = False
+    """A keyless record in a batch to a compacted topic: Kafka answers INVALID_RECORD naming
+    the record (the response's record_errors, KIP-467), so librdkafka fails the batch's other
+    records with _INVALID_DIFFERENT_RECORD; odradek fails every record with INVALID_RECORD
+    (seeds 206, 215)."""
     cleaned_tombstone_sizes: bool = False
     """Compacted topics with a min.cleanable.dirty.ratio other than 0.01: Kafka marks a cleaned
     batch holding tombstones with its delete horizon (KIP-534), which changes the batch's
@@ -812,6 +817,7 @@ class Generator:
             for n in range(3)
         ]
         self.any_dirty_ratio = switches.cleaned_tombstone_sizes or not self.compaction
+        self.keyless_allowed = switches.keyless_records_on_compacted_topics or not self.compaction
         self.slot = 0
         self.values = 0
         self.restarts_left = 1
@@ -885,7 +891,8 @@ class Generator:
         now_used: set[int] = set()
         for _ in range(rng.randint(1, 6)):
             partition = rng.randrange(topic.partitions)
-            key = None if rng.random() < 0.04 else rng.choice(KEYS)
+            keyless = rng.random() < 0.04 and self.keyless_allowed
+            key = None if keyless else rng.choice(KEYS)
             if rng.random() < 0.15:
                 value = None
             else:

@@ -103,7 +103,7 @@ def test_short_lived_idempotent_producers_compact_as_on_kafka(sides: list[Side])
             Sent(0, key, b"%s-%d" % (key, number), (), _slot(base_ms, number)) for key in KEYS
         )
         steps += [Produce(ProducerSpec(0, True, "none"), records), RestartProducer(0)]
-    steps.append(Wait(1.5))
+    steps.append(Wait(0.3))
     run_program(sides, 0, f"model-{RUN}-idempotent-compaction", 0, program=steps)
 
 
@@ -156,6 +156,24 @@ def test_delete_records_on_a_compacted_topic_answers_as_on_kafka(sides: list[Sid
     run_program(sides, 0, f"model-{RUN}-compacted-delete-records", 0, program=steps)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="a keyless record in a batch to a compacted topic: Kafka's Produce answer names it "
+    "in record_errors (KIP-467), so the client fails the others with "
+    "_INVALID_DIFFERENT_RECORD; odradek names none, so every record fails with INVALID_RECORD "
+    "(seeds 206, 215)",
+)
+def test_a_keyless_record_on_a_compacted_topic_is_named_as_on_kafka(sides: list[Side]) -> None:
+    base_ms = int(time.time() * 1000) - 30 * 3_600_000
+    keys = (None, b"k4", b"k2", None, b"k0", b"k0")  # seed 206's batch
+    records = tuple(Sent(0, key, b"v%d" % n, (), base_ms + n) for n, key in enumerate(keys))
+    steps = [
+        CreateTopic(1, (("cleanup.policy", "compact"),)),
+        Produce(ProducerSpec(0, False, "none"), records),
+    ]
+    run_program(sides, 0, f"model-{RUN}-keyless-compacted", 0, program=steps)
+
+
 def _batch_headers(log_dir: Path, topic: str) -> list[tuple]:
     """Every batch header of partition 0's segments, as the cleaner left them: (base offset,
     last offset, record count, attributes, base timestamp, size); a base timestamp that is a
@@ -187,7 +205,7 @@ def _cleaned(sides: list[Side], name: str, batches: list[tuple[Sent, ...]]) -> l
     )
     steps: list = [CreateTopic(1, configs)]
     steps += [Produce(ProducerSpec(0, False, "none"), batch) for batch in batches]
-    steps.append(Wait(1.0))
+    steps.append(Wait(0.3))
     run_program(sides, 0, name, 0, program=steps)
     return [_batch_headers(side.broker.log_dir, name) for side in sides]
 
