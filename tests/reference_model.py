@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -44,7 +45,7 @@ from confluent_kafka.admin import (
     OffsetSpec,
 )
 from kafka_reference import ReferenceBroker
-from serve_process import ServeProcess, free_ports
+from serve_process import ServeProcess
 
 BROKER_SETTINGS = {
     "log.cleaner.backoff.ms": "100",
@@ -93,6 +94,24 @@ class ModelBroker(Protocol):
     def problems(self) -> list[str]: ...
 
 
+def stable_ports(count: int) -> list[int]:
+    """``count`` free loopback ports below the kernel's ephemeral range: a broker restarts on
+    its own port, and one from that range can be taken meanwhile by any connection on this
+    machine (it was, by another test's)."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    chosen: list[int] = []
+    while len(chosen) < count:
+        port = random.randrange(max(low - 12_000, 1024), low)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        if port not in chosen:
+            chosen.append(port)
+    return chosen
+
+
 class KafkaModelBroker:
     """The reference Kafka (one KRaft node) with :data:`BROKER_SETTINGS`."""
 
@@ -100,7 +119,10 @@ class KafkaModelBroker:
 
     def __init__(self, state_dir: Path) -> None:
         properties = [f"{k}={v}" for k, v in {**BROKER_SETTINGS, **KAFKA_ONLY}.items()]
-        self._broker = ReferenceBroker.start(state_dir, *properties)
+        port, controller_port = stable_ports(2)
+        self._broker = ReferenceBroker.start(
+            state_dir, *properties, port=port, controller_port=controller_port
+        )
 
     @property
     def bootstrap(self) -> str:
@@ -128,7 +150,7 @@ class OdradekModelBroker:
 
     def __init__(self, data_dir: Path) -> None:
         self._data_dir = data_dir
-        self._ports = tuple(free_ports(2))
+        self._ports = tuple(stable_ports(2))
         self._args = [arg for k, v in BROKER_SETTINGS.items() for arg in ("--set", f"{k}={v}")]
         self._lines: list[str] = []
         self._process = self._start()
