@@ -3,7 +3,7 @@ programs of produce, producer restarts, DeleteRecords, config changes, partition
 waits and broker restarts, each step compared on the reference Kafka and odradek through the
 same client; and every disagreement it found, as a named regression test.
 
-``make test`` runs ``MODEL_PROGRAMS`` programs (3) of ``MODEL_STEPS`` steps (12) from seed
+``make test`` runs ``MODEL_PROGRAMS`` programs (3) of ``MODEL_STEPS`` steps (10) from seed
 ``MODEL_FIRST_SEED`` (1) on; ``make soak`` runs many more from a new seed. A failure names its
 seed and step; ``MODEL_SEED=<seed>`` replays that one program. ``MODEL_ALLOW`` turns on cases
 left out because they are known disagreements (tests/reference_model.py ``Switches``).
@@ -45,7 +45,7 @@ from reference_model import (
 pytestmark = [pytest.mark.reference_kafka, pytest.mark.slow]
 
 PROGRAMS = int(os.environ.get("MODEL_PROGRAMS", "3"))
-STEPS = int(os.environ.get("MODEL_STEPS", "12"))
+STEPS = int(os.environ.get("MODEL_STEPS", "10"))
 FIRST_SEED = int(os.environ.get("MODEL_FIRST_SEED", "1"))
 SEEDS = (
     [int(os.environ["MODEL_SEED"])]
@@ -254,3 +254,17 @@ def test_cleaned_batches_keep_their_last_offset_as_on_kafka(sides: list[Side]) -
         ],
     )
     assert odradek == kafka
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="ListOffsets by time on a partition whose log start offset (after DeleteRecords) "
+    "lies inside its first segment: Kafka answered no offset where odradek answered the first "
+    "record at or after the target from the log start (seeds 212, 307, 308); the rule Kafka "
+    "follows is not pinned down yet (a one-batch case agrees)",
+)
+def test_a_time_lookup_inside_the_first_segment_answers_as_on_kafka(sides: list[Side]) -> None:
+    """Seed 307's program to its step 11, where the disagreement shows (it replays the same
+    program as long as the generator draws the same way)."""
+    switches = Switches(time_lookups_inside_the_first_segment=True)
+    run_program(sides, 307, f"model-{RUN}-seed-307", 11, switches)
