@@ -56,12 +56,18 @@ test: install-test
 test-fast: install-test
 	$(PYTEST) -m "not slow and not spark and not prometheus"
 
-# Thousands of power cuts on the power-cut file system (tests/powercut_fs.py); not part of CI.
-# SOAK_CUTS scales the cuts of `make test` (20 times, about 20 minutes here).
+# Thousands of power cuts on the power-cut file system (tests/powercut_fs.py), and many programs
+# of the differential model against Apache Kafka (tests/test_kafka_reference_model.py); not part
+# of CI. SOAK_CUTS scales the cuts of `make test` (20 times, about 20 minutes here);
+# MODEL_PROGRAMS programs of MODEL_STEPS steps (about 15 s a program here) from SOAK_SEED on,
+# each failure naming its seed (MODEL_SEED=<seed> replays it).
 SOAK_CUTS ?= 20
 SOAK_SEED ?= $(shell date +%s)
+MODEL_PROGRAMS ?= 200
+MODEL_STEPS ?= 20
 soak: install-test
 	POWERCUT_CUTS=$(SOAK_CUTS) POWERCUT_SEED=$(SOAK_SEED) $(PY) -m pytest -q tests/test_powercut.py tests/test_powercut_producers.py tests/test_powercut_groups.py tests/test_powercut_fs.py
+	MODEL_PROGRAMS=$(MODEL_PROGRAMS) MODEL_STEPS=$(MODEL_STEPS) MODEL_FIRST_SEED=$(SOAK_SEED) $(PY) -m pytest -q tests/test_kafka_reference_model.py -k generated_programs
 
 lint: install-test
 	$(VENV)/bin/ruff check .

@@ -651,6 +651,20 @@ def test_offset_for_timestamp(partition_dir: Path) -> None:
         assert log.fetch_offset_by_timestamp(BASE_TIME_MS + 10**6) is None
 
 
+def test_max_timestamp_record_is_the_record_not_its_batchs_last_offset(
+    partition_dir: Path,
+) -> None:
+    """ListOffsets MAX_TIMESTAMP answers the first record holding the largest timestamp, as
+    Kafka does (found by tests/test_kafka_reference_model.py), not its batch's last offset."""
+    with open_log(partition_dir, SMALL) as log:
+        assert log.max_timestamp_record() is None
+        stamps = [BASE_TIME_MS, BASE_TIME_MS + 9, BASE_TIME_MS + 3, BASE_TIME_MS + 9]
+        append(log, build_batch([(ts, b"k", b"v", ()) for ts in stamps]))
+        append(log, batch(2, timestamp=BASE_TIME_MS + 5))
+        found = log.max_timestamp_record()
+        assert (found.offset, found.timestamp) == (1, BASE_TIME_MS + 9)
+
+
 def test_list_offsets_latest_is_the_high_watermark_for_consumers(partition_dir: Path) -> None:
     """design §6: ListOffsets "latest" is the HW for consumers (Kafka's READ_UNCOMMITTED: no offset
     they cannot fetch yet), the LEO for replicas; "earliest" is the log start offset, also once

@@ -19,6 +19,7 @@ from odradek.errors import (
     InvalidTopicError,
     KafkaError,
     KafkaStorageError,
+    PolicyViolationError,
     RequestTimedOutError,
     error_code_for,
 )
@@ -463,6 +464,11 @@ class ReplicaManager:
     ) -> DeleteRecordsPartitionResponse:
         try:
             log = self.partition(entry.topic, entry.partition).log
+            if not log.config.delete:  # Kafka's Partition.deleteRecordsOnLeader, before all else
+                raise PolicyViolationError(
+                    f"records of {log.topic_partition} cannot be deleted: its cleanup.policy "
+                    f"is {','.join(log.config.cleanup_policy)}, without delete"
+                )
             offset = log.high_watermark if entry.offset == HIGH_WATERMARK_OFFSET else entry.offset
             low_watermark = await self._in_thread(log.delete_records, offset)
         except KafkaError as error:

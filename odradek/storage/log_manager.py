@@ -78,7 +78,6 @@ LOG_CHECKPOINTS: dict[str, Callable[[Log], int]] = {
     LOG_START_OFFSET_CHECKPOINT_FILE: attrgetter("log_start_offset"),
     HIGH_WATERMARK_CHECKPOINT_FILE: attrgetter("high_watermark"),
 }
-INITIAL_TASK_DELAY_MS = 30_000  # Kafka's LogManager.InitialTaskDelayMs
 CREATION_ABORT_TIMEOUT_S = 10.0  # how long shutdown waits for abandoned creations to roll back
 BACKGROUND_THREADS = 4
 MAX_FILE_NAME_LENGTH = 255
@@ -94,12 +93,18 @@ class LogManager:
         config: BrokerConfig,
         *,
         clock: Clock = SYSTEM_CLOCK,
-        initial_task_delay_ms: int = INITIAL_TASK_DELAY_MS,
+        initial_task_delay_ms: int | None = None,
     ) -> None:
+        """``initial_task_delay_ms``: when the periodic tasks first run, if not
+        ``log.initial.task.delay.ms``."""
         self._config = config
         self._default_log_config = config.log_config()
         self._clock = clock
-        self._initial_task_delay_ms = initial_task_delay_ms
+        self._initial_task_delay_ms = (
+            config.log_initial_task_delay_ms
+            if initial_task_delay_ms is None
+            else initial_task_delay_ms
+        )
         self.log_dirs = _distinct_log_dirs(config.log_dir_paths)
         self.failure_channel = LogDirFailureChannel()
         self.failure_channel.add_listener(self._on_log_dir_offline)
