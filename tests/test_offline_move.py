@@ -23,7 +23,7 @@ import pytest
 
 from tests.connect_helpers import committed, consume_group, wait_for
 from tests.kafka_helpers import create_topic
-from tests.kafka_reference import ReferenceBroker
+from tests.kafka_reference import ReferenceBroker, kafka_classpath
 from tests.serve_process import ServeProcess
 
 pytestmark = [pytest.mark.reference_kafka, pytest.mark.slow]
@@ -94,6 +94,7 @@ def move_files(odradek_dir: Path, kafka_dir: Path, keep_kafkas_metadata: bool) -
 
 
 def test_offline_move_keeping_kafkas_partition_metadata(tmp_path: Path) -> None:
+    kafka_classpath()  # skips (fails in CI) before any work when Kafka cannot be had
     odradek = ServeProcess(tmp_path / "odradek")
     try:
         create_topic(odradek.bootstrap, TOPIC, PARTITIONS, **{"segment.bytes": str(SEGMENT_BYTES)})
@@ -140,6 +141,7 @@ def test_offline_move_keeping_kafkas_partition_metadata(tmp_path: Path) -> None:
 
 
 def test_offline_move_with_odradeks_partition_metadata_is_not_served(tmp_path: Path) -> None:
+    kafka_classpath()
     odradek = ServeProcess(tmp_path / "odradek")
     try:
         create_topic(odradek.bootstrap, TOPIC, PARTITIONS)
