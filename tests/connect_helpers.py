@@ -152,7 +152,11 @@ class ConnectWorker(JavaProcess):
         state_dir.mkdir(parents=True, exist_ok=True)
         config = write_properties(state_dir / "worker.properties", properties)
         super().__init__(classpath, CONNECT_MAIN, [str(config)], state_dir, "connect", heap)
-        wait_for("the Connect worker's REST API", self._serving, 120)
+        try:
+            wait_for("the Connect worker's REST API", self._serving, 120)
+        except BaseException:
+            self.kill()  # a worker that did not come up is not left running
+            raise
 
     def _serving(self) -> bool:
         if self.process.poll() is not None:
