@@ -125,6 +125,14 @@ def test_file_stream_connectors_survive_sigkill_of_broker_and_worker(tmp_path: P
     assert set(lines) == set(expected), "a line was lost or invented"
     duplicates = sum(count - 1 for count in collections.Counter(lines).values())
     print(f"{len(expected)} lines in, {len(lines)} out: {duplicates} duplicates (at least once)")
+    # Where the sink re-delivered from an earlier offset: each run of consecutive lines.
+    position = {line: number for number, line in enumerate(expected)}
+    runs, start = [], 0
+    for index in range(1, len(lines) + 1):
+        if index == len(lines) or position[lines[index]] != position[lines[index - 1]] + 1:
+            runs.append(f"{lines[start]}..{lines[index - 1]}")
+            start = index
+    print("runs of lines in the sink file:", ", ".join(runs))
     # Each sink partition is one ordered log: every line's first delivery is in file order.
     first_seen = list(dict.fromkeys(lines))
     assert first_seen == expected
