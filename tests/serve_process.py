@@ -48,7 +48,8 @@ class ServeProcess:
     metrics port is bound before the listener serves), whatever its log level. Every line it
     logs is kept in ``lines``; a context manager that stops it with SIGTERM. ``preexec_fn``
     runs in the child before it starts (to set resource limits), ``env`` adds variables;
-    ``ports`` (listener, metrics) instead of free ones: a restart on the same address."""
+    ``ports`` (listener, metrics) instead of free ones: a restart on the same address, where
+    its clients still look for it."""
 
     def __init__(
         self,
