@@ -8,7 +8,7 @@ field names and return the values of :mod:`coordinator_results`, so any wire pro
 call them. Everything runs on the event loop: a group is changed only between awaits, and a
 parked JoinGroup or SyncGroup is a future its request handler awaits.
 
-State is written to ``__consumer_offsets`` through the GroupMetadataManager: an offset commit
+State is written to ``__consumer_offsets`` through the CoordinatorLog: an offset commit
 is answered once its record is fsync'ed, and the in-memory offsets change only then; a
 group's membership is written when a rebalance completes. At start-up the state is rebuilt
 from the topic.
@@ -48,6 +48,11 @@ from odradek.errors import (
     UnknownTopicOrPartitionError,
 )
 from odradek.protocol.binary_fields import STRING_MAX_BYTES
+from odradek.server.group.coordinator_log import (
+    GROUP_METADATA_TOPIC_NAME,
+    CoordinatorLog,
+    LoadedRecord,
+)
 from odradek.server.group.coordinator_records import (
     GroupMetadataValue,
     OffsetCommitKey,
@@ -74,11 +79,6 @@ from odradek.server.group.coordinator_results import (
 )
 from odradek.server.group.group_coordinator_metrics import GroupCoordinatorMetrics
 from odradek.server.group.group_metadata import GroupMetadata
-from odradek.server.group.group_metadata_manager import (
-    GROUP_METADATA_TOPIC_NAME,
-    GroupMetadataManager,
-    LoadedRecord,
-)
 from odradek.server.group.group_state import GroupState
 from odradek.server.group.member_metadata import MemberMetadata
 from odradek.server.group.offset_and_metadata import OffsetAndMetadata
@@ -104,7 +104,7 @@ class GroupCoordinator:
     def __init__(
         self,
         config: BrokerConfig,
-        manager: GroupMetadataManager,
+        manager: CoordinatorLog,
         log_manager: LogManager,
         metrics: GroupCoordinatorMetrics,
         clock: Clock,

@@ -1,6 +1,8 @@
-"""GroupMetadataManager: the groups' records in ``__consumer_offsets``, written durably and
-read back at start-up (Kafka's ``GroupMetadataManager``): committed offsets, their tombstones,
-and each group's membership.
+"""CoordinatorLog: the groups' records in ``__consumer_offsets``, written durably and read
+back at start-up: committed offsets, their tombstones, and each group's membership. This is
+the log side of Kafka's group coordinator (the ``PartitionWriter`` and ``CoordinatorLoader``
+of its ``CoordinatorRuntime``); the rules of groups and offsets live in the
+GroupMetadataManager and the OffsetMetadataManager, as in Kafka 4.
 
 A group lives in partition ``abs(hashCode(group_id)) % offsets.topic.num.partitions`` of the
 topic, as in Kafka. Writes go through the partition's append queue and group commit: a write
@@ -82,9 +84,9 @@ class LoadSummary:
     seconds: float
 
 
-class GroupMetadataManager:
+class CoordinatorLog:
     """Appends group records durably and reads them back; knows no group rules (the
-    GroupCoordinator decides what to write and when)."""
+    coordinator's managers decide what to write and when)."""
 
     def __init__(
         self,
