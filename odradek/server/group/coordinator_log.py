@@ -25,8 +25,10 @@ from odradek.errors import (
     CoordinatorNotAvailableError,
     CorruptRecordError,
     KafkaError,
+    KafkaStorageError,
     RequestTimedOutError,
     TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
 )
 from odradek.protocol.produce import Acks
 from odradek.record.memory_records import MemoryRecords
@@ -61,6 +63,14 @@ def java_string_hash(text: str) -> int:
     for index in range(0, len(data), 2):
         value = (31 * value + ((data[index] << 8) | data[index + 1])) & 0xFFFFFFFF
     return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def coordinator_error(error: KafkaError) -> KafkaError:
+    """What a failed write to ``__consumer_offsets`` means to a client (Kafka's mapping):
+    a timeout or storage failure is COORDINATOR_NOT_AVAILABLE (retriable); the rest is kept."""
+    if isinstance(error, KafkaStorageError | RequestTimedOutError | UnknownTopicOrPartitionError):
+        return CoordinatorNotAvailableError(error.message)
+    return error
 
 
 def partition_for(group_id: str, num_partitions: int) -> int:
