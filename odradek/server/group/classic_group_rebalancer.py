@@ -263,7 +263,7 @@ class ClassicGroupRebalancer:
         for member_id, member in group.members.items():
             member.assignment = bytes(assignments.get(member_id, b""))
         try:
-            await self._log.store_group(group)
+            await self._log.append_group_metadata(group)
         except KafkaError as error:
             logger.warning("group %s: storing the assignment failed: %s", group.group_id, error)
             if group.is_in(COMPLETING) and group.generation_id == generation:
@@ -358,7 +358,7 @@ class ClassicGroupRebalancer:
         and fence the member holding the new one. NOT_COORDINATOR if it cannot be stored
         (the member finds the coordinator again and rejoins)."""
         try:
-            await self._log.store_group(group)
+            await self._log.append_group_metadata(group)
         except KafkaError as error:
             logger.warning(
                 "group %s: storing member %s failed: %s", group.group_id, answer.member_id, error
@@ -372,4 +372,4 @@ class ClassicGroupRebalancer:
     def _spawn_store(self, group: GroupMetadata) -> None:
         """Write the group's metadata in the background (an empty generation): nobody waits
         on it, a failure is logged."""
-        self._tasks.spawn(group.group_id, self._log.store_group(group))
+        self._tasks.spawn(group.group_id, self._log.append_group_metadata(group))

@@ -15,9 +15,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from odradek.clock import Clock
 from odradek.config.broker_config import BrokerConfig
@@ -169,45 +169,36 @@ class CoordinatorLog:
             ) from None
         return list(range(info.first_offset, info.last_offset + 1))
 
-    async def store_offsets(
-        self, group: GroupMetadata, offsets: list[tuple[TopicPartition, OffsetAndMetadata]]
-    ) -> None:
-        """Append the commit records, then (once durable) make the offsets visible. Of two
-        values of one key the later record wins, whatever order the fsyncs answer in."""
+    async def append_offset_commits(
+        self, group_id: str, offsets: Sequence[tuple[TopicPartition, OffsetAndMetadata]]
+    ) -> list[int]:
+        """Append an OffsetCommit record for each of ``offsets``, durably; the offsets the
+        records got (the OffsetMetadataManager applies them)."""
         records: list[tuple[bytes, bytes | None]] = [
             (
-                OffsetCommitKey(group.group_id, tp.topic, tp.partition).to_bytes(),
+                OffsetCommitKey(group_id, tp.topic, tp.partition).to_bytes(),
                 OffsetCommitValue(
                     value.offset, value.leader_epoch, value.metadata, value.commit_timestamp
                 ).to_bytes(),
             )
             for tp, value in offsets
         ]
-        record_offsets = await self.append(group.group_id, records)
-        for (tp, value), record_offset in zip(offsets, record_offsets, strict=True):
-            current = group.offsets.get(tp)
-            if current is None or current.record_offset < record_offset:
-                group.offsets[tp] = replace(value, record_offset=record_offset)
+        return await self.append(group_id, records)
 
-    async def remove_offsets(
-        self, group: GroupMetadata, partitions: Iterable[TopicPartition], group_too: bool = False
-    ) -> None:
-        """Tombstones for the group's offsets of ``partitions`` (and for the group itself),
-        then forget those offsets, unless a commit newer than its tombstone came meanwhile."""
-        partitions = list(partitions)
+    async def append_tombstones(
+        self, group_id: str, partitions: Sequence[TopicPartition], group_too: bool = False
+    ) -> list[int]:
+        """Append tombstones for the group's offsets of ``partitions`` (and, last, for the
+        group itself), durably; the offsets the records got."""
         records: list[tuple[bytes, bytes | None]] = [
-            (OffsetCommitKey(group.group_id, tp.topic, tp.partition).to_bytes(), None)
+            (OffsetCommitKey(group_id, tp.topic, tp.partition).to_bytes(), None)
             for tp in partitions
         ]
         if group_too:
-            records.append((GroupMetadataKey(group.group_id).to_bytes(), None))
-        record_offsets = await self.append(group.group_id, records)
-        for tp, record_offset in zip(partitions, record_offsets, strict=False):
-            current = group.offsets.get(tp)
-            if current is not None and current.record_offset < record_offset:
-                del group.offsets[tp]
+            records.append((GroupMetadataKey(group_id).to_bytes(), None))
+        return await self.append(group_id, records)
 
-    async def store_group(self, group: GroupMetadata) -> None:
+    async def append_group_metadata(self, group: GroupMetadata) -> None:
         """Write the group's generation, protocol, leader and members (with their
         assignments) durably."""
         protocol = group.protocol_name

@@ -328,7 +328,7 @@ class GroupCoordinator:
                     )
                 group.transition_to(GroupState.DEAD, self._clock.milliseconds())
                 try:
-                    await self._log.remove_offsets(group, list(group.offsets), group_too=True)
+                    await self._offsets.remove_offsets(group, list(group.offsets), group_too=True)
                 except KafkaError:
                     group.state = GroupState.EMPTY
                     raise

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 from odradek.clock import Clock
 from odradek.config.broker_config import BrokerConfig
@@ -161,10 +162,27 @@ class OffsetMetadataManager:
     async def _store(
         self, group: GroupMetadata, offsets: list[tuple[TopicPartition, OffsetAndMetadata]]
     ) -> None:
+        """Append the commit records, then (once durable) make the offsets visible. Of two
+        values of one key the later record wins, whatever order the fsyncs answer in."""
         try:
-            await self._log.store_offsets(group, offsets)
+            record_offsets = await self._log.append_offset_commits(group.group_id, offsets)
+            for (tp, value), record_offset in zip(offsets, record_offsets, strict=True):
+                current = group.offsets.get(tp)
+                if current is None or current.record_offset < record_offset:
+                    group.offsets[tp] = replace(value, record_offset=record_offset)
         finally:
             group.commits_in_flight -= 1  # counted by the caller, before this task started
+
+    async def remove_offsets(
+        self, group: GroupMetadata, partitions: Sequence[TopicPartition], group_too: bool = False
+    ) -> None:
+        """Tombstones for the group's offsets of ``partitions`` (and for the group itself),
+        then forget those offsets, unless a commit newer than its tombstone came meanwhile."""
+        record_offsets = await self._log.append_tombstones(group.group_id, partitions, group_too)
+        for tp, record_offset in zip(partitions, record_offsets, strict=False):
+            current = group.offsets.get(tp)
+            if current is not None and current.record_offset < record_offset:
+                del group.offsets[tp]
 
     def _validate_entry(self, entry: OffsetCommitEntry) -> None:
         metadata = entry.committed_metadata or ""
@@ -240,7 +258,7 @@ class OffsetMetadataManager:
                 deleted.append(TopicPartition(topic, number))
         if deleted:
             try:
-                await self._log.remove_offsets(group, deleted)
+                await self.remove_offsets(group, deleted)
             except KafkaError as error:
                 return ErrorInfo.of(coordinator_error(error)), ()
         return NO_ERROR, tuple(results)
@@ -251,7 +269,7 @@ class OffsetMetadataManager:
         for group in self._groups.groups():
             gone = [tp for tp in list(group.offsets) if tp.topic == topic]
             if gone:
-                self._tasks.spawn(group.group_id, self._log.remove_offsets(group, gone))
+                self._tasks.spawn(group.group_id, self.remove_offsets(group, gone))
 
     # --- retention ---------------------------------------------------------------------------
 
@@ -283,7 +301,7 @@ class OffsetMetadataManager:
             remove_group = len(expired) == len(group.offsets)
             if not expired and not remove_group:
                 continue
-            await self._log.remove_offsets(group, expired, group_too=remove_group)
+            await self.remove_offsets(group, expired, group_too=remove_group)
             expired_total += len(expired)
             if remove_group and group.is_in(GroupState.EMPTY) and not group.offsets:
                 group.transition_to(GroupState.DEAD, now)
