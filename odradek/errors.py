@@ -44,6 +44,10 @@ class UnknownTopicOrPartitionError(KafkaError):
     code, error_name, retriable = 3, "UNKNOWN_TOPIC_OR_PARTITION", True
 
 
+class UnknownTopicIdError(KafkaError):
+    code, error_name, retriable = 100, "UNKNOWN_TOPIC_ID", True
+
+
 class InvalidFetchSizeError(KafkaError):
     code, error_name = 4, "INVALID_FETCH_SIZE"
 
@@ -318,6 +322,7 @@ _BY_CODE: dict[int, type[KafkaError]] = {
         OffsetOutOfRangeError,
         CorruptRecordError,
         UnknownTopicOrPartitionError,
+        UnknownTopicIdError,
         InvalidFetchSizeError,
         RequestTimedOutError,
         MessageTooLargeError,

@@ -7,11 +7,15 @@ import subprocess
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+from kafka_helpers import KafkaSocket
 from server_helpers import RunningBroker
 
 from odradek.client.event_loop_thread import EventLoopThread
 from odradek.config.broker_config_loader import load_broker_config
+from odradek.protocol.kafka.api_versions import response_header_version
+from odradek.protocol.kafka.message_codec import decode, encode_parts, request_spec, response_spec
 from odradek.security.credential_store import CredentialStore
 from odradek.security.scram_credential import ScramCredential
 from odradek.server.broker import Broker
@@ -137,3 +141,29 @@ def confluent_config(
             {"sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password}
         )
     return config
+
+
+def kafka_request(
+    target: str, api_key: int, version: int, body: dict[str, Any], plain_token: str
+) -> dict[str, Any]:
+    """One Kafka-protocol request (fields by their schema names) on a new connection to the
+    SASL listener at ``target``, authenticated with SASL/PLAIN ``plain_token``
+    (``\\0user\\0password`` as text); its response decoded. Works against any Kafka broker."""
+    kafka = KafkaSocket(target)
+    try:
+        handshake = _exchange(kafka, 17, 1, {"mechanism": "PLAIN"})
+        assert handshake["error_code"] == 0, handshake
+        authenticated = _exchange(kafka, 36, 2, {"auth_bytes": plain_token.encode()})
+        assert authenticated["error_code"] == 0, authenticated
+        return _exchange(kafka, api_key, version, body)
+    finally:
+        kafka.close()
+
+
+def _exchange(kafka: KafkaSocket, api_key: int, version: int, body: dict[str, Any]) -> dict:
+    spec = request_spec(api_key, version)
+    payload = b"".join(bytes(part) for part in encode_parts(spec, body))
+    kafka.send(api_key, version, payload, spec.flexible)
+    frame = kafka.read_frame()
+    offset = 4 + (1 if response_header_version(api_key, version) else 0)
+    return decode(response_spec(api_key, version), memoryview(frame), offset)

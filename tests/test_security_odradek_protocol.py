@@ -14,7 +14,7 @@ from server_helpers import RawClient, RunningBroker, batch
 
 from odradek.cli.main import cli
 from odradek.client import Admin, Consumer, NewTopic, Producer
-from odradek.errors import KafkaError
+from odradek.errors import KafkaError, UnsupportedSaslMechanismError
 from odradek.protocol.api_versions import ApiVersionsRequest
 from odradek.protocol.metadata import MetadataRequest
 from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
@@ -160,3 +160,19 @@ def test_cli_commands_take_a_command_config_file(
     config.write_text("no.such.setting=1\n")
     unknown = runner.invoke(cli, ["topics", "list", *common])
     assert unknown.exit_code != 0 and "unknown property 'no.such.setting'" in unknown.output
+
+
+def test_a_mechanism_the_broker_has_not_enabled_is_named_as_such(tmp_path: Path) -> None:
+    """UNSUPPORTED_SASL_MECHANISM (33) with the enabled mechanisms, as Kafka's SaslHandshake
+    answers; odradek's client raises it (not a NETWORK_EXCEPTION for an unreachable server)."""
+    with secure_broker(tmp_path, {"sasl.enabled.mechanisms": "PLAIN"}) as (broker, certs):
+        host, port = address(broker, "SASL_PLAINTEXT").split(":")
+        with RawClient(socket.create_connection((host, int(port)), timeout=10)) as client:
+            client.send(SaslHandshakeRequest("SCRAM-SHA-512"))
+            header, _ = client.read_response(SaslHandshakeRequest(""))
+        assert header.error == UnsupportedSaslMechanismError.code
+        assert "enabled: PLAIN" in header.message
+        settings = _settings(broker, certs, "SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-512")
+        with Admin(**settings, request_timeout_ms=5000) as admin:
+            with pytest.raises(UnsupportedSaslMechanismError, match="enabled: PLAIN"):
+                admin.metadata(None)

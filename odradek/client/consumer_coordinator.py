@@ -24,6 +24,7 @@ from odradek.client.subscription_state import SubscriptionState
 from odradek.errors import (
     CommitFailedError,
     FencedInstanceIdError,
+    GroupAuthorizationFailedError,
     IllegalGenerationError,
     KafkaError,
     MemberIdRequiredError,
@@ -244,8 +245,18 @@ class ConsumerCoordinator:
             if entry.error == 0:
                 self._found_coordinator = True
                 return
+            error = self._group_error(entry.error, entry.message)
+            if not error.retriable:
+                raise error  # refused the group: the application must hear it, as in Kafka
             logger.info("group %s: no coordinator yet: %s", self.group_id, entry.message)
             await asyncio.sleep(self._config.retry_backoff_ms / 1000)
+
+    def _group_error(self, code: int, message: str | None) -> KafkaError:
+        """The error a group request's answer carries; a refused group with Kafka's
+        clients' message (GroupAuthorizationException)."""
+        if code == GroupAuthorizationFailedError.code:
+            return GroupAuthorizationFailedError(f"Not authorized to access group: {self.group_id}")
+        return error_for_code(code, message or "")
 
     async def _join(self) -> JoinGroupResponse:
         metadata = Subscription(self._topics).to_bytes()
@@ -286,7 +297,7 @@ class ConsumerCoordinator:
         timeout_ms = self._config.max_poll_interval_ms + self._config.request_timeout_ms
         response = await self._client.send(request, timeout_ms)
         if response.error_code:
-            raise error_for_code(response.error_code, response.error_message or "")
+            raise self._group_error(response.error_code, response.error_message)
         assignment = parse_assignment(response.assignment)
         return [
             TopicPartition(topic, number)
@@ -399,7 +410,7 @@ class ConsumerCoordinator:
         )
         group = response.groups[0]
         if group.error:
-            raise error_for_code(group.error, group.message or "")
+            raise self._group_error(group.error, group.message)
         return {
             TopicPartition(p.topic, p.partition): (
                 p.committed_offset if p.committed_offset >= 0 else None

@@ -14,7 +14,12 @@ from typing import Any
 
 from odradek.client.config import ClientConfig
 from odradek.client.connection import Connection, InFlightRequest
-from odradek.errors import KafkaError, NetworkError, SaslAuthenticationFailedError
+from odradek.errors import (
+    KafkaError,
+    NetworkError,
+    SaslAuthenticationFailedError,
+    UnsupportedSaslMechanismError,
+)
 from odradek.protocol.schema import Message
 
 logger = logging.getLogger(__name__)
@@ -82,9 +87,9 @@ class NetworkClient:
             )
             try:
                 await connection.connect()
-            except SaslAuthenticationFailedError:
+            except (SaslAuthenticationFailedError, UnsupportedSaslMechanismError):
                 self._last_failure = time.monotonic()
-                raise  # the credentials are wrong: another server would say the same
+                raise  # wrong credentials or mechanism: another server would say the same
             except KafkaError as error:
                 failures.append(error.message)
                 continue

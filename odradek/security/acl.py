@@ -73,6 +73,42 @@ IMPLIED_BY: dict[AclOperation, frozenset[AclOperation]] = {
 """An ALLOW of any of these operations also allows the key (Kafka's implied operations)."""
 
 
+SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
+    ResourceType.TOPIC: (
+        AclOperation.READ,
+        AclOperation.WRITE,
+        AclOperation.CREATE,
+        AclOperation.DESCRIBE,
+        AclOperation.DELETE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    ),
+    ResourceType.GROUP: (
+        AclOperation.READ,
+        AclOperation.DESCRIBE,
+        AclOperation.DELETE,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    ),
+    ResourceType.CLUSTER: (
+        AclOperation.CREATE,
+        AclOperation.CLUSTER_ACTION,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+        AclOperation.IDEMPOTENT_WRITE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE,
+    ),
+}
+"""The operations an ACL may name per resource type (Kafka's ``AclEntry.supportedOperations``):
+what the ``authorized_operations`` bit fields of Metadata, DescribeCluster and DescribeGroups
+are made of."""
+
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+"""An ``authorized_operations`` field not asked for (or of a refused resource)."""
+
+
 @dataclass(frozen=True)
 class AclBinding:
     """One rule: ``principal`` from ``host`` is ``permission`` to ``operation`` on the

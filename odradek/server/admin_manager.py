@@ -95,6 +95,14 @@ class AdminManager:
         self._config_lock = asyncio.Lock()  # an incremental alter is read, merge, write
 
     @property
+    def auto_creates_topics(self) -> bool:
+        """``auto.create.topics.enable``."""
+        return self._config.auto_create_topics_enable
+
+    def topic_exists(self, topic: str) -> bool:
+        return bool(self._log_manager.partitions(topic))
+
+    @property
     def cluster_id(self) -> str:
         return self._log_manager.meta_properties.cluster_id
 

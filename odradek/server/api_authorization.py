@@ -4,12 +4,13 @@ KafkaApis runs every request of both protocols (Kafka's are translated to odrade
 first), so checking here covers both. Per API, the operation and the resource each entry
 needs: Produce writes its topics (InitProducerId needs IdempotentWrite on the cluster or
 Write on some topic), Fetch reads them, ListOffsets describes them, DeleteRecords
-deletes from them, CreateTopics creates (on the cluster or the topic), DeleteTopics deletes,
+deletes from them, CreateTopics creates and DeleteTopics deletes (on the cluster or the topic),
 CreatePartitions alters, DescribeConfigs and AlterConfigs describe and alter configs. Entries
 the principal may not touch are answered TOPIC_AUTHORIZATION_FAILED and never reach the
 handler; the others go through as if alone. Metadata (and DescribeTopicPartitions) list only
 the topics the principal may describe when it asked for all of them, answer
-TOPIC_AUTHORIZATION_FAILED for a named one it may not, and auto-create only when it may create.
+TOPIC_AUTHORIZATION_FAILED for a named one it may not, and auto-create only what it may create
+(a missing topic it may not create is refused, as Kafka refuses it).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from odradek.errors import KafkaError
+from odradek.errors import KafkaError, UnknownTopicOrPartitionError
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.configs import TopicConfigs
 from odradek.protocol.delete_records import DeleteRecordsPartitionResponse
@@ -49,6 +50,11 @@ class EntryRule:
     key: Callable[[Any], object]
     """What matches a request entry to its response entry."""
     refused: Callable[[Any, KafkaError], Any]
+    on_cluster: bool = False
+    """Whether the operation on the cluster allows every entry (CreateTopics, DeleteTopics)."""
+    tells_missing: bool = False
+    """Whether a refused entry naming a missing topic the principal may describe is answered
+    UNKNOWN_TOPIC_OR_PARTITION (DeleteTopics: Kafka tells a describer what does not exist)."""
 
 
 def _partition_key(entry: Any) -> object:
@@ -98,6 +104,7 @@ RULES: dict[ApiKey, EntryRule] = {
         _name,
         _name,
         lambda e, error: CreatableTopicResult(e.name, error.code, error.message),
+        on_cluster=True,
     ),
     ApiKey.DELETE_TOPICS: EntryRule(
         "topics",
@@ -105,6 +112,8 @@ RULES: dict[ApiKey, EntryRule] = {
         _name,
         _name,
         lambda e, error: TopicResult(e, error.code, error.message),
+        on_cluster=True,
+        tells_missing=True,
     ),
     ApiKey.CREATE_PARTITIONS: EntryRule(
         "topics",
@@ -133,8 +142,16 @@ RULES: dict[ApiKey, EntryRule] = {
 class ApiAuthorization:
     """Runs a request's handler on the entries its principal may touch."""
 
-    def __init__(self, authorizer: Authorizer) -> None:
+    def __init__(
+        self,
+        authorizer: Authorizer,
+        auto_creates_topics: bool = True,
+        topic_exists: Callable[[str], bool] = lambda _topic: True,
+    ) -> None:
         self.authorizer = authorizer
+        self.auto_creates_topics = auto_creates_topics
+        """``auto.create.topics.enable``: whether Metadata may create what it names."""
+        self.topic_exists = topic_exists
 
     async def handle(
         self, api_key: ApiKey, handler: Handler, request: Any, context: RequestContext
@@ -159,7 +176,7 @@ class ApiAuthorization:
         authorizer = self.authorizer
         if authorizer.may(
             context, AclOperation.IDEMPOTENT_WRITE, "", ResourceType.CLUSTER
-        ) or authorizer.may_on_some_topic(context, AclOperation.WRITE):
+        ) or authorizer.may_on_some(context, AclOperation.WRITE, ResourceType.TOPIC):
             return
         denial = authorizer.cluster_denial(context, AclOperation.IDEMPOTENT_WRITE)
         if denial is not None:  # audit-logged
@@ -167,11 +184,19 @@ class ApiAuthorization:
 
     def _denial(self, context: RequestContext, rule: EntryRule, entry: Any) -> KafkaError | None:
         topic = rule.topic(entry)
-        if rule.operation == AclOperation.CREATE and self.authorizer.may(
-            context, AclOperation.CREATE, topic, ResourceType.CLUSTER
+        if rule.on_cluster and self.authorizer.may(
+            context, rule.operation, topic, ResourceType.CLUSTER
         ):
-            return None  # Create on the cluster allows creating any topic, as in Kafka
-        return self.authorizer.topic_denial(context, rule.operation, topic)
+            return None  # Create (Delete) on the cluster: any topic, as in Kafka
+        denial = self.authorizer.topic_denial(context, rule.operation, topic)
+        if (
+            denial is not None
+            and rule.tells_missing
+            and not self.topic_exists(topic)
+            and self.authorizer.may(context, AclOperation.DESCRIBE, topic)
+        ):
+            return UnknownTopicOrPartitionError(f"topic {topic} does not exist")
+        return denial
 
     async def _by_entry(
         self,
@@ -206,6 +231,9 @@ class ApiAuthorization:
     async def _metadata(
         self, handler: Handler, request: MetadataRequest, context: RequestContext
     ) -> MetadataResponse:
+        """Kafka's ``handleTopicMetadataRequest`` rules: a topic named without Describe is
+        refused (its existence not looked at); with Describe but without Create (on the
+        cluster or the topic), a missing topic the broker would auto-create is refused too."""
         may = self.authorizer.may
         if request.topics is None:
             response = await handler(request, context)
@@ -218,13 +246,21 @@ class ApiAuthorization:
             for name in request.topics
         }
         allowed = tuple(name for name in request.topics if denials[name] is None)
-        auto_create = request.allow_auto_topic_creation and all(
-            may(context, AclOperation.CREATE, name, ResourceType.CLUSTER)
-            or may(context, AclOperation.CREATE, name)
-            for name in allowed
-        )
-        response = await handler(MetadataRequest(allowed, auto_create), context)
+        auto_create = request.allow_auto_topic_creation and self.auto_creates_topics
+        creatable = allowed
+        if auto_create and not may(context, AclOperation.CREATE, "", ResourceType.CLUSTER):
+            creatable = tuple(n for n in allowed if may(context, AclOperation.CREATE, n))
+        response = await handler(MetadataRequest(creatable, auto_create), context)
         found = {topic.name: topic for topic in response.topics}
+        uncreatable = tuple(name for name in allowed if name not in found)
+        if uncreatable:
+            looked_up = await handler(MetadataRequest(uncreatable, False), context)
+            for topic in looked_up.topics:
+                if topic.error == UnknownTopicOrPartitionError.code:
+                    denials[topic.name] = self.authorizer.topic_denial(
+                        context, AclOperation.CREATE, topic.name
+                    )
+                found[topic.name] = topic
         topics = tuple(
             found[name]
             if denials[name] is None

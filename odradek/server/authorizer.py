@@ -26,6 +26,7 @@ from odradek.errors import (
 from odradek.security.acl import (
     CLUSTER_NAME,
     IMPLIED_BY,
+    SUPPORTED_OPERATIONS,
     WILDCARD,
     WILDCARD_PRINCIPAL,
     AclOperation,
@@ -144,33 +145,70 @@ class Authorizer:
     ) -> KafkaError | None:
         return self.denial(context, operation, ResourceType.CLUSTER, CLUSTER_NAME)
 
-    def may_on_some_topic(self, context: RequestContext, operation: AclOperation) -> bool:
-        """Whether some ACL allows ``operation`` on some topic to the context's principal
-        (Kafka's authorizeByResourceType, as InitProducerId asks with Write): an allowing
-        binding that no DENY of the operation on every topic overrides."""
+    def authorized_operations(
+        self, context: RequestContext, resource_type: ResourceType, name: str
+    ) -> int:
+        """The bit field (bit n: operation code n) of the operations the request's principal
+        may do on the resource (Kafka's ``AuthHelper.authorizedOperations``); all of the
+        resource type's without an authorizer."""
+        if resource_type == ResourceType.CLUSTER:
+            name = CLUSTER_NAME
+        return sum(
+            1 << operation
+            for operation in SUPPORTED_OPERATIONS[resource_type]
+            if self.may(context, operation, name, resource_type)
+        )
+
+    def may_on_some(
+        self, context: RequestContext, operation: AclOperation, resource_type: ResourceType
+    ) -> bool:
+        """Whether the principal may do ``operation`` on some resource of the type (Kafka's
+        ``Authorizer.authorizeByResourceType``, which InitProducerId asks with Write on
+        topics). As Kafka's: allowed if it may on a resource named ``hardcode`` (a super
+        user; or no ACL found, where allowed); else denied by a LITERAL ``*`` DENY; else
+        allowed by a LITERAL ``*`` ALLOW, or by a LITERAL ALLOW no LITERAL DENY of the same
+        name and no PREFIXED DENY of a prefix of it overrides, or by a PREFIXED ALLOW no
+        PREFIXED DENY of a prefix of it overrides. Silent: nothing is audit-logged."""
         session = context.session
-        if not self.enabled or session is None or str(session.principal) in self._super_users:
+        if not self.enabled or session is None:
+            return True
+        if self.authorize(session.principal, session.host, operation, resource_type, "hardcode"):
             return True
         principals = (str(session.principal), WILDCARD_PRINCIPAL)
-        allowing = {operation, AclOperation.ALL}
-        allowed = False
+        denied: dict[PatternType, set[str]] = {
+            PatternType.LITERAL: set(),
+            PatternType.PREFIXED: set(),
+        }
+        allowed: dict[PatternType, set[str]] = {
+            PatternType.LITERAL: set(),
+            PatternType.PREFIXED: set(),
+        }
         for binding in self.acls.bindings():
-            if binding.resource_type != ResourceType.TOPIC:
+            if binding.resource_type != resource_type:
                 continue
-            if binding.principal not in principals or binding.host not in (
-                session.host,
-                WILDCARD,
-            ):
+            if binding.host not in (session.host, WILDCARD) or binding.principal not in principals:
                 continue
-            if binding.operation not in allowing:
+            if binding.operation not in (operation, AclOperation.ALL):
                 continue
-            if binding.permission == PermissionType.DENY and (
-                binding.pattern_type == PatternType.LITERAL and binding.resource_name == WILDCARD
-            ):
-                return False
-            if binding.permission == PermissionType.ALLOW:
-                allowed = True
-        return allowed
+            if binding.permission == PermissionType.DENY:
+                if (
+                    binding.pattern_type == PatternType.LITERAL
+                    and binding.resource_name == WILDCARD
+                ):
+                    return False
+                denied[binding.pattern_type].add(binding.resource_name)
+            elif binding.permission == PermissionType.ALLOW:
+                allowed[binding.pattern_type].add(binding.resource_name)
+        if WILDCARD in allowed[PatternType.LITERAL]:
+            return True
+        for pattern, names in allowed.items():
+            for name in names:
+                if pattern == PatternType.LITERAL and name in denied[PatternType.LITERAL]:
+                    continue
+                prefixes = (name[:end] for end in range(1, len(name) + 1))
+                if not any(prefix in denied[PatternType.PREFIXED] for prefix in prefixes):
+                    return True
+        return False
 
     def may(
         self,

@@ -151,6 +151,8 @@ class Broker:
         self._metrics_server: WSGIServer | None = None
         self.port = 0
         self.listener_ports: dict[str, int] = {}
+        self.served_api_keys: dict[str, frozenset[int]] = {}
+        """The API keys each protocol's router answers ("kafka", "msgpack"), once started."""
         """The port each listener is bound to, by listener name."""
         self.metrics_port = 0
 
@@ -178,7 +180,12 @@ class Broker:
         self._lag_monitor.start()
         self.group_coordinator.startup()
         self.quotas.start()
-        await self._socket_server.start_serving(*self._handlers())
+        apis, kafka_handler = self._handlers()
+        self.served_api_keys = {
+            "kafka": kafka_handler.served_api_keys,
+            "msgpack": apis.served_api_keys,
+        }
+        await self._socket_server.start_serving(apis, kafka_handler)
         logger.info(
             "broker %d serving on %s (metrics on %s:%d)",
             self.config.broker_id,

@@ -57,7 +57,11 @@ class KafkaApis:
     ) -> None:
         self._metrics = metrics
         self._quotas = quotas
-        self._authorization = ApiAuthorization(authorizer or Authorizer())
+        self._authorization = ApiAuthorization(
+            authorizer or Authorizer(),
+            admin_manager.auto_creates_topics,
+            admin_manager.topic_exists,
+        )
         self._api_versions = api_versions
         self.replicas = replica_manager
         """What ``answers_at_once`` lets a protocol call directly."""
@@ -109,6 +113,11 @@ class KafkaApis:
             ApiKey.SASL_HANDSHAKE: self._sasl_handshake,
             ApiKey.SASL_AUTHENTICATE: self._sasl_authenticate,
         }
+
+    @property
+    def served_api_keys(self) -> frozenset[int]:
+        """The API keys this router answers (odradek's protocol)."""
+        return frozenset(self._handlers)
 
     def _restrictions_changed(self) -> None:
         quotas = self._quotas

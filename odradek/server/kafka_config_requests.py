@@ -17,12 +17,15 @@ from odradek.protocol.configs import (
     DescribeConfigsRequest,
 )
 from odradek.protocol.kafka import api_versions as apis
+from odradek.security.acl import AclOperation
 from odradek.server.authorizer import Authorizer
 from odradek.server.kafka_request import CallApis, KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext
 
 INVALID_REQUEST = InvalidRequestError.code
-TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE = 2, 4, 32
+TOPIC_RESOURCE, BROKER_RESOURCE, BROKER_LOGGER_RESOURCE, GROUP_RESOURCE = 2, 4, 8, 32
+CLUSTER_RESOURCES = frozenset({BROKER_RESOURCE, BROKER_LOGGER_RESOURCE})
+"""Config resources Kafka authorizes on the cluster."""
 CONFIG_SOURCE_CODES = {"DYNAMIC_TOPIC_CONFIG": 1, "STATIC_BROKER_CONFIG": 4, "DEFAULT_CONFIG": 5}
 """Kafka's ``ConfigSource`` numbers by name."""
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -74,7 +77,7 @@ class KafkaConfigRequests:
                 )
                 continue
             if kind != TOPIC_RESOURCE:
-                results.append(_unsupported_resource(resource))
+                results.append(self._not_described(resource, context))
                 continue
             response = await self._call(context, DescribeConfigsRequest((name,)))
             topic = response.topics[0]
@@ -138,7 +141,7 @@ class KafkaConfigRequests:
         responses = []
         for resource in body["resources"]:
             if resource["resource_type"] != TOPIC_RESOURCE:
-                responses.append(_unsupported_resource(resource, altering=True))
+                responses.append(self._not_altered(resource, context))
                 continue
             name = resource["resource_name"]
             given = {c["name"]: c["value"] for c in resource["configs"]}
@@ -160,7 +163,7 @@ class KafkaConfigRequests:
         responses = []
         for resource in body["resources"]:
             if resource["resource_type"] != TOPIC_RESOURCE:
-                responses.append(_unsupported_resource(resource, altering=True))
+                responses.append(self._not_altered(resource, context))
                 continue
             name = resource["resource_name"]
             described = await self._call(context, DescribeConfigsRequest((name,)))
@@ -195,6 +198,35 @@ class KafkaConfigRequests:
                 continue
             responses.append(await self._alter(context, resource, changes, body["validate_only"]))
         return {"responses": responses}
+
+    def _not_altered(self, resource: dict[str, Any], context: RequestContext) -> dict[str, Any]:
+        """A resource other than a topic: a broker's (or its loggers') settings are refused
+        without AlterConfigs on the cluster, as Kafka refuses them, before anything else."""
+        return self._unsupported(resource, context, AclOperation.ALTER_CONFIGS, altering=True)
+
+    def _not_described(self, resource: dict[str, Any], context: RequestContext) -> dict[str, Any]:
+        """A resource served neither as a topic nor as this broker (its loggers): refused
+        without DescribeConfigs on the cluster first, as Kafka refuses it."""
+        return self._unsupported(resource, context, AclOperation.DESCRIBE_CONFIGS)
+
+    def _unsupported(
+        self,
+        resource: dict[str, Any],
+        context: RequestContext,
+        operation: AclOperation,
+        altering: bool = False,
+    ) -> dict[str, Any]:
+        if resource["resource_type"] in CLUSTER_RESOURCES:
+            denial = self._authorizer.cluster_denial(context, operation)
+            if denial is not None:
+                return {
+                    "error_code": denial.code,
+                    "error_message": denial.message,
+                    "resource_type": resource["resource_type"],
+                    "resource_name": resource["resource_name"],
+                    "configs": [],
+                }
+        return _unsupported_resource(resource, altering)
 
     async def _alter(
         self,

@@ -22,7 +22,7 @@ from typing import Any
 
 from odradek.errors import CoordinatorNotAvailableError, InvalidRequestError, KafkaError
 from odradek.protocol.kafka import api_versions as apis
-from odradek.security.acl import AclOperation
+from odradek.security.acl import AUTHORIZED_OPERATIONS_OMITTED, AclOperation, ResourceType
 from odradek.server.authorizer import Authorizer
 from odradek.server.group.coordinator_log import CoordinatorLog
 from odradek.server.group.coordinator_results import (
@@ -43,9 +43,6 @@ FIRST_BATCHED_LEAVE = 3  # LeaveGroup v3+: members[]
 FIRST_OFFSET_FETCH_GROUP_ERROR = 2  # OffsetFetch v2+: a top-level error_code
 FIRST_OFFSET_FETCH_GROUPS = 8  # OffsetFetch v8+: groups[]
 FIRST_NULLABLE_PROTOCOL_NAME = 7  # JoinGroup v7+
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-# READ (3), DELETE (6), DESCRIBE (8): what anyone may do to a group on a broker without ACLs.
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 READ, DESCRIBE, DELETE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE
 
 
@@ -413,18 +410,19 @@ class KafkaGroupRequests:
 
     async def _describe_groups(self, request: KafkaRequest, context: RequestContext) -> dict:
         body = request.body
-        operations = (
-            GROUP_OPERATIONS
-            if body.get("include_authorized_operations")
-            else AUTHORIZED_OPERATIONS_OMITTED
-        )
+        with_operations = body.get("include_authorized_operations", False)
         groups = []
         for group_id in body["groups"]:
             denial = self._authorization.group_denial(context, DESCRIBE, group_id)
             if denial is not None:
-                groups.append(_refused_group(group_id, denial, operations))
+                groups.append(_refused_group(group_id, denial))
                 continue
             group = self._coordinator.describe_group(group_id)
+            operations = AUTHORIZED_OPERATIONS_OMITTED
+            if with_operations and not group.error.error_code:
+                operations = self._authorization.authorizer.authorized_operations(
+                    context, ResourceType.GROUP, group_id
+                )
             groups.append(
                 {
                     "error_code": group.error.error_code,
@@ -507,7 +505,7 @@ def _merge_refused(
     ]
 
 
-def _refused_group(group_id: str, denial: KafkaError, operations: int) -> dict[str, Any]:
+def _refused_group(group_id: str, denial: KafkaError) -> dict[str, Any]:
     return {
         "error_code": denial.code,
         "group_id": group_id,
@@ -515,7 +513,7 @@ def _refused_group(group_id: str, denial: KafkaError, operations: int) -> dict[s
         "protocol_type": "",
         "protocol_data": "",
         "members": [],
-        "authorized_operations": operations,
+        "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
     }
 
 

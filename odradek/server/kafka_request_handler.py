@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
@@ -32,6 +33,7 @@ from odradek.errors import (
     RebootstrapRequiredError,
     TopicAuthorizationFailedError,
     UnknownLeaderEpochError,
+    UnknownTopicIdError,
     UnsupportedVersionError,
 )
 from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
@@ -54,6 +56,7 @@ from odradek.protocol.kafka.fetch_request import (
     write_nothing_new,
 )
 from odradek.protocol.kafka.message_codec import (
+    ZERO_UUID,
     Payload,
     decode,
     encode_parts,
@@ -81,6 +84,7 @@ from odradek.protocol.produce import (
     ProduceRequest,
 )
 from odradek.protocol.schema import Message
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.admin_manager import AdminManager
 from odradek.server.authorizer import Authorizer
 from odradek.server.kafka_acl_requests import KafkaAclRequests
@@ -148,7 +152,7 @@ class KafkaRequestHandler:
         self._handlers: dict[int, KafkaHandler] = {
             **(security.handlers() if security is not None else {}),
             **KafkaAclRequests(self._authorizer, executor).handlers(),
-            **KafkaTopicRequests(self._call, topic_ids).handlers(),
+            **KafkaTopicRequests(self._call, topic_ids, self._authorizer).handlers(),
             **KafkaConfigRequests(self._call, broker_config, node_id, self._authorizer).handlers(),
             **(group_requests.handlers() if group_requests is not None else {}),
             **(partition_admin.handlers() if partition_admin is not None else {}),
@@ -167,6 +171,11 @@ class KafkaRequestHandler:
             apis.INIT_PRODUCER_ID: self._init_producer_id,
             apis.OFFSET_FOR_LEADER_EPOCH: self._offset_for_leader_epoch,
         }
+
+    @property
+    def served_api_keys(self) -> frozenset[int]:
+        """The API keys this router answers (Kafka's protocol)."""
+        return frozenset(self._handlers)
 
     # --- decoding ----------------------------------------------------------------------------
 
@@ -363,22 +372,45 @@ class KafkaRequestHandler:
         return {"node_id": self._node_id, "broker_id": self._node_id, "host": host, "port": port}
 
     async def _metadata(self, request: KafkaRequest, context: RequestContext) -> dict:
+        """Kafka's answer, authorized by KafkaApis; a topic asked for by id (v12) is named
+        only to a principal that may describe it (else TOPIC_AUTHORIZATION_FAILED with a null
+        name: the id is not secret, the name is), an unknown id is UNKNOWN_TOPIC_ID."""
         body = request.body
         topics = body["topics"]
         if request.api_version == 0 and not topics:
             topics = None
         names = None
+        asked_by_id: dict[str, uuid.UUID] = {}
+        unknown_ids: list[uuid.UUID] = []
         if topics is not None:
-            names = tuple(
-                topic["name"] or self._topic_ids.name_of(topic.get("topic_id")) or ""
-                for topic in topics
-            )
+            names = []
+            for topic in topics:
+                topic_id = topic.get("topic_id")
+                if topic["name"] is None and topic_id not in (None, ZERO_UUID):
+                    name = await self._topic_ids.resolve(topic_id)
+                    if name is None:
+                        unknown_ids.append(topic_id)
+                        continue
+                    asked_by_id[name] = topic_id
+                    names.append(name)
+                else:
+                    names.append(topic["name"] or "")
+            names = tuple(names)
         auto_create = body.get("allow_auto_topic_creation", True)
         response = await self._call(context, MetadataRequest(names, auto_create))
         await self._topic_ids.ensure(
             {t.name: len(t.partitions) for t in response.topics if not t.error}
         )
-        topic_entries = []
+        topic_entries: list[dict[str, Any]] = [
+            {
+                "error_code": UnknownTopicIdError.code,
+                "name": None,
+                "topic_id": topic_id,
+                "partitions": [],
+            }
+            for topic_id in unknown_ids
+        ]
+        with_operations = body.get("include_topic_authorized_operations", False)
         for topic in response.topics:
             partitions = [
                 {
@@ -391,27 +423,47 @@ class KafkaRequestHandler:
                 }
                 for p in topic.partitions
             ]
-            topic_entries.append(
-                {
-                    "error_code": topic.error,
-                    "name": topic.name,
-                    "topic_id": self._topic_ids.get(topic.name) if not topic.error else None,
-                    "partitions": partitions,
-                }
-            )
-        return {
+            entry = {
+                "error_code": topic.error,
+                "name": topic.name,
+                "topic_id": self._topic_ids.get(topic.name) if not topic.error else None,
+                "partitions": partitions,
+            }
+            if topic.error == TOPIC_AUTHORIZATION_FAILED:
+                if topic.name in asked_by_id:
+                    entry.update(name=None, topic_id=asked_by_id[topic.name])
+            elif with_operations:
+                entry["topic_authorized_operations"] = self._authorizer.authorized_operations(
+                    context, ResourceType.TOPIC, topic.name
+                )
+            topic_entries.append(entry)
+        answer = {
             "brokers": [self._broker(context)],
             "cluster_id": response.cluster_id,
             "controller_id": self._node_id,
             "topics": topic_entries,
         }
+        if body.get("include_cluster_authorized_operations", False):  # v8-10
+            answer["cluster_authorized_operations"] = self._cluster_operations(context)
+        return answer
+
+    def _cluster_operations(self, context: RequestContext) -> int:
+        """What the principal may do on the cluster, as a bit field: 0 without Describe."""
+        if not self._authorizer.may(context, AclOperation.DESCRIBE, "", ResourceType.CLUSTER):
+            return 0
+        return self._authorizer.authorized_operations(context, ResourceType.CLUSTER, "")
 
     async def _describe_cluster(self, request: KafkaRequest, context: RequestContext) -> dict:
-        return {
+        """Answered to anyone; the cluster's authorized operations (when asked) are the
+        principal's, 0 without Describe on the cluster, as Kafka answers."""
+        answer = {
             "cluster_id": self._admin.cluster_id,
             "controller_id": self._node_id,
             "brokers": [self._broker(context)],
         }
+        if request.body.get("include_cluster_authorized_operations", False):
+            answer["cluster_authorized_operations"] = self._cluster_operations(context)
+        return answer
 
     # --- InitProducerId, OffsetForLeaderEpoch -------------------------------------------------
 
@@ -436,20 +488,34 @@ class KafkaRequestHandler:
         }
 
     async def _offset_for_leader_epoch(
-        self, request: KafkaRequest, _context: RequestContext
+        self, request: KafkaRequest, context: RequestContext
     ) -> dict:
         """Where each asked epoch ends (Kafka's ``lastOffsetForLeaderEpoch``): the log end
-        for the current epoch, the start of the next epoch for an older one."""
+        for the current epoch, the start of the next epoch for an older one. A topic needs
+        Describe (or the cluster ClusterAction, as a follower has), else its partitions are
+        answered TOPIC_AUTHORIZATION_FAILED and nothing else."""
+        topics = request.body["topics"]
+        denials: dict[str, KafkaError] = {}
+        authorizer = self._authorizer
+        if authorizer.enabled and not authorizer.may(
+            context, AclOperation.CLUSTER_ACTION, "", ResourceType.CLUSTER
+        ):
+            for name in dict.fromkeys(topic["topic"] for topic in topics):
+                denial = authorizer.topic_denial(context, AclOperation.DESCRIBE, name)
+                if denial is not None:
+                    denials[name] = denial
         return {
             "topics": [
                 {
                     "topic": topic["topic"],
                     "partitions": [
-                        self._epoch_end_offset(topic["topic"], partition)
-                        for partition in topic["partitions"]
+                        {"partition": p["partition"], "error_code": denials[topic["topic"]].code}
+                        if topic["topic"] in denials
+                        else self._epoch_end_offset(topic["topic"], p)
+                        for p in topic["partitions"]
                     ],
                 }
-                for topic in request.body["topics"]
+                for topic in topics
             ]
         }
 
@@ -514,6 +580,15 @@ class KafkaRequestHandler:
             # Sessions are answered as sessionless (id 0); an incremental fetch in a session
             # this broker never created gets Kafka's error, and the client starts over.
             return KafkaFetchResponse((), FETCH_SESSION_ID_NOT_FOUND)
+        if body.replica_id >= 0 and self._authorizer.enabled:
+            # A follower's fetch (Kafka's isFromFollower) needs ClusterAction on the cluster.
+            denial = self._authorizer.cluster_denial(context, AclOperation.CLUSTER_ACTION)
+            if denial is not None:
+                refused = [
+                    FetchPartitionResponse(p.topic, p.partition, TOPIC_AUTHORIZATION_FAILED)
+                    for p in body.fetch.partitions
+                ]
+                return KafkaFetchResponse(refused, 0)
         response = await self._apis.handle(context, body.fetch, count_quotas=False)
         partitions = response.partitions
         for p in partitions:

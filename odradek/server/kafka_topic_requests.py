@@ -3,9 +3,15 @@ answered through AdminManager's handlers (via KafkaApis), with the topics' ids."
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
-from odradek.errors import InvalidReplicationFactorError, InvalidRequestError
+from odradek.errors import (
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    TopicAuthorizationFailedError,
+    UnknownTopicIdError,
+)
 from odradek.protocol.configs import DescribeConfigsRequest
 from odradek.protocol.kafka import api_versions as apis
 from odradek.protocol.topics import (
@@ -15,6 +21,8 @@ from odradek.protocol.topics import (
     CreateTopicsRequest,
     DeleteTopicsRequest,
 )
+from odradek.security.acl import AclOperation
+from odradek.server.authorizer import Authorizer
 from odradek.server.kafka_config_requests import CONFIG_SOURCE_CODES
 from odradek.server.kafka_request import CallApis, KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext
@@ -27,9 +35,10 @@ INVALID_REPLICATION_FACTOR = InvalidReplicationFactorError.code
 class KafkaTopicRequests:
     """The topic administration APIs of Kafka's protocol."""
 
-    def __init__(self, call: CallApis, topic_ids: TopicIds) -> None:
+    def __init__(self, call: CallApis, topic_ids: TopicIds, authorizer: Authorizer) -> None:
         self._call = call
         self._topic_ids = topic_ids
+        self._authorizer = authorizer
 
     def handlers(self) -> dict[int, KafkaHandler]:
         return {
@@ -93,6 +102,14 @@ class KafkaTopicRequests:
                         # without error (it fails on null); a failed topic has none.
                         "configs": None if found.error else configs_of.get(found.name, []),
                     }
+                    if not found.error and not body["validate_only"]:
+                        if found.name not in configs_of:  # no DescribeConfigs: Kafka's answer
+                            results[index].update(
+                                num_partitions=-1,
+                                replication_factor=-1,
+                                configs=[],
+                                topic_config_error_code=TopicAuthorizationFailedError.code,
+                            )
         return {"topics": results}
 
     async def _configs(
@@ -118,13 +135,22 @@ class KafkaTopicRequests:
         }
 
     async def _delete_topics(self, request: KafkaRequest, context: RequestContext) -> dict:
+        """By name, or (v6+) by id: an unknown id is UNKNOWN_TOPIC_ID, and a topic asked for
+        by id that the principal may not delete is named only if it may describe it (the id
+        is not secret, the name is), as Kafka answers."""
         body = request.body
+        unknown_ids: list[uuid.UUID] = []
+        asked_by_id: set[str] = set()
         if request.api_version >= 6:
             names = []
             for topic in body["topics"]:
                 name = topic["name"]
                 if name is None:
-                    name = self._topic_ids.name_of(topic["topic_id"]) or ""
+                    name = await self._topic_ids.resolve(topic["topic_id"])
+                    if name is None:
+                        unknown_ids.append(topic["topic_id"])
+                        continue
+                    asked_by_id.add(name)
                 names.append(name)
         else:
             names = list(body["topic_names"])
@@ -133,10 +159,20 @@ class KafkaTopicRequests:
         for result in response.topics:
             if not result.error:
                 self._topic_ids.forget(result.name)
+        unknown = UnknownTopicIdError("no topic has this id")
         return {
             "responses": [
                 {
-                    "name": r.name,
+                    "name": None,
+                    "topic_id": topic_id,
+                    "error_code": unknown.code,
+                    "error_message": unknown.message,
+                }
+                for topic_id in unknown_ids
+            ]
+            + [
+                {
+                    "name": None if self._name_hidden(context, r, asked_by_id) else r.name,
                     "topic_id": ids.get(r.name),
                     "error_code": r.error,
                     "error_message": r.message,
@@ -144,6 +180,14 @@ class KafkaTopicRequests:
                 for r in response.topics
             ]
         }
+
+    def _name_hidden(self, context: RequestContext, result: Any, asked_by_id: set[str]) -> bool:
+        """Whether a topic asked for by id was refused to a principal that may not see it."""
+        return (
+            result.name in asked_by_id
+            and result.error == TopicAuthorizationFailedError.code
+            and not self._authorizer.may(context, AclOperation.DESCRIBE, result.name)
+        )
 
     async def _create_partitions(self, request: KafkaRequest, context: RequestContext) -> dict:
         body = request.body

@@ -38,6 +38,16 @@ class TopicIds:
     def name_of(self, topic_id: uuid.UUID | None) -> str | None:
         return self._names.get(topic_id)
 
+    async def resolve(self, topic_id: uuid.UUID | None) -> str | None:
+        """The name of the topic with ``topic_id``, loading the ids of topics not asked
+        about yet when it is not known (None: no such topic)."""
+        name = self._names.get(topic_id)
+        if name is None and topic_id is not None:
+            unknown = [topic for topic in self._log_manager.topics() if topic not in self._ids]
+            await self.ensure(dict.fromkeys(unknown))
+            name = self._names.get(topic_id)
+        return name
+
     def forget(self, topic: str) -> None:
         self._names.pop(self._ids.pop(topic, None), None)
         self._partition_counts.pop(topic, None)

@@ -5,8 +5,9 @@ checks that both agree on every served version, on valid and on hostile bytes), 
 dict per field: a consumer's fetch that finds nothing new is most of a broker's requests, and
 reading and writing it through the schema cost about half of its CPU. A request is read
 straight into the FetchRequest the broker's handlers take (no second object tree); fields the
-broker does not act on (replica id, leader epochs, forgotten topics, rack id, cluster id) are
-checked like the schema codec checks them and dropped.
+broker does not act on (leader epochs, forgotten topics, rack id, cluster id) are checked like
+the schema codec checks them and dropped; the replica id is kept for authorization (a
+follower's fetch needs ClusterAction).
 """
 
 from __future__ import annotations
@@ -32,16 +33,18 @@ CLUSTER_ID_TAG = 0
 class KafkaFetchRequest(NamedTuple):
     """What the broker acts on in a Fetch request: ``fetch``, the request its handlers take
     (a negative wait, size or partition size read as 0: a client's nonsense asks for nothing),
-    and what only Kafka's protocol has (its isolation level, as on the wire, and the fetch
-    session)."""
+    and what only Kafka's protocol has (its isolation level, as on the wire, the fetch
+    session, and who fetches: -1 a consumer, a broker id a follower)."""
 
     fetch: FetchRequest
     isolation_level: int
     session_id: int
     session_epoch: int
+    replica_id: int = -1
 
 
 def _fetch_request(
+    replica_id: int,
     max_wait: int,
     min_bytes: int,
     max_bytes: int,
@@ -58,7 +61,7 @@ def _fetch_request(
         max_bytes if max_bytes > 0 else 0,
         IsolationLevel.HIGH_WATERMARK,  # read_committed reads alike: no transactions yet
     )
-    return KafkaFetchRequest(fetch, isolation_level, session_id, session_epoch)
+    return KafkaFetchRequest(fetch, isolation_level, session_id, session_epoch, replica_id)
 
 
 _FIXED_V4 = struct.Struct(">iiiib")  # replica_id, max_wait, min_bytes, max_bytes, isolation
@@ -107,7 +110,9 @@ def _read_usual(data: memoryview, position: int, version: int) -> KafkaFetchRequ
     no forgotten topics. Anything else (including a field cut short, which ``unpack_from``
     or indexing raises for) is left to the checked reader."""
     flexible = version >= FIRST_FLEXIBLE_VERSION
-    _, max_wait, min_bytes, max_bytes, isolation_level = _FIXED_V4.unpack_from(data, position)
+    replica_id, max_wait, min_bytes, max_bytes, isolation_level = _FIXED_V4.unpack_from(
+        data, position
+    )
     position += _FIXED_V4.size
     session_id, session_epoch = 0, -1
     if version >= 7:
@@ -170,7 +175,14 @@ def _read_usual(data: memoryview, position: int, version: int) -> KafkaFetchRequ
             if size:
                 str(data[position:end], "utf-8")  # (checked as the schema codec does)
     return _fetch_request(
-        max_wait, min_bytes, max_bytes, isolation_level, session_id, session_epoch, partitions
+        replica_id,
+        max_wait,
+        min_bytes,
+        max_bytes,
+        isolation_level,
+        session_id,
+        session_epoch,
+        partitions,
     )
 
 
@@ -181,7 +193,9 @@ def _read_checked(frame: memoryview, offset: int, version: int) -> KafkaFetchReq
     flexible = version >= FIRST_FLEXIBLE_VERSION
     start = reader.position
     reader.skip(_FIXED_V4.size, "fetch request fixed fields")
-    _, max_wait, min_bytes, max_bytes, isolation_level = reader.unpack_all(_FIXED_V4, start)
+    replica_id, max_wait, min_bytes, max_bytes, isolation_level = reader.unpack_all(
+        _FIXED_V4, start
+    )
     session_id, session_epoch = 0, -1
     if version >= 7:
         start = reader.position
@@ -209,7 +223,14 @@ def _read_checked(frame: memoryview, offset: int, version: int) -> KafkaFetchReq
     if flexible:
         _skip_top_level_tagged_fields(reader)
     return _fetch_request(
-        max_wait, min_bytes, max_bytes, isolation_level, session_id, session_epoch, partitions
+        replica_id,
+        max_wait,
+        min_bytes,
+        max_bytes,
+        isolation_level,
+        session_id,
+        session_epoch,
+        partitions,
     )
 
 
