@@ -26,10 +26,10 @@ from odradek.server.authorizer import Authorizer
 from odradek.server.client_quota_request_handlers import ClientQuotaRequestHandlers
 from odradek.server.connection import ConnectionSettings
 from odradek.server.event_loop_lag_monitor import EventLoopLagMonitor
+from odradek.server.group.coordinator_log import CoordinatorLog
 from odradek.server.group.group_coordinator import GroupCoordinator
 from odradek.server.group.group_coordinator_collector import GroupCoordinatorCollector
 from odradek.server.group.group_coordinator_metrics import GroupCoordinatorMetrics
-from odradek.server.group.group_metadata_manager import GroupMetadataManager
 from odradek.server.group_request_handlers import GroupRequestHandlers
 from odradek.server.kafka_apis import KafkaApis
 from odradek.server.kafka_group_requests import KafkaGroupRequests
@@ -109,7 +109,7 @@ class Broker:
             self.log_manager, self._append_executor, self._flush_executor, self._io_executor
         )
         self.producer_ids = ProducerIdManager(self.log_manager.log_dirs, self._io_executor)
-        self.group_metadata_manager = GroupMetadataManager(
+        self.group_coordinator_log = CoordinatorLog(
             config,
             self.log_manager,
             self.replica_manager,
@@ -119,7 +119,7 @@ class Broker:
         )
         self.group_metrics = GroupCoordinatorMetrics(self.metrics.registry)
         self.group_coordinator = GroupCoordinator(
-            config, self.group_metadata_manager, self.log_manager, self.group_metrics, clock
+            config, self.group_coordinator_log, self.log_manager, self.group_metrics, clock
         )
         settings = ConnectionSettings(
             config.socket_request_max_bytes,
@@ -299,7 +299,7 @@ class Broker:
             config.socket_request_max_bytes,
         )
         groups = GroupRequestHandlers(
-            self.group_coordinator, self.group_metadata_manager, broker, self.authorizer
+            self.group_coordinator, self.group_coordinator_log, broker, self.authorizer
         )
         apis = KafkaApis(
             self.replica_manager,
@@ -327,7 +327,7 @@ class Broker:
             self._io_executor,
             KafkaGroupRequests(
                 self.group_coordinator,
-                self.group_metadata_manager,
+                self.group_coordinator_log,
                 config.broker_id,
                 self.endpoint_for,
                 self.authorizer,

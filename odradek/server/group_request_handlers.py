@@ -49,9 +49,9 @@ from odradek.protocol.offset_fetch import (
 from odradek.protocol.sync_group import SyncGroupRequest, SyncGroupResponse
 from odradek.security.acl import AclOperation
 from odradek.server.authorizer import Authorizer
+from odradek.server.group.coordinator_log import CoordinatorLog
 from odradek.server.group.coordinator_results import MemberIdentity, OffsetCommitEntry
 from odradek.server.group.group_coordinator import GroupCoordinator
-from odradek.server.group.group_metadata_manager import GroupMetadataManager
 from odradek.server.group_authorization import GroupAuthorization
 from odradek.server.request_context import RequestContext
 
@@ -72,7 +72,7 @@ class GroupRequestHandlers:
     def __init__(
         self,
         coordinator: GroupCoordinator,
-        manager: GroupMetadataManager,
+        manager: CoordinatorLog,
         broker: BrokerMetadata,
         authorizer: Authorizer | None = None,
     ) -> None:

@@ -24,6 +24,7 @@ from odradek.errors import CoordinatorNotAvailableError, InvalidRequestError, Ka
 from odradek.protocol.kafka import api_versions as apis
 from odradek.security.acl import AUTHORIZED_OPERATIONS_OMITTED, AclOperation, ResourceType
 from odradek.server.authorizer import Authorizer
+from odradek.server.group.coordinator_log import CoordinatorLog
 from odradek.server.group.coordinator_results import (
     ErrorInfo,
     MemberIdentity,
@@ -31,7 +32,6 @@ from odradek.server.group.coordinator_results import (
     PartitionResult,
 )
 from odradek.server.group.group_coordinator import GroupCoordinator
-from odradek.server.group.group_metadata_manager import GroupMetadataManager
 from odradek.server.group_authorization import GroupAuthorization
 from odradek.server.group_request_handlers import TRANSACTIONS_NOT_SERVED, client_host
 from odradek.server.kafka_request import KafkaHandler, KafkaRequest
@@ -52,7 +52,7 @@ class KafkaGroupRequests:
     def __init__(
         self,
         coordinator: GroupCoordinator,
-        manager: GroupMetadataManager,
+        manager: CoordinatorLog,
         node_id: int,
         endpoint: Callable[[RequestContext], tuple[str, int]],
         authorizer: Authorizer | None = None,
