@@ -6,6 +6,7 @@ started again."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import threading
@@ -13,10 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
-from fault_proxy import FaultProxy
 from serve_process import ServeProcess
 
 from odradek.client import Admin, NewTopic
+from odradek.client.event_loop_thread import EventLoopThread
 
 pytestmark = pytest.mark.slow
 
@@ -27,16 +28,51 @@ DOWN_S = 5.0
 MAX_ATTEMPTS_PER_CLIENT = 12
 
 
-class CountingProxy(FaultProxy):
-    """The proxy, counting the connections clients open through it."""
+class CountingProxy:
+    """A TCP proxy to the broker at ``target_port`` (which may change: a restarted broker)
+    that counts the connections clients open through it. A connection the broker ends, by
+    EOF or reset, ends on the client's side too, as a direct one would."""
 
     def __init__(self, target_port: int) -> None:
-        super().__init__(target_port)
+        self.target_port = target_port
         self.accepted = 0
+        self._loop_thread = EventLoopThread(name="counting-proxy")
+        self._server = self._loop_thread.run(
+            asyncio.start_server(self._serve, "127.0.0.1", 0), timeout=10
+        )
+        self.bootstrap = f"127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+    def close(self) -> None:
+        self._server.close()
+        self._loop_thread.run(self._server.wait_closed(), timeout=10)
 
     async def _serve(self, client_reader, client_writer) -> None:
         self.accepted += 1
-        await super()._serve(client_reader, client_writer)
+        try:
+            broker_reader, broker_writer = await asyncio.open_connection(
+                "127.0.0.1", self.target_port
+            )
+        except OSError:
+            client_writer.close()
+            return
+
+        async def pipe(reader, writer) -> None:
+            try:
+                while data := await reader.read(65536):
+                    writer.write(data)
+                    await writer.drain()
+            except OSError:
+                pass
+
+        directions = [
+            asyncio.create_task(pipe(client_reader, broker_writer)),
+            asyncio.create_task(pipe(broker_reader, client_writer)),
+        ]
+        await asyncio.wait(directions, return_when=asyncio.FIRST_COMPLETED)
+        for task in directions:
+            task.cancel()
+        for writer in (client_writer, broker_writer):
+            writer.transport.abort()
 
 
 class Lines:
