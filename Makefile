@@ -28,12 +28,26 @@ $(VENV)/.installed-test: $(VENV)/.installed $(BUILD_FILES) $(NATIVE_SOURCES)
 	$(EDITABLE_INSTALL) '.[test,spark]'
 	touch $@
 
+# The spark extra, unless it is there already (install-test has it): reinstalling would
+# rebuild the C modules in place under whatever runs from .venv.
+$(VENV)/.installed-spark: $(VENV)/.installed $(BUILD_FILES)
+	$(PY) -c "import pyspark, pyarrow" 2>/dev/null || $(EDITABLE_INSTALL) '.[spark]'
+	touch $@
+
 install: $(VENV)/.installed
 
 install-test: $(VENV)/.installed-test
 
 run: install
 	$(VENV)/bin/odradek serve --data-dir $(DATA_DIR) --host 127.0.0.1 --port $(PORT) --metrics-port $(METRICS_PORT)
+
+# The Spark example (examples/README.md) from a fresh clone: installs the spark extra, starts
+# a broker of its own, sends clicks, counts them with Spark, checks the counts (Java 17).
+# SPARK_EXAMPLE_ARGS="--bootstrap 127.0.0.1:9092" runs it against `make run`'s broker instead.
+SPARK_EXAMPLE_ARGS ?=
+.PHONY: spark-example
+spark-example: $(VENV)/.installed-spark
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) examples/spark_example.py $(SPARK_EXAMPLE_ARGS)
 
 # Every test worker imports the whole suite, and many tests start `odradek` in a child process:
 # with bytecode caching off (PYTHONDONTWRITEBYTECODE, as in many containers) each of them compiles

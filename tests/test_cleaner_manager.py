@@ -141,9 +141,12 @@ def test_abort_and_pause_waits_for_the_cleaner_to_let_go(tmp_path: Path) -> None
             target=lambda: (manager.abort_and_pause_cleaning(tp), paused_event.set())
         )
         pauser.start()
-        time.sleep(0.3)
-        assert not paused_event.is_set()
-        assert manager.is_cleaning_aborted(tp) and manager.cleaning_state(tp) == ABORTED
+        deadline = time.monotonic() + 30  # the pauser has marked the run aborted: then it waits
+        while not manager.is_cleaning_aborted(tp):
+            assert time.monotonic() < deadline, "abort_and_pause_cleaning never aborted the run"
+            time.sleep(0.01)
+        assert not paused_event.wait(0.2)  # and keeps waiting while the cleaner holds the log
+        assert manager.cleaning_state(tp) == ABORTED
         manager.done_cleaning(tp, 30)  # the aborted run must not move the checkpoint
         pauser.join(5)
         assert paused_event.is_set()

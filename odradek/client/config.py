@@ -36,6 +36,7 @@ class ClientConfig:
     client_id: str = "odradek-python"
     request_timeout_ms: int = 30000
     reconnect_backoff_ms: int = 50
+    reconnect_backoff_max_ms: int = 1000
     retry_backoff_ms: int = 100
     security_protocol: str = "PLAINTEXT"
     sasl_mechanism: str | None = None
@@ -54,6 +55,7 @@ class ClientConfig:
         self.security()
         _require(self.request_timeout_ms > 0, "request_timeout_ms must be > 0")
         _require(self.reconnect_backoff_ms >= 0, "reconnect_backoff_ms must be >= 0")
+        _require(self.reconnect_backoff_max_ms >= 0, "reconnect_backoff_max_ms must be >= 0")
         _require(self.retry_backoff_ms >= 0, "retry_backoff_ms must be >= 0")
 
     def security(self) -> ClientSecurity:
