@@ -40,6 +40,7 @@ from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY
 from odradek.cleaner.throttler import Throttler
 from odradek.clock import SYSTEM_CLOCK
 from odradek.errors import CorruptRecordError
+from odradek.int_limits import INT32_MAX
 from odradek.record.record_batch import (
     HEADER_SIZE,
     LAST_OFFSET_DELTA_OFFSET,
@@ -52,7 +53,6 @@ from odradek.storage.log_segment import LogSegment
 
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
 _INT32 = struct.Struct(">i")
-INT32_MAX = 2**31 - 1
 
 
 class Cleaner:

@@ -11,6 +11,7 @@ from pathlib import Path
 from odradek.clock import Clock
 from odradek.config.log_config import LogConfig
 from odradek.errors import CorruptIndexError, LogSegmentOffsetOverflowError
+from odradek.int_limits import INT32_MAX
 from odradek.record.batch_header import BatchHeader
 from odradek.record.record_batch import LOG_OVERHEAD, MAGIC
 from odradek.storage import log_file_names as names
@@ -29,8 +30,6 @@ from odradek.storage.time_index import TimeIndex
 from odradek.storage.writeback import MAX_WRITE_BYTES
 
 logger = logging.getLogger(__name__)
-
-INT32_MAX = 2**31 - 1
 
 
 class LogSegment:
