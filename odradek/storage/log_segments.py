@@ -107,10 +107,6 @@ class LogSegments:
         index = bisect_right(bases, offset)
         return by_base[bases[index]] if index < len(bases) else None
 
-    def higher_segments(self, offset: int) -> list[LogSegment]:
-        bases, by_base = self._snapshot
-        return [by_base[base] for base in bases[bisect_right(bases, offset) :]]
-
     def non_active(self) -> list[LogSegment]:
         return self.values()[:-1]
 

@@ -49,10 +49,6 @@ class ProducerStateEntry:
         return self.batches[-1][0] if self.batches else -1
 
     @property
-    def last_data_offset(self) -> int:
-        return self.batches[-1][1] if self.batches else -1
-
-    @property
     def last_offset_delta(self) -> int:
         return self.batches[-1][2] if self.batches else 0
 
