@@ -10,7 +10,7 @@ from log_helpers import append, batch, open_log, read_all
 
 from odradek.clock import MockClock
 from odradek.config.log_config import LogConfig
-from odradek.storage import log as log_module
+from odradek.storage import local_log
 from odradek.storage import log_file_names as names
 from odradek.storage.log import Log
 from odradek.storage.log_segment import LogSegment
@@ -90,7 +90,7 @@ def test_the_swap_is_made_durable_step_by_step(
             deleted = all(not names.log_file(directory, s.base_offset).exists() for s in old[1:])
             synced.append((deleted, final_file.exists() and not swap_file.exists()))
 
-        monkeypatch.setattr(log_module, "fsync_directory", fsync_directory)
+        monkeypatch.setattr(local_log, "fsync_directory", fsync_directory)
         log.replace_segments(swap, old)
         # The old segments' .deleted renames are durable before the .swap suffix goes, and
         # that rename before replace_segments returns (before the next run's .cleaned files).

@@ -11,6 +11,7 @@ from log_helpers import batch, open_log
 
 from odradek.config.log_config import LogConfig
 from odradek.errors import KafkaStorageError
+from odradek.storage import local_log
 from odradek.storage import log as log_module
 from odradek.storage.log import Log
 from odradek.storage.scheduler import Scheduler
@@ -28,7 +29,8 @@ def directory_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
         synced.append(Path(directory))
         original(directory)
 
-    monkeypatch.setattr(log_module, "fsync_directory", recording)
+    monkeypatch.setattr(log_module, "fsync_directory", recording)  # the partition directory's
+    monkeypatch.setattr(local_log, "fsync_directory", recording)  # the segments'
     return synced
 
 
@@ -51,7 +53,7 @@ def test_the_flush_after_a_roll_syncs_the_partition_directory_once(
         synced.append((threading.get_ident(), Path(directory)))
         original(directory)
 
-    monkeypatch.setattr(log_module, "fsync_directory", recording)
+    monkeypatch.setattr(local_log, "fsync_directory", recording)
     with open_log(tmp_path / "t-0", CONFIG) as log:
         log.flush()  # the first flush covers the files loading created
         synced.clear()
@@ -84,7 +86,7 @@ def test_a_flush_waits_for_a_directory_fsync_in_progress(
         log.flush()
         while log.number_of_segments < 2:
             log.append(batch(5, value_size=50))
-        monkeypatch.setattr(log_module, "fsync_directory", slow)
+        monkeypatch.setattr(local_log, "fsync_directory", slow)
         first = threading.Thread(target=log.flush)
         first.start()
         assert started.wait(10)
