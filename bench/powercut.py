@@ -2,7 +2,7 @@
 a minute the power-cut tests reach.
 
 (a) acks=all throughput and p99 latency through the group commit (``GroupCommit`` over a
-    ``Log`` on a real directory, producers as asyncio tasks, fsyncs on a thread pool, as the
+    ``UnifiedLog`` on a real directory, producers as asyncio tasks, fsyncs on a thread pool, as the
     broker runs them), side by side in one run: today (a roll renames a pre-created segment
     file into place; its directory fsync runs in the roll's background task), with the new
     segment's directory fsync inside the group commit's flush after each roll (no pre-created
@@ -38,10 +38,10 @@ from odradek.config.log_config import LogConfig
 from odradek.record.record_batch_builder import build_batch
 from odradek.server.group_commit import GroupCommit
 from odradek.storage.local_log import LocalLog
-from odradek.storage.log import Log
 from odradek.storage.log_manager import LogManager
 from odradek.storage.scheduler import Scheduler
 from odradek.storage.topic_admin import TopicAdmin
+from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,7 +94,7 @@ class FsyncCount:
 
 @contextmanager
 def variant(name: str):
-    """The Log as it runs today, or as it ran before: ``before`` (no directory fsync for
+    """The UnifiedLog as it runs today, or as it ran before: ``before`` (no directory fsync for
     segment files: ``LocalLog.sync_directory`` a no-op; the roll's producer snapshot written with
     a directory fsync of its own, no pre-created file), ``inline`` (the directory fsync of a
     new segment inside the group commit's flush after each roll: no pre-created segment file
@@ -102,18 +102,20 @@ def variant(name: str):
     import odradek.storage.local_log as local_log_module
 
     original_sync = LocalLog.sync_directory
-    original_snapshot = Log._write_roll_snapshot
+    original_snapshot = UnifiedLog._write_roll_snapshot
     original_take = local_log_module.take_precreated_segment_file
     if name == "before":
         LocalLog.sync_directory = lambda self, **options: None  # type: ignore[method-assign]
-        Log._write_roll_snapshot = lambda self, offset, data: self._write_snapshot(offset, data)  # type: ignore[method-assign]
+        UnifiedLog._write_roll_snapshot = lambda self, offset, data: self._write_snapshot(
+            offset, data
+        )  # type: ignore[method-assign]
     elif name == "inline":
         local_log_module.take_precreated_segment_file = lambda directory, offset: False
     try:
         yield
     finally:
         LocalLog.sync_directory = original_sync  # type: ignore[method-assign]
-        Log._write_roll_snapshot = original_snapshot  # type: ignore[method-assign]
+        UnifiedLog._write_roll_snapshot = original_snapshot  # type: ignore[method-assign]
         local_log_module.take_precreated_segment_file = original_take
 
 
@@ -132,7 +134,7 @@ async def acks_all_run(
     scheduler = Scheduler()
     scheduler.startup()
     config = LogConfig(segment_bytes=segment_bytes)
-    log = Log.open(directory / "bench-0", config, scheduler)
+    log = UnifiedLog.open(directory / "bench-0", config, scheduler)
     executor = ThreadPoolExecutor(4, thread_name_prefix=GROUP_COMMIT_THREADS)
     group_commit = GroupCommit(log, executor, lambda end: None)
     latencies: list[float] = []

@@ -33,14 +33,14 @@ from odradek.record.record_batch_builder import build_batch
 from odradek.storage import log_file_names as names
 from odradek.storage import writeback
 from odradek.storage.lazy_index import LazyIndex
-from odradek.storage.log import Log
+from odradek.storage.unified_log import UnifiedLog
 
 
 def _key(n: int) -> bytes:
     return b"key-%03d" % n
 
 
-def _stored_batches(log: Log) -> list:
+def _stored_batches(log: UnifiedLog) -> list:
     return [b for segment in log.segments.values() for _, b in segment.log.batches()]
 
 
@@ -101,7 +101,7 @@ def test_tombstones_are_kept_on_the_first_cleaning(tmp_path: Path) -> None:
         assert final_values(kept) == {b"b": b"4", b"c": b"3"}
 
 
-def _tombstone_then_later_segment(log: Log, gap_ms: int) -> int:
+def _tombstone_then_later_segment(log: UnifiedLog, gap_ms: int) -> int:
     """A cleaned log whose first segment holds a tombstone and whose last clean segment was
     modified ``gap_ms`` after it; returns the tombstone's offset."""
     write(log, [(b"gone", b"x"), (b"gone", None)])

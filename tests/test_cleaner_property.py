@@ -24,7 +24,7 @@ from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY
 from odradek.record.compression import CompressionType
 from odradek.record.record import Record
-from odradek.storage.log import Log
+from odradek.storage.unified_log import UnifiedLog
 
 DAY_MS = 24 * 3_600_000
 OLD_MS = NOW_MS - 3 * DAY_MS
@@ -36,7 +36,7 @@ writes = st.lists(
 )
 
 
-def _segment_times(log: Log, old: list[bool]) -> dict[int, int]:
+def _segment_times(log: UnifiedLog, old: list[bool]) -> dict[int, int]:
     """Set each non-active segment's modification time, old or recent; by base offset."""
     times = {}
     for segment, is_old in zip(log.segments.non_active(), old, strict=False):
@@ -45,7 +45,9 @@ def _segment_times(log: Log, old: list[bool]) -> dict[int, int]:
     return times
 
 
-def _expected_after_horizon(log: Log, kept: list[Record], times: dict[int, int]) -> list[Record]:
+def _expected_after_horizon(
+    log: UnifiedLog, kept: list[Record], times: dict[int, int]
+) -> list[Record]:
     """``kept`` without the tombstones in segments modified at or before the horizon, which
     lies delete.retention.ms before the newest clean segment was last modified."""
     horizon = times[max(times)] - log.config.delete_retention_ms

@@ -1,4 +1,4 @@
-"""Log.replace_segments: the live half of the cleaner's crash-safe swap (design §11)."""
+"""UnifiedLog.replace_segments: the live half of the cleaner's crash-safe swap (design §11)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from odradek.clock import MockClock
 from odradek.config.log_config import LogConfig
 from odradek.storage import local_log
 from odradek.storage import log_file_names as names
-from odradek.storage.log import Log
 from odradek.storage.log_segment import LogSegment
+from odradek.storage.unified_log import UnifiedLog
 
 CONFIG = LogConfig(
     segment_bytes=300,
@@ -23,12 +23,12 @@ CONFIG = LogConfig(
 )
 
 
-def _fill(log: Log, keys: list[bytes]) -> None:
+def _fill(log: UnifiedLog, keys: list[bytes]) -> None:
     for key in keys:
         append(log, batch(1, key=key, values=[key + b"-value"]))
 
 
-def _swap_segment_keeping(log: Log, old: list[LogSegment], keep: set[int]) -> LogSegment:
+def _swap_segment_keeping(log: UnifiedLog, old: list[LogSegment], keep: set[int]) -> LogSegment:
     """A ``.swap`` segment holding the batches of ``old`` whose base offset is in ``keep``."""
     swap = LogSegment.open(
         log.dir, old[0].base_offset, log.config, MockClock(), file_suffix=names.SWAP_FILE_SUFFIX

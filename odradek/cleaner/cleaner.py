@@ -3,7 +3,7 @@
 Two passes. The first maps every key of the dirty section to its latest offset, as far as
 the offset map holds. The second rewrites every segment below the map's end, group by group,
 each group into one ``<base>.log.cleaned`` segment that is flushed and renamed ``.swap``;
-the broker then swaps the ``.swap`` segments into the live log (``Log.replace_segments``).
+the broker then swaps the ``.swap`` segments into the live log (``UnifiedLog.replace_segments``).
 
 Both passes read a segment in chunks of whole batches (segment_chunks.py) and hand each chunk
 to the offset map (offset_map.py), which in its C form walks every uncompressed batch of it

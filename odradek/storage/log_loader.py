@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class LoadedLogOffsets:
-    """What loading found: the offsets the Log starts with and what recovery did."""
+    """What loading found: the offsets the UnifiedLog starts with and what recovery did."""
 
     log_start_offset: int
     recovery_point: int

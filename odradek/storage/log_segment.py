@@ -72,7 +72,7 @@ class LogSegment:
         self.append_state: AppendState | None = None
         """While the segment takes appends: the state that owns what they change (see
         ``lend_append_state``), lent on the first append and taken back before anything else
-        changes the files. Read, never set, outside the segment: the Log's append calls it."""
+        changes the files. Read, never set, outside the segment: UnifiedLog.append calls it."""
         self._closed = False
         self._close_lock = threading.Lock()  # a background flush never meets a half-closed file
 
@@ -297,7 +297,7 @@ class LogSegment:
         records: bytes | bytearray,
         now_ms: int,
     ) -> bool:
-        """``append`` unless the segment must roll first: whether it did (the Log's append).
+        """``append`` unless the segment must roll first: whether it did (the UnifiedLog's append).
 
         The roll check is design §4 step 4, before an append of ``records`` up to offset
         ``largest_offset`` and timestamp ``largest_timestamp`` at ``now_ms``: size

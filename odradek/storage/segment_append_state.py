@@ -12,7 +12,7 @@ back the views it holds on the index maps, so that they can be resized or closed
 ``_segment_append_state.c`` is the same type in C (docs/native.md); this one is its twin,
 used where the C one is not built, and the oracle it is tested against
 (tests/test_segment_append_state.py). Both raise ``ValueError`` for an index entry out of
-order or past a full index: the Log's validation and roll check make those impossible, so
+order or past a full index: the UnifiedLog's validation and roll check make those impossible, so
 they name a broken invariant, not bad input.
 """
 

@@ -1,4 +1,4 @@
-"""Log: one partition's log (Kafka's ``UnifiedLog``; design §1, 4, 6, 7, 9, 10).
+"""UnifiedLog: one partition's log (Kafka's ``UnifiedLog``; design §1, 4, 6, 7, 9, 10).
 
 The offsets clients see (log start offset, high watermark), the producer state, the leader
 epochs, retention decisions, and the append and read entry points the server calls, over the
@@ -60,10 +60,10 @@ path's two per call (LogOffsetMetadata, LogAppendInfo), at half the cost."""
 
 _LOG_END = FetchIsolation.LOG_END
 
-IoErrorHandler = Callable[["Log", OSError], None]
+IoErrorHandler = Callable[["UnifiedLog", OSError], None]
 
 
-class Log:
+class UnifiedLog:
     """A partition's log: append, read, high watermark, flush, retention, truncation."""
 
     def __init__(
@@ -137,7 +137,7 @@ class Log:
         high_watermark: int | None = None,
         had_clean_shutdown: bool = False,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-    ) -> Log:
+    ) -> UnifiedLog:
         """Open the log in ``directory`` (creating it if needed), recovering it as design §8
         says, then its producer state (ProducerStateManager.load).
 
@@ -176,7 +176,7 @@ class Log:
         *,
         clock: Clock = SYSTEM_CLOCK,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-    ) -> Log:
+    ) -> UnifiedLog:
         """A new, empty log in the empty ``directory``: one segment at offset 0 whose indexes
         are created by the first append, so a new partition holds one descriptor (its log
         file) and creating thousands reads nothing back."""
@@ -295,7 +295,7 @@ class Log:
         return self._segments.active_segment
 
     def __repr__(self) -> str:
-        return f"Log({self.topic_partition}, dir={self.dir})"
+        return f"UnifiedLog({self.topic_partition}, dir={self.dir})"
 
     # --- append ------------------------------------------------------------------------------
 
