@@ -32,7 +32,12 @@ from odradek.storage.file_records import TimestampAndOffset
 from odradek.storage.leader_epoch_file_cache import EpochEntry, LeaderEpochFileCache
 from odradek.storage.local_log import LocalLog, SegmentPredicate
 from odradek.storage.log_append_info import LogAppendInfo
-from odradek.storage.log_loader import LoadedLogOffsets, LogLoader
+from odradek.storage.log_loader import (
+    LoadedLogOffsets,
+    LogLoader,
+    load_producer_state,
+    recover_leader_epochs,
+)
 from odradek.storage.log_offset_metadata import UNKNOWN_OFFSET, LogOffsetMetadata
 from odradek.storage.log_segment import LogSegment
 from odradek.storage.log_segments import LogSegments
@@ -158,13 +163,21 @@ class UnifiedLog:
             had_clean_shutdown=had_clean_shutdown,
         ).load()
         producer_state = ProducerStateManager(directory, directory.name, producer_id_expiration_ms)
-        _load_producer_state(
+        load_producer_state(
             producer_state, segments, offsets, recovery_point, had_clean_shutdown, clock
         )
         log = cls(
             directory, config, segments, offsets, scheduler, clock, high_watermark, producer_state
         )
-        log._recover_leader_epochs(None if had_clean_shutdown else recovery_point)
+        try:
+            recover_leader_epochs(
+                log.leader_epoch_cache,
+                segments,
+                log.log_end_offset,
+                None if had_clean_shutdown else recovery_point,
+            )
+        except OSError as error:
+            raise log._local.storage_error("leader epoch recovery", error) from error
         return log
 
     @classmethod
@@ -482,31 +495,6 @@ class UnifiedLog:
             self._scheduler.schedule(
                 f"leader-epoch-checkpoint-{self.topic_partition}", self._flush_leader_epochs
             )
-
-    def _recover_leader_epochs(self, recovery_point: int | None) -> None:
-        """At load: forget epochs starting at or past the log end (a power cut took their
-        records), and after an unclean shutdown (``recovery_point`` given) assign the epochs
-        of the batches above the recovery point again: their assignment was written in the
-        background and may not have lasted (it is written before a recovery-point checkpoint
-        passes it, so below the checkpointed recovery point the file holds it)."""
-        cache = self.leader_epoch_cache
-        end = self.log_end_offset
-        try:
-            cache.truncate_from_end(end)
-            if recovery_point is not None:
-                start = min(recovery_point, end)
-                for segment in self._segments.values_between(start, end):
-                    position = 0
-                    if segment.base_offset < start:
-                        position = segment.offset_index.lookup(start).position
-                    for _, header in segment.log.batch_headers(position):
-                        epoch = header.partition_leader_epoch
-                        if header.last_offset >= recovery_point and epoch > cache.latest_epoch:
-                            cache.assign(epoch, header.base_offset)
-            if cache.unflushed:
-                cache.flush()
-        except OSError as error:
-            raise self._local.storage_error("leader epoch recovery", error) from error
 
     def _flush_leader_epochs(self) -> None:
         if self._local.closed:
@@ -984,28 +972,3 @@ class UnifiedLog:
         """Close file descriptors without trimming (the log is about to be deleted)."""
         with self._lock:
             self._local.close_handlers()
-
-
-def _load_producer_state(
-    producer_state: ProducerStateManager,
-    segments: LogSegments,
-    offsets: LoadedLogOffsets,
-    recovery_point: int,
-    had_clean_shutdown: bool,
-    clock: Clock,
-) -> None:
-    """Rebuild the producer map after the segments are loaded (Kafka's
-    ``rebuildProducerState``): from the newest snapshot at or below the recovery point (the
-    log end after a clean shutdown), then the batches after it. After an unclean shutdown the
-    snapshots above the recovery point go first: they may describe records that did not
-    survive; snapshots below the first segment go with the segments retention removed."""
-    end = offsets.next_offset_metadata.message_offset
-    max_snapshot = end if had_clean_shutdown else min(recovery_point, end)
-    first = segments.first_segment
-    producer_state.delete_snapshots(
-        below=first.base_offset if first is not None else 0,
-        above=end if had_clean_shutdown else max_snapshot,
-    )
-    producer_state.load(
-        segments.values(), offsets.log_start_offset, end, max_snapshot, clock.milliseconds()
-    )
