@@ -332,14 +332,18 @@ class UnifiedLog:
         lock = self._lock
         lock.acquire()
         try:
-            # The common request, one batch that fits the active segment, of no producer or
-            # of one going on at its next sequence (the producer table's try_next, asked by
-            # the call once the batch has its offsets), is validated, given its offsets and
-            # written by one call on the segment's append state, which builds the two tuples
-            # the append returns and sets (and reads the system clock itself: None); it
-            # declines (writing nothing, noting nothing) anything else, which the general path
-            # then takes. A segment lends its state at its first append (the general path's),
-            # so a declined request leaves the files as they were.
+            # The append path's one fast-path decision, made here only. The common request,
+            # one batch that fits the active segment, of no producer or of one going on at its
+            # next sequence (the producer table's try_next, asked by the call once the batch
+            # has its offsets), is validated, given its offsets and written by one call on the
+            # segment's append state, which builds the two tuples the append returns and sets
+            # (and reads the system clock itself: None). Its checks are the validator's: the
+            # C type runs LogValidator's C checks (_native/batch_validation.h, which
+            # _record_scan.validate_batches runs), its Python twin validate_and_assign_offsets.
+            # It declines (writing nothing, noting nothing) anything else, which the general
+            # path (_validate_and_write: LogValidator, producer state, LogSegment) then takes.
+            # A segment lends its state at its first append (the general path's), so a
+            # declined request leaves the files as they were.
             segment = self._segments.last  # (a log always has its active segment)
             state = segment.append_state
             appended = None
@@ -428,23 +432,15 @@ class UnifiedLog:
                 f"fit a segment of segment.bytes={config.segment_bytes}"
             )
         try:
-            # The segment's roll check and write in one call on its append state (what
-            # LogSegment.try_append does, without that call around it).
+            # Validated above the segment (LogValidator), written by it: LogSegment.try_append
+            # (its roll check and write), or a roll and LogSegment.append.
             segment = self._segments.last  # (a log always has its active segment)
-            state = segment.append_state or segment.lend_append_state()
-            if state.try_append(
-                validated.records,
-                last_offset,
-                validated.max_timestamp,
-                now_ms,
-                config.segment_bytes,
-                config.segment_ms,
+            if not segment.try_append(
+                config, last_offset, validated.max_timestamp, validated.records, now_ms
             ):
-                segment_size = state.size  # (the segment's file size, which it owns now)
-            else:
                 segment = self.roll()
                 segment.append(last_offset, validated.records)
-                segment_size = segment.log.size_in_bytes
+            segment_size = segment.log.size_in_bytes
         except OSError as error:
             raise self._local.storage_error("append", error) from error
         if noted:
