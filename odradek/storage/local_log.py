@@ -69,6 +69,11 @@ class LocalLog:
         self._truncations = 0
         self.next_offset_metadata = next_offset_metadata
         """The log end: replaced whole (never mutated), so readers need no lock."""
+        self.last_read_bound = LogOffsetMetadata(next_offset_metadata.message_offset)
+        """The bound the last read that reached it stopped at: where a consumer keeping up
+        reads from next. A read from its offset starts at its position (checked with one
+        header read) instead of an index lookup and a scan of up to index.interval.bytes of
+        headers, a read each. Offset only until a read reaches its bound."""
         self.last_flush_ms = clock.milliseconds()
         # Durability point: changes to ``dir``'s entries (the files loading created, a roll's
         # new segment, ``.deleted`` renames) are counted, and the count the last completed
@@ -241,12 +246,10 @@ class LocalLog:
         max_length: int,
         max_metadata: LogOffsetMetadata,
         min_one_message: bool,
-        last_bound: LogOffsetMetadata,
-    ) -> tuple[FetchDataInfo, bool]:
+    ) -> FetchDataInfo:
         """Records from ``segment`` on (the one holding ``start_offset``), never past
-        ``max_metadata``; and whether the read reached that bound. ``last_bound``: where the
-        last read that reached its bound stopped; a read from its offset starts at its
-        position (checked with one header read) instead of an index lookup and a scan."""
+        ``max_metadata``; a read reaching that bound leaves it as ``last_read_bound``."""
+        last_bound = self.last_read_bound
         while segment is not None:
             base_offset = segment.base_offset
             if base_offset == max_metadata.segment_base_offset:
@@ -264,14 +267,15 @@ class LocalLog:
             )
             if info is not None:
                 records = info.records
-                reached = (
+                if (
                     records is not None
                     and base_offset == max_metadata.segment_base_offset
                     and records.position + records.length == max_position
-                )
-                return info, reached
+                ):
+                    self.last_read_bound = max_metadata
+                return info
             segment = self.segments.higher_segment(base_offset)
-        return FetchDataInfo(self.next_offset_metadata, None), False
+        return FetchDataInfo(self.next_offset_metadata, None)
 
     # --- flush (design §9) -------------------------------------------------------------------
 

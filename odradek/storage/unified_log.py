@@ -105,11 +105,6 @@ class UnifiedLog:
         self._high_watermark = LogOffsetMetadata(self._log_start_offset)
         # What a read at its bound returns (see read), kept for the last bound asked.
         self._nothing_new = FetchDataInfo(self._high_watermark, None)
-        # The bound the last read that reached it stopped at: where a consumer keeping up
-        # reads from next. A read from its offset starts at its position (checked with one
-        # header read) instead of an index lookup and a scan of up to index.interval.bytes of
-        # headers, a read each.
-        self._last_read_bound = self._high_watermark
         # The HW moves under its own lock, so the event loop raising it after an append does
         # not wait for the next append (or a roll) holding the log's. Whoever holds both takes
         # the log's first. A raise checks the log end under this lock, and whatever lowers the
@@ -247,7 +242,7 @@ class UnifiedLog:
     def last_read_bound(self) -> LogOffsetMetadata:
         """Where the last read that reached its bound stopped: a read from its offset starts
         at its position (see read)."""
-        return self._last_read_bound
+        return self._local.last_read_bound
 
     @property
     def high_watermark(self) -> int:
@@ -665,12 +660,7 @@ class UnifiedLog:
             return FetchDataInfo(max_metadata, None)
         if start_offset > max_metadata.message_offset:
             return FetchDataInfo(LogOffsetMetadata(start_offset), None)
-        info, reached = self._local.read(
-            segment, start_offset, max_length, max_metadata, min_one_message, self._last_read_bound
-        )
-        if reached:
-            self._last_read_bound = max_metadata
-        return info
+        return self._local.read(segment, start_offset, max_length, max_metadata, min_one_message)
 
     def convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:
         """The on-disk position of ``offset`` (OFFSET_OUT_OF_RANGE outside the log)."""
