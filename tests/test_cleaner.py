@@ -36,7 +36,7 @@ from odradek.record.record_batch_builder import build_batch
 from odradek.storage import log_file_names as names
 from odradek.storage import writeback
 from odradek.storage.lazy_index import LazyIndex
-from odradek.storage.log import Log
+from odradek.storage.unified_log import UnifiedLog
 
 DAY_MS = 86_400_000  # delete.retention.ms by default
 
@@ -45,7 +45,7 @@ def _key(n: int) -> bytes:
     return b"key-%03d" % n
 
 
-def _stored_batches(log: Log) -> list:
+def _stored_batches(log: UnifiedLog) -> list:
     return [b for segment in log.segments.values() for _, b in segment.log.batches()]
 
 
@@ -106,7 +106,7 @@ def test_tombstones_are_kept_on_the_first_cleaning(tmp_path: Path) -> None:
         assert final_values(kept) == {b"b": b"4", b"c": b"3"}
 
 
-def _tombstone_cleaned_once(log: Log, now_ms: int) -> None:
+def _tombstone_cleaned_once(log: UnifiedLog, now_ms: int) -> None:
     """A log whose first batch (a value and a tombstone of another key) was cleaned once at
     ``now_ms``, and a later batch making the log dirty again."""
     write(log, [(b"gone", b"x"), (b"kept", b"y"), (b"gone", None)], per_batch=3)

@@ -24,7 +24,7 @@ from log_helpers import open_log, read_all
 from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY
 from odradek.record.compression import CompressionType
-from odradek.storage.log import Log
+from odradek.storage.unified_log import UnifiedLog
 
 DAY_MS = 24 * 3_600_000
 OLD_MS = NOW_MS - 3 * DAY_MS
@@ -36,7 +36,7 @@ writes = st.lists(
 )
 
 
-def _age_segments(log: Log, old: list[bool]) -> None:
+def _age_segments(log: UnifiedLog, old: list[bool]) -> None:
     """Set each non-active segment's modification time, old or recent: they decide nothing."""
     for segment, is_old in zip(log.segments.non_active(), old, strict=False):
         segment.set_last_modified(OLD_MS if is_old else NOW_MS)

@@ -1,4 +1,4 @@
-"""Log: append, read, high watermark, flush, retention, truncation (design §4, 6, 7, 9, 10)."""
+"""UnifiedLog: append, read, high watermark, flush, retention, truncation (§4, 6, 7, 9, 10)."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from odradek.record.record_batch_builder import build_batch
 from odradek.storage import log_file_names as names
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.file_records import FileRecords
-from odradek.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
 from odradek.storage.scheduler import Scheduler
+from odradek.storage.unified_log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, UnifiedLog
 
 SMALL = LogConfig(
     segment_bytes=1024, index_interval_bytes=64, segment_index_bytes=4096, file_delete_delay_ms=0
@@ -73,7 +73,7 @@ def test_a_read_at_its_bound_answers_with_the_bound_as_it_is_now(partition_dir: 
     sits on disk: the same answer the general read path gives (convert_to_offset_metadata), as
     appends, rolls, HW moves, an offset-only HW and a truncation move the bound."""
 
-    def check_reads_at_the_bounds(log: Log) -> None:
+    def check_reads_at_the_bounds(log: UnifiedLog) -> None:
         high_watermark = log.high_watermark
         at_hw = log.read(high_watermark, 1 << 20)
         assert at_hw.records is None
@@ -606,7 +606,7 @@ def test_a_deleted_segment_takes_no_flush(partition_dir: Path) -> None:
     flush, scheduled by its roll and run after that (a scheduler that fell behind), found
     its index gone and took the log directory offline."""
     scheduler = Scheduler()  # not started: its queue runs, in order, at shutdown
-    log = Log.open(partition_dir, LogConfig(file_delete_delay_ms=0), scheduler)
+    log = UnifiedLog.open(partition_dir, LogConfig(file_delete_delay_ms=0), scheduler)
     io_errors: list[OSError] = []
     log.io_error_handler = lambda _log, error: io_errors.append(error)
     for _ in range(2):

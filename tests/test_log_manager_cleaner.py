@@ -13,19 +13,19 @@ from odradek.cleaner.cleaner_offset_checkpoints import CLEANER_OFFSET_CHECKPOINT
 from odradek.cleaner.log_cleaner import LogCleaner
 from odradek.clock import MockClock
 from odradek.record.record_batch_builder import build_batch
-from odradek.storage.log import Log
 from odradek.storage.offset_checkpoint_file import OffsetCheckpointFile
+from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 
 
 class RecordingCleaner:
     """A CleaningControl that records calls and pauses the logs it is told to."""
 
-    def __init__(self, pausable: list[Log] | None = None) -> None:
+    def __init__(self, pausable: list[UnifiedLog] | None = None) -> None:
         self.pausable = pausable or []
         self.calls: list[tuple[str, object]] = []
 
-    def pause_cleaning_for_non_compacted_partitions(self) -> list[Log]:
+    def pause_cleaning_for_non_compacted_partitions(self) -> list[UnifiedLog]:
         self.calls.append(("pause", [log.topic_partition for log in self.pausable]))
         return self.pausable
 
@@ -39,7 +39,7 @@ class RecordingCleaner:
         self.calls.append(("offline", log_dir))
 
 
-def fill(log: Log, batches: int, timestamp: int = BASE_TIME_MS) -> None:
+def fill(log: UnifiedLog, batches: int, timestamp: int = BASE_TIME_MS) -> None:
     for n in range(batches):
         log.append(build_batch([(timestamp, f"k{n % 3}".encode(), b"v" * 200, ())]))
     log.update_high_watermark(log.log_end_offset)

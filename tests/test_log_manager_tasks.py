@@ -9,7 +9,6 @@ from log_helpers import append, batch
 from log_manager_helpers import broker_config, running, topic_admin, wait_until
 
 from odradek.clock import MockClock
-from odradek.storage.log import Log
 from odradek.storage.log_manager import (
     HIGH_WATERMARK_CHECKPOINT_FILE,
     LOG_START_OFFSET_CHECKPOINT_FILE,
@@ -17,6 +16,7 @@ from odradek.storage.log_manager import (
     LogManager,
 )
 from odradek.storage.offset_checkpoint_file import OffsetCheckpointFile
+from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 
 ORDERS_0 = TopicPartition("orders", 0)
@@ -27,7 +27,7 @@ def checkpoint(tmp_path, log_dir, name):
     return OffsetCheckpointFile(tmp_path / log_dir / name).read()
 
 
-def fill_segments(log: Log, segments: int) -> None:
+def fill_segments(log: UnifiedLog, segments: int) -> None:
     while log.number_of_segments < segments:
         append(log, batch(1, value_size=300))
 

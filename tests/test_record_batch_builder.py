@@ -7,8 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_budget import examples
 
+from odradek.int_limits import INT32_MAX
 from odradek.record.compression import CompressionType
-from odradek.record.record import INT32_MAX, Record, encode_record
+from odradek.record.record import Record, encode_record
 from odradek.record.record_batch import (
     CONTROL_FLAG_MASK,
     DELETE_HORIZON_FLAG_MASK,

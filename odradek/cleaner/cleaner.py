@@ -3,7 +3,7 @@
 Two passes. The first maps every key of the dirty section to its latest offset, as far as
 the offset map holds. The second rewrites every segment below the map's end, group by group,
 each group into one ``<base>.log.cleaned`` segment that is flushed and renamed ``.swap``;
-the broker then swaps the ``.swap`` segments into the live log (``Log.replace_segments``).
+the broker then swaps the ``.swap`` segments into the live log (``UnifiedLog.replace_segments``).
 
 Both passes read a segment in chunks of whole batches (segment_chunks.py) and hand each chunk
 to the offset map (offset_map.py), which in its C form walks every uncompressed batch of it
@@ -43,6 +43,7 @@ from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY
 from odradek.cleaner.throttler import Throttler
 from odradek.clock import SYSTEM_CLOCK
 from odradek.errors import CorruptRecordError
+from odradek.int_limits import INT32_MAX
 from odradek.record.record_batch import (
     HEADER_SIZE,
     LAST_OFFSET_DELTA_OFFSET,
@@ -55,7 +56,6 @@ from odradek.storage.log_segment import LogSegment
 
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
 _INT32 = struct.Struct(">i")
-INT32_MAX = 2**31 - 1
 
 
 class Cleaner:

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 
 from odradek.client.client_security import ClientSecurity, client_security
 from odradek.errors import InvalidConfigError
+from odradek.int_limits import INT32_MAX
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.produce import Acks
 from odradek.record.compression import CompressionType
 
-INT32_MAX = 2**31 - 1
 MAX_IDEMPOTENT_IN_FLIGHT = 5
 """Kafka's limit: a partition remembers the last five batches of a producer."""
 _ACKS_BY_NAME = {"all": Acks.ALL, "-1": Acks.ALL, "0": Acks.NONE, "1": Acks.LEADER}

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from odradek.int_limits import INT32_MAX
 from odradek.record.compression import CompressionType
-from odradek.record.record import INT32_MAX, Record, write_record
+from odradek.record.record import Record, write_record
 from odradek.record.record_batch import (
     CONTROL_FLAG_MASK,
     DELETE_HORIZON_FLAG_MASK,

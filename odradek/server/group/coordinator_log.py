@@ -45,8 +45,8 @@ from odradek.server.group.group_metadata import GroupMetadata
 from odradek.server.group.offset_and_metadata import OffsetAndMetadata
 from odradek.server.replica_manager import ReplicaManager
 from odradek.storage.fetch_data_info import FetchIsolation
-from odradek.storage.log import Log
 from odradek.storage.log_manager import LogManager
+from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -244,7 +244,7 @@ class CoordinatorLog:
                 yield record
         self.load_summary = LoadSummary(len(partitions), count, time.monotonic() - started)
 
-    def _read_all(self, log: Log, tp: TopicPartition) -> Iterator[LoadedRecord]:
+    def _read_all(self, log: UnifiedLog, tp: TopicPartition) -> Iterator[LoadedRecord]:
         offset = log.log_start_offset
         end = log.log_end_offset
         buffer_size = self._config.offsets_load_buffer_size
