@@ -800,11 +800,6 @@ class Switches:
     xfail-ed regression test (tests/test_kafka_reference_model.py), left out of CI's programs
     until it is fixed. True lets the generator draw it."""
 
-    keyless_records_on_compacted_topics: bool = False
-    """A keyless record in a batch to a compacted topic: Kafka answers INVALID_RECORD naming
-    the record (the response's record_errors, KIP-467), so librdkafka fails the batch's other
-    records with _INVALID_DIFFERENT_RECORD; odradek fails every record with INVALID_RECORD
-    (seeds 206, 215)."""
     time_lookups_inside_the_first_segment: bool = False
     """ListOffsets by time on a partition whose log start offset lies inside its first segment
     (after DeleteRecords): where the first record at or after the target is below the log
@@ -854,7 +849,6 @@ class Generator:
         self.base_ms = start_ms - (SLOTS + 24) * SLOT_MS
         self.compaction = rng.random() < 0.6
         self.producers = [ProducerSpec(n, rng.random() < 0.6, rng.choice(CODECS)) for n in range(3)]
-        self.keyless_allowed = switches.keyless_records_on_compacted_topics or not self.compaction
         self.slot = 0
         self.values = 0
         self.restarts_left = 1
@@ -926,7 +920,7 @@ class Generator:
         now_used: set[int] = set()
         for _ in range(rng.randint(1, 6)):
             partition = rng.randrange(topic.partitions)
-            keyless = rng.random() < 0.04 and self.keyless_allowed
+            keyless = rng.random() < 0.04
             key = None if keyless else rng.choice(KEYS)
             if rng.random() < 0.15:
                 value = None

@@ -14,6 +14,7 @@ One Kafka and one odradek for the module (restarts are steps); a fresh topic a p
 from __future__ import annotations
 
 import os
+import re
 import struct
 import time
 import uuid
@@ -21,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kafka_helpers import KafkaSocket
 from kafka_reference import compatibility_tool
 from reference_model import (
     BROKER_SETTINGS,
@@ -42,6 +44,8 @@ from reference_model import (
     run_program,
 )
 
+from odradek.record.record_batch_builder import build_batch
+
 pytestmark = [pytest.mark.reference_kafka, pytest.mark.slow]
 
 PROGRAMS = int(os.environ.get("MODEL_PROGRAMS", "3"))
@@ -54,6 +58,7 @@ SEEDS = (
 )
 SWITCHES = Switches.from_env(os.environ.get("MODEL_ALLOW"))
 RUN = uuid.uuid4().hex[:6]  # topic names unique to a run
+KEYLESS = (None, b"k1", None, None)
 
 
 @pytest.fixture(scope="module")
@@ -151,14 +156,10 @@ def test_delete_records_on_a_compacted_topic_answers_as_on_kafka(sides: list[Sid
     run_program(sides, 0, f"model-{RUN}-compacted-delete-records", 0, program=steps)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a keyless record in a batch to a compacted topic: Kafka's Produce answer names it "
-    "in record_errors (KIP-467), so the client fails the others with "
-    "_INVALID_DIFFERENT_RECORD; odradek names none, so every record fails with INVALID_RECORD "
-    "(seeds 206, 215)",
-)
 def test_a_keyless_record_on_a_compacted_topic_is_named_as_on_kafka(sides: list[Side]) -> None:
+    """Seeds 206 and 215: Kafka names the keyless records in the Produce answer's
+    record_errors (KIP-467), so librdkafka fails them with INVALID_RECORD and the batch's
+    others with _INVALID_DIFFERENT_RECORD."""
     base_ms = int(time.time() * 1000) - 30 * 3_600_000
     keys = (None, b"k4", b"k2", None, b"k0", b"k0")  # seed 206's batch
     records = tuple(Sent(0, key, b"v%d" % n, (), base_ms + n) for n, key in enumerate(keys))
@@ -167,6 +168,64 @@ def test_a_keyless_record_on_a_compacted_topic_is_named_as_on_kafka(sides: list[
         Produce(ProducerSpec(0, False, "none"), records),
     ]
     run_program(sides, 0, f"model-{RUN}-keyless-compacted", 0, program=steps)
+
+
+def _produce_answer(bootstrap: str, topic: str, batch: bytes, version: int) -> tuple:
+    """One Produce (acks=1) of ``batch`` to partition 0 at ``version``: its partition answer's
+    error code, record_errors and error_message."""
+    from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+    partition = ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=batch)
+    request = ProduceRequest[version](
+        transactional_id=None,
+        acks=1,
+        timeout_ms=30_000,
+        topic_data=[ProduceRequest.TopicProduceData(name=topic, partition_data=[partition])],
+    )
+    kafka = KafkaSocket(bootstrap, timeout=30)
+    try:
+        kafka.send(0, version, request.encode(version), flexible=version >= 9)
+        response = ProduceResponse[version].decode(kafka.read_frame()[4 if version < 9 else 5 :])
+    finally:
+        kafka.close()
+    [answer] = response.responses[0].partition_responses
+    errors = [(e.batch_index, e.batch_index_error_message) for e in answer.record_errors]
+    return answer.error_code, errors, answer.error_message
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_produce_names_keyless_records_and_timestamps_out_of_range_as_kafka(
+    sides: list[Side], version: int
+) -> None:
+    """Kafka's LogValidator.validateRecord refusals, as the Produce answer carries them
+    (record_errors and error_message, v8+): a compacted topic's keyless records; a record
+    stamped out of message.timestamp.before.max.ms (its message names the broker's clock,
+    shown here as "now")."""
+    name = f"model-{RUN}-record-errors-v{version}"
+    configs = (("cleanup.policy", "compact"), ("message.timestamp.before.max.ms", "3600000"))
+    run_program(sides, 0, name, 0, program=[CreateTopic(1, configs)])
+    now_ms = int(time.time() * 1000)
+    keyless = build_batch([(now_ms + n, key, b"v", ()) for n, key in enumerate(KEYLESS)])
+    stale = build_batch([(now_ms, b"k0", b"v", ()), (now_ms - 7_200_000, b"k1", b"v", ())])
+    answers = []
+    for side in sides:
+        code, errors, message = _produce_answer(side.broker.bootstrap, name, stale, version)
+        within = re.search(r"within \[(-?\d+), (-?\d+)\]", errors[0][1] if errors else "")
+        if within:
+            errors = [
+                (i, m.replace(within.group(0), "within [now - 1h, now + 1h]")) for i, m in errors
+            ]
+        answers.append(
+            (
+                (code, errors, message),
+                _produce_answer(side.broker.bootstrap, name, keyless, version),
+            )
+        )
+    kafka, odradek = answers
+    assert kafka[1][0] == 87  # INVALID_RECORD, each keyless record named
+    assert [index for index, _ in kafka[1][1]] == [0, 2, 3]
+    assert kafka[0][0] == 32  # INVALID_TIMESTAMP
+    assert odradek == kafka
 
 
 def _batch_headers(log_dir: Path, topic: str) -> list[tuple]:

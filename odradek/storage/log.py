@@ -407,6 +407,7 @@ class Log:
             config=config,
             now_ms=now_ms,
             partition_leader_epoch=leader_epoch,
+            topic_partition=self.topic_partition,
         )
         producer_append: ProducerAppendInfo | None = None
         noted = False
