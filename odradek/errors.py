@@ -8,7 +8,7 @@ recognise them.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 
 class KafkaError(Exception):
@@ -24,6 +24,28 @@ class KafkaError(Exception):
 
     def __str__(self) -> str:
         return f"{self.error_name}: {self.message}"
+
+
+class RecordError(NamedTuple):
+    """A record a produce was refused for (Kafka's ProduceResponse.RecordError, KIP-467): its
+    index in its batch and why."""
+
+    batch_index: int
+    message: str | None
+
+    def __str__(self) -> str:
+        """As Kafka's RecordError prints, inside the errors' message."""
+        shown = "null" if self.message is None else f"'{self.message}'"
+        return f"RecordError(batchIndex={self.batch_index}, message={shown})"
+
+
+class RecordValidationError(KafkaError):
+    """A refusal that names the records at fault (Kafka's RecordValidationException): the
+    Kafka protocol answers them in the Produce response's record_errors (v8+)."""
+
+    def __init__(self, message: str = "", record_errors: tuple[RecordError, ...] = ()) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
 
 
 class UnknownServerError(KafkaError):
@@ -76,7 +98,7 @@ class InvalidRequiredAcksError(KafkaError):
     code, error_name = 21, "INVALID_REQUIRED_ACKS"
 
 
-class InvalidTimestampError(KafkaError):
+class InvalidTimestampError(RecordValidationError):
     code, error_name = 32, "INVALID_TIMESTAMP"
 
 
@@ -157,7 +179,7 @@ class UnsupportedCompressionTypeError(KafkaError):
     code, error_name = 76, "UNSUPPORTED_COMPRESSION_TYPE"
 
 
-class InvalidRecordError(KafkaError):
+class InvalidRecordError(RecordValidationError):
     """A record breaks a rule of its topic, e.g. no key on a compacted topic (INVALID_RECORD)."""
 
     code, error_name = 87, "INVALID_RECORD"

@@ -607,9 +607,28 @@ def log_starts(side: Side, topic: TopicState) -> dict[str, int]:
     }
 
 
+def segments_below_log_start(
+    segments: Sequence[tuple[str, int, int]], log_starts: dict[str, int]
+) -> list[str]:
+    """The partitions with a segment wholly below the log start (the next segment's base
+    offset at or below it). DeleteRecords leaves them to Kafka's next retention check
+    (UnifiedLog.deleteLogStartOffsetBreachedSegments) where odradek removes them at once;
+    until then a by-time lookup landing in one answers no offset on Kafka (seed 307), so the
+    comparison waits for them to go."""
+    bases: dict[str, list[int]] = {}
+    for directory, base, _size in segments:
+        bases.setdefault(directory, []).append(base)
+    return [
+        directory
+        for directory, found in bases.items()
+        if len(found) > 1 and sorted(found)[1] <= log_starts.get(directory, -1)
+    ]
+
+
 def settle(sides: Sequence[Side], topic: TopicState, quiet_s: float) -> None:
-    """Until no broker's cleaner would clean a partition of the topic and, where retention
-    can act, no segment file has changed for ``quiet_s``."""
+    """Until no broker's cleaner would clean a partition of the topic, no segment lies wholly
+    below a log start and, where retention can act, no segment file has changed for
+    ``quiet_s``."""
     if not topic.retention_acts:
         quiet_s = 0.0  # what the cleaner does is waited for by its checkpoint
     deadline = time.monotonic() + SETTLE_TIMEOUT_S
@@ -621,9 +640,9 @@ def settle(sides: Sequence[Side], topic: TopicState, quiet_s: float) -> None:
         for side in sides:
             log_dir = side.broker.log_dir
             files = segment_files(log_dir, topic)
-            pending = cleanable_partitions(
-                files, cleaner_checkpoint(log_dir), log_starts(side, topic), topic
-            )
+            starts = log_starts(side, topic)
+            pending = cleanable_partitions(files, cleaner_checkpoint(log_dir), starts, topic)
+            pending += segments_below_log_start(files, starts)
             if files != last.get(side.name) or pending:
                 last[side.name], quiet_since[side.name] = files, now
             if pending or now - quiet_since[side.name] < quiet_s:
@@ -724,21 +743,6 @@ def read_records(
     return {p: tuple(found) for p, found in records.items()}
 
 
-def _leave_out_time_lookups_inside_the_first_segment(
-    side: Side, topic: TopicState, offsets: dict[str, dict[int, object]]
-) -> None:
-    """See ``Switches.time_lookups_inside_the_first_segment``."""
-    bases: dict[int, int] = {}
-    for directory, base, _size in segment_files(side.broker.log_dir, topic):
-        partition = int(directory.rsplit("-", 1)[1])
-        bases[partition] = min(base, bases.get(partition, base))
-    for partition, earliest in offsets["earliest"].items():
-        if isinstance(earliest, tuple) and earliest[0] > bases.get(partition, earliest[0]):
-            for name, answers in offsets.items():
-                if name.startswith("time "):
-                    answers[partition] = "left out: log start inside the first segment"
-
-
 def list_offsets(
     side: Side, topic: TopicState, targets: Sequence[int], start_ms: int
 ) -> dict[str, dict[int, object]]:
@@ -769,11 +773,8 @@ def observe(
     topic: TopicState,
     targets: Sequence[int],
     start_ms: int,
-    switches: Switches | None = None,
 ) -> Observation:
     offsets = list_offsets(side, topic, targets, start_ms)
-    if not (switches and switches.time_lookups_inside_the_first_segment):
-        _leave_out_time_lookups_inside_the_first_segment(side, topic, offsets)
     starts = {
         p: found[0] if isinstance(found, tuple) else 0 for p, found in offsets["earliest"].items()
     }
@@ -798,18 +799,9 @@ def observe(
 class Switches:
     """Cases the generator can leave out: each a known disagreement with its own named,
     xfail-ed regression test (tests/test_kafka_reference_model.py), left out of CI's programs
-    until it is fixed. True lets the generator draw it."""
-
-    keyless_records_on_compacted_topics: bool = False
-    """A keyless record in a batch to a compacted topic: Kafka answers INVALID_RECORD naming
-    the record (the response's record_errors, KIP-467), so librdkafka fails the batch's other
-    records with _INVALID_DIFFERENT_RECORD; odradek fails every record with INVALID_RECORD
-    (seeds 206, 215)."""
-    time_lookups_inside_the_first_segment: bool = False
-    """ListOffsets by time on a partition whose log start offset lies inside its first segment
-    (after DeleteRecords): where the first record at or after the target is below the log
-    start, Kafka answers no offset; odradek answers the first one at or after the log start
-    (seeds 212, 307, 308). Off: such lookups are left out of the comparison."""
+    until it is fixed. True lets the generator draw it. None today: the two the model found
+    (keyless records on compacted topics, by-time lookups with the log start inside the first
+    segment) agree with Kafka and are drawn again."""
 
     @classmethod
     def from_env(cls, text: str | None) -> Switches:
@@ -854,7 +846,6 @@ class Generator:
         self.base_ms = start_ms - (SLOTS + 24) * SLOT_MS
         self.compaction = rng.random() < 0.6
         self.producers = [ProducerSpec(n, rng.random() < 0.6, rng.choice(CODECS)) for n in range(3)]
-        self.keyless_allowed = switches.keyless_records_on_compacted_topics or not self.compaction
         self.slot = 0
         self.values = 0
         self.restarts_left = 1
@@ -926,7 +917,7 @@ class Generator:
         now_used: set[int] = set()
         for _ in range(rng.randint(1, 6)):
             partition = rng.randrange(topic.partitions)
-            keyless = rng.random() < 0.04 and self.keyless_allowed
+            keyless = rng.random() < 0.04
             key = None if keyless else rng.choice(KEYS)
             if rng.random() < 0.15:
                 value = None
@@ -1056,9 +1047,7 @@ def run_program(
                 run.timed("settle", began)
                 began = time.monotonic()
                 targets = generator.targets()
-                observing = [
-                    pool.submit(observe, side, topic, targets, start_ms, switches) for side in sides
-                ]
+                observing = [pool.submit(observe, side, topic, targets, start_ms) for side in sides]
                 seen, other = (future.result() for future in observing)
                 run.timed("observe", began)
                 differences = seen.differences(other)

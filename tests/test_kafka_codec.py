@@ -209,12 +209,14 @@ def test_the_hand_written_produce_reader_agrees_with_the_schema(version: int) ->
 
 @pytest.mark.parametrize("version", range(3, 13))
 def test_the_hand_written_produce_response_is_the_schemas(version: int) -> None:
+    from odradek.errors import RecordError
     from odradek.protocol.kafka.produce_request import write_produce_response
-    from odradek.protocol.produce import ProducePartitionResponse
+    from odradek.protocol.produce import ProducePartitionRefusal, ProducePartitionResponse
 
+    named = (RecordError(0, "no key"), RecordError(3, None))
     results = [
         ProducePartitionResponse("a", 0, 0, None, 17, -1, 3),
-        ProducePartitionResponse("a", 1, 2, "corrupt", -1, -1, -1),
+        ProducePartitionRefusal("a", 1, 87, "invalid", -1, -1, -1, record_errors=named),
         ProducePartitionResponse("b", 4, 0, None, 5, 1_700_000_000_000, 0),
     ]
     values = {
@@ -232,11 +234,15 @@ def test_the_hand_written_produce_response_is_the_schemas(version: int) -> None:
                     },
                     {
                         "index": 1,
-                        "error_code": 2,
+                        "error_code": 87,
                         "base_offset": -1,
                         "log_append_time": -1,
                         "log_start_offset": -1,
-                        "error_message": "corrupt",
+                        "record_errors": [
+                            {"batch_index": 0, "batch_index_error_message": "no key"},
+                            {"batch_index": 3, "batch_index_error_message": None},
+                        ],
+                        "error_message": "invalid",
                     },
                 ],
             },

@@ -14,6 +14,7 @@ One Kafka and one odradek for the module (restarts are steps); a fresh topic a p
 from __future__ import annotations
 
 import os
+import re
 import struct
 import time
 import uuid
@@ -21,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kafka_helpers import KafkaSocket
 from kafka_reference import compatibility_tool
 from reference_model import (
     BROKER_SETTINGS,
@@ -38,9 +40,13 @@ from reference_model import (
     Sent,
     Side,
     Switches,
+    TopicState,
     Wait,
+    list_offsets,
     run_program,
 )
+
+from odradek.record.record_batch_builder import build_batch
 
 pytestmark = [pytest.mark.reference_kafka, pytest.mark.slow]
 
@@ -54,6 +60,7 @@ SEEDS = (
 )
 SWITCHES = Switches.from_env(os.environ.get("MODEL_ALLOW"))
 RUN = uuid.uuid4().hex[:6]  # topic names unique to a run
+KEYLESS = (None, b"k1", None, None)
 
 
 @pytest.fixture(scope="module")
@@ -151,14 +158,10 @@ def test_delete_records_on_a_compacted_topic_answers_as_on_kafka(sides: list[Sid
     run_program(sides, 0, f"model-{RUN}-compacted-delete-records", 0, program=steps)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a keyless record in a batch to a compacted topic: Kafka's Produce answer names it "
-    "in record_errors (KIP-467), so the client fails the others with "
-    "_INVALID_DIFFERENT_RECORD; odradek names none, so every record fails with INVALID_RECORD "
-    "(seeds 206, 215)",
-)
 def test_a_keyless_record_on_a_compacted_topic_is_named_as_on_kafka(sides: list[Side]) -> None:
+    """Seeds 206 and 215: Kafka names the keyless records in the Produce answer's
+    record_errors (KIP-467), so librdkafka fails them with INVALID_RECORD and the batch's
+    others with _INVALID_DIFFERENT_RECORD."""
     base_ms = int(time.time() * 1000) - 30 * 3_600_000
     keys = (None, b"k4", b"k2", None, b"k0", b"k0")  # seed 206's batch
     records = tuple(Sent(0, key, b"v%d" % n, (), base_ms + n) for n, key in enumerate(keys))
@@ -167,6 +170,64 @@ def test_a_keyless_record_on_a_compacted_topic_is_named_as_on_kafka(sides: list[
         Produce(ProducerSpec(0, False, "none"), records),
     ]
     run_program(sides, 0, f"model-{RUN}-keyless-compacted", 0, program=steps)
+
+
+def _produce_answer(bootstrap: str, topic: str, batch: bytes, version: int) -> tuple:
+    """One Produce (acks=1) of ``batch`` to partition 0 at ``version``: its partition answer's
+    error code, record_errors and error_message."""
+    from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+    partition = ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=batch)
+    request = ProduceRequest[version](
+        transactional_id=None,
+        acks=1,
+        timeout_ms=30_000,
+        topic_data=[ProduceRequest.TopicProduceData(name=topic, partition_data=[partition])],
+    )
+    kafka = KafkaSocket(bootstrap, timeout=30)
+    try:
+        kafka.send(0, version, request.encode(version), flexible=version >= 9)
+        response = ProduceResponse[version].decode(kafka.read_frame()[4 if version < 9 else 5 :])
+    finally:
+        kafka.close()
+    [answer] = response.responses[0].partition_responses
+    errors = [(e.batch_index, e.batch_index_error_message) for e in answer.record_errors]
+    return answer.error_code, errors, answer.error_message
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_produce_names_keyless_records_and_timestamps_out_of_range_as_kafka(
+    sides: list[Side], version: int
+) -> None:
+    """Kafka's LogValidator.validateRecord refusals, as the Produce answer carries them
+    (record_errors and error_message, v8+): a compacted topic's keyless records; a record
+    stamped out of message.timestamp.before.max.ms (its message names the broker's clock,
+    shown here as "now")."""
+    name = f"model-{RUN}-record-errors-v{version}"
+    configs = (("cleanup.policy", "compact"), ("message.timestamp.before.max.ms", "3600000"))
+    run_program(sides, 0, name, 0, program=[CreateTopic(1, configs)])
+    now_ms = int(time.time() * 1000)
+    keyless = build_batch([(now_ms + n, key, b"v", ()) for n, key in enumerate(KEYLESS)])
+    stale = build_batch([(now_ms, b"k0", b"v", ()), (now_ms - 7_200_000, b"k1", b"v", ())])
+    answers = []
+    for side in sides:
+        code, errors, message = _produce_answer(side.broker.bootstrap, name, stale, version)
+        within = re.search(r"within \[(-?\d+), (-?\d+)\]", errors[0][1] if errors else "")
+        if within:
+            errors = [
+                (i, m.replace(within.group(0), "within [now - 1h, now + 1h]")) for i, m in errors
+            ]
+        answers.append(
+            (
+                (code, errors, message),
+                _produce_answer(side.broker.bootstrap, name, keyless, version),
+            )
+        )
+    kafka, odradek = answers
+    assert kafka[1][0] == 87  # INVALID_RECORD, each keyless record named
+    assert [index for index, _ in kafka[1][1]] == [0, 2, 3]
+    assert kafka[0][0] == 32  # INVALID_TIMESTAMP
+    assert odradek == kafka
 
 
 def _batch_headers(log_dir: Path, topic: str) -> list[tuple]:
@@ -239,15 +300,38 @@ def test_cleaned_batches_keep_their_last_offset_as_on_kafka(sides: list[Side]) -
     assert odradek == kafka
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ListOffsets by time on a partition whose log start offset (after DeleteRecords) "
-    "lies inside its first segment: Kafka answered no offset where odradek answered the first "
-    "record at or after the target from the log start (seeds 212, 307, 308); the rule Kafka "
-    "follows is not pinned down yet (a one-batch case agrees)",
-)
+def test_a_time_lookup_answers_from_the_first_segment_new_enough_alone(
+    sides: list[Side],
+) -> None:
+    """Kafka's UnifiedLog.searchOffsetInLocalLog searches only the first segment whose largest
+    timestamp reaches the target, for a record at or after the log start: where that segment's
+    only records new enough lie below the log start (after DeleteRecords), it answers no offset
+    though a later segment holds one."""
+    base_ms = int(time.time() * 1000) - 30 * 3_600_000
+    name = f"model-{RUN}-time-lookup-first-segment"
+    steps = [
+        CreateTopic(1, (("segment.ms", "600000"),)),
+        Produce(
+            ProducerSpec(0, False, "none"),
+            (Sent(0, b"k0", b"a", (), base_ms + 5), Sent(0, b"k1", b"b", (), base_ms)),
+        ),
+        Produce(ProducerSpec(0, False, "none"), (Sent(0, b"k2", b"c", (), _slot(base_ms, 2)),)),
+        DeleteRecords(0, 1),  # the log start inside the first segment
+        Wait(0.5),
+    ]
+    run_program(sides, 0, name, 0, program=steps)
+    targets = [base_ms, base_ms + 3, base_ms + 6, _slot(base_ms, 2)]
+    topic = TopicState(name, 1)
+    kafka, odradek = (list_offsets(side, topic, targets, base_ms + SLOT_MS * 10) for side in sides)
+    assert kafka[f"time {base_ms + 3}"] == {0: (-1, -1)}
+    assert kafka[f"time {base_ms}"] == {0: (1, base_ms)}
+    assert odradek == kafka
+
+
 def test_a_time_lookup_inside_the_first_segment_answers_as_on_kafka(sides: list[Side]) -> None:
-    """Seed 307's program to its step 11, where the disagreement shows (it replays the same
-    program as long as the generator draws the same way)."""
-    switches = Switches(time_lookups_inside_the_first_segment=True)
-    run_program(sides, 307, f"model-{RUN}-seed-307", 11, switches)
+    """Seed 307's program to its step 11 (it replays the same program as long as the
+    generator draws the same way): DeleteRecords left Kafka segments wholly below the log
+    start until its next retention check, where a by-time lookup answered no offset; the
+    comparison waits for them (``segments_below_log_start``), and what remains is the rule
+    of the test above."""
+    run_program(sides, 307, f"model-{RUN}-seed-307", 11)

@@ -651,6 +651,24 @@ def test_offset_for_timestamp(partition_dir: Path) -> None:
         assert log.fetch_offset_by_timestamp(BASE_TIME_MS + 10**6) is None
 
 
+def test_a_time_lookup_searches_the_first_segment_new_enough_alone(partition_dir: Path) -> None:
+    """Kafka's UnifiedLog.searchOffsetInLocalLog: the first segment whose largest timestamp
+    reaches the target is searched from the log start, and no later one: with its records
+    that new all below the log start (DeleteRecords), there is no answer (found by
+    tests/test_kafka_reference_model.py)."""
+    with open_log(partition_dir, SMALL) as log:
+        append(
+            log, build_batch([(BASE_TIME_MS + 5, b"k", b"a", ()), (BASE_TIME_MS, b"k", b"b", ())])
+        )
+        log.roll()
+        append(log, batch(1, timestamp=BASE_TIME_MS + 100))
+        log.delete_records(1)
+        assert log.fetch_offset_by_timestamp(BASE_TIME_MS + 3) is None
+        found = log.fetch_offset_by_timestamp(BASE_TIME_MS)
+        assert (found.offset, found.timestamp) == (1, BASE_TIME_MS)
+        assert log.fetch_offset_by_timestamp(BASE_TIME_MS + 6).offset == 2
+
+
 def test_max_timestamp_record_is_the_record_not_its_batchs_last_offset(
     partition_dir: Path,
 ) -> None:

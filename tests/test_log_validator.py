@@ -22,6 +22,7 @@ from odradek.errors import (
     InvalidTimestampError,
     KafkaError,
     MessageTooLargeError,
+    RecordError,
     RecordListTooLargeError,
     UnsupportedCompressionTypeError,
 )
@@ -361,11 +362,15 @@ def _record_with_header_key(raw_key: bytes, offset_delta: int = 0) -> bytes:
         bytes(1)  # attributes
         + encode_varint(0)  # timestampDelta
         + encode_varint(offset_delta)
-        + encode_varint(1) + b"k"
-        + encode_varint(1) + b"v"
+        + encode_varint(1)
+        + b"k"
+        + encode_varint(1)
+        + b"v"
         + encode_varint(1)  # one header
-        + encode_varint(len(raw_key)) + raw_key
-        + encode_varint(1) + b"x"
+        + encode_varint(len(raw_key))
+        + raw_key
+        + encode_varint(1)
+        + b"x"
     )
     return encode_varint(len(body)) + body
 
@@ -417,26 +422,61 @@ def test_header_key_check_is_pythons_utf8(raw_key: bytes) -> None:
     assert _outcome(_python_walk, record, 1, False) == expected
 
 
+KEYLESS = "Compacted topic cannot accept message without key in topic partition orders-3"
+
+
 @pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.SNAPPY])
-def test_keyless_record_on_a_compacted_topic(codec: CompressionType) -> None:
-    records = _records(2) + _records(1, start=2, key=None)
+def test_keyless_records_on_a_compacted_topic_are_named_as_kafka_names_them(
+    codec: CompressionType,
+) -> None:
+    """Kafka's LogValidator.validateRecord: each keyless record of the batch, by its index in
+    the batch (KIP-467's record_errors), and the message of its RecordValidationException."""
+    records = _records(2, key=None) + _records(1, start=2) + _records(2, start=3, key=None)
     batch = build_batch(records, compression=codec)
-    _rejects(
-        batch, InvalidRecordError, "batch 0 at byte 0.*record 2 at byte .* has no key", COMPACT
+    with pytest.raises(InvalidRecordError) as caught:
+        _validate(batch, COMPACT, topic_partition="orders-3")
+    named = tuple(RecordError(index, KEYLESS) for index in (0, 1, 3, 4))
+    assert caught.value.record_errors == named
+    assert caught.value.message == (
+        "One or more records have been rejected due to 4 record errors in total, and only "
+        "showing the first three errors at most: ["
+        + ", ".join(f"RecordError(batchIndex={i}, message='{KEYLESS}')" for i in (0, 1, 3))
+        + "]"
     )
-    assert _validate(batch).record_count == 3
+    assert _validate(batch).record_count == 5
 
 
-@pytest.mark.parametrize(
-    ("timestamp", "match"), [(NOW - 101, "record 1 has timestamp"), (NOW + 101, "record 1")]
-)
-def test_timestamp_out_of_bounds(timestamp: int, match: str) -> None:
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.GZIP])
+@pytest.mark.parametrize("timestamp", [NOW - 101, NOW + 101])
+def test_timestamps_out_of_range_are_named_as_kafka_names_them(
+    timestamp: int, codec: CompressionType
+) -> None:
+    """Kafka's message names the record's offset as the producer sent it (base 0 here)."""
     config = LogConfig(message_timestamp_before_max_ms=100, message_timestamp_after_max_ms=100)
     records = [(NOW, b"k", b"v", ()), (timestamp, b"k", b"v", ()), (NOW, b"k", b"v", ())]
-    _rejects(build_batch(records), InvalidTimestampError, match, config)
-    _rejects(
-        build_batch(records, compression=CompressionType.GZIP), InvalidTimestampError, match, config
+    with pytest.raises(InvalidTimestampError) as caught:
+        _validate(build_batch(records, compression=codec), config)
+    assert caught.value.message == "One or more records have been rejected due to invalid timestamp"
+    assert caught.value.record_errors == (
+        RecordError(
+            1,
+            f"Timestamp {timestamp} of message with offset 1 is out of range. The timestamp "
+            f"should be within [{NOW - 100}, {NOW + 100}]",
+        ),
     )
+
+
+def test_a_keyless_record_beside_a_timestamp_out_of_range_is_an_invalid_timestamp() -> None:
+    """Per record the key is checked first; any timestamp at fault makes it INVALID_TIMESTAMP."""
+    config = LogConfig(cleanup_policy=("compact",), message_timestamp_before_max_ms=100)
+    records = [(NOW, None, b"v", ()), (NOW - 101, b"k", b"v", ()), (NOW - 101, None, b"v", ())]
+    with pytest.raises(InvalidTimestampError) as caught:
+        _validate(build_batch(records), config, topic_partition="orders-3")
+    assert [(e.batch_index, e.message.split()[0]) for e in caught.value.record_errors] == [
+        (0, "Compacted"),
+        (1, "Timestamp"),
+        (2, "Compacted"),
+    ]
 
 
 @pytest.mark.parametrize("codec_id", [5, 6, 7])
@@ -744,7 +784,9 @@ def _python_layouts(data: bytearray, keys_required: bool) -> object:
         log_validator, "crc_of", lambda buffer, position, size: _stored(buffer, position)
     ):
         try:
-            layouts = log_validator._scan_in_python(data, config)
+            layouts = log_validator._scan_in_python(
+                data, log_validator._RecordRules(config, NOW, "")
+            )
         except KafkaError:
             return "rejected"
     return [
@@ -826,5 +868,5 @@ def test_without_the_c_scan_the_python_checks_do_the_work() -> None:
     ):
         result = validate_and_assign_offsets(good, next_offset=10, config=CONFIG, now_ms=NOW)
         assert (result.first_offset, result.last_offset, result.batch_count) == (10, 14, 2)
-        with pytest.raises(InvalidRecordError, match="batch 1 at byte .*record 0"):
+        with pytest.raises(InvalidRecordError, match="batchIndex=0, message='Compacted"):
             validate_and_assign_offsets(good, next_offset=10, config=COMPACT, now_ms=NOW)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, ClassVar
 
+from odradek.errors import RecordError
 from odradek.int_limits import INT32_MAX
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.schema import (
@@ -140,6 +141,16 @@ class ProducePartitionResponse:
     base_offset: Int64 = -1
     log_append_time_ms: Int64 = -1
     log_start_offset: Int64 = -1
+
+
+@stored_at_once
+@dataclass(frozen=True)
+class ProducePartitionRefusal(ProducePartitionResponse):
+    """A partition's append refused for records named by their index in their batch (Kafka's
+    record_errors, KIP-467): the Kafka protocol answers them at Produce v8+; odradek's protocol
+    has no such field and answers the error and message alone."""
+
+    record_errors: tuple[RecordError, ...] = ()
 
 
 @stored_at_once

@@ -20,6 +20,7 @@ from odradek.errors import (
     KafkaError,
     KafkaStorageError,
     PolicyViolationError,
+    RecordValidationError,
     RequestTimedOutError,
     error_code_for,
 )
@@ -43,6 +44,7 @@ from odradek.protocol.list_offsets import (
 from odradek.protocol.produce import (
     Acks,
     ProducePartitionData,
+    ProducePartitionRefusal,
     ProducePartitionResponse,
     ProduceRequest,
     ProduceResponse,
@@ -488,6 +490,10 @@ def _produce_error(
     data: ProducePartitionData | ProducePartitionResponse, error: BaseException
 ) -> ProducePartitionResponse:
     message = error.message if isinstance(error, KafkaError) else str(error)
+    if isinstance(error, RecordValidationError) and error.record_errors:
+        return ProducePartitionRefusal(
+            data.topic, data.partition, error.code, message, record_errors=error.record_errors
+        )
     return ProducePartitionResponse(data.topic, data.partition, error_code_for(error), message)
 
 

@@ -14,6 +14,7 @@ the C module not built) the Python checks below do the work and name the fault.
 
 from __future__ import annotations
 
+import struct
 from typing import NamedTuple, NoReturn
 
 from crc32c import crc32c
@@ -25,6 +26,7 @@ from odradek.errors import (
     InvalidTimestampError,
     KafkaError,
     MessageTooLargeError,
+    RecordError,
     RecordListTooLargeError,
     UnsupportedCompressionTypeError,
 )
@@ -62,6 +64,7 @@ except ImportError:  # record_framing warns once that the C checks are not built
 Buffer = bytes | bytearray | memoryview
 
 _CODECS = tuple(CompressionType)  # indexed by codec id
+_BASE_OFFSET = struct.Struct(">q")
 
 
 class ValidationResult(NamedTuple):
@@ -128,13 +131,17 @@ def validate_and_assign_offsets(
     config: LogConfig,
     now_ms: int,
     partition_leader_epoch: int = 0,
+    topic_partition: object = "",
 ) -> ValidationResult:
     """Validate every batch of ``buffer``, then number its records from ``next_offset``.
 
     Raises CorruptRecordError (framing, lengths, CRC, counts), MessageTooLargeError,
     InvalidRecordError (keyless record on a compacted topic, control or transactional batch),
     InvalidTimestampError or UnsupportedCompressionTypeError; the request is then rejected
-    whole. ``buffer`` itself is never modified.
+    whole. ``buffer`` itself is never modified. Keyless records and timestamps out of range
+    are refused as Kafka's LogValidator refuses them: the first batch holding one is named
+    whole, each of its records at fault in the error's ``record_errors``, with Kafka's
+    messages (which name ``topic_partition``).
     """
     if _native_validate is not None and config.compression_type == "producer":
         validated = _native_validate(
@@ -152,7 +159,8 @@ def validate_and_assign_offsets(
         if validated is not None:
             return validated
     records = bytearray(buffer)
-    layouts = _scan(records, config)
+    rules = _RecordRules(config, now_ms, str(topic_partition))
+    layouts = _scan(records, rules)
     log_append_time = config.log_append_time
     low = now_ms - config.message_timestamp_before_max_ms
     high = now_ms + config.message_timestamp_after_max_ms
@@ -167,14 +175,14 @@ def validate_and_assign_offsets(
             ):
                 _check_size_and_crc(records, position, size, crc, _where(index, position), config)
             if framing is None:
-                framing = _check_records(records, layout, _where(index, position), config)
+                framing = _check_records(records, layout, _where(index, position), rules)
             min_delta, max_delta, index_of_max = framing
             if log_append_time:
                 timestamp_type, batch_max, index_of_max = TimestampType.LOG_APPEND_TIME, now_ms, 0
             elif low <= base_timestamp + min_delta and base_timestamp + max_delta <= high:
                 timestamp_type, batch_max = TimestampType.CREATE_TIME, base_timestamp + max_delta
             else:
-                _raise_for_timestamps(records, layout, _where(index, position), config, now_ms)
+                _raise_for_timestamps(records, layout, _where(index, position), rules)
             _assign(records, layout, next_offset, partition_leader_epoch, timestamp_type, batch_max)
             if index == 0:
                 first_batch_max_timestamp = batch_max
@@ -201,24 +209,34 @@ def _where(index: int, position: int) -> str:
     return f"batch {index} at byte {position}"
 
 
-def _scan(records: bytearray, config: LogConfig) -> list[tuple]:
+class _RecordRules(NamedTuple):
+    """What the per-record checks read: the topic's config, the broker's clock, and the
+    partition Kafka's messages name."""
+
+    config: LogConfig
+    now_ms: int
+    topic_partition: str
+
+
+def _scan(records: bytearray, rules: _RecordRules) -> list[tuple]:
     """The layout of each batch (BatchLayout's fields), once every format check has passed.
 
     The C scan gives the verdict; when it finds a fault, or is not built, the Python checks
     run and raise the error that names it.
     """
     if _native_scan is not None:
-        layouts = _native_scan(records, config.compact)
+        layouts = _native_scan(records, rules.config.compact)
         if layouts is not None:
             return layouts
-    layouts = _scan_in_python(records, config)
+    layouts = _scan_in_python(records, rules)
     if _native_scan is not None:  # the C and Python checks disagree: trust the stricter
         raise CorruptRecordError("the request's record batches are malformed")
     return layouts
 
 
-def _scan_in_python(records: bytearray, config: LogConfig) -> list[BatchLayout]:
+def _scan_in_python(records: bytearray, rules: _RecordRules) -> list[BatchLayout]:
     """The format checks batch by batch, each error naming its batch, record and byte."""
+    config = rules.config
     layouts = []
     for index, (position, header) in enumerate(_batch_headers(records)):
         where = _where(index, position)
@@ -234,7 +252,7 @@ def _scan_in_python(records: bytearray, config: LogConfig) -> list[BatchLayout]:
             None,
         )
         if not header.attributes & COMPRESSION_CODEC_MASK:
-            layout = layout._replace(framing=_check_records(records, layout, where, config))
+            layout = layout._replace(framing=_check_records(records, layout, where, rules))
         layouts.append(layout)
     return layouts
 
@@ -323,9 +341,12 @@ def _check_size_and_crc(
 
 
 def _check_records(
-    records: bytearray, layout: tuple, where: str, config: LogConfig
+    records: bytearray, layout: tuple, where: str, rules: _RecordRules
 ) -> RecordFraming:
-    """Walk the batch's records (decompressed if need be) and prove their framing."""
+    """Walk the batch's records (decompressed if need be) and prove their framing; a keyless
+    record on a compacted topic refuses the batch naming its records at fault, once the batch
+    is proven to frame (a fault of framing refuses the request as corrupt first, as on Kafka)."""
+    config = rules.config
     position, size, _, attributes, count, _, _, _ = layout
     start, end = position + RECORDS_OFFSET, position + size
     codec = _CODECS[attributes & COMPRESSION_CODEC_MASK]
@@ -336,9 +357,15 @@ def _check_records(
         start, end = 0, len(data)
         where += " (in its decompressed records)"
     try:
-        return check_framing(data, start, end, count, keys_required=config.compact)
+        try:
+            return check_framing(data, start, end, count, keys_required=config.compact)
+        except InvalidRecordError:
+            if not config.compact:
+                raise
+            check_framing(data, start, end, count, keys_required=False)
     except KafkaError as error:
         raise type(error)(f"{where}: {error.message}") from None
+    raise _record_validation_error(records, layout, rules)
 
 
 def _decompress(codec: CompressionType, block: Buffer, where: str, config: LogConfig) -> bytes:
@@ -381,9 +408,15 @@ def _assign(
 
 
 def _raise_for_timestamps(
-    records: bytearray, layout: tuple, where: str, config: LogConfig, now_ms: int
+    records: bytearray, layout: tuple, where: str, rules: _RecordRules
 ) -> NoReturn:
-    """CreateTime: name the first record timestamped outside [now - before.max, now + after.max]."""
+    """CreateTime: refuse the batch naming each record timestamped outside
+    [now - before.max, now + after.max]; where none is (records without a timestamp, which
+    Kafka takes), name the batch."""
+    config, now_ms = rules.config, rules.now_ms
+    error = _record_validation_error(records, layout, rules)
+    if error is not None:
+        raise error
     low = now_ms - config.message_timestamp_before_max_ms
     high = now_ms + config.message_timestamp_after_max_ms
     bounds = (
@@ -391,27 +424,62 @@ def _raise_for_timestamps(
         f"{config.message_timestamp_before_max_ms}, message.timestamp.after.max.ms "
         f"{config.message_timestamp_after_max_ms})"
     )
-    for index, timestamp in enumerate(_record_timestamps(records, layout, config)):
-        if not low <= timestamp <= high:
-            raise InvalidTimestampError(
-                f"{where}: record {index} has timestamp {timestamp}, outside {bounds}"
-            )
     raise InvalidTimestampError(f"{where}: a record's timestamp is outside {bounds}")
 
 
-def _record_timestamps(records: bytearray, layout: tuple, config: LogConfig) -> list[int]:
-    """The records' own timestamps (base + delta), read only to name a culprit."""
+def _record_validation_error(
+    records: bytearray, layout: tuple, rules: _RecordRules
+) -> InvalidRecordError | InvalidTimestampError | None:
+    """Kafka's verdict on a well-framed batch's records (LogValidator.validateRecord): each
+    record without a key on a compacted topic, else each CreateTime record timestamped out of
+    range, named by its index in the batch with Kafka's message; INVALID_TIMESTAMP if any
+    timestamp is at fault, else INVALID_RECORD. Read only to name the culprits."""
+    config, now_ms = rules.config, rules.now_ms
     position, size, _, attributes, count, base_timestamp, _, _ = layout
     codec = _CODECS[attributes & COMPRESSION_CODEC_MASK]
     data = codec.decompress(
         records[position + RECORDS_OFFSET : position + size], config.max_decompressed_bytes
     )
-    timestamps = []
+    (base_offset,) = _BASE_OFFSET.unpack_from(records, position)  # the producer's, unassigned
+    low = now_ms - config.message_timestamp_before_max_ms
+    high = now_ms + config.message_timestamp_after_max_ms
+    create_time = not config.log_append_time
+    errors = []
+    timestamp_at_fault = False
     offset = 0
-    for _ in range(count):
-        record, offset = decode_record(data, offset, 0, base_timestamp)
-        timestamps.append(record.timestamp)
-    return timestamps
+    for index in range(count):
+        record, offset = decode_record(data, offset, base_offset, base_timestamp)
+        if config.compact and record.key is None:
+            errors.append(
+                RecordError(
+                    index,
+                    "Compacted topic cannot accept message without key in topic partition "
+                    f"{rules.topic_partition}",
+                )
+            )
+        elif (
+            create_time and record.timestamp != NO_TIMESTAMP and not low <= record.timestamp <= high
+        ):
+            timestamp_at_fault = True
+            errors.append(
+                RecordError(
+                    index,
+                    f"Timestamp {record.timestamp} of message with offset {record.offset} is out "
+                    f"of range. The timestamp should be within [{low}, {high}]",
+                )
+            )
+    if not errors:
+        return None
+    if timestamp_at_fault:
+        return InvalidTimestampError(
+            "One or more records have been rejected due to invalid timestamp", tuple(errors)
+        )
+    shown = ", ".join(str(error) for error in errors[:3])
+    return InvalidRecordError(
+        f"One or more records have been rejected due to {len(errors)} record errors in total, "
+        f"and only showing the first three errors at most: [{shown}]",
+        tuple(errors),
+    )
 
 
 def _recompress(records: bytearray, positions: list[int], config: LogConfig) -> bytearray:

@@ -407,6 +407,7 @@ class UnifiedLog:
             config=config,
             now_ms=now_ms,
             partition_leader_epoch=leader_epoch,
+            topic_partition=self.topic_partition,
         )
         producer_append: ProducerAppendInfo | None = None
         noted = False
@@ -670,7 +671,11 @@ class UnifiedLog:
         self, target_timestamp: int, isolation: FetchIsolation = FetchIsolation.LOG_END
     ) -> TimestampAndOffset | None:
         """ListOffsets: earliest (-2), latest (-1: LEO, or HW for consumers), or the first record
-        with timestamp >= the target; None when no record is that new."""
+        at or after the log start with timestamp >= the target, searched for (as Kafka's
+        UnifiedLog.searchOffsetInLocalLog does) in the first segment whose largest timestamp
+        reaches the target alone: None when no record is that new, and None when that
+        segment's records that new all lie below the log start (after DeleteRecords), though
+        a later segment may hold one."""
         if target_timestamp == EARLIEST_TIMESTAMP:
             return TimestampAndOffset(-1, self._log_start_offset)
         if target_timestamp == LATEST_TIMESTAMP:
@@ -682,9 +687,7 @@ class UnifiedLog:
             return TimestampAndOffset(-1, latest)
         for segment in self._segments.values():
             if segment.largest_timestamp >= target_timestamp:
-                found = segment.find_offset_by_timestamp(target_timestamp, self._log_start_offset)
-                if found is not None:
-                    return found
+                return segment.find_offset_by_timestamp(target_timestamp, self._log_start_offset)
         return None
 
     def max_timestamp_record(self) -> TimestampAndOffset | None:

@@ -15,7 +15,12 @@ from typing import NamedTuple
 from odradek.protocol.kafka.api_versions import PRODUCE, request_flexibility
 from odradek.protocol.kafka.byte_reader import ByteReader, UnusualShape, usual_size
 from odradek.protocol.kafka.byte_writer import by_topic, encoded_name, write_length, write_string
-from odradek.protocol.produce import Acks, ProducePartitionData, ProducePartitionResponse
+from odradek.protocol.produce import (
+    Acks,
+    ProducePartitionData,
+    ProducePartitionRefusal,
+    ProducePartitionResponse,
+)
 
 FIRST_FLEXIBLE_VERSION = 9
 _INT32 = struct.Struct(">i")
@@ -182,11 +187,11 @@ def write_produce_response(
                 )
             else:
                 out += _PARTITION.pack(p.partition, p.error, p.base_offset, p.log_append_time_ms)
-            if with_errors:  # record_errors (none), error_message
+            if with_errors:  # record_errors, error_message
                 if p.message is None:
                     out += b"\x01\x00" if flexible else b"\x00\x00\x00\x00\xff\xff"
                 else:
-                    write_length(out, 0, flexible)
+                    _write_record_errors(out, p, flexible)
                     write_string(out, p.message, flexible)
             if flexible:
                 out.append(0)
@@ -195,6 +200,17 @@ def write_produce_response(
     out += _INT32.pack(throttle_ms)
     if flexible:
         out.append(0)
+
+
+def _write_record_errors(out: bytearray, p: ProducePartitionResponse, flexible: bool) -> None:
+    """The records a refusal names (batch_index, batch_index_error_message), none for others."""
+    record_errors = p.record_errors if isinstance(p, ProducePartitionRefusal) else ()
+    write_length(out, len(record_errors), flexible)
+    for record_error in record_errors:
+        out += _INT32.pack(record_error.batch_index)
+        write_string(out, record_error.message, flexible)
+        if flexible:
+            out.append(0)
 
 
 # --- a one-partition produce answered at once ------------------------------------------------
