@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import confluent_kafka
 import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
 from kafka_helpers import kafka_call
@@ -316,38 +317,94 @@ def test_leader_elections_are_answered_as_kafka_answers_them(targets: dict[str, 
 
 # --- DescribeConfigs of a group ----------------------------------------------------------------
 
-GROUP_RESOURCE, UNKNOWN_RESOURCE, CLASSIC_GROUP_NAME = 32, 99, "parity-group"
+GROUP_RESOURCE, CLASSIC_GROUP_NAME = 32, "parity-group"
 
 
-def _describe_configs(target: Target, resource_type: int, name: str) -> tuple[int, str, int]:
-    """DescribeConfigs v4 of one resource: (error code, error message, how many configs)."""
-    resource = {"resource_type": resource_type, "resource_name": name, "configuration_keys": None}
-    body = {"resources": [resource], "include_synonyms": True, "include_documentation": False}
-    (result,) = kafka_call(target.bootstrap, 32, 4, body)["results"]
-    return result["error_code"], result["error_message"], len(result["configs"])
+def _group_configs(target: Target) -> dict[str, object]:
+    """DescribeConfigs v4 of a group (any name, the empty one), with and without synonyms and
+    documentation, some keys only; an alter of an unknown and of a known key (which Kafka
+    stores); ``kafka-configs.sh --describe`` of a classic group (its offsets only) and of
+    a group that does not exist."""
+    topic, group = f"{CLASSIC_GROUP_NAME}-topic", "altered-group"
+    admin = AdminClient({"bootstrap.servers": target.bootstrap})  # outlives its futures
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    time.sleep(1)  # Kafka's broker learns of the topic a moment after it is created
+    offsets = ConsumerGroupTopicPartitions(CLASSIC_GROUP_NAME, [TopicPartition(topic, 0, 0)])
+    admin.alter_consumer_group_offsets([offsets])[CLASSIC_GROUP_NAME].result(30)
+    answers: dict[str, object] = {}
+    cases = {
+        "any name": (CLASSIC_GROUP_NAME, None, False, False),
+        "empty": ("", None, False, False),
+        "synonyms and documentation": (CLASSIC_GROUP_NAME, None, True, True),
+        "some keys": (
+            CLASSIC_GROUP_NAME,
+            ["consumer.session.timeout.ms", "share.isolation.level", "no.such.key"],
+            True,
+            False,
+        ),
+    }
+    for case, (name, keys, synonyms, documentation) in cases.items():
+        resource = {
+            "resource_type": GROUP_RESOURCE,
+            "resource_name": name,
+            "configuration_keys": keys,
+        }
+        body = {
+            "resources": [resource],
+            "include_synonyms": synonyms,
+            "include_documentation": documentation,
+        }
+        answers[case] = kafka_call(target.bootstrap, 32, 4, body)["results"]
+    for case, key in {
+        "alter unknown key": "no.such.key",
+        "alter known key": "consumer.session.timeout.ms",
+    }.items():
+        config = {"name": key, "config_operation": 0, "value": "50000"}
+        resource = {"resource_type": GROUP_RESOURCE, "resource_name": group, "configs": [config]}
+        body = {"resources": [resource], "validate_only": False}
+        answers[case] = kafka_call(target.bootstrap, 44, 1, body)["responses"]
+    for name, every in (
+        (CLASSIC_GROUP_NAME, ()),
+        (CLASSIC_GROUP_NAME, ("--all",)),
+        ("no-such-group", ()),
+    ):
+        code, lines = kafka_tool(
+            "org.apache.kafka.tools.ConfigCommand",
+            *("--bootstrap-server", target.bootstrap, "--describe", *every),
+            *("--entity-type", "groups", "--entity-name", name),
+        )
+        answers[f"kafka-configs.sh {name} {every}"] = (code, lines)
+    return answers
 
 
-def test_a_group_resource_gets_kafkas_answer_for_a_resource_type_the_broker_does_not_serve(
+def test_a_groups_configs_are_described_as_kafka_describes_them(
     targets: dict[str, Target],
 ) -> None:
-    """Kafka 4.4 describes the configs of any group (consumer.*, share.*, streams.*: settings
-    of the KIP-848 consumer, share and streams group protocols). odradek's groups are classic
-    only, so it has none of them: it answers as Kafka answers a resource type it does not
-    serve (INVALID_REQUEST), saying so instead of "only topics"."""
-    kafka, odradek = targets["kafka"], targets["odradek"]
-    kafka_group = _describe_configs(kafka, GROUP_RESOURCE, CLASSIC_GROUP_NAME)
-    assert kafka_group[0] == 0 and kafka_group[2] > 0  # Kafka has group configs: odradek not
-    unserved = _describe_configs(kafka, UNKNOWN_RESOURCE, "x")
-    assert unserved[0] == 42
-    code, message, count = _describe_configs(odradek, GROUP_RESOURCE, CLASSIC_GROUP_NAME)
-    assert (code, count) == (unserved[0], 0)
-    assert message.startswith("resource type 32 (GROUP) is not supported:"), message
-    assert "classic" in message and "topics (2) and brokers (4) can be described" in message
-    assert _describe_configs(odradek, UNKNOWN_RESOURCE, "x")[:3:2] == (unserved[0], 0)
-    assert (
-        _describe_configs(odradek, GROUP_RESOURCE, "")[0]
-        == _describe_configs(kafka, GROUP_RESOURCE, "")[0]
+    """Kafka 4.4 describes the configs of any named group (consumer.*, share.*, streams.*,
+    errors.deadletterqueue.*: settings of the KIP-848 consumer, share and streams group
+    protocols) with the broker's group defaults; odradek answers the same. An alter of a known
+    key is where they part: Kafka stores it, odradek refuses it, its groups being classic ones,
+    which none of these keys configure; and ``kafka-configs.sh`` on a group that does not exist,
+    which Kafka's tool tells by ListConfigResources, an API odradek does not serve (the tool
+    then describes the group as any other)."""
+    kafka, odradek = (_group_configs(targets[name]) for name in ("kafka", "odradek"))
+    (described,) = kafka["any name"]
+    assert len(described["configs"]) == 21 and described["error_code"] == 0
+    assert kafka["empty"][0]["error_code"] == 42
+    assert kafka.pop("alter known key")[0]["error_code"] == 0
+    (refused,) = odradek.pop("alter known key")
+    assert refused["error_code"] == 42 and "classic" in refused["error_message"], refused
+    code, lines = kafka[f"kafka-configs.sh {CLASSIC_GROUP_NAME} ('--all',)"]
+    assert code == 0 and "  consumer.session.timeout.ms=45000 sensitive=false synonyms={" in (
+        "\n".join(lines)
+    ), lines
+    absent = "kafka-configs.sh no-such-group ()"  # known by its ListConfigResources (API 74)
+    assert kafka.pop(absent) == (
+        0,
+        ["The group 'no-such-group' doesn't exist and doesn't have dynamic config."],
     )
+    assert odradek.pop(absent) == (0, ["Dynamic configs for group no-such-group are:"])
+    assert odradek == kafka
 
 
 def test_colliding_names_in_one_request_a_known_difference(targets: dict[str, Target]) -> None:

@@ -102,7 +102,7 @@ AUTHORIZER = {
 TOPIC, DOOMED, GROUP = "secret", "doomed", "secret-group"
 """A topic with one record, a topic only the by-id DeleteTopics row may delete, and a group
 with a committed offset for the topic's partition 0."""
-TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE = 2, 4, 32
 T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
 Op = AclOperation
 KAFKA_NAMES = {
@@ -413,6 +413,33 @@ TABLE: tuple[Row, ...] = (
                                              "resource_name": TOPIC, "configs": []}],
                               "validate_only": True}),
         why="IncrementalAlterConfigs",
+    ),
+    Row(
+        ApiKey.DESCRIBE_CONFIGS, "group", ((G, GROUP, Op.DESCRIBE_CONFIGS),),
+        GROUP_AUTHORIZATION_FAILED,
+        kafka=lambda w: (4, {"resources": [{"resource_type": GROUP_RESOURCE,
+                                             "resource_name": GROUP,
+                                             "configuration_keys": None}]}),
+        why="a group's configs: DescribeConfigs on the group",
+    ),
+    Row(
+        ApiKey.ALTER_CONFIGS, "group", ((G, GROUP, Op.ALTER_CONFIGS),),
+        GROUP_AUTHORIZATION_FAILED,
+        kafka=lambda w: (2, {"resources": [{"resource_type": GROUP_RESOURCE,
+                                             "resource_name": GROUP, "configs": [
+                                                 {"name": "consumer.session.timeout.ms",
+                                                  "value": "50000"}]}],
+                              "validate_only": True}),
+        why="AlterConfigs on the group, then refused (read-only) as INVALID_REQUEST",
+    ),
+    Row(
+        44, "group", ((G, GROUP, Op.ALTER_CONFIGS),), GROUP_AUTHORIZATION_FAILED,
+        kafka=lambda w: (1, {"resources": [{"resource_type": GROUP_RESOURCE,
+                                             "resource_name": GROUP, "configs": [
+                                                 {"name": "consumer.session.timeout.ms",
+                                                  "config_operation": 0, "value": "50000"}]}],
+                              "validate_only": True}),
+        why="IncrementalAlterConfigs: AlterConfigs on the group, then refused (read-only)",
     ),
     Row(
         ApiKey.DESCRIBE_CONFIGS, "broker-logger", ((C, CLUSTER_NAME, Op.DESCRIBE_CONFIGS),),

@@ -1,6 +1,7 @@
 """KafkaConfigRequests: DescribeConfigs, AlterConfigs and IncrementalAlterConfigs on Kafka's
 protocol. Topic configs go through AdminManager's handlers (via KafkaApis); the broker's own
-settings are described read-only."""
+settings and a group's configs (their defaults: odradek's groups are classic ones, which these
+keys do not configure) are described read-only."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from typing import Any
 
 from odradek.config.broker_config import BrokerConfig
 from odradek.config.broker_configs import BROKER_CONFIG_DEF, TOPIC_CONFIG_SYNONYMS
+from odradek.config.group_configs import GROUP_CONFIG_KEYS
 from odradek.config.topic_configs import TOPIC_CONFIG_DEF
-from odradek.errors import InvalidRequestError
+from odradek.errors import InvalidConfigError, InvalidRequestError
 from odradek.protocol.configs import (
     AlterableTopicConfigs,
     AlterConfigsRequest,
@@ -22,7 +24,7 @@ from odradek.server.authorizer import Authorizer
 from odradek.server.kafka_request import CallApis, KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext
 
-INVALID_REQUEST = InvalidRequestError.code
+INVALID_REQUEST, INVALID_CONFIG = InvalidRequestError.code, InvalidConfigError.code
 TOPIC_RESOURCE, BROKER_RESOURCE, BROKER_LOGGER_RESOURCE, GROUP_RESOURCE = 2, 4, 8, 32
 CLUSTER_RESOURCES = frozenset({BROKER_RESOURCE, BROKER_LOGGER_RESOURCE})
 """Config resources Kafka authorizes on the cluster."""
@@ -75,6 +77,9 @@ class KafkaConfigRequests:
                         "configs": [],
                     }
                 )
+                continue
+            if kind == GROUP_RESOURCE:
+                results.append(self._group_configs(resource, body, context))
                 continue
             if kind != TOPIC_RESOURCE:
                 results.append(self._not_described(resource, context))
@@ -132,6 +137,43 @@ class KafkaConfigRequests:
             }
             for entry in self._broker_config.describe()
             if not keys or entry.name in keys
+        ]
+        return result
+
+    def _group_configs(
+        self, resource: dict[str, Any], body: dict[str, Any], context: RequestContext
+    ) -> dict[str, Any]:
+        """A group's configs as Kafka describes them, with DescribeConfigs on the group: every
+        name but the empty one gets the defaults, whether or not the group exists."""
+        name = resource["resource_name"]
+        result = {"resource_type": GROUP_RESOURCE, "resource_name": name, "configs": []}
+        denial = self._authorizer.group_denial(context, AclOperation.DESCRIBE_CONFIGS, name)
+        if denial is not None:
+            result.update(error_code=denial.code, error_message=denial.message)
+            return result
+        if not name:
+            result.update(error_code=INVALID_REQUEST, error_message="Group name must not be empty")
+            return result
+        keys = resource.get("configuration_keys")
+        synonyms, documentation = body.get("include_synonyms"), body.get("include_documentation")
+        default = CONFIG_SOURCE_CODES["DEFAULT_CONFIG"]
+        result.update(error_code=0, error_message="")
+        result["configs"] = [
+            {
+                "name": key.name,
+                "value": key.default,
+                "read_only": False,
+                "config_source": default,
+                "is_default": True,
+                "is_sensitive": False,
+                "synonyms": [{"name": key.broker_synonym, "value": key.default, "source": default}]
+                if synonyms
+                else [],
+                "config_type": key.config_type,
+                "documentation": key.doc if documentation else None,
+            }
+            for key in GROUP_CONFIG_KEYS
+            if not keys or key.name in keys
         ]
         return result
 
@@ -202,7 +244,32 @@ class KafkaConfigRequests:
     def _not_altered(self, resource: dict[str, Any], context: RequestContext) -> dict[str, Any]:
         """A resource other than a topic: a broker's (or its loggers') settings are refused
         without AlterConfigs on the cluster, as Kafka refuses them, before anything else."""
+        if resource["resource_type"] == GROUP_RESOURCE:
+            return self._group_not_altered(resource, context)
         return self._unsupported(resource, context, AclOperation.ALTER_CONFIGS, altering=True)
+
+    def _group_not_altered(
+        self, resource: dict[str, Any], context: RequestContext
+    ) -> dict[str, Any]:
+        """A group's configs: refused without AlterConfigs on the group, an unknown key as
+        Kafka refuses it (INVALID_CONFIG); Kafka stores the known ones, odradek refuses them
+        (INVALID_REQUEST), since they configure group protocols it does not serve."""
+        name = resource["resource_name"]
+        result = {"resource_type": GROUP_RESOURCE, "resource_name": name}
+        denial = self._authorizer.group_denial(context, AclOperation.ALTER_CONFIGS, name)
+        if denial is not None:
+            return {**result, "error_code": denial.code, "error_message": denial.message}
+        known = {key.name for key in GROUP_CONFIG_KEYS}
+        for config in resource["configs"]:
+            if config["name"] not in known:
+                message = f"Unknown group config name: {config['name']}"
+                return {**result, "error_code": INVALID_CONFIG, "error_message": message}
+        message = (
+            f"group {name}'s configs are read-only: they set the consumer, share and streams "
+            "group protocols (consumer.*, share.*, streams.*, errors.deadletterqueue.*), and "
+            "odradek's groups are classic ones, which none of them configure"
+        )
+        return {**result, "error_code": INVALID_REQUEST, "error_message": message}
 
     def _not_described(self, resource: dict[str, Any], context: RequestContext) -> dict[str, Any]:
         """A resource served neither as a topic nor as this broker (its loggers): refused
@@ -261,19 +328,16 @@ RESOURCE_TYPE_NAMES = {
 
 def _unsupported_resource(resource: dict[str, Any], altering: bool = False) -> dict[str, Any]:
     """INVALID_REQUEST, as Kafka answers a resource type it does not serve, saying which are
-    served (a group's configs belong to group protocols odradek does not serve)."""
+    served."""
     kind = resource["resource_type"]
     name = RESOURCE_TYPE_NAMES.get(kind)
     message = f"resource type {kind}{f' ({name})' if name else ''} is not supported: "
-    if kind == GROUP_RESOURCE:
-        message += (
-            "group configs (consumer.*, share.*, streams.*) set the consumer, share and streams "
-            "group protocols, and odradek's groups are classic ones, which have none; "
-        )
     if altering:
-        message += "configs of topics (2) can be altered, a broker's (4) are read-only"
+        message += (
+            "configs of topics (2) can be altered, a broker's (4) and a group's (32) are read-only"
+        )
     else:
-        message += "configs of topics (2) and brokers (4) can be described"
+        message += "configs of topics (2), brokers (4) and groups (32) can be described"
     return {
         "error_code": INVALID_REQUEST,
         "error_message": message,
