@@ -14,7 +14,7 @@ from server_helpers import RawClient, RunningBroker, batch, read_partition, runn
 from odradek.errors import UnknownServerError
 from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
-from odradek.server.client_connection import ClientConnection
+from odradek.server.msgpack.connection import ClientConnection
 from odradek.server.replica_manager import ReplicaManager
 
 ANSWER_AT_ONCE = ClientConnection._answer_at_once

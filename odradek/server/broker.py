@@ -8,6 +8,7 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from importlib.metadata import version
 from wsgiref.simple_server import WSGIServer
 
@@ -17,6 +18,12 @@ from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.config.broker_config import BrokerConfig
 from odradek.config.listeners import advertised_host
 from odradek.native import native_summary
+from odradek.network.connection import ConnectionSettings
+from odradek.network.event_loop_lag_monitor import EventLoopLagMonitor
+from odradek.network.protocol_detector import WireProtocol
+from odradek.network.sasl_authenticator import SaslAuthenticator
+from odradek.network.socket_server import SocketServer
+from odradek.network.ssl_factory import server_ssl_context
 from odradek.protocol.api_versions import ApiVersionsResponse, supported_api_versions
 from odradek.protocol.metadata import BrokerMetadata
 from odradek.security.acl_store import AclStore
@@ -24,19 +31,19 @@ from odradek.security.credential_store import CredentialStore
 from odradek.server.admin_manager import AdminManager
 from odradek.server.authorizer import Authorizer
 from odradek.server.client_quota_request_handlers import ClientQuotaRequestHandlers
-from odradek.server.connection import ConnectionSettings
-from odradek.server.event_loop_lag_monitor import EventLoopLagMonitor
 from odradek.server.group.group_coordinator import GroupCoordinator
 from odradek.server.group.group_coordinator_collector import GroupCoordinatorCollector
 from odradek.server.group.group_coordinator_metrics import GroupCoordinatorMetrics
 from odradek.server.group.group_metadata_manager import GroupMetadataManager
 from odradek.server.group_request_handlers import GroupRequestHandlers
+from odradek.server.kafka.connection import KafkaConnection
 from odradek.server.kafka_apis import KafkaApis
 from odradek.server.kafka_group_requests import KafkaGroupRequests
 from odradek.server.kafka_partition_admin_requests import KafkaPartitionAdminRequests
 from odradek.server.kafka_request_handler import KafkaRequestHandler
 from odradek.server.kafka_security_requests import KafkaSecurityRequests
 from odradek.server.metrics import BrokerMetrics
+from odradek.server.msgpack.connection import ClientConnection
 from odradek.server.producer_id_manager import ProducerIdManager
 from odradek.server.quota.client_quota_admin import ClientQuotaAdmin
 from odradek.server.quota.client_quota_store import ClientQuotaStore
@@ -44,9 +51,6 @@ from odradek.server.quota.client_quotas import ClientQuotas
 from odradek.server.quota.quota_collector import QuotaCollector
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
-from odradek.server.sasl_authenticator import SaslAuthenticator
-from odradek.server.socket_server import SocketServer
-from odradek.server.ssl_factory import server_ssl_context
 from odradek.server.topic_ids import TopicIds
 from odradek.storage.descriptor_budget import raise_descriptor_limit
 from odradek.storage.idle_file_cache import IDLE_FILES, default_capacity
@@ -185,7 +189,12 @@ class Broker:
             "kafka": kafka_handler.served_api_keys,
             "msgpack": apis.served_api_keys,
         }
-        await self._socket_server.start_serving(apis, kafka_handler)
+        await self._socket_server.start_serving(
+            {
+                WireProtocol.KAFKA: partial(KafkaConnection, kafka_handler),
+                WireProtocol.MSGPACK: partial(ClientConnection, apis),
+            }
+        )
         logger.info(
             "broker %d serving on %s (metrics on %s:%d)",
             self.config.broker_id,

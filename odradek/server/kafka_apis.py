@@ -11,6 +11,7 @@ from functools import cache
 from typing import Any, get_args, get_origin, get_type_hints
 
 from odradek.errors import IllegalSaslStateError, SaslAuthenticationFailedError, error_name_for
+from odradek.network.sasl_authenticator import SaslAuthenticator
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.api_versions import ApiVersionsResponse
 from odradek.protocol.sasl import (
@@ -30,7 +31,6 @@ from odradek.server.producer_id_manager import ProducerIdManager
 from odradek.server.quota.client_quotas import ClientQuotas
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
-from odradek.server.sasl_authenticator import SaslAuthenticator
 
 Handler = Callable[[Any, RequestContext], Awaitable[Message | None]]
 

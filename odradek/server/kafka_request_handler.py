@@ -36,6 +36,7 @@ from odradek.errors import (
     UnknownTopicIdError,
     UnsupportedVersionError,
 )
+from odradek.network.session import Session
 from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
 from odradek.protocol.fetch import FetchPartitionResponse
 from odradek.protocol.header import RequestHeader
@@ -100,7 +101,6 @@ from odradek.server.quota.client_quota_admin import ClientQuotaAdmin
 from odradek.server.quota.client_quotas import ClientQuotas
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
-from odradek.server.session import Session
 from odradek.server.topic_ids import TopicIds
 
 UNSUPPORTED_VERSION = UnsupportedVersionError.code

@@ -27,9 +27,10 @@ from prometheus_client import (
 
 from odradek.cleaner.log_cleaner import LogCleaner
 from odradek.errors import NONE, error_name_for
+from odradek.network.network_bytes import NetworkBytes
+from odradek.network.network_metrics import COPIED, SENDFILE
 from odradek.server.cleaner_collector import CleanerCollector
 from odradek.server.log_manager_collector import LogManagerCollector
-from odradek.server.network_bytes import NetworkBytes
 from odradek.server.partition_collector import PartitionCollector
 from odradek.server.request_stats import Latencies, RequestStats, Tally
 from odradek.storage.log_manager import LogManager
@@ -56,8 +57,6 @@ LATENCY_BUCKETS = (
 )
 LAG_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
 
-SENDFILE = "sendfile"
-COPIED = "copied"
 
 
 class BrokerMetrics:

@@ -20,8 +20,8 @@ import logging
 import os
 from concurrent.futures import Executor, Future
 
-from odradek.server.file_region import FileRegion
-from odradek.server.page_cache import is_resident
+from odradek.network.file_region import FileRegion
+from odradek.network.page_cache import is_resident
 
 logger = logging.getLogger(__name__)
 

@@ -12,6 +12,8 @@ import threading
 from abc import ABC, abstractmethod
 from typing import Generic, TypeVar
 
+from odradek.network.frame_buffer import FrameBuffer
+from odradek.network.request_memory_pool import RequestMemoryPool
 from odradek.protocol.frame import (
     SIZE_FIELDS_BYTES,
     Frame,
@@ -19,8 +21,6 @@ from odradek.protocol.frame import (
     check_frame_size,
     decode_frame,
 )
-from odradek.server.frame_buffer import FrameBuffer
-from odradek.server.request_memory_pool import RequestMemoryPool
 
 RECEIVE_BUFFER_BYTES = 64 * 1024
 

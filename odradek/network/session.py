@@ -10,7 +10,7 @@ from odradek.config.listeners import EndPoint
 from odradek.security.kafka_principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
-    from odradek.server.sasl_authenticator import SaslAuthenticator
+    from odradek.network.sasl_authenticator import SaslAuthenticator
 
 
 @dataclass

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import struct
 
+from odradek.network.frame_reader import SizePrefixedFrameReader
 from odradek.protocol.frame import FrameError
-from odradek.server.frame_reader import SizePrefixedFrameReader
 
 MIN_REQUEST_BYTES = 8
 """api_key, api_version and correlation_id: the smallest request there can be."""

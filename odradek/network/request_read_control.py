@@ -13,9 +13,9 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from odradek.server.frame_reader import SizePrefixedFrameReader
-from odradek.server.metrics import BrokerMetrics
-from odradek.server.request_memory_pool import RequestMemoryPool
+from odradek.network.frame_reader import SizePrefixedFrameReader
+from odradek.network.network_metrics import NetworkMetrics
+from odradek.network.request_memory_pool import RequestMemoryPool
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ class RequestReadControl:
         reader: SizePrefixedFrameReader,
         pool: RequestMemoryPool,
         timeout_ms: int,
-        metrics: BrokerMetrics,
+        metrics: NetworkMetrics,
         update_reading: Callable[[], None],
         abort: Callable[[], None],
     ) -> None:

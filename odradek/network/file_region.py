@@ -3,8 +3,27 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
-from odradek.storage.file_records import FileSlice
+
+class FileSlice(Protocol):
+    """``length`` bytes of a file from ``position`` behind an open descriptor ``fd``: what a
+    FileRegion sends (storage's FileSlice is one; the network layer does not import storage)."""
+
+    @property
+    def fd(self) -> int: ...
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def position(self) -> int: ...
+
+    @property
+    def length(self) -> int: ...
+
+    def read_at(self, position: int, size: int) -> bytes: ...
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,11 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 
+from odradek.errors import is_descriptor_exhaustion
+from odradek.network.file_region import FileRegion
+from odradek.network.network_metrics import COPIED, SENDFILE, NetworkMetrics
+from odradek.network.sendfile_sender import SendfileSender
 from odradek.protocol.schema import Payload
-from odradek.server.file_region import FileRegion
-from odradek.server.metrics import COPIED, SENDFILE, BrokerMetrics
-from odradek.server.sendfile_sender import SendfileSender
-from odradek.storage.log_dir_failure_channel import is_descriptor_exhaustion
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ class ResponseWriter:
         transport: asyncio.Transport,
         peer: str,
         executor: Executor,
-        metrics: BrokerMetrics,
+        metrics: NetworkMetrics,
         on_backlog_change: Callable[[], None],
     ) -> None:
         self._transport = transport

@@ -36,16 +36,16 @@ from odradek.errors import (
     KafkaError,
     SaslAuthenticationFailedError,
 )
+from odradek.network.connection import Connection, ConnectionRegistry, ConnectionSettings
+from odradek.network.kafka_frame_reader import KafkaFrameReader
+from odradek.network.request_memory_pool import RequestMemoryPool
+from odradek.network.session import Session
 from odradek.protocol.kafka.api_versions import API_VERSIONS, api_name
 from odradek.protocol.kafka.request_header import read_request_start
-from odradek.server.connection import Connection, ConnectionRegistry, ConnectionSettings
 from odradek.server.kafka_apis import EAGER_API_KEYS
-from odradek.server.kafka_frame_reader import KafkaFrameReader
 from odradek.server.kafka_request import KafkaRequest
 from odradek.server.kafka_request_handler import KafkaRequestHandler
 from odradek.server.metrics import BrokerMetrics
-from odradek.server.request_memory_pool import RequestMemoryPool
-from odradek.server.session import Session
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from odradek.server.session import Session
+from odradek.network.session import Session
 
 
 class ConnectionThrottle:

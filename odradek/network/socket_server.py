@@ -10,16 +10,12 @@ from concurrent.futures import Executor
 from functools import partial
 
 from odradek.config.listeners import EndPoint
-from odradek.server.client_connection import ClientConnection
-from odradek.server.connection import Connection, ConnectionSettings
-from odradek.server.kafka_apis import KafkaApis
-from odradek.server.kafka_connection import KafkaConnection
-from odradek.server.kafka_request_handler import KafkaRequestHandler
-from odradek.server.metrics import BrokerMetrics
-from odradek.server.protocol_detector import ProtocolDetector, WireProtocol
-from odradek.server.request_memory_pool import RequestMemoryPool
-from odradek.server.sasl_authenticator import SaslAuthenticator
-from odradek.server.session import Session
+from odradek.network.connection import Connection, ConnectionRegistry, ConnectionSettings
+from odradek.network.network_metrics import NetworkMetrics
+from odradek.network.protocol_detector import ProtocolDetector, WireProtocol
+from odradek.network.request_memory_pool import RequestMemoryPool
+from odradek.network.sasl_authenticator import SaslAuthenticator
+from odradek.network.session import Session
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +23,13 @@ LISTEN_BACKLOG = 1024
 
 
 AuthenticatorFactory = Callable[[], SaslAuthenticator]
+
+ConnectionFactory = Callable[
+    [ConnectionSettings, ConnectionRegistry, NetworkMetrics, Executor, RequestMemoryPool, Session],
+    Connection,
+]
+"""Makes the connection of one wire protocol: the server binds its request handler in (e.g.
+``partial(KafkaConnection, kafka_handler)``), the socket server passes the rest."""
 
 
 class SocketServer:
@@ -38,7 +41,7 @@ class SocketServer:
         self,
         settings: ConnectionSettings,
         max_connections: int,
-        metrics: BrokerMetrics,
+        metrics: NetworkMetrics,
         executor: Executor,
         sasl_max_receive_bytes: int = 524288,
     ) -> None:
@@ -48,8 +51,7 @@ class SocketServer:
         self._executor = executor
         self._sasl_max_receive_bytes = sasl_max_receive_bytes
         self._servers: list[asyncio.Server] = []
-        self._apis: KafkaApis | None = None
-        self._kafka_handler: KafkaRequestHandler | None = None
+        self._connection_factories: dict[WireProtocol, ConnectionFactory] = {}
         self._connections: set[Connection] = set()
         queued = settings.queued_max_request_bytes
         self.memory_pool = RequestMemoryPool(None if queued == -1 else queued)
@@ -81,11 +83,10 @@ class SocketServer:
         self._servers.append(server)
         return server.sockets[0].getsockname()[1]
 
-    async def start_serving(self, apis: KafkaApis, kafka_handler: KafkaRequestHandler) -> None:
-        """Start accepting connections, answering their requests with ``apis`` (msgpack) or
-        ``kafka_handler`` (Kafka's protocol)."""
-        self._apis = apis
-        self._kafka_handler = kafka_handler
+    async def start_serving(self, connections: dict[WireProtocol, ConnectionFactory]) -> None:
+        """Start accepting connections, each made by the factory of the wire protocol its
+        first bytes speak (the server's Kafka and msgpack connections)."""
+        self._connection_factories = dict(connections)
         for server in self._servers:
             await server.start_serving()
 
@@ -127,30 +128,14 @@ class SocketServer:
         self, endpoint: EndPoint, authenticator: AuthenticatorFactory | None
     ) -> asyncio.BufferedProtocol:
         # --- protocol detection hook: the first bytes pick the connection type (msgpack or
-        # Kafka); see odradek/server/protocol_detector.py.
+        # Kafka); see odradek/network/protocol_detector.py.
         # --- security hook: each connection's Session carries its listener and, on a SASL
         # listener, the authenticator that gates its requests until it has authenticated.
         session = Session(endpoint, authenticator=authenticator() if authenticator else None)
+        args = (self._settings, self, self._metrics, self._executor, self.memory_pool, session)
         factories = {
-            WireProtocol.KAFKA: lambda: KafkaConnection(
-                self._kafka_handler,
-                self._settings,
-                self,
-                self._metrics,
-                self._executor,
-                self.memory_pool,
-                session,
-            ),
+            wire: partial(factory, *args) for wire, factory in self._connection_factories.items()
         }
-        factories[WireProtocol.MSGPACK] = lambda: ClientConnection(
-            self._apis,
-            self._settings,
-            self,
-            self._metrics,
-            self._executor,
-            self.memory_pool,
-            session,
-        )
         max_request_bytes = self._settings.max_request_bytes
         idle_timeout_ms = self._settings.max_idle_ms
         request_timeout_ms = self._settings.request_timeout_ms

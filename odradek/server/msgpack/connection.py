@@ -25,6 +25,11 @@ import logging
 from concurrent.futures import Executor
 
 from odradek.errors import KafkaError, UnknownServerError, error_code_for
+from odradek.network.connection import Connection, ConnectionRegistry, ConnectionSettings
+from odradek.network.frame_reader import FrameReader
+from odradek.network.request_memory_pool import RequestMemoryPool
+from odradek.network.sasl_gate import SaslGate
+from odradek.network.session import Session
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.frame import FrameError, decode_frame
 from odradek.protocol.header import RequestHeader, ResponseHeader
@@ -38,14 +43,9 @@ from odradek.protocol.immediate import (
 from odradek.protocol.messages import decode_request, encode_response
 from odradek.protocol.produce import Acks
 from odradek.protocol.schema import Message
-from odradek.server.connection import Connection, ConnectionRegistry, ConnectionSettings
-from odradek.server.frame_reader import FrameReader
 from odradek.server.kafka_apis import EAGER_API_KEYS, KafkaApis
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.request_context import RequestContext
-from odradek.server.request_memory_pool import RequestMemoryPool
-from odradek.server.sasl_gate import SaslGate
-from odradek.server.session import Session
 
 logger = logging.getLogger(__name__)
 

@@ -25,15 +25,15 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, Generic, Protocol, TypeVar
 
+from odradek.network.connection_throttle import ConnectionThrottle
+from odradek.network.eager_start import start_eagerly
+from odradek.network.frame_reader import SizePrefixedFrameReader
+from odradek.network.network_metrics import NetworkMetrics
+from odradek.network.request_memory_pool import RequestMemoryPool
+from odradek.network.request_read_control import RequestReadControl
+from odradek.network.response_writer import ResponseWriter
+from odradek.network.session import Session, principal_of_transport
 from odradek.protocol.frame import FrameError
-from odradek.server.eager_start import start_eagerly
-from odradek.server.frame_reader import SizePrefixedFrameReader
-from odradek.server.metrics import BrokerMetrics
-from odradek.server.quota.connection_throttle import ConnectionThrottle
-from odradek.server.request_memory_pool import RequestMemoryPool
-from odradek.server.request_read_control import RequestReadControl
-from odradek.server.response_writer import ResponseWriter
-from odradek.server.session import Session, principal_of_transport
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
         reader: SizePrefixedFrameReader[FrameT],
         settings: ConnectionSettings,
         registry: ConnectionRegistry,
-        metrics: BrokerMetrics,
+        metrics: NetworkMetrics,
         executor: Executor,
         memory_pool: RequestMemoryPool,
         session: Session | None,

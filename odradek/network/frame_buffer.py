@@ -8,7 +8,7 @@ size prefix alone costs nothing and the broker's total stays within the pool.
 
 from __future__ import annotations
 
-from odradek.server.request_memory_pool import RequestMemoryPool
+from odradek.network.request_memory_pool import RequestMemoryPool
 
 FIRST_BYTES = 4096
 """A buffer starts at most this much past what has arrived."""

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from odradek.server.connection import ConnectionRegistry
+    from odradek.network.connection import ConnectionRegistry
 
 logger = logging.getLogger(__name__)
 

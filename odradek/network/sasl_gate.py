@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Protocol
 
-from odradek.server.session import Session
+from odradek.network.session import Session
 
 
 class LimitedReader(Protocol):
