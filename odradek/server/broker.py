@@ -29,7 +29,7 @@ from odradek.protocol.metadata import BrokerMetadata
 from odradek.security.acl_store import AclStore
 from odradek.security.credential_store import CredentialStore
 from odradek.server.admin_manager import AdminManager
-from odradek.server.authorizer import Authorizer
+from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.client_quota_request_handlers import ClientQuotaRequestHandlers
 from odradek.server.group.group_coordinator import GroupCoordinator
 from odradek.server.group.group_coordinator_collector import GroupCoordinatorCollector

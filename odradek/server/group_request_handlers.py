@@ -48,11 +48,11 @@ from odradek.protocol.offset_fetch import (
 )
 from odradek.protocol.sync_group import SyncGroupRequest, SyncGroupResponse
 from odradek.security.acl import AclOperation
-from odradek.server.authorizer import Authorizer
+from odradek.server.authorization.authorizer import Authorizer
+from odradek.server.authorization.group_authorization import GroupAuthorization
 from odradek.server.group.coordinator_results import MemberIdentity, OffsetCommitEntry
 from odradek.server.group.group_coordinator import GroupCoordinator
 from odradek.server.group.group_metadata_manager import GroupMetadataManager
-from odradek.server.group_authorization import GroupAuthorization
 from odradek.server.request_context import RequestContext
 
 READ, DESCRIBE, DELETE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE

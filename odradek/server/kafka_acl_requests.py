@@ -22,7 +22,7 @@ from odradek.security.acl import (
     ResourceType,
 )
 from odradek.security.kafka_principal import KafkaPrincipal
-from odradek.server.authorizer import Authorizer
+from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.kafka_request import KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext
 

@@ -22,8 +22,8 @@ from odradek.protocol.sasl import (
 )
 from odradek.protocol.schema import Message
 from odradek.server.admin_manager import AdminManager
-from odradek.server.api_authorization import ApiAuthorization
-from odradek.server.authorizer import Authorizer
+from odradek.server.authorization.api_authorization import ApiAuthorization
+from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.client_quota_request_handlers import ClientQuotaRequestHandlers
 from odradek.server.group_request_handlers import GroupRequestHandlers
 from odradek.server.metrics import BrokerMetrics

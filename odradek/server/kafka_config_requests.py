@@ -18,7 +18,7 @@ from odradek.protocol.configs import (
 )
 from odradek.protocol.kafka import api_versions as apis
 from odradek.security.acl import AclOperation
-from odradek.server.authorizer import Authorizer
+from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.kafka_request import CallApis, KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext
 

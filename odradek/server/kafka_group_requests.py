@@ -23,7 +23,8 @@ from typing import Any
 from odradek.errors import CoordinatorNotAvailableError, InvalidRequestError, KafkaError
 from odradek.protocol.kafka import api_versions as apis
 from odradek.security.acl import AUTHORIZED_OPERATIONS_OMITTED, AclOperation, ResourceType
-from odradek.server.authorizer import Authorizer
+from odradek.server.authorization.authorizer import Authorizer
+from odradek.server.authorization.group_authorization import GroupAuthorization
 from odradek.server.group.coordinator_results import (
     ErrorInfo,
     MemberIdentity,
@@ -32,7 +33,6 @@ from odradek.server.group.coordinator_results import (
 )
 from odradek.server.group.group_coordinator import GroupCoordinator
 from odradek.server.group.group_metadata_manager import GroupMetadataManager
-from odradek.server.group_authorization import GroupAuthorization
 from odradek.server.group_request_handlers import TRANSACTIONS_NOT_SERVED, client_host
 from odradek.server.kafka_request import KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext

@@ -27,7 +27,7 @@ from odradek.errors import (
 )
 from odradek.protocol.kafka import api_versions as apis
 from odradek.security.acl import AclOperation
-from odradek.server.authorizer import Authorizer
+from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.kafka_request import KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext
 from odradek.storage.log_dir_description import LogDirDescription

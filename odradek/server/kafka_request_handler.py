@@ -87,7 +87,7 @@ from odradek.protocol.produce import (
 from odradek.protocol.schema import Message
 from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.admin_manager import AdminManager
-from odradek.server.authorizer import Authorizer
+from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.kafka_acl_requests import KafkaAclRequests
 from odradek.server.kafka_apis import KafkaApis
 from odradek.server.kafka_config_requests import KafkaConfigRequests

@@ -21,7 +21,7 @@ from odradek.errors import (
 from odradek.protocol.kafka import api_versions as apis
 from odradek.security.credential_store import CredentialStore
 from odradek.security.scram_credential import MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential
-from odradek.server.authorizer import Authorizer
+from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.kafka_request import KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext
 

@@ -22,7 +22,7 @@ from odradek.protocol.topics import (
     DeleteTopicsRequest,
 )
 from odradek.security.acl import AclOperation
-from odradek.server.authorizer import Authorizer
+from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.kafka_config_requests import CONFIG_SOURCE_CODES
 from odradek.server.kafka_request import CallApis, KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext

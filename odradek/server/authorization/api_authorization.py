@@ -33,7 +33,7 @@ from odradek.protocol.produce import ProducePartitionResponse
 from odradek.protocol.schema import Message
 from odradek.protocol.topics import CreatableTopicResult, TopicResult
 from odradek.security.acl import AclOperation, ResourceType
-from odradek.server.authorizer import Authorizer
+from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.request_context import RequestContext
 
 Handler = Callable[[Any, RequestContext], Awaitable[Message | None]]

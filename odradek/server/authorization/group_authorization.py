@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from odradek.errors import KafkaError
 from odradek.security.acl import AclOperation, ResourceType
-from odradek.server.authorizer import Authorizer
+from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.request_context import RequestContext
 
 
