@@ -23,6 +23,7 @@ from odradek.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from odradek.server.admin.topic_admin import TopicAdmin
 from odradek.storage.log import Log
 from odradek.storage.log_manager import (
     CLEAN_SHUTDOWN_FILE_NAME,
@@ -32,7 +33,6 @@ from odradek.storage.log_manager import (
 )
 from odradek.storage.offset_checkpoint_file import OffsetCheckpointFile
 from odradek.storage.pending_partition_creation import FILE_PREFIX, PendingPartitionCreation
-from odradek.storage.topic_admin import TopicAdmin
 from odradek.topic_partition import TopicPartition
 
 

@@ -28,7 +28,9 @@ from odradek.protocol.api_versions import ApiVersionsResponse, supported_api_ver
 from odradek.protocol.metadata import BrokerMetadata
 from odradek.security.acl_store import AclStore
 from odradek.security.credential_store import CredentialStore
-from odradek.server.admin_manager import AdminManager
+from odradek.server.admin.admin_manager import AdminManager
+from odradek.server.admin.topic_admin import TopicAdmin
+from odradek.server.admin.topic_ids import TopicIds
 from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.client_quota_request_handlers import ClientQuotaRequestHandlers
 from odradek.server.group.group_coordinator import GroupCoordinator
@@ -51,11 +53,9 @@ from odradek.server.quota.client_quotas import ClientQuotas
 from odradek.server.quota.quota_collector import QuotaCollector
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
-from odradek.server.topic_ids import TopicIds
 from odradek.storage.descriptor_budget import raise_descriptor_limit
 from odradek.storage.idle_file_cache import IDLE_FILES, default_capacity
 from odradek.storage.log_manager import LogManager
-from odradek.storage.topic_admin import TopicAdmin
 
 logger = logging.getLogger(__name__)
 

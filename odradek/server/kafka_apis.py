@@ -21,7 +21,7 @@ from odradek.protocol.sasl import (
     SaslHandshakeResponse,
 )
 from odradek.protocol.schema import Message
-from odradek.server.admin_manager import AdminManager
+from odradek.server.admin.admin_manager import AdminManager
 from odradek.server.authorization.api_authorization import ApiAuthorization
 from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.client_quota_request_handlers import ClientQuotaRequestHandlers

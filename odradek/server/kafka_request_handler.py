@@ -86,7 +86,8 @@ from odradek.protocol.produce import (
 )
 from odradek.protocol.schema import Message
 from odradek.security.acl import AclOperation, ResourceType
-from odradek.server.admin_manager import AdminManager
+from odradek.server.admin.admin_manager import AdminManager
+from odradek.server.admin.topic_ids import TopicIds
 from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.kafka_acl_requests import KafkaAclRequests
 from odradek.server.kafka_apis import KafkaApis
@@ -101,7 +102,6 @@ from odradek.server.quota.client_quota_admin import ClientQuotaAdmin
 from odradek.server.quota.client_quotas import ClientQuotas
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
-from odradek.server.topic_ids import TopicIds
 
 UNSUPPORTED_VERSION = UnsupportedVersionError.code
 TOPIC_AUTHORIZATION_FAILED = TopicAuthorizationFailedError.code

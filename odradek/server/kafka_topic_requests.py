@@ -22,11 +22,11 @@ from odradek.protocol.topics import (
     DeleteTopicsRequest,
 )
 from odradek.security.acl import AclOperation
+from odradek.server.admin.topic_ids import TopicIds
 from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.kafka_config_requests import CONFIG_SOURCE_CODES
 from odradek.server.kafka_request import CallApis, KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext
-from odradek.server.topic_ids import TopicIds
 
 INVALID_REQUEST = InvalidRequestError.code
 INVALID_REPLICATION_FACTOR = InvalidReplicationFactorError.code

@@ -63,9 +63,9 @@ from odradek.protocol.topics import (
     DeleteTopicsResponse,
     TopicResult,
 )
-from odradek.server.auto_topic_creation_manager import AutoTopicCreationManager
+from odradek.server.admin.auto_topic_creation_manager import AutoTopicCreationManager
+from odradek.server.admin.topic_admin import TopicAdmin
 from odradek.storage.log_manager import LogManager
-from odradek.storage.topic_admin import TopicAdmin
 from odradek.topic_partition import TopicPartition, validate_topic_name
 
 logger = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from concurrent.futures import Executor
 from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.config.broker_config import BrokerConfig
 from odradek.errors import KafkaError, ThrottlingQuotaExceededError, UnknownTopicOrPartitionError
-from odradek.storage.topic_admin import TopicAdmin
+from odradek.server.admin.topic_admin import TopicAdmin
 from odradek.topic_partition import TopicPartition
 
 CreationResult = list[TopicPartition] | KafkaError
