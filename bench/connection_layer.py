@@ -86,7 +86,7 @@ async def measure(rounds: int) -> tuple[float, float]:
     from odradek.network.connection import Connection, ConnectionSettings
     from odradek.network.kafka_frame_reader import KafkaFrameReader
     from odradek.network.request_memory_pool import RequestMemoryPool
-    from odradek.server.metrics import BrokerMetrics
+    from odradek.server.metrics.broker_metrics import BrokerMetrics
 
     sys.path.insert(0, str(Path(__file__).parent))
     from transport_floor import FloorProtocol

@@ -6,7 +6,7 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
 from odradek.network.response_writer import ResponseWriter
-from odradek.server.metrics import BrokerMetrics
+from odradek.server.metrics.broker_metrics import BrokerMetrics
 
 
 class RecordingTransport:

@@ -44,7 +44,7 @@ from odradek.server.kafka_group_requests import KafkaGroupRequests
 from odradek.server.kafka_partition_admin_requests import KafkaPartitionAdminRequests
 from odradek.server.kafka_request_handler import KafkaRequestHandler
 from odradek.server.kafka_security_requests import KafkaSecurityRequests
-from odradek.server.metrics import BrokerMetrics
+from odradek.server.metrics.broker_metrics import BrokerMetrics
 from odradek.server.msgpack.connection import ClientConnection
 from odradek.server.producer_id_manager import ProducerIdManager
 from odradek.server.quota.client_quota_admin import ClientQuotaAdmin

@@ -26,7 +26,7 @@ from odradek.server.authorization.api_authorization import ApiAuthorization
 from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.client_quota_request_handlers import ClientQuotaRequestHandlers
 from odradek.server.group_request_handlers import GroupRequestHandlers
-from odradek.server.metrics import BrokerMetrics
+from odradek.server.metrics.broker_metrics import BrokerMetrics
 from odradek.server.producer_id_manager import ProducerIdManager
 from odradek.server.quota.client_quotas import ClientQuotas
 from odradek.server.replica_manager import ReplicaManager

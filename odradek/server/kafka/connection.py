@@ -45,7 +45,7 @@ from odradek.protocol.kafka.request_header import read_request_start
 from odradek.server.kafka_apis import EAGER_API_KEYS
 from odradek.server.kafka_request import KafkaRequest
 from odradek.server.kafka_request_handler import KafkaRequestHandler
-from odradek.server.metrics import BrokerMetrics
+from odradek.server.metrics.broker_metrics import BrokerMetrics
 
 logger = logging.getLogger(__name__)
 

@@ -44,7 +44,7 @@ from odradek.protocol.messages import decode_request, encode_response
 from odradek.protocol.produce import Acks
 from odradek.protocol.schema import Message
 from odradek.server.kafka_apis import EAGER_API_KEYS, KafkaApis
-from odradek.server.metrics import BrokerMetrics
+from odradek.server.metrics.broker_metrics import BrokerMetrics
 from odradek.server.request_context import RequestContext
 
 logger = logging.getLogger(__name__)

@@ -29,10 +29,10 @@ from odradek.cleaner.log_cleaner import LogCleaner
 from odradek.errors import NONE, error_name_for
 from odradek.network.network_bytes import NetworkBytes
 from odradek.network.network_metrics import COPIED, SENDFILE
-from odradek.server.cleaner_collector import CleanerCollector
-from odradek.server.log_manager_collector import LogManagerCollector
-from odradek.server.partition_collector import PartitionCollector
-from odradek.server.request_stats import Latencies, RequestStats, Tally
+from odradek.server.metrics.cleaner_collector import CleanerCollector
+from odradek.server.metrics.log_manager_collector import LogManagerCollector
+from odradek.server.metrics.partition_collector import PartitionCollector
+from odradek.server.metrics.request_stats import Latencies, RequestStats, Tally
 from odradek.storage.log_manager import LogManager
 from odradek.storage.log_stats import LOG_STATS
 
