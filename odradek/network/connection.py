@@ -1,6 +1,6 @@
 """Connection: what a client connection does whatever wire protocol it speaks.
 
-ClientConnection (odradek's msgpack protocol) and KafkaConnection (Kafka's) differ in how a
+MsgpackConnection (odradek's msgpack protocol) and KafkaConnection (Kafka's) differ in how a
 frame becomes a request and a response, and in their security hooks. Everything else is here:
 registering with the socket server (refused past ``max.connections``), reading frames into a
 size-prefixed frame reader, bounding what is read (RequestReadControl: the request memory pool,

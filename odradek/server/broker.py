@@ -31,21 +31,21 @@ from odradek.security.credential_store import CredentialStore
 from odradek.server.admin.admin_manager import AdminManager
 from odradek.server.admin.topic_admin import TopicAdmin
 from odradek.server.admin.topic_ids import TopicIds
+from odradek.server.apis import ApiRouter
 from odradek.server.authorization.authorizer import Authorizer
-from odradek.server.client_quota_request_handlers import ClientQuotaRequestHandlers
 from odradek.server.group.group_coordinator import GroupCoordinator
 from odradek.server.group.group_coordinator_collector import GroupCoordinatorCollector
 from odradek.server.group.group_coordinator_metrics import GroupCoordinatorMetrics
 from odradek.server.group.group_metadata_manager import GroupMetadataManager
-from odradek.server.group_request_handlers import GroupRequestHandlers
 from odradek.server.kafka.connection import KafkaConnection
-from odradek.server.kafka_apis import KafkaApis
-from odradek.server.kafka_group_requests import KafkaGroupRequests
-from odradek.server.kafka_partition_admin_requests import KafkaPartitionAdminRequests
-from odradek.server.kafka_request_handler import KafkaRequestHandler
-from odradek.server.kafka_security_requests import KafkaSecurityRequests
+from odradek.server.kafka.groups import KafkaGroupApis
+from odradek.server.kafka.partition_admin import KafkaPartitionAdminApis
+from odradek.server.kafka.request_handler import KafkaRequestHandler
+from odradek.server.kafka.security import KafkaSecurityApis
 from odradek.server.metrics.broker_metrics import BrokerMetrics
-from odradek.server.msgpack.connection import ClientConnection
+from odradek.server.msgpack.connection import MsgpackConnection
+from odradek.server.msgpack.groups import MsgpackGroupApis
+from odradek.server.msgpack.quotas import MsgpackQuotaApis
 from odradek.server.producer_id_manager import ProducerIdManager
 from odradek.server.quota.client_quota_admin import ClientQuotaAdmin
 from odradek.server.quota.client_quota_store import ClientQuotaStore
@@ -192,7 +192,7 @@ class Broker:
         await self._socket_server.start_serving(
             {
                 WireProtocol.KAFKA: partial(KafkaConnection, kafka_handler),
-                WireProtocol.MSGPACK: partial(ClientConnection, apis),
+                WireProtocol.MSGPACK: partial(MsgpackConnection, apis),
             }
         )
         logger.info(
@@ -278,8 +278,8 @@ class Broker:
         for executor in (self._append_executor, self._flush_executor, self._io_executor):
             executor.shutdown()
 
-    def _handlers(self) -> tuple[KafkaApis, KafkaRequestHandler]:
-        """The handlers of both protocols: KafkaApis, and the Kafka protocol's over it."""
+    def _handlers(self) -> tuple[ApiRouter, KafkaRequestHandler]:
+        """The handlers of both protocols: ApiRouter, and the Kafka protocol's over it."""
         config = self.config
         host, port = self.advertised()
         broker = BrokerMetadata(config.broker_id, host, port)
@@ -307,10 +307,10 @@ class Broker:
             version("odradek"),
             config.socket_request_max_bytes,
         )
-        groups = GroupRequestHandlers(
+        groups = MsgpackGroupApis(
             self.group_coordinator, self.group_metadata_manager, broker, self.authorizer
         )
-        apis = KafkaApis(
+        apis = ApiRouter(
             self.replica_manager,
             admin,
             api_versions,
@@ -319,7 +319,7 @@ class Broker:
             groups,
             self.authorizer,
             self.quotas,
-            ClientQuotaRequestHandlers(
+            MsgpackQuotaApis(
                 ClientQuotaAdmin(self.quotas, self.authorizer, self._io_executor)
             ),
         )
@@ -331,10 +331,10 @@ class Broker:
             config,
             config.broker_id,
             self.endpoint_for,
-            KafkaSecurityRequests(self.credentials, self.authorizer, self._io_executor),
+            KafkaSecurityApis(self.credentials, self.authorizer, self._io_executor),
             self.authorizer,
             self._io_executor,
-            KafkaGroupRequests(
+            KafkaGroupApis(
                 self.group_coordinator,
                 self.group_metadata_manager,
                 config.broker_id,
@@ -342,7 +342,7 @@ class Broker:
                 self.authorizer,
             ),
             self.quotas,
-            KafkaPartitionAdminRequests(self.log_manager, self.authorizer, self._io_executor),
+            KafkaPartitionAdminApis(self.log_manager, self.authorizer, self._io_executor),
         )
         return apis, kafka_handler
 

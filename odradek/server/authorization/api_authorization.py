@@ -1,6 +1,6 @@
 """ApiAuthorization: the one place each API's request is checked against the Authorizer.
 
-KafkaApis runs every request of both protocols (Kafka's are translated to odradek's messages
+ApiRouter runs every request of both protocols (Kafka's are translated to odradek's messages
 first), so checking here covers both. Per API, the operation and the resource each entry
 needs: Produce writes its topics (InitProducerId needs IdempotentWrite on the cluster or
 Write on some topic), Fetch reads them, ListOffsets describes them, DeleteRecords

@@ -1,6 +1,6 @@
 """KafkaConnection: one client's connection speaking Kafka's wire protocol.
 
-Like ClientConnection for the msgpack protocol: the socket reads into a frame reader, each
+Like MsgpackConnection for the msgpack protocol: the socket reads into a frame reader, each
 request is decoded on arrival and handled at once, as a task of its own once it must wait (so a
 fetch waiting for data does not hold up a produce behind it), and responses go to a
 ResponseWriter (fetched records with sendfile). Unlike it, responses leave in request order,
@@ -42,9 +42,9 @@ from odradek.network.request_memory_pool import RequestMemoryPool
 from odradek.network.session import Session
 from odradek.protocol.kafka.api_versions import API_VERSIONS, api_name
 from odradek.protocol.kafka.request_header import read_request_start
-from odradek.server.kafka_apis import EAGER_API_KEYS
-from odradek.server.kafka_request import KafkaRequest
-from odradek.server.kafka_request_handler import KafkaRequestHandler
+from odradek.server.apis import EAGER_API_KEYS
+from odradek.server.kafka.request import KafkaRequest
+from odradek.server.kafka.request_handler import KafkaRequestHandler
 from odradek.server.metrics.broker_metrics import BrokerMetrics
 
 logger = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
-"""ClientConnection: one client's connection speaking odradek's msgpack protocol.
+"""MsgpackConnection: one client's connection speaking odradek's msgpack protocol.
 
-The socket reads into a FrameReader, each request is decoded and handed to KafkaApis at once;
+The socket reads into a FrameReader, each request is decoded and handed to ApiRouter at once;
 one that must wait becomes a task of its own then (so a connection can pipeline, and a fetch
 waiting for data does not hold up a produce behind it), and each response goes to the
 ResponseWriter. Responses carry the request's correlation id and may leave in any order.
@@ -43,7 +43,7 @@ from odradek.protocol.immediate import (
 from odradek.protocol.messages import decode_request, encode_response
 from odradek.protocol.produce import Acks
 from odradek.protocol.schema import Message
-from odradek.server.kafka_apis import EAGER_API_KEYS, KafkaApis
+from odradek.server.apis import EAGER_API_KEYS, ApiRouter
 from odradek.server.metrics.broker_metrics import BrokerMetrics
 from odradek.server.request_context import RequestContext
 
@@ -62,14 +62,14 @@ class RequestReader(FrameReader):
     retained_bytes = len
 
 
-class ClientConnection(Connection[memoryview]):
+class MsgpackConnection(Connection[memoryview]):
     """The broker's side of one msgpack client connection."""
 
     protocol_label = "msgpack"
 
     def __init__(
         self,
-        apis: KafkaApis,
+        apis: ApiRouter,
         settings: ConnectionSettings,
         registry: ConnectionRegistry,
         metrics: BrokerMetrics,

@@ -1,7 +1,7 @@
-"""GroupRequestHandlers: the group APIs of odradek's msgpack protocol, translated field by field
+"""MsgpackGroupApis: the group APIs of odradek's msgpack protocol, translated field by field
 to the GroupCoordinator's calls and back (Kafka's ``handleJoinGroupRequest`` and siblings).
 
-Authorized as on Kafka's protocol (KafkaGroupRequests says the rules): a refusal is
+Authorized as on Kafka's protocol (KafkaGroupApis says the rules): a refusal is
 GROUP_AUTHORIZATION_FAILED, or TOPIC_AUTHORIZATION_FAILED for a topic's partitions.
 """
 
@@ -66,7 +66,7 @@ TRANSACTIONS_NOT_SERVED = UnsupportedVersionError(
 )
 
 
-class GroupRequestHandlers:
+class MsgpackGroupApis:
     """One method per group API; each takes the decoded request and its context."""
 
     def __init__(

@@ -1,4 +1,4 @@
-"""KafkaQuotaRequests: DescribeClientQuotas (48) and AlterClientQuotas (49) on Kafka's
+"""KafkaQuotaApis: DescribeClientQuotas (48) and AlterClientQuotas (49) on Kafka's
 protocol, so ``kafka-configs.sh --entity-type users/clients`` and Kafka's admin clients manage
 odradek's client quotas (ClientQuotaAdmin answers both protocols)."""
 
@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from odradek.errors import KafkaError
 from odradek.protocol.kafka import api_versions as apis
-from odradek.server.kafka_request import KafkaHandler, KafkaRequest
+from odradek.server.kafka.request import KafkaHandler, KafkaRequest
 from odradek.server.quota.client_quota_admin import ClientQuotaAdmin
 from odradek.server.quota.client_quota_entity import ClientQuotaFilterComponent
 from odradek.server.request_context import RequestContext
 
 
-class KafkaQuotaRequests:
+class KafkaQuotaApis:
     """The client-quota APIs of Kafka's protocol."""
 
     def __init__(self, admin: ClientQuotaAdmin) -> None:

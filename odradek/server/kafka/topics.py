@@ -1,5 +1,5 @@
-"""KafkaTopicRequests: CreateTopics, DeleteTopics and CreatePartitions on Kafka's protocol,
-answered through AdminManager's handlers (via KafkaApis), with the topics' ids."""
+"""KafkaTopicApis: CreateTopics, DeleteTopics and CreatePartitions on Kafka's protocol,
+answered through AdminManager's handlers (via ApiRouter), with the topics' ids."""
 
 from __future__ import annotations
 
@@ -24,15 +24,15 @@ from odradek.protocol.topics import (
 from odradek.security.acl import AclOperation
 from odradek.server.admin.topic_ids import TopicIds
 from odradek.server.authorization.authorizer import Authorizer
-from odradek.server.kafka_config_requests import CONFIG_SOURCE_CODES
-from odradek.server.kafka_request import CallApis, KafkaHandler, KafkaRequest
+from odradek.server.kafka.configs import CONFIG_SOURCE_CODES
+from odradek.server.kafka.request import CallApis, KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext
 
 INVALID_REQUEST = InvalidRequestError.code
 INVALID_REPLICATION_FACTOR = InvalidReplicationFactorError.code
 
 
-class KafkaTopicRequests:
+class KafkaTopicApis:
     """The topic administration APIs of Kafka's protocol."""
 
     def __init__(self, call: CallApis, topic_ids: TopicIds, authorizer: Authorizer) -> None:

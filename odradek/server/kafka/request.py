@@ -1,4 +1,4 @@
-"""KafkaRequest: one decoded Kafka-protocol request, and how its handlers reach KafkaApis."""
+"""KafkaRequest: one decoded Kafka-protocol request, and how its handlers reach ApiRouter."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from odradek.protocol.schema import Message
 from odradek.server.request_context import RequestContext
 
 CallApis = Callable[[RequestContext, Message], Awaitable[Any]]
-"""Hands an odradek message to KafkaApis under its own API key; returns the response."""
+"""Hands an odradek message to ApiRouter under its own API key; returns the response."""
 
 KafkaHandler = Callable[["KafkaRequest", RequestContext], Awaitable[Any]]
 """Answers one Kafka API: the response's fields, or None when there is none (acks=0)."""

@@ -1,4 +1,4 @@
-"""KafkaSecurityRequests: SaslHandshake and SaslAuthenticate (a connection's authentication)
+"""KafkaSecurityApis: SaslHandshake and SaslAuthenticate (a connection's authentication)
 and DescribeUserScramCredentials / AlterUserScramCredentials (the users' SCRAM credentials),
 on Kafka's protocol."""
 
@@ -22,7 +22,7 @@ from odradek.protocol.kafka import api_versions as apis
 from odradek.security.credential_store import CredentialStore
 from odradek.security.scram_credential import MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential
 from odradek.server.authorization.authorizer import Authorizer
-from odradek.server.kafka_request import KafkaHandler, KafkaRequest
+from odradek.server.kafka.request import KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext
 
 SCRAM_MECHANISM_CODES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
@@ -30,7 +30,7 @@ SCRAM_MECHANISM_CODES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 SCRAM_CODES_BY_NAME = {name: code for code, name in SCRAM_MECHANISM_CODES.items()}
 
 
-class KafkaSecurityRequests:
+class KafkaSecurityApis:
     """The SASL and SCRAM-credential APIs of Kafka's protocol."""
 
     def __init__(

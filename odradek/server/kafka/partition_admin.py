@@ -1,4 +1,4 @@
-"""KafkaPartitionAdminRequests: DescribeLogDirs and ElectLeaders on Kafka's protocol, answered
+"""KafkaPartitionAdminApis: DescribeLogDirs and ElectLeaders on Kafka's protocol, answered
 as a single broker can (what ``kafka-log-dirs.sh`` and ``kafka-leader-election.sh`` ask).
 
 DescribeLogDirs: each log directory with its partitions' sizes (offset lag 0: there are no
@@ -28,7 +28,7 @@ from odradek.errors import (
 from odradek.protocol.kafka import api_versions as apis
 from odradek.security.acl import AclOperation
 from odradek.server.authorization.authorizer import Authorizer
-from odradek.server.kafka_request import KafkaHandler, KafkaRequest
+from odradek.server.kafka.request import KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext
 from odradek.storage.log_dir_description import LogDirDescription
 from odradek.storage.log_manager import LogManager
@@ -41,7 +41,7 @@ ELECTION_NOT_NEEDED = ElectionNotNeededError(
 )
 
 
-class KafkaPartitionAdminRequests:
+class KafkaPartitionAdminApis:
     """The log-directory and leader-election APIs of Kafka's protocol."""
 
     def __init__(self, log_manager: LogManager, authorizer: Authorizer, executor: Executor) -> None:

@@ -1,8 +1,8 @@
-"""KafkaGroupRequests: the consumer-group APIs of Kafka's protocol (FindCoordinator,
+"""KafkaGroupApis: the consumer-group APIs of Kafka's protocol (FindCoordinator,
 JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
 DescribeGroups, DeleteGroups, OffsetDelete), answered by the GroupCoordinator.
 
-Each is authorized as Kafka's KafkaApis does before the coordinator sees it: FindCoordinator
+Each is authorized as Kafka's ApiRouter does before the coordinator sees it: FindCoordinator
 (group keys) and DescribeGroups and OffsetFetch need Describe on the group; JoinGroup,
 SyncGroup, Heartbeat, LeaveGroup and OffsetCommit need Read on it (OffsetCommit also Read on
 each topic, OffsetFetch Describe on each); DeleteGroups and OffsetDelete need Delete on it
@@ -33,8 +33,8 @@ from odradek.server.group.coordinator_results import (
 )
 from odradek.server.group.group_coordinator import GroupCoordinator
 from odradek.server.group.group_metadata_manager import GroupMetadataManager
-from odradek.server.group_request_handlers import TRANSACTIONS_NOT_SERVED, client_host
-from odradek.server.kafka_request import KafkaHandler, KafkaRequest
+from odradek.server.kafka.request import KafkaHandler, KafkaRequest
+from odradek.server.msgpack.groups import TRANSACTIONS_NOT_SERVED, client_host
 from odradek.server.request_context import RequestContext
 
 GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1
@@ -46,7 +46,7 @@ FIRST_NULLABLE_PROTOCOL_NAME = 7  # JoinGroup v7+
 READ, DESCRIBE, DELETE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE
 
 
-class KafkaGroupRequests:
+class KafkaGroupApis:
     """The group APIs of Kafka's protocol, one handler each."""
 
     def __init__(

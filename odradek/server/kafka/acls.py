@@ -1,4 +1,4 @@
-"""KafkaAclRequests: CreateAcls, DescribeAcls and DeleteAcls on Kafka's protocol, over the
+"""KafkaAclApis: CreateAcls, DescribeAcls and DeleteAcls on Kafka's protocol, over the
 AclStore (so kafka-acls.sh and the clients' admin APIs manage odradek's ACLs). They need
 Alter (create, delete) or Describe on the Cluster, and an authorizer configured
 (SECURITY_DISABLED otherwise, as Kafka answers)."""
@@ -23,11 +23,11 @@ from odradek.security.acl import (
 )
 from odradek.security.kafka_principal import KafkaPrincipal
 from odradek.server.authorization.authorizer import Authorizer
-from odradek.server.kafka_request import KafkaHandler, KafkaRequest
+from odradek.server.kafka.request import KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext
 
 
-class KafkaAclRequests:
+class KafkaAclApis:
     """The ACL APIs of Kafka's protocol."""
 
     def __init__(self, authorizer: Authorizer, executor: Executor) -> None:

@@ -1,5 +1,5 @@
-"""KafkaConfigRequests: DescribeConfigs, AlterConfigs and IncrementalAlterConfigs on Kafka's
-protocol. Topic configs go through AdminManager's handlers (via KafkaApis); the broker's own
+"""KafkaConfigApis: DescribeConfigs, AlterConfigs and IncrementalAlterConfigs on Kafka's
+protocol. Topic configs go through AdminManager's handlers (via ApiRouter); the broker's own
 settings are described read-only."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from odradek.protocol.configs import (
 from odradek.protocol.kafka import api_versions as apis
 from odradek.security.acl import AclOperation
 from odradek.server.authorization.authorizer import Authorizer
-from odradek.server.kafka_request import CallApis, KafkaHandler, KafkaRequest
+from odradek.server.kafka.request import CallApis, KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext
 
 INVALID_REQUEST = InvalidRequestError.code
@@ -34,7 +34,7 @@ CONFIG_TYPE_CODES = {"boolean": 1, "string": 2, "int": 3, "long": 5, "double": 6
 """Kafka's ``ConfigResource.Type`` numbers of DescribeConfigs v3+."""
 
 
-class KafkaConfigRequests:
+class KafkaConfigApis:
     """The config APIs of Kafka's protocol."""
 
     def __init__(

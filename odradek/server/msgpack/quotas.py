@@ -1,4 +1,4 @@
-"""ClientQuotaRequestHandlers: DescribeClientQuotas and AlterClientQuotas on odradek's msgpack
+"""MsgpackQuotaApis: DescribeClientQuotas and AlterClientQuotas on odradek's msgpack
 protocol, answered by the ClientQuotaAdmin Kafka's protocol uses."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from odradek.server.quota.client_quota_entity import ClientQuotaFilterComponent
 from odradek.server.request_context import RequestContext
 
 
-class ClientQuotaRequestHandlers:
+class MsgpackQuotaApis:
     def __init__(self, admin: ClientQuotaAdmin) -> None:
         self._admin = admin
 

@@ -1,4 +1,12 @@
-"""KafkaApis: routes each decoded request to what answers it (Kafka's ``KafkaApis``)."""
+"""ApiRouter: the shared router, each decoded request to what answers it (Kafka's ``KafkaApis``).
+
+Requests arrive as the msgpack protocol's message classes: the msgpack connection hands them
+over as decoded; the Kafka protocol's KafkaRequestHandler (server/kafka/request_handler.py)
+converts the requests it does not answer itself into them. The router authorizes them
+(ApiAuthorization), counts them against the client quotas and calls the handler: the
+ReplicaManager (produce, fetch, list offsets, delete records), the AdminManager (topics,
+configs, metadata), the group and quota APIs (server/msgpack/), the producer-id manager.
+"""
 
 from __future__ import annotations
 
@@ -24,9 +32,9 @@ from odradek.protocol.schema import Message
 from odradek.server.admin.admin_manager import AdminManager
 from odradek.server.authorization.api_authorization import ApiAuthorization
 from odradek.server.authorization.authorizer import Authorizer
-from odradek.server.client_quota_request_handlers import ClientQuotaRequestHandlers
-from odradek.server.group_request_handlers import GroupRequestHandlers
 from odradek.server.metrics.broker_metrics import BrokerMetrics
+from odradek.server.msgpack.groups import MsgpackGroupApis
+from odradek.server.msgpack.quotas import MsgpackQuotaApis
 from odradek.server.producer_id_manager import ProducerIdManager
 from odradek.server.quota.client_quotas import ClientQuotas
 from odradek.server.replica_manager import ReplicaManager
@@ -40,7 +48,7 @@ exists (see start_eagerly): they need no current task (``asyncio.timeout`` does)
 first wait. The two that carry records, and most of a broker's requests."""
 
 
-class KafkaApis:
+class ApiRouter:
     """One handler per API of the protocol; records per-partition errors as metrics."""
 
     def __init__(
@@ -50,10 +58,10 @@ class KafkaApis:
         api_versions: ApiVersionsResponse,
         metrics: BrokerMetrics,
         producer_ids: ProducerIdManager,
-        groups: GroupRequestHandlers,
+        groups: MsgpackGroupApis,
         authorizer: Authorizer | None = None,
         quotas: ClientQuotas | None = None,
-        client_quotas: ClientQuotaRequestHandlers | None = None,
+        client_quotas: MsgpackQuotaApis | None = None,
     ) -> None:
         self._metrics = metrics
         self._quotas = quotas

@@ -1,7 +1,7 @@
 """KafkaRequestHandler: Kafka-protocol requests answered by the broker's one set of handlers.
 
 Each Kafka request is turned into the body odradek's own protocol would carry
-(ProduceRequest, FetchRequest, ...) and handed to KafkaApis, the same handlers and the same
+(ProduceRequest, FetchRequest, ...) and handed to ApiRouter, the same handlers and the same
 validation and append path as msgpack requests; their answer is turned back into the Kafka
 response of the request's version. Produce and Fetch, most of a broker's requests, are read
 straight into those bodies and their responses written behind the response header, in one
@@ -9,8 +9,8 @@ piece of bytes unless records go out by ``sendfile``; the most common of them (o
 acks 0 or 1, or a fetch finding nothing new) are answered before any of that
 (``answer_at_once``). What only Kafka's protocol has
 (ApiVersions' list, fetch sessions, max-timestamp lookups, DescribeCluster) is answered here;
-topic administration, configs and consumer groups are answered by KafkaTopicRequests,
-KafkaConfigRequests and KafkaGroupRequests.
+topic administration, configs and consumer groups are answered by KafkaTopicApis,
+KafkaConfigApis and KafkaGroupApis.
 """
 
 from __future__ import annotations
@@ -88,16 +88,16 @@ from odradek.protocol.schema import Message
 from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.admin.admin_manager import AdminManager
 from odradek.server.admin.topic_ids import TopicIds
+from odradek.server.apis import ApiRouter
 from odradek.server.authorization.authorizer import Authorizer
-from odradek.server.kafka_acl_requests import KafkaAclRequests
-from odradek.server.kafka_apis import KafkaApis
-from odradek.server.kafka_config_requests import KafkaConfigRequests
-from odradek.server.kafka_group_requests import KafkaGroupRequests
-from odradek.server.kafka_partition_admin_requests import KafkaPartitionAdminRequests
-from odradek.server.kafka_quota_requests import KafkaQuotaRequests
-from odradek.server.kafka_request import KafkaHandler, KafkaRequest
-from odradek.server.kafka_security_requests import KafkaSecurityRequests
-from odradek.server.kafka_topic_requests import KafkaTopicRequests
+from odradek.server.kafka.acls import KafkaAclApis
+from odradek.server.kafka.configs import KafkaConfigApis
+from odradek.server.kafka.groups import KafkaGroupApis
+from odradek.server.kafka.partition_admin import KafkaPartitionAdminApis
+from odradek.server.kafka.quotas import KafkaQuotaApis
+from odradek.server.kafka.request import KafkaHandler, KafkaRequest
+from odradek.server.kafka.security import KafkaSecurityApis
+from odradek.server.kafka.topics import KafkaTopicApis
 from odradek.server.quota.client_quota_admin import ClientQuotaAdmin
 from odradek.server.quota.client_quotas import ClientQuotas
 from odradek.server.replica_manager import ReplicaManager
@@ -121,25 +121,25 @@ _ACKS_NONE = Acks.NONE
 
 
 class KafkaRequestHandler:
-    """Decodes Kafka requests and answers them through KafkaApis."""
+    """Decodes Kafka requests and answers them through ApiRouter."""
 
     def __init__(
         self,
-        kafka_apis: KafkaApis,
+        router: ApiRouter,
         replica_manager: ReplicaManager,
         admin_manager: AdminManager,
         topic_ids: TopicIds,
         broker_config: BrokerConfig,
         node_id: int,
         endpoint: Callable[[RequestContext], tuple[str, int]],
-        security: KafkaSecurityRequests | None = None,
+        security: KafkaSecurityApis | None = None,
         authorizer: Authorizer | None = None,
         executor: Executor | None = None,
-        group_requests: KafkaGroupRequests | None = None,
+        group_requests: KafkaGroupApis | None = None,
         quotas: ClientQuotas | None = None,
-        partition_admin: KafkaPartitionAdminRequests | None = None,
+        partition_admin: KafkaPartitionAdminApis | None = None,
     ) -> None:
-        self._apis = kafka_apis
+        self._apis = router
         self._quotas = quotas
         self._replicas = replica_manager
         self._admin = admin_manager
@@ -151,13 +151,13 @@ class KafkaRequestHandler:
         executor = executor or ThreadPoolExecutor(1, thread_name_prefix="odradek-acls")
         self._handlers: dict[int, KafkaHandler] = {
             **(security.handlers() if security is not None else {}),
-            **KafkaAclRequests(self._authorizer, executor).handlers(),
-            **KafkaTopicRequests(self._call, topic_ids, self._authorizer).handlers(),
-            **KafkaConfigRequests(self._call, broker_config, node_id, self._authorizer).handlers(),
+            **KafkaAclApis(self._authorizer, executor).handlers(),
+            **KafkaTopicApis(self._call, topic_ids, self._authorizer).handlers(),
+            **KafkaConfigApis(self._call, broker_config, node_id, self._authorizer).handlers(),
             **(group_requests.handlers() if group_requests is not None else {}),
             **(partition_admin.handlers() if partition_admin is not None else {}),
             **(
-                KafkaQuotaRequests(ClientQuotaAdmin(quotas, self._authorizer, executor)).handlers()
+                KafkaQuotaApis(ClientQuotaAdmin(quotas, self._authorizer, executor)).handlers()
                 if quotas is not None
                 else {}
             ),
@@ -309,7 +309,7 @@ class KafkaRequestHandler:
         return self._frame(request, body, throttle_ms=throttle_ms)
 
     async def _call(self, context: RequestContext, message: Message) -> Any:
-        """``message`` through KafkaApis, under its own API key (a Kafka request may become
+        """``message`` through ApiRouter, under its own API key (a Kafka request may become
         another API's message: AlterConfigs reads the configs first)."""
         header = context.header
         if message.api_key != header.api_key:
@@ -372,7 +372,7 @@ class KafkaRequestHandler:
         return {"node_id": self._node_id, "broker_id": self._node_id, "host": host, "port": port}
 
     async def _metadata(self, request: KafkaRequest, context: RequestContext) -> dict:
-        """Kafka's answer, authorized by KafkaApis; a topic asked for by id (v12) is named
+        """Kafka's answer, authorized by ApiRouter; a topic asked for by id (v12) is named
         only to a principal that may describe it (else TOPIC_AUTHORIZATION_FAILED with a null
         name: the id is not secret, the name is), an unknown id is UNKNOWN_TOPIC_ID."""
         body = request.body
@@ -628,7 +628,7 @@ class KafkaRequestHandler:
                 timestamp = partition["timestamp"]
                 index = len(wanted) + len(special)
                 if timestamp == MAX_TIMESTAMP:
-                    # Read here, not through KafkaApis: authorized here too.
+                    # Read here, not through ApiRouter: authorized here too.
                     denial = self._authorizer.topic_denial(context, "Describe", topic["name"])
                     special[index] = (
                         {"partition_index": partition["partition_index"], "error_code": denial.code}
