@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import fields
 from functools import cache
@@ -171,18 +170,16 @@ class ApiRouter:
                 request = dataclasses.replace(request, max_bytes=window_bytes)
         if not count:
             return await self._handle(context, request)
-        async with quotas.admission(context):
-            started = time.perf_counter()
-            response = await self._handle(context, request)
-            produced = fetched = 0
-            request_s = None
-            if api_key == ApiKey.PRODUCE:
-                produced = sum(len(p.records) for p in request.partitions)
-            if api_key == ApiKey.FETCH:
-                fetched = sum(len(p.records) for p in response.partitions)
-            else:
-                request_s = time.perf_counter() - started
-            throttle_ms = quotas.throttle_ms(context, produced, fetched, request_s)
+        produced = 0
+        if api_key == ApiKey.PRODUCE:
+            produced = sum(len(p.records) for p in request.partitions)
+        response, throttle_ms, fetched = await quotas.answer_counted(
+            context,
+            lambda: self._handle(context, request),
+            produced,
+            _fetched_bytes if api_key == ApiKey.FETCH else None,
+            timed=api_key != ApiKey.FETCH,
+        )
         if throttle_ms and fetched:
             response = dataclasses.replace(
                 response,
@@ -242,3 +239,8 @@ def _authenticator(context: RequestContext) -> SaslAuthenticator:
     if session is None or session.authenticator is None:
         raise IllegalSaslStateError("this listener does not use SASL")
     return session.authenticator
+
+
+def _fetched_bytes(response: Message) -> int:
+    """The record bytes a fetch response carries, as the consumer quota counts them."""
+    return sum(len(p.records) for p in response.partitions)

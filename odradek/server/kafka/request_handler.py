@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import struct
-import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -286,18 +285,17 @@ class KafkaRequestHandler:
         """Answer, then count the request against its client's quotas: its record bytes
         (Produce), the response's record bytes (Fetch) or the time it took (the others);
         the response carries the throttle time and the connection is muted that long."""
-        async with quotas.admission(context):
-            started = time.perf_counter()
-            body = await self._handlers[request.api_key](request, context)
-            produced = fetched = 0
-            request_s = None
-            if request.api_key == apis.PRODUCE:
-                produced = sum(len(p.records) for p in request.body.partitions)
-            elif request.api_key == apis.FETCH and body is not None:
-                fetched = sum(len(p.records or b"") for p in body.partitions)
-            else:
-                request_s = time.perf_counter() - started
-            throttle_ms = quotas.throttle_ms(context, produced, fetched, request_s)
+        api_key = request.api_key
+        produced = 0
+        if api_key == apis.PRODUCE:
+            produced = sum(len(p.records) for p in request.body.partitions)
+        body, throttle_ms, fetched = await quotas.answer_counted(
+            context,
+            lambda: self._handlers[api_key](request, context),
+            produced,
+            _fetched_bytes if api_key == apis.FETCH else None,
+            timed=api_key not in (apis.PRODUCE, apis.FETCH),
+        )
         if body is None:
             return None
         if throttle_ms and fetched:  # answered without its records, as Kafka does
@@ -766,3 +764,8 @@ def _milliseconds(value: Any) -> int:
     if hasattr(value, "total_seconds"):
         return int(value.total_seconds() * 1000)
     return int(value)
+
+
+def _fetched_bytes(body: Any) -> int:
+    """The record bytes a Fetch response body carries, as the consumer quota counts them."""
+    return sum(len(p.records or b"") for p in body.partitions)
