@@ -28,12 +28,26 @@ $(VENV)/.installed-test: $(VENV)/.installed $(BUILD_FILES) $(NATIVE_SOURCES)
 	$(EDITABLE_INSTALL) '.[test,spark]'
 	touch $@
 
+# The spark extra, unless it is there already (install-test has it): reinstalling would
+# rebuild the C modules in place under whatever runs from .venv.
+$(VENV)/.installed-spark: $(VENV)/.installed $(BUILD_FILES)
+	$(PY) -c "import pyspark, pyarrow" 2>/dev/null || $(EDITABLE_INSTALL) '.[spark]'
+	touch $@
+
 install: $(VENV)/.installed
 
 install-test: $(VENV)/.installed-test
 
 run: install
 	$(VENV)/bin/odradek serve --data-dir $(DATA_DIR) --host 127.0.0.1 --port $(PORT) --metrics-port $(METRICS_PORT)
+
+# The Spark example (examples/README.md) from a fresh clone: installs the spark extra, starts
+# a broker of its own, sends clicks, counts them with Spark, checks the counts (Java 17).
+# SPARK_EXAMPLE_ARGS="--bootstrap 127.0.0.1:9092" runs it against `make run`'s broker instead.
+SPARK_EXAMPLE_ARGS ?=
+.PHONY: spark-example
+spark-example: $(VENV)/.installed-spark
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) examples/spark_example.py $(SPARK_EXAMPLE_ARGS)
 
 # Every test worker imports the whole suite, and many tests start `odradek` in a child process:
 # with bytecode caching off (PYTHONDONTWRITEBYTECODE, as in many containers) each of them compiles
@@ -56,12 +70,18 @@ test: install-test
 test-fast: install-test
 	$(PYTEST) -m "not slow and not spark and not prometheus"
 
-# Thousands of power cuts on the power-cut file system (tests/powercut_fs.py); not part of CI.
-# SOAK_CUTS scales the cuts of `make test` (20 times, about 20 minutes here).
+# Thousands of power cuts on the power-cut file system (tests/powercut_fs.py), and many programs
+# of the differential model against Apache Kafka (tests/test_kafka_reference_model.py); not part
+# of CI. SOAK_CUTS scales the cuts of `make test` (20 times, about 20 minutes here);
+# MODEL_PROGRAMS programs of MODEL_STEPS steps (about 15 s a program here) from SOAK_SEED on,
+# each failure naming its seed (MODEL_SEED=<seed> replays it).
 SOAK_CUTS ?= 20
 SOAK_SEED ?= $(shell date +%s)
+MODEL_PROGRAMS ?= 200
+MODEL_STEPS ?= 20
 soak: install-test
 	POWERCUT_CUTS=$(SOAK_CUTS) POWERCUT_SEED=$(SOAK_SEED) $(PY) -m pytest -q tests/test_powercut.py tests/test_powercut_producers.py tests/test_powercut_groups.py tests/test_powercut_fs.py
+	MODEL_PROGRAMS=$(MODEL_PROGRAMS) MODEL_STEPS=$(MODEL_STEPS) MODEL_FIRST_SEED=$(SOAK_SEED) $(PY) -m pytest -q tests/test_kafka_reference_model.py -k generated_programs
 
 lint: install-test
 	$(VENV)/bin/ruff check .

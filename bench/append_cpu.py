@@ -1,4 +1,4 @@
-"""Thread CPU time per Log.append: prints figures, asserts nothing.
+"""Thread CPU time per UnifiedLog.append: prints figures, asserts nothing.
 
 Wall-clock throughput (bench/storage.py) swings by half on this shared 2-core machine; the
 CPU time the appending thread itself spends moves far less, so this is the figure for
@@ -32,8 +32,8 @@ from storage import make_batches  # bench/storage.py's batches
 
 import odradek
 from odradek.config.log_config import LogConfig
-from odradek.storage.log import Log
 from odradek.storage.scheduler import Scheduler
+from odradek.storage.unified_log import UnifiedLog
 
 MB = 1024 * 1024
 WARM_UP_APPENDS = 50
@@ -43,7 +43,7 @@ def append_microseconds(directory: Path, batch: bytes, appends: int) -> float:
     """Thread CPU time per append of ``batch`` to a fresh log in ``directory``."""
     scheduler = Scheduler()
     scheduler.startup()
-    log = Log.open(directory, LogConfig(segment_bytes=64 * MB), scheduler)
+    log = UnifiedLog.open(directory, LogConfig(segment_bytes=64 * MB), scheduler)
     try:
         for _ in range(WARM_UP_APPENDS):
             log.append(batch)
@@ -87,7 +87,7 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
     print(
         f"{args.label} {len(batch)} B batches of {args.record_bytes} B records: "
-        f"{statistics.median(figures):.2f} us a Log.append (thread CPU, median of "
+        f"{statistics.median(figures):.2f} us a UnifiedLog.append (thread CPU, median of "
         f"{args.rounds} rounds of {appends}: " + ", ".join(f"{f:.2f}" for f in figures) + ")"
     )
 

@@ -63,8 +63,8 @@ from odradek.config.log_config import LogConfig
 from odradek.record.record_batch_builder import build_batch
 from odradek.server.broker import Broker
 from odradek.storage.file_records import FileRecords
-from odradek.storage.log import Log
 from odradek.storage.scheduler import Scheduler
+from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 
 MB = 1024 * 1024
@@ -75,7 +75,7 @@ ROUNDS = 3
 COMPACTED = LogConfig(segment_bytes=64 * MB, cleanup_policy=("compact",))
 
 
-def fill(log: Log, megabytes: int, distinct_keys: int) -> None:
+def fill(log: UnifiedLog, megabytes: int, distinct_keys: int) -> None:
     """Append ``megabytes`` of 1 KB records whose keys cycle through ``distinct_keys``."""
     value = os.urandom(RECORD_SIZE // 2).hex().encode()
     now = SYSTEM_CLOCK.milliseconds()
@@ -97,7 +97,7 @@ def best_seconds(function: Callable[[], object], repeats: int = 3) -> float:
     return min(times)
 
 
-def raw_read(log: Log) -> None:
+def raw_read(log: UnifiedLog) -> None:
     for segment in log.segments.non_active():
         fd = os.open(segment.log.path, os.O_RDONLY)
         position = 0
@@ -106,7 +106,7 @@ def raw_read(log: Log) -> None:
         os.close(fd)
 
 
-def consumer_read(log: Log) -> None:
+def consumer_read(log: UnifiedLog) -> None:
     for segment in log.segments.non_active():
         records = FileRecords.open(segment.log.path, file_already_exists=True)
         for _, batch in records.batches():
@@ -115,12 +115,13 @@ def consumer_read(log: Log) -> None:
         records.close_handler()
 
 
-def full_task(log: Log, config: CleanerConfig) -> CleaningTask:
-    offsets = cleanable_offsets(log, None, SYSTEM_CLOCK.milliseconds())
+def full_task(log: UnifiedLog, config: CleanerConfig) -> CleaningTask:
+    now_ms = SYSTEM_CLOCK.milliseconds()
+    offsets = cleanable_offsets(log, None, now_ms)
     cleanable = LogToClean.of(
         log, offsets.first_dirty_offset, offsets.first_uncleanable_dirty_offset
     )
-    return CleaningTask.plan(cleanable, config)
+    return CleaningTask.plan(cleanable, config, now_ms)
 
 
 def throughput(
@@ -128,7 +129,7 @@ def throughput(
 ) -> None:
     scheduler = Scheduler()
     scheduler.startup()
-    log = Log.open(directory / f"{label}-0", COMPACTED, scheduler)
+    log = UnifiedLog.open(directory / f"{label}-0", COMPACTED, scheduler)
     fill(log, megabytes, distinct_keys)
     size = sum(segment.size for segment in log.segments.non_active())
     raw = best_seconds(lambda: raw_read(log))
@@ -407,7 +408,7 @@ def start_worker(directory: Path) -> CleanerProcess:
     """A cleaner worker process through its first run, on a 1 MB log: its start-up is paid
     once per cleaner thread, so it is timed apart from the runs."""
     worker = CleanerProcess()
-    log = Log.open(directory / "warm-up-0", COMPACTED, Scheduler())
+    log = UnifiedLog.open(directory / "warm-up-0", COMPACTED, Scheduler())
     fill(log, 1, distinct_keys=10)
     start = time.perf_counter()
     worker.clean(full_task(log, CleanerConfig()), lambda: False)

@@ -38,8 +38,8 @@ from odradek.config.broker_config_loader import load_broker_config
 from odradek.protocol.offset_commit import OffsetCommitPartition, OffsetCommitRequest
 from odradek.record.record_batch_builder import RecordBatchBuilder
 from odradek.server.broker import Broker
+from odradek.server.group.coordinator_log import create_offsets_topic
 from odradek.server.group.coordinator_records import OffsetCommitKey, OffsetCommitValue
-from odradek.server.group.group_metadata_manager import create_offsets_topic
 from odradek.topic_partition import TopicPartition
 
 GROUP_SETTINGS = ["group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=500"]
@@ -162,7 +162,7 @@ def startup_with_offsets(offsets: int) -> tuple[float, float, int]:
                 builder.append(now, key, OffsetCommitValue(partition, -1, "", now).to_bytes())
                 written += 1
             tp = TopicPartition(
-                "__consumer_offsets", broker.group_metadata_manager.partition_for(group)
+                "__consumer_offsets", broker.group_coordinator_log.partition_for(group)
             )
             manager.get_log(tp).append(builder.build())
         thread.run(broker.stop(), timeout=120)

@@ -2,11 +2,11 @@
 a minute the power-cut tests reach.
 
 (a) acks=all throughput and p99 latency through the group commit (``GroupCommit`` over a
-    ``Log`` on a real directory, producers as asyncio tasks, fsyncs on a thread pool, as the
+    ``UnifiedLog`` on a real directory, producers as asyncio tasks, fsyncs on a thread pool, as the
     broker runs them), side by side in one run: today (a roll renames a pre-created segment
     file into place; its directory fsync runs in the roll's background task), with the new
     segment's directory fsync inside the group commit's flush after each roll (no pre-created
-    file taken), and before (no directory fsync: ``Log._sync_directory`` a no-op). Rounds
+    file taken), and before (no directory fsync: ``LocalLog.sync_directory`` a no-op). Rounds
     interleave the three (each round in another order); medians, ranges and per-round
     ratios are printed.
 (b) power cuts a minute on the power-cut file system (tests/powercut_fs.py): a LogManager
@@ -38,9 +38,10 @@ from odradek.config.log_config import LogConfig
 from odradek.record.record_batch_builder import build_batch
 from odradek.server.admin.topic_admin import TopicAdmin
 from odradek.server.group_commit import GroupCommit
-from odradek.storage.log import Log
+from odradek.storage.local_log import LocalLog
 from odradek.storage.log_manager import LogManager
 from odradek.storage.scheduler import Scheduler
+from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,9 +71,9 @@ class FsyncCount:
                 self.files += 1
             original(fd)
 
-        sync_directory = Log._sync_directory
+        sync_directory = LocalLog.sync_directory
 
-        def timed_sync_directory(log: Log, **options: bool) -> None:
+        def timed_sync_directory(log: LocalLog, **options: bool) -> None:
             if not threading.current_thread().name.startswith(GROUP_COMMIT_THREADS):
                 return sync_directory(log, **options)
             started = time.perf_counter()
@@ -83,37 +84,39 @@ class FsyncCount:
                 self.seconds_waiting += seconds
 
         os.fsync = counting
-        Log._sync_directory = timed_sync_directory  # type: ignore[method-assign]
+        LocalLog.sync_directory = timed_sync_directory  # type: ignore[method-assign]
         try:
             yield self
         finally:
             os.fsync = original
-            Log._sync_directory = sync_directory  # type: ignore[method-assign]
+            LocalLog.sync_directory = sync_directory  # type: ignore[method-assign]
 
 
 @contextmanager
 def variant(name: str):
-    """The Log as it runs today, or as it ran before: ``before`` (no directory fsync for
-    segment files: ``Log._sync_directory`` a no-op; the roll's producer snapshot written with
+    """The UnifiedLog as it runs today, or as it ran before: ``before`` (no directory fsync for
+    segment files: ``LocalLog.sync_directory`` a no-op; the roll's producer snapshot written with
     a directory fsync of its own, no pre-created file), ``inline`` (the directory fsync of a
     new segment inside the group commit's flush after each roll: no pre-created segment file
     is ever taken)."""
-    import odradek.storage.log as log_module
+    import odradek.storage.local_log as local_log_module
 
-    original_sync = Log._sync_directory
-    original_snapshot = Log._write_roll_snapshot
-    original_take = log_module.take_precreated_segment_file
+    original_sync = LocalLog.sync_directory
+    original_snapshot = UnifiedLog._write_roll_snapshot
+    original_take = local_log_module.take_precreated_segment_file
     if name == "before":
-        Log._sync_directory = lambda self, **options: None  # type: ignore[method-assign]
-        Log._write_roll_snapshot = lambda self, offset, data: self._write_snapshot(offset, data)  # type: ignore[method-assign]
+        LocalLog.sync_directory = lambda self, **options: None  # type: ignore[method-assign]
+        UnifiedLog._write_roll_snapshot = lambda self, offset, data: self._write_snapshot(
+            offset, data
+        )  # type: ignore[method-assign]
     elif name == "inline":
-        log_module.take_precreated_segment_file = lambda directory, offset: False
+        local_log_module.take_precreated_segment_file = lambda directory, offset: False
     try:
         yield
     finally:
-        Log._sync_directory = original_sync  # type: ignore[method-assign]
-        Log._write_roll_snapshot = original_snapshot  # type: ignore[method-assign]
-        log_module.take_precreated_segment_file = original_take
+        LocalLog.sync_directory = original_sync  # type: ignore[method-assign]
+        UnifiedLog._write_roll_snapshot = original_snapshot  # type: ignore[method-assign]
+        local_log_module.take_precreated_segment_file = original_take
 
 
 VARIANTS = {
@@ -131,7 +134,7 @@ async def acks_all_run(
     scheduler = Scheduler()
     scheduler.startup()
     config = LogConfig(segment_bytes=segment_bytes)
-    log = Log.open(directory / "bench-0", config, scheduler)
+    log = UnifiedLog.open(directory / "bench-0", config, scheduler)
     executor = ThreadPoolExecutor(4, thread_name_prefix=GROUP_COMMIT_THREADS)
     group_commit = GroupCommit(log, executor, lambda end: None)
     latencies: list[float] = []

@@ -4,7 +4,7 @@
   the partition's producer state, recorded after the write) beside plain ones (producer id
   -1), same records, in interleaved rounds on the same file system; target: at most 5% more
   (the thread's CPU time: the wall time on a shared machine mostly measures the neighbours).
-- Recovery of a log written by 10,000 producers: Log.open after a clean shutdown (the
+- Recovery of a log written by 10,000 producers: UnifiedLog.open after a clean shutdown (the
   snapshot at the log end is loaded, nothing replayed), after an unclean one with a roll's
   snapshot (the tail after it replayed), and with no snapshot at all (every batch replayed).
 
@@ -24,8 +24,8 @@ from pathlib import Path
 from odradek.clock import SYSTEM_CLOCK
 from odradek.config.log_config import LogConfig
 from odradek.record.record_batch_builder import build_batch
-from odradek.storage.log import Log
 from odradek.storage.scheduler import Scheduler
+from odradek.storage.unified_log import UnifiedLog
 
 CONFIG = LogConfig(segment_bytes=64 * 1024 * 1024)
 
@@ -49,7 +49,7 @@ def append_seconds(directory: Path, to_append: list[bytes]) -> tuple[float, floa
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     scheduler = Scheduler()
-    log = Log.open(directory, CONFIG, scheduler)
+    log = UnifiedLog.open(directory, CONFIG, scheduler)
     try:
         start, cpu_start = time.perf_counter(), time.thread_time()
         for records in to_append:
@@ -92,7 +92,7 @@ def write_producers(directory: Path, producers: int, per_producer: int, config: 
     directory.mkdir(parents=True)
     scheduler = Scheduler()
     scheduler.startup()
-    log = Log.open(directory, config, scheduler)
+    log = UnifiedLog.open(directory, config, scheduler)
     now = SYSTEM_CLOCK.milliseconds()
     for n in range(per_producer):
         for pid in range(producers):
@@ -114,7 +114,7 @@ def write_producers(directory: Path, producers: int, per_producer: int, config: 
 def open_seconds(directory: Path, config: LogConfig, **kwargs: object) -> tuple[float, int]:
     scheduler = Scheduler()
     start = time.perf_counter()
-    log = Log.open(directory, config, scheduler, **kwargs)
+    log = UnifiedLog.open(directory, config, scheduler, **kwargs)
     elapsed = time.perf_counter() - start
     producers = len(log.producer_state.table)
     log.close()

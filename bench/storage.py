@@ -5,7 +5,7 @@ same bytes, because absolute times on a shared 2-core machine are noisy:
 - append MB/s (1 KB records in 64 KB batches; 100 B records in 16 KB batches) vs raw os.write,
   and beside it:
   - the "Python floor": one loop doing only the C-level work of an append (the one C call
-    that validates, copies and assigns offsets, pwrite, two index entries) with no Log,
+    that validates, copies and assigns offsets, pwrite, two index entries) with no UnifiedLog,
     segment or index objects; the ratio a Python append can reach at best, for judging the
     0.6 target;
   - the append vs raw os.write that also does what design §4 asks of each roll: a new file
@@ -14,7 +14,7 @@ same bytes, because absolute times on a shared 2-core machine are noisy:
     write back every full segment meanwhile; this line leaves that mandated cost out;
   - the same append and raw write by the writing thread's CPU time (system time included),
     which a busy neighbour disturbs far less than the wall clock: MB per CPU-second;
-- sequential read MB/s through Log.read vs raw os.pread of the segment files;
+- sequential read MB/s through UnifiedLog.read vs raw os.pread of the segment files;
 - recovery scan MB/s (LogSegment.recover over every segment) vs raw sequential read;
 - open time of a log with 1,000 segments (clean shutdown).
 
@@ -41,8 +41,8 @@ from odradek.clock import SYSTEM_CLOCK
 from odradek.config.log_config import LogConfig
 from odradek.record.record_batch_builder import build_batch
 from odradek.storage.fetch_data_info import FetchIsolation
-from odradek.storage.log import Log
 from odradek.storage.scheduler import Scheduler
+from odradek.storage.unified_log import UnifiedLog
 
 try:
     from odradek.record._record_scan import validate_batches
@@ -81,7 +81,7 @@ def raw_write_with_roll_flushes_seconds(
     directory: Path, batches: list[bytes], segment_bytes: int
 ) -> float:
     """raw_write_seconds in files of ``segment_bytes``, each fsynced in a background thread
-    once full, as Log.roll has its scheduler flush the segment it rolled; the clock stops at
+    once full, as UnifiedLog.roll has its scheduler flush the segment it rolled; the clock stops at
     the last write, as the log's does, not at the last fsync."""
     flusher = ThreadPoolExecutor(max_workers=1)
     paths: list[Path] = []
@@ -152,11 +152,11 @@ def python_floor_seconds(directory: Path, batches: list[bytes]) -> float:
 
 def log_append_seconds(
     directory: Path, batches: list[bytes], config: LogConfig
-) -> tuple[float, float, Log]:
-    """(wall, thread CPU) seconds of Log.append of ``batches`` to a new log, and the log."""
+) -> tuple[float, float, UnifiedLog]:
+    """(wall, thread CPU) seconds of UnifiedLog.append of ``batches`` to a new log, and the log."""
     scheduler = Scheduler()
     scheduler.startup()
-    log = Log.open(directory, config, scheduler)
+    log = UnifiedLog.open(directory, config, scheduler)
     start, cpu_start = time.perf_counter(), time.thread_time()
     for data in batches:
         log.append(data)
@@ -165,7 +165,7 @@ def log_append_seconds(
     return elapsed, cpu, log
 
 
-def log_read_seconds(log: Log) -> tuple[float, int]:
+def log_read_seconds(log: UnifiedLog) -> tuple[float, int]:
     offset, total = log.log_start_offset, 0
     start = time.perf_counter()
     while offset < log.high_watermark:
@@ -203,7 +203,7 @@ def raw_read_seconds(paths: list[Path]) -> tuple[float, int]:
     return time.perf_counter() - start, total
 
 
-def recovery_seconds(log: Log) -> float:
+def recovery_seconds(log: UnifiedLog) -> float:
     start = time.perf_counter()
     for segment in log.segments.values():
         segment.recover()
@@ -216,7 +216,7 @@ def open_seconds(directory: Path, segments: int) -> tuple[float, int]:
     config = LogConfig(segment_bytes=4096)
     scheduler = Scheduler()
     scheduler.startup()
-    log = Log.open(directory, config, scheduler)
+    log = UnifiedLog.open(directory, config, scheduler)
     batch = build_batch([(SYSTEM_CLOCK.milliseconds(), b"k", b"v" * 100, ())])
     for _ in range(segments):
         log.append(batch)
@@ -225,7 +225,7 @@ def open_seconds(directory: Path, segments: int) -> tuple[float, int]:
     end = log.log_end_offset
     log.close()
     start = time.perf_counter()
-    log = Log.open(
+    log = UnifiedLog.open(
         directory,
         config,
         scheduler,
@@ -254,7 +254,7 @@ def ratio_line(label: str, rounds: list[tuple[float, float]], total: int, raw_na
 
 def append_workload(
     workload: Path, label: str, batches: list[bytes], config: LogConfig, rounds: int
-) -> Log:
+) -> UnifiedLog:
     """Print the append figures; return the log of the last round for the read figures."""
     total = sum(len(b) for b in batches)
     appends, floors, appends_vs_flushed, cpu_appends = [], [], [], []
@@ -282,15 +282,15 @@ def append_workload(
     return log
 
 
-def read_workloads(log: Log, rounds: int) -> None:
+def read_workloads(log: UnifiedLog, rounds: int) -> None:
     """Print the sequential read and recovery scan figures of ``log``."""
     paths = [s.log.path for s in log.segments.values()]
     reads, recoveries = [], []
     total = 0
     for _ in range(rounds):
         raw_read, total = raw_read_seconds(paths)
-        # Log.read re-reads the partial batch at the end of each 1 MB fetch (a few KB more than
-        # the raw read): the figure is conservative by that much.
+        # UnifiedLog.read re-reads the partial batch at the end of each 1 MB fetch (a few KB
+        # more than the raw read): the figure is conservative by that much.
         read, _ = log_read_seconds(log)
         reads.append((read, raw_read))
         raw_read, _ = raw_read_seconds(paths)
@@ -340,9 +340,7 @@ def main() -> None:
             shutil.rmtree(workload)
         opens = [open_seconds(root / f"open-{n}", 1000) for n in range(args.rounds)]
         seconds = statistics.median(elapsed for elapsed, _ in opens)
-        print(
-            f"open a log of {opens[0][1]:,} segments (clean shutdown): {seconds:.3f} s (median)"
-        )
+        print(f"open a log of {opens[0][1]:,} segments (clean shutdown): {seconds:.3f} s (median)")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -1,9 +1,9 @@
 """Thread CPU time of the storage calls one small request makes: prints figures, asserts nothing.
 
 Per produce of one single-record batch at acks=1 the broker calls ``LogManager.get_log``,
-``Log.append`` committing (older versions: ``Log.append``, ``Log.log_end_offset_metadata`` and
-``Log.maybe_increment_high_watermark``);
-per fetch that finds nothing new, ``get_log``, ``Log.log_end_offset`` and ``Log.read`` at
+``UnifiedLog.append`` committing (older versions: ``append``, ``log_end_offset_metadata`` and
+``maybe_increment_high_watermark``); per fetch that finds nothing new, ``get_log``,
+``UnifiedLog.log_end_offset`` and ``UnifiedLog.read`` at
 the high watermark; a consumer keeping up then reads each append from the high watermark it
 last saw. The idempotent produce is the same append of a batch with a producer id,
 each at the producer's next sequence (what a Kafka client sends by default,
@@ -36,8 +36,8 @@ from odradek.config.broker_config import BrokerConfig
 from odradek.record.record_batch_builder import build_batch
 from odradek.server.admin.topic_admin import TopicAdmin
 from odradek.storage.fetch_data_info import FetchIsolation
-from odradek.storage.log import Log
 from odradek.storage.log_manager import LogManager
+from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 
 MB = 1024 * 1024
@@ -101,7 +101,7 @@ def main() -> None:
         batch = build_batch([(SYSTEM_CLOCK.milliseconds(), None, b"v" * 100, ())])
         log.append(batch)
 
-        if "commit" in inspect.signature(Log.append).parameters:
+        if "commit" in inspect.signature(UnifiedLog.append).parameters:
 
             def produce() -> None:  # the HW raise made by the append itself
                 log.append(batch, commit=True)

@@ -582,7 +582,7 @@ def thread_group(name: str) -> str:
 
 
 def frame_name(frame: str) -> str:
-    """``Log.append (odradek/storage/log.py:412)`` -> ``Log.append (odradek/storage/log.py)``."""
+    """``append (odradek/storage/unified_log.py:412)`` -> ``append (.../unified_log.py)``."""
     return re.sub(r":\d+\)$", ")", frame)
 
 

@@ -42,7 +42,7 @@ def collision_key(topic: str) -> str:
 
 @dataclass(frozen=True, order=True)
 class TopicPartition:
-    """One partition of one topic; its Log lives in the directory ``<topic>-<partition>``."""
+    """One partition of one topic; its UnifiedLog lives in the directory ``<topic>-<partition>``."""
 
     topic: str
     partition: int

@@ -18,7 +18,7 @@ from odradek.config.log_config import LogConfig
 from odradek.record.compression import CompressionType
 from odradek.record.record import Record
 from odradek.record.record_batch_builder import build_batch
-from odradek.storage.log import Log
+from odradek.storage.unified_log import UnifiedLog
 
 COMPACT = LogConfig(
     segment_bytes=1024,
@@ -43,7 +43,7 @@ ONE_BATCH_AT_A_TIME = CleanerConfig(dedupe_buffer_size=1024 * 1024, io_buffer_si
 
 
 def write(
-    log: Log,
+    log: UnifiedLog,
     pairs: Iterable[KeyValue],
     per_batch: int = 1,
     compression: CompressionType = CompressionType.NONE,
@@ -56,7 +56,7 @@ def write(
         append(log, build_batch(records, compression=compression))
 
 
-def write_idempotent(log: Log, pairs: Iterable[KeyValue], producer_id: int) -> bytes:
+def write_idempotent(log: UnifiedLog, pairs: Iterable[KeyValue], producer_id: int) -> bytes:
     """Append ``(key, value)`` pairs as one batch of idempotent producer ``producer_id``
     (epoch 0, its first sequence); the batch, for a retry."""
     records = [(BASE_TIME_MS + i, k, v, ()) for i, (k, v) in enumerate(pairs)]
@@ -83,7 +83,7 @@ def final_values(records: Iterable[Record]) -> dict[bytes, bytes]:
 
 
 def plan(
-    log: Log,
+    log: UnifiedLog,
     config: CleanerConfig = CLEANER,
     first_dirty: int | None = None,
     now_ms: int = NOW_MS,
@@ -94,19 +94,22 @@ def plan(
     cleanable = LogToClean.of(
         log, offsets.first_dirty_offset, offsets.first_uncleanable_dirty_offset
     )
-    return CleaningTask.plan(cleanable, config)
+    return CleaningTask.plan(cleanable, config, now_ms)
 
 
 def clean_once(
-    log: Log, config: CleanerConfig = CLEANER, first_dirty: int | None = None
+    log: UnifiedLog,
+    config: CleanerConfig = CLEANER,
+    first_dirty: int | None = None,
+    now_ms: int = NOW_MS,
 ) -> CleaningResult:
-    """One cleaning run in this process, swapped into ``log``."""
-    result = Cleaner(plan(log, config, first_dirty)).clean()
+    """One cleaning run at ``now_ms`` in this process, swapped into ``log``."""
+    result = Cleaner(plan(log, config, first_dirty, now_ms)).clean()
     swap_in(log, result, lambda: False)
     return result
 
 
-def clean_fully(log: Log, config: CleanerConfig = CLEANER, max_runs: int = 100) -> int:
+def clean_fully(log: UnifiedLog, config: CleanerConfig = CLEANER, max_runs: int = 100) -> int:
     """Clean until the dirty section is empty (a small offset map needs several runs);
     return the number of runs."""
     first_dirty = None

@@ -8,14 +8,19 @@ Everything goes through ``tools/kafka-reference/kafka-reference``. Kafka that ca
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
 import os
+import signal
 import subprocess
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 import pytest
+from process_helpers import await_dead
 
 TOOL = Path(__file__).parents[1] / "tools" / "kafka-reference" / "kafka-reference"
 UNRESOLVABLE = 2  # the tool's exit status when Kafka cannot be resolved
@@ -40,6 +45,17 @@ def tool(*args: str, timeout: float = 900) -> str:
         unavailable(done.stderr.strip())
     assert done.returncode == 0, f"kafka-reference {' '.join(args)} failed:\n{done.stderr}"
     return done.stdout
+
+
+def compatibility_tool() -> ModuleType:
+    """tools/kafka-compatibility/kafka_compatibility.py, the generator of
+    docs/kafka-compatibility.md's tables, as a module."""
+    path = TOOL.parents[1] / "kafka-compatibility" / "kafka_compatibility.py"
+    spec = importlib.util.spec_from_file_location("kafka_compatibility", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
 
 
 def kafka_classpath() -> str:
@@ -263,16 +279,53 @@ class ReferenceBroker:
     bootstrap: str
     log_dir: Path
     start_seconds: float
+    controller_port: int = 0
+    properties: tuple[str, ...] = ()
 
     @classmethod
-    def start(cls, state_dir: Path, *properties: str) -> ReferenceBroker:
+    def start(
+        cls,
+        state_dir: Path,
+        *properties: str,
+        port: int | None = None,
+        controller_port: int | None = None,
+    ) -> ReferenceBroker:
+        """Start a broker on ``state_dir`` (formatted the first time) with the extra
+        server.properties lines; on free ports, or the given ones."""
         args = ["start", "--dir", str(state_dir)]
         for line in properties:
             args += ["--property", line]
+        if port is not None:
+            args += ["--port", str(port)]
+        if controller_port is not None:
+            args += ["--controller-port", str(controller_port)]
         started = json.loads(tool(*args))
         return cls(
-            state_dir, started["bootstrap"], Path(started["log_dir"]), started["start_seconds"]
+            state_dir,
+            started["bootstrap"],
+            Path(started["log_dir"]),
+            started["start_seconds"],
+            started["controller_port"],
+            properties,
         )
+
+    @property
+    def port(self) -> int:
+        return int(self.bootstrap.rsplit(":", 1)[1])
+
+    def restart(self, kill: bool = False) -> None:
+        """Stop the broker, with SIGTERM (a clean shutdown) or SIGKILL (a crash: nothing of
+        Kafka's shutdown runs), and start it again on the same directory, settings and ports,
+        so that its clients reconnect."""
+        if kill:
+            pid = int((self.state_dir / "pid").read_text())
+            os.kill(pid, signal.SIGKILL)
+            await_dead(pid)
+        self.stop()
+        again = ReferenceBroker.start(
+            self.state_dir, *self.properties, port=self.port, controller_port=self.controller_port
+        )
+        self.start_seconds = again.start_seconds
 
     def stop(self) -> None:
         tool("stop", "--dir", str(self.state_dir))

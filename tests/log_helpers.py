@@ -12,9 +12,9 @@ from odradek.record.memory_records import MemoryRecords
 from odradek.record.record import Record
 from odradek.record.record_batch_builder import build_batch
 from odradek.storage.fetch_data_info import FetchDataInfo
-from odradek.storage.log import Log
 from odradek.storage.log_append_info import LogAppendInfo
 from odradek.storage.scheduler import Scheduler
+from odradek.storage.unified_log import UnifiedLog
 
 BASE_TIME_MS = 1_700_000_000_000
 
@@ -33,7 +33,7 @@ def batch(
     return build_batch([(timestamp + i, key, value, ()) for i, value in enumerate(values)])
 
 
-def append(log: Log, records: bytes) -> LogAppendInfo:
+def append(log: UnifiedLog, records: bytes) -> LogAppendInfo:
     """Append and commit (HW := LEO), as the single-replica partition layer does for acks=1."""
     info = log.append(records)
     log.update_high_watermark(log.log_end_offset)
@@ -47,7 +47,7 @@ def records_of(info: FetchDataInfo) -> list[Record]:
     return list(MemoryRecords(info.records.read_bytes()).records())
 
 
-def read_all(log: Log, start: int | None = None, upper: str = "hw") -> list[Record]:
+def read_all(log: UnifiedLog, start: int | None = None, upper: str = "hw") -> list[Record]:
     """Every record from ``start`` (default: log start) up to the HW, following the log."""
     from odradek.storage.fetch_data_info import FetchIsolation
 
@@ -74,12 +74,12 @@ def open_log(
     *,
     scheduler: Scheduler | None = None,
     **kwargs,
-) -> Iterator[Log]:
-    """A Log with a started scheduler (its own unless given: a test that shuts it down to
+) -> Iterator[UnifiedLog]:
+    """A UnifiedLog with a started scheduler (its own unless given: a test that shuts it down to
     wait for the tasks the log scheduled), closed and stopped afterwards."""
     scheduler = scheduler or Scheduler()
     scheduler.startup()
-    log = Log.open(
+    log = UnifiedLog.open(
         directory, config or LogConfig(), scheduler, clock=clock or MockClock(), **kwargs
     )
     try:

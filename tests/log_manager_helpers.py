@@ -39,7 +39,7 @@ def topic_admin(manager: LogManager) -> TopicAdmin:
     return TopicAdmin(manager, manager.config)
 
 
-def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
+def wait_until(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
     """Poll ``condition`` until it holds; fail the test after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while not condition():

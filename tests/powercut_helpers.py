@@ -14,8 +14,8 @@ import pytest
 from odradek.errors import KafkaStorageError
 from odradek.record.memory_records import MemoryRecords
 from odradek.storage.fetch_data_info import FetchIsolation
-from odradek.storage.log import Log
 from odradek.storage.log_manager import LogManager
+from odradek.storage.unified_log import UnifiedLog
 from tests.powercut_fs import PowerCutFS, fuse_missing_reason
 
 
@@ -47,7 +47,7 @@ def abandon(manager: LogManager) -> None:
             log.close_handlers()
 
 
-def log_values(log: Log, start: int | None = None) -> list[bytes]:
+def log_values(log: UnifiedLog, start: int | None = None) -> list[bytes]:
     """Every record's value from ``start`` (default: the log start) to the log end, checking
     as it goes that the offsets are contiguous and every batch is whole and passes its CRC
     (no garbage served)."""

@@ -47,7 +47,9 @@ class ServeProcess:
     ready once both its metrics endpoint and its Kafka listener accept connections (the
     metrics port is bound before the listener serves), whatever its log level. Every line it
     logs is kept in ``lines``; a context manager that stops it with SIGTERM. ``preexec_fn``
-    runs in the child before it starts (to set resource limits), ``env`` adds variables."""
+    runs in the child before it starts (to set resource limits), ``env`` adds variables;
+    ``ports`` (listener, metrics) instead of free ones: a restart on the same address, where
+    its clients still look for it."""
 
     def __init__(
         self,
@@ -55,8 +57,9 @@ class ServeProcess:
         *args: str,
         preexec_fn: Callable[[], None] | None = None,
         env: Mapping[str, str] | None = None,
+        ports: tuple[int, int] | None = None,
     ) -> None:
-        self.port, self.metrics_port = free_ports(2)
+        self.port, self.metrics_port = ports or free_ports(2)
         command = serve_command(data_dir, self.port, self.metrics_port, *args)
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.process = subprocess.Popen(

@@ -103,3 +103,14 @@ def test_the_level_flag_wins_over_the_config_file(tmp_path: Path) -> None:
     ) as broker:
         pass
     assert any("serving on" in text_entry(line)["message"] for line in broker.lines)
+
+
+def test_a_new_data_directory_starts_with_one_line_saying_so_and_nothing_about_checkpoints(
+    tmp_path: Path,
+) -> None:
+    """A first start has no checkpoint files to read; that is not news worth a line each."""
+    with ServeProcess(tmp_path / "data", "--log-level", "info") as broker:
+        pass
+    messages = [text_entry(line)["message"] for line in broker.lines]
+    assert [m for m in messages if "checkpoint" in m] == [], messages
+    assert len([m for m in messages if "a new log directory" in m]) == 1, messages

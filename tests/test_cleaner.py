@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from cleaner_helpers import (
     CLEANER,
+    NOW_MS,
     clean_fully,
     clean_once,
     compact_config,
@@ -15,6 +17,7 @@ from cleaner_helpers import (
     latest_records,
     plan,
     write,
+    write_idempotent,
 )
 from log_helpers import BASE_TIME_MS, batch, open_log, read_all
 
@@ -33,14 +36,16 @@ from odradek.record.record_batch_builder import build_batch
 from odradek.storage import log_file_names as names
 from odradek.storage import writeback
 from odradek.storage.lazy_index import LazyIndex
-from odradek.storage.log import Log
+from odradek.storage.unified_log import UnifiedLog
+
+DAY_MS = 86_400_000  # delete.retention.ms by default
 
 
 def _key(n: int) -> bytes:
     return b"key-%03d" % n
 
 
-def _stored_batches(log: Log) -> list:
+def _stored_batches(log: UnifiedLog) -> list:
     return [b for segment in log.segments.values() for _, b in segment.log.batches()]
 
 
@@ -101,34 +106,133 @@ def test_tombstones_are_kept_on_the_first_cleaning(tmp_path: Path) -> None:
         assert final_values(kept) == {b"b": b"4", b"c": b"3"}
 
 
-def _tombstone_then_later_segment(log: Log, gap_ms: int) -> int:
-    """A cleaned log whose first segment holds a tombstone and whose last clean segment was
-    modified ``gap_ms`` after it; returns the tombstone's offset."""
-    write(log, [(b"gone", b"x"), (b"gone", None)])
+def _tombstone_cleaned_once(log: UnifiedLog, now_ms: int) -> None:
+    """A log whose first batch (a value and a tombstone of another key) was cleaned once at
+    ``now_ms``, and a later batch making the log dirty again."""
+    write(log, [(b"gone", b"x"), (b"kept", b"y"), (b"gone", None)], per_batch=3)
     log.roll()
-    write(log, [(b"kept", b"y")])
-    log.roll()
-    clean_once(log)
-    first, last = log.segments.non_active()[0], log.segments.non_active()[-1]
-    first.set_last_modified(BASE_TIME_MS)
-    last.set_last_modified(BASE_TIME_MS + gap_ms)
+    clean_once(log, now_ms=now_ms)
     write(log, [(b"new", b"z")])
     log.roll()
-    return 1
 
 
-@pytest.mark.parametrize(("gap_ms", "kept"), [(10_000, False), (9_999, False), (500, True)])
-def test_tombstones_go_once_delete_retention_passed_since_their_segment_was_cleaned(
-    tmp_path: Path, gap_ms: int, kept: bool
+def test_the_first_cleaning_keeping_a_tombstone_gives_its_batch_a_delete_horizon(
+    tmp_path: Path,
 ) -> None:
-    config = compact_config(delete_retention_ms=9_999, segment_bytes=160)  # no merging
+    """Kafka's KIP-534: the batch is rewritten with attribute bit 6 and the cleaning's time
+    plus delete.retention.ms as its base timestamp; its records keep their timestamps."""
+    config = compact_config(delete_retention_ms=5_000)
     with open_log(tmp_path / "t-0", config) as log:
-        tombstone = _tombstone_then_later_segment(log, gap_ms)
-        first_dirty = log.segments.non_active()[-1].base_offset
-        clean_once(log, first_dirty=first_dirty)
-        offsets = [r.offset for r in read_all(log)]
-        assert (tombstone in offsets) is kept
-        assert 0 not in offsets  # the value the tombstone deleted never comes back
+        write(log, [(b"a", b"1"), (b"b", b"2"), (b"a", None)], per_batch=3)
+        before = read_all(log)
+        log.roll()
+        clean_once(log, now_ms=NOW_MS)
+        [cleaned] = _stored_batches(log)[:1]
+        assert cleaned.delete_horizon_ms == NOW_MS + 5_000 == cleaned.base_timestamp
+        assert [(r.offset, r.timestamp, r.key, r.value) for r in cleaned.records()] == [
+            (r.offset, r.timestamp, r.key, r.value) for r in before[1:]
+        ]
+        assert (cleaned.max_timestamp, cleaned.last_offset) == (before[-1].timestamp, 2)
+
+
+def test_a_batch_keeping_no_tombstone_gets_no_delete_horizon(tmp_path: Path) -> None:
+    with open_log(tmp_path / "t-0", compact_config()) as log:
+        write(log, [(b"a", None), (b"b", b"2"), (b"a", b"3"), (b"c", b"4")], per_batch=2)
+        log.roll()
+        clean_once(log)
+        assert [b.delete_horizon_ms for b in _stored_batches(log)] == [None, None]
+        assert [r.value for r in read_all(log)] == [b"2", b"3", b"4"]
+
+
+@pytest.mark.parametrize(("later_ms", "kept"), [(4_999, True), (5_000, False), (60_000, False)])
+def test_tombstones_go_in_the_first_cleaning_at_or_past_their_batchs_horizon(
+    tmp_path: Path, later_ms: int, kept: bool
+) -> None:
+    """Kafka keeps a tombstone while the cleaning's time is before its batch's horizon; the
+    batch, rebuilt around what stays, keeps its horizon."""
+    config = compact_config(delete_retention_ms=5_000, segment_bytes=160)  # no merging
+    with open_log(tmp_path / "t-0", config) as log:
+        _tombstone_cleaned_once(log, NOW_MS)
+        clean_once(log, now_ms=NOW_MS + later_ms)
+        assert [(r.key, r.value) for r in read_all(log)] == [
+            (b"kept", b"y"),
+            *([(b"gone", None)] if kept else []),
+            (b"new", b"z"),
+        ]
+        assert _stored_batches(log)[0].delete_horizon_ms == NOW_MS + 5_000
+
+
+def test_an_empty_batch_kept_for_its_header_has_no_delete_horizon(tmp_path: Path) -> None:
+    """A live producer's last batch whose tombstone went past the horizon keeps its header
+    alone, written as Kafka's ``writeEmptyHeader`` writes it: no horizon, base timestamp -1."""
+    config = compact_config(delete_retention_ms=5_000, segment_bytes=160)
+    with open_log(tmp_path / "t-0", config) as log:
+        write_idempotent(log, [(b"a", None)], producer_id=7)
+        log.roll()
+        clean_once(log, now_ms=NOW_MS)
+        assert _stored_batches(log)[0].delete_horizon_ms == NOW_MS + 5_000
+        write(log, [(b"b", b"1")])
+        log.roll()
+        clean_once(log, now_ms=NOW_MS + 5_000)
+        empty = _stored_batches(log)[0]
+        assert (empty.producer_id, empty.records_count) == (7, 0)
+        assert (empty.delete_horizon_ms, empty.base_timestamp) == (None, -1)
+        assert [r.key for r in read_all(log)] == [b"b"]
+
+
+def test_segment_modification_times_do_not_decide_tombstones(tmp_path: Path) -> None:
+    """Before Kafka 2.8 a segment last modified delete.retention.ms before the clean section's
+    newest lost its tombstones; now only the batch's horizon decides."""
+    config = compact_config(delete_retention_ms=5_000, segment_bytes=160)
+    with open_log(tmp_path / "t-0", config) as log:
+        _tombstone_cleaned_once(log, NOW_MS)
+        first, *_, last = log.segments.non_active()
+        first.set_last_modified(BASE_TIME_MS)
+        last.set_last_modified(BASE_TIME_MS + 10**9)
+        clean_once(log, now_ms=NOW_MS + 1)
+        assert (b"gone", None) in [(r.key, r.value) for r in read_all(log)]
+
+
+def test_a_new_delete_retention_does_not_move_a_horizon_written(tmp_path: Path) -> None:
+    """The horizon is in the batch: delete.retention.ms changed later gives only batches
+    stamped later theirs."""
+    config = compact_config(delete_retention_ms=5_000, segment_bytes=160)
+    with open_log(tmp_path / "t-0", config) as log:
+        _tombstone_cleaned_once(log, NOW_MS)
+        log.update_config(replace(config, delete_retention_ms=86_400_000))
+        write(log, [(b"new", None)])
+        log.roll()
+        clean_once(log, now_ms=NOW_MS + 5_000)
+        batches = _stored_batches(log)
+        assert [(r.key, r.value) for r in read_all(log)] == [(b"kept", b"y"), (b"new", None)]
+        assert batches[0].delete_horizon_ms == NOW_MS + 5_000
+        assert batches[-1].delete_horizon_ms == NOW_MS + 5_000 + 86_400_000
+
+
+@pytest.mark.parametrize("kind", ["lz4", "LogAppendTime"])
+def test_a_tombstone_rewritten_with_a_horizon_keeps_its_timestamp_and_codec(
+    tmp_path: Path, kind: str
+) -> None:
+    """The batch is rebuilt as it was but for the horizon: its codec; a log-append-time batch
+    its type and max timestamp (its records' timestamp)."""
+    appended_at = BASE_TIME_MS + 50
+    config = compact_config(
+        message_timestamp_type="LogAppendTime" if kind == "LogAppendTime" else "CreateTime"
+    )
+    codec = CompressionType.LZ4 if kind == "lz4" else CompressionType.NONE
+    with open_log(tmp_path / "t-0", config, MockClock(appended_at)) as log:
+        write(log, [(b"a", b"1"), (b"a", None), (b"b", b"2")], per_batch=3, compression=codec)
+        before = read_all(log)
+        log.roll()
+        clean_once(log)
+        [cleaned] = _stored_batches(log)
+        assert cleaned.delete_horizon_ms == NOW_MS + DAY_MS
+        assert cleaned.compression_type is codec
+        assert (cleaned.timestamp_type.name == "LOG_APPEND_TIME") is (kind == "LogAppendTime")
+        assert cleaned.max_timestamp == before[-1].timestamp
+        assert [(r.offset, r.timestamp, r.value) for r in read_all(log)] == [
+            (r.offset, r.timestamp, r.value) for r in before[1:]
+        ]
 
 
 def test_cleaned_segment_keeps_the_last_source_segments_modification_time(
@@ -429,7 +533,7 @@ def test_plan_describes_every_segment_below_the_uncleanable_offset(tmp_path: Pat
         assert task.upper_bounds() == [s.base_offset for s in live[1:]] + [
             log.active_segment.base_offset
         ]
-        assert task.delete_horizon_ms == 0
+        assert task.current_time_ms == NOW_MS
 
 
 def _index_bytes(segments: Sequence[SegmentSnapshot]) -> list[tuple[int, int]]:

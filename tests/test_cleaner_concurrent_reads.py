@@ -15,7 +15,7 @@ from odradek.cleaner.log_cleaner import LogCleaner
 from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY
 from odradek.record.record import Record
 from odradek.record.record_batch_builder import build_batch
-from odradek.storage.log import Log
+from odradek.storage.unified_log import UnifiedLog
 
 KEYS = 120
 ROUNDS = 10
@@ -27,7 +27,7 @@ class Writer(threading.Thread):
     """Appends rounds of updates (and some tombstones), rolling after each so the cleaner has
     new dirty segments; ``written`` holds every record before the HW lets readers see it."""
 
-    def __init__(self, log: Log) -> None:
+    def __init__(self, log: UnifiedLog) -> None:
         super().__init__(name="writer")
         self.log = log
         self.written: list[Record] = []
@@ -65,7 +65,7 @@ class Reader(threading.Thread):
 
     PASS_INTERVAL_S = 0.005
 
-    def __init__(self, log: Log, writer: Writer, stop: threading.Event) -> None:
+    def __init__(self, log: UnifiedLog, writer: Writer, stop: threading.Event) -> None:
         super().__init__(name="reader")
         self.log, self.writer, self.stop = log, writer, stop
         self.appended = threading.Event()

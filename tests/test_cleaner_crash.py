@@ -35,9 +35,9 @@ from odradek.record.memory_records import MemoryRecords
 from odradek.record.record import Record
 from odradek.storage import log_file_names as names
 from odradek.storage.lazy_index import LazyIndex
-from odradek.storage.log import Log
 from odradek.storage.log_segment import LogSegment
 from odradek.storage.scheduler import Scheduler
+from odradek.storage.unified_log import UnifiedLog
 
 TEMP_SUFFIXES = (names.CLEANED_FILE_SUFFIX, names.SWAP_FILE_SUFFIX, names.DELETED_FILE_SUFFIX)
 START_METHOD = "forkserver"
@@ -49,10 +49,10 @@ class Crash(BaseException):
 
 def _crashable_log(
     directory: Path, config: LogConfig = SMALL_SEGMENTS, value_size: int = 8
-) -> tuple[Log, list[Record]]:
+) -> tuple[UnifiedLog, list[Record]]:
     """A flushed compacted log of small segments (several to a cleaning group), with
     tombstones; its scheduler never runs, as after a crash no delayed delete would."""
-    log = Log.open(directory, config, Scheduler(), clock=MockClock())
+    log = UnifiedLog.open(directory, config, Scheduler(), clock=MockClock())
     write(log, [(b"stable-%d" % n, b"s" * value_size) for n in range(3)])
     for round_ in range(6):
         pairs = [(b"key-%d" % n, b"%d" % round_ * value_size) for n in range(5)]
@@ -64,12 +64,14 @@ def _crashable_log(
     return log, read_all(log)
 
 
-def _producers_log(directory: Path) -> tuple[Log, list[Record], dict[int, tuple[bytes, int]]]:
+def _producers_log(
+    directory: Path,
+) -> tuple[UnifiedLog, list[Record], dict[int, tuple[bytes, int]]]:
     """A flushed compacted log of small segments (a batch each: a cleaning group each) whose
     batches come from short-lived idempotent producers, each overwriting the keys of the one
     before: cleaning empties every producer's batch but the last, and keeps their headers.
     The producers' batches and offsets, for retries."""
-    log = Log.open(directory, SMALL_SEGMENTS, Scheduler(), clock=MockClock())
+    log = UnifiedLog.open(directory, SMALL_SEGMENTS, Scheduler(), clock=MockClock())
     sent = {}
     for producer in range(100, 108):
         offset = log.log_end_offset

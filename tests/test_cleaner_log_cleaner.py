@@ -24,7 +24,7 @@ from odradek.cleaner.log_cleaner_manager import MAX_CLEANING_ATTEMPTS, paused
 from odradek.clock import MockClock
 from odradek.server.metrics.cleaner_collector import CleanerCollector
 from odradek.storage import log_file_names as names
-from odradek.storage.log import Log
+from odradek.storage.unified_log import UnifiedLog
 
 FAST = CleanerConfig(dedupe_buffer_size=1024 * 1024, backoff_ms=20)
 
@@ -38,14 +38,14 @@ def running(cleaner: LogCleaner) -> Iterator[LogCleaner]:
         cleaner.shutdown()
 
 
-def _dirty(log: Log, rounds: int = 5, keys: int = 8) -> list:
+def _dirty(log: UnifiedLog, rounds: int = 5, keys: int = 8) -> list:
     write(log, [(b"key-%d" % (n % keys), b"value-%d" % n) for n in range(rounds * keys)])
     log.roll()
     return read_all(log)
 
 
 @contextmanager
-def _blocking_segment(log: Log) -> Iterator[None]:
+def _blocking_segment(log: UnifiedLog) -> Iterator[None]:
     """Make the second segment's file a FIFO while inside: a cleaning run opening it blocks
     (the live log keeps reading the real file through its open descriptor)."""
     path = names.log_file(log.dir, log.segments.non_active()[1].base_offset)
@@ -70,7 +70,7 @@ def _release_readers(fifo: Path) -> None:
         pass
 
 
-def _stuck_run(log: Log, cleaner: LogCleaner) -> None:
+def _stuck_run(log: UnifiedLog, cleaner: LogCleaner) -> None:
     """Start ``cleaner`` on ``log`` with a run that maps the last segment, writes the first
     group's .cleaned and then blocks on the second segment; wait until it does."""
     first_dirty = log.segments.non_active()[-1].base_offset
@@ -97,7 +97,7 @@ def test_cleans_dirty_logs_and_checkpoints_the_first_dirty_offset(tmp_path: Path
                 assert read_all(log) == latest_records(before[log])
             (report,) = cleaner.last_reports  # one thread: its last run
             metrics = cleaner.metrics()
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + 30
             while cleaner.metrics().max_dirty_percent > 0:  # until a look finds both clean
                 assert time.monotonic() < deadline
                 time.sleep(0.01)
@@ -203,7 +203,7 @@ def _await(condition: Callable[[], bool], timeout_s: float = 20) -> None:
         time.sleep(0.01)
 
 
-def _compacted_dirty_log(log: Log) -> list:
+def _compacted_dirty_log(log: UnifiedLog) -> list:
     for _ in range(3):
         _dirty(log, rounds=2)
     return read_all(log)

@@ -20,14 +20,14 @@ from odradek.cleaner.cleaner_offset_checkpoints import (
 from odradek.cleaner.log_cleaner_manager import ABORTED, IN_PROGRESS, LogCleanerManager, paused
 from odradek.clock import MockClock
 from odradek.config.log_config import LogConfig
-from odradek.storage.log import Log
 from odradek.storage.offset_checkpoint_file import OffsetCheckpointFile
+from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 
 NOW_MS = BASE_TIME_MS + 3_600_000
 
 
-def _manager(logs: list[Log], now_ms: int = NOW_MS, clock: MockClock | None = None):
+def _manager(logs: list[UnifiedLog], now_ms: int = NOW_MS, clock: MockClock | None = None):
     return LogCleanerManager(
         lambda: list(logs),
         CleanerOffsetCheckpoints(lambda: list(logs)),
@@ -36,7 +36,7 @@ def _manager(logs: list[Log], now_ms: int = NOW_MS, clock: MockClock | None = No
     )
 
 
-def _dirty_log(stack: ExitStack, directory: Path, keys: int, rounds: int, **config) -> Log:
+def _dirty_log(stack: ExitStack, directory: Path, keys: int, rounds: int, **config) -> UnifiedLog:
     """A log whose first ``keys`` records are clean-looking and the rest updates."""
     log = stack.enter_context(open_log(directory, compact_config(**config)))
     write(log, [(b"k%d" % (n % keys), b"v" * 20) for n in range(keys * rounds)])
@@ -141,9 +141,12 @@ def test_abort_and_pause_waits_for_the_cleaner_to_let_go(tmp_path: Path) -> None
             target=lambda: (manager.abort_and_pause_cleaning(tp), paused_event.set())
         )
         pauser.start()
-        time.sleep(0.3)
-        assert not paused_event.is_set()
-        assert manager.is_cleaning_aborted(tp) and manager.cleaning_state(tp) == ABORTED
+        deadline = time.monotonic() + 30  # the pauser has marked the run aborted: then it waits
+        while not manager.is_cleaning_aborted(tp):
+            assert time.monotonic() < deadline, "abort_and_pause_cleaning never aborted the run"
+            time.sleep(0.01)
+        assert not paused_event.wait(0.2)  # and keeps waiting while the cleaner holds the log
+        assert manager.cleaning_state(tp) == ABORTED
         manager.done_cleaning(tp, 30)  # the aborted run must not move the checkpoint
         pauser.join(5)
         assert paused_event.is_set()

@@ -21,7 +21,7 @@ from odradek.record.compression import CompressionType
 from odradek.record.record_batch import RECORDS_OFFSET, write_crc
 from odradek.record.record_batch_builder import build_batch
 from odradek.storage import log_file_names as names
-from odradek.storage.log import Log
+from odradek.storage.unified_log import UnifiedLog
 
 NATIVE = offset_map_module.NativeOffsetMap
 
@@ -34,11 +34,11 @@ def map_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     return request.param
 
 
-def _segment_bytes(log: Log) -> list[bytes]:
+def _segment_bytes(log: UnifiedLog) -> list[bytes]:
     return [names.log_file(log.dir, s.base_offset).read_bytes() for s in log.segments.values()]
 
 
-def _corrupt_record_length(log: Log) -> None:
+def _corrupt_record_length(log: UnifiedLog) -> None:
     """Make the first record of the first batch claim more bytes than its batch holds, and
     give the batch a CRC that matches: only the record walk can find the fault."""
     path = names.log_file(log.dir, 0)

@@ -8,11 +8,12 @@ from hypothesis import strategies as st
 from hypothesis_budget import examples
 
 from odradek.cleaner.batch_keys import BatchKeys
-from odradek.cleaner.cleaner import INT32_MAX, group_segments_by_size
+from odradek.cleaner.cleaner import group_segments_by_size
 from odradek.cleaner.segment_snapshot import SegmentSnapshot
 from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY, NOT_FOUND, SkimpyOffsetMap
 from odradek.cleaner.throttler import Throttler
 from odradek.errors import CorruptRecordError
+from odradek.int_limits import INT32_MAX
 from odradek.record.compression import CompressionType
 from odradek.record.record import Record
 from odradek.record.record_batch import RecordBatch

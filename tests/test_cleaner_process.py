@@ -42,7 +42,7 @@ from odradek.cleaner.errors import LogCleaningAbortedError, LogCleaningError
 from odradek.cleaner.throttler import CHECK_INTERVAL_S
 from odradek.client import Admin, NewTopic, Producer
 from odradek.storage import log_file_names as names
-from odradek.storage.log import Log
+from odradek.storage.unified_log import UnifiedLog
 
 PARENT_SCRIPT = """
 import pickle, sys
@@ -58,7 +58,7 @@ if __name__ == "__main__":
 """A parent that starts a worker on a run that blocks, and waits for it forever."""
 
 
-def _dirty(log: Log, rounds: int = 6, keys: int = 5) -> list:
+def _dirty(log: UnifiedLog, rounds: int = 6, keys: int = 5) -> list:
     """Rounds of updates of ``keys`` keys, a segment each, after a segment of keys that stay
     (so the first cleaned segment gets records)."""
     write(log, [(b"stable-%d" % n, b"s") for n in range(3)])
@@ -70,7 +70,7 @@ def _dirty(log: Log, rounds: int = 6, keys: int = 5) -> list:
 
 
 @contextmanager
-def stuck_task(log: Log) -> Iterator[tuple[CleaningTask, Path]]:
+def stuck_task(log: UnifiedLog) -> Iterator[tuple[CleaningTask, Path]]:
     """A task that maps the last segment, writes the first group's ``.cleaned`` and then
     blocks opening the second segment (a FIFO while inside); and that ``.cleaned`` file."""
     segments = log.segments.non_active()

@@ -1,4 +1,4 @@
-"""Log.replace_segments: the live half of the cleaner's crash-safe swap (design §11)."""
+"""UnifiedLog.replace_segments: the live half of the cleaner's crash-safe swap (design §11)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from log_helpers import append, batch, open_log, read_all
 
 from odradek.clock import MockClock
 from odradek.config.log_config import LogConfig
-from odradek.storage import log as log_module
+from odradek.storage import local_log
 from odradek.storage import log_file_names as names
-from odradek.storage.log import Log
 from odradek.storage.log_segment import LogSegment
+from odradek.storage.unified_log import UnifiedLog
 
 CONFIG = LogConfig(
     segment_bytes=300,
@@ -23,12 +23,12 @@ CONFIG = LogConfig(
 )
 
 
-def _fill(log: Log, keys: list[bytes]) -> None:
+def _fill(log: UnifiedLog, keys: list[bytes]) -> None:
     for key in keys:
         append(log, batch(1, key=key, values=[key + b"-value"]))
 
 
-def _swap_segment_keeping(log: Log, old: list[LogSegment], keep: set[int]) -> LogSegment:
+def _swap_segment_keeping(log: UnifiedLog, old: list[LogSegment], keep: set[int]) -> LogSegment:
     """A ``.swap`` segment holding the batches of ``old`` whose base offset is in ``keep``."""
     swap = LogSegment.open(
         log.dir, old[0].base_offset, log.config, MockClock(), file_suffix=names.SWAP_FILE_SUFFIX
@@ -90,7 +90,7 @@ def test_the_swap_is_made_durable_step_by_step(
             deleted = all(not names.log_file(directory, s.base_offset).exists() for s in old[1:])
             synced.append((deleted, final_file.exists() and not swap_file.exists()))
 
-        monkeypatch.setattr(log_module, "fsync_directory", fsync_directory)
+        monkeypatch.setattr(local_log, "fsync_directory", fsync_directory)
         log.replace_segments(swap, old)
         # The old segments' .deleted renames are durable before the .swap suffix goes, and
         # that rename before replace_segments returns (before the next run's .cleaned files).

@@ -69,7 +69,7 @@ def patch(path: Path, position: int, fmt: str, value: int) -> None:
 
 @pytest.fixture
 def segment(tmp_path: Path) -> Path:
-    """A closed partition written by odradek's Log: two batches per codec, each one indexed."""
+    """A closed partition written by UnifiedLog: two batches per codec, each one indexed."""
     directory = tmp_path / "orders-0"
     with open_log(directory, INDEXED) as log:
         for n, codec in enumerate(CODECS * 2):

@@ -10,7 +10,7 @@ from fake_broker import FakeBroker, async_test
 
 from odradek.client.config import ClientConfig
 from odradek.client.connection import Connection
-from odradek.client.network_client import NetworkClient
+from odradek.client.network_client import NetworkClient, reconnect_backoff_ms
 from odradek.errors import (
     InvalidConfigError,
     InvalidRequestError,
@@ -220,3 +220,15 @@ async def test_a_request_started_at_once_still_times_out_and_closes_the_connecti
         with pytest.raises(RequestTimedOutError):
             await connection.response(in_flight)
         assert connection.closed
+
+
+def test_reconnect_backoff_doubles_from_reconnect_backoff_ms_to_its_max_with_jitter() -> None:
+    """Kafka's ExponentialBackoff(reconnect.backoff.ms, 2, reconnect.backoff.max.ms, 0.2)."""
+    for failures, middle in [(1, 50), (2, 100), (3, 200), (4, 400), (5, 800)]:
+        waits = [reconnect_backoff_ms(failures, 50, 1000) for _ in range(200)]
+        assert middle * 0.8 <= min(waits) < max(waits) <= middle * 1.2, (failures, waits)
+    for failures in (6, 7, 30, 1000):
+        waits = [reconnect_backoff_ms(failures, 50, 1000) for _ in range(200)]
+        assert 800 <= min(waits) and max(waits) == 1000, (failures, waits)  # capped, not above
+    assert reconnect_backoff_ms(3, 0, 1000) == 0
+    assert 400 <= reconnect_backoff_ms(3, 500, 100) <= 500  # a max below the start: no growth

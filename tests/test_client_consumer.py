@@ -341,6 +341,13 @@ def fetch_offsets(broker: FakeBroker) -> list[int]:
     ]
 
 
+async def fetches_sent(broker: FakeBroker, count: int) -> None:
+    """Return once the broker has had ``count`` fetches of t-0 (however loaded the machine)."""
+    async with asyncio.timeout(30):
+        while len(fetch_offsets(broker)) < count:
+            await asyncio.sleep(0.01)
+
+
 @async_test
 async def test_the_next_fetch_goes_out_when_a_response_arrives_not_when_the_caller_polls() -> None:
     async with FakeBroker() as broker:
@@ -349,7 +356,7 @@ async def test_the_next_fetch_goes_out_when_a_response_arrives_not_when_the_call
         async with consumer_for(broker, max_poll_records=1, fetch_max_wait_ms=2000) as consumer:
             consumer.assign([TP])
             assert [r.offset for r in await poll_until(consumer, 1)] == [0]
-            await asyncio.sleep(0.1)  # the caller is busy with record 0
+            await fetches_sent(broker, 2)  # while the caller is busy with record 0
             # the broker already holds a long poll from where the buffered response ends
             assert fetch_offsets(broker) == [0, 3]
             fill(log, 2)
@@ -368,6 +375,7 @@ async def test_a_caller_that_does_not_poll_has_at_most_two_responses_buffered() 
         ) as consumer:
             consumer.assign([TP])
             assert [r.offset for r in await poll_until(consumer, 1)] == [0]
+            await fetches_sent(broker, 2)  # the fetch ahead
             await asyncio.sleep(0.2)
             assert fetch_offsets(broker) == [0, 5]  # then nothing until the caller drains one
             records = await poll_until(consumer, 29)
@@ -385,7 +393,7 @@ async def test_a_seek_back_drops_the_data_fetched_ahead() -> None:
         ) as consumer:
             consumer.assign([TP])
             assert [r.offset for r in await poll_until(consumer, 2)] == [0, 1]
-            await asyncio.sleep(0.1)  # offsets 5..9 are fetched ahead meanwhile
+            await fetches_sent(broker, 2)  # offsets 5..9 are fetched ahead meanwhile
             consumer.seek(TP, 1)
             records = await poll_until(consumer, 9)
             assert [r.offset for r in records] == list(range(1, 10))

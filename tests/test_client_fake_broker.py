@@ -1,5 +1,5 @@
 """The fake broker the client tests run against: it answers garbage, bad headers and bad fields
-as the real one does, and its partition log assigns offsets and reads like a Log."""
+as the real one does, and its partition log assigns offsets and reads like a UnifiedLog."""
 
 from __future__ import annotations
 

@@ -38,6 +38,7 @@ KAFKA_BROKER_DEFAULTS = {
     "log.retention.hours": 168,
     "log.retention.bytes": -1,
     "log.retention.check.interval.ms": 300000,
+    "log.initial.task.delay.ms": 30000,
     "log.cleanup.policy": ("delete",),
     "log.cleaner.enable": True,
     "log.cleaner.threads": 1,

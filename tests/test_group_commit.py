@@ -14,7 +14,7 @@ from odradek.storage.log_offset_metadata import LogOffsetMetadata
 
 
 class FailingFlushLog:
-    """The two things GroupCommit reads of a Log, and a flush whose disk fails."""
+    """The two things GroupCommit reads of a UnifiedLog, and a flush whose disk fails."""
 
     recovery_point = 0
     log_end_offset_metadata = LogOffsetMetadata(10)

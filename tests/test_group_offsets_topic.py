@@ -19,12 +19,12 @@ from odradek.protocol.list_groups import ListGroupsRequest
 from odradek.protocol.produce import ProducePartitionData, ProduceRequest
 from odradek.protocol.topics import DeleteTopicsRequest
 from odradek.record.memory_records import MemoryRecords
+from odradek.server.group.coordinator_log import partition_for
 from odradek.server.group.coordinator_records import (
     GroupMetadataValue,
     OffsetCommitValue,
     parse_key,
 )
-from odradek.server.group.group_metadata_manager import partition_for
 from odradek.topic_partition import TopicPartition
 
 OFFSETS = "__consumer_offsets"

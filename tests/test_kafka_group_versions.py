@@ -21,7 +21,7 @@ from odradek.protocol.kafka.api_versions import (
 )
 from odradek.protocol.kafka.message_codec import decode, encode_parts, request_spec, response_spec
 
-MEMBER_ID_REQUIRED, UNKNOWN_MEMBER_ID, COORDINATOR_NOT_AVAILABLE = 79, 25, 15
+MEMBER_ID_REQUIRED, UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION = 79, 25, 35
 INVALID_REQUEST, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP = 42, 69, 68
 TOPIC = "versions"
 
@@ -127,7 +127,9 @@ def test_find_coordinator_names_this_broker_for_groups(
     if version >= 1:
         transaction = wire.call(apis.FIND_COORDINATOR, version, {**body, "key_type": 1})
         unknown = wire.call(apis.FIND_COORDINATOR, version, {**body, "key_type": 7})
-        for answer, code in ((transaction, COORDINATOR_NOT_AVAILABLE), (unknown, INVALID_REQUEST)):
+        # No transaction coordinator yet: refused for good (not the retriable
+        # COORDINATOR_NOT_AVAILABLE), so a transactional client fails at once.
+        for answer, code in ((transaction, UNSUPPORTED_VERSION), (unknown, INVALID_REQUEST)):
             entries = answer["coordinators"] if version >= 4 else [answer]
             assert {(e["error_code"], e["node_id"]) for e in entries} == {(code, -1)}
 

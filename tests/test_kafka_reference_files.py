@@ -4,13 +4,13 @@ Kafka writes, odradek reads: Kafka's Java producer writes to the reference broke
 headers, null keys and values, idempotent, plain and transactional producers, LogAppendTime,
 several segments and partitions, a compacted topic after Kafka's cleaner ran). Its log
 directory is copied while it runs (as a crash leaves it) and after it stops. ``odradek
-dump-log`` reads every segment and index of both; odradek's Log and ``odradek serve`` on the
+dump-log`` reads every segment and index of both; odradek's UnifiedLog and ``odradek serve`` on the
 copies serve every record with the offsets, timestamps, keys, values and headers Kafka
 acknowledged; odradek finds offsets by timestamp as Kafka's broker did; odradek's cleaner keeps
 what Kafka's kept.
 
 odradek writes, Kafka reads: Kafka's own DumpLogSegments reads the segments, offset and time
-indexes odradek's Log and odradek's cleaner wrote, with no error and the same records; Kafka
+indexes odradek's UnifiedLog and odradek's cleaner wrote, with no error and the same records; Kafka
 restarted on its log directory after odradek appended to it serves what odradek wrote.
 """
 
@@ -61,12 +61,12 @@ from odradek.server.transaction.transaction_log import read_value as read_transa
 from odradek.server.transaction.transaction_metadata import TransactionMetadata
 from odradek.server.transaction.transaction_state import TransactionState
 from odradek.storage.fetch_data_info import FetchIsolation
-from odradek.storage.log import Log
 from odradek.storage.log_file_names import offset_from_file_name, transaction_index_file
 from odradek.storage.log_manager import LogManager
 from odradek.storage.offset_checkpoint_file import parse_checkpoint
 from odradek.storage.topic_config_store import CURRENT_VERSION, TOPIC_CONFIGS_FILE_NAME
 from odradek.storage.transaction_index import AbortedTxn, TransactionIndex
+from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 
 # slow too: a Kafka broker and several JVMs, kept out of the quick suite.
@@ -446,7 +446,7 @@ def test_dump_log_reads_kafkas_metadata_log(kafka_written: KafkaWritten) -> None
     assert done.returncode == 0, done.stderr
 
 
-def _served(log: Log) -> list[StoredRecord]:
+def _served(log: UnifiedLog) -> list[StoredRecord]:
     """Every data record of ``log`` up to its high watermark, as a fetch returns them."""
     records: list[StoredRecord] = []
     offset = log.log_start_offset
@@ -507,7 +507,7 @@ def _position(record: StoredRecord) -> tuple[int, int]:
 def test_odradek_finds_offsets_by_timestamp_as_kafka_does(
     kafka_written: KafkaWritten, odradek_on_kafka_files: LogManager
 ) -> None:
-    """ListOffsets by timestamp on Kafka's files: odradek's Log answers what Kafka's broker
+    """ListOffsets by timestamp on Kafka's files: odradek's UnifiedLog answers what Kafka's broker
     answered (the first record at or after the target in offset order; out-of-order
     timestamps, LogAppendTime, transaction markers, cleaned segments), which is what a scan of
     every record finds.
@@ -553,7 +553,7 @@ def _kafkas_answer(directory: Path, target: int) -> tuple[int, int] | None:
     return None
 
 
-def _first_record_at_or_after(log: Log, target: int) -> tuple[int, int] | None:
+def _first_record_at_or_after(log: UnifiedLog, target: int) -> tuple[int, int] | None:
     """(timestamp, offset) of the first record of ``log`` (control records too) whose
     timestamp is at or after ``target``, by reading every batch."""
     for segment_file in sorted(log.dir.glob("*.log")):
@@ -711,7 +711,7 @@ def test_kafka_serves_what_odradek_appended_to_its_log_directory(
 
 @pytest.fixture
 def odradek_written(tmp_path: Path) -> Path:
-    """A partition directory written by odradek's Log, rolled into several segments."""
+    """A partition directory written by odradek's UnifiedLog, rolled into several segments."""
     directory = tmp_path / "written-0"
     # The log's mock clock stands in 2023, the batches carry today's times (as Kafka's do):
     # accept them however far ahead they look (Kafka 4's default allows an hour).

@@ -1,4 +1,4 @@
-"""Log: append, read, high watermark, flush, retention, truncation (design §4, 6, 7, 9, 10)."""
+"""UnifiedLog: append, read, high watermark, flush, retention, truncation (§4, 6, 7, 9, 10)."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from odradek.record.record_batch_builder import build_batch
 from odradek.storage import log_file_names as names
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.file_records import FileRecords
-from odradek.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
 from odradek.storage.scheduler import Scheduler
+from odradek.storage.unified_log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, UnifiedLog
 
 SMALL = LogConfig(
     segment_bytes=1024, index_interval_bytes=64, segment_index_bytes=4096, file_delete_delay_ms=0
@@ -73,7 +73,7 @@ def test_a_read_at_its_bound_answers_with_the_bound_as_it_is_now(partition_dir: 
     sits on disk: the same answer the general read path gives (convert_to_offset_metadata), as
     appends, rolls, HW moves, an offset-only HW and a truncation move the bound."""
 
-    def check_reads_at_the_bounds(log: Log) -> None:
+    def check_reads_at_the_bounds(log: UnifiedLog) -> None:
         high_watermark = log.high_watermark
         at_hw = log.read(high_watermark, 1 << 20)
         assert at_hw.records is None
@@ -594,7 +594,7 @@ def test_deleted_segments_are_renamed_then_removed_later(partition_dir: Path) ->
         deleted = names.log_file(partition_dir, base, names.DELETED_FILE_SUFFIX)
         assert deleted.exists()
         assert not names.log_file(partition_dir, base).exists()
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30
         while deleted.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not deleted.exists()
@@ -606,7 +606,7 @@ def test_a_deleted_segment_takes_no_flush(partition_dir: Path) -> None:
     flush, scheduled by its roll and run after that (a scheduler that fell behind), found
     its index gone and took the log directory offline."""
     scheduler = Scheduler()  # not started: its queue runs, in order, at shutdown
-    log = Log.open(partition_dir, LogConfig(file_delete_delay_ms=0), scheduler)
+    log = UnifiedLog.open(partition_dir, LogConfig(file_delete_delay_ms=0), scheduler)
     io_errors: list[OSError] = []
     log.io_error_handler = lambda _log, error: io_errors.append(error)
     for _ in range(2):
@@ -649,6 +649,20 @@ def test_offset_for_timestamp(partition_dir: Path) -> None:
         found = log.fetch_offset_by_timestamp(BASE_TIME_MS + 550)
         assert found.offset == 12
         assert log.fetch_offset_by_timestamp(BASE_TIME_MS + 10**6) is None
+
+
+def test_max_timestamp_record_is_the_record_not_its_batchs_last_offset(
+    partition_dir: Path,
+) -> None:
+    """ListOffsets MAX_TIMESTAMP answers the first record holding the largest timestamp, as
+    Kafka does (found by tests/test_kafka_reference_model.py), not its batch's last offset."""
+    with open_log(partition_dir, SMALL) as log:
+        assert log.max_timestamp_record() is None
+        stamps = [BASE_TIME_MS, BASE_TIME_MS + 9, BASE_TIME_MS + 3, BASE_TIME_MS + 9]
+        append(log, build_batch([(ts, b"k", b"v", ()) for ts in stamps]))
+        append(log, batch(2, timestamp=BASE_TIME_MS + 5))
+        found = log.max_timestamp_record()
+        assert (found.offset, found.timestamp) == (1, BASE_TIME_MS + 9)
 
 
 def test_list_offsets_latest_is_the_high_watermark_for_consumers(partition_dir: Path) -> None:
@@ -760,7 +774,7 @@ def test_flush_syncs_indexes_only_of_segments_wholly_below_the_recovery_point(
         assert synced == []  # the active segment is rebuilt by recovery anyway
         first = log.active_segment
         log.roll()  # the rolled segment is flushed whole in the background
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30
         while len(synced) < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert set(synced) == {first.offset_index_path, first.time_index_path}

@@ -1,4 +1,4 @@
-"""Log's durability points without a power-cut file system: which directory fsyncs happen
+"""UnifiedLog's durability points without a power-cut file system: which directory fsyncs happen
 when, and that a flush never takes an fsync in progress for a completed one."""
 
 from __future__ import annotations
@@ -11,16 +11,17 @@ from log_helpers import batch, open_log
 
 from odradek.config.log_config import LogConfig
 from odradek.errors import KafkaStorageError
-from odradek.storage import log as log_module
-from odradek.storage.log import Log
+from odradek.storage import local_log
+from odradek.storage import unified_log as log_module
 from odradek.storage.scheduler import Scheduler
+from odradek.storage.unified_log import UnifiedLog
 
 CONFIG = LogConfig(segment_bytes=1024)
 
 
 @pytest.fixture
 def directory_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    """The directories Log fsyncs, in order (the fsyncs still run)."""
+    """The directories UnifiedLog fsyncs, in order (the fsyncs still run)."""
     synced: list[Path] = []
     original = log_module.fsync_directory
 
@@ -28,7 +29,8 @@ def directory_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
         synced.append(Path(directory))
         original(directory)
 
-    monkeypatch.setattr(log_module, "fsync_directory", recording)
+    monkeypatch.setattr(log_module, "fsync_directory", recording)  # the partition directory's
+    monkeypatch.setattr(local_log, "fsync_directory", recording)  # the segments'
     return synced
 
 
@@ -51,7 +53,7 @@ def test_the_flush_after_a_roll_syncs_the_partition_directory_once(
         synced.append((threading.get_ident(), Path(directory)))
         original(directory)
 
-    monkeypatch.setattr(log_module, "fsync_directory", recording)
+    monkeypatch.setattr(local_log, "fsync_directory", recording)
     with open_log(tmp_path / "t-0", CONFIG) as log:
         log.flush()  # the first flush covers the files loading created
         synced.clear()
@@ -79,12 +81,12 @@ def test_a_flush_waits_for_a_directory_fsync_in_progress(
         original(directory)
 
     # A scheduler never started: the flush the roll schedules does not sync first.
-    log = Log.open(tmp_path / "t-0", CONFIG, Scheduler())
+    log = UnifiedLog.open(tmp_path / "t-0", CONFIG, Scheduler())
     try:
         log.flush()
         while log.number_of_segments < 2:
             log.append(batch(5, value_size=50))
-        monkeypatch.setattr(log_module, "fsync_directory", slow)
+        monkeypatch.setattr(local_log, "fsync_directory", slow)
         first = threading.Thread(target=log.flush)
         first.start()
         assert started.wait(10)
@@ -106,7 +108,7 @@ def test_a_flush_after_the_partition_directory_was_renamed_for_deletion_is_harml
 ) -> None:
     """A topic deletion renames the directory while a flush a roll scheduled may still run:
     the directory fsync it then owes is moot, not an I/O error taking the log dir offline."""
-    log = Log.open(tmp_path / "t-0", CONFIG, Scheduler())  # the files loading made: unsynced
+    log = UnifiedLog.open(tmp_path / "t-0", CONFIG, Scheduler())  # the files loading made: unsynced
     try:
         log.append(batch(5, value_size=50))
         (tmp_path / "t-0").rename(tmp_path / "t-0.x-delete")
@@ -120,7 +122,7 @@ def test_a_flush_of_a_closed_log_never_claims_records_it_did_not_sync(tmp_path: 
     """A failed log directory's logs are closed while appends and acks=all flushes may still
     be on their way: a flush then fails rather than report unsynced records durable (a
     power-cut test caught a flush returning as if it had synced them)."""
-    log = Log.open(tmp_path / "t-0", CONFIG, Scheduler())
+    log = UnifiedLog.open(tmp_path / "t-0", CONFIG, Scheduler())
     try:
         log.append(batch(5, value_size=50))
         log.flush()
@@ -135,7 +137,7 @@ def test_a_flush_of_a_closed_log_never_claims_records_it_did_not_sync(tmp_path: 
 
 
 class RecordingScheduler:
-    """Keeps the tasks a Log schedules, for the test to run when it chooses."""
+    """Keeps the tasks a UnifiedLog schedules, for the test to run when it chooses."""
 
     def __init__(self) -> None:
         self.tasks: list[tuple[str, object]] = []
@@ -151,7 +153,7 @@ def test_the_flush_a_roll_scheduled_does_nothing_once_the_partition_is_being_del
     roll's flush then opened the rolled segment's index under its old path, failed, and took
     the whole log directory offline."""
     scheduler = RecordingScheduler()
-    log = Log.open(tmp_path / "t-0", CONFIG, scheduler)  # type: ignore[arg-type]
+    log = UnifiedLog.open(tmp_path / "t-0", CONFIG, scheduler)  # type: ignore[arg-type]
     try:
         while log.number_of_segments < 2:
             log.append(batch(5, value_size=50))

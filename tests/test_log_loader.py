@@ -15,9 +15,9 @@ from odradek.clock import MockClock
 from odradek.config.log_config import LogConfig
 from odradek.record.memory_records import MemoryRecords
 from odradek.storage import log_file_names as names
-from odradek.storage.log import Log
 from odradek.storage.log_segment import LogSegment
 from odradek.storage.scheduler import Scheduler
+from odradek.storage.unified_log import UnifiedLog
 
 CONFIG = LogConfig(segment_bytes=1024, index_interval_bytes=64, segment_index_bytes=4096)
 
@@ -26,7 +26,7 @@ def write_log(directory: Path, batches: int = 30, records_per_batch: int = 2) ->
     """Append ``batches`` batches, flush, and stop as a crash would (no trimming, no marker)."""
     scheduler = Scheduler()
     scheduler.startup()
-    log = Log.open(directory, CONFIG, scheduler, clock=MockClock())
+    log = UnifiedLog.open(directory, CONFIG, scheduler, clock=MockClock())
     values = []
     for n in range(batches):
         batch_values = [f"v{n}-{i}".encode() for i in range(records_per_batch)]
@@ -38,10 +38,10 @@ def write_log(directory: Path, batches: int = 30, records_per_batch: int = 2) ->
     return values
 
 
-def reopen(directory: Path, **kwargs) -> Log:
+def reopen(directory: Path, **kwargs) -> UnifiedLog:
     scheduler = Scheduler()
     scheduler.startup()
-    return Log.open(directory, CONFIG, scheduler, clock=MockClock(), **kwargs)
+    return UnifiedLog.open(directory, CONFIG, scheduler, clock=MockClock(), **kwargs)
 
 
 def log_files(directory: Path) -> list[Path]:
@@ -379,7 +379,8 @@ def test_temporary_files_left_by_a_crash(partition_dir: Path, leftovers: str) ->
     - .cleaned: the second is half written;
     - .swap: the first is written and renamed .swap, not swapped in yet;
     - .deleted: the first is swapped in, its old files await their delayed delete; with .swap,
-      the crash came amid the swap (Log.replace_segments), after segment 1 was renamed .deleted.
+      the crash came amid the swap (UnifiedLog.replace_segments), after segment 1 was renamed
+      .deleted.
     A .swap below every .cleaned is finished: it replaces the segments it covers."""
     values = write_log(partition_dir, batches=80)
     files = log_files(partition_dir)

@@ -13,19 +13,19 @@ from odradek.cleaner.cleaner_offset_checkpoints import CLEANER_OFFSET_CHECKPOINT
 from odradek.cleaner.log_cleaner import LogCleaner
 from odradek.clock import MockClock
 from odradek.record.record_batch_builder import build_batch
-from odradek.storage.log import Log
 from odradek.storage.offset_checkpoint_file import OffsetCheckpointFile
+from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 
 
 class RecordingCleaner:
     """A CleaningControl that records calls and pauses the logs it is told to."""
 
-    def __init__(self, pausable: list[Log] | None = None) -> None:
+    def __init__(self, pausable: list[UnifiedLog] | None = None) -> None:
         self.pausable = pausable or []
         self.calls: list[tuple[str, object]] = []
 
-    def pause_cleaning_for_non_compacted_partitions(self) -> list[Log]:
+    def pause_cleaning_for_non_compacted_partitions(self) -> list[UnifiedLog]:
         self.calls.append(("pause", [log.topic_partition for log in self.pausable]))
         return self.pausable
 
@@ -39,7 +39,7 @@ class RecordingCleaner:
         self.calls.append(("offline", log_dir))
 
 
-def fill(log: Log, batches: int, timestamp: int = BASE_TIME_MS) -> None:
+def fill(log: UnifiedLog, batches: int, timestamp: int = BASE_TIME_MS) -> None:
     for n in range(batches):
         log.append(build_batch([(timestamp, f"k{n % 3}".encode(), b"v" * 200, ())]))
     log.update_high_watermark(log.log_end_offset)
@@ -98,6 +98,38 @@ def test_a_real_cleaner_compacts_a_topic_of_the_log_manager(tmp_path: Path) -> N
         assert {r.key: r.offset for r in records} == {b"k0": 27, b"k1": 28, b"k2": 29}
         assert [r.offset for r in records] == sorted(r.offset for r in records)
         assert cleaner.manager.first_dirty_offset(TopicPartition("compacted", 0)) > 0
+
+
+def test_a_real_cleaner_gives_a_tombstone_the_horizon_of_its_clock(tmp_path: Path) -> None:
+    """The cleaner thread plans each run at its clock's time: a kept tombstone's batch gets
+    that time plus the topic's delete.retention.ms as its delete horizon (Kafka's KIP-534)."""
+    clock = MockClock(BASE_TIME_MS + 7_000)
+    config = broker_config(tmp_path, dirs=1, log_segment_bytes=1024, log_cleaner_backoff_ms=50)
+    with running(config, clock) as manager:
+        configs = {
+            "cleanup.policy": "compact",
+            "min.cleanable.dirty.ratio": "0.01",
+            "delete.retention.ms": "5000",
+        }
+        topic_admin(manager).create_topic("compacted", 1, configs)
+        log = manager.get_log(TopicPartition("compacted", 0))
+        fill(log, 30)
+        log.append(build_batch([(BASE_TIME_MS, b"k0", None, ())]))
+        log.update_high_watermark(log.log_end_offset)
+        log.roll()
+        cleaner = LogCleaner(
+            CleanerConfig.from_broker_config(config), manager.all_logs, clock=clock
+        )
+        cleaner.startup()
+        try:
+            wait_until(lambda: bool(cleaner.last_reports), timeout_s=30)
+        finally:
+            cleaner.shutdown()
+        batches = [b for segment in log.segments.values() for _, b in segment.log.batches()]
+        assert [(b.base_offset, b.delete_horizon_ms) for b in batches if b.delete_horizon_ms] == [
+            (30, BASE_TIME_MS + 7_000 + 5_000)
+        ]
+        assert read_all(log)[-1].timestamp == BASE_TIME_MS
 
 
 def test_the_cleaner_owns_its_checkpoint_per_dir_and_drops_a_deleted_topic(tmp_path: Path) -> None:

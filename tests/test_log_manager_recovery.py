@@ -14,7 +14,6 @@ from odradek.config.log_config import LogConfig
 from odradek.errors import KafkaStorageError
 from odradek.storage import log_file_names as names
 from odradek.storage import log_manager as log_manager_module
-from odradek.storage.log import Log
 from odradek.storage.log_manager import (
     CLEAN_SHUTDOWN_FILE_NAME,
     HIGH_WATERMARK_CHECKPOINT_FILE,
@@ -22,6 +21,7 @@ from odradek.storage.log_manager import (
     LogManager,
 )
 from odradek.storage.offset_checkpoint_file import OffsetCheckpointFile
+from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 
 ORDERS_0 = TopicPartition("orders", 0)
@@ -200,14 +200,14 @@ def test_each_dir_loads_with_its_own_recovery_threads(tmp_path, monkeypatch):
         topic_admin(manager).create_topic("orders", 8)
     all_four_loading = threading.Barrier(4, timeout=5)
     threads: set[str] = set()
-    real_open = Log.open
+    real_open = UnifiedLog.open
 
     def open_together(directory, *args, **kwargs):
         threads.add(threading.current_thread().name)
         all_four_loading.wait()
         return real_open(directory, *args, **kwargs)
 
-    monkeypatch.setattr(Log, "open", open_together)
+    monkeypatch.setattr(UnifiedLog, "open", open_together)
     with running(config) as manager:
         assert len(manager.partitions("orders")) == 8
     assert len(threads) == 4

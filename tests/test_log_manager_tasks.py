@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from log_helpers import append, batch
 from log_manager_helpers import broker_config, running, topic_admin, wait_until
 
 from odradek.clock import MockClock
-from odradek.storage.log import Log
 from odradek.storage.log_manager import (
     HIGH_WATERMARK_CHECKPOINT_FILE,
     LOG_START_OFFSET_CHECKPOINT_FILE,
     RECOVERY_POINT_CHECKPOINT_FILE,
+    LogManager,
 )
 from odradek.storage.offset_checkpoint_file import OffsetCheckpointFile
+from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 
 ORDERS_0 = TopicPartition("orders", 0)
@@ -25,7 +27,7 @@ def checkpoint(tmp_path, log_dir, name):
     return OffsetCheckpointFile(tmp_path / log_dir / name).read()
 
 
-def fill_segments(log: Log, segments: int) -> None:
+def fill_segments(log: UnifiedLog, segments: int) -> None:
     while log.number_of_segments < segments:
         append(log, batch(1, value_size=300))
 
@@ -138,3 +140,23 @@ def test_scheduler_runs_the_tasks_on_their_intervals(tmp_path):
                 == 2
             )
         )
+
+
+def test_the_first_retention_check_waits_for_log_initial_task_delay_ms(tmp_path):
+    """Kafka's ``log.initial.task.delay.ms``: how long after start-up the periodic tasks first
+    run (30 s by default; tests comparing with Kafka set it to 0 on both brokers)."""
+    config = broker_config(
+        tmp_path, dirs=1, log_segment_bytes=1024, log_retention_check_interval_ms=20
+    )
+    clock = MockClock()
+    manager = LogManager(replace(config, log_initial_task_delay_ms=0), clock=clock)
+    manager.startup()
+    try:
+        topic_admin(manager).create_topic("orders", 1, {"retention.ms": "1000"})
+        log = manager.get_log(ORDERS_0)
+        fill_segments(log, 3)
+        clock.sleep(2000)
+        wait_until(lambda: log.number_of_segments == 1)
+    finally:
+        manager.shutdown()
+    assert config.log_initial_task_delay_ms == 30_000

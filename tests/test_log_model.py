@@ -1,4 +1,4 @@
-"""A stateful model test: random operations on a Log against a simple in-memory model.
+"""A stateful model test: random operations on a UnifiedLog against a simple in-memory model.
 
 The model is the list of batches the log holds (offsets, values, byte sizes, timestamps), the
 log start offset, the log end offset and the high watermark. Every read, offset and segment size
@@ -45,9 +45,9 @@ from odradek.errors import OffsetOutOfRangeError
 from odradek.record.compression import CompressionType
 from odradek.record.record_batch_builder import build_batch
 from odradek.storage.fetch_data_info import FetchIsolation
-from odradek.storage.log import Log
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
 from odradek.storage.scheduler import ScheduledTask, Scheduler
+from odradek.storage.unified_log import UnifiedLog
 
 CONFIG = LogConfig(
     segment_bytes=700, index_interval_bytes=120, segment_index_bytes=8 * 16, file_delete_delay_ms=0
@@ -154,7 +154,7 @@ class LogModel(RuleBasedStateMachine):
         self.clock = MockClock(BASE_TIME_MS)
         self.scheduler = ManualScheduler()
         self.config = CONFIG
-        self.log = Log.open(self.dir, CONFIG, self.scheduler, clock=self.clock)
+        self.log = UnifiedLog.open(self.dir, CONFIG, self.scheduler, clock=self.clock)
         self.batches: list[ModelBatch] = []  # every batch still in a segment, below the LSO too
         self.log_start_offset = 0
         self.next_offset = 0  # the log end offset
@@ -205,7 +205,7 @@ class LogModel(RuleBasedStateMachine):
             assert self.read_from(start, isolation) == self.expected_records(start, isolation)
 
     def clamp_high_watermark(self, offset: int) -> int:
-        """``Log.update_high_watermark``'s rule (design §7): into [log start offset, LEO]."""
+        """``UnifiedLog.update_high_watermark``'s rule (design §7): into [log start offset, LEO]."""
         return min(max(offset, self.log_start_offset), self.next_offset)
 
     def grouped(self, bases: Sequence[int]) -> list[list[ModelBatch]]:
@@ -285,7 +285,7 @@ class LogModel(RuleBasedStateMachine):
 
     def reopen(self, had_clean_shutdown: bool, recovery_point: int, hw: int | None) -> None:
         """Open the log again with the checkpointed offsets (``hw`` None: none checkpointed)."""
-        self.log = Log.open(
+        self.log = UnifiedLog.open(
             self.dir,
             self.config,
             self.scheduler,
@@ -592,9 +592,7 @@ class LogModel(RuleBasedStateMachine):
         segments = self.log.segments.values()
         bases = [segment.base_offset for segment in segments]
         first = max(0, bisect_right(bases, recovery_point) - 1)  # holds the recovery point
-        durable = sum(
-            b.size for b in self.grouped(bases)[first] if b.first_offset < recovery_point
-        )
+        durable = sum(b.size for b in self.grouped(bases)[first] if b.first_offset < recovery_point)
         fates = self.draw_crash(data, bases, first, durable)
         note(f"crash: recovery point {recovery_point}, bases {bases}, durable {durable}, {fates}")
         expected_bases = self.predict_recovery(bases, first, fates)

@@ -1,4 +1,4 @@
-"""Log.append's one-call path (``SegmentAppendState.append_batch``) against its general path.
+"""UnifiedLog.append's one-call path (``SegmentAppendState.append_batch``) against its general path.
 
 Two logs take the same requests: one appends as the broker does, the other with the one-call
 path off, so that every request goes through ``validate_and_assign_offsets``, the producer
@@ -30,8 +30,8 @@ from odradek.errors import KafkaError
 from odradek.record.compression import CompressionType
 from odradek.record.record_batch import LAST_OFFSET_DELTA_OFFSET
 from odradek.record.record_batch_builder import build_batch
-from odradek.storage import log as log_module
-from odradek.storage.log import Log
+from odradek.storage import unified_log as log_module
+from odradek.storage.unified_log import UnifiedLog
 from tests.log_helpers import BASE_TIME_MS, batch, open_log
 
 SHAPES = ("plain",) * 6 + (
@@ -93,7 +93,7 @@ class Requests:
 
 def open_both_logs(
     stack: ExitStack, root: Path, config: LogConfig, clocks: dict[str, MockClock]
-) -> dict[str, Log]:
+) -> dict[str, UnifiedLog]:
     """A log under ``root`` for each path, "one call" (as the broker runs) and "general" (the
     one-call path off), each with its own clock, closed with ``stack``."""
     logs = {
@@ -106,14 +106,14 @@ def open_both_logs(
     return logs
 
 
-def outcome(log: Log, request: bytes, epoch: int, commit: bool) -> object:
+def outcome(log: UnifiedLog, request: bytes, epoch: int, commit: bool) -> object:
     try:
         return log.append(request, epoch, commit=commit)
     except KafkaError as error:
         return type(error).__name__, str(error)
 
 
-def state(log: Log) -> dict[str, object]:
+def state(log: UnifiedLog) -> dict[str, object]:
     segment_files = sorted(
         path for path in log.dir.iterdir() if path.suffix in (".log", ".index", ".timeindex")
     )

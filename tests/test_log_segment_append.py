@@ -1,4 +1,4 @@
-"""LogSegment.try_append, the Log's append: the edges of each roll condition and of
+"""LogSegment.try_append, the UnifiedLog's append: the edges of each roll condition and of
 index.interval.bytes, and a write the kernel cuts short leaves nothing behind."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ WIDE_OPEN = LogConfig(message_timestamp_before_max_ms=2**62, message_timestamp_a
 
 
 def assigned(request: bytes, next_offset: int) -> tuple[bytearray, int, int]:
-    """The request as the Log writes it: offsets from ``next_offset``; and its last offset and
+    """The request as UnifiedLog writes it: offsets from ``next_offset``; and its last offset and
     max timestamp."""
     result = validate_and_assign_offsets(
         request, next_offset=next_offset, config=WIDE_OPEN, now_ms=BASE_TIME_MS

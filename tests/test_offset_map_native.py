@@ -81,14 +81,17 @@ _batch = st.tuples(
     st.lists(_record, min_size=1, max_size=8),
     st.sampled_from([CompressionType.NONE] * 3 + [CompressionType.GZIP, CompressionType.LZ4]),
     st.integers(-2, 3),  # gap before the batch; below 0, offsets that come again
+    st.sampled_from([None, None, 1000, 2000]),  # its delete horizon
 )
+# Cleaning times before, at and past those horizons.
+_now = st.sampled_from([0, 999, 1000, 2000, 5000])
 
 
 def _chunk(batches) -> tuple[bytes, list[bytes]]:
     """The batches laid end to end at increasing offsets, some records with headers."""
     offset = 0
     parts = []
-    for records, codec, gap in batches:
+    for records, codec, gap, *horizon in batches:
         offset = max(0, offset + gap)
         built = build_batch(
             [
@@ -96,6 +99,7 @@ def _chunk(batches) -> tuple[bytes, list[bytes]]:
                 for i, (key, value) in enumerate(records)
             ],
             compression=codec,
+            delete_horizon_ms=horizon[0] if horizon else None,
         )
         parts.append(built)
         offset += len(records)
@@ -124,16 +128,17 @@ def _run_map_batches(offset_map, chunk: bytes, start: int) -> list:
         position += batch.size_in_bytes
 
 
-def _run_filter_batches(offset_map, chunk: bytes, retain_deletes: bool) -> list:
+def _run_filter_batches(offset_map, chunk: bytes, now_ms: int) -> list:
     position, reports = 0, []
     while True:
-        progress = tuple(offset_map.filter_batches(chunk, position, len(chunk), retain_deletes))
+        progress = tuple(offset_map.filter_batches(chunk, position, len(chunk), now_ms))
         reports.append(progress)
         position, status = progress[0], progress[1]
         if status != batch_scan.OTHER:
             return reports
         batch = RecordBatch(chunk, position)
         data, at = records_section(batch)
+        retain_deletes = batch_scan.retains_deletes(batch.delete_horizon_ms, now_ms)
         reports.append(
             offset_map.retain_records(
                 data, at, len(data), batch.records_count, batch.base_offset, retain_deletes
@@ -147,15 +152,16 @@ def _run_filter_batches(offset_map, chunk: bytes, retain_deletes: bool) -> list:
     st.lists(_batch, min_size=1, max_size=8),
     st.integers(0, 10),
     st.integers(3, 12),
-    st.booleans(),
+    _now,
     st.integers(-1, 40),
     st.integers(0, 50),
 )
 def test_bulk_operations_agree_on_valid_batches(
-    batches, start, slots, retain, latest, tracked
+    batches, start, slots, now_ms, latest, tracked
 ) -> None:
     """Whether or not the C map tracks records (all, some, or none of those mapped), small
-    maps that fill, offsets that come again, a latest offset moved past what was mapped."""
+    maps that fill, offsets that come again, a latest offset moved past what was mapped,
+    batches with and without delete horizons cleaned before, at and past them."""
     chunk, _ = _chunk(batches)
     native, python = _pair(slots * BYTES_PER_ENTRY)
     for offset_map in (native, python):
@@ -164,8 +170,8 @@ def test_bulk_operations_agree_on_valid_batches(
     assert _state(native, KEYS[:-1]) == _state(python, KEYS[:-1])
     for offset_map in (native, python):
         offset_map.latest_offset = max(offset_map.latest_offset, latest)
-    filtered = _run_filter_batches(native, chunk, retain)
-    assert filtered == _run_filter_batches(python, chunk, retain)
+    filtered = _run_filter_batches(native, chunk, now_ms)
+    assert filtered == _run_filter_batches(python, chunk, now_ms)
 
 
 def test_filter_batches_reports_runs_of_whole_batches() -> None:
@@ -179,7 +185,7 @@ def test_filter_batches_reports_runs_of_whole_batches() -> None:
             offset_map.put(key, offset)
         offset_map.latest_offset = 3  # offset 4 lies past the map: kept whatever its key
         progress = batch_scan.FilterProgress._make(
-            offset_map.filter_batches(chunk, 0, len(chunk), True)
+            offset_map.filter_batches(chunk, 0, len(chunk), 0)
         )
         size = len(parts[0])
         assert progress.position == len(chunk) and progress.status == batch_scan.END
@@ -205,7 +211,7 @@ def test_filter_batches_stops_at_a_batch_whose_crc_does_not_match(where: str) ->
         offset_map.put(b"b", 3)
         offset_map.latest_offset = 3
         progress = batch_scan.FilterProgress._make(
-            offset_map.filter_batches(bytes(corrupt), 0, len(chunk), True)
+            offset_map.filter_batches(bytes(corrupt), 0, len(chunk), 0)
         )
         assert (progress.position, progress.status) == (size, batch_scan.OTHER)
         assert (progress.records_read, progress.bytes_read) == (2, size)
@@ -232,11 +238,11 @@ def _mutate(data: bytes, seed: int) -> bytes:
 
 @settings(max_examples=examples(300), deadline=None)
 @given(
-    st.lists(_batch.map(lambda b: (b[0], CompressionType.NONE, b[2])), min_size=1, max_size=5),
+    st.lists(_batch.map(lambda b: (b[0], CompressionType.NONE, *b[2:])), min_size=1, max_size=5),
     st.integers(0, 2**32),
-    st.booleans(),
+    _now,
 )
-def test_bulk_operations_agree_on_corrupt_batches(batches, seed, retain) -> None:
+def test_bulk_operations_agree_on_corrupt_batches(batches, seed, now_ms) -> None:
     """Whatever the bytes, both maps report the same and the C map reads nothing outside its
     buffer (a bad read would crash this process or show under valgrind/ASan)."""
     chunk = _mutate(_chunk(batches)[0], seed)
@@ -249,7 +255,7 @@ def test_bulk_operations_agree_on_corrupt_batches(batches, seed, retain) -> None
         reports.append(offset_map.map_batches(chunk, position, len(chunk), 0))
     assert tuple(reports[0]) == tuple(reports[1])
     assert _state(native, KEYS[:-1]) == _state(python, KEYS[:-1])
-    filtered = [tuple(m.filter_batches(chunk, 0, len(chunk), retain)) for m in (native, python)]
+    filtered = [tuple(m.filter_batches(chunk, 0, len(chunk), now_ms)) for m in (native, python)]
     assert filtered[0] == filtered[1]
     # the records section of the first batch read as one batch's records, any count
     section = chunk[RECORDS_OFFSET:]
@@ -257,7 +263,8 @@ def test_bulk_operations_agree_on_corrupt_batches(batches, seed, retain) -> None
         outcomes = [m.map_records(section, 0, len(section), count, 5, 0) for m in (native, python)]
         assert outcomes[0] == outcomes[1]
         retained = [
-            m.retain_records(section, 0, len(section), count, 5, retain) for m in (native, python)
+            m.retain_records(section, 0, len(section), count, 5, now_ms < 1000)
+            for m in (native, python)
         ]
         assert retained[0] == retained[1]
     assert _state(native, KEYS[:-1]) == _state(python, KEYS[:-1])
@@ -287,16 +294,16 @@ def test_tracked_batches_are_decided_without_reading_them_again() -> None:
     assert native.map_batches(chunk, 0, len(chunk), 0)[:2] == (len(chunk), batch_scan.END)
     size = len(parts[0])
     # all of the first batch superseded; the second keeps b, not a: Python rebuilds it
-    first = native.filter_batches(_headers_only(chunk), 0, len(chunk), True)
+    first = native.filter_batches(_headers_only(chunk), 0, len(chunk), 0)
     assert first[:3] == (size, batch_scan.OTHER, [])
     # none of the third superseded
     progress = batch_scan.FilterProgress._make(
-        native.filter_batches(_headers_only(chunk), 2 * size, len(chunk), True)
+        native.filter_batches(_headers_only(chunk), 2 * size, len(chunk), 0)
     )
     assert progress.status == batch_scan.END and progress.kept_spans == [(2 * size, 3 * size)]
     python = create_offset_map(200 * BYTES_PER_ENTRY, 0.9, native=False)
     python.map_batches(chunk, 0, len(chunk), 0)
-    assert python.filter_batches(chunk, 0, len(chunk), True) == first
+    assert python.filter_batches(chunk, 0, len(chunk), 0) == first
 
 
 @pytest.mark.parametrize(
@@ -318,7 +325,7 @@ def test_batches_the_tracked_bits_do_not_settle_are_read(what: str) -> None:
     native.track_records(0, 0 if what == "untracked" else 100)
     _run_map_batches(native, chunk, 0)
     second = len(parts[0])
-    progress = native.filter_batches(_headers_only(chunk), second, len(chunk), True)
+    progress = native.filter_batches(_headers_only(chunk), second, len(chunk), 0)
     assert progress[:2] == (second, batch_scan.OTHER)
 
 
@@ -328,4 +335,55 @@ def test_spans_outside_the_buffer_are_refused() -> None:
         with pytest.raises(ValueError):
             native.map_batches(b"0123456789", position, end, 0)
         with pytest.raises(ValueError):
-            native.filter_batches(b"0123456789", position, end, True)
+            native.filter_batches(b"0123456789", position, end, 0)
+
+
+def _filtered(batches, now_ms: int, latest: int) -> list[batch_scan.FilterProgress]:
+    """filter_batches over ``batches`` by both maps, with every key's latest offset mapped up
+    to ``latest``."""
+    chunk, _ = _chunk(batches)
+    progress = []
+    for offset_map in _pair():
+        for batch in MemoryRecords(chunk).batches():
+            for record in batch.records():
+                if record.offset <= latest:
+                    offset_map.put(record.key, record.offset)
+        offset_map.latest_offset = latest
+        progress.append(
+            batch_scan.FilterProgress._make(offset_map.filter_batches(chunk, 0, len(chunk), now_ms))
+        )
+    assert progress[0] == progress[1]
+    return progress
+
+
+@pytest.mark.parametrize("latest", [5, -1])  # mapped, or every batch past the map
+def test_a_kept_tombstone_without_a_delete_horizon_is_left_to_python(latest: int) -> None:
+    """The batch keeps all its records but must be rewritten with a horizon (Kafka's
+    ``filterTo``): the bulk walk stops there, at any time, also past the map's offsets."""
+    batches = [([(b"a", b"1")], CompressionType.NONE, 0), ([(b"b", None)], CompressionType.NONE, 0)]
+    for now_ms in (0, 10**13):
+        progress = _filtered(batches, now_ms, latest)[0]
+        first = len(_chunk(batches)[1][0])
+        assert (progress.position, progress.status, progress.kept_spans) == (
+            first,
+            batch_scan.OTHER,
+            [(0, first)],
+        )
+
+
+@pytest.mark.parametrize(("now_ms", "kept"), [(1999, True), (2000, False), (2001, False)])
+def test_tombstones_stay_until_their_batchs_delete_horizon(now_ms: int, kept: bool) -> None:
+    """A batch with a horizon keeps its tombstones, as it is, while the cleaning's time is
+    before the horizon, and loses them at and after it (Kafka's ``shouldRetainRecord``)."""
+    batches = [([(b"a", None), (b"b", None)], CompressionType.NONE, 0, 2000)]
+    size = len(_chunk(batches)[0])
+    progress = _filtered(batches, now_ms, 5)[0]
+    assert progress.status == batch_scan.END
+    assert progress.kept_spans == ([(0, size)] if kept else [])
+    assert progress.records_kept == (2 if kept else 0)
+
+
+def test_a_batch_with_a_horizon_past_the_map_is_kept_as_it_is() -> None:
+    batches = [([(b"a", None)], CompressionType.NONE, 0, 2000)]
+    progress = _filtered(batches, 5000, -1)[0]
+    assert progress.kept_spans == [(0, len(_chunk(batches)[0]))]

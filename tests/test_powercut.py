@@ -34,10 +34,10 @@ from odradek.record.record_batch_builder import build_batch
 from odradek.server.admin.topic_admin import TopicAdmin
 from odradek.storage.atomic_file import fsync_directory, fsync_file_if_exists
 from odradek.storage.fetch_data_info import FetchIsolation
-from odradek.storage.log import Log
 from odradek.storage.log_manager import CLEAN_SHUTDOWN_FILE_NAME, LogManager
 from odradek.storage.precreated_segment import PRECREATED_SEGMENT_FILE
 from odradek.storage.scheduler import Scheduler
+from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 from tests.powercut_fs import PowerCutFS
 from tests.powercut_helpers import CutTimer, abandon, log_values, mounted
@@ -143,7 +143,7 @@ def acks_all_round(fs: PowerCutFS, config: BrokerConfig, rng: random.Random, cou
 # --- the value of each record is its offset: a lost, repeated or misplaced record shows --------
 
 
-def offset_valued_append(log: Log, count: int) -> int:
+def offset_valued_append(log: UnifiedLog, count: int) -> int:
     """Append ``count`` records valued by the offsets they get (one producer); the end offset."""
     start = log.log_end_offset
     info = log.append(value_batch(list(range(start, start + count))))
@@ -151,7 +151,7 @@ def offset_valued_append(log: Log, count: int) -> int:
     return info.last_offset + 1
 
 
-def check_offset_valued(log: Log, durable_end: int, where: str) -> None:
+def check_offset_valued(log: UnifiedLog, durable_end: int, where: str) -> None:
     """Every record's value is its offset (no garbage, duplicate or hole: ``log_values``
     checks batches and contiguity), and the log reaches ``durable_end``. (Retention may move
     the log start meanwhile: the records are matched to the offsets they were read at.)"""
@@ -546,7 +546,7 @@ def keyed_batch(offsets: range) -> bytes:
     return build_batch([(now_ms, key_of(o), str(o).encode(), ()) for o in offsets])
 
 
-def log_records(log: Log) -> list[tuple[int, bytes | None, bytes]]:
+def log_records(log: UnifiedLog) -> list[tuple[int, bytes | None, bytes]]:
     """(offset, key, value) of every record from the log start to the log end: batches whole,
     CRCs right, offsets increasing (a compacted log has gaps)."""
     found: list[tuple[int, bytes | None, bytes]] = []
@@ -668,7 +668,7 @@ def test_a_segment_whose_unflushed_tail_was_lost_leaves_no_hole_before_the_next(
     unflushed: a flush syncs the segments in order)."""
     directory = fs.mount / "pc-0"
     scheduler = Scheduler()  # never started: the flush a roll schedules does not run
-    log = Log.open(directory, LogConfig(segment_bytes=1 << 20), scheduler)
+    log = UnifiedLog.open(directory, LogConfig(segment_bytes=1 << 20), scheduler)
     flushed_end = offset_valued_append(log, 10)
     log.flush()
     offset_valued_append(log, 10)  # the rolled segment's tail, never flushed
@@ -677,7 +677,7 @@ def test_a_segment_whose_unflushed_tail_was_lost_leaves_no_hole_before_the_next(
     fsync_file_if_exists(new_segment.log.path)  # the write-back that happened to come first
     fsync_directory(directory)
     fs.cut(abandon=log.close_handlers)
-    log = Log.open(directory, LogConfig(segment_bytes=1 << 20), scheduler)
+    log = UnifiedLog.open(directory, LogConfig(segment_bytes=1 << 20), scheduler)
     try:
         check_offset_valued(log, flushed_end, "after the cut")
         assert log.log_end_offset == flushed_end
@@ -703,7 +703,7 @@ def counting_directory_fsyncs(synced: list[int]):
 
 
 class QueuedScheduler:
-    """Keeps the tasks a Log schedules, for the test to run when it chooses."""
+    """Keeps the tasks a UnifiedLog schedules, for the test to run when it chooses."""
 
     def __init__(self) -> None:
         self.tasks: list = []
@@ -728,7 +728,7 @@ def test_a_roll_s_trim_of_a_preallocated_segment_is_durable_before_the_recovery_
     directory = fs.mount / "pc-0"
     scheduler = QueuedScheduler()  # the roll's background flush never runs
     config = LogConfig(segment_bytes=1 << 16, preallocate=True)
-    log = Log.open(directory, config, scheduler)
+    log = UnifiedLog.open(directory, config, scheduler)
     rolled_end = offset_valued_append(log, 10)
     log.flush(rolled_end)  # the recovery point is the active segment's end
     rolled = log.segments.active_segment
@@ -740,7 +740,7 @@ def test_a_roll_s_trim_of_a_preallocated_segment_is_durable_before_the_recovery_
     assert checkpointed == end
     fs.cut(abandon=log.close_handlers)
     assert rolled.log.path.stat().st_size == rolled_size  # its trim was made durable
-    log = Log.open(directory, config, scheduler, recovery_point=checkpointed)
+    log = UnifiedLog.open(directory, config, scheduler, recovery_point=checkpointed)
     try:
         check_offset_valued(log, end, "after the cut")
         assert log.log_end_offset == end
@@ -758,7 +758,7 @@ def test_a_segment_in_a_pre_created_file_survives_a_cut_that_undid_its_rename(
     directory = fs.mount / "pc-0"
     scheduler = QueuedScheduler()
     config = LogConfig(segment_bytes=1 << 20)
-    log = Log.open(directory, config, scheduler)
+    log = UnifiedLog.open(directory, config, scheduler)
     offset_valued_append(log, 10)
     log.roll()  # the first roll creates its files: its flush syncs the directory
     scheduler.run_pending()  # ... and pre-creates the next segment's file
@@ -774,7 +774,7 @@ def test_a_segment_in_a_pre_created_file_survives_a_cut_that_undid_its_rename(
     fs.cut(abandon=log.close_handlers)  # before the roll's background task ran
     assert (directory / PRECREATED_SEGMENT_FILE).exists()
     assert not rolled.log.path.exists()
-    log = Log.open(directory, config, scheduler)
+    log = UnifiedLog.open(directory, config, scheduler)
     try:
         check_offset_valued(log, end, "after the cut")
         assert log.log_end_offset == end
@@ -790,7 +790,7 @@ def test_an_unused_pre_created_segment_file_left_by_a_cut_is_deleted(fs: PowerCu
     directory = fs.mount / "pc-0"
     scheduler = QueuedScheduler()
     config = LogConfig(segment_bytes=1 << 20)
-    log = Log.open(directory, config, scheduler)
+    log = UnifiedLog.open(directory, config, scheduler)
     offset_valued_append(log, 10)
     log.roll()
     scheduler.run_pending()
@@ -798,7 +798,7 @@ def test_an_unused_pre_created_segment_file_left_by_a_cut_is_deleted(fs: PowerCu
     log.flush(end)
     fs.cut(abandon=log.close_handlers)
     assert (directory / PRECREATED_SEGMENT_FILE).stat().st_size == 0
-    log = Log.open(directory, config, scheduler)
+    log = UnifiedLog.open(directory, config, scheduler)
     try:
         assert not (directory / PRECREATED_SEGMENT_FILE).exists()
         check_offset_valued(log, end, "after the cut")

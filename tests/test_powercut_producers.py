@@ -35,13 +35,13 @@ from odradek.storage.leader_epoch_file_cache import (
     EpochEntry,
     decode_checkpoint,
 )
-from odradek.storage.log import Log
 from odradek.storage.log_manager import LogManager
 from odradek.storage.producer_snapshot_file import (
     SnapshotEntry,
     is_snapshot_file,
     read_snapshot,
 )
+from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 from tests.powercut_fs import PowerCutFS
 from tests.powercut_helpers import CutTimer, abandon, mounted
@@ -123,7 +123,7 @@ class StoredBatch:
     values: tuple[bytes, ...]
 
 
-def stored_batches(log: Log) -> list[StoredBatch]:
+def stored_batches(log: UnifiedLog) -> list[StoredBatch]:
     """Every batch from the log start to the log end: whole, CRC right, offsets contiguous."""
     found: list[StoredBatch] = []
     offset = log.log_start_offset
@@ -179,7 +179,7 @@ def check_records(batches: list[StoredBatch], producers: list[IdempotentProducer
 
 
 def check_snapshots(
-    log: Log, batches: list[StoredBatch], where: str, damaged: set[str] = frozenset()
+    log: UnifiedLog, batches: list[StoredBatch], where: str, damaged: set[str] = frozenset()
 ) -> None:
     """Every snapshot left holds, per producer, its last five batches below its offset (in
     its latest epoch), as the log has them: one that claimed records the log lost, or a
@@ -211,7 +211,7 @@ def check_snapshots(
         assert sorted(read_snapshot(path)) == expected, f"{where}: {path.name}"
 
 
-def check_leader_epochs(log: Log, batches: list[StoredBatch], where: str) -> None:
+def check_leader_epochs(log: UnifiedLog, batches: list[StoredBatch], where: str) -> None:
     """The leader epochs start where the log's batches say: the first batch of each epoch."""
     truth: list[EpochEntry] = []
     for batch in batches:
@@ -227,7 +227,7 @@ def epoch_file_is_whole(directory: Path) -> None:
 
 
 def retry_in_flight(
-    log: Log,
+    log: UnifiedLog,
     producers: list[IdempotentProducer],
     where_is: dict[tuple[int, int, int], StoredBatch],
     leader_epoch: int,
@@ -406,13 +406,13 @@ def test_every_batch_in_flight_at_a_clean_shutdown_is_a_duplicate_after_the_rest
         manager.shutdown()
 
 
-def open_log_on(fs: PowerCutFS, recovery_point: int = 0) -> Log:
+def open_log_on(fs: PowerCutFS, recovery_point: int = 0) -> UnifiedLog:
     """A log on the power-cut file system whose scheduler never runs (no background write),
     opened after an unclean shutdown with ``recovery_point`` checkpointed."""
     from odradek.config.log_config import LogConfig
     from odradek.storage.scheduler import Scheduler
 
-    return Log.open(
+    return UnifiedLog.open(
         fs.mount / "idem-0",
         LogConfig(segment_bytes=1 << 20),
         Scheduler(),

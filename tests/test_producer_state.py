@@ -1,4 +1,4 @@
-"""Idempotent appends: Kafka's producer-state rules on Log.append, snapshots and recovery."""
+"""Idempotent appends: Kafka's producer-state rules on UnifiedLog.append, snapshots and recovery."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from odradek.storage.leader_epoch_file_cache import (
     EpochEntry,
     decode_checkpoint,
 )
-from odradek.storage.log import Log
 from odradek.storage.producer_snapshot_file import (
     SnapshotEntry,
     decode_snapshot,
@@ -26,6 +25,7 @@ from odradek.storage.producer_snapshot_file import (
     snapshot_file,
 )
 from odradek.storage.scheduler import Scheduler
+from odradek.storage.unified_log import UnifiedLog
 from tests.log_helpers import BASE_TIME_MS, append, open_log, read_all
 
 
@@ -312,7 +312,7 @@ def test_a_roll_snapshot_overtaken_by_a_truncation_is_not_written(partition_dir:
     (taken with no producer) must not land there: the next start-up would load it and
     write an idempotent producer's retry twice."""
     scheduler = Scheduler()  # never started: the rolls' background flushes wait
-    log = Log.open(partition_dir, LogConfig(), scheduler, clock=MockClock())
+    log = UnifiedLog.open(partition_dir, LogConfig(), scheduler, clock=MockClock())
     for n in range(10):
         append(log, build_batch([(BASE_TIME_MS, b"k", b"p%d" % n, ())]))
     log.roll()  # its snapshot at 10, with no producer, waits

@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 from hypothesis_budget import examples
 
 from odradek.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
-from odradek.storage.batch_metadata import INT32_MAX, decrease_sequence, increase_sequence
+from odradek.int_limits import INT32_MAX
+from odradek.storage.batch_metadata import decrease_sequence, increase_sequence
 from odradek.storage.producer_snapshot_file import decode_snapshot
 from odradek.storage.producer_state_manager import ProducerStateManager
 from odradek.storage.producer_table import PythonProducerTable

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from hypothesis_budget import examples
 
 from odradek.errors import InvalidRequestError, KafkaError
+from odradek.int_limits import INT16_MAX, INT16_MIN, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from odradek.protocol.fetch import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MIN_BYTES,
@@ -53,12 +54,6 @@ from odradek.protocol.produce import (
 )
 from odradek.protocol.produce import _common_shape as produce_common_shape
 from odradek.protocol.schema import (
-    INT16_MAX,
-    INT16_MIN,
-    INT32_MAX,
-    INT32_MIN,
-    INT64_MAX,
-    INT64_MIN,
     Message,
     decode_message,
     encode_message,

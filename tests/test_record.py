@@ -12,11 +12,8 @@ from hypothesis_budget import examples
 from kafka.record import util as kafka_util
 
 from odradek.errors import CorruptRecordError
+from odradek.int_limits import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from odradek.record.record import (
-    INT32_MAX,
-    INT32_MIN,
-    INT64_MAX,
-    INT64_MIN,
     Record,
     decode_record,
     decode_records,

@@ -7,10 +7,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_budget import examples
 
+from odradek.int_limits import INT32_MAX
 from odradek.record.compression import CompressionType
-from odradek.record.record import INT32_MAX, Record, encode_record
+from odradek.record.record import Record, encode_record
 from odradek.record.record_batch import (
     CONTROL_FLAG_MASK,
+    DELETE_HORIZON_FLAG_MASK,
     HEADER_SIZE,
     HEADER_STRUCT,
     LOG_OVERHEAD,
@@ -193,3 +195,22 @@ def test_appends_after_a_build_go_into_the_next_build() -> None:
     builder.append(12, b"b", None)
     assert builder.build() == build_batch([(10, b"a", b"1", ()), (12, b"b", None, ())])
     assert RecordBatch(first).records_count == 1 and builder.build() == builder.build()
+
+
+def test_a_delete_horizon_is_the_base_timestamp_and_the_records_keep_their_timestamps() -> None:
+    """Kafka's ``MemoryRecordsBuilder`` with a delete horizon: attribute bit 6, the base
+    timestamp holds the horizon, the records' timestamp deltas are relative to it (negative
+    here), the max timestamp is still the records'."""
+    records = [(1_000, b"a", None, ()), (1_005, b"b", b"2", ())]
+    built = RecordBatch(build_batch(records, delete_horizon_ms=90_000), 0)
+    built.ensure_valid()
+    assert built.attributes & DELETE_HORIZON_FLAG_MASK
+    assert built.delete_horizon_ms == built.base_timestamp == 90_000
+    assert built.max_timestamp == 1_005
+    assert [(r.timestamp, r.key, r.value) for r in built.records()] == [
+        (t, k, v) for t, k, v, _ in records
+    ]
+    plain = RecordBatch(build_batch(records), 0)
+    assert (plain.delete_horizon_ms, plain.base_timestamp) == (None, 1_000)
+    with pytest.raises(ValueError, match="negative"):
+        build_batch(records, delete_horizon_ms=-5)

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from hypothesis_budget import examples
 
 from odradek.client.consumer_record import ConsumerRecord
+from odradek.int_limits import INT64_MAX
 from odradek.record import _record_codec
-from odradek.record.record import INT64_MAX, encode_record, write_record
+from odradek.record.record import encode_record, write_record
 from odradek.record.record_batch import TimestampType
 from odradek.record.record_codec import py_read_records, py_write_records
 

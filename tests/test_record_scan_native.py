@@ -22,6 +22,7 @@ from hypothesis_budget import examples
 
 from odradek.config.log_config import LogConfig
 from odradek.errors import KafkaError
+from odradek.int_limits import INT64_MAX
 from odradek.record import _record_scan, record_framing
 from odradek.record.compression import CompressionType
 from odradek.record.record_batch import (
@@ -36,7 +37,6 @@ from odradek.storage import log_validator
 from odradek.storage.log_validator import ValidationResult, validate_and_assign_offsets
 
 NOW = 1_700_000_000_000
-INT64_MAX = 2**63 - 1
 
 
 # --- CRC-32C -----------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Every served API's authorization, on both protocols, against Kafka's rules (ApiRouter,
+"""Every served API's authorization, on both protocols, against Kafka's rules (KafkaApis,
 ControllerApis, AuthHelper): one table, one row (or more) per API.
 
 Each row says what Kafka requires (the ACLs: resource, name, operation) and what a principal

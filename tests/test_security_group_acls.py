@@ -1,4 +1,4 @@
-"""Group ACLs as Kafka's ApiRouter applies them, on both protocols: joining, committing and
+"""Group ACLs as Kafka's KafkaApis applies them, on both protocols: joining, committing and
 fetching offsets need Read (or Describe) on the group, committing also Read on the topic,
 deleting needs Delete, ListGroups shows only describable groups, and every refusal is
 GROUP_AUTHORIZATION_FAILED (or TOPIC_AUTHORIZATION_FAILED for a topic) with an audit line."""

@@ -199,7 +199,7 @@ class BothImplementations(RuleBasedStateMachine):
         clock_step=st.integers(0, 6000),
     )
     def append(self, batches: list[tuple[int, int, int]], clock_step: int) -> None:
-        """One Log append: several batches at once, through the roll check; a roll when it
+        """One UnifiedLog append: several batches at once, through the roll check; a roll when it
         says so."""
         requests = bytearray()
         next_offset = self.next_offset
@@ -212,8 +212,8 @@ class BothImplementations(RuleBasedStateMachine):
             requests += records
             next_offset = last_offset + 1
             largest_timestamp = max(largest_timestamp, max_timestamp)
-        # Log.append declines a request larger than a segment (RecordListTooLargeError) before
-        # any roll check: a roll would not make room for it.
+        # UnifiedLog.append declines a request larger than a segment (RecordListTooLargeError)
+        # before any roll check: a roll would not make room for it.
         assume(len(requests) <= self.config.segment_bytes)
         self.clock.sleep(clock_step)
         now_ms = self.clock.milliseconds()

@@ -22,10 +22,10 @@ from odradek.storage.abstract_index import AbstractIndex
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.file_records import FileRecords
 from odradek.storage.idle_file_cache import IDLE_FILES, IdleFileCache
-from odradek.storage.log import Log
 from odradek.storage.offset_index import OffsetIndex
 from odradek.storage.scheduler import Scheduler
 from odradek.storage.shared_descriptor import SharedDescriptor
+from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 
 SMALL = LogConfig(
@@ -60,7 +60,9 @@ def descriptors_under(directory: Path) -> list[str]:
     return targets
 
 
-def settled_descriptors_under(directory: Path, bound: int, log: Log | None = None) -> list[str]:
+def settled_descriptors_under(
+    directory: Path, bound: int, log: UnifiedLog | None = None
+) -> list[str]:
     """``descriptors_under`` once at most ``bound`` (the flushes that follow each roll run on
     a scheduler thread and hold a descriptor while they run, as long as a busy disk makes
     their fsyncs last); fails naming the files still open after ``SETTLE_S``, which of them
@@ -78,7 +80,7 @@ def settled_descriptors_under(directory: Path, bound: int, log: Log | None = Non
     return descriptors_under(directory)
 
 
-def _file_states(log: Log) -> list[str]:
+def _file_states(log: UnifiedLog) -> list[str]:
     """What each file of ``log`` holds (an open descriptor, a map) and whether it is among
     the idle files the cache may release, with the number of files the cache holds."""
     states = [f"{len(IDLE_FILES)} cached of {IDLE_FILES.capacity}"]

@@ -118,6 +118,23 @@ def test_list_offsets_and_delete_records(broker: RunningBroker, admin: Admin) ->
     assert admin.delete_records({tp: -1}) == {tp: 5}
 
 
+def test_delete_records_on_a_compacted_topic_is_a_policy_violation(
+    broker: RunningBroker, admin: Admin
+) -> None:
+    """As on Kafka, a topic whose cleanup.policy lacks delete refuses DeleteRecords with
+    POLICY_VIOLATION, whatever the offset (found by tests/test_kafka_reference_model.py,
+    seeds 109, 117, 120, 123)."""
+    admin.create_topics([NewTopic("compacted", 1, {"cleanup.policy": "compact"})])
+    tp = TopicPartition("compacted", 0)
+    produce(broker, "compacted", batch(3))
+    for offset in (1, 9, -1):
+        with pytest.raises(PolicyViolationError, match="cleanup.policy"):
+            admin.delete_records({tp: offset})
+    assert admin.list_offsets({tp: EARLIEST_TIMESTAMP})[tp].offset == 0
+    admin.alter_configs({"compacted": {"cleanup.policy": "compact,delete"}})
+    assert admin.delete_records({tp: 1}) == {tp: 1}
+
+
 def test_topic_deletion_and_auto_creation_can_be_disabled(tmp_path: Path) -> None:
     settings = {"delete.topic.enable": "false", "auto.create.topics.enable": "false"}
     with running_broker(tmp_path, settings) as broker:

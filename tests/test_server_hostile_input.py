@@ -250,7 +250,8 @@ def test_half_sent_large_frames_hold_no_more_than_the_request_memory_bound(
         after_prefixes = rss(broker) - baseline
         assert after_prefixes < 16 * MIB, f"{after_prefixes / MIB:.0f} MiB for 100 size prefixes"
         sockets += send_half_frames(broker, 40, 16 * MIB, 2 * MIB)  # 80 MiB, over the bound
-        time.sleep(2.0)
+        await_true(lambda: request_memory(broker) >= bound, 3.0, "the bound was never reached")
+        time.sleep(0.5)  # time to read past the bound, if it did
         peak = rss(broker) - baseline
         assert peak < bound + 24 * MIB, f"{peak / MIB:.0f} MiB held, bound {bound / MIB:.0f} MiB"
         assert bound <= request_memory(broker) < bound + 8 * MIB  # reading stopped at the bound
@@ -436,7 +437,8 @@ def test_half_sent_large_kafka_frames_hold_no_more_than_the_request_memory_bound
         after_prefixes = rss(broker) - baseline
         assert after_prefixes < 16 * MIB, f"{after_prefixes / MIB:.0f} MiB for 100 size prefixes"
         sockets += send_half_kafka_frames(broker, 40, 16 * MIB, 2 * MIB)  # 80 MiB, over the bound
-        time.sleep(2.0)
+        await_true(lambda: request_memory(broker) >= bound, 3.0, "the bound was never reached")
+        time.sleep(0.5)  # time to read past the bound, if it did
         peak = rss(broker) - baseline
         assert peak < bound + 24 * MIB, f"{peak / MIB:.0f} MiB held, bound {bound / MIB:.0f} MiB"
         assert bound <= request_memory(broker) < bound + 8 * MIB  # reading stopped at the bound

@@ -55,7 +55,7 @@ def test_metrics_follow_requests_connections_and_partitions(tmp_path: Path) -> N
 
 def test_event_loop_lag_is_measured(tmp_path: Path) -> None:
     with running_broker(tmp_path) as broker:
-        time.sleep(0.3)
+        wait_until(lambda: broker.metrics()["odradek_event_loop_lag_seconds_count"] >= 4, 60)
         broker.loop_thread.call(time.sleep, 0.2)  # hold the loop up
         time.sleep(0.1)
         with broker.connect() as client:

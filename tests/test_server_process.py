@@ -57,7 +57,10 @@ def test_sigkill_mid_produce_loses_no_record_acknowledged_with_acks_all(tmp_path
     workers = [threading.Thread(target=keep_producing, args=(w,)) for w in range(6)]
     for worker in workers:
         worker.start()
-    time.sleep(1.5)
+    time.sleep(1.5)  # the kill comes mid-produce, after 1.5 s of it
+    deadline = time.monotonic() + 60  # and once enough was acknowledged, however loaded
+    while len(acknowledged) <= 100 and time.monotonic() < deadline:
+        time.sleep(0.05)
     broker.process.kill()
     broker.process.wait(timeout=10)
     stop.set()

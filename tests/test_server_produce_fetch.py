@@ -24,7 +24,7 @@ from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
 from odradek.record.compression import CompressionType
 from odradek.record.memory_records import MemoryRecords
 from odradek.record.record_batch_builder import build_batch
-from odradek.storage.log import Log
+from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 
 
@@ -143,14 +143,14 @@ def test_acks_all_answers_after_fsync_and_producers_share_fsyncs(
 ) -> None:
     create_topic(broker, "durable", 1)
     flushes = []
-    original_flush = Log.flush
+    original_flush = UnifiedLog.flush
 
-    def slow_flush(self: Log, offset: int | None = None) -> None:
+    def slow_flush(self: UnifiedLog, offset: int | None = None) -> None:
         time.sleep(0.02)
         flushes.append(offset)
         original_flush(self, offset)
 
-    monkeypatch.setattr(Log, "flush", slow_flush)
+    monkeypatch.setattr(UnifiedLog, "flush", slow_flush)
     log = broker.broker.log_manager.get_log(TopicPartition("durable", 0))
     connections, rounds = 20, 5
 
@@ -180,13 +180,13 @@ def test_acks_all_records_become_visible_to_consumers_once_fsynced(
 ) -> None:
     create_topic(broker, "gated", 1)
     release = threading.Event()
-    original_flush = Log.flush
+    original_flush = UnifiedLog.flush
 
-    def gated_flush(self: Log, offset: int | None = None) -> None:
+    def gated_flush(self: UnifiedLog, offset: int | None = None) -> None:
         assert release.wait(10)
         original_flush(self, offset)
 
-    monkeypatch.setattr(Log, "flush", gated_flush)
+    monkeypatch.setattr(UnifiedLog, "flush", gated_flush)
     with broker.connect() as producer, broker.connect() as consumer:
         producer.send(produce("gated", 0, batch(3), acks=Acks.ALL))
         time.sleep(0.1)
@@ -316,19 +316,21 @@ def test_large_append_completes_and_commits_when_its_client_vanishes(
     broker: RunningBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     create_topic(broker, "abandoned", 1)
-    original_append = Log.append
+    original_append = UnifiedLog.append
 
-    def slow_append(self: Log, records: bytes, leader_epoch: int = 0, **kwargs: bool) -> object:
+    def slow_append(
+        self: UnifiedLog, records: bytes, leader_epoch: int = 0, **kwargs: bool
+    ) -> object:
         time.sleep(0.2)  # still writing when the client goes
         return original_append(self, records, leader_epoch, **kwargs)
 
-    monkeypatch.setattr(Log, "append", slow_append)
+    monkeypatch.setattr(UnifiedLog, "append", slow_append)
     large = batch(1, value_size=100_000)  # appended on a thread
     with broker.connect() as client:
         client.send(produce("abandoned", 0, large))
         time.sleep(0.05)
         client.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    monkeypatch.setattr(Log, "append", original_append)
+    monkeypatch.setattr(UnifiedLog, "append", original_append)
     deadline = time.monotonic() + 10  # the append thread finishes in 0.2 s on a quiet machine
     with broker.connect() as client:
         while True:
@@ -344,15 +346,17 @@ def test_batches_expanding_far_are_validated_on_an_append_thread_that_yields_to_
     broker: RunningBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     create_topic(broker, "zipped", 1)
-    original_append = Log.append
+    original_append = UnifiedLog.append
     appended_on: list[tuple[str, int]] = []
 
-    def recorded_append(self: Log, records: bytes, leader_epoch: int = 0, **kwargs: bool) -> object:
+    def recorded_append(
+        self: UnifiedLog, records: bytes, leader_epoch: int = 0, **kwargs: bool
+    ) -> object:
         niceness = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
         appended_on.append((threading.current_thread().name, niceness))
         return original_append(self, records, leader_epoch, **kwargs)
 
-    monkeypatch.setattr(Log, "append", recorded_append)
+    monkeypatch.setattr(UnifiedLog, "append", recorded_append)
     now = int(time.time() * 1000)
     expanding = build_batch([(now, b"k", bytes(100_000), ())] * 3, compression=CompressionType.GZIP)
     small_zipped = build_batch([(now, b"k", b"v" * 100, ())] * 3, compression=CompressionType.LZ4)

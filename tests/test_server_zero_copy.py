@@ -19,7 +19,7 @@ from odradek.protocol.fetch import FetchPartition, FetchRequest
 from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
 from odradek.record.memory_records import MemoryRecords
-from odradek.storage.log import Log
+from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 
 SENDFILE = 'odradek_fetch_bytes_total{path="sendfile"}'
@@ -51,7 +51,7 @@ def fetch(topic: str, max_bytes: int = 1 << 20) -> FetchRequest:
     return FetchRequest((partition,), max_wait_ms=0, max_bytes=max_bytes)
 
 
-def log_of(broker: RunningBroker, topic: str) -> Log:
+def log_of(broker: RunningBroker, topic: str) -> UnifiedLog:
     return broker.broker.log_manager.get_log(TopicPartition(topic, 0))
 
 
@@ -137,17 +137,17 @@ def test_large_response_to_a_slow_reader_is_whole_and_later_ones_queue_behind_it
 
 
 class ReadSpy:
-    """Wraps Log.read, recording the thread of each call."""
+    """Wraps UnifiedLog.read, recording the thread of each call."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.threads: list[str] = []
-        self._real = Log.read
-        monkeypatch.setattr(Log, "read", self)
+        self._real = UnifiedLog.read
+        monkeypatch.setattr(UnifiedLog, "read", self)
 
-    def __get__(self, log: Log, owner: type) -> object:
+    def __get__(self, log: UnifiedLog, owner: type) -> object:
         return lambda *args, **kwargs: self._read(log, *args, **kwargs)
 
-    def _read(self, log: Log, *args: object, **kwargs: object) -> object:
+    def _read(self, log: UnifiedLog, *args: object, **kwargs: object) -> object:
         self.threads.append(threading.current_thread().name)
         return self._real(log, *args, **kwargs)
 

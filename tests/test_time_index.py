@@ -17,7 +17,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from hypothesis_budget import examples
 
 from odradek.errors import CorruptIndexError, IndexOffsetOverflowError, InvalidOffsetError
-from odradek.storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from odradek.record.record_batch import NO_TIMESTAMP
+from odradek.storage.time_index import TimeIndex, TimestampOffset
 
 BASE = 100
 ENTRY = 12

@@ -24,7 +24,6 @@ from odradek.errors import (
     UnknownTopicOrPartitionError,
 )
 from odradek.server.admin.topic_admin import TopicAdmin
-from odradek.storage.log import Log
 from odradek.storage.log_manager import (
     CLEAN_SHUTDOWN_FILE_NAME,
     LOG_START_OFFSET_CHECKPOINT_FILE,
@@ -33,6 +32,7 @@ from odradek.storage.log_manager import (
 )
 from odradek.storage.offset_checkpoint_file import OffsetCheckpointFile
 from odradek.storage.pending_partition_creation import FILE_PREFIX, PendingPartitionCreation
+from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 
 
@@ -344,7 +344,7 @@ def test_a_failed_creation_leaves_nothing(tmp_path, monkeypatch):
     with running(config) as manager:
         admin = topic_admin(manager)
         created = []
-        real_create = Log.create
+        real_create = UnifiedLog.create
 
         def failing_create(directory, *args, **kwargs):
             if len(created) == 7:
@@ -352,7 +352,7 @@ def test_a_failed_creation_leaves_nothing(tmp_path, monkeypatch):
             created.append(directory)
             return real_create(directory, *args, **kwargs)
 
-        monkeypatch.setattr(Log, "create", failing_create)
+        monkeypatch.setattr(UnifiedLog, "create", failing_create)
         with pytest.raises(KafkaStorageError, match="No space left"):
             admin.create_topic("orders", 20, {"retention.ms": "60000"})
         assert manager.topics() == [] and admin.topic_overrides("orders") == {}
@@ -384,7 +384,7 @@ def test_startup_rolls_back_a_creation_a_crash_interrupted(tmp_path):
             )
     leftovers = [tmp_path / f"d{number % 2}" / f"orders-{number}" for number in range(3)]
     for directory in [*leftovers, tmp_path / "d1" / "grown-1"]:
-        Log.open(directory, config.log_config(), None).close()
+        UnifiedLog.open(directory, config.log_config(), None).close()
     with running(config) as manager:
         assert manager.topics() == ["grown", "kept"]
         assert len(manager.partitions("kept")) == 2 and len(manager.partitions("grown")) == 1
@@ -411,7 +411,7 @@ def test_shutdown_abandons_a_running_creation_and_it_rolls_back(tmp_path, monkey
     manager.startup()
     admin = TopicAdmin(manager, config)
     started, release = threading.Event(), threading.Event()
-    real_create = Log.create
+    real_create = UnifiedLog.create
 
     def slow_create(directory, *args, **kwargs):
         if directory.name == "orders-50":
@@ -419,7 +419,7 @@ def test_shutdown_abandons_a_running_creation_and_it_rolls_back(tmp_path, monkey
             release.wait(5)
         return real_create(directory, *args, **kwargs)
 
-    monkeypatch.setattr(Log, "create", slow_create)
+    monkeypatch.setattr(UnifiedLog, "create", slow_create)
     outcome: list[BaseException] = []
 
     def create() -> None:
@@ -449,7 +449,7 @@ def test_log_manager_shutdown_writes_no_clean_marker_while_a_creation_runs(tmp_p
     manager = LogManager(config)
     manager.startup()
     started, release = threading.Event(), threading.Event()
-    real_create = Log.create
+    real_create = UnifiedLog.create
 
     def stuck_create(directory, *args, **kwargs):
         if directory.name == "orders-5":
@@ -457,7 +457,7 @@ def test_log_manager_shutdown_writes_no_clean_marker_while_a_creation_runs(tmp_p
             release.wait(10)
         return real_create(directory, *args, **kwargs)
 
-    monkeypatch.setattr(Log, "create", stuck_create)
+    monkeypatch.setattr(UnifiedLog, "create", stuck_create)
     admin = TopicAdmin(manager, config)
     creator = threading.Thread(
         target=lambda: pytest.raises(KafkaStorageError, admin.create_topic, "orders", 10)
@@ -491,7 +491,7 @@ def test_shutdown_waits_for_a_creation_that_finishes_within_its_bound(tmp_path, 
     with running(broker_config(tmp_path)) as manager:
         admin = topic_admin(manager)
         started, release = threading.Event(), threading.Event()
-        real_create = Log.create
+        real_create = UnifiedLog.create
 
         def slow_create(directory, *args, **kwargs):
             if directory.name == "orders-20":
@@ -499,7 +499,7 @@ def test_shutdown_waits_for_a_creation_that_finishes_within_its_bound(tmp_path, 
                 release.wait(5)
             return real_create(directory, *args, **kwargs)
 
-        monkeypatch.setattr(Log, "create", slow_create)
+        monkeypatch.setattr(UnifiedLog, "create", slow_create)
         creator = threading.Thread(target=admin.create_topic, args=("orders", 40))
         creator.start()
         assert started.wait(5)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from odradek.errors import ProducerFencedError
+from odradek.int_limits import INT16_MAX
 from odradek.server.transaction.transaction_metadata import (
-    INT16_MAX,
     TransactionMetadata,
     TxnTransitMetadata,
     is_epoch_exhausted,

@@ -1,5 +1,6 @@
 """Log compaction (design §11): for topics whose ``cleanup.policy`` has ``compact``, keep only the
-latest record of each key, and tombstones for ``delete.retention.ms``.
+latest record of each key, and tombstones until their batch's delete horizon
+(``delete.retention.ms`` after the cleaning that first kept them).
 
 Who does what, one file each, named as in Kafka:
 

@@ -55,7 +55,11 @@ typedef struct {
     int32_t count;
     int magic;
     int codec;
+    int has_delete_horizon;
+    int64_t delete_horizon_ms; /* when it has one */
 } Header;
+
+#define DELETE_HORIZON_FLAG 0x40 /* attribute bit 6: the base timestamp is the delete horizon */
 
 /* STATUS_END when no whole batch starts at pos, STATUS_BAD_LENGTH for an impossible length,
  * else -1 with the header read (the whole batch lies in data[pos:end]). */
@@ -75,6 +79,8 @@ static int read_header(const uint8_t *data, Py_ssize_t pos, Py_ssize_t end, Head
     h->last_offset = (int64_t)((uint64_t)h->base_offset + (uint64_t)(int64_t)last_delta);
     h->magic = (int8_t)p[MAGIC_AT];
     h->codec = p[ATTRIBUTES_AT + 1] & CODEC_MASK; /* the low byte of the attributes */
+    h->has_delete_horizon = (p[ATTRIBUTES_AT + 1] & DELETE_HORIZON_FLAG) != 0;
+    h->delete_horizon_ms = be64(p + BASE_TIMESTAMP_AT);
     h->count = be32(p + RECORDS_COUNT_AT);
     return -1;
 }
@@ -416,10 +422,11 @@ static int map_section(OffsetMap *self, const uint8_t *data, Py_ssize_t pos, Py_
  * STATUS_END with the counts, STATUS_CORRUPT, or -1 on error. */
 static int retain_section(OffsetMap *self, const uint8_t *data, Py_ssize_t pos, Py_ssize_t end,
                           int64_t count, int64_t base_offset, int retain_deletes, char *mask,
-                          int64_t *kept, int64_t *keyless)
+                          int64_t *kept, int64_t *keyless, int64_t *kept_tombstones)
 {
     *kept = 0;
     *keyless = 0;
+    *kept_tombstones = 0;
     if (count < 0)
         return STATUS_CORRUPT;
     RecordsAhead records;
@@ -441,6 +448,7 @@ static int retain_section(OffsetMap *self, const uint8_t *data, Py_ssize_t pos, 
                    (retain_deletes || !record->tombstone);
         }
         *kept += keep;
+        *kept_tombstones += keep && record->tombstone;
         if (mask != NULL)
             mask[i] = (char)keep;
     }
@@ -659,7 +667,7 @@ static PyObject *OffsetMap_retain_records(OffsetMap *self, PyObject *const *args
 {
     Py_buffer buffer;
     Py_ssize_t position, end;
-    int64_t kept, keyless;
+    int64_t kept, keyless, kept_tombstones;
     if (ready(self) < 0 || check_nargs("retain_records", nargs, 6) < 0 ||
         get_span(args, &buffer, &position, &end) < 0)
         return NULL;
@@ -680,7 +688,8 @@ static PyObject *OffsetMap_retain_records(OffsetMap *self, PyObject *const *args
         return NULL;
     }
     int status = retain_section(self, buffer.buf, position, end, count, base_offset,
-                                retain_deletes, PyBytes_AS_STRING(mask), &kept, &keyless);
+                                retain_deletes, PyBytes_AS_STRING(mask), &kept, &keyless,
+                                &kept_tombstones);
     PyBuffer_Release(&buffer);
     if (status != STATUS_END) {
         Py_DECREF(mask);
@@ -751,45 +760,61 @@ static PyObject *OffsetMap_map_batches(OffsetMap *self, PyObject *const *args, P
     return Py_BuildValue("(niLL)", position, status, records, bytes);
 }
 
+/* Whether the tombstones of the batch `h` stay in a cleaning at `current_time_ms` (Kafka's
+ * shouldRetainRecord): until the delete horizon the batch was given when a cleaning first kept
+ * them has passed; always in a batch without one (the first cleaning that keeps them gives it). */
+static int retains_deletes(const Header *h, int64_t current_time_ms)
+{
+    return !h->has_delete_horizon || current_time_ms < h->delete_horizon_ms;
+}
+
 /* Whether the whole batch `h` at data[position] keeps all of its records (*keep_all 1) or none
  * (0), with how many it keeps and how many have no key: STATUS_END when that is decided,
- * STATUS_OTHER for a batch Python must handle, -1 on error. */
+ * STATUS_OTHER for a batch Python must handle (including one that keeps all its records but
+ * must be rewritten with a delete horizon: it keeps a tombstone and has none yet), -1 on
+ * error. */
 static int decide_batch(OffsetMap *self, const uint8_t *data, Py_ssize_t position,
-                        const Header *h, int retain_deletes, int *keep_all, int64_t *kept,
+                        const Header *h, int64_t current_time_ms, int *keep_all, int64_t *kept,
                         int64_t *keyless)
 {
+    int64_t kept_tombstones = 0;
     *keyless = 0;
     if (h->base_offset <= self->last_decided)
         self->tracking = 0; /* batches out of order: which of them was settled? */
     if (h->last_offset > self->last_decided)
         self->last_decided = h->last_offset;
-    *kept = settled_kept(self, h); /* map_batches checked its CRC */
+    *kept = settled_kept(self, h); /* map_batches checked its CRC; settled records have values */
     if (*kept < 0) {
         /* The CRC first: it reads the whole batch into the cache the record walk reads. */
         if (!crc_matches(data + position, h->size))
             return STATUS_OTHER; /* Python names the fault */
-        if (h->base_offset > self->latest_offset) {
-            *keep_all = 1;
+        if (h->base_offset > self->latest_offset && h->has_delete_horizon) {
+            *keep_all = 1; /* every record stays and the batch has its horizon: as it is */
             *kept = h->count;
             return STATUS_END;
         }
         int status = retain_section(self, data, position + HEADER_SIZE, position + h->size,
-                                    h->count, h->base_offset, retain_deletes, NULL, kept,
-                                    keyless);
+                                    h->count, h->base_offset,
+                                    retains_deletes(h, current_time_ms), NULL, kept, keyless,
+                                    &kept_tombstones);
         if (status != STATUS_END)
             return status < 0 ? -1 : STATUS_OTHER;
     }
     if (*kept != 0 && *kept != h->count)
         return STATUS_OTHER;
+    if (kept_tombstones > 0 && !h->has_delete_horizon)
+        return STATUS_OTHER; /* rewritten with a delete horizon */
     *keep_all = *kept != 0;
     return STATUS_END;
 }
 
 PyDoc_STRVAR(filter_batches_doc,
-"filter_batches(buffer, position, end, retain_deletes, /)\n--\n\n"
-"Decide the whole batches of buffer[position:end] that keep all or none of their records;\n"
-"stop at the first batch Python must handle (compressed, magic not 2, a CRC that does not\n"
-"match, records that do not frame, some records kept). Returns (position, status,\n"
+"filter_batches(buffer, position, end, current_time_ms, /)\n--\n\n"
+"Decide the whole batches of buffer[position:end] that keep all or none of their records, a\n"
+"batch's tombstones kept until its delete horizon (none: kept) is at or before\n"
+"current_time_ms; stop at the first batch Python must handle (compressed, magic not 2, a CRC\n"
+"that does not match, records that do not frame, some records kept, tombstones kept in a\n"
+"batch without a delete horizon). Returns (position, status,\n"
 "kept_spans, records_read, bytes_read, records_kept, bytes_kept, keyless, last_kept_offset):\n"
 "kept_spans are (start, end) runs of whole batches to copy.");
 
@@ -806,9 +831,13 @@ static PyObject *OffsetMap_filter_batches(OffsetMap *self, PyObject *const *args
     if (ready(self) < 0 || check_nargs("filter_batches", nargs, 4) < 0 ||
         get_span(args, &buffer, &position, &end) < 0)
         return NULL;
-    int retain_deletes = PyObject_IsTrue(args[3]);
+    long long current_time_ms = PyLong_AsLongLong(args[3]);
+    if (current_time_ms == -1 && PyErr_Occurred()) {
+        PyBuffer_Release(&buffer);
+        return NULL;
+    }
     PyObject *spans = PyList_New(0);
-    if (retain_deletes < 0 || spans == NULL)
+    if (spans == NULL)
         goto error;
     const uint8_t *data = buffer.buf;
     for (;;) {
@@ -820,7 +849,7 @@ static PyObject *OffsetMap_filter_batches(OffsetMap *self, PyObject *const *args
             break;
         }
         int keep_all;
-        status = decide_batch(self, data, position, &h, retain_deletes, &keep_all, &kept,
+        status = decide_batch(self, data, position, &h, current_time_ms, &keep_all, &kept,
                               &keyless);
         if (status < 0)
             goto error;

@@ -13,13 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from odradek.errors import CorruptRecordError
+from odradek.int_limits import INT64_MAX, INT64_MIN
 from odradek.record.compression import CompressionType
 from odradek.record.record import decode_varint, decode_varlong
 from odradek.record.record_batch import RECORDS_OFFSET, RecordBatch
 
 Buffer = bytes | bytearray | memoryview
-
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from typing import NamedTuple, Protocol
 from odradek.cleaner.batch_keys import Buffer, read_keys
 from odradek.errors import CorruptRecordError
 from odradek.record.record_batch import (
+    DELETE_HORIZON_FLAG_MASK,
     HEADER_SIZE,
     HEADER_STRUCT,
     LOG_OVERHEAD,
@@ -80,13 +81,14 @@ class _Header(NamedTuple):
     magic: int
     codec: int
     crc: int
+    delete_horizon_ms: int | None
 
 
 def _header(data: Buffer, position: int, end: int) -> _Header | int:
     """The header of the whole batch at ``position``, or END / BAD_LENGTH."""
     if end - position < HEADER_SIZE:
         return END
-    (base, length, _, magic, crc, attributes, last_delta, _, _, _, _, _, count) = (
+    (base, length, _, magic, crc, attributes, last_delta, base_timestamp, _, _, _, _, count) = (
         HEADER_STRUCT.unpack_from(data, position)
     )
     if length < _MIN_BATCH_LENGTH:
@@ -95,7 +97,15 @@ def _header(data: Buffer, position: int, end: int) -> _Header | int:
     if size > end - position:
         return END
     last = (base + last_delta + 2**63) % 2**64 - 2**63  # int64 arithmetic, as in C
-    return _Header(base, last, size, count, magic, attributes & 0x07, crc)
+    horizon = base_timestamp if attributes & DELETE_HORIZON_FLAG_MASK else None
+    return _Header(base, last, size, count, magic, attributes & 0x07, crc, horizon)
+
+
+def retains_deletes(delete_horizon_ms: int | None, current_time_ms: int) -> bool:
+    """Whether a cleaning at ``current_time_ms`` keeps the tombstones of a batch with this
+    delete horizon (Kafka's ``shouldRetainRecord``): until the horizon, which the first cleaning
+    that keeps them gives the batch; always in a batch without one."""
+    return delete_horizon_ms is None or current_time_ms < delete_horizon_ms
 
 
 def map_records(
@@ -149,6 +159,14 @@ def retain_records(
     return bytes(mask), keyless
 
 
+def _keeps_tombstone(data: Buffer, position: int, end: int, header: _Header, mask: bytes) -> bool:
+    """Whether a record ``mask`` keeps in the batch's records section is a tombstone."""
+    if not any(mask):
+        return False
+    _, _, tombstones = read_keys(data, position, end, header.count, header.base_offset)
+    return any(keep and tombstone for keep, tombstone in zip(mask, tombstones, strict=True))
+
+
 def map_batches(
     offset_map: KeyMap, data: Buffer, position: int, end: int, start_offset: int
 ) -> MapProgress:
@@ -186,11 +204,14 @@ def map_batches(
 
 
 def filter_batches(
-    offset_map: KeyMap, data: Buffer, position: int, end: int, retain_deletes: bool
+    offset_map: KeyMap, data: Buffer, position: int, end: int, current_time_ms: int
 ) -> FilterProgress:
     """Decide the whole batches of ``data[position:end]`` that keep all of their records or
-    none; stop (OTHER) at the first that is compressed, not magic 2, has a CRC that does not
-    match, does not frame, or keeps some records but not all."""
+    none, a batch's tombstones kept until its delete horizon is at or before
+    ``current_time_ms`` (:func:`retains_deletes`); stop (OTHER) at the first that is
+    compressed, not magic 2, has a CRC that does not match, does not frame, keeps some records
+    but not all, or keeps a tombstone and has no delete horizon yet (the caller rewrites it
+    with one)."""
     spans: list[tuple[int, int]] = []
     records = size = records_kept = bytes_kept = keyless_total = 0
     last_kept = -1
@@ -206,7 +227,7 @@ def filter_batches(
         if crc_of(data, position, header.size) != header.crc:
             status = OTHER  # the caller names the fault
             break
-        if header.base_offset > offset_map.latest_offset:
+        if header.base_offset > offset_map.latest_offset and header.delete_horizon_ms is not None:
             keep_all, kept, keyless = True, header.count, 0
         else:
             retained = retain_records(
@@ -216,7 +237,7 @@ def filter_batches(
                 position + header.size,
                 header.count,
                 header.base_offset,
-                retain_deletes,
+                retains_deletes(header.delete_horizon_ms, current_time_ms),
             )
             if retained is None:
                 status = OTHER
@@ -224,6 +245,11 @@ def filter_batches(
             mask, keyless = retained
             kept = sum(mask)
             if kept not in (0, header.count):
+                status = OTHER
+                break
+            if header.delete_horizon_ms is None and _keeps_tombstone(
+                data, position + RECORDS_OFFSET, position + header.size, header, mask
+            ):
                 status = OTHER
                 break
             keep_all = kept > 0

@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from odradek.storage.log import Log
 from odradek.storage.log_segment import LogSegment
+from odradek.storage.unified_log import UnifiedLog
 
 logger = logging.getLogger(__name__)
 
@@ -22,7 +22,9 @@ class OffsetsToClean:
     force_update_checkpoint: bool = False
 
 
-def cleanable_offsets(log: Log, last_clean_offset: int | None, now_ms: int) -> OffsetsToClean:
+def cleanable_offsets(
+    log: UnifiedLog, last_clean_offset: int | None, now_ms: int
+) -> OffsetsToClean:
     """The dirty section of ``log`` given its checkpointed first dirty offset (design §11).
 
     It starts at the checkpoint, reset to the log start offset when it lies outside the log
@@ -41,7 +43,7 @@ def cleanable_offsets(log: Log, last_clean_offset: int | None, now_ms: int) -> O
     return OffsetsToClean(first_dirty_offset, max(first_dirty_offset, uncleanable), force_update)
 
 
-def _first_dirty_offset(log: Log, last_clean_offset: int | None) -> tuple[int, bool]:
+def _first_dirty_offset(log: UnifiedLog, last_clean_offset: int | None) -> tuple[int, bool]:
     log_start_offset = log.log_start_offset
     if last_clean_offset is None:
         return log_start_offset, False
@@ -68,7 +70,7 @@ def _first_dirty_offset(log: Log, last_clean_offset: int | None) -> tuple[int, b
     return last_clean_offset, False
 
 
-def max_compaction_delay(log: Log, first_dirty_offset: int, now_ms: int) -> int:
+def max_compaction_delay(log: UnifiedLog, first_dirty_offset: int, now_ms: int) -> int:
     """How far past ``max.compaction.lag.ms`` the oldest dirty segment is, by its first batch's
     timestamp (0 when none is): above 0 the log is cleaned whatever its dirty ratio."""
     clean_until_ms = now_ms - max(log.config.max_compaction_lag_ms, 0)

@@ -11,13 +11,13 @@ from odradek.cleaner.cleaning_task import CleaningResult
 from odradek.cleaner.errors import LogCleaningAbortedError
 from odradek.clock import SYSTEM_CLOCK
 from odradek.storage import log_file_names as names
-from odradek.storage.log import Log
 from odradek.storage.log_segment import LogSegment
+from odradek.storage.unified_log import UnifiedLog
 
 logger = logging.getLogger(__name__)
 
 
-def swap_in(log: Log, result: CleaningResult, should_abort: Callable[[], bool]) -> None:
+def swap_in(log: UnifiedLog, result: CleaningResult, should_abort: Callable[[], bool]) -> None:
     """Replace each group of ``result`` by its cleaned segment, one group at a time, checking
     ``should_abort()`` before each (LogCleaningAbortedError leaves the rest unswapped)."""
     for bases in result.groups:

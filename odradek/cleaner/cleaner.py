@@ -3,7 +3,7 @@
 Two passes. The first maps every key of the dirty section to its latest offset, as far as
 the offset map holds. The second rewrites every segment below the map's end, group by group,
 each group into one ``<base>.log.cleaned`` segment that is flushed and renamed ``.swap``;
-the broker then swaps the ``.swap`` segments into the live log (``Log.replace_segments``).
+the broker then swaps the ``.swap`` segments into the live log (``UnifiedLog.replace_segments``).
 
 Both passes read a segment in chunks of whole batches (segment_chunks.py) and hand each chunk
 to the offset map (offset_map.py), which in its C form walks every uncompressed batch of it
@@ -18,6 +18,9 @@ producer's last batch, which carries the producer's epoch and last sequence (aft
 state is rebuilt from it, so a retry of that batch is still answered as a duplicate), and the
 batch that ends where the round's cleanable section ends (its next offset is the first
 uncleanable one), so the log's last offsets are not lost with its records.
+
+Tombstones go as Kafka 4 removes them (KIP-534): the first cleaning that keeps one stamps its
+batch with a delete horizon, a later one at or past that horizon drops it (batch_filter.py).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from odradek.cleaner.skimpy_offset_map import BYTES_PER_ENTRY
 from odradek.cleaner.throttler import Throttler
 from odradek.clock import SYSTEM_CLOCK
 from odradek.errors import CorruptRecordError
+from odradek.int_limits import INT32_MAX
 from odradek.record.record_batch import (
     HEADER_SIZE,
     LAST_OFFSET_DELTA_OFFSET,
@@ -52,7 +56,6 @@ from odradek.storage.log_segment import LogSegment
 
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
 _INT32 = struct.Struct(">i")
-INT32_MAX = 2**31 - 1
 
 
 class Cleaner:
@@ -191,15 +194,20 @@ class Cleaner:
             zip((s.base_offset for s in self.task.segments), self.task.upper_bounds(), strict=True)
         )
         try:
+            keep = BatchFilter(
+                offset_map,
+                self.task.current_time_ms,
+                self.task.log_config.delete_retention_ms,
+                self.stats,
+            )
             for source in group:
-                retain_deletes = source.last_modified_ms > self.task.delete_horizon_ms
                 # Only the segment reaching the first uncleanable offset can hold the round's
                 # last batch.
                 holds_last = upper_bounds[source.base_offset] == self.task.first_uncleanable_offset
                 self._clean_into(
                     source,
                     cleaned,
-                    BatchFilter(offset_map, retain_deletes, self.stats),
+                    keep,
                     _HeaderKeeper(self.task, holds_last),
                 )
             cleaned.on_become_inactive_segment()
@@ -246,7 +254,7 @@ class Cleaner:
         while True:
             limit = end if protected is None else protected
             progress = FilterProgress._make(
-                keep.offset_map.filter_batches(data, position, limit, keep.retain_deletes)
+                keep.offset_map.filter_batches(data, position, limit, keep.current_time_ms)
             )
             self.throttler.maybe_throttle(progress.bytes_read)
             self.stats.read_records(progress.bytes_read, progress.records_read)

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from odradek.errors import KafkaStorageError
-from odradek.storage.log import Log
 from odradek.storage.offset_checkpoint_file import OffsetCheckpointFile
+from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ class CleanerOffsetCheckpoints:
 
     def __init__(
         self,
-        logs: Callable[[], Iterable[Log]],
+        logs: Callable[[], Iterable[UnifiedLog]],
         on_dir_failure: DirFailureHandler | None = None,
     ) -> None:
         self._logs = logs

@@ -149,7 +149,10 @@ class CleanerThread:
         def should_abort() -> bool:
             return self._stopping.is_set() or self._manager.is_cleaning_aborted(tp)
 
-        result = self._process.clean(CleaningTask.plan(cleanable, self._config), should_abort)
+        result = self._process.clean(
+            CleaningTask.plan(cleanable, self._config, self._manager.clock.milliseconds()),
+            should_abort,
+        )
         swap_in(cleanable.log, result, should_abort)
         after = LogToClean.of(cleanable.log, result.end_offset, cleanable.first_uncleanable_offset)
         return CleaningReport.of(cleanable, result, after)

@@ -19,9 +19,10 @@ class CleaningTask:
     """One run over a log's segments below ``first_uncleanable_offset``, planned by the
     broker and carried out by the cleaning process (it pickles, as process arguments must).
 
-    ``delete_horizon_ms`` is Kafka's: tombstones in a segment last modified at or before it
-    are dropped; it lies ``delete.retention.ms`` before the last modification of the newest
-    segment of the clean section (0, keeping every tombstone, when nothing is clean yet).
+    ``current_time_ms`` is when the run was planned, the time Kafka's cleaner cleans at: a
+    batch whose delete horizon is at or before it loses its tombstones, and a batch that keeps
+    a tombstone without having a horizon gets ``current_time_ms + delete.retention.ms``
+    (batch_filter.py). Only that time decides: not the segments' modification times.
 
     ``producer_last_offsets`` are the last offsets of the live idempotent producers' last
     batches: as Kafka does, the cleaner keeps those batches' headers (producer id, epoch, base
@@ -37,7 +38,7 @@ class CleaningTask:
     segments: tuple[SegmentSnapshot, ...]
     first_dirty_offset: int
     first_uncleanable_offset: int
-    delete_horizon_ms: int
+    current_time_ms: int
     dedupe_buffer_size: int
     load_factor: float
     io_buffer_size: int
@@ -45,11 +46,9 @@ class CleaningTask:
     producer_last_offsets: frozenset[int] = frozenset()
 
     @classmethod
-    def plan(cls, cleanable: LogToClean, config: CleanerConfig) -> CleaningTask:
+    def plan(cls, cleanable: LogToClean, config: CleanerConfig, now_ms: int) -> CleaningTask:
         log = cleanable.log
         segments = log.segments.values_between(0, cleanable.first_uncleanable_offset)
-        clean = [s for s in segments if s.base_offset < cleanable.first_dirty_offset]
-        horizon = clean[-1].last_modified - log.config.delete_retention_ms if clean else 0
         return cls(
             directory=log.dir,
             topic_partition=log.topic_partition,
@@ -59,7 +58,7 @@ class CleaningTask:
             ),
             first_dirty_offset=cleanable.first_dirty_offset,
             first_uncleanable_offset=cleanable.first_uncleanable_offset,
-            delete_horizon_ms=horizon,
+            current_time_ms=now_ms,
             dedupe_buffer_size=config.dedupe_buffer_per_thread,
             load_factor=config.dedupe_buffer_load_factor,
             io_buffer_size=config.io_buffer_size,

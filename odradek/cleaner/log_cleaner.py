@@ -25,7 +25,7 @@ from odradek.cleaner.cleaner_stats import CleaningReport
 from odradek.cleaner.cleaner_thread import CleanerThread
 from odradek.cleaner.log_cleaner_manager import LogCleanerManager
 from odradek.clock import SYSTEM_CLOCK, Clock
-from odradek.storage.log import Log
+from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 
 AWAIT_POLL_S = 0.01
@@ -56,13 +56,13 @@ class LogCleaner:
     their first dirty offsets in each directory's ``cleaner-offset-checkpoint`` (its only
     writer), reporting a directory it cannot write to ``on_dir_failure``
     (``LogDirFailureChannel.maybe_add_offline_log_dir``). Every method may be called from any
-    thread, but not while holding a Log's lock.
+    thread, but not while holding a UnifiedLog's lock.
     """
 
     def __init__(
         self,
         config: CleanerConfig,
-        logs: Callable[[], Iterable[Log]],
+        logs: Callable[[], Iterable[UnifiedLog]],
         *,
         on_dir_failure: DirFailureHandler | None = None,
         clock: Clock = SYSTEM_CLOCK,
@@ -105,10 +105,10 @@ class LogCleaner:
     def resume_cleaning(self, tps: Iterable[TopicPartition]) -> None:
         self.manager.resume_cleaning(tps)
 
-    def pause_cleaning_for_non_compacted_partitions(self) -> list[Log]:
+    def pause_cleaning_for_non_compacted_partitions(self) -> list[UnifiedLog]:
         return self.manager.pause_cleaning_for_non_compacted_partitions()
 
-    def maybe_truncate_checkpoint(self, log: Log, offset: int) -> None:
+    def maybe_truncate_checkpoint(self, log: UnifiedLog, offset: int) -> None:
         self.manager.maybe_truncate_checkpoint(log, offset)
 
     def handle_log_dir_failure(self, log_dir: Path) -> None:

@@ -27,7 +27,7 @@ from odradek.cleaner.cleanable_offsets import cleanable_offsets, max_compaction_
 from odradek.cleaner.cleaner_offset_checkpoints import CleanerOffsetCheckpoints
 from odradek.cleaner.log_to_clean import LogToClean
 from odradek.clock import SYSTEM_CLOCK, Clock
-from odradek.storage.log import Log
+from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ class LogCleanerManager:
 
     def __init__(
         self,
-        logs: Callable[[], Iterable[Log]],
+        logs: Callable[[], Iterable[UnifiedLog]],
         checkpoints: CleanerOffsetCheckpoints,
         clock: Clock = SYSTEM_CLOCK,
         retry_backoff_ms: int = 15_000,
@@ -74,7 +74,7 @@ class LogCleanerManager:
         self._logs = logs
         self._retry_backoff_ms = retry_backoff_ms
         self.checkpoints = checkpoints
-        self._clock = clock
+        self.clock = clock
         self._lock = threading.Condition()
         self._in_progress: dict[TopicPartition, LogCleaningState] = {}
         self._uncleanable: dict[Path, dict[TopicPartition, str]] = defaultdict(dict)
@@ -99,7 +99,7 @@ class LogCleanerManager:
         (or with records past ``max.compaction.lag.ms``), now marked in progress; None when no
         log needs cleaning."""
         with self._lock:
-            now_ms = self.time_of_last_run_ms = self._clock.milliseconds()
+            now_ms = self.time_of_last_run_ms = self.clock.milliseconds()
             checkpoints = self.checkpoints.cleaner_offsets()
             measured = [
                 cleanable
@@ -120,7 +120,7 @@ class LogCleanerManager:
             self._in_progress[filthiest.topic_partition] = IN_PROGRESS
             return filthiest
 
-    def _is_candidate(self, log: Log) -> bool:
+    def _is_candidate(self, log: UnifiedLog) -> bool:
         return (
             log.config.compact
             and log.topic_partition not in self._in_progress
@@ -128,7 +128,7 @@ class LogCleanerManager:
         )
 
     def _log_to_clean(
-        self, log: Log, checkpoints: dict[TopicPartition, int], now_ms: int
+        self, log: UnifiedLog, checkpoints: dict[TopicPartition, int], now_ms: int
     ) -> LogToClean | None:
         tp = log.topic_partition
         try:
@@ -150,7 +150,7 @@ class LogCleanerManager:
 
     # --- retention of compacted logs ---------------------------------------------------------
 
-    def deletable_logs(self) -> list[Log]:
+    def deletable_logs(self) -> list[UnifiedLog]:
         """The compacted logs whose retention a cleaner thread applies now, marked in progress
         (the LogManager applies retention to the other logs)."""
         with self._lock:
@@ -164,7 +164,7 @@ class LogCleanerManager:
             for tp in tps:
                 self._release(tp)
 
-    def pause_cleaning_for_non_compacted_partitions(self) -> list[Log]:
+    def pause_cleaning_for_non_compacted_partitions(self) -> list[UnifiedLog]:
         """Pause the logs without ``compact`` that nobody holds and return them: the
         LogManager's retention task applies retention to these, then resumes them."""
         with self._lock:
@@ -245,7 +245,7 @@ class LogCleanerManager:
         else:
             raise ValueError(f"[{tp}] the cleaner does not hold the log (state {state})")
 
-    def maybe_truncate_checkpoint(self, log: Log, offset: int) -> None:
+    def maybe_truncate_checkpoint(self, log: UnifiedLog, offset: int) -> None:
         """After ``log`` was truncated to ``offset``: its first dirty offset cannot be above."""
         with self._lock:
             tp = log.topic_partition
@@ -265,7 +265,7 @@ class LogCleanerManager:
                 )
                 return
             backoff_ms = retry_backoff_ms(self._retry_backoff_ms, failures)
-            self._retry_at_ms[tp] = self._clock.milliseconds() + backoff_ms
+            self._retry_at_ms[tp] = self.clock.milliseconds() + backoff_ms
         logger.warning(
             "[%s] cleaning failed (%d of %d attempts): %s; retrying in %.1f s",
             tp,
@@ -285,7 +285,7 @@ class LogCleanerManager:
             "[%s] marked uncleanable in %s until the broker restarts: %s", tp, log_dir, reason
         )
 
-    def is_uncleanable_partition(self, log: Log) -> bool:
+    def is_uncleanable_partition(self, log: UnifiedLog) -> bool:
         with self._lock:
             return log.topic_partition in self._uncleanable.get(log.dir.parent, ())
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from odradek.storage.log import Log
+from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 
 
@@ -14,7 +14,7 @@ class LogToClean:
     part below ``first_uncleanable_offset`` (a segment's base offset) may be cleaned now;
     ``compaction_delay_ms`` is how long its oldest dirty record is overdue for cleaning."""
 
-    log: Log
+    log: UnifiedLog
     first_dirty_offset: int
     first_uncleanable_offset: int
     clean_bytes: int
@@ -24,7 +24,7 @@ class LogToClean:
     @classmethod
     def of(
         cls,
-        log: Log,
+        log: UnifiedLog,
         first_dirty_offset: int,
         uncleanable_offset: int,
         compaction_delay_ms: int = 0,

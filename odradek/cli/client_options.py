@@ -1,6 +1,7 @@
-"""What the client commands share: ``--bootstrap`` and ``--command-config`` (every command),
-client properties (``--producer-property``, ``--consumer-property``), error reporting, a
-topic's partitions."""
+"""What the client commands share: ``--bootstrap`` (or Kafka's ``--bootstrap-server``) and
+``--command-config`` (every command), a name given as an argument or as Kafka's tools take it
+(``--topic``, ``--group``), client properties (``--producer-property``,
+``--consumer-property``), error reporting, a topic's partitions."""
 
 from __future__ import annotations
 
@@ -70,13 +71,40 @@ def bootstrap_option(command: Callable[P, R]) -> Callable[P, R]:
     )(command)
     return click.option(
         "--bootstrap",
+        "--bootstrap-server",
+        "bootstrap",
         default="localhost:9092",
         envvar="ODRADEK_BOOTSTRAP",
         show_default=True,
         show_envvar=True,
         metavar="HOST:PORT",
-        help="The broker to connect to.",
+        help="The broker to connect to (--bootstrap-server, as Kafka's tools say, is the same).",
     )(command)
+
+
+def name_argument(
+    parameter: str, flag: str, metavar: str
+) -> Callable[[Callable[..., R]], Callable[..., R]]:
+    """The positional argument ``parameter`` (shown as ``metavar``), which may instead be given
+    as ``flag`` (``--topic``, ``--group``), as Kafka's tools take it; exactly one of the two."""
+    option_parameter = f"{parameter}_option"
+
+    def decorate(command: Callable[..., R]) -> Callable[..., R]:
+        @functools.wraps(command)
+        def run(*args: Any, **kwargs: Any) -> R:
+            positional, option = kwargs.pop(parameter), kwargs.pop(option_parameter)
+            if positional is not None and option is not None:
+                raise click.UsageError(f"give {metavar} or {flag} {metavar}, not both")
+            if positional is None and option is None:
+                raise click.UsageError(f"Missing argument '{metavar}' (or {flag} {metavar}).")
+            return command(*args, **{parameter: option or positional}, **kwargs)
+
+        run = click.option(
+            flag, option_parameter, metavar=metavar, help=f"The same as the {metavar} argument."
+        )(run)
+        return click.argument(parameter, required=False, metavar=metavar)(run)
+
+    return decorate
 
 
 def property_option(flag: str, what: str) -> Callable[[Callable[P, R]], Callable[P, R]]:

@@ -15,6 +15,7 @@ from odradek.cli.client_options import (
     bootstrap_from,
     bootstrap_option,
     client_configs,
+    name_argument,
     parse_assignments,
     property_option,
     reports_errors,
@@ -194,7 +195,7 @@ def _consume_in_group(
 
 
 @click.command()
-@click.argument("topic")
+@name_argument("topic", "--topic", "TOPIC")
 @click.option(
     "--partition",
     type=click.IntRange(min=0),

@@ -10,11 +10,12 @@ import click
 from odradek.cli.client_options import (
     bootstrap_option,
     client_settings,
+    name_argument,
     reports_errors,
     topic_partitions,
 )
 from odradek.client import Admin
-from odradek.errors import CorruptRecordError, NonEmptyGroupError
+from odradek.errors import CorruptRecordError, GroupIdNotFoundError, NonEmptyGroupError
 from odradek.protocol.consumer_protocol import parse_assignment
 from odradek.protocol.describe_groups import DescribedGroupEntry
 from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
@@ -74,7 +75,7 @@ def _owners(group: DescribedGroupEntry) -> dict[TopicPartition, tuple[str, str, 
 
 
 @groups.command()
-@click.argument("group")
+@name_argument("group", "--group", "GROUP")
 @click.option("--members", is_flag=True, help="List the members and their assignments instead.")
 @bootstrap_option
 @reports_errors
@@ -82,6 +83,8 @@ def describe(group: str, members: bool, bootstrap: str) -> None:
     """Print GROUP's partitions: committed offset, log end offset, lag and owner."""
     with Admin(**client_settings(bootstrap)) as admin:
         (described,) = admin.describe_consumer_groups([group])
+        if described.group_state == "Dead":  # what a broker answers for a group it never had
+            raise GroupIdNotFoundError(f"Consumer group '{group}' does not exist.")
         committed = admin.list_consumer_group_offsets(group)
         owners = _owners(described)
         partitions = sorted(set(committed) | set(owners))
@@ -138,11 +141,21 @@ def describe(group: str, members: bool, bootstrap: str) -> None:
 
 
 @groups.command()
-@click.argument("group_ids", nargs=-1, required=True, metavar="GROUP...")
+@click.argument("group_ids", nargs=-1, metavar="GROUP...")
+@click.option(
+    "--group",
+    "group_options",
+    multiple=True,
+    metavar="GROUP",
+    help="A group to delete, as kafka-consumer-groups.sh names it (repeatable).",
+)
 @bootstrap_option
 @reports_errors
-def delete(group_ids: tuple[str, ...], bootstrap: str) -> None:
+def delete(group_ids: tuple[str, ...], group_options: tuple[str, ...], bootstrap: str) -> None:
     """Delete empty groups and their committed offsets."""
+    group_ids = (*group_ids, *group_options)
+    if not group_ids:
+        raise click.UsageError("Missing argument 'GROUP...' (or --group GROUP).")
     with Admin(**client_settings(bootstrap)) as admin:
         admin.delete_consumer_groups(group_ids)
     for group in group_ids:
@@ -162,7 +175,7 @@ def _parse_datetime(ctx: click.Context, param: click.Parameter, value: str | Non
 
 
 @groups.command("reset-offsets")
-@click.argument("group")
+@name_argument("group", "--group", "GROUP")
 @click.option(
     "--topic",
     "topics",

@@ -7,6 +7,7 @@ them): a client command starts without importing the broker, and ``--version`` i
 from __future__ import annotations
 
 import importlib
+import logging
 
 import click
 
@@ -59,6 +60,17 @@ def _print_version(context: click.Context, _: click.Parameter, value: bool) -> N
     context.exit()
 
 
+def _log_to_stderr() -> None:
+    """Log lines on stderr as bare messages, as Python prints a warning when nothing is set
+    up: warnings, and the client's INFO line that a broker is back after going away (its
+    WARNING said it went away). Nothing changes where logging is set up already (a program
+    running the commands); ``serve`` sets up its own."""
+    if logging.getLogger().handlers:
+        return
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.getLogger("odradek.client.network_client").setLevel(logging.INFO)
+
+
 @click.group(
     cls=LazyGroup,
     lazy_commands=COMMANDS,
@@ -74,6 +86,7 @@ def _print_version(context: click.Context, _: click.Parameter, value: bool) -> N
 )
 def cli() -> None:
     """odradek: a Kafka-style log broker."""
+    _log_to_stderr()
 
 
 def main() -> None:

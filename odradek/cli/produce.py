@@ -12,6 +12,7 @@ from odradek.cli.client_options import (
     bootstrap_from,
     bootstrap_option,
     client_configs,
+    name_argument,
     property_option,
     reports_errors,
     topic_partitions,
@@ -79,7 +80,7 @@ def _encoded(text: str | None) -> bytes | None:
 
 
 @click.command()
-@click.argument("topic")
+@name_argument("topic", "--topic", "TOPIC")
 @click.option(
     "--partition",
     type=click.IntRange(min=0),

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 
 import click
 
-from odradek.cli.client_options import bootstrap_option, client_settings, reports_errors
+from odradek.cli.client_options import (
+    bootstrap_option,
+    client_settings,
+    name_argument,
+    reports_errors,
+)
 from odradek.client import Admin, NewTopic
+from odradek.errors import UnknownTopicOrPartitionError
 from odradek.protocol.describe_topic_partitions import PartitionDescription, TopicDescription
 
 
@@ -36,13 +43,22 @@ def _config_option(help_text: str) -> Callable[[Callable[..., None]], Callable[.
     )
 
 
+@contextlib.contextmanager
+def _existing(name: str) -> Iterator[None]:
+    """Topic ``name`` not being there is said in kafka-topics.sh's words."""
+    try:
+        yield
+    except UnknownTopicOrPartitionError:
+        raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist as expected") from None
+
+
 @click.group()
 def topics() -> None:
     """Create, list, describe, alter and delete topics."""
 
 
 @topics.command()
-@click.argument("name")
+@name_argument("name", "--topic", "TOPIC")
 @click.option(
     "--partitions",
     type=click.IntRange(min=1),
@@ -53,7 +69,7 @@ def topics() -> None:
 @bootstrap_option
 @reports_errors
 def create(name: str, partitions: int | None, configs: dict[str, str], bootstrap: str) -> None:
-    """Create topic NAME."""
+    """Create topic TOPIC."""
     topic = NewTopic(name, -1 if partitions is None else partitions, configs)
     with Admin(**client_settings(bootstrap)) as admin:
         admin.create_topics([topic])
@@ -72,18 +88,18 @@ def list_topics(bootstrap: str) -> None:
 
 
 @topics.command()
-@click.argument("name")
+@name_argument("name", "--topic", "TOPIC")
 @bootstrap_option
 @reports_errors
 def describe(name: str, bootstrap: str) -> None:
-    """Print topic NAME's partitions and configs.
+    """Print topic TOPIC's partitions and configs.
 
     One line per partition: its log start offset, high watermark, log end offset, size in
     bytes, number of segments and log directory. Then one line per config: KEY=VALUE and
     where the value comes from (DYNAMIC_TOPIC_CONFIG for an override of this topic,
     STATIC_BROKER_CONFIG for the broker's setting, DEFAULT_CONFIG for the built-in default).
     """
-    with Admin(**client_settings(bootstrap)) as admin:
+    with Admin(**client_settings(bootstrap)) as admin, _existing(name):
         (topic,) = admin.describe_topics([name])
     for line in _description_lines(topic):
         click.echo(line)
@@ -113,7 +129,7 @@ def _partition_line(partition: PartitionDescription) -> str:
 
 
 @topics.command()
-@click.argument("name")
+@name_argument("name", "--topic", "TOPIC")
 @_config_option("Set the override KEY of the topic to VALUE; repeatable.")
 @click.option(
     "--delete-config",
@@ -137,7 +153,7 @@ def alter(
     partitions: int | None,
     bootstrap: str,
 ) -> None:
-    """Change config overrides of topic NAME, or grow it to more partitions; overrides not
+    """Change config overrides of topic TOPIC, or grow it to more partitions; overrides not
     named stay as they are.
 
     Only --delete-config removes an override: --config KEY= sets KEY to the empty string,
@@ -149,7 +165,7 @@ def alter(
     both = sorted(configs.keys() & set(deleted))
     if both:
         raise click.UsageError(f"both set and deleted: {', '.join(both)}")
-    with Admin(**client_settings(bootstrap)) as admin:
+    with Admin(**client_settings(bootstrap)) as admin, _existing(name):
         if partitions is not None:
             admin.create_partitions({name: partitions})
             click.echo(f"Topic {name} now has {partitions} partitions.")
@@ -159,11 +175,11 @@ def alter(
 
 
 @topics.command()
-@click.argument("name")
+@name_argument("name", "--topic", "TOPIC")
 @bootstrap_option
 @reports_errors
 def delete(name: str, bootstrap: str) -> None:
-    """Delete topic NAME and its records."""
-    with Admin(**client_settings(bootstrap)) as admin:
+    """Delete topic TOPIC and its records."""
+    with Admin(**client_settings(bootstrap)) as admin, _existing(name):
         admin.delete_topics([name])
     click.echo(f"Deleted topic {name}.")

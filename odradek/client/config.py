@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 
 from odradek.client.client_security import ClientSecurity, client_security
 from odradek.errors import InvalidConfigError
+from odradek.int_limits import INT32_MAX
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.produce import Acks
 from odradek.record.compression import CompressionType
 
-INT32_MAX = 2**31 - 1
 MAX_IDEMPOTENT_IN_FLIGHT = 5
 """Kafka's limit: a partition remembers the last five batches of a producer."""
 _ACKS_BY_NAME = {"all": Acks.ALL, "-1": Acks.ALL, "0": Acks.NONE, "1": Acks.LEADER}
@@ -36,6 +36,7 @@ class ClientConfig:
     client_id: str = "odradek-python"
     request_timeout_ms: int = 30000
     reconnect_backoff_ms: int = 50
+    reconnect_backoff_max_ms: int = 1000
     retry_backoff_ms: int = 100
     security_protocol: str = "PLAINTEXT"
     sasl_mechanism: str | None = None
@@ -54,6 +55,7 @@ class ClientConfig:
         self.security()
         _require(self.request_timeout_ms > 0, "request_timeout_ms must be > 0")
         _require(self.reconnect_backoff_ms >= 0, "reconnect_backoff_ms must be >= 0")
+        _require(self.reconnect_backoff_max_ms >= 0, "reconnect_backoff_max_ms must be >= 0")
         _require(self.retry_backoff_ms >= 0, "retry_backoff_ms must be >= 0")
 
     def security(self) -> ClientSecurity:

@@ -24,7 +24,7 @@ from odradek.client.consumer_rebalance_listener import ConsumerRebalanceListener
 from odradek.client.consumer_record import ConsumerRecord
 from odradek.client.event_loop_thread import shared_event_loop_thread
 from odradek.client.fetcher import Fetcher
-from odradek.client.network_client import NetworkClient
+from odradek.client.network_client import NetworkClient, retry_log_level
 from odradek.client.offset_lookup import OffsetAndTimestamp, list_offsets
 from odradek.client.subscription_state import SubscriptionState
 from odradek.errors import InvalidConfigError, KafkaError, OffsetOutOfRangeError
@@ -263,7 +263,7 @@ class AsyncConsumer:
         except KafkaError as error:
             if not error.retriable:
                 raise
-            logger.warning("resetting positions failed, will retry: %s", error)
+            logger.log(retry_log_level(error), "resetting positions failed, will retry: %s", error)
             return
         for tp, entry in found.items():
             if self._subscriptions.is_assigned(tp) and self._subscriptions.position(tp) is None:

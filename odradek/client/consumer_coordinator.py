@@ -18,7 +18,7 @@ from typing import Any
 
 from odradek.client.config import ConsumerConfig
 from odradek.client.consumer_rebalance_listener import ConsumerRebalanceListener
-from odradek.client.network_client import NetworkClient
+from odradek.client.network_client import NetworkClient, retry_log_level
 from odradek.client.partition_assignor import ASSIGNORS
 from odradek.client.subscription_state import SubscriptionState
 from odradek.errors import (
@@ -128,7 +128,9 @@ class ConsumerCoordinator:
         except KafkaError as error:
             if not error.retriable:
                 raise
-            logger.warning("group %s: listing topics failed: %s", self.group_id, error)
+            logger.log(
+                retry_log_level(error), "group %s: listing topics failed: %s", self.group_id, error
+            )
             return
         matched = tuple(
             sorted(
@@ -177,7 +179,9 @@ class ConsumerCoordinator:
         try:
             await self.commit(offsets)
         except KafkaError as error:
-            logger.warning("group %s: auto-commit failed: %s", self.group_id, error)
+            logger.log(
+                retry_log_level(error), "group %s: auto-commit failed: %s", self.group_id, error
+            )
 
     # --- join --------------------------------------------------------------------------------
 
@@ -203,7 +207,12 @@ class ConsumerCoordinator:
             except KafkaError as error:
                 if not error.retriable:
                     raise
-                logger.info("group %s: joining failed, retrying: %s", self.group_id, error)
+                logger.log(
+                    min(retry_log_level(error), logging.INFO),
+                    "group %s: joining failed, retrying: %s",
+                    self.group_id,
+                    error,
+                )
                 await asyncio.sleep(self._config.retry_backoff_ms / 1000)
                 continue
             break
@@ -329,7 +338,12 @@ class ConsumerCoordinator:
             except KafkaError as error:
                 if not error.retriable:
                     raise
-                logger.info("group %s: fetching offsets failed, retrying: %s", self.group_id, error)
+                logger.log(
+                    min(retry_log_level(error), logging.INFO),
+                    "group %s: fetching offsets failed, retrying: %s",
+                    self.group_id,
+                    error,
+                )
                 await asyncio.sleep(self._config.retry_backoff_ms / 1000)
                 continue
             break
@@ -355,7 +369,9 @@ class ConsumerCoordinator:
             try:
                 response = await self._client.send(request)
             except KafkaError as error:
-                logger.warning("group %s: heartbeat failed: %s", self.group_id, error)
+                logger.log(
+                    retry_log_level(error), "group %s: heartbeat failed: %s", self.group_id, error
+                )
                 continue
             if response.error_code == 0 or request.generation_id != self.generation_id:
                 continue  # fine, or about a generation this member has already left

@@ -10,7 +10,7 @@ from collections import deque
 from odradek.client.completed_fetch import CompletedFetch
 from odradek.client.config import ConsumerConfig
 from odradek.client.consumer_record import ConsumerRecord
-from odradek.client.network_client import NetworkClient
+from odradek.client.network_client import NetworkClient, retry_log_level
 from odradek.client.subscription_state import RESET_TIMESTAMPS, SubscriptionState
 from odradek.errors import KafkaError, OffsetOutOfRangeError, error_for_code
 from odradek.protocol.fetch import FetchPartition, FetchRequest, FetchResponse
@@ -186,7 +186,7 @@ class Fetcher:
             )
             self._subscriptions.request_reset(tp, reset)
         elif error.retriable:
-            logger.warning("fetching %s failed, will retry: %s", tp, error)
+            logger.log(retry_log_level(error), "fetching %s failed, will retry: %s", tp, error)
         else:
             raise error
 
@@ -264,7 +264,7 @@ class Fetcher:
                 with self._lock:
                     self._failure = error
                 return False
-            logger.warning("fetch failed, will retry: %s", error)
+            logger.log(retry_log_level(error), "fetch failed, will retry: %s", error)
             self._back_off()
             return False
         completed = []

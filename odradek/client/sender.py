@@ -9,7 +9,7 @@ from typing import TypeVar
 
 from odradek.client.config import ProducerConfig
 from odradek.client.connection import Connection, InFlightRequest
-from odradek.client.network_client import NetworkClient
+from odradek.client.network_client import NetworkClient, retry_log_level
 from odradek.client.producer_batch import ProducerBatch
 from odradek.client.record_accumulator import SEQUENCE_MODULUS, RecordAccumulator
 from odradek.clock import SYSTEM_CLOCK
@@ -133,7 +133,7 @@ class Sender:
                 for batch in self._accumulator.abandon_incomplete():
                     self._settle(batch, error=error)
                 return
-            logger.warning("InitProducerId failed, retrying: %s", error)
+            logger.log(retry_log_level(error), "InitProducerId failed, retrying: %s", error)
             await asyncio.sleep(self._config.retry_backoff_ms / 1000)
             return
         if bump:
@@ -281,7 +281,8 @@ class Sender:
             return
         batch.attempts += 1
         batch.retry_at_ms = now + backoff_ms
-        logger.warning(
+        logger.log(
+            retry_log_level(error),
             "retrying %d record(s) for %s (attempt %d): %s",
             batch.record_count,
             batch.topic_partition,

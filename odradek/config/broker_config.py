@@ -54,6 +54,7 @@ class BrokerConfig:
     log_retention_hours: int = _default("log.retention.hours")
     log_retention_bytes: int = _default("log.retention.bytes")
     log_retention_check_interval_ms: int = _default("log.retention.check.interval.ms")
+    log_initial_task_delay_ms: int = _default("log.initial.task.delay.ms")
     log_cleanup_policy: tuple[str, ...] = _default("log.cleanup.policy")
     log_message_timestamp_type: str = _default("log.message.timestamp.type")
     log_message_timestamp_before_max_ms: int = _default("log.message.timestamp.before.max.ms")

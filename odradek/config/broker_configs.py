@@ -201,6 +201,10 @@ BROKER_CONFIG_DEF = ConfigDef(
         ConfigKey("log.retention.check.interval.ms", LONG, 300000, MEDIUM,
                   "How often the broker looks for segments to delete under retention.",
                   Validator.at_least(1)),
+        ConfigKey("log.initial.task.delay.ms", LONG, 30000, LOW,
+                  "How long after start-up the periodic log tasks (retention, flushes, "
+                  "checkpoints, producer expiration) first run; for tests, as in Kafka.",
+                  Validator.at_least(0)),
         _default_of("cleanup.policy", "log.cleanup.policy", MEDIUM),
         _default_of("message.timestamp.type", "log.message.timestamp.type", MEDIUM),
         _default_of("message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms",

@@ -24,7 +24,7 @@ TOPIC_ORIGIN = "topic config"
 
 @dataclass(frozen=True)
 class LogConfig:
-    """The settings one partition's Log runs with (topic-level names, dots as underscores).
+    """The settings one partition's UnifiedLog runs with (topic-level names, dots as underscores).
 
     Direct construction trusts its caller (code and tests); settings from outside (topic
     overrides, broker defaults) go through :meth:`from_props`, which validates them.
@@ -66,8 +66,7 @@ class LogConfig:
             "compact": "compact" in self.cleanup_policy,
             "delete": "delete" in self.cleanup_policy,
             "log_append_time": self.message_timestamp_type == "LogAppendTime",
-            "max_decompressed_bytes": self.max_message_bytes
-            * self.message_decompression_max_ratio,
+            "max_decompressed_bytes": self.max_message_bytes * self.message_decompression_max_ratio,
         }
         for name, value in derived.items():
             object.__setattr__(self, name, value)  # the dataclass is frozen

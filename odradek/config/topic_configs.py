@@ -105,8 +105,8 @@ TOPIC_CONFIG_DEF = ConfigDef(
         ConfigKey("preallocate", BOOLEAN, False, MEDIUM,
                   "Preallocate the file of a new segment to segment.bytes."),
         ConfigKey("delete.retention.ms", LONG, DAY_MS, MEDIUM,
-                  "How long a tombstone (null value) is kept after its segment was compacted, so "
-                  "consumers can see the delete.",
+                  "How long a tombstone (null value) is kept after the first cleaning that kept "
+                  "it (its batch's delete horizon), so consumers can see the delete.",
                   Validator.at_least(0)),
         ConfigKey("min.compaction.lag.ms", LONG, 0, MEDIUM,
                   "Minimum age of a record before compaction may remove it.",

@@ -6,13 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from odradek.int_limits import INT32_MAX, INT64_MAX, INT64_MIN
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.schema import (
     EMPTY_PAYLOAD,
-    INT32_MAX,
-    INT64_MAX,
-    INT64_MIN,
     ErrorCode,
     Int64,
     Message,

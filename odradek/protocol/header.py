@@ -7,12 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.errors import InvalidRequestError, KafkaError, error_code_for
+from odradek.int_limits import INT16_MAX, INT16_MIN, INT32_MAX, INT32_MIN
 from odradek.protocol.frame import FrameError
 from odradek.protocol.schema import (
-    INT16_MAX,
-    INT16_MIN,
-    INT32_MAX,
-    INT32_MIN,
     WIRE_KEY,
     ErrorCode,
     Int16,

@@ -7,9 +7,7 @@ from typing import ClassVar
 
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.schema import Int16, Int32, Int64, Message
-
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
+from odradek.record.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, ClassVar
 
+from odradek.int_limits import INT64_MAX
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.isolation import IsolationLevel
-from odradek.protocol.schema import INT64_MAX, ErrorCode, Int64, IntRange, Message, NonNegativeInt32
+from odradek.protocol.schema import ErrorCode, Int64, IntRange, Message, NonNegativeInt32
 
 EARLIEST_TIMESTAMP = -2
 """Target timestamp meaning the log start offset."""

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, ClassVar
 
+from odradek.int_limits import INT32_MAX
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.schema import (
     EMPTY_PAYLOAD,
-    INT32_MAX,
     ErrorCode,
     Int64,
     Message,

@@ -49,10 +49,7 @@ from typing import (
 )
 
 from odradek.errors import InvalidRequestError
-
-INT16_MIN, INT16_MAX = -(2**15), 2**15 - 1
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+from odradek.int_limits import INT16_MAX, INT16_MIN, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 
 WIRE_KEY = "wire_key"
 """Field metadata key that renames a field on the wire."""

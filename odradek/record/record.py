@@ -18,12 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 from odradek.errors import CorruptRecordError
+from odradek.int_limits import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 
 Buffer = bytes | bytearray | memoryview
 Headers = tuple[tuple[str, bytes | None], ...]
 
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 _NULL_LENGTH = b"\x01"  # zigzag(-1)
 _ATTRIBUTES = b"\x00"

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from odradek.int_limits import INT32_MAX
 from odradek.record.compression import CompressionType
-from odradek.record.record import INT32_MAX, Record, write_record
+from odradek.record.record import Record, write_record
 from odradek.record.record_batch import (
     CONTROL_FLAG_MASK,
+    DELETE_HORIZON_FLAG_MASK,
     HEADER_SIZE,
     HEADER_STRUCT,
     LOG_OVERHEAD,
@@ -54,6 +56,7 @@ class RecordBatchBuilder:
         "_last_offset_override",
         "_base_timestamp",
         "_max_timestamp",
+        "_delete_horizon_ms",
     )
 
     def __init__(
@@ -67,7 +70,13 @@ class RecordBatchBuilder:
         partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
         is_transactional: bool = False,
         is_control: bool = False,
+        delete_horizon_ms: int | None = None,
     ) -> None:
+        """``delete_horizon_ms``: the batch's delete horizon (the cleaner's, see
+        odradek/cleaner/batch_filter.py), its base timestamp then, with the records'
+        timestamp deltas relative to it; None for none."""
+        if delete_horizon_ms is not None and delete_horizon_ms < 0:
+            raise ValueError(f"delete horizon {delete_horizon_ms} is negative")
         self._compression = compression
         self._base_offset = base_offset
         self._timestamp_type = timestamp_type
@@ -81,7 +90,8 @@ class RecordBatchBuilder:
         self._num_records = 0
         self._last_offset: int | None = None
         self._last_offset_override: int | None = None
-        self._base_timestamp = NO_TIMESTAMP
+        self._delete_horizon_ms = delete_horizon_ms
+        self._base_timestamp = NO_TIMESTAMP if delete_horizon_ms is None else delete_horizon_ms
         self._max_timestamp = NO_TIMESTAMP
 
     @property
@@ -128,7 +138,8 @@ class RecordBatchBuilder:
         """Add a record at ``offset``: above the previous one and within int32 of base_offset."""
         last_offset = self._last_offset
         if last_offset is None:
-            self._base_timestamp = timestamp
+            if self._delete_horizon_ms is None:
+                self._base_timestamp = timestamp
         elif offset <= last_offset:
             raise ValueError(f"offset {offset} is not above the previous {last_offset}")
         offset_delta = offset - self._base_offset
@@ -164,7 +175,7 @@ class RecordBatchBuilder:
         last_offset = self._last_offset
         if last_offset is None:
             next_offset = self._base_offset
-            base_timestamp = timestamp
+            base_timestamp = timestamp if self._delete_horizon_ms is None else self._base_timestamp
         else:
             next_offset = last_offset + 1
             base_timestamp = self._base_timestamp
@@ -241,6 +252,8 @@ class RecordBatchBuilder:
             attributes |= TRANSACTIONAL_FLAG_MASK
         if self._is_control:
             attributes |= CONTROL_FLAG_MASK
+        if self._delete_horizon_ms is not None:
+            attributes |= DELETE_HORIZON_FLAG_MASK
         return attributes
 
 
@@ -256,12 +269,14 @@ def build_batch(
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     is_transactional: bool = False,
     last_offset: int | None = None,
+    delete_horizon_ms: int | None = None,
 ) -> bytes:
     """One batch from ``(timestamp, key, value, headers)`` tuples or from :class:`Record`\\ s.
 
     Tuples are numbered from ``base_offset`` (default 0). Records keep their offsets; the base
     offset defaults to the first record's; ``last_offset`` overrides the last record's as the
-    batch's last offset. Returns ``b""`` when there are no records.
+    batch's last offset; ``delete_horizon_ms`` gives the batch that delete horizon. Returns
+    ``b""`` when there are no records.
     """
     items = list(records)
     if base_offset is None:
@@ -275,6 +290,7 @@ def build_batch(
         base_sequence,
         partition_leader_epoch,
         is_transactional,
+        delete_horizon_ms=delete_horizon_ms,
     )
     for item in items:
         if isinstance(item, Record):

@@ -14,10 +14,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from odradek.int_limits import INT32_MAX, INT64_MAX, INT64_MIN
 from odradek.record.record import (
-    INT32_MAX,
-    INT64_MAX,
-    INT64_MIN,
     Buffer,
     decode_records,
     encode_record,

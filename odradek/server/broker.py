@@ -33,10 +33,10 @@ from odradek.server.admin.topic_admin import TopicAdmin
 from odradek.server.admin.topic_ids import TopicIds
 from odradek.server.apis import ApiRouter
 from odradek.server.authorization.authorizer import Authorizer
+from odradek.server.group.coordinator_log import CoordinatorLog
 from odradek.server.group.group_coordinator import GroupCoordinator
 from odradek.server.group.group_coordinator_collector import GroupCoordinatorCollector
 from odradek.server.group.group_coordinator_metrics import GroupCoordinatorMetrics
-from odradek.server.group.group_metadata_manager import GroupMetadataManager
 from odradek.server.kafka.connection import KafkaConnection
 from odradek.server.kafka.groups import KafkaGroupApis
 from odradek.server.kafka.partition_admin import KafkaPartitionAdminApis
@@ -113,7 +113,7 @@ class Broker:
             self.log_manager, self._append_executor, self._flush_executor, self._io_executor
         )
         self.producer_ids = ProducerIdManager(self.log_manager.log_dirs, self._io_executor)
-        self.group_metadata_manager = GroupMetadataManager(
+        self.group_coordinator_log = CoordinatorLog(
             config,
             self.log_manager,
             self.replica_manager,
@@ -123,7 +123,7 @@ class Broker:
         )
         self.group_metrics = GroupCoordinatorMetrics(self.metrics.registry)
         self.group_coordinator = GroupCoordinator(
-            config, self.group_metadata_manager, self.log_manager, self.group_metrics, clock
+            config, self.group_coordinator_log, self.log_manager, self.group_metrics, clock
         )
         settings = ConnectionSettings(
             config.socket_request_max_bytes,
@@ -308,7 +308,7 @@ class Broker:
             config.socket_request_max_bytes,
         )
         groups = MsgpackGroupApis(
-            self.group_coordinator, self.group_metadata_manager, broker, self.authorizer
+            self.group_coordinator, self.group_coordinator_log, broker, self.authorizer
         )
         apis = ApiRouter(
             self.replica_manager,
@@ -336,7 +336,7 @@ class Broker:
             self._io_executor,
             KafkaGroupApis(
                 self.group_coordinator,
-                self.group_metadata_manager,
+                self.group_coordinator_log,
                 config.broker_id,
                 self.endpoint_for,
                 self.authorizer,

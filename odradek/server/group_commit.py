@@ -8,8 +8,8 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from functools import partial
 
-from odradek.storage.log import Log
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
+from odradek.storage.unified_log import UnifiedLog
 
 
 class GroupCommit:
@@ -22,14 +22,14 @@ class GroupCommit:
     flush window, not one per request.
 
     The flush also makes durable the directory entries of the partition's files created since
-    the last one (``Log.flush``): the first acks=all append into a new segment is answered only
-    once the segment's name survives a power cut, for one directory fsync per roll, shared here
+    the last one (``UnifiedLog.flush``): the first acks=all append into a new segment is answered
+    only once the segment's name survives a power cut, for one directory fsync per roll, shared here
     like the segments' own.
     """
 
     def __init__(
         self,
-        log: Log,
+        log: UnifiedLog,
         executor: Executor,
         on_flushed: Callable[[LogOffsetMetadata], None],
     ) -> None:

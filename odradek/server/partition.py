@@ -1,4 +1,4 @@
-"""Partition: the leader's side of one partition (Kafka's ``Partition``) over its Log."""
+"""Partition: the leader's side of one partition (Kafka's ``Partition``) over its UnifiedLog."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from odradek.record.record_batch import (
 )
 from odradek.server.group_commit import GroupCommit
 from odradek.storage.fetch_data_info import FetchIsolation
-from odradek.storage.log import Log
 from odradek.storage.log_append_info import LogAppendInfo
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
+from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 
 OffsetsMoved = Callable[[TopicPartition], None]
@@ -57,7 +57,7 @@ def _runs_inline(records: bytes | memoryview) -> bool:
 
 
 class Partition:
-    """Appends to one Log and moves its high watermark as a single replica must (design §7, 9).
+    """Appends to one UnifiedLog and moves its high watermark as a single replica must (§7, 9).
 
     The broker is the partition's only replica, so the HW follows the log end: at once after
     an acks=0/1 append, and after an acks=all append once it is fsync'ed (HW := max(HW,
@@ -67,7 +67,7 @@ class Partition:
 
     def __init__(
         self,
-        log: Log,
+        log: UnifiedLog,
         append_executor: Executor,
         flush_executor: Executor,
         on_offsets_moved: OffsetsMoved,
@@ -86,7 +86,7 @@ class Partition:
     def append_now(self, records: bytes | memoryview, acks: Acks) -> LogAppendInfo | None:
         """Append ``records`` here and now when that is cheap and keeps the order: none is
         queued ahead and they are small (see ``_runs_inline``). None when they must queue:
-        call ``append`` then. Raises the Log's Kafka error when they are refused (nothing of
+        call ``append`` then. Raises the UnifiedLog's Kafka error when they are refused (nothing of
         them is written then)."""
         if self._last_append is not None or not _runs_inline(records):
             return None
@@ -96,7 +96,7 @@ class Partition:
 
     def append(self, records: bytes | memoryview, acks: Acks) -> asyncio.Future[LogAppendInfo]:
         """Append ``records`` after every append started before; the future fails with the
-        Log's Kafka error when they are refused (nothing of them is written then).
+        UnifiedLog's Kafka error when they are refused (nothing of them is written then).
 
         A small append with none queued ahead is done before this returns (``append_now``);
         the others queue behind the last one and run in turn, large ones (or ones that
@@ -140,7 +140,7 @@ class Partition:
             append.exception()  # read here too: a cancelled caller leaves it unread
 
     def _append_now(self, records: bytes | memoryview, acks: Acks) -> LogAppendInfo:
-        """The append, with the HW following the log end at acks 0 or 1 (the Log moves it
+        """The append, with the HW following the log end at acks 0 or 1 (the UnifiedLog moves it
         in the same step), and the waiting fetches told."""
         info = self.log.append(records, commit=acks is not Acks.ALL)
         self._on_offsets_moved(self.topic_partition)

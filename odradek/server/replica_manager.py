@@ -19,6 +19,7 @@ from odradek.errors import (
     InvalidTopicError,
     KafkaError,
     KafkaStorageError,
+    PolicyViolationError,
     RequestTimedOutError,
     error_code_for,
 )
@@ -54,9 +55,9 @@ from odradek.server.log_read_result import LogReadResult
 from odradek.server.partition import Partition
 from odradek.server.request_context import RequestContext
 from odradek.storage.fetch_data_info import FetchIsolation
-from odradek.storage.log import Log
 from odradek.storage.log_append_info import LogAppendInfo
 from odradek.storage.log_manager import LogManager
+from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition, validate_topic_name
 
 logger = logging.getLogger(__name__)
@@ -463,6 +464,11 @@ class ReplicaManager:
     ) -> DeleteRecordsPartitionResponse:
         try:
             log = self.partition(entry.topic, entry.partition).log
+            if not log.config.delete:  # Kafka's Partition.deleteRecordsOnLeader, before all else
+                raise PolicyViolationError(
+                    f"records of {log.topic_partition} cannot be deleted: its cleanup.policy "
+                    f"is {','.join(log.config.cleanup_policy)}, without delete"
+                )
             offset = log.high_watermark if entry.offset == HIGH_WATERMARK_OFFSET else entry.offset
             low_watermark = await self._in_thread(log.delete_records, offset)
         except KafkaError as error:
@@ -513,7 +519,7 @@ def _read_error(topic: str, partition: int, error: OSError) -> KafkaStorageError
     )
 
 
-def _may_wait_on_disk(log: Log, offset: int) -> bool:
+def _may_wait_on_disk(log: UnifiedLog, offset: int) -> bool:
     """Whether a read from ``offset`` may wait on the disk: it starts in an older segment (the
     data likely to be cold), or the pages its offset lookup scans are not in the page cache
     (the active segment of a log not written since the broker started, or evicted). A read
@@ -527,7 +533,7 @@ def _may_wait_on_disk(log: Log, offset: int) -> bool:
         return True
     bound = log.last_read_bound
     if bound.message_offset == offset and bound.segment_base_offset == segment.base_offset:
-        # The read starts there with one header read (Log.read): only that header counts.
+        # The read starts there with one header read (UnifiedLog.read): only that header counts.
         return not is_resident(segment.log.fd, bound.relative_position_in_segment, HEADER_SIZE)
     position = segment.offset_index.lookup(offset).position
     return not is_resident(segment.log.fd, position, segment.index_interval_bytes + HEADER_SIZE)

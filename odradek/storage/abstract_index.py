@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import ClassVar
 
 from odradek.errors import CorruptIndexError, IndexOffsetOverflowError
+from odradek.int_limits import INT32_MAX
 from odradek.storage.idle_file_cache import IDLE_FILES
 from odradek.storage.segment_append_state import AppendState
 
 logger = logging.getLogger(__name__)
 
-INT32_MAX = 2**31 - 1
 
 # Lookups search the last 8 KiB of entries first: appends and in-sync reads keep those pages in
 # the page cache, while a plain binary search would fault in cold pages at every new page.

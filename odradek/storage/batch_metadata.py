@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-INT32_MAX = 2**31 - 1
+from odradek.int_limits import INT32_MAX
 
 
 def decrease_sequence(sequence: int, decrement: int) -> int:

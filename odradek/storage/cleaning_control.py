@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Protocol
 from odradek.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
-    from odradek.storage.log import Log
+    from odradek.storage.unified_log import UnifiedLog
 
 
 class CleaningControl(Protocol):
     """Keeps the cleaner and the LogManager's own work (retention, deletion) off one log."""
 
-    def pause_cleaning_for_non_compacted_partitions(self) -> list[Log]:
+    def pause_cleaning_for_non_compacted_partitions(self) -> list[UnifiedLog]:
         """Pause cleaning of every log whose policy is not compact-only; return them."""
 
     def resume_cleaning(self, tps: Iterable[TopicPartition]) -> None:

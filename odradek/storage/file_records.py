@@ -175,10 +175,6 @@ class FileRecords:
         """Whether the file holds a descriptor now (idle files may not)."""
         return self._descriptor is not None
 
-    @property
-    def is_closed(self) -> bool:
-        return self._closed
-
     # --- descriptors -------------------------------------------------------------------------
 
     def _hold(self) -> SharedDescriptor:
@@ -448,14 +444,6 @@ class FileRecords:
                 if record.timestamp >= target_timestamp and record.offset >= starting_offset:
                     return TimestampAndOffset(record.timestamp, record.offset)
         return None
-
-    def largest_timestamp_after(self, starting_position: int) -> TimestampAndOffset:
-        """The largest batch max timestamp from ``starting_position`` on, and its last offset."""
-        largest = TimestampAndOffset(-1, -1)
-        for _, header in self.batch_headers(starting_position):
-            if header.max_timestamp > largest.timestamp:
-                largest = TimestampAndOffset(header.max_timestamp, header.last_offset)
-        return largest
 
     def truncate_to(self, target_size: int) -> int:
         """Cut the file to ``target_size`` bytes; return how many were removed."""

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from odradek.storage.log import Log
+from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 
 
@@ -27,7 +27,7 @@ class LogDirDescription:
         return cls(log_dir, online=False)
 
     @classmethod
-    def of(cls, log_dir: Path, logs: Iterable[Log]) -> LogDirDescription:
+    def of(cls, log_dir: Path, logs: Iterable[UnifiedLog]) -> LogDirDescription:
         """The directory's ``logs`` and its volume's space (``statvfs``: it touches the disk,
         so call it off the event loop). Usable bytes are those an unprivileged writer may
         take (``f_bavail``), as Java's ``getUsableSpace`` counts them."""

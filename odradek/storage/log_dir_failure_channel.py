@@ -1,6 +1,6 @@
 """LogDirFailureChannel: where storage reports a failed log directory (Kafka's class of that name).
 
-Any part of storage that gets an I/O error it cannot recover from (a Log's append or flush, a
+Any part of storage that gets an I/O error it cannot recover from (a UnifiedLog's append or flush, a
 checkpoint write) reports the log directory here. The first report takes the directory offline
 and notifies the listeners once (the LogManager then closes that directory's logs); later
 reports of the same directory are no-ops. Offline directories stay offline until restart.
@@ -34,7 +34,7 @@ class LogDirFailureChannel:
 
     def add_listener(self, listener: OfflineListener) -> None:
         """Call ``listener(log_dir)`` whenever a directory goes offline (on the reporter's
-        thread: listeners must be quick and must not take a Log's lock)."""
+        thread: listeners must be quick and must not take a UnifiedLog's lock)."""
         with self._lock:
             self._listeners.append(listener)
 

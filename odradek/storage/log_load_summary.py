@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from odradek.storage.log import Log
+from odradek.storage.unified_log import UnifiedLog
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class LogLoadSummary:
     seconds: float
 
     @classmethod
-    def of(cls, logs: Iterable[Log], seconds: float) -> LogLoadSummary:
+    def of(cls, logs: Iterable[UnifiedLog], seconds: float) -> LogLoadSummary:
         logs = list(logs)
         return cls(
             partitions=len(logs),

@@ -21,11 +21,13 @@ from pathlib import Path
 from odradek.clock import Clock
 from odradek.config.log_config import LogConfig
 from odradek.storage import log_file_names as names
+from odradek.storage.leader_epoch_file_cache import LeaderEpochFileCache
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
 from odradek.storage.log_segment import LogSegment
 from odradek.storage.log_segments import LogSegments
 from odradek.storage.offset_index import OffsetIndex
 from odradek.storage.precreated_segment import recover_precreated_segment
+from odradek.storage.producer_state_manager import ProducerStateManager
 from odradek.storage.time_index import TimeIndex
 
 logger = logging.getLogger(__name__)
@@ -33,7 +35,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class LoadedLogOffsets:
-    """What loading found: the offsets the Log starts with and what recovery did."""
+    """What loading found: the offsets the UnifiedLog starts with and what recovery did."""
 
     log_start_offset: int
     recovery_point: int
@@ -384,3 +386,52 @@ def _unwritten(segment: LogSegment) -> bool:
         and not segment.offset_index_path.exists()
         and not segment.time_index_path.exists()
     )
+
+
+def load_producer_state(
+    producer_state: ProducerStateManager,
+    segments: LogSegments,
+    offsets: LoadedLogOffsets,
+    recovery_point: int,
+    had_clean_shutdown: bool,
+    clock: Clock,
+) -> None:
+    """Rebuild the producer map after the segments are loaded (Kafka's
+    ``rebuildProducerState``): from the newest snapshot at or below the recovery point (the
+    log end after a clean shutdown), then the batches after it. After an unclean shutdown the
+    snapshots above the recovery point go first: they may describe records that did not
+    survive; snapshots below the first segment go with the segments retention removed."""
+    end = offsets.next_offset_metadata.message_offset
+    max_snapshot = end if had_clean_shutdown else min(recovery_point, end)
+    first = segments.first_segment
+    producer_state.delete_snapshots(
+        below=first.base_offset if first is not None else 0,
+        above=end if had_clean_shutdown else max_snapshot,
+    )
+    producer_state.load(
+        segments.values(), offsets.log_start_offset, end, max_snapshot, clock.milliseconds()
+    )
+
+
+def recover_leader_epochs(
+    cache: LeaderEpochFileCache, segments: LogSegments, end: int, recovery_point: int | None
+) -> None:
+    """At load: forget epochs starting at or past the log end ``end`` (a power cut took their
+    records), and after an unclean shutdown (``recovery_point`` given) assign the epochs of
+    the batches above the recovery point again: their assignment was written in the
+    background and may not have lasted (it is written before a recovery-point checkpoint
+    passes it, so below the checkpointed recovery point the file holds it). Raises OSError
+    when the checkpoint cannot be written."""
+    cache.truncate_from_end(end)
+    if recovery_point is not None:
+        start = min(recovery_point, end)
+        for segment in segments.values_between(start, end):
+            position = 0
+            if segment.base_offset < start:
+                position = segment.offset_index.lookup(start).position
+            for _, header in segment.log.batch_headers(position):
+                epoch = header.partition_leader_epoch
+                if header.last_offset >= recovery_point and epoch > cache.latest_epoch:
+                    cache.assign(epoch, header.base_offset)
+    if cache.unflushed:
+        cache.flush()

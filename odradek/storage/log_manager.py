@@ -1,4 +1,4 @@
-"""LogManager: every partition's Log on this broker (Kafka's ``LogManager``; design §2, 8, 12).
+"""LogManager: every partition's UnifiedLog on this broker (Kafka's ``LogManager``; §2, 8, 12).
 
 It owns the log directories (``log.dirs``: each locked, identified by ``meta.properties`` and
 taken offline on an I/O error while the others keep serving), the Logs (new partitions go to
@@ -43,7 +43,6 @@ from odradek.storage.atomic_file import fsync_directory, write_atomically
 from odradek.storage.cleaning_control import CleaningControl
 from odradek.storage.descriptor_budget import DescriptorBudget
 from odradek.storage.idle_file_cache import IDLE_FILES
-from odradek.storage.log import Log
 from odradek.storage.log_dir_description import LogDirDescription
 from odradek.storage.log_dir_failure_channel import (
     LogDirFailureChannel,
@@ -58,6 +57,7 @@ from odradek.storage.partition_description import PartitionDescription
 from odradek.storage.pending_partition_creation import PendingPartitionCreation
 from odradek.storage.scheduler import ScheduledTask, Scheduler
 from odradek.storage.topic_config_store import TopicConfigStore
+from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import (
     DELETE_DIR_SUFFIX,
     TopicPartition,
@@ -73,12 +73,11 @@ RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT_FILE = "replication-offset-checkpoint"
 # The offsets each log checkpoint file records, taken from the live Logs.
-LOG_CHECKPOINTS: dict[str, Callable[[Log], int]] = {
+LOG_CHECKPOINTS: dict[str, Callable[[UnifiedLog], int]] = {
     RECOVERY_POINT_CHECKPOINT_FILE: methodcaller("recovery_point_to_checkpoint"),
     LOG_START_OFFSET_CHECKPOINT_FILE: attrgetter("log_start_offset"),
     HIGH_WATERMARK_CHECKPOINT_FILE: attrgetter("high_watermark"),
 }
-INITIAL_TASK_DELAY_MS = 30_000  # Kafka's LogManager.InitialTaskDelayMs
 CREATION_ABORT_TIMEOUT_S = 10.0  # how long shutdown waits for abandoned creations to roll back
 BACKGROUND_THREADS = 4
 MAX_FILE_NAME_LENGTH = 255
@@ -94,12 +93,18 @@ class LogManager:
         config: BrokerConfig,
         *,
         clock: Clock = SYSTEM_CLOCK,
-        initial_task_delay_ms: int = INITIAL_TASK_DELAY_MS,
+        initial_task_delay_ms: int | None = None,
     ) -> None:
+        """``initial_task_delay_ms``: when the periodic tasks first run, if not
+        ``log.initial.task.delay.ms``."""
         self._config = config
         self._default_log_config = config.log_config()
         self._clock = clock
-        self._initial_task_delay_ms = initial_task_delay_ms
+        self._initial_task_delay_ms = (
+            config.log_initial_task_delay_ms
+            if initial_task_delay_ms is None
+            else initial_task_delay_ms
+        )
         self.log_dirs = _distinct_log_dirs(config.log_dir_paths)
         self.failure_channel = LogDirFailureChannel()
         self.failure_channel.add_listener(self._on_log_dir_offline)
@@ -110,12 +115,12 @@ class LogManager:
             for log_dir in self.log_dirs
             for name in LOG_CHECKPOINTS
         }
-        self._logs: dict[TopicPartition, Log] = {}
+        self._logs: dict[TopicPartition, UnifiedLog] = {}
         # The logs get_log returns, read on every request: ``_logs`` less those of a failed
         # directory, dropped the moment it fails (before its logs close). Written under the
         # lock, except that a failing directory's logs leave it without it (see
         # _on_log_dir_offline); get_log checks the long way whatever it misses.
-        self._serving: dict[TopicPartition, Log] = {}
+        self._serving: dict[TopicPartition, UnifiedLog] = {}
         self._serving_change_numbers = count(1)
         self.serving_changes = 0
         """A number that changes (to one never used before) after each change of the logs
@@ -223,7 +228,7 @@ class LogManager:
 
     def _submit_log_dir(
         self, log_dir: Path, pool: ThreadPoolExecutor
-    ) -> dict[TopicPartition, Future[Log]]:
+    ) -> dict[TopicPartition, Future[UnifiedLog]]:
         """Start loading every partition directory of ``log_dir`` with its checkpoints."""
         clean = (log_dir / CLEAN_SHUTDOWN_FILE_NAME).exists()
         recovery_points, log_start_offsets, high_watermarks = (
@@ -235,8 +240,8 @@ class LogManager:
             state = "clean" if clean else "unclean"
             logger.info("loading logs from %s (%s shutdown)", log_dir, state)
 
-        def open_log(directory: Path, tp: TopicPartition) -> Log:
-            return Log.open(
+        def open_log(directory: Path, tp: TopicPartition) -> UnifiedLog:
+            return UnifiedLog.open(
                 directory,
                 self.topic_config(tp.topic),
                 self.scheduler,
@@ -276,8 +281,8 @@ class LogManager:
             return None
 
     def _finish_log_dir(
-        self, log_dir: Path, jobs: Mapping[TopicPartition, Future[Log]]
-    ) -> list[Log]:
+        self, log_dir: Path, jobs: Mapping[TopicPartition, Future[UnifiedLog]]
+    ) -> list[UnifiedLog]:
         """Collect the loaded logs of ``log_dir``; on an I/O error its partitions go offline."""
         logs = []
         for tp, job in jobs.items():
@@ -301,7 +306,7 @@ class LogManager:
         )
         return logs
 
-    def _register_locked(self, log: Log) -> None:
+    def _register_locked(self, log: UnifiedLog) -> None:
         """Make ``log`` one of this broker's; call with the lock held."""
         tp = log.topic_partition
         existing = self._logs.get(tp)
@@ -316,7 +321,7 @@ class LogManager:
         self._index_locked(tp)
         self._serve_locked(log)
 
-    def _serve_locked(self, log: Log) -> None:
+    def _serve_locked(self, log: UnifiedLog) -> None:
         """Let get_log return ``log`` from ``_serving``; call with the lock held. Added, then
         checked: a directory failing meanwhile either sees it there (and drops it) or is
         seen offline here."""
@@ -327,7 +332,7 @@ class LogManager:
             self._serving.pop(tp, None)
             self._serving_changed()
 
-    def _unregister_locked(self, log: Log) -> None:
+    def _unregister_locked(self, log: UnifiedLog) -> None:
         """Forget ``log`` (deleted); call with the lock held."""
         tp = log.topic_partition
         del self._logs[tp]
@@ -405,7 +410,7 @@ class LogManager:
         """Flush every log whose last flush is at least its ``flush.ms`` ago (the flush task)."""
         now_ms = self._clock.milliseconds()
 
-        def flush_if_due(log: Log) -> None:
+        def flush_if_due(log: UnifiedLog) -> None:
             if now_ms - log.last_flush_time >= log.config.flush_ms:
                 log.flush()
 
@@ -445,7 +450,10 @@ class LogManager:
             self._take_offline(log_dir, f"cannot write {file_name}: {error}", error)
 
     def _for_each_log(
-        self, action: str, function: Callable[[Log], T], logs: Iterable[Log] | None = None
+        self,
+        action: str,
+        function: Callable[[UnifiedLog], T],
+        logs: Iterable[UnifiedLog] | None = None,
     ) -> list[T]:
         """``function`` applied to every online log (or to ``logs``); a failure is logged with
         its partition and does not stop the others."""
@@ -459,7 +467,7 @@ class LogManager:
 
     # --- partitions --------------------------------------------------------------------------
 
-    def get_log(self, tp: TopicPartition) -> Log:
+    def get_log(self, tp: TopicPartition) -> UnifiedLog:
         """The log of ``tp``. Raises UnknownTopicOrPartitionError when this broker has no such
         partition and KafkaStorageError when its log directory is offline.
 
@@ -474,7 +482,7 @@ class LogManager:
         A fresh number each time, so that no race of two changes leaves one unseen."""
         self.serving_changes = next(self._serving_change_numbers)
 
-    def _get_log_not_serving(self, tp: TopicPartition) -> Log:
+    def _get_log_not_serving(self, tp: TopicPartition) -> UnifiedLog:
         """get_log for a partition not in ``_serving``: absent, offline, or dropped by a
         directory failure racing a registration (then it is served again)."""
         log = self._logs.get(tp)
@@ -491,7 +499,7 @@ class LogManager:
                 self._serve_locked(log)
         return log
 
-    def all_logs(self) -> list[Log]:
+    def all_logs(self) -> list[UnifiedLog]:
         """Every log in an online directory."""
         with self._lock:
             logs = list(self._logs.values())
@@ -519,9 +527,9 @@ class LogManager:
     def _online_dirs(self) -> list[Path]:
         return [d for d in self.log_dirs if not self.failure_channel.is_offline(d)]
 
-    def _logs_by_dir(self, log_dirs: Iterable[Path]) -> dict[Path, list[Log]]:
+    def _logs_by_dir(self, log_dirs: Iterable[Path]) -> dict[Path, list[UnifiedLog]]:
         """The logs in each of ``log_dirs`` (every one of them a key, maybe with no logs)."""
-        by_dir: dict[Path, list[Log]] = {log_dir: [] for log_dir in log_dirs}
+        by_dir: dict[Path, list[UnifiedLog]] = {log_dir: [] for log_dir in log_dirs}
         with self._lock:
             for log in self._logs.values():
                 if log.log_dir in by_dir:
@@ -554,7 +562,7 @@ class LogManager:
         creation: PendingPartitionCreation,
         config: LogConfig,
         aborted: Callable[[], bool] = lambda: False,
-    ) -> list[Log]:
+    ) -> list[UnifiedLog]:
         """Create the empty logs of ``creation``'s partitions, all or nothing, even across a
         crash (see :mod:`odradek.storage.pending_partition_creation`); the logs become visible
         together once all exist. Each goes to the online directory with the fewest partitions.
@@ -576,13 +584,13 @@ class LogManager:
 
     def _create_logs(
         self, creation: PendingPartitionCreation, config: LogConfig, aborted: Callable[[], bool]
-    ) -> list[Log]:
+    ) -> list[UnifiedLog]:
         topic = creation.topic
         marked = list(self._for_each_online_dir("record a pending creation in", creation.write))
         if not marked:
             raise KafkaStorageError(f"cannot create {topic}: no online log directory")
         made: list[Path] = []
-        logs: list[Log] = []
+        logs: list[UnifiedLog] = []
         try:
             for tp, log_dir in self._placement(creation.partitions).items():
                 if aborted() or self._shutting_down:
@@ -629,13 +637,13 @@ class LogManager:
 
     def _create_log(
         self, tp: TopicPartition, log_dir: Path, config: LogConfig, made: list[Path]
-    ) -> Log:
+    ) -> UnifiedLog:
         """The new log of ``tp`` in ``log_dir``; its directory is added to ``made`` once made."""
         directory = log_dir / tp.dir_name
         try:
             directory.mkdir()
             made.append(directory)
-            return Log.create(
+            return UnifiedLog.create(
                 directory,
                 config,
                 self.scheduler,
@@ -654,7 +662,7 @@ class LogManager:
             ) from error
 
     def _roll_back(
-        self, creation: PendingPartitionCreation, logs: list[Log], made: list[Path]
+        self, creation: PendingPartitionCreation, logs: list[UnifiedLog], made: list[Path]
     ) -> bool:
         """Undo an unfinished creation: close its logs, remove its directories; False (the
         marker stays for the next start-up to finish the job) when a removal fails."""
@@ -754,7 +762,7 @@ class LogManager:
             for file_name in LOG_CHECKPOINTS:
                 self._write_checkpoints(file_name, [log_dir])
 
-    def _rename_for_deletion(self, log: Log) -> None:
+    def _rename_for_deletion(self, log: UnifiedLog) -> None:
         deleted_dir = log.dir.with_name(_delete_dir_name(log.topic_partition))
         try:
             os.rename(log.dir, deleted_dir)
@@ -770,7 +778,9 @@ class LogManager:
         logger.debug("[%s] renamed to %s for deletion", log.topic_partition, deleted_dir.name)
         self._schedule_log_dir_removal(deleted_dir, log, log.config.file_delete_delay_ms)
 
-    def _schedule_log_dir_removal(self, directory: Path, log: Log | None, delay_ms: int) -> None:
+    def _schedule_log_dir_removal(
+        self, directory: Path, log: UnifiedLog | None, delay_ms: int
+    ) -> None:
         tp = TopicPartition.from_dir_name(directory.name)
 
         def remove() -> None:
@@ -786,7 +796,7 @@ class LogManager:
 
     # --- failures ----------------------------------------------------------------------------
 
-    def _on_log_io_error(self, log: Log, error: OSError) -> None:
+    def _on_log_io_error(self, log: UnifiedLog, error: OSError) -> None:
         message = f"I/O error in partition {log.topic_partition}: {error}"
         self._take_offline(log.log_dir, message, error)
 
@@ -803,7 +813,7 @@ class LogManager:
 
     def _on_log_dir_offline(self, log_dir: Path) -> None:
         """Stop serving the failed directory's logs at once, and close them on a scheduler
-        thread: the reporter may hold a Log's lock (or this manager's), and closing other
+        thread: the reporter may hold a UnifiedLog's lock (or this manager's), and closing other
         logs from there could deadlock."""
         for log in list(self._logs.values()):
             if log.log_dir == log_dir and self._serving.get(log.topic_partition) is log:
@@ -880,7 +890,7 @@ class LogManager:
         self._release_locks()
         logger.info("log manager shut down")
 
-    def _shut_down_log_dir(self, log_dir: Path, logs: list[Log], clean: bool) -> None:
+    def _shut_down_log_dir(self, log_dir: Path, logs: list[UnifiedLog], clean: bool) -> None:
         flushed = [self._flush_for_shutdown(log) for log in logs]
         if self.failure_channel.is_offline(log_dir):
             for log in logs:
@@ -897,7 +907,7 @@ class LogManager:
                 [log_dir],
             )
 
-    def _flush_for_shutdown(self, log: Log) -> bool:
+    def _flush_for_shutdown(self, log: UnifiedLog) -> bool:
         if self.failure_channel.is_offline(log.log_dir):
             return False
         try:
@@ -950,7 +960,7 @@ def _remove_partitions(log_dir: Path, creation: PendingPartitionCreation) -> Non
     fsync_directory(log_dir)
 
 
-def _close_quietly(log: Log, close: Callable[[], None]) -> None:
+def _close_quietly(log: UnifiedLog, close: Callable[[], None]) -> None:
     try:
         close()
     except OSError as error:

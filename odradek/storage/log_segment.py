@@ -11,6 +11,7 @@ from pathlib import Path
 from odradek.clock import Clock
 from odradek.config.log_config import LogConfig
 from odradek.errors import CorruptIndexError, LogSegmentOffsetOverflowError
+from odradek.int_limits import INT32_MAX
 from odradek.record.batch_header import BatchHeader
 from odradek.record.record_batch import LOG_OVERHEAD, MAGIC
 from odradek.storage import log_file_names as names
@@ -29,8 +30,6 @@ from odradek.storage.time_index import TimeIndex
 from odradek.storage.writeback import MAX_WRITE_BYTES
 
 logger = logging.getLogger(__name__)
-
-INT32_MAX = 2**31 - 1
 
 
 class LogSegment:
@@ -73,7 +72,7 @@ class LogSegment:
         self.append_state: AppendState | None = None
         """While the segment takes appends: the state that owns what they change (see
         ``lend_append_state``), lent on the first append and taken back before anything else
-        changes the files. Read, never set, outside the segment: the Log's append calls it."""
+        changes the files. Read, never set, outside the segment: UnifiedLog.append calls it."""
         self._closed = False
         self._close_lock = threading.Lock()  # a background flush never meets a half-closed file
 
@@ -298,11 +297,12 @@ class LogSegment:
         records: bytes | bytearray,
         now_ms: int,
     ) -> bool:
-        """``append`` unless the segment must roll first: whether it did (the Log's append).
+        """``append`` unless the segment must roll first: whether it did (the UnifiedLog's append).
 
         The roll check is design §4 step 4, before an append of ``records`` up to offset
         ``largest_offset`` and timestamp ``largest_timestamp`` at ``now_ms``: size
-        (segment.bytes), age (segment.ms, with jitter: ``time_waited_for_roll``), a full index,
+        (segment.bytes), age (segment.ms less the jitter; record time from the first batch's
+        max timestamp on, as Kafka's ``LogSegment.timeWaitedForRoll``), a full index,
         or a relative offset overflow. Kafka passes these in a RollParams; they come as
         arguments here, and check and write are one call, because this runs on every append.
         """
@@ -315,26 +315,6 @@ class LogSegment:
             config.segment_bytes,
             config.segment_ms,
         )
-
-    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
-        """How much time the segment's records span once a batch of ``message_timestamp``
-        joins them: from its first batch's max timestamp to that one, as Kafka's
-        ``LogSegment.timeWaitedForRoll``; from the segment's creation to ``now_ms`` when its
-        first batch has no timestamp.
-
-        Record time, not the clock, from the first batch on: a producer replaying records of
-        last month (a backfill, a mirror) would otherwise roll a segment on every append.
-        """
-        rolling_based_timestamp = self.rolling_based_timestamp
-        if rolling_based_timestamp is None and self.size > 0:
-            first = next(self.log.batch_headers(0), None)
-            if first is not None:
-                rolling_based_timestamp = first[1].max_timestamp
-                if self.append_state is None:
-                    self._rolling_based_timestamp = rolling_based_timestamp
-        if rolling_based_timestamp is not None and rolling_based_timestamp >= 0:
-            return message_timestamp - rolling_based_timestamp
-        return now_ms - self._created_ms
 
     def on_become_inactive_segment(self) -> None:
         """The segment stopped taking writes: add the final time index entry, trim the files,
@@ -530,9 +510,6 @@ class LogSegment:
         self.log.rename_to(_with_suffix(self.log.path, old_suffix, new_suffix))
         self._offset_index.rename_to(_with_suffix(self._offset_index.path, old_suffix, new_suffix))
         self._time_index.rename_to(_with_suffix(self._time_index.path, old_suffix, new_suffix))
-
-    def has_suffix(self, suffix: str) -> bool:
-        return self.log.path.name.endswith(suffix)
 
     def rename_for_deletion(self) -> None:
         """Rename the files ``.deleted`` until their delayed delete (design §10). Reads in flight

@@ -9,7 +9,7 @@ from odradek.storage.log_segment import LogSegment
 
 
 class LogSegments:
-    """The segment map of one Log (Kafka's ``LogSegments``).
+    """The segment map of one UnifiedLog (Kafka's ``LogSegments``).
 
     Writers replace an immutable snapshot (a sorted tuple of base offsets and a dict); readers
     take the current snapshot without a lock and never see a half-made change.
@@ -19,7 +19,7 @@ class LogSegments:
         self._snapshot: tuple[tuple[int, ...], dict[int, LogSegment]] = ((), {})
         self.last: LogSegment | None = None
         """The segment with the largest base offset (the active one), None when there is
-        none: an attribute, not a property, because every append reads it (under the Log's
+        none: an attribute, not a property, because every append reads it (under the UnifiedLog's
         lock, which every change here is made under as well)."""
 
     @property
@@ -106,10 +106,6 @@ class LogSegments:
         bases, by_base = self._snapshot
         index = bisect_right(bases, offset)
         return by_base[bases[index]] if index < len(bases) else None
-
-    def higher_segments(self, offset: int) -> list[LogSegment]:
-        bases, by_base = self._snapshot
-        return [by_base[base] for base in bases[bisect_right(bases, offset) :]]
 
     def non_active(self) -> list[LogSegment]:
         return self.values()[:-1]

@@ -9,8 +9,8 @@ Used for ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
     orders 1 1432
 
 Writes are atomic (see :mod:`odradek.storage.atomic_file`). A missing or malformed file reads as
-empty and is logged: the offsets it held only save work (recovery then starts from 0), so losing
-them must never stop the broker.
+empty (a malformed or unreadable one with a warning): the offsets it held only save work
+(recovery then starts from 0), so losing them must never stop the broker.
 """
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ class OffsetCheckpointFile:
         try:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            logger.info("no checkpoint file %s; starting from empty offsets", self.path)
+            # A new directory has none yet (LogManager says it is new): not worth a line.
+            logger.debug("no checkpoint file %s; starting from empty offsets", self.path)
             return {}
         except (OSError, UnicodeDecodeError) as error:
             logger.warning("cannot read checkpoint file %s (%s); ignoring it", self.path, error)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from odradek.storage.log import Log
+from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 
 
@@ -22,7 +22,7 @@ class PartitionDescription:
     number_of_segments: int
 
     @classmethod
-    def of(cls, log: Log) -> PartitionDescription:
+    def of(cls, log: UnifiedLog) -> PartitionDescription:
         return cls(
             topic_partition=log.topic_partition,
             log_dir=log.dir.parent,

@@ -23,9 +23,10 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from odradek.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
-from odradek.record.record_batch import LOG_OVERHEAD
-from odradek.storage.batch_metadata import INT32_MAX, BatchMetadata, increase_sequence
-from odradek.storage.producer_state_entry import NO_PRODUCER_EPOCH, ProducerStateEntry
+from odradek.int_limits import INT32_MAX
+from odradek.record.record_batch import LOG_OVERHEAD, NO_PRODUCER_EPOCH
+from odradek.storage.batch_metadata import BatchMetadata, increase_sequence
+from odradek.storage.producer_state_entry import ProducerStateEntry
 from odradek.storage.producer_table import BATCH_PRODUCER_FIELDS, ProducerTableType
 
 

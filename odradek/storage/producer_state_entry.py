@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from collections import deque
 
+from odradek.record.record_batch import NO_PRODUCER_EPOCH
 from odradek.storage.batch_metadata import BatchMetadata
 
 NUM_BATCHES_TO_RETAIN = 5
 """Kafka's ``ProducerStateEntry.NUM_BATCHES_TO_RETAIN``: as many as a producer may have in
 flight (max.in.flight.requests.per.connection <= 5 with idempotence), so any retry of a batch
 not yet acknowledged is recognised."""
-
-NO_PRODUCER_EPOCH = -1
 
 
 class ProducerStateEntry:
@@ -48,10 +47,6 @@ class ProducerStateEntry:
     @property
     def last_seq(self) -> int:
         return self.batches[-1][0] if self.batches else -1
-
-    @property
-    def last_data_offset(self) -> int:
-        return self.batches[-1][1] if self.batches else -1
 
     @property
     def last_offset_delta(self) -> int:

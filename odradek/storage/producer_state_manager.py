@@ -11,7 +11,7 @@ unclean shutdown, at or below the recovery point: what lies above it may be gone
 the batches after it; a corrupt snapshot is logged, deleted, and the next older one (or the log
 from its start) used instead. Idle producers expire after ``producer.id.expiration.ms``.
 
-Not thread-safe: the owning Log calls it under its lock.
+Not thread-safe: the owning UnifiedLog calls it under its lock.
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ import struct
 from collections import deque
 from typing import Protocol
 
+from odradek.int_limits import INT32_MAX
 from odradek.record.record_batch import HEADER_SIZE, LOG_OVERHEAD
-from odradek.storage.batch_metadata import INT32_MAX
 from odradek.storage.producer_state_entry import NUM_BATCHES_TO_RETAIN
 
 # baseOffset, batchLength, (skip ple, magic, crc, attributes), lastOffsetDelta,

@@ -57,10 +57,6 @@ class Scheduler:
             thread.start()
             self._threads.append(thread)
 
-    @property
-    def is_started(self) -> bool:
-        return self._running
-
     def schedule(
         self,
         name: str,

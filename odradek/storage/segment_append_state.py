@@ -12,7 +12,7 @@ back the views it holds on the index maps, so that they can be resized or closed
 ``_segment_append_state.c`` is the same type in C (docs/native.md); this one is its twin,
 used where the C one is not built, and the oracle it is tested against
 (tests/test_segment_append_state.py). Both raise ``ValueError`` for an index entry out of
-order or past a full index: the Log's validation and roll check make those impossible, so
+order or past a full index: the UnifiedLog's validation and roll check make those impossible, so
 they name a broken invariant, not bad input.
 """
 
@@ -27,15 +27,14 @@ from typing import Protocol
 
 from odradek.config.log_config import LogConfig
 from odradek.errors import KafkaError
+from odradek.int_limits import INT32_MAX
+from odradek.record.record_batch import HEADER_SIZE, LOG_OVERHEAD
 from odradek.storage import writeback
 from odradek.storage.log_validator import AppendRules, validate_and_assign_offsets
 from odradek.storage.producer_table import ProducerTableType
 
 logger = logging.getLogger(__name__)
 
-INT32_MAX = 2**31 - 1
-_LOG_OVERHEAD = 12
-_HEADER_SIZE = 61
 # baseOffset, batchLength, lastOffsetDelta and maxTimestamp, in one unpack.
 _INDEXED_FIELDS = struct.Struct(">qi11xi8xq")
 _BATCH_LENGTH = struct.Struct(">i")
@@ -267,8 +266,8 @@ class PythonSegmentAppendState:
         data = bytes(records)
         total = len(data)
         if (
-            total < _HEADER_SIZE
-            or _BATCH_LENGTH.unpack_from(data, _BATCH_LENGTH_AT)[0] + _LOG_OVERHEAD != total
+            total < HEADER_SIZE
+            or _BATCH_LENGTH.unpack_from(data, _BATCH_LENGTH_AT)[0] + LOG_OVERHEAD != total
             or (data[_PRODUCER_ID_AT] < 0x80 and producers is None)  # a producer id >= 0
             or data[_ATTRIBUTES_LOW_BYTE_AT] & _CODEC_MASK
         ):
@@ -533,11 +532,11 @@ def _frame(
     total = len(records)
     unpack_from = _INDEXED_FIELDS.unpack_from
     while position < total:
-        if position + _HEADER_SIZE > total:
+        if position + HEADER_SIZE > total:
             raise ValueError(f"records do not frame: a partial batch header at {position}")
         base_offset, batch_length, last_offset_delta, max_timestamp = unpack_from(records, position)
-        size = batch_length + _LOG_OVERHEAD
-        if size < _HEADER_SIZE or size > total - position:
+        size = batch_length + LOG_OVERHEAD
+        if size < HEADER_SIZE or size > total - position:
             raise ValueError(f"records do not frame: batch length {batch_length} at {position}")
         batches.append((position, size, base_offset, last_offset_delta, max_timestamp))
         position += size

@@ -8,10 +8,10 @@ import struct
 from dataclasses import dataclass
 
 from odradek.errors import InvalidOffsetError
-from odradek.storage.abstract_index import INT32_MAX, AbstractIndex
+from odradek.int_limits import INT32_MAX
+from odradek.record.record_batch import NO_TIMESTAMP
+from odradek.storage.abstract_index import AbstractIndex
 from odradek.storage.segment_append_state import AppendState
-
-NO_TIMESTAMP = -1
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """GroupAuthorization: the Authorizer's questions the group APIs of both protocols ask
-(Kafka's ``ApiRouter`` rules for groups), so each protocol's handlers ask them alike.
+(Kafka's ``KafkaApis`` rules for groups), so each protocol's handlers ask them alike.
 
 A group API needs an operation on its group (Read to take part, Describe to look, Delete to
 delete) and some need one on each topic they name; a topic's refusal is asked (and

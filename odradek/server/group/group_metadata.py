@@ -1,15 +1,24 @@
-"""GroupMetadata: one classic group's members, generation, chosen protocol and offsets."""
+"""GroupMetadata: one classic group's members, generation, chosen protocol and offsets
+(Kafka's ``ClassicGroup``)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Sequence
 
-from odradek.errors import CorruptRecordError
+from odradek.errors import (
+    CoordinatorNotAvailableError,
+    CorruptRecordError,
+    FencedInstanceIdError,
+    IllegalGenerationError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+)
 from odradek.protocol.consumer_protocol import parse_subscription
+from odradek.server.group.coordinator_records import GroupMetadataValue
+from odradek.server.group.coordinator_results import UNKNOWN_MEMBER_ID, JoinGroupMember
 from odradek.server.group.group_state import GroupState
-from odradek.server.group.member_metadata import MemberMetadata
+from odradek.server.group.member_metadata import MemberMetadata, Protocols
 from odradek.server.group.offset_and_metadata import OffsetAndMetadata
 from odradek.topic_partition import TopicPartition
 
@@ -46,6 +55,41 @@ class GroupMetadata:
         self.in_initial_delay = False
         self.new_member_added = False
 
+    @classmethod
+    def from_record(
+        cls,
+        group_id: str,
+        value: GroupMetadataValue,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        now_ms: int,
+    ) -> GroupMetadata:
+        """The group a GroupMetadata record read back at start-up describes, with the
+        ``offsets`` loaded so far: Stable with its members, or Empty."""
+        group = cls(group_id, now_ms)
+        group.offsets = offsets
+        group.generation_id = value.generation
+        group.protocol_type = value.protocol_type or None
+        group.protocol_name = value.protocol
+        if value.current_state_timestamp >= 0:
+            group.current_state_timestamp = value.current_state_timestamp
+        for member in value.members:
+            group.add(
+                MemberMetadata(
+                    member.member_id,
+                    member.group_instance_id,
+                    member.client_id,
+                    member.client_host,
+                    member.rebalance_timeout,
+                    member.session_timeout,
+                    value.protocol_type,
+                    [(value.protocol or "", member.subscription)],
+                    member.assignment,
+                )
+            )
+        group.leader_id = value.leader if value.leader in group.members else group.leader_id
+        group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+        return group
+
     def __repr__(self) -> str:
         return (
             f"GroupMetadata({self.group_id!r}, {self.state.value}, "
@@ -65,8 +109,56 @@ class GroupMetadata:
 
     # --- members -----------------------------------------------------------------------------
 
-    def has_member(self, member_id: str) -> bool:
-        return member_id in self.members
+    def validate_member(self, member_id: str, group_instance_id: str | None) -> MemberMetadata:
+        """The member ``member_id``; FENCED_INSTANCE_ID when another member now holds its
+        instance id, UNKNOWN_MEMBER_ID when there is no such member."""
+        if group_instance_id is not None:
+            holder = self.static_member_id(group_instance_id)
+            if holder is not None and holder != member_id:
+                raise FencedInstanceIdError(
+                    f"instance {group_instance_id} of group {self.group_id} is now member "
+                    f"{holder}, not {member_id}"
+                )
+        member = self.members.get(member_id)
+        if member is None:
+            raise UnknownMemberIdError(f"group {self.group_id} has no member {member_id!r}")
+        if group_instance_id is not None and member.group_instance_id != group_instance_id:
+            raise FencedInstanceIdError(
+                f"member {member_id} of group {self.group_id} is not instance {group_instance_id}"
+            )
+        return member
+
+    def validate_offset_commit(
+        self, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> MemberMetadata | None:
+        """Whether a commit may be made now (Kafka's classic ``validateOffsetCommit``): the
+        committing member, or None for a commit from outside group management (generation
+        -1, no member id), accepted while the group is Empty."""
+        if self.is_in(GroupState.DEAD):
+            raise CoordinatorNotAvailableError(f"group {self.group_id} is being deleted")
+        if generation_id < 0 and self.is_in(GroupState.EMPTY):
+            return None
+        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id:
+            if self.is_in(GroupState.COMPLETING_REBALANCE):
+                raise RebalanceInProgressError(f"group {self.group_id} is rebalancing")
+            member = self.validate_member(member_id, group_instance_id)
+            if generation_id != self.generation_id:
+                raise IllegalGenerationError(
+                    f"generation {generation_id} of group {self.group_id} is over; it is in "
+                    f"generation {self.generation_id}"
+                )
+            return member
+        raise UnknownMemberIdError(
+            f"group {self.group_id} has members: a commit without membership is refused"
+        )
+
+    def member_list(self) -> tuple[JoinGroupMember, ...]:
+        """The members and their metadata for the chosen protocol (the leader's JoinGroup)."""
+        protocol = self.protocol_name or ""
+        return tuple(
+            JoinGroupMember(m.member_id, m.group_instance_id, m.metadata(protocol))
+            for m in self.members.values()
+        )
 
     def add(self, member: MemberMetadata) -> None:
         if not self.members:
@@ -142,9 +234,7 @@ class GroupMetadata:
             candidates &= set(member.protocol_names())
         return candidates
 
-    def supports_protocols(
-        self, protocol_type: str, protocols: Sequence[tuple[str, bytes]]
-    ) -> bool:
+    def supports_protocols(self, protocol_type: str, protocols: Protocols) -> bool:
         """Whether a member declaring these may join (Kafka's ``supportsProtocols``)."""
         names = {name for name, _ in protocols}
         if not self.members:

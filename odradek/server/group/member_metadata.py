@@ -7,6 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+Protocols = Sequence[tuple[str, bytes]]
+"""A member's (protocol name, metadata) pairs, in its order of preference."""
+
 
 @dataclass
 class MemberMetadata:
@@ -23,12 +26,11 @@ class MemberMetadata:
     rebalance_timeout_ms: int
     session_timeout_ms: int
     protocol_type: str
-    protocols: Sequence[tuple[str, bytes]]
+    protocols: Protocols
     assignment: bytes = b""
     join_future: asyncio.Future[Any] | None = None
     sync_future: asyncio.Future[Any] | None = None
     heartbeat_timer: asyncio.TimerHandle | None = field(default=None, repr=False)
-    is_new: bool = False
 
     @property
     def is_static(self) -> bool:
@@ -52,6 +54,6 @@ class MemberMetadata:
                 return metadata
         raise KeyError(f"member {self.member_id} does not support protocol {protocol}")
 
-    def matches(self, protocols: Sequence[tuple[str, bytes]]) -> bool:
+    def matches(self, protocols: Protocols) -> bool:
         """Whether ``protocols`` are exactly what this member already declared."""
         return [(n, bytes(m)) for n, m in protocols] == [(n, bytes(m)) for n, m in self.protocols]

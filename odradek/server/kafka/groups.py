@@ -2,7 +2,7 @@
 JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
 DescribeGroups, DeleteGroups, OffsetDelete), answered by the GroupCoordinator.
 
-Each is authorized as Kafka's ApiRouter does before the coordinator sees it: FindCoordinator
+Each is authorized as Kafka's KafkaApis does before the coordinator sees it: FindCoordinator
 (group keys) and DescribeGroups and OffsetFetch need Describe on the group; JoinGroup,
 SyncGroup, Heartbeat, LeaveGroup and OffsetCommit need Read on it (OffsetCommit also Read on
 each topic, OffsetFetch Describe on each); DeleteGroups and OffsetDelete need Delete on it
@@ -25,6 +25,7 @@ from odradek.protocol.kafka import api_versions as apis
 from odradek.security.acl import AUTHORIZED_OPERATIONS_OMITTED, AclOperation, ResourceType
 from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.authorization.group_authorization import GroupAuthorization
+from odradek.server.group.coordinator_log import CoordinatorLog
 from odradek.server.group.coordinator_results import (
     ErrorInfo,
     MemberIdentity,
@@ -32,7 +33,6 @@ from odradek.server.group.coordinator_results import (
     PartitionResult,
 )
 from odradek.server.group.group_coordinator import GroupCoordinator
-from odradek.server.group.group_metadata_manager import GroupMetadataManager
 from odradek.server.kafka.request import KafkaHandler, KafkaRequest
 from odradek.server.msgpack.groups import TRANSACTIONS_NOT_SERVED, client_host
 from odradek.server.request_context import RequestContext
@@ -52,7 +52,7 @@ class KafkaGroupApis:
     def __init__(
         self,
         coordinator: GroupCoordinator,
-        manager: GroupMetadataManager,
+        manager: CoordinatorLog,
         node_id: int,
         endpoint: Callable[[RequestContext], tuple[str, int]],
         authorizer: Authorizer | None = None,

@@ -677,11 +677,7 @@ class KafkaRequestHandler:
             log = self._replicas.partition(topic, partition).log
         except KafkaError as error:
             return {"partition_index": partition, "error_code": error.code}
-        best = None
-        for segment in log.segments.values():
-            found = segment.max_timestamp_and_offset_so_far
-            if found.timestamp >= 0 and (best is None or found.timestamp > best.timestamp):
-                best = found
+        best = log.max_timestamp_record()
         if best is None:
             return {"partition_index": partition, "error_code": 0}
         return {

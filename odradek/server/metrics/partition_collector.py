@@ -17,7 +17,7 @@ PARTITION_GAUGES = (
     ("odradek_log_size_bytes", "Bytes of the partition's segments.", "size_in_bytes"),
     ("odradek_log_segments", "Segments of the partition's log.", "number_of_segments"),
 )
-"""(metric name, help, Log attribute) of each per-partition gauge."""
+"""(metric name, help, UnifiedLog attribute) of each per-partition gauge."""
 
 
 class PartitionCollector(Collector):

@@ -50,9 +50,9 @@ from odradek.protocol.sync_group import SyncGroupRequest, SyncGroupResponse
 from odradek.security.acl import AclOperation
 from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.authorization.group_authorization import GroupAuthorization
+from odradek.server.group.coordinator_log import CoordinatorLog
 from odradek.server.group.coordinator_results import MemberIdentity, OffsetCommitEntry
 from odradek.server.group.group_coordinator import GroupCoordinator
-from odradek.server.group.group_metadata_manager import GroupMetadataManager
 from odradek.server.request_context import RequestContext
 
 READ, DESCRIBE, DELETE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE
@@ -72,7 +72,7 @@ class MsgpackGroupApis:
     def __init__(
         self,
         coordinator: GroupCoordinator,
-        manager: GroupMetadataManager,
+        manager: CoordinatorLog,
         broker: BrokerMetadata,
         authorizer: Authorizer | None = None,
     ) -> None:

@@ -16,12 +16,11 @@ from dataclasses import dataclass
 
 from odradek.errors import CorruptRecordError, InvalidRequestError
 from odradek.protocol.kafka.message_codec import EntitySpec, FieldSpec, decode, encode_parts
+from odradek.record.record_batch import NO_PRODUCER_ID
 from odradek.server.transaction.transaction_state import TransactionState
 from odradek.topic_partition import TopicPartition
 
 TRANSACTION_LOG_KEY_TYPE = 0
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
 
 
 def _field(

@@ -17,18 +17,14 @@ import logging
 from dataclasses import dataclass, replace
 
 from odradek.errors import ProducerFencedError
-from odradek.server.transaction.transaction_log import (
-    NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID,
-    TransactionLogValue,
-)
+from odradek.int_limits import INT16_MAX
+from odradek.record.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_TIMESTAMP
+from odradek.server.transaction.transaction_log import TransactionLogValue
 from odradek.server.transaction.transaction_state import TransactionState
 from odradek.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
-INT16_MAX = 2**15 - 1
-NO_TIMESTAMP = -1
 TRANSACTION_VERSION_2 = 2  # the first client transaction version that bumps epochs per txn
 
 S = TransactionState
