@@ -83,10 +83,10 @@ def per_request_us(protocol: asyncio.BufferedProtocol, rounds: int) -> float:
 
 async def measure(rounds: int) -> tuple[float, float]:
     """The connection layer's cost per request, and the bare protocol's."""
-    from odradek.server.connection import Connection, ConnectionSettings
-    from odradek.server.kafka_frame_reader import KafkaFrameReader
-    from odradek.server.metrics import BrokerMetrics
-    from odradek.server.request_memory_pool import RequestMemoryPool
+    from odradek.network.connection import Connection, ConnectionSettings
+    from odradek.network.kafka_frame_reader import KafkaFrameReader
+    from odradek.network.request_memory_pool import RequestMemoryPool
+    from odradek.server.metrics.broker_metrics import BrokerMetrics
 
     sys.path.insert(0, str(Path(__file__).parent))
     from transport_floor import FloorProtocol

@@ -36,11 +36,11 @@ from pathlib import Path
 from odradek.config.broker_config import BrokerConfig
 from odradek.config.log_config import LogConfig
 from odradek.record.record_batch_builder import build_batch
+from odradek.server.admin.topic_admin import TopicAdmin
 from odradek.server.group_commit import GroupCommit
 from odradek.storage.local_log import LocalLog
 from odradek.storage.log_manager import LogManager
 from odradek.storage.scheduler import Scheduler
-from odradek.storage.topic_admin import TopicAdmin
 from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 

@@ -45,8 +45,8 @@ from pathlib import Path
 from odradek.client import Admin, Consumer, NewTopic, Producer
 from odradek.config.broker_config import BrokerConfig
 from odradek.record.record_batch_builder import build_batch
+from odradek.server.admin.topic_admin import TopicAdmin
 from odradek.storage.log_manager import CLEAN_SHUTDOWN_FILE_NAME, LogManager
-from odradek.storage.topic_admin import TopicAdmin
 from odradek.topic_partition import TopicPartition
 
 TOPIC = "bench"

@@ -34,9 +34,9 @@ import odradek
 from odradek.clock import SYSTEM_CLOCK
 from odradek.config.broker_config import BrokerConfig
 from odradek.record.record_batch_builder import build_batch
+from odradek.server.admin.topic_admin import TopicAdmin
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log_manager import LogManager
-from odradek.storage.topic_admin import TopicAdmin
 from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 

@@ -8,6 +8,7 @@ recognise them.
 
 from __future__ import annotations
 
+import errno
 from typing import ClassVar, NamedTuple
 
 
@@ -458,3 +459,14 @@ class IndexOffsetOverflowError(Exception):
 
 class LogSegmentOffsetOverflowError(Exception):
     """An offset does not fit a segment's int32 relative offsets; the log must roll first."""
+
+
+DESCRIPTOR_EXHAUSTION_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
+"""Errors saying the process or system is out of file descriptors, not that a disk failed."""
+
+
+def is_descriptor_exhaustion(error: BaseException | None) -> bool:
+    """Whether ``error`` says the process (EMFILE) or the system (ENFILE) is out of file
+    descriptors: a passing shortage, never a reason to take a log directory offline (storage)
+    nor to fail a fetch that can be copied instead of sent with sendfile (network)."""
+    return isinstance(error, OSError) and error.errno in DESCRIPTOR_EXHAUSTION_ERRNOS

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from odradek.clock import Clock, MockClock
 from odradek.config.broker_config import BrokerConfig
+from odradek.server.admin.topic_admin import TopicAdmin
 from odradek.storage.log_manager import LogManager
-from odradek.storage.topic_admin import TopicAdmin
 
 
 def broker_config(root: Path, dirs: int = 2, **settings: object) -> BrokerConfig:

@@ -22,7 +22,7 @@ from odradek.cleaner.cleaner_offset_checkpoints import CleanerOffsetCheckpoints
 from odradek.cleaner.log_cleaner import LogCleaner
 from odradek.cleaner.log_cleaner_manager import MAX_CLEANING_ATTEMPTS, paused
 from odradek.clock import MockClock
-from odradek.server.cleaner_collector import CleanerCollector
+from odradek.server.metrics.cleaner_collector import CleanerCollector
 from odradek.storage import log_file_names as names
 from odradek.storage.unified_log import UnifiedLog
 

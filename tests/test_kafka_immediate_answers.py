@@ -27,7 +27,7 @@ from odradek.protocol.kafka.produce_request import (
     read_immediate_produce,
 )
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
-from odradek.server.kafka_request_handler import KafkaRequestHandler
+from odradek.server.kafka.request_handler import KafkaRequestHandler
 from odradek.server.replica_manager import ReplicaManager
 
 ANSWER_AT_ONCE = KafkaRequestHandler.answer_at_once

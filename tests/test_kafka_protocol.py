@@ -20,9 +20,9 @@ from kafka_helpers import KafkaSocket, consume, create_topic, fetch_v12
 from server_helpers import RunningBroker, running_broker
 
 from odradek.cli.main import cli
+from odradek.network.protocol_detector import WireProtocol, detect_protocol
 from odradek.protocol.api_versions import ApiVersionsRequest
 from odradek.protocol.kafka.byte_reader import ByteReader
-from odradek.server.protocol_detector import WireProtocol, detect_protocol
 
 MAX_REQUEST_BYTES = 1024 * 1024
 TLS_CLIENT_HELLO = bytes.fromhex("160301020001000200fc0303") + bytes(500)

@@ -19,7 +19,7 @@ from odradek.cleaner.log_cleaner import LogCleaner
 from odradek.clock import MockClock
 from odradek.config.broker_config import BrokerConfig
 from odradek.config.log_config import LogConfig
-from odradek.server.metrics import BrokerMetrics
+from odradek.server.metrics.broker_metrics import BrokerMetrics
 from odradek.storage import log_file_names as names
 from odradek.storage.log_manager import CLEAN_SHUTDOWN_FILE_NAME
 from odradek.topic_partition import TopicPartition

@@ -31,12 +31,12 @@ from odradek.config.broker_config import BrokerConfig
 from odradek.config.log_config import LogConfig
 from odradek.record.memory_records import MemoryRecords
 from odradek.record.record_batch_builder import build_batch
+from odradek.server.admin.topic_admin import TopicAdmin
 from odradek.storage.atomic_file import fsync_directory, fsync_file_if_exists
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log_manager import CLEAN_SHUTDOWN_FILE_NAME, LogManager
 from odradek.storage.precreated_segment import PRECREATED_SEGMENT_FILE
 from odradek.storage.scheduler import Scheduler
-from odradek.storage.topic_admin import TopicAdmin
 from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 from tests.powercut_fs import PowerCutFS

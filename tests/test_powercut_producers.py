@@ -28,6 +28,7 @@ import pytest
 from odradek.config.broker_config import BrokerConfig
 from odradek.record.memory_records import MemoryRecords
 from odradek.record.record_batch_builder import build_batch
+from odradek.server.admin.topic_admin import TopicAdmin
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.leader_epoch_file_cache import (
     LEADER_EPOCH_CHECKPOINT_FILE,
@@ -40,7 +41,6 @@ from odradek.storage.producer_snapshot_file import (
     is_snapshot_file,
     read_snapshot,
 )
-from odradek.storage.topic_admin import TopicAdmin
 from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 from tests.powercut_fs import PowerCutFS

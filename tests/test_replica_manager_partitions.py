@@ -13,9 +13,9 @@ from odradek.config.broker_config import BrokerConfig
 from odradek.errors import KafkaStorageError, UnknownTopicOrPartitionError
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.produce import Acks
+from odradek.server.admin.topic_admin import TopicAdmin
 from odradek.server.replica_manager import ReplicaManager
 from odradek.storage.log_manager import LogManager
-from odradek.storage.topic_admin import TopicAdmin
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from odradek.protocol.metadata import MetadataRequest
 from odradek.protocol.produce import ProducePartitionData, ProduceRequest
 from odradek.security.acl import AclOperation, PatternType, PermissionType, ResourceType
 from odradek.security.acl_store import AclStore
-from odradek.server.authorizer import Authorizer
+from odradek.server.authorization.authorizer import Authorizer
 
 TOPIC_AUTHORIZATION_FAILED = 29
 AUTHORIZER = {

@@ -13,6 +13,7 @@ from server_helpers import RawClient, batch, running_broker
 
 from odradek.client.event_loop_thread import EventLoopThread
 from odradek.config.broker_config_loader import load_broker_config
+from odradek.network.connection import MAX_IN_FLIGHT_REQUESTS
 from odradek.protocol.api_versions import ApiVersionsRequest
 from odradek.protocol.fetch import FetchPartition, FetchRequest
 from odradek.protocol.frame import encode_frame
@@ -20,7 +21,6 @@ from odradek.protocol.header import RequestHeader
 from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
 from odradek.server.broker import Broker
-from odradek.server.connection import MAX_IN_FLIGHT_REQUESTS
 from odradek.storage.log_manager import CLEAN_SHUTDOWN_FILE_NAME
 
 

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 import uvloop
 
-from odradek.server.eager_start import start_eagerly
+from odradek.network.eager_start import start_eagerly
 
 
 @pytest.fixture(params=["asyncio", "uvloop"])

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from odradek.server.frame_buffer import FIRST_BYTES, MIN_GROWTH_BYTES, FrameBuffer
-from odradek.server.request_memory_pool import RequestMemoryPool
+from odradek.network.frame_buffer import FIRST_BYTES, MIN_GROWTH_BYTES, FrameBuffer
+from odradek.network.request_memory_pool import RequestMemoryPool
 
 MIB = 1024 * 1024
 

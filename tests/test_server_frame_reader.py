@@ -7,11 +7,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_budget import examples
 
+from odradek.network.frame_buffer import FIRST_BYTES
+from odradek.network.frame_reader import RECEIVE_BUFFER_BYTES, FrameReader
+from odradek.network.kafka_frame_reader import KafkaFrameReader
+from odradek.network.request_memory_pool import RequestMemoryPool
 from odradek.protocol.frame import FrameDecoder, FrameError, encode_frame
-from odradek.server.frame_buffer import FIRST_BYTES
-from odradek.server.frame_reader import RECEIVE_BUFFER_BYTES, FrameReader
-from odradek.server.kafka_frame_reader import KafkaFrameReader
-from odradek.server.request_memory_pool import RequestMemoryPool
 
 
 def read_all(reader: FrameReader, stream: bytes, chunk_sizes: list[int]) -> list:

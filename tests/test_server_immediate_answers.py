@@ -14,10 +14,10 @@ from server_helpers import RawClient, RunningBroker, batch, read_partition, runn
 from odradek.errors import UnknownServerError
 from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
-from odradek.server.client_connection import ClientConnection
+from odradek.server.msgpack.connection import MsgpackConnection
 from odradek.server.replica_manager import ReplicaManager
 
-ANSWER_AT_ONCE = ClientConnection._answer_at_once
+ANSWER_AT_ONCE = MsgpackConnection._answer_at_once
 
 
 @pytest.fixture
@@ -35,15 +35,15 @@ class Paths:
         self.answered: list[bool] = []
 
     def immediate(self) -> None:
-        def spy(connection: ClientConnection, *request: object) -> object:
+        def spy(connection: MsgpackConnection, *request: object) -> object:
             answer = ANSWER_AT_ONCE(connection, *request)
             self.answered.append(answer is not None)
             return answer
 
-        self._monkeypatch.setattr(ClientConnection, "_answer_at_once", spy)
+        self._monkeypatch.setattr(MsgpackConnection, "_answer_at_once", spy)
 
     def general(self) -> None:
-        self._monkeypatch.setattr(ClientConnection, "_answer_at_once", lambda *_: None)
+        self._monkeypatch.setattr(MsgpackConnection, "_answer_at_once", lambda *_: None)
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from odradek.server.request_memory_pool import RequestMemoryPool
+from odradek.network.request_memory_pool import RequestMemoryPool
 
 
 def test_reservations_stop_at_the_capacity_unless_forced() -> None:

@@ -11,8 +11,8 @@ from hypothesis_budget import examples
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
 from odradek.errors import error_code_for, error_name_for
-from odradek.server.metrics import LATENCY_BUCKETS, BrokerMetrics
-from odradek.server.request_stats import LATENCY, LATENCY_HELP, REQUESTS, REQUESTS_HELP
+from odradek.server.metrics.broker_metrics import LATENCY_BUCKETS, BrokerMetrics
+from odradek.server.metrics.request_stats import LATENCY, LATENCY_HELP, REQUESTS, REQUESTS_HELP
 
 API_NAMES = {0: "Produce", 1: "Fetch", 3: "Metadata"}
 errors = st.sampled_from([0, 0, 0, error_code_for(ValueError()), 35])

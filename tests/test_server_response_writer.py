@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
-from odradek.server.metrics import BrokerMetrics
-from odradek.server.response_writer import ResponseWriter
+from odradek.network.response_writer import ResponseWriter
+from odradek.server.metrics.broker_metrics import BrokerMetrics
 
 
 class RecordingTransport:

@@ -13,12 +13,12 @@ import pytest
 from log_manager_helpers import wait_until
 from server_helpers import RunningBroker, batch, running_broker
 
+from odradek.network.page_cache import is_resident
 from odradek.protocol.api_versions import ApiVersionsRequest
 from odradek.protocol.fetch import FetchPartition, FetchRequest
 from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
 from odradek.record.memory_records import MemoryRecords
-from odradek.server.page_cache import is_resident
 from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 

@@ -23,6 +23,7 @@ from odradek.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from odradek.server.admin.topic_admin import TopicAdmin
 from odradek.storage.log_manager import (
     CLEAN_SHUTDOWN_FILE_NAME,
     LOG_START_OFFSET_CHECKPOINT_FILE,
@@ -31,7 +32,6 @@ from odradek.storage.log_manager import (
 )
 from odradek.storage.offset_checkpoint_file import OffsetCheckpointFile
 from odradek.storage.pending_partition_creation import FILE_PREFIX, PendingPartitionCreation
-from odradek.storage.topic_admin import TopicAdmin
 from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 

@@ -8,6 +8,7 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from importlib.metadata import version
 from wsgiref.simple_server import WSGIServer
 
@@ -17,26 +18,34 @@ from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.config.broker_config import BrokerConfig
 from odradek.config.listeners import advertised_host
 from odradek.native import native_summary
+from odradek.network.connection import ConnectionSettings
+from odradek.network.event_loop_lag_monitor import EventLoopLagMonitor
+from odradek.network.protocol_detector import WireProtocol
+from odradek.network.sasl_authenticator import SaslAuthenticator
+from odradek.network.socket_server import SocketServer
+from odradek.network.ssl_factory import server_ssl_context
 from odradek.protocol.api_versions import ApiVersionsResponse, supported_api_versions
 from odradek.protocol.metadata import BrokerMetadata
 from odradek.security.acl_store import AclStore
 from odradek.security.credential_store import CredentialStore
-from odradek.server.admin_manager import AdminManager
-from odradek.server.authorizer import Authorizer
-from odradek.server.client_quota_request_handlers import ClientQuotaRequestHandlers
-from odradek.server.connection import ConnectionSettings
-from odradek.server.event_loop_lag_monitor import EventLoopLagMonitor
+from odradek.server.admin.admin_manager import AdminManager
+from odradek.server.admin.topic_admin import TopicAdmin
+from odradek.server.admin.topic_ids import TopicIds
+from odradek.server.apis import ApiRouter
+from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.group.coordinator_log import CoordinatorLog
 from odradek.server.group.group_coordinator import GroupCoordinator
 from odradek.server.group.group_coordinator_collector import GroupCoordinatorCollector
 from odradek.server.group.group_coordinator_metrics import GroupCoordinatorMetrics
-from odradek.server.group_request_handlers import GroupRequestHandlers
-from odradek.server.kafka_apis import KafkaApis
-from odradek.server.kafka_group_requests import KafkaGroupRequests
-from odradek.server.kafka_partition_admin_requests import KafkaPartitionAdminRequests
-from odradek.server.kafka_request_handler import KafkaRequestHandler
-from odradek.server.kafka_security_requests import KafkaSecurityRequests
-from odradek.server.metrics import BrokerMetrics
+from odradek.server.kafka.connection import KafkaConnection
+from odradek.server.kafka.groups import KafkaGroupApis
+from odradek.server.kafka.partition_admin import KafkaPartitionAdminApis
+from odradek.server.kafka.request_handler import KafkaRequestHandler
+from odradek.server.kafka.security import KafkaSecurityApis
+from odradek.server.metrics.broker_metrics import BrokerMetrics
+from odradek.server.msgpack.connection import MsgpackConnection
+from odradek.server.msgpack.groups import MsgpackGroupApis
+from odradek.server.msgpack.quotas import MsgpackQuotaApis
 from odradek.server.producer_id_manager import ProducerIdManager
 from odradek.server.quota.client_quota_admin import ClientQuotaAdmin
 from odradek.server.quota.client_quota_store import ClientQuotaStore
@@ -44,14 +53,9 @@ from odradek.server.quota.client_quotas import ClientQuotas
 from odradek.server.quota.quota_collector import QuotaCollector
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
-from odradek.server.sasl_authenticator import SaslAuthenticator
-from odradek.server.socket_server import SocketServer
-from odradek.server.ssl_factory import server_ssl_context
-from odradek.server.topic_ids import TopicIds
 from odradek.storage.descriptor_budget import raise_descriptor_limit
 from odradek.storage.idle_file_cache import IDLE_FILES, default_capacity
 from odradek.storage.log_manager import LogManager
-from odradek.storage.topic_admin import TopicAdmin
 
 logger = logging.getLogger(__name__)
 
@@ -185,7 +189,12 @@ class Broker:
             "kafka": kafka_handler.served_api_keys,
             "msgpack": apis.served_api_keys,
         }
-        await self._socket_server.start_serving(apis, kafka_handler)
+        await self._socket_server.start_serving(
+            {
+                WireProtocol.KAFKA: partial(KafkaConnection, kafka_handler),
+                WireProtocol.MSGPACK: partial(MsgpackConnection, apis),
+            }
+        )
         logger.info(
             "broker %d serving on %s (metrics on %s:%d)",
             self.config.broker_id,
@@ -269,8 +278,8 @@ class Broker:
         for executor in (self._append_executor, self._flush_executor, self._io_executor):
             executor.shutdown()
 
-    def _handlers(self) -> tuple[KafkaApis, KafkaRequestHandler]:
-        """The handlers of both protocols: KafkaApis, and the Kafka protocol's over it."""
+    def _handlers(self) -> tuple[ApiRouter, KafkaRequestHandler]:
+        """The handlers of both protocols: ApiRouter, and the Kafka protocol's over it."""
         config = self.config
         host, port = self.advertised()
         broker = BrokerMetadata(config.broker_id, host, port)
@@ -298,10 +307,10 @@ class Broker:
             version("odradek"),
             config.socket_request_max_bytes,
         )
-        groups = GroupRequestHandlers(
+        groups = MsgpackGroupApis(
             self.group_coordinator, self.group_coordinator_log, broker, self.authorizer
         )
-        apis = KafkaApis(
+        apis = ApiRouter(
             self.replica_manager,
             admin,
             api_versions,
@@ -310,7 +319,7 @@ class Broker:
             groups,
             self.authorizer,
             self.quotas,
-            ClientQuotaRequestHandlers(
+            MsgpackQuotaApis(
                 ClientQuotaAdmin(self.quotas, self.authorizer, self._io_executor)
             ),
         )
@@ -322,10 +331,10 @@ class Broker:
             config,
             config.broker_id,
             self.endpoint_for,
-            KafkaSecurityRequests(self.credentials, self.authorizer, self._io_executor),
+            KafkaSecurityApis(self.credentials, self.authorizer, self._io_executor),
             self.authorizer,
             self._io_executor,
-            KafkaGroupRequests(
+            KafkaGroupApis(
                 self.group_coordinator,
                 self.group_coordinator_log,
                 config.broker_id,
@@ -333,7 +342,7 @@ class Broker:
                 self.authorizer,
             ),
             self.quotas,
-            KafkaPartitionAdminRequests(self.log_manager, self.authorizer, self._io_executor),
+            KafkaPartitionAdminApis(self.log_manager, self.authorizer, self._io_executor),
         )
         return apis, kafka_handler
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from odradek.errors import KafkaError
+from odradek.network.file_region import FileRegion
 from odradek.protocol.fetch import FetchPartition, FetchPartitionResponse
-from odradek.server.file_region import FileRegion
 from odradek.server.partition import Partition
 from odradek.storage.fetch_data_info import FetchDataInfo
 

@@ -24,6 +24,7 @@ from odradek.errors import (
     RequestTimedOutError,
     error_code_for,
 )
+from odradek.network.page_cache import is_resident
 from odradek.protocol.delete_records import (
     HIGH_WATERMARK_OFFSET,
     DeleteRecordsPartition,
@@ -53,7 +54,6 @@ from odradek.record.record_batch import HEADER_SIZE
 from odradek.server.delayed_fetch import DelayedFetch, FetchPartitionStatus
 from odradek.server.delayed_fetch_purgatory import DelayedFetchPurgatory
 from odradek.server.log_read_result import LogReadResult
-from odradek.server.page_cache import is_resident
 from odradek.server.partition import Partition
 from odradek.server.request_context import RequestContext
 from odradek.storage.fetch_data_info import FetchIsolation

@@ -10,7 +10,7 @@ from odradek.protocol.header import RequestHeader
 from odradek.protocol.schema import stored_at_once
 
 if TYPE_CHECKING:
-    from odradek.server.session import Session
+    from odradek.network.session import Session
 
 
 @stored_at_once

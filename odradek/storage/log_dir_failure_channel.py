@@ -13,25 +13,16 @@ descriptors are free.
 
 from __future__ import annotations
 
-import errno
 import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from odradek.errors import is_descriptor_exhaustion
+
 logger = logging.getLogger(__name__)
 
 OfflineListener = Callable[[Path], None]
-
-DESCRIPTOR_EXHAUSTION_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
-"""Errors saying the process or system is out of file descriptors, not that a disk failed."""
-
-
-def is_descriptor_exhaustion(error: BaseException | None) -> bool:
-    """Whether ``error`` says the process (EMFILE) or the system (ENFILE) is out of file
-    descriptors: a passing shortage, never a reason to take a log directory offline."""
-    return isinstance(error, OSError) and error.errno in DESCRIPTOR_EXHAUSTION_ERRNOS
-
 
 class LogDirFailureChannel:
     """The set of offline log directories, with listeners told of each new one."""

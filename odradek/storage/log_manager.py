@@ -5,7 +5,7 @@ taken offline on an I/O error while the others keep serving), the Logs (new part
 the online directories with the fewest partitions, created all or nothing), their loading, the
 offset checkpoints and the background tasks that keep the logs in shape: retention, flush, the
 checkpoints and the removal of deleted partitions. Which topics exist, with which settings, is
-decided by :class:`~odradek.storage.topic_admin.TopicAdmin`, which calls in here.
+decided by :class:`~odradek.server.admin.topic_admin.TopicAdmin`, which calls in here.
 
 Start-up rolls back unfinished partition creations, then loads every directory in parallel with
 ``num.recovery.threads.per.data.dir`` threads each and skips recovery where the clean-shutdown

@@ -1,6 +1,6 @@
 """Process-wide figures of log flushes and retention (as Kafka's static ``LogFlushStats``).
 
-A UnifiedLog does not know its broker, so these live beside the code that updates them, outside any
+A Log does not know its broker, so these live beside the code that updates them, outside any
 registry; every broker's metrics registry includes them (:mod:`odradek.server.metrics`).
 """
 

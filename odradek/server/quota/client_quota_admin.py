@@ -11,7 +11,7 @@ from concurrent.futures import Executor
 
 from odradek.errors import InvalidRequestError, KafkaError
 from odradek.security.acl import AclOperation
-from odradek.server.authorizer import Authorizer
+from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.quota.client_quota_entity import (
     ClientQuotaEntity,
     ClientQuotaFilterComponent,

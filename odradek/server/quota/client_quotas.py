@@ -22,8 +22,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
+from typing import TypeVar
 
 from odradek.security.kafka_principal import ANONYMOUS
 from odradek.server.quota.client_quota_entity import (
@@ -39,6 +40,9 @@ logger = logging.getLogger(__name__)
 
 REFRESH_INTERVAL_S = 1.0
 PERCENT_PER_SECOND = 100.0
+
+
+ResponseT = TypeVar("ResponseT")
 
 
 class ClientQuotas:
@@ -138,6 +142,29 @@ class ClientQuotas:
             if delay > 0:
                 await asyncio.sleep(delay)
             yield
+
+    async def answer_counted(
+        self,
+        context: RequestContext,
+        answer: Callable[[], Awaitable[ResponseT]],
+        produced_bytes: int = 0,
+        fetched_bytes: Callable[[ResponseT], int] | None = None,
+        timed: bool = True,
+    ) -> tuple[ResponseT, int, int]:
+        """Answer a request under its client's quotas, for both wire protocols: admitted
+        (``admission``), answered by ``answer()``, then counted: ``produced_bytes`` (Produce),
+        the response's ``fetched_bytes`` (Fetch) and, when ``timed``, the time it took.
+        Returns the response, the throttle time in ms (the connection is muted that long) and
+        the fetched bytes counted; a throttled fetch must drop its records (not counted)."""
+        async with self.admission(context):
+            started = time.perf_counter()
+            response = await answer()
+            fetched = 0
+            if fetched_bytes is not None and response is not None:
+                fetched = fetched_bytes(response)
+            request_s = time.perf_counter() - started if timed else None
+            throttle_ms = self.throttle_ms(context, produced_bytes, fetched, request_s)
+        return response, throttle_ms, fetched
 
     def _applies(self, user: str, client_id: str) -> bool:
         return any(m.quota_for(user, client_id) is not None for m in self.managers())

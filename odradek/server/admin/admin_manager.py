@@ -1,0 +1,397 @@
+"""AdminManager: cluster metadata and topic administration requests.
+
+Metadata, CreateTopics, CreatePartitions, DeleteTopics, DescribeConfigs, AlterConfigs and
+DescribeTopicPartitions land here (the roles of Kafka's ``ZkAdminManager`` and
+``MetadataCache``); the TopicAdmin carries them out on the logs, and the
+AutoTopicCreationManager creates the missing topics Metadata may create. Every topic of a
+request gets its own outcome: one bad topic does not fail the others, except that a
+CreateTopics request asking for more partitions in all than
+``create.topics.max.partitions.per.request`` is refused whole (POLICY_VIOLATION on every topic,
+as Kafka's controller refuses an excessively large batch). Work that touches the disk
+(creating, deleting, persisting configs) runs on a thread; reading the LogManager's state does
+not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import TypeVar
+
+from odradek.config.broker_config import BrokerConfig
+from odradek.config.config_entry import ConfigEntry as StoredConfigEntry
+from odradek.config.log_config import LogConfig
+from odradek.errors import (
+    KafkaError,
+    PolicyViolationError,
+    RequestTimedOutError,
+    UnknownTopicOrPartitionError,
+)
+from odradek.protocol.configs import (
+    AlterableTopicConfigs,
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    ConfigEntry,
+    ConfigSource,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    TopicConfigs,
+)
+from odradek.protocol.describe_topic_partitions import (
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
+    PartitionDescription,
+    TopicDescription,
+)
+from odradek.protocol.metadata import (
+    BrokerMetadata,
+    MetadataRequest,
+    MetadataResponse,
+    PartitionMetadata,
+    TopicMetadata,
+)
+from odradek.protocol.topics import (
+    CreatableTopic,
+    CreatableTopicResult,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    TopicResult,
+)
+from odradek.server.admin.auto_topic_creation_manager import AutoTopicCreationManager
+from odradek.server.admin.topic_admin import TopicAdmin
+from odradek.storage.log_manager import LogManager
+from odradek.topic_partition import TopicPartition, validate_topic_name
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class AdminManager:
+    """Answers the metadata and admin APIs; ``on_topic_deleted`` hears of each deletion."""
+
+    def __init__(
+        self,
+        log_manager: LogManager,
+        topic_admin: TopicAdmin,
+        config: BrokerConfig,
+        broker: BrokerMetadata,
+        executor: Executor,
+        on_topic_deleted: Callable[[str], None],
+    ) -> None:
+        self._log_manager = log_manager
+        self._topic_admin = topic_admin
+        self._auto_topic_creation = AutoTopicCreationManager(topic_admin, config, executor)
+        self._config = config
+        self._broker = broker
+        self._executor = executor
+        self._on_topic_deleted = on_topic_deleted
+        self._config_lock = asyncio.Lock()  # an incremental alter is read, merge, write
+
+    @property
+    def auto_creates_topics(self) -> bool:
+        """``auto.create.topics.enable``."""
+        return self._config.auto_create_topics_enable
+
+    def topic_exists(self, topic: str) -> bool:
+        return bool(self._log_manager.partitions(topic))
+
+    @property
+    def cluster_id(self) -> str:
+        return self._log_manager.meta_properties.cluster_id
+
+    # --- metadata ----------------------------------------------------------------------------
+
+    async def metadata(self, request: MetadataRequest) -> MetadataResponse:
+        """The broker and the topics asked for (all when None), creating missing ones when
+        the request allows it and ``auto.create.topics.enable`` is on."""
+        if request.topics is None:
+            names, auto_create = self._log_manager.topics(), False
+        else:
+            names, auto_create = request.topics, request.allow_auto_topic_creation
+        found: dict[str, list[TopicPartition] | KafkaError] = {}
+        for name in names:
+            try:
+                validate_topic_name(name)
+                found[name] = self._log_manager.partitions(name) or UnknownTopicOrPartitionError(
+                    f"topic {name} does not exist"
+                )
+            except KafkaError as error:
+                found[name] = error
+        missing = [
+            name
+            for name, result in found.items()
+            if isinstance(result, UnknownTopicOrPartitionError)
+        ]
+        if auto_create and missing:
+            found.update(await self._auto_topic_creation.create_topics(missing))
+        topics = [self._topic_metadata(name, found[name]) for name in names]
+        return MetadataResponse(self._broker, self.cluster_id, tuple(topics))
+
+    def _topic_metadata(self, name: str, found: list[TopicPartition] | KafkaError) -> TopicMetadata:
+        if isinstance(found, KafkaError):
+            return TopicMetadata(name, found.code, found.message)
+        return TopicMetadata(name, partitions=tuple(map(self._partition_metadata, found)))
+
+    def _partition_metadata(self, tp: TopicPartition) -> PartitionMetadata:
+        try:
+            self._log_manager.get_log(tp)
+        except KafkaError as error:
+            return PartitionMetadata(tp.partition, error.code, error.message)
+        return PartitionMetadata(tp.partition, leader=self._broker.node_id)
+
+    # --- create and delete -------------------------------------------------------------------
+
+    async def create_topics(self, request: CreateTopicsRequest) -> CreateTopicsResponse:
+        counts = [self._partition_count(topic) for topic in request.topics]
+        total = sum(count for count in counts if count > 0)
+        limit = self._config.create_topics_max_partitions_per_request
+        if total > limit:
+            message = (
+                f"the request asks for {total} partitions in all; "
+                f"create.topics.max.partitions.per.request is {limit}: nothing was created"
+            )
+            return CreateTopicsResponse(
+                tuple(
+                    CreatableTopicResult(t.name, PolicyViolationError.code, message)
+                    for t in request.topics
+                )
+            )
+        deadline = asyncio.get_running_loop().time() + max(0, request.timeout_ms) / 1000
+        results = [
+            await self._create_topic(
+                topic, count, request.validate_only, deadline, request.timeout_ms
+            )
+            for topic, count in zip(request.topics, counts, strict=True)
+        ]
+        return CreateTopicsResponse(tuple(results))
+
+    def _partition_count(self, topic: CreatableTopic) -> int:
+        return self._config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+
+    async def _create_topic(
+        self,
+        topic: CreatableTopic,
+        count: int,
+        validate_only: bool,
+        deadline: float,
+        timeout_ms: int,
+    ) -> CreatableTopicResult:
+        try:
+            if validate_only:
+                self._topic_admin.validate_new_topic(topic.name, count, topic.configs)
+            else:
+                await self._create_within(
+                    topic.name,
+                    count,
+                    deadline,
+                    timeout_ms,
+                    self._topic_admin.create_topic,
+                    topic.name,
+                    count,
+                    topic.configs,
+                )
+        except KafkaError as error:
+            return CreatableTopicResult(topic.name, error.code, error.message)
+        return CreatableTopicResult(topic.name, num_partitions=count)
+
+    async def _create_within(
+        self,
+        name: str,
+        count: int,
+        deadline: float,
+        timeout_ms: int,
+        create: Callable[..., object],
+        *args: object,
+    ) -> None:
+        """``create(*args)`` on a thread, creating ``count`` partitions of topic ``name``; past
+        ``deadline`` answer REQUEST_TIMED_OUT and let the creation finish (or roll back) on its
+        own, as Kafka does: it is bounded by ``create.topics.max.partitions.per.request`` and
+        all or nothing."""
+        loop = asyncio.get_running_loop()
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise RequestTimedOutError(
+                f"topic {name}: nothing created: timeout_ms={timeout_ms} passed before its turn"
+            )
+        creation = loop.run_in_executor(self._executor, create, *args)
+        try:
+            async with asyncio.timeout(remaining):
+                await asyncio.shield(creation)
+        except TimeoutError:
+            creation.add_done_callback(_log_late_outcome(name, "its request timed out"))
+            raise RequestTimedOutError(
+                f"topic {name}: creating {count} partitions takes longer than "
+                f"timeout_ms={timeout_ms}; it goes on, and they will appear all together or "
+                f"not at all"
+            ) from None
+        except asyncio.CancelledError:
+            # The request was given up (its connection closed): the creation goes on, and
+            # its outcome is read and logged here since nobody else will read it.
+            creation.add_done_callback(_log_late_outcome(name, "its client went away"))
+            raise
+
+    async def create_partitions(self, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
+        """Grow topics (Kafka's CreatePartitions); the new partitions of each topic appear all
+        together or not at all, at most ``create.topics.max.partitions.per.request`` in all."""
+        added: list[int | KafkaError] = []
+        for topic in request.topics:
+            try:
+                added.append(self._topic_admin.validate_new_partitions(topic.name, topic.count))
+            except KafkaError as error:
+                added.append(error)
+        total = sum(count for count in added if isinstance(count, int))
+        limit = self._config.create_topics_max_partitions_per_request
+        if total > limit:
+            message = (
+                f"the request adds {total} partitions in all; "
+                f"create.topics.max.partitions.per.request is {limit}: nothing was created"
+            )
+            return CreatePartitionsResponse(
+                tuple(
+                    TopicResult(t.name, PolicyViolationError.code, message) for t in request.topics
+                )
+            )
+        deadline = asyncio.get_running_loop().time() + max(0, request.timeout_ms) / 1000
+        results = []
+        for topic, count in zip(request.topics, added, strict=True):
+            try:
+                if isinstance(count, KafkaError):
+                    raise count
+                if not request.validate_only:
+                    await self._create_within(
+                        topic.name,
+                        count,
+                        deadline,
+                        request.timeout_ms,
+                        self._topic_admin.create_partitions,
+                        topic.name,
+                        topic.count,
+                    )
+            except KafkaError as error:
+                results.append(TopicResult(topic.name, error.code, error.message))
+            else:
+                results.append(TopicResult(topic.name))
+        return CreatePartitionsResponse(tuple(results))
+
+    async def delete_topics(self, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+        return DeleteTopicsResponse(
+            tuple([await self._delete_topic(name) for name in request.topics])
+        )
+
+    async def _delete_topic(self, name: str) -> TopicResult:
+        try:
+            if not self._config.delete_topic_enable:
+                raise PolicyViolationError(
+                    f"cannot delete topic {name}: delete.topic.enable is false on this broker"
+                )
+            await self._in_thread(self._topic_admin.delete_topic, name)
+        except KafkaError as error:
+            return TopicResult(name, error.code, error.message)
+        self._on_topic_deleted(name)
+        return TopicResult(name)
+
+    # --- configs -----------------------------------------------------------------------------
+
+    async def describe_configs(self, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
+        return DescribeConfigsResponse(tuple(map(self._topic_configs, request.topics)))
+
+    def _topic_configs(self, name: str) -> TopicConfigs:
+        try:
+            entries = self._topic_admin.describe_topic_config(name)
+        except KafkaError as error:
+            return TopicConfigs(name, error.code, error.message)
+        return TopicConfigs(name, entries=_config_entries(entries))
+
+    async def alter_configs(self, request: AlterConfigsRequest) -> AlterConfigsResponse:
+        results = [await self._alter_config(t, request.validate_only) for t in request.topics]
+        return AlterConfigsResponse(tuple(results))
+
+    async def _alter_config(self, topic: AlterableTopicConfigs, validate_only: bool) -> TopicResult:
+        """Set the overrides named (None removes one) and keep the others."""
+        name = topic.name
+        try:
+            async with self._config_lock:
+                if not self._log_manager.partitions(name):
+                    raise UnknownTopicOrPartitionError(f"topic {name} does not exist")
+                overrides = self._topic_admin.topic_overrides(name)
+                for key, value in topic.configs.items():
+                    if value is None:
+                        overrides.pop(key, None)
+                    else:
+                        overrides[key] = value
+                if validate_only:
+                    LogConfig.from_props(overrides, self._config.log_config())
+                else:
+                    await self._in_thread(self._topic_admin.alter_topic_config, name, overrides)
+        except KafkaError as error:
+            return TopicResult(name, error.code, error.message)
+        return TopicResult(name)
+
+    # --- describe partitions -----------------------------------------------------------------
+
+    async def describe_topic_partitions(
+        self, request: DescribeTopicPartitionsRequest
+    ) -> DescribeTopicPartitionsResponse:
+        names = self._log_manager.topics() if request.topics is None else request.topics
+        return DescribeTopicPartitionsResponse(tuple(map(self._describe_topic, names)))
+
+    def _describe_topic(self, name: str) -> TopicDescription:
+        try:
+            partitions = self._log_manager.partitions(name)
+            if not partitions:
+                raise UnknownTopicOrPartitionError(f"topic {name} does not exist")
+            configs = _config_entries(self._topic_admin.describe_topic_config(name))
+        except KafkaError as error:
+            return TopicDescription(name, error.code, error.message)
+        descriptions = tuple(map(self._describe_partition, partitions))
+        return TopicDescription(name, partitions=descriptions, configs=configs)
+
+    def _describe_partition(self, tp: TopicPartition) -> PartitionDescription:
+        try:
+            found = self._log_manager.describe_partition(tp)
+        except KafkaError as error:
+            return PartitionDescription(tp.partition, error.code, error.message)
+        return PartitionDescription(
+            tp.partition,
+            log_start_offset=found.log_start_offset,
+            high_watermark=found.high_watermark,
+            log_end_offset=found.log_end_offset,
+            size_bytes=found.size_in_bytes,
+            segment_count=found.number_of_segments,
+            log_dir=str(found.log_dir),
+        )
+
+    async def _in_thread(self, function: Callable[..., T], *args: object) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
+
+
+def _log_late_outcome(name: str, why: str) -> Callable[[asyncio.Future[object]], None]:
+    """Log how a creation ended that nobody waits for any more (``why``: its request timed
+    out, its client went away), reading its outcome so none is left unread."""
+
+    def log(creation: asyncio.Future[object]) -> None:
+        if creation.cancelled():
+            return
+        error = creation.exception()
+        if error is None:
+            logger.info("topic %s: created after %s", name, why)
+        elif isinstance(error, KafkaError):
+            logger.info("topic %s: not created after %s: %s", name, why, error)
+        else:
+            logger.warning("topic %s: creation failed after %s: %r", name, why, error)
+
+    return log
+
+
+def _config_entries(entries: list[StoredConfigEntry]) -> tuple[ConfigEntry, ...]:
+    return tuple(
+        ConfigEntry(entry.name, entry.value, ConfigSource[entry.source.name], entry.is_default)
+        for entry in entries
+    )

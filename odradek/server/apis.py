@@ -1,0 +1,246 @@
+"""ApiRouter: the shared router, each decoded request to what answers it (Kafka's ``KafkaApis``).
+
+Requests arrive as the msgpack protocol's message classes: the msgpack connection hands them
+over as decoded; the Kafka protocol's KafkaRequestHandler (server/kafka/request_handler.py)
+converts the requests it does not answer itself into them. The router authorizes them
+(ApiAuthorization), counts them against the client quotas and calls the handler: the
+ReplicaManager (produce, fetch, list offsets, delete records), the AdminManager (topics,
+configs, metadata), the group and quota APIs (server/msgpack/), the producer-id manager.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Awaitable, Callable
+from dataclasses import fields
+from functools import cache
+from typing import Any, get_args, get_origin, get_type_hints
+
+from odradek.errors import IllegalSaslStateError, SaslAuthenticationFailedError, error_name_for
+from odradek.network.sasl_authenticator import SaslAuthenticator
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.api_versions import ApiVersionsResponse
+from odradek.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
+from odradek.protocol.schema import Message
+from odradek.server.admin.admin_manager import AdminManager
+from odradek.server.authorization.api_authorization import ApiAuthorization
+from odradek.server.authorization.authorizer import Authorizer
+from odradek.server.metrics.broker_metrics import BrokerMetrics
+from odradek.server.msgpack.groups import MsgpackGroupApis
+from odradek.server.msgpack.quotas import MsgpackQuotaApis
+from odradek.server.producer_id_manager import ProducerIdManager
+from odradek.server.quota.client_quotas import ClientQuotas
+from odradek.server.replica_manager import ReplicaManager
+from odradek.server.request_context import RequestContext
+
+Handler = Callable[[Any, RequestContext], Awaitable[Message | None]]
+
+EAGER_API_KEYS = frozenset({ApiKey.PRODUCE, ApiKey.FETCH})
+"""APIs whose handlers may run their first step in the connection's callback, before any task
+exists (see start_eagerly): they need no current task (``asyncio.timeout`` does) until they
+first wait. The two that carry records, and most of a broker's requests."""
+
+
+class ApiRouter:
+    """One handler per API of the protocol; records per-partition errors as metrics."""
+
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        admin_manager: AdminManager,
+        api_versions: ApiVersionsResponse,
+        metrics: BrokerMetrics,
+        producer_ids: ProducerIdManager,
+        groups: MsgpackGroupApis,
+        authorizer: Authorizer | None = None,
+        quotas: ClientQuotas | None = None,
+        client_quotas: MsgpackQuotaApis | None = None,
+    ) -> None:
+        self._metrics = metrics
+        self._quotas = quotas
+        self._authorization = ApiAuthorization(
+            authorizer or Authorizer(),
+            admin_manager.auto_creates_topics,
+            admin_manager.topic_exists,
+        )
+        self._api_versions = api_versions
+        self.replicas = replica_manager
+        """What ``answers_at_once`` lets a protocol call directly."""
+        self.answers_at_once = True
+        """Whether nothing but its partition has a say in the answer to a produce or fetch
+        (no authorizer, no quota in force): a protocol may then answer a one-partition
+        produce at acks 0 or 1 and a fetch that finds nothing new as ``handle`` would, with
+        ``replicas.append_at_once`` and ``replicas.nothing_new`` (one call from the
+        connection into the append). Kept current as quotas come and go."""
+        if quotas is not None:
+            quotas.watch(self._restrictions_changed)
+        self._restrictions_changed()
+        replicas, admin = replica_manager, admin_manager
+        self._handlers: dict[ApiKey, Handler] = {
+            ApiKey.PRODUCE: replicas.append_records,
+            ApiKey.FETCH: replicas.fetch_messages,
+            ApiKey.LIST_OFFSETS: lambda request, _: replicas.list_offsets(request),
+            ApiKey.DELETE_RECORDS: lambda request, _: replicas.delete_records(request),
+            ApiKey.INIT_PRODUCER_ID: producer_ids.init_producer_id,
+            ApiKey.METADATA: lambda request, _: admin.metadata(request),
+            ApiKey.API_VERSIONS: self._api_versions_response,
+            ApiKey.CREATE_TOPICS: lambda request, _: admin.create_topics(request),
+            ApiKey.DELETE_TOPICS: lambda request, _: admin.delete_topics(request),
+            ApiKey.CREATE_PARTITIONS: lambda request, _: admin.create_partitions(request),
+            ApiKey.DESCRIBE_CONFIGS: lambda request, _: admin.describe_configs(request),
+            ApiKey.ALTER_CONFIGS: lambda request, _: admin.alter_configs(request),
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS: lambda request, _: admin.describe_topic_partitions(
+                request
+            ),
+            ApiKey.FIND_COORDINATOR: groups.find_coordinator,
+            ApiKey.JOIN_GROUP: groups.join_group,
+            ApiKey.SYNC_GROUP: groups.sync_group,
+            ApiKey.HEARTBEAT: groups.heartbeat,
+            ApiKey.LEAVE_GROUP: groups.leave_group,
+            ApiKey.OFFSET_COMMIT: groups.offset_commit,
+            ApiKey.OFFSET_FETCH: groups.offset_fetch,
+            ApiKey.LIST_GROUPS: groups.list_groups,
+            ApiKey.DESCRIBE_GROUPS: groups.describe_groups,
+            ApiKey.DELETE_GROUPS: groups.delete_groups,
+            ApiKey.OFFSET_DELETE: groups.offset_delete,
+            **(
+                {
+                    ApiKey.DESCRIBE_CLIENT_QUOTAS: client_quotas.describe_client_quotas,
+                    ApiKey.ALTER_CLIENT_QUOTAS: client_quotas.alter_client_quotas,
+                }
+                if client_quotas is not None
+                else {}
+            ),
+            ApiKey.SASL_HANDSHAKE: self._sasl_handshake,
+            ApiKey.SASL_AUTHENTICATE: self._sasl_authenticate,
+        }
+
+    @property
+    def served_api_keys(self) -> frozenset[int]:
+        """The API keys this router answers (odradek's protocol)."""
+        return frozenset(self._handlers)
+
+    def _restrictions_changed(self) -> None:
+        quotas = self._quotas
+        self.answers_at_once = not (
+            self._authorization.authorizer.enabled or (quotas is not None and quotas.enabled)
+        )
+
+    def handle(
+        self, context: RequestContext, request: Message, count_quotas: bool = True
+    ) -> Awaitable[Message | None]:
+        """The response to ``request`` (None when the request wants none: acks=0), to await.
+
+        Raises a KafkaError when the request fails as a whole. Entries the request's
+        principal may not touch are refused first (ApiAuthorization). With client quotas in
+        force the request is counted against them (unless ``count_quotas`` is false: Kafka's
+        protocol counts its requests itself) and a fetch asks for one quota window at most.
+        (A function returning the handler's coroutine, not one of its own: one coroutine
+        layer less per request.)
+        """
+        quotas = self._quotas
+        if quotas is not None and quotas.enabled:  # --- quota hook
+            return self._handle_with_quotas(quotas, context, request, count_quotas)
+        return self._handle(context, request)
+
+    async def _handle(self, context: RequestContext, request: Message) -> Message | None:
+        api_key = context.header.api_key
+        handler = self._handlers[api_key]
+        if self._authorization.authorizer.enabled:
+            response = await self._authorization.handle(api_key, handler, request, context)
+        else:
+            response = await handler(request, context)
+        if response is not None:
+            self._count_entry_errors(api_key, response)
+        return response
+
+    async def _handle_with_quotas(
+        self, quotas: ClientQuotas, context: RequestContext, request: Message, count: bool
+    ) -> Message | None:
+        api_key = context.api_key
+        if api_key == ApiKey.FETCH:
+            window_bytes = quotas.fetch_max_bytes(context)
+            if window_bytes is not None and request.max_bytes > window_bytes:
+                request = dataclasses.replace(request, max_bytes=window_bytes)
+        if not count:
+            return await self._handle(context, request)
+        produced = 0
+        if api_key == ApiKey.PRODUCE:
+            produced = sum(len(p.records) for p in request.partitions)
+        response, throttle_ms, fetched = await quotas.answer_counted(
+            context,
+            lambda: self._handle(context, request),
+            produced,
+            _fetched_bytes if api_key == ApiKey.FETCH else None,
+            timed=api_key != ApiKey.FETCH,
+        )
+        if throttle_ms and fetched:
+            response = dataclasses.replace(
+                response,
+                partitions=tuple(dataclasses.replace(p, records=b"") for p in response.partitions),
+            )
+        if throttle_ms and response is not None and api_key in (ApiKey.PRODUCE, ApiKey.FETCH):
+            response = dataclasses.replace(response, throttle_time_ms=throttle_ms)
+        return response
+
+    async def _api_versions_response(self, _request: Message, _context: RequestContext) -> Message:
+        return self._api_versions
+
+    async def _sasl_handshake(
+        self, request: SaslHandshakeRequest, context: RequestContext
+    ) -> SaslHandshakeResponse:
+        authenticator = _authenticator(context)
+        authenticator.handshake(request.mechanism, 1)
+        return SaslHandshakeResponse(tuple(authenticator.mechanisms))
+
+    async def _sasl_authenticate(
+        self, request: SaslAuthenticateRequest, context: RequestContext
+    ) -> SaslAuthenticateResponse:
+        authenticator = _authenticator(context)
+        try:
+            token = await authenticator.authenticate(request.token.encode("utf-8"))
+        except SaslAuthenticationFailedError:
+            await asyncio.sleep(authenticator.failure_delay_s)
+            raise
+        return SaslAuthenticateResponse(token.decode("utf-8"))
+
+    def _count_entry_errors(self, api_key: int, response: Message) -> None:
+        """Count the per-topic and per-partition errors of ``response``."""
+        for name in _entry_fields(type(response)):
+            entries = getattr(response, name)
+            if entries is None:
+                continue
+            for entry in entries:
+                code = getattr(entry, "error", 0)
+                if code:
+                    counter = self._metrics.partition_errors
+                    counter.labels(ApiKey(api_key).display_name, error_name_for(code)).inc()
+
+
+@cache
+def _entry_fields(response_type: type[Message]) -> tuple[str, ...]:
+    """The fields of a response type that hold its entries (tuples, or tuples or None)."""
+    hints = get_type_hints(response_type)
+
+    def holds_entries(hint: Any) -> bool:
+        return get_origin(hint) is tuple or any(get_origin(arg) is tuple for arg in get_args(hint))
+
+    return tuple(f.name for f in fields(response_type) if holds_entries(hints[f.name]))
+
+
+def _authenticator(context: RequestContext) -> SaslAuthenticator:
+    session = context.session
+    if session is None or session.authenticator is None:
+        raise IllegalSaslStateError("this listener does not use SASL")
+    return session.authenticator
+
+
+def _fetched_bytes(response: Message) -> int:
+    """The record bytes a fetch response carries, as the consumer quota counts them."""
+    return sum(len(p.records) for p in response.partitions)
