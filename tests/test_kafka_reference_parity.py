@@ -404,6 +404,18 @@ def test_a_groups_configs_are_described_as_kafka_describes_them(
         ["The group 'no-such-group' doesn't exist and doesn't have dynamic config."],
     )
     assert odradek.pop(absent) == (0, ["Dynamic configs for group no-such-group are:"])
+    # The tool asks ListConfigResources (not served here) whether the group exists; Kafka 4.4
+    # has listed the classic group in one run and not in another (CI), so its answer for the
+    # existing group is either; odradek's is the tool's answer for a group it cannot check.
+    existing = f"kafka-configs.sh {CLASSIC_GROUP_NAME} ()"
+    assert kafka.pop(existing) in (
+        (0, [f"Dynamic configs for group {CLASSIC_GROUP_NAME} are:"]),
+        (
+            0,
+            [f"The group '{CLASSIC_GROUP_NAME}' doesn't exist and doesn't have dynamic config."],
+        ),
+    )
+    assert odradek.pop(existing) == (0, [f"Dynamic configs for group {CLASSIC_GROUP_NAME} are:"])
     assert odradek == kafka
 
 
