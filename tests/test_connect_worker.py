@@ -100,8 +100,15 @@ def test_file_stream_connectors_survive_sigkill_of_broker_and_worker(tmp_path: P
         worker.kill()
         append_lines(source, 1500, 500)
         worker = ConnectWorker(classpath, tmp_path / "worker", broker.bootstrap, FAST_WORKER)
-        # Its connectors come back from the config topic: nobody submits them again.
-        assert sorted(worker.request("GET", "/connectors")) == ["lines-in", "lines-out"]
+        # Its connectors come back from the config topic: nobody submits them again. (Its REST
+        # answers before it has joined its group and read the config topic: an empty list
+        # until then.)
+        listed = wait_for(
+            "the restarted worker to list its connectors from the config topic",
+            lambda: sorted(worker.request("GET", "/connectors")),
+            timeout=90,
+        )
+        assert listed == ["lines-in", "lines-out"]
         worker.wait_running("lines-in", "lines-out")
         wait_for_lines(sink, 2000, "after the worker's SIGKILL")
 
