@@ -92,7 +92,9 @@ class Member:
         self._reader.join(timeout=5)
 
 
-def wait_for(condition, timeout_s: float = 40, what: str = "condition") -> None:
+# Each wait returns as soon as its event happens; the bound is for a machine running another
+# test suite beside this one (a member process starting and joining took over 40 s there).
+def wait_for(condition, timeout_s: float = 120, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
