@@ -30,3 +30,9 @@ class RequestContext:
     def __str__(self) -> str:
         client = f" of client {self.header.client_id!r}" if self.header.client_id else ""
         return f"{self.api_key.display_name} request {self.header.correlation_id}{client}"
+
+
+def client_host(context: RequestContext) -> str:
+    """The peer's address as Kafka shows a member's host: ``/`` and the IP."""
+    host = context.peer.rsplit(":", 1)[0] if ":" in context.peer else context.peer
+    return "/" + host.strip("[]")

@@ -34,8 +34,8 @@ from odradek.server.group.coordinator_results import (
 )
 from odradek.server.group.group_coordinator import GroupCoordinator
 from odradek.server.kafka.request import KafkaHandler, KafkaRequest
-from odradek.server.msgpack.groups import TRANSACTIONS_NOT_SERVED, client_host
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import RequestContext, client_host
+from odradek.server.transaction.not_served import TRANSACTIONS_NOT_SERVED
 
 GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1
 FIRST_JOIN_WITH_MEMBER_ID_REQUIRED = 4  # JoinGroup v4+: MEMBER_ID_REQUIRED round trip

@@ -7,7 +7,7 @@ GROUP_AUTHORIZATION_FAILED, or TOPIC_AUTHORIZATION_FAILED for a topic's partitio
 
 from __future__ import annotations
 
-from odradek.errors import CoordinatorNotAvailableError, KafkaError, UnsupportedVersionError
+from odradek.errors import CoordinatorNotAvailableError, KafkaError
 from odradek.protocol.delete_groups import DeletedGroup, DeleteGroupsRequest, DeleteGroupsResponse
 from odradek.protocol.describe_groups import (
     DescribedGroupEntry,
@@ -53,17 +53,10 @@ from odradek.server.authorization.group_authorization import GroupAuthorization
 from odradek.server.group.coordinator_log import CoordinatorLog
 from odradek.server.group.coordinator_results import MemberIdentity, OffsetCommitEntry
 from odradek.server.group.group_coordinator import GroupCoordinator
-from odradek.server.request_context import RequestContext
+from odradek.server.request_context import RequestContext, client_host
+from odradek.server.transaction.not_served import TRANSACTIONS_NOT_SERVED
 
 READ, DESCRIBE, DELETE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE
-
-# Until this broker has a transaction coordinator, FindCoordinator for a transactional id is
-# refused with a non-retriable error saying why, so a transactional client fails at once instead
-# of retrying COORDINATOR_NOT_AVAILABLE until its own timeout.
-TRANSACTIONS_NOT_SERVED = UnsupportedVersionError(
-    "transactions are not supported by this broker yet (no transaction coordinator); "
-    "an idempotent producer needs no transactional.id"
-)
 
 
 class MsgpackGroupApis:
@@ -393,9 +386,3 @@ class MsgpackGroupApis:
                 if p.topic in denials and not error.error_code
             ),
         )
-
-
-def client_host(context: RequestContext) -> str:
-    """The peer's address as Kafka shows a member's host: ``/`` and the IP."""
-    host = context.peer.rsplit(":", 1)[0] if ":" in context.peer else context.peer
-    return "/" + host.strip("[]")
