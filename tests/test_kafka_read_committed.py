@@ -14,7 +14,7 @@ import pytest
 from kafka_helpers import create_topic, kafka_call
 from server_helpers import RunningBroker, running_broker
 
-from odradek.protocol.kafka.api_versions import FETCH, LIST_OFFSETS
+from odradek.protocol.kafka.api_versions import DESCRIBE_PRODUCERS, FETCH, LIST_OFFSETS
 from odradek.protocol.produce import Acks
 from odradek.record.record_batch_builder import build_batch
 from odradek.server.transaction.transaction_marker import TransactionMarker
@@ -118,6 +118,15 @@ def latest(broker: RunningBroker, isolation_level: int) -> int:
     return response["topics"][0]["partitions"][0]["offset"]
 
 
+def describe_producers(broker: RunningBroker, partition: int = 0) -> dict:
+    body = {"topics": [{"name": TOPIC, "partition_indexes": [partition]}]}
+    response = kafka_call(broker, DESCRIBE_PRODUCERS, 0, body)
+    (topic,) = response["topics"]
+    (answer,) = topic["partitions"]
+    assert answer["partition_index"] == partition
+    return answer
+
+
 def test_read_committed_sees_committed_transactions_only_and_waits_at_the_lso(broker) -> None:
     append(broker, 7, 0, [b"a0", b"a1", b"a2"])  # 0-2, aborted below
     append(broker, -1, 0, [b"p3"])  # 3
@@ -146,6 +155,14 @@ def test_read_committed_sees_committed_transactions_only_and_waits_at_the_lso(br
     assert consume(broker, "read_uncommitted", until=10) == [
         b"a0", b"a1", b"a2", b"p3", b"c4", b"c5", b"o8", b"p9"
     ]  # fmt: skip
+
+    producers = describe_producers(broker)
+    assert producers["error_code"] == 0
+    assert {p["producer_id"]: (p["coordinator_epoch"], p["current_txn_start_offset"],
+            p["last_sequence"], p["producer_epoch"]) for p in producers["active_producers"]} == {
+        7: (0, -1, 2, 0), 8: (0, -1, 1, 0), 9: (-1, 8, 0, 0)
+    }  # fmt: skip
+    assert describe_producers(broker, partition=3)["error_code"] == 3  # UNKNOWN_TOPIC_OR_PARTITION
 
     end_transaction(broker, 9, committed=True)  # 10
     assert log.last_stable_offset == log.high_watermark == 11
