@@ -14,7 +14,10 @@ import pytest
 from kafka_helpers import create_topic, kafka_call
 from server_helpers import RunningBroker, running_broker
 
+from odradek.protocol.fetch import AbortedTransaction, FetchPartition, FetchRequest
+from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.kafka.api_versions import DESCRIBE_PRODUCERS, FETCH, LIST_OFFSETS
+from odradek.protocol.list_offsets import ListOffsetsPartition, ListOffsetsRequest
 from odradek.protocol.produce import Acks
 from odradek.record.record_batch_builder import build_batch
 from odradek.server.transaction.transaction_marker import TransactionMarker
@@ -155,6 +158,27 @@ def test_read_committed_sees_committed_transactions_only_and_waits_at_the_lso(br
     assert consume(broker, "read_uncommitted", until=10) == [
         b"a0", b"a1", b"a2", b"p3", b"c4", b"c5", b"o8", b"p9"
     ]  # fmt: skip
+
+    # odradek's own protocol: isolation txn_committed, the same answer.
+    with broker.connect() as client:
+        answer = client.call(
+            FetchRequest(
+                (FetchPartition(TOPIC, 0, 0),),
+                max_wait_ms=0,
+                isolation=IsolationLevel.TXN_COMMITTED,
+            )
+        ).partitions[0]
+        assert (answer.high_watermark, answer.last_stable_offset) == (10, 8)
+        assert answer.aborted_transactions == (AbortedTransaction(7, 0),)
+        plain = client.call(FetchRequest((FetchPartition(TOPIC, 0, 0),), max_wait_ms=0))
+        assert plain.partitions[0].aborted_transactions == ()
+        assert plain.partitions[0].last_stable_offset == 8
+        listed = client.call(
+            ListOffsetsRequest(
+                (ListOffsetsPartition(TOPIC, 0, -1),), isolation=IsolationLevel.TXN_COMMITTED
+            )
+        )
+        assert listed.partitions[0].offset == 8
 
     producers = describe_producers(broker)
     assert producers["error_code"] == 0

@@ -523,6 +523,9 @@ class UnifiedLog:
                     )
             except OSError as error:
                 raise self._local.storage_error("transaction marker append", error) from error
+            # The transactions the HW passed go first: however seldom the LSO is read, the
+            # ended ones kept are only those whose marker awaits its commit.
+            state.on_high_watermark_updated(self.high_watermark)
             state.update_end_txn_marker(entry, completed)
             if leader_epoch > self.leader_epoch_cache.latest_epoch:
                 self._assign_leader_epoch(leader_epoch, offset)
