@@ -30,13 +30,16 @@ from pathlib import Path
 
 import pytest
 from cleaner_helpers import CLEANER, clean_fully
+from kafka_helpers import kafka_call
 from kafka_reference import (
+    HARNESS_MAIN,
     JavaClient,
     ProducedRecord,
     ProducerRun,
     ReferenceBroker,
     StoredRecord,
     TopicSpec,
+    _record_line,
     harness_classpath,
     kafka_classpath,
     run_java,
@@ -1311,3 +1314,71 @@ def test_kafkas_dump_log_segments_reads_an_open_transaction_in_odradeks_snapshot
         pid, epoch, coordinator, txn_first = (int(v) for v in entry.groups(default="-1")[:4])
         rows[pid] = (epoch, coordinator, txn_first)
     assert rows == {7: (2, -1, 1), 8: (2, 5, -1)}
+
+
+def _latest(bootstrap: str, isolation_level: int) -> int:
+    body = {
+        "replica_id": -1,
+        "isolation_level": isolation_level,
+        "topics": [{"name": "open-tx", "partitions": [{"partition_index": 0, "timestamp": -1}]}],
+    }
+    answer = kafka_call(bootstrap, 2, 7, body)["topics"][0]["partitions"][0]
+    assert answer["error_code"] == 0, answer
+    return answer["offset"]
+
+
+def test_odradek_on_kafkas_files_with_an_open_transaction_answers_kafkas_lso(
+    tmp_path: Path,
+) -> None:
+    """A transaction left open on the reference Kafka (its producer gone, its timeout far):
+    Kafka's LSO stays at its first offset. Loaded by odradek from Kafka's files, after a clean
+    stop (the open transaction in Kafka's snapshot) and as copied while Kafka ran (rebuilt
+    from the log), the partition answers the same LSO and high watermark, and DescribeProducers'
+    rows name the open transaction's first offset."""
+    broker = ReferenceBroker.start(tmp_path / "kafka")
+    try:
+        classpath = harness_classpath()
+        client = JavaClient(classpath, broker.bootstrap)
+        client.create_topics(TopicSpec("open-tx"))
+        line = _record_line(ProducedRecord(b"k", b"v", partition=0))
+        client.produce(
+            ProducerRun("open-tx", [[ProducedRecord(b"k", b"v", partition=0)] * 3],
+                        {"transactional.id": "committer"}, ["commit"]),
+            ProducerRun("open-tx", [[ProducedRecord(b"k", b"p", partition=0)] * 2]),
+        )  # fmt: skip
+        # A producer that began a transaction and is still there: its JVM waits on stdin.
+        left_open = subprocess.Popen(
+            ["java", "-Xmx256m", "-cp", classpath, HARNESS_MAIN, "produce",
+             "--bootstrap", broker.bootstrap],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            left_open.stdin.write(
+                "producer\topen-tx\ttransactional.id=left-open\ttransaction.timeout.ms=600000\n"
+                f"begin\n{line}\n{line}\nflush\n"
+            )
+            left_open.stdin.flush()
+            acks = [left_open.stdout.readline() for _ in range(2)]
+            assert all(ack.startswith("{") for ack in acks), acks
+            kafka_lso, kafka_hw = _latest(broker.bootstrap, 1), _latest(broker.bootstrap, 0)
+            assert (kafka_lso, kafka_hw) == (6, 8)
+            live = tmp_path / "live"
+            _copy_while_running(broker.log_dir, live)
+        finally:
+            left_open.kill()  # gone without ending its transaction
+            left_open.wait(timeout=30)
+    finally:
+        broker.stop()
+    stopped = tmp_path / "stopped"
+    shutil.copytree(broker.log_dir, stopped)
+    for copy in (stopped, live):
+        manager = LogManager(BrokerConfig(log_dirs=(str(copy),), broker_id=1))
+        manager.startup()
+        try:
+            log = manager.get_log(TopicPartition("open-tx", 0))
+            log.update_high_watermark(log.log_end_offset)
+            assert (log.last_stable_offset, log.high_watermark) == (kafka_lso, kafka_hw), copy
+            open_starts = [p.current_txn_start_offset for p in log.active_producers()]
+            assert sorted(open_starts) == [-1, -1, kafka_lso], copy
+        finally:
+            manager.shutdown()
