@@ -356,7 +356,7 @@ class ProducerStateManager:
             if entry.coordinator_epoch != NO_COORDINATOR_EPOCH:
                 self._coordinator_epochs[entry.producer_id] = entry.coordinator_epoch
         self.update(ProducerAppendInfo(loaded))
-        # The open transactions in the order they were opened (the same dict: the guard's).
+        # The open transactions in the order they were opened (kept in the same dict).
         opened = sorted(self.ongoing_txns.items(), key=lambda item: item[1])
         self.ongoing_txns.clear()
         self.ongoing_txns.update(opened)
@@ -367,13 +367,14 @@ class ProducerStateManager:
         data batches, the transactions they open and the markers that end them. Each
         segment's .txnindex is rebuilt from ``start_offset`` on (its entries for markers
         below stay), so recovery restores the aborted transactions a crash cut from it."""
-        for segment in segments:
+        for number, segment in enumerate(segments):
             if segment.base_offset >= end_offset:
                 break
+            following = segments[number + 1] if number + 1 < len(segments) else None
+            if following is not None and following.base_offset <= start_offset:
+                continue  # wholly below the replay
             position = 0
             if segment.base_offset < start_offset:
-                if segment.read_next_offset() <= start_offset:
-                    continue
                 position = segment.offset_index.lookup(start_offset).position
             txn_index = segment.txn_index
             txn_index.truncate_to(start_offset)
@@ -419,7 +420,15 @@ class ProducerStateManager:
             )
             return
         entry = self.entry(header.producer_id) or ProducerStateEntry(header.producer_id)
-        completed = _replay_end_txn_marker(entry, marker, header)
+        completed = analyze_end_txn_marker(
+            entry,
+            marker,
+            header.producer_epoch,
+            header.base_offset,
+            header.max_timestamp,
+            self._name,
+            checked=False,
+        )
         self.update_end_txn_marker(entry, completed)
         if completed is not None and completed.is_aborted:
             segment.txn_index.append(
@@ -430,28 +439,6 @@ class ProducerStateManager:
                     self.last_stable_offset_after(completed),
                 )
             )
-
-
-def _replay_end_txn_marker(
-    entry: ProducerStateEntry, marker: EndTransactionMarker, header: RecordBatch
-) -> CompletedTxn | None:
-    """A marker read back from the log applied to ``entry`` unchecked (as Kafka replays with
-    origin REPLICATION: the log holds what was accepted)."""
-    completed = None
-    if entry.current_txn_first_offset != NO_TXN_FIRST_OFFSET:
-        completed = CompletedTxn(
-            entry.producer_id,
-            entry.current_txn_first_offset,
-            header.base_offset,
-            not marker.committed,
-        )
-    if header.producer_epoch != entry.producer_epoch:
-        entry.batches.clear()
-        entry.producer_epoch = header.producer_epoch
-    entry.coordinator_epoch = marker.coordinator_epoch
-    entry.current_txn_first_offset = NO_TXN_FIRST_OFFSET
-    entry.last_timestamp = header.max_timestamp
-    return completed
 
 
 def _unlink(path: Path) -> None:

@@ -24,6 +24,7 @@ from odradek.errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
+from odradek.int_limits import INT64_MAX
 from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from odradek.record.control_record import EndTransactionMarker
 from odradek.record.record_batch import PRODUCER_ID_OFFSET
@@ -584,12 +585,7 @@ class UnifiedLog:
         the .txnindex of the segment holding ``start_offset`` on, until an index's search is
         complete (Kafka's ``collectAbortedTransactions``)."""
         found: list[AbortedTxn] = []
-        segment = self._segments.floor_segment(start_offset)
-        if segment is None:
-            segment = self._segments.first_segment
-        for candidate in self._segments.values():
-            if segment is None or candidate.base_offset < segment.base_offset:
-                continue
+        for candidate in self._segments.values_between(start_offset, INT64_MAX):
             result = candidate.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
             found.extend(result.aborted_transactions)
             if result.is_complete:
