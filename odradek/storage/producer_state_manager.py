@@ -367,12 +367,7 @@ class ProducerStateManager:
         data batches, the transactions they open and the markers that end them. Each
         segment's .txnindex is rebuilt from ``start_offset`` on (its entries for markers
         below stay), so recovery restores the aborted transactions a crash cut from it."""
-        for number, segment in enumerate(segments):
-            if segment.base_offset >= end_offset:
-                break
-            following = segments[number + 1] if number + 1 < len(segments) else None
-            if following is not None and following.base_offset <= start_offset:
-                continue  # wholly below the replay
+        for segment in segments:
             position = 0
             if segment.base_offset < start_offset:
                 position = segment.offset_index.lookup(start_offset).position
