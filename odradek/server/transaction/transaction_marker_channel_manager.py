@@ -24,6 +24,7 @@ from odradek.errors import (
     InvalidProducerEpochError,
     KafkaError,
     TransactionCoordinatorFencedError,
+    UnknownServerError,
     UnknownTopicOrPartitionError,
 )
 from odradek.server.group.coordinator_log import GROUP_METADATA_TOPIC_NAME
@@ -151,6 +152,9 @@ class TransactionMarkerChannelManager:
                 )
             except KafkaError as error:
                 results = {tp: error for tp in remaining}
+            except Exception as error:  # noqa: BLE001 - never give up a decided transaction
+                logger.exception("transactional id %r: writing markers failed", transactional_id)
+                results = {tp: UnknownServerError(str(error)) for tp in remaining}
             retry = []
             for tp in remaining:
                 error = results.get(tp)
