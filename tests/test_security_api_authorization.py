@@ -797,8 +797,12 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
             broker,
             22,
             5,
-            {"transactional_id": TXN, "transaction_timeout": 60000, "producer_id": -1,
-             "producer_epoch": -1},
+            {
+                "transactional_id": TXN,
+                "transaction_timeout": 60000,
+                "producer_id": -1,
+                "producer_epoch": -1,
+            },
             admin,
         )
         assert initialized["error_code"] == 0, initialized
