@@ -361,10 +361,6 @@ class NotEnoughReplicasError(KafkaError):
     code, error_name, retriable = 19, "NOT_ENOUGH_REPLICAS", True
 
 
-class InvalidTxnStateError(KafkaError):
-    code, error_name = 48, "INVALID_TXN_STATE"
-
-
 class InvalidProducerIdMappingError(KafkaError):
     code, error_name = 49, "INVALID_PRODUCER_ID_MAPPING"
 
@@ -375,10 +371,6 @@ class InvalidTransactionTimeoutError(KafkaError):
 
 class ConcurrentTransactionsError(KafkaError):
     code, error_name, retriable = 51, "CONCURRENT_TRANSACTIONS", True
-
-
-class TransactionCoordinatorFencedError(KafkaError):
-    code, error_name = 52, "TRANSACTION_COORDINATOR_FENCED"
 
 
 class TransactionalIdAuthorizationFailedError(KafkaError):
@@ -465,11 +457,9 @@ _BY_CODE: dict[int, type[KafkaError]] = {
         DuplicateResourceError,
         RebootstrapRequiredError,
         NotEnoughReplicasError,
-        InvalidTxnStateError,
         InvalidProducerIdMappingError,
         InvalidTransactionTimeoutError,
         ConcurrentTransactionsError,
-        TransactionCoordinatorFencedError,
         TransactionalIdAuthorizationFailedError,
         OperationNotAttemptedError,
         TransactionalIdNotFoundError,
