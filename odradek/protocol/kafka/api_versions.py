@@ -39,6 +39,8 @@ DESCRIBE_LOG_DIRS, ELECT_LEADERS = 35, 43
 # Consumer groups (classic protocol).
 OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 8, 9, 11, 12, 13, 14
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
+# The group side of transactions.
+TXN_OFFSET_COMMIT = 28
 
 ADVERTISED: dict[int, ApiRange] = {
     r.api_key: r
@@ -81,6 +83,8 @@ ADVERTISED: dict[int, ApiRange] = {
         ApiRange(DESCRIBE_GROUPS, "DescribeGroups", 0, 5, 0),
         ApiRange(DELETE_GROUPS, "DeleteGroups", 0, 2, 0),
         ApiRange(OFFSET_DELETE, "OffsetDelete", 0, 0, 0),
+        # The group side of transactions: Kafka 4.4 serves v0-6, kio knows v0-5.
+        ApiRange(TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 5, 0),
     )
 }
 
