@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from group_helpers import commit, create_topic, group_broker, join, sync
-from kafka_helpers import kafka_call
+from kafka_helpers import HasBootstrap, kafka_call
 from server_helpers import RunningBroker
 
 from odradek.record.control_record import ControlRecordType, EndTransactionMarker
@@ -34,11 +34,12 @@ COMMITTED, ABORTED, OPEN, LATE = 1000, 1001, 1002, 1003
 
 
 def offset_fetch(
-    broker: RunningBroker, group: str, partitions: dict[str, list[int]], stable: bool
+    target: str | HasBootstrap, group: str, partitions: dict[str, list[int]], stable: bool
 ) -> dict[tuple[str, int], tuple[int, int]]:
-    """OffsetFetch v8 for ``partitions``: (committed offset, error code) of each."""
+    """OffsetFetch v8 for ``partitions`` (from any broker): (committed offset, error code) of
+    each."""
     response = kafka_call(
-        broker,
+        target,
         OFFSET_FETCH,
         8,
         {
