@@ -197,6 +197,19 @@ class UnstableOffsetCommitError(KafkaError):
     code, error_name, retriable = 88, "UNSTABLE_OFFSET_COMMIT", True
 
 
+class InvalidTxnStateError(KafkaError):
+    """A producer wrote outside its transaction's rules, e.g. a non-transactional batch while
+    its transaction is open in the partition."""
+
+    code, error_name = 48, "INVALID_TXN_STATE"
+
+
+class TransactionCoordinatorFencedError(KafkaError):
+    """A transaction marker from a coordinator epoch older than one the partition saw."""
+
+    code, error_name = 52, "TRANSACTION_COORDINATOR_FENCED"
+
+
 class ThrottlingQuotaExceededError(KafkaError):
     """More topic creations than a limit allows now (Kafka's controller mutation quota)."""
 
@@ -379,6 +392,8 @@ _BY_CODE: dict[int, type[KafkaError]] = {
         InvalidRecordError,
         ProducerFencedError,
         UnstableOffsetCommitError,
+        InvalidTxnStateError,
+        TransactionCoordinatorFencedError,
         ThrottlingQuotaExceededError,
         OffsetMetadataTooLargeError,
         CoordinatorLoadInProgressError,
