@@ -190,6 +190,13 @@ class ProducerFencedError(KafkaError):
     code, error_name = 90, "PRODUCER_FENCED"
 
 
+class UnstableOffsetCommitError(KafkaError):
+    """OffsetFetch with require_stable: a transaction holds an offset of the partition that is
+    neither committed nor aborted yet (KIP-447); the consumer retries."""
+
+    code, error_name, retriable = 88, "UNSTABLE_OFFSET_COMMIT", True
+
+
 class InvalidTxnStateError(KafkaError):
     """A producer wrote outside its transaction's rules, e.g. a non-transactional batch while
     its transaction is open in the partition."""
@@ -422,6 +429,7 @@ _BY_CODE: dict[int, type[KafkaError]] = {
         UnsupportedCompressionTypeError,
         InvalidRecordError,
         ProducerFencedError,
+        UnstableOffsetCommitError,
         InvalidTxnStateError,
         TransactionCoordinatorFencedError,
         ThrottlingQuotaExceededError,

@@ -40,7 +40,7 @@ DESCRIBE_LOG_DIRS, ELECT_LEADERS = 35, 43
 OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 8, 9, 11, 12, 13, 14
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
 # Transactions.
-ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 24, 25, 26
+ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
 
 ADVERTISED: dict[int, ApiRange] = {
@@ -88,6 +88,8 @@ ADVERTISED: dict[int, ApiRange] = {
         ApiRange(ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", 0, 5, 0),
         ApiRange(ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", 0, 4, 0),
         ApiRange(END_TXN, "EndTxn", 0, 5, 0),
+        # The group side of transactions: Kafka 4.4 serves v0-6, kio knows v0-5.
+        ApiRange(TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 5, 0),
         ApiRange(DESCRIBE_TRANSACTIONS, "DescribeTransactions", 0, 0, 0),
         ApiRange(LIST_TRANSACTIONS, "ListTransactions", 0, 2, 0),
     )
