@@ -349,3 +349,32 @@ def test_the_state_is_rebuilt_at_start_up_and_a_prepared_transaction_is_ended(
         log = harness.running.broker.log_manager.get_log(TP0)
         assert log.last_stable_offset == log.log_end_offset
         assert harness.init("app") == ProducerIdAndEpoch(producer.producer_id, 1)
+
+
+def test_a_timed_out_transaction_of_version_2_is_aborted_with_one_epoch_bump(
+    harness: Harness,
+) -> None:
+    """As Kafka 4.4: the producer is not fenced; its commit at the old epoch is
+    INVALID_TXN_STATE (abortable), its abort is taken for a retry of the coordinator's."""
+    producer = harness.init("app", timeout_ms=5000)
+    coordinator = harness.coordinator
+    harness.run(
+        coordinator.verify_or_add_partitions(
+            "app", producer.producer_id, producer.producer_epoch, [TP0], implicit_add=True
+        )
+    )
+    harness.clock.sleep(6000)
+    assert harness.run(coordinator.abort_timed_out_transactions()) == 1
+    assert harness.settle("app") is S.COMPLETE_ABORT
+    with pytest.raises(InvalidTxnStateError):
+        harness.end("app", producer, committed=True, version=2)
+    bumped = ProducerIdAndEpoch(producer.producer_id, 1)
+    assert harness.end("app", producer, committed=False, version=2) == bumped
+    assert harness.markers(TP0) == [(producer.producer_id, 1, False)]
+    values = [v for tid, v in harness.records() if tid == "app"]
+    assert [(v.state, v.producer_epoch) for v in values] == [
+        (S.EMPTY, 0),
+        (S.ONGOING, 0),
+        (S.PREPARE_ABORT, 1),
+        (S.COMPLETE_ABORT, 1),
+    ]
