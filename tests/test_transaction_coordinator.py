@@ -284,6 +284,9 @@ def test_a_transaction_open_longer_than_its_timeout_is_aborted(harness: Harness)
     harness.add("app", producer, TP0)
     harness.clock.sleep(4000)
     assert harness.run(harness.coordinator.abort_timed_out_transactions()) == 0
+    samples = harness.running.metrics()
+    assert samples["odradek_transactions_open"] == 1
+    assert samples["odradek_transaction_oldest_open_age_seconds"] == 4.0
     harness.clock.sleep(1500)
     assert harness.run(harness.coordinator.abort_timed_out_transactions()) == 1
     assert harness.settle("app") is S.COMPLETE_ABORT

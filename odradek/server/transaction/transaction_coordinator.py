@@ -152,7 +152,7 @@ class TransactionCoordinator:
                 )
             ),
         ]
-        self._metrics.watch(self._state)
+        self._metrics.watch(self._state, self._clock)
         self.active = True
 
     async def _every(self, interval_ms: int, work: object) -> None:
