@@ -16,8 +16,8 @@ Kafka's batch retention: a batch whose records all go goes too, except two whose
 with the records of theirs that stay or none (``BatchRetention.RETAIN_EMPTY``): a live idempotent
 producer's last batch, which carries the producer's epoch and last sequence (after a restart its
 state is rebuilt from it, so a retry of that batch is still answered as a duplicate), and the
-batch that ends where the round's cleanable section ends (its next offset is the first
-uncleanable one), so the log's last offsets are not lost with its records.
+batch that ends at the high watermark (its next offset is the high watermark, Kafka 4.4's rule),
+so the log's last offsets are not lost with its records.
 
 Tombstones go as Kafka 4 removes them (KIP-534): the first cleaning that keeps one stamps its
 batch with a delete horizon, a later one at or past that horizon drops it (batch_filter.py).
@@ -225,9 +225,10 @@ class Cleaner:
                 self._transactions,
             )
             for source in group:
-                # Only the segment reaching the first uncleanable offset can hold the round's
-                # last batch.
-                holds_last = upper_bounds[source.base_offset] == self.task.first_uncleanable_offset
+                # Only the segment holding the offset before the high watermark can hold the
+                # batch ending there.
+                before_hw = self.task.high_watermark - 1
+                holds_last = source.base_offset <= before_hw < upper_bounds[source.base_offset]
                 self._clean_into(
                     source,
                     cleaned,
@@ -341,11 +342,11 @@ class _HeaderKeeper:
     """Finds, in one source segment, the batches whose header a cleaned segment keeps even when
     none of their records stays (Kafka's ``checkBatchRetention`` answering ``RETAIN_EMPTY``): a
     live producer's last batch (its last offset is the producer's last data offset), and, in
-    the segment reaching the first uncleanable offset, the batch ending there."""
+    the segment holding it, the batch ending at the high watermark."""
 
     def __init__(self, task: CleaningTask, holds_last: bool) -> None:
         self._producer_last_offsets = task.producer_last_offsets
-        self._round_last_offset = task.first_uncleanable_offset - 1 if holds_last else None
+        self._round_last_offset = task.high_watermark - 1 if holds_last else None
 
     def next_kept(self, data: Buffer, position: int, end: int) -> int | None:
         """Where the next such batch in ``data[position:end]`` starts; None when there is none.
