@@ -28,7 +28,7 @@ from odradek.topic_partition import TopicPartition
 
 OFFSETS = {"offsets.topic.num.partitions": "1"}
 """One ``__consumer_offsets`` partition: every group is in partition 0."""
-OFFSET_FETCH, TXN_OFFSET_COMMIT, DELETE_GROUPS = 9, 28, 42
+OFFSET_FETCH, TXN_OFFSET_COMMIT, DELETE_GROUPS, OFFSET_DELETE = 9, 28, 42, 47
 UNSTABLE_OFFSET_COMMIT, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, INVALID_GROUP_ID = 88, 22, 25, 24
 UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE, INVALID_PRODUCER_EPOCH = 3, 12, 47
 COMMITTED, ABORTED, OPEN, LATE = 1000, 1001, 1002, 1003
@@ -346,6 +346,26 @@ def test_each_transaction_at_its_bumped_epoch_and_a_fenced_producer_refused(
             ("t", 0): (8, 0),
             ("t", 1): (9, 0),
         }
+
+
+def test_offset_delete_drops_a_pending_transactional_offset(tmp_path: Path) -> None:
+    """Kafka's OffsetDelete writes a tombstone for a partition a transaction holds an offset
+    for even when none is committed: the transaction's COMMIT then brings nothing back."""
+    with group_broker(tmp_path, OFFSETS) as broker, broker.connect() as client:
+        create_topic(client, "t", 2)
+        assert txn_offset_commit(broker, "g", {("t", 1): 6}) == {("t", 1): 0}
+        deleted = kafka_call(
+            broker,
+            OFFSET_DELETE,
+            0,
+            {"group_id": "g", "topics": [{"name": "t", "partitions": [{"partition_index": 1}]}]},
+        )
+        assert deleted["error_code"] == 0, deleted
+        assert offset_fetch(broker, "g", {"t": [1]}, stable=True) == {("t", 1): (-1, 0)}
+        _end_transaction(broker, 7, 0, commit=True)
+        assert offset_fetch(broker, "g", {"t": [1]}, stable=True) == {("t", 1): (-1, 0)}
+    with group_broker(tmp_path, OFFSETS) as broker:
+        assert offset_fetch(broker, "g", {"t": [1]}, stable=True) == {("t", 1): (-1, 0)}
 
 
 def test_txn_offset_commit_checks_group_member_and_partitions_as_kafka(tmp_path: Path) -> None:
