@@ -28,9 +28,9 @@ from odradek.topic_partition import TopicPartition
 
 OFFSETS = {"offsets.topic.num.partitions": "1"}
 """One ``__consumer_offsets`` partition: every group is in partition 0."""
-OFFSET_FETCH, TXN_OFFSET_COMMIT, DELETE_GROUPS = 9, 28, 42
+OFFSET_FETCH, TXN_OFFSET_COMMIT, DELETE_GROUPS, OFFSET_DELETE = 9, 28, 42, 47
 UNSTABLE_OFFSET_COMMIT, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, INVALID_GROUP_ID = 88, 22, 25, 24
-UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE = 3, 12
+UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE, INVALID_PRODUCER_EPOCH = 3, 12, 47
 COMMITTED, ABORTED, OPEN, LATE = 1000, 1001, 1002, 1003
 """The producer ids of the transactions written into the log."""
 
@@ -74,8 +74,10 @@ def txn_offset_commit(
     generation_id: int = -1,
     member_id: str = "",
     metadata: str | None = None,
+    epoch: int = 0,
 ) -> dict[tuple[str, int], int]:
-    """TxnOffsetCommit of ``offsets`` for producer 7 epoch 0: each partition's error code."""
+    """TxnOffsetCommit of ``offsets`` for producer 7 at ``epoch``: each partition's error
+    code."""
     topics: dict[str, list[dict]] = {}
     for (topic, partition), offset in offsets.items():
         topics.setdefault(topic, []).append(
@@ -93,7 +95,7 @@ def txn_offset_commit(
             "transactional_id": "txn",
             "group_id": group,
             "producer_id": 7,
-            "producer_epoch": 0,
+            "producer_epoch": epoch,
             "generation_id": generation_id,
             "member_id": member_id,
             "group_instance_id": None,
@@ -320,6 +322,50 @@ def test_txn_offset_commit_is_pending_until_its_marker_and_replays_after_restart
             ("t", 0): (5, 0),
             ("t", 1): (9, 0),
         }
+
+
+def test_each_transaction_at_its_bumped_epoch_and_a_fenced_producer_refused(
+    tmp_path: Path,
+) -> None:
+    """Transaction version 2 (KIP-890): the markers end each transaction at the next epoch,
+    which the producer's next transaction uses; a commit at an older epoch is the fenced
+    producer's (INVALID_PRODUCER_EPOCH) and leaves nothing pending."""
+    wanted = {"t": [0, 1]}
+    with group_broker(tmp_path, OFFSETS) as broker, broker.connect() as client:
+        create_topic(client, "t", 2)
+        for epoch, offset in [(0, 5), (1, 8)]:
+            for partition in (0, 1):
+                assert txn_offset_commit(
+                    broker, "g", {("t", partition): offset + partition}, 5, epoch=epoch
+                ) == {("t", partition): 0}
+            _end_transaction(broker, 7, epoch + 1, commit=True)
+        assert txn_offset_commit(broker, "g", {("t", 0): 99}, 5, epoch=1) == {
+            ("t", 0): INVALID_PRODUCER_EPOCH
+        }
+        assert offset_fetch(broker, "g", wanted, stable=True) == {
+            ("t", 0): (8, 0),
+            ("t", 1): (9, 0),
+        }
+
+
+def test_offset_delete_drops_a_pending_transactional_offset(tmp_path: Path) -> None:
+    """Kafka's OffsetDelete writes a tombstone for a partition a transaction holds an offset
+    for even when none is committed: the transaction's COMMIT then brings nothing back."""
+    with group_broker(tmp_path, OFFSETS) as broker, broker.connect() as client:
+        create_topic(client, "t", 2)
+        assert txn_offset_commit(broker, "g", {("t", 1): 6}) == {("t", 1): 0}
+        deleted = kafka_call(
+            broker,
+            OFFSET_DELETE,
+            0,
+            {"group_id": "g", "topics": [{"name": "t", "partitions": [{"partition_index": 1}]}]},
+        )
+        assert deleted["error_code"] == 0, deleted
+        assert offset_fetch(broker, "g", {"t": [1]}, stable=True) == {("t", 1): (-1, 0)}
+        _end_transaction(broker, 7, 0, commit=True)
+        assert offset_fetch(broker, "g", {"t": [1]}, stable=True) == {("t", 1): (-1, 0)}
+    with group_broker(tmp_path, OFFSETS) as broker:
+        assert offset_fetch(broker, "g", {"t": [1]}, stable=True) == {("t", 1): (-1, 0)}
 
 
 def test_txn_offset_commit_checks_group_member_and_partitions_as_kafka(tmp_path: Path) -> None:
