@@ -13,6 +13,8 @@ OffsetDelete or the group's deletion) drops the pending offsets before it.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from group_helpers import commit, create_topic, group_broker, join, sync
@@ -278,11 +280,21 @@ def _end_transaction(broker: RunningBroker, producer_id: int, epoch: int, commit
     )
 
 
+@contextmanager
+def unchecked_broker(tmp_path: Path) -> Iterator[RunningBroker]:
+    """A broker whose group coordinator takes producer 7's TxnOffsetCommits without asking the
+    transaction coordinator (these tests write producer 7's transactions by hand; the check
+    itself is tested with the coordinator, in test_kafka_transaction_versions.py)."""
+    with group_broker(tmp_path, OFFSETS) as broker:
+        broker.broker.group_coordinator.verify_transaction = None
+        yield broker
+
+
 def test_txn_offset_commit_is_pending_until_its_marker_and_replays_after_restart(
     tmp_path: Path,
 ) -> None:
     wanted = {"t": [0, 1]}
-    with group_broker(tmp_path, OFFSETS) as broker, broker.connect() as client:
+    with unchecked_broker(tmp_path) as broker, broker.connect() as client:
         create_topic(client, "t", 2)
         # Two commits in one transaction (v4, then v5 of transaction version 2).
         assert txn_offset_commit(broker, "g", {("t", 0): 5}) == {("t", 0): 0}
@@ -312,7 +324,7 @@ def test_txn_offset_commit_is_pending_until_its_marker_and_replays_after_restart
         }
         # A third one stays open across the restart.
         assert txn_offset_commit(broker, "g", {("t", 1): 9}) == {("t", 1): 0}
-    with group_broker(tmp_path, OFFSETS) as broker:
+    with unchecked_broker(tmp_path) as broker:
         assert offset_fetch(broker, "g", wanted, stable=True) == {
             ("t", 0): (5, 0),
             ("t", 1): (-1, UNSTABLE_OFFSET_COMMIT),
@@ -331,7 +343,7 @@ def test_each_transaction_at_its_bumped_epoch_and_a_fenced_producer_refused(
     which the producer's next transaction uses; a commit at an older epoch is the fenced
     producer's (INVALID_PRODUCER_EPOCH) and leaves nothing pending."""
     wanted = {"t": [0, 1]}
-    with group_broker(tmp_path, OFFSETS) as broker, broker.connect() as client:
+    with unchecked_broker(tmp_path) as broker, broker.connect() as client:
         create_topic(client, "t", 2)
         for epoch, offset in [(0, 5), (1, 8)]:
             for partition in (0, 1):
@@ -351,7 +363,7 @@ def test_each_transaction_at_its_bumped_epoch_and_a_fenced_producer_refused(
 def test_offset_delete_drops_a_pending_transactional_offset(tmp_path: Path) -> None:
     """Kafka's OffsetDelete writes a tombstone for a partition a transaction holds an offset
     for even when none is committed: the transaction's COMMIT then brings nothing back."""
-    with group_broker(tmp_path, OFFSETS) as broker, broker.connect() as client:
+    with unchecked_broker(tmp_path) as broker, broker.connect() as client:
         create_topic(client, "t", 2)
         assert txn_offset_commit(broker, "g", {("t", 1): 6}) == {("t", 1): 0}
         deleted = kafka_call(
@@ -364,12 +376,12 @@ def test_offset_delete_drops_a_pending_transactional_offset(tmp_path: Path) -> N
         assert offset_fetch(broker, "g", {"t": [1]}, stable=True) == {("t", 1): (-1, 0)}
         _end_transaction(broker, 7, 0, commit=True)
         assert offset_fetch(broker, "g", {"t": [1]}, stable=True) == {("t", 1): (-1, 0)}
-    with group_broker(tmp_path, OFFSETS) as broker:
+    with unchecked_broker(tmp_path) as broker:
         assert offset_fetch(broker, "g", {"t": [1]}, stable=True) == {("t", 1): (-1, 0)}
 
 
 def test_txn_offset_commit_checks_group_member_and_partitions_as_kafka(tmp_path: Path) -> None:
-    with group_broker(tmp_path, OFFSETS) as broker, broker.connect() as client:
+    with unchecked_broker(tmp_path) as broker, broker.connect() as client:
         create_topic(client, "t", 1)
         # No such group: a generation >= 0 is over (ILLEGAL_GENERATION).
         assert txn_offset_commit(broker, "none", {("t", 0): 1}, generation_id=3) == {
