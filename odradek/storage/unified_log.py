@@ -24,9 +24,10 @@ from odradek.errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
+from odradek.int_limits import INT64_MAX
 from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from odradek.record.control_record import EndTransactionMarker
-from odradek.record.record_batch import PRODUCER_ID_OFFSET, TRANSACTIONAL_FLAG_MASK
+from odradek.record.record_batch import PRODUCER_ID_OFFSET
 from odradek.storage.active_producer import ActiveProducer
 from odradek.storage.atomic_file import fsync_directory, write_atomically
 from odradek.storage.fetch_data_info import FetchDataInfo, FetchIsolation
@@ -51,7 +52,7 @@ from odradek.storage.log_stats import (
     RETENTION_TIME,
 )
 from odradek.storage.log_validator import append_rules, validate_and_assign_offsets
-from odradek.storage.producer_append_info import ATTRIBUTES_LOW_BYTE, ProducerAppendInfo
+from odradek.storage.producer_append_info import ProducerAppendInfo
 from odradek.storage.producer_snapshot_file import snapshot_file
 from odradek.storage.producer_state_manager import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -360,7 +361,7 @@ class UnifiedLog:
                         self._log_start_offset,
                         LogAppendInfo,
                         LogOffsetMetadata,
-                        self.producer_state.append_table,
+                        self._producer_table,
                     )
                 except OSError as error:
                     raise self._local.storage_error("append", error) from error
@@ -422,15 +423,10 @@ class UnifiedLog:
         # plain one-batch append pays one byte read for idempotence. The common idempotent
         # request, one batch going on where its producer left off, is one call to the
         # producer table (and one more once written); the others get every rule checked.
-        # A transactional batch goes to the table only while a transaction is open (the guard
-        # then tells a batch going on in its transaction from one that opens one).
+        # (The table declines a batch that opens a transaction or a plain one inside one.)
         records = validated.records
         if validated.batch_count > 1 or not records[PRODUCER_ID_OFFSET] & 0x80:
-            producers = self.producer_state.append_table
-            noted = (
-                not records[ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_FLAG_MASK
-                or producers is not self._producer_table
-            ) and producers.try_next(records)
+            noted = self._producer_table.try_next(records)
             if not noted:
                 producer_append = self.producer_state.analyze(validated.records)
                 if producer_append.duplicate is not None:
@@ -454,7 +450,7 @@ class UnifiedLog:
         except OSError as error:
             raise self._local.storage_error("append", error) from error
         if noted:
-            self._producer_table.commit_next()  # (the guard's commit_next is the table's)
+            self._producer_table.commit_next()
         elif producer_append is not None:
             self.producer_state.update(producer_append)
         info = _new_tuple(
@@ -555,7 +551,7 @@ class UnifiedLog:
         """The first offset of the earliest transaction still open, or ended by a marker the
         high watermark has not passed (not below the log start offset); None when none is."""
         state = self.producer_state
-        if not state.ongoing_txns and not state.unreplicated_txns:
+        if not state.unstable:
             return None  # (a transaction opening meanwhile starts at or above the HW)
         with self._lock:
             first = state.first_unstable_offset(self.high_watermark)
@@ -589,12 +585,7 @@ class UnifiedLog:
         the .txnindex of the segment holding ``start_offset`` on, until an index's search is
         complete (Kafka's ``collectAbortedTransactions``)."""
         found: list[AbortedTxn] = []
-        segment = self._segments.floor_segment(start_offset)
-        if segment is None:
-            segment = self._segments.first_segment
-        for candidate in self._segments.values():
-            if segment is None or candidate.base_offset < segment.base_offset:
-                continue
+        for candidate in self._segments.values_between(start_offset, INT64_MAX):
             result = candidate.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
             found.extend(result.aborted_transactions)
             if result.is_complete:
