@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from concurrent.futures import ThreadPoolExecutor
 
 from odradek.errors import KafkaStorageError
 from odradek.server.group_commit import GroupCommit
+from odradek.server.log_flusher import LogFlusher
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
 
 
@@ -17,6 +17,7 @@ class FailingFlushLog:
     """The two things GroupCommit reads of a UnifiedLog, and a flush whose disk fails."""
 
     recovery_point = 0
+    topic_partition = "failing-0"
     log_end_offset_metadata = LogOffsetMetadata(10)
 
     def flush(self, offset: int) -> None:
@@ -28,8 +29,9 @@ def test_a_failed_flush_fails_its_waiters_and_leaves_none_unread() -> None:
         loop = asyncio.get_running_loop()
         unread: list[dict] = []
         loop.set_exception_handler(lambda _loop, context: unread.append(context))
-        with ThreadPoolExecutor(1) as executor:
-            commit = GroupCommit(FailingFlushLog(), executor, lambda _end: None)
+        flusher = LogFlusher(1)
+        try:
+            commit = GroupCommit(FailingFlushLog(), flusher, lambda _end: None)
             awaited = commit.durable(5)
             abandoned = commit.durable(7)  # its producer's connection closed meanwhile
             try:
@@ -42,6 +44,8 @@ def test_a_failed_flush_fails_its_waiters_and_leaves_none_unread() -> None:
             del abandoned
             gc.collect()
             await asyncio.sleep(0)
+        finally:
+            flusher.shutdown()
         return raised, unread
 
     raised, unread = asyncio.run(scenario())

@@ -19,6 +19,7 @@ from odradek.record.record_batch import (
     decompresses_within,
 )
 from odradek.server.group_commit import GroupCommit
+from odradek.server.log_flusher import LogFlusher
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log_append_info import LogAppendInfo
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
@@ -69,14 +70,14 @@ class Partition:
         self,
         log: UnifiedLog,
         append_executor: Executor,
-        flush_executor: Executor,
+        flusher: LogFlusher,
         on_offsets_moved: OffsetsMoved,
     ) -> None:
         self.log = log
         self.topic_partition = log.topic_partition
         self._append_executor = append_executor
         self._on_offsets_moved = on_offsets_moved
-        self._group_commit = GroupCommit(log, flush_executor, self._flushed)
+        self._group_commit = GroupCommit(log, flusher, self._flushed)
         self._flushed_end: LogOffsetMetadata | None = None
         self._last_append: asyncio.Future[LogAppendInfo] | None = None
 
