@@ -1,7 +1,8 @@
-"""A Kafka Produce or Fetch a connection answers at once (one partition, acks 0 or 1, or nothing
-new to fetch) gets, through a real broker and for every served version, the very bytes the
-general path gives the same request in the same state, and leaves the same log; whatever that
-path does not take reaches the general one, and responses keep their request order."""
+"""A Kafka Produce or Fetch a connection answers at once (one partition at acks 0 or 1, or
+appended at once at acks=all and answered once fsync'ed, or nothing new to fetch) gets, through
+a real broker and for every served version, the very bytes the general path gives the same
+request in the same state, and leaves the same log; whatever that path does not take reaches the
+general one, and responses keep their request order."""
 
 from __future__ import annotations
 
@@ -164,8 +165,8 @@ def test_produces_get_the_general_paths_answer(broker: RunningBroker, paths: Pat
     assert log_files(broker, "at-once") == log_files(broker, "general")
     assert len(log_files(broker, "general")) == 2
     produce_answers = [api for api in paths.answered if api == 0]
-    # per version: p0, p1, acks=0, p0 again, and the first partition of nothing else
-    assert len(produce_answers) == 4 * len(PRODUCE_VERSIONS)
+    # per version: p0, p1, acks=0, acks=all, p0 again, and the first partition of nothing else
+    assert len(produce_answers) == 5 * len(PRODUCE_VERSIONS)
 
 
 def _named(values: dict[str, Any], topic: str) -> dict[str, Any]:
@@ -378,7 +379,7 @@ def test_the_immediate_produce_reader_reads_what_the_general_one_reads(
     frame = mutated(good, where, value, cut) if mutate else memoryview(good)
     read = read_immediate_produce(frame)
     if not mutate:
-        assert (read is not None) == (acks in (0, 1))
+        assert (read is not None) == (acks in (0, 1, -1))
     if read is None:
         return
     request = DECODER.decode(frame)  # it must not be refused
@@ -393,6 +394,7 @@ def test_the_immediate_produce_reader_reads_what_the_general_one_reads(
         entry.partition,
         entry.records,
         produce.acks,
+        produce.timeout_ms,
     )
 
 
@@ -412,7 +414,8 @@ def test_the_immediate_produce_reader_reads_small_and_large_frames_alike(
             read = read_immediate_produce(memoryview(good))
             request = DECODER.decode(memoryview(good))
             (entry,) = request.body.partitions
-            assert read == (version, 7, "topic", 3, entry.records, request.body.acks)
+            expected = (version, 7, "topic", 3, entry.records, request.body.acks)
+            assert read == (*expected, request.body.timeout_ms)
         assert read_immediate_produce(memoryview(good[:-1])) is None
         changed = bytearray(good)
         changed[-1] = 1  # the request's tagged fields (v9+), or a record's last byte

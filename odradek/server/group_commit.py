@@ -11,6 +11,9 @@ from odradek.server.log_flusher import LogFlusher
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
 from odradek.storage.unified_log import UnifiedLog
 
+Durable = Callable[[BaseException | None], None]
+"""Called on the event loop once an offset is fsync'ed (None), or its flush failed (the error)."""
+
 
 class GroupCommit:
     """Makes a partition's appends durable for the producers waiting on them.
@@ -48,7 +51,7 @@ class GroupCommit:
         self._log = log
         self._flusher = flusher
         self._on_flushed = on_flushed
-        self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
+        self._waiters: deque[tuple[int, asyncio.Future[None] | Durable]] = deque()
         self._flushing = False
         self._expected = 0
         """The requests expected to join the next flush (see the class's docstring)."""
@@ -65,15 +68,32 @@ class GroupCommit:
             waiter.set_result(None)
             return waiter
         waiter.add_done_callback(_read_outcome)
+        self._wait(loop, last_offset, waiter)
+        return waiter
+
+    def when_durable(self, last_offset: int, durable: Durable) -> bool:
+        """``durable`` called once every offset up to ``last_offset`` is fsync'ed (or with the
+        flush's error); True instead, without a call, when they are already. (``durable``
+        without a future: for the answers that wait without a task.)"""
+        if last_offset < self._log.recovery_point:
+            return True
+        self._wait(asyncio.get_running_loop(), last_offset, durable)
+        return False
+
+    def _wait(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        last_offset: int,
+        waiter: asyncio.Future[None] | Durable,
+    ) -> None:
         waiters = self._waiters
         waiters.append((last_offset, waiter))
         if self._flushing:
-            return waiter
+            return
         if len(waiters) >= self._expected or loop.time() >= self._linger_until:
             self._start_flush(loop)
         elif self._linger is None:
             self._linger = loop.call_at(self._linger_until, self._lingered, loop)
-        return waiter
 
     def _lingered(self, loop: asyncio.AbstractEventLoop) -> None:
         self._linger = None
@@ -99,9 +119,11 @@ class GroupCommit:
         while waiters and waiters[0][0] < end.message_offset:
             _, waiter = waiters.popleft()
             answered += 1
-            if waiter.done():
+            if not isinstance(waiter, asyncio.Future):
+                waiter(error)
+            elif waiter.done():
                 continue
-            if error is None:
+            elif error is None:
                 waiter.set_result(None)
             else:
                 waiter.set_exception(error)

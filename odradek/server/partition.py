@@ -18,7 +18,7 @@ from odradek.record.record_batch import (
     RECORDS_OFFSET,
     decompresses_within,
 )
-from odradek.server.group_commit import GroupCommit
+from odradek.server.group_commit import Durable, GroupCommit
 from odradek.server.log_flusher import LogFlusher
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log_append_info import LogAppendInfo
@@ -150,6 +150,11 @@ class Partition:
     def durable(self, last_offset: int) -> asyncio.Future[None]:
         """Done once ``last_offset`` is fsync'ed (shared with other waiters: group commit)."""
         return self._group_commit.durable(last_offset)
+
+    def when_durable(self, last_offset: int, durable: Durable) -> bool:
+        """``durable`` called once ``last_offset`` is fsync'ed (or with the flush's error);
+        True instead when it is already (see GroupCommit.when_durable)."""
+        return self._group_commit.when_durable(last_offset, durable)
 
     def end_offset_metadata(self, isolation: FetchIsolation) -> LogOffsetMetadata:
         """Where a read with ``isolation`` stops now, with its position when it is known."""

@@ -284,6 +284,23 @@ class ReplicaManager:
         except KafkaError:
             return None
 
+    def append_durably_at_once(
+        self, topic: str, number: int, records: bytes | memoryview
+    ) -> tuple[Partition, LogAppendInfo] | None:
+        """``append_at_once`` at acks=all: the partition and the append's info, the answer
+        to wait for ``Partition.when_durable`` (its high watermark moves once fsync'ed); None
+        when it is not done (nothing is written then)."""
+        if topic in INTERNAL_TOPICS:
+            return None
+        try:
+            partition = self._partitions.get((topic, number))
+            if partition is None or self._checked_serving != self._log_manager.serving_changes:
+                partition = self.partition(topic, number)
+            info = partition.append_now(records, _ACKS_ALL)
+        except KafkaError:
+            return None
+        return None if info is None else (partition, info)
+
     # --- fetch -------------------------------------------------------------------------------
 
     async def fetch_messages(self, request: FetchRequest, context: RequestContext) -> FetchResponse:
