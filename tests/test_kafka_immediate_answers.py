@@ -7,6 +7,7 @@ general one, and responses keep their request order."""
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,12 @@ from server_helpers import RunningBroker, batch, running_broker
 
 from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
 from odradek.protocol.kafka.fetch_request import read_immediate_fetch
-from odradek.protocol.kafka.message_codec import encode_parts, request_spec
+from odradek.protocol.kafka.message_codec import (
+    decode,
+    encode_parts,
+    request_spec,
+    response_spec,
+)
 from odradek.protocol.kafka.produce_request import (
     IMMEDIATE_COPY_MAX_BYTES,
     read_immediate_produce,
@@ -30,8 +36,11 @@ from odradek.protocol.kafka.produce_request import (
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
 from odradek.server.kafka.request_handler import KafkaRequestHandler
 from odradek.server.replica_manager import ReplicaManager
+from odradek.storage.unified_log import UnifiedLog
+from odradek.topic_partition import TopicPartition
 
 ANSWER_AT_ONCE = KafkaRequestHandler.answer_at_once
+ANSWER_WHEN_DURABLE = KafkaRequestHandler.answer_when_durable
 PRODUCE_VERSIONS = range(3, 13)
 FETCH_VERSIONS = range(4, 13)
 
@@ -49,6 +58,8 @@ class Paths:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self._monkeypatch = monkeypatch
         self.answered: list[int | None] = []
+        self.joined = 0
+        """acks=all answers that joined others waiting for their fsync."""
 
     def immediate(self) -> None:
         def spy(handler: KafkaRequestHandler, frame: memoryview) -> object:
@@ -56,10 +67,17 @@ class Paths:
             self.answered.append(None if answer is None else frame[1])
             return answer
 
+        def joining(handler: KafkaRequestHandler, frame: memoryview) -> object:
+            answer = ANSWER_WHEN_DURABLE(handler, frame)
+            self.joined += answer is not None
+            return answer
+
         self._monkeypatch.setattr(KafkaRequestHandler, "answer_at_once", spy)
+        self._monkeypatch.setattr(KafkaRequestHandler, "answer_when_durable", joining)
 
     def general(self) -> None:
         self._monkeypatch.setattr(KafkaRequestHandler, "answer_at_once", lambda *_: None)
+        self._monkeypatch.setattr(KafkaRequestHandler, "answer_when_durable", lambda *_: None)
 
 
 @pytest.fixture
@@ -230,6 +248,75 @@ def test_an_answer_waits_for_the_responses_before_it(broker: RunningBroker, path
     assert paths.answered == [None]  # (the first; the others were never offered)
     assert exchange(kafka, 1, 12, fetch_values(0, 1))
     assert paths.answered == [None, 1]
+    kafka.close()
+
+
+def test_acks_all_answers_wait_for_their_fsync_and_keep_request_order(
+    broker: RunningBroker, paths: Paths
+) -> None:
+    """Pipelined requests of every kind behind acks=all ones appended at once: each acks=all
+    answer leaves only once its offsets are fsync'ed (the recovery point is past them), and
+    every answer in request order; the general path takes what may not join them."""
+    create(broker, "t", partitions=2)
+    log = broker.broker.log_manager.get_log(TopicPartition("t", 0))
+    paths.immediate()
+    kafka = KafkaSocket(broker)
+    two = produce_values("t", 0, batch(), -1)
+    two["topic_data"][0]["partition_data"].append({"index": 1, "records": batch()})
+    sent = [
+        ("all", kafka.send(0, 9, *body(0, 9, produce_values("t", 0, batch(3), -1)))),
+        ("all", kafka.send(0, 9, *body(0, 9, produce_values("t", 1, batch(2), -1)))),
+        ("one", kafka.send(0, 9, *body(0, 9, produce_values("t", 0, batch(), 1)))),
+        ("all", kafka.send(0, 9, *body(0, 9, produce_values("t", 0, batch(), -1)))),
+        ("two partitions", kafka.send(0, 9, *body(0, 9, two))),
+        ("fetch", kafka.send(1, 12, *body(1, 12, fetch_values(0, 0)))),
+        ("all", kafka.send(0, 8, *body(0, 8, produce_values("t", 0, batch(), -1)))),
+    ]
+    for number, (label, correlation_id) in enumerate(sent):
+        response = kafka.read_frame()
+        assert struct.unpack_from(">i", response)[0] == correlation_id, label
+        if label == "all" and number != 1:  # (of partition 0: the log at hand)
+            version = 8 if number == 6 else 9
+            values = decode(
+                response_spec(0, version), memoryview(response), 5 if version == 9 else 4
+            )
+            (result,) = values["responses"][0]["partition_responses"]
+            assert result["error_code"] == 0
+            assert log.recovery_point > result["base_offset"], label
+    # the first two appended at once (the second joining the first's wait unless its fsync
+    # had ended already), the acks=1 one by the general path behind them, and the rest as
+    # they came (the last may find every answer out already)
+    assert set(paths.answered) == {0}
+    assert 2 <= len(paths.answered) + paths.joined <= 3
+    kafka.close()
+    assert broker.metrics()["odradek_request_memory_bytes"] == 0
+
+
+def test_an_acks_all_answer_not_fsynced_in_time_is_the_general_paths(
+    broker: RunningBroker, paths: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flush slower than the request's timeout_ms: the answer appended at once says
+    REQUEST_TIMED_OUT in the general path's very bytes, and the next answer still comes."""
+    create(broker, "at-once", "general", partitions=1)
+    flush = UnifiedLog.flush
+
+    def slow_flush(log: UnifiedLog, offset: int | None = None) -> None:
+        time.sleep(0.5)
+        flush(log, offset)
+
+    monkeypatch.setattr(UnifiedLog, "flush", slow_flush)
+    kafka = KafkaSocket(broker)
+    answers = []
+    for topic, path in (("at-once", paths.immediate), ("general", paths.general)):
+        path()
+        values = {**produce_values(topic, 0, batch(), -1), "timeout": 100}
+        answers.append(exchange(kafka, 0, 9, values).replace(b"at-once", b"general"))
+    assert answers[0] == answers[1]
+    assert struct.pack(">h", 7) in answers[0]  # REQUEST_TIMED_OUT
+    assert paths.answered == [0]
+    monkeypatch.undo()
+    paths.immediate()
+    assert exchange(kafka, 0, 9, produce_values("at-once", 0, batch(), -1))
     kafka.close()
 
 
