@@ -64,7 +64,7 @@ class GroupCommit:
         the flush's error (KafkaStorageError) if the flush fails."""
         loop = asyncio.get_running_loop()
         waiter = loop.create_future()
-        if last_offset < self._log.recovery_point:
+        if self._committed(last_offset):
             waiter.set_result(None)
             return waiter
         waiter.add_done_callback(_read_outcome)
@@ -75,10 +75,18 @@ class GroupCommit:
         """``durable`` called once every offset up to ``last_offset`` is fsync'ed (or with the
         flush's error); True instead, without a call, when they are already. (``durable``
         without a future: for the answers that wait without a task.)"""
-        if last_offset < self._log.recovery_point:
+        if self._committed(last_offset):
             return True
         self._wait(asyncio.get_running_loop(), last_offset, durable)
         return False
+
+    def _committed(self, last_offset: int) -> bool:
+        """``last_offset`` is fsync'ed and under the high watermark already (a duplicate
+        batch's offsets, retried). One a flush outside the group commit made durable (the
+        roll's, the scheduler's) still waits for a flush of the commit's own, which moves the
+        high watermark over it before it is answered."""
+        log = self._log
+        return last_offset < log.recovery_point and last_offset < log.high_watermark
 
     def _wait(
         self,
