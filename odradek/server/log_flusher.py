@@ -41,7 +41,10 @@ class LogFlusher:
     def flush(
         self, loop: asyncio.AbstractEventLoop, log: UnifiedLog, offset: int, flushed: Flushed
     ) -> None:
-        """fsync ``log`` up to ``offset`` on a flush thread, then call ``flushed`` on ``loop``."""
+        """fsync ``log`` up to ``offset`` on a flush thread, then call ``flushed`` on ``loop``.
+        Raises RuntimeError once shut down (as an executor's submit does)."""
+        if self._shut_down:
+            raise RuntimeError("the log flusher is shut down")
         if not self._threads:
             self._start_threads()
         self._queue.put((loop, log, offset, flushed))
@@ -59,8 +62,6 @@ class LogFlusher:
     def _start_threads(self) -> None:
         with self._lock:
             if self._threads or self._shut_down:
-                if self._shut_down:
-                    raise RuntimeError("the log flusher is shut down")
                 return
             for number in range(self._size):
                 thread = threading.Thread(
