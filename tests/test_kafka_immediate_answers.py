@@ -6,6 +6,7 @@ general one, and responses keep their request order."""
 
 from __future__ import annotations
 
+import asyncio
 import struct
 import time
 from collections.abc import Iterator
@@ -21,6 +22,8 @@ from kafka_helpers import KafkaSocket, consume
 from security_helpers import PASSWORD, USER, address, secure_broker
 from server_helpers import RunningBroker, batch, running_broker
 
+from odradek.client.event_loop_thread import EventLoopThread
+from odradek.config.broker_config_loader import load_broker_config
 from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
 from odradek.protocol.kafka.fetch_request import read_immediate_fetch
 from odradek.protocol.kafka.message_codec import (
@@ -34,6 +37,7 @@ from odradek.protocol.kafka.produce_request import (
     read_immediate_produce,
 )
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
+from odradek.server.broker import Broker
 from odradek.server.kafka.request_handler import KafkaRequestHandler
 from odradek.server.replica_manager import ReplicaManager
 from odradek.storage.unified_log import UnifiedLog
@@ -318,6 +322,44 @@ def test_an_acks_all_answer_not_fsynced_in_time_is_the_general_paths(
     paths.immediate()
     assert exchange(kafka, 0, 9, produce_values("at-once", 0, batch(), -1))
     kafka.close()
+
+
+def test_a_stopping_broker_still_sends_the_acks_all_answers_waiting_for_their_fsync(
+    tmp_path: Path, paths: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A graceful stop lets an answer appended at once wait for its (slow) fsync and go out
+    before the connection closes, as the general path's requests in flight do."""
+    flush = UnifiedLog.flush
+
+    def slow_flush(log: UnifiedLog, offset: int | None = None) -> None:
+        time.sleep(0.5)
+        flush(log, offset)
+
+    config = load_broker_config(
+        overrides={"log.dirs": str(tmp_path / "data"), "port": "0", "metrics.port": "0"}
+    )
+    loop_thread = EventLoopThread(name="test-broker-loop")
+    broker = loop_thread.call(Broker, config)
+    loop_thread.run(broker.start(), timeout=30)
+    running = RunningBroker(broker, loop_thread)
+    try:
+        create(running, "t", partitions=1)
+        paths.immediate()
+        kafka = KafkaSocket(running)
+        monkeypatch.setattr(UnifiedLog, "flush", slow_flush)
+        correlation_id = kafka.send(0, 9, *body(0, 9, produce_values("t", 0, batch(), -1)))
+        time.sleep(0.1)
+        stopping = asyncio.run_coroutine_threadsafe(broker.stop(), loop_thread.loop)
+        response = kafka.read_frame()
+        assert struct.unpack_from(">i", response)[0] == correlation_id
+        values = decode(response_spec(0, 9), memoryview(response), 5)
+        assert values["responses"][0]["partition_responses"][0]["error_code"] == 0
+        assert kafka.is_closed_by_peer()
+        stopping.result(timeout=30)
+        kafka.close()
+        assert paths.answered == [0]
+    finally:
+        loop_thread.loop.call_soon_threadsafe(loop_thread.loop.stop)
 
 
 def test_requests_are_counted_alike(broker: RunningBroker, paths: Paths) -> None:

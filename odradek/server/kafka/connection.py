@@ -251,8 +251,8 @@ class KafkaConnection(Connection[memoryview]):
         """Answer, in one write, the waiting answers at the head whose fsync has ended."""
         self._durable_write_due = False
         waiting = self._durable
-        if self._closing or not waiting or not waiting[0].done:
-            return
+        if not waiting or not waiting[0].done or self._transport.is_closing():
+            return  # (a connection shutting down still answers; a lost one drops them)
         writer = self._writer
         writer.hold()
         try:
