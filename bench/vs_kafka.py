@@ -575,7 +575,15 @@ class Figures:
 
 # Leaf frames of a thread waiting for work. uvloop's loop is C: a main thread whose leaf is
 # Runner.run is in the loop itself, mostly waiting in epoll (its CPU share is in /proc's figure).
-IDLE_LEAVES = ("Condition.wait", "_worker (concurrent", "Selector.select", "sleep (asyncio")
+# A flush thread whose leaf is LogFlusher._run waits in its queue's get (C): the rest of the
+# loop around it is a few lines.
+IDLE_LEAVES = (
+    "Condition.wait",
+    "_worker (concurrent",
+    "Selector.select",
+    "sleep (asyncio",
+    "LogFlusher._run (",
+)
 
 
 def thread_times(pid: int) -> dict[int, tuple[float, float, float]]:
