@@ -24,6 +24,7 @@ from server_helpers import RunningBroker, batch, running_broker
 
 from odradek.client.event_loop_thread import EventLoopThread
 from odradek.config.broker_config_loader import load_broker_config
+from odradek.network.connection import MAX_IN_FLIGHT_REQUESTS
 from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
 from odradek.protocol.kafka.fetch_request import read_immediate_fetch
 from odradek.protocol.kafka.message_codec import (
@@ -360,6 +361,40 @@ def test_a_stopping_broker_still_sends_the_acks_all_answers_waiting_for_their_fs
         assert paths.answered == [0]
     finally:
         loop_thread.loop.call_soon_threadsafe(loop_thread.loop.stop)
+
+
+def test_acks_all_answers_waiting_for_their_fsync_count_against_the_in_flight_limit(
+    broker: RunningBroker, paths: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past MAX_IN_FLIGHT_REQUESTS answers waiting for a (slow) fsync the broker reads no more
+    of the connection, as with waiting tasks: a request sent then is appended only once
+    answers have gone out."""
+    create(broker, "t", partitions=1)
+    log = broker.broker.log_manager.get_log(TopicPartition("t", 0))
+    flush = UnifiedLog.flush
+
+    def slow_flush(log: UnifiedLog, offset: int | None = None) -> None:
+        time.sleep(1.5)
+        flush(log, offset)
+
+    paths.immediate()
+    kafka = KafkaSocket(broker)
+    monkeypatch.setattr(UnifiedLog, "flush", slow_flush)
+    sent = time.monotonic()
+    waiting = [
+        kafka.send(0, 9, *body(0, 9, produce_values("t", 0, batch(1), -1)))
+        for _ in range(MAX_IN_FLIGHT_REQUESTS + 6)
+    ]
+    time.sleep(0.3)  # read and appended: the broker stopped reading
+    last = kafka.send(0, 9, *body(0, 9, produce_values("t", 0, batch(1), -1)))
+    time.sleep(0.3)
+    if time.monotonic() - sent < 1.2:  # (no flush can have ended yet)
+        # (those of one read are all handled: the pause holds back the reads after it)
+        assert MAX_IN_FLIGHT_REQUESTS <= log.log_end_offset <= len(waiting)
+    answered = [struct.unpack_from(">i", kafka.read_frame())[0] for _ in range(len(waiting) + 1)]
+    assert answered == [*waiting, last]
+    assert log.log_end_offset == len(waiting) + 1
+    kafka.close()
 
 
 def test_requests_are_counted_alike(broker: RunningBroker, paths: Paths) -> None:

@@ -308,7 +308,7 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
             self._transport_paused
             or self._read_control.waiting_for_memory
             or (self._writer is not None and self._writer.backlog_bytes > WRITE_BUFFER_HIGH_BYTES)
-            or len(self._tasks) >= MAX_IN_FLIGHT_REQUESTS
+            or self._requests_in_flight() >= MAX_IN_FLIGHT_REQUESTS
             or self._in_flight_bytes >= MAX_IN_FLIGHT_BYTES
             or self._throttle.muted
         )
@@ -320,6 +320,11 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
             else:
                 self._transport.resume_reading()
                 self._read_control.resumed()
+
+    def _requests_in_flight(self) -> int:
+        """Requests read and not answered yet, bounded by MAX_IN_FLIGHT_REQUESTS: one task
+        each (a protocol adds those it keeps waiting without one)."""
+        return len(self._tasks)
 
     def _arm_idle_timer(self, delay_s: float) -> None:
         self._idle_timer = self._loop.call_later(delay_s, self._check_idle)

@@ -240,6 +240,10 @@ class KafkaConnection(Connection[memoryview]):
         if not self._reading_paused:
             self._pause_or_resume_reading()
 
+    def _requests_in_flight(self) -> int:
+        # (the answers waiting for their fsync count one each, not as their turn's one)
+        return len(self._tasks) + len(self._durable) - (self._durable_turn is not None)
+
     def _durable_done(self) -> None:
         """An answer's fsync ended: write the ready ones at the head once the callbacks of
         this turn of the loop have run (all those of one flush, in one write)."""
