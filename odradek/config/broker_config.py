@@ -65,6 +65,7 @@ class BrokerConfig:
     log_flush_interval_messages: int = _default("log.flush.interval.messages")
     log_flush_interval_ms: int | None = _default("log.flush.interval.ms")
     log_flush_scheduler_interval_ms: int = _default("log.flush.scheduler.interval.ms")
+    log_flush_commit_linger_ms: int = _default("log.flush.commit.linger.ms")
     log_flush_offset_checkpoint_interval_ms: int = _default(
         "log.flush.offset.checkpoint.interval.ms"
     )

@@ -221,6 +221,11 @@ BROKER_CONFIG_DEF = ConfigDef(
                   "How often the flusher checks which logs are due a flush; also the default of "
                   "topic key flush.ms when log.flush.interval.ms is unset.",
                   Validator.at_least(1)),
+        ConfigKey("log.flush.commit.linger.ms", INT, 2, MEDIUM,
+                  "Longest an acks=all fsync is held back after the last one for the "
+                  "requests expected to share it (as many as the last one answered or saw "
+                  "arrive); 0 starts every fsync at once. See docs/durability.md.",
+                  Validator.between(0, 1000)),
         ConfigKey("log.flush.offset.checkpoint.interval.ms", INT, 60000, HIGH,
                   "How often the recovery points are written to recovery-point-offset-checkpoint.",
                   Validator.at_least(1)),

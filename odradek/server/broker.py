@@ -44,6 +44,7 @@ from odradek.server.kafka.partition_admin import KafkaPartitionAdminApis
 from odradek.server.kafka.request_handler import KafkaRequestHandler
 from odradek.server.kafka.security import KafkaSecurityApis
 from odradek.server.kafka.transactions import KafkaTransactionApis
+from odradek.server.log_flusher import LogFlusher
 from odradek.server.metrics.broker_metrics import BrokerMetrics
 from odradek.server.msgpack.connection import MsgpackConnection
 from odradek.server.msgpack.groups import MsgpackGroupApis
@@ -120,9 +121,9 @@ class Broker:
         self._append_executor = ThreadPoolExecutor(
             APPEND_THREADS, thread_name_prefix="odradek-append", initializer=_yield_to_the_loop
         )
-        self._flush_executor = ThreadPoolExecutor(FLUSH_THREADS, thread_name_prefix="odradek-flush")
+        self._flusher = LogFlusher(FLUSH_THREADS, config.log_flush_commit_linger_ms)
         self.replica_manager = ReplicaManager(
-            self.log_manager, self._append_executor, self._flush_executor, self._io_executor
+            self.log_manager, self._append_executor, self._flusher, self._io_executor
         )
         self.producer_ids = ProducerIdManager(self.log_manager.log_dirs, self._io_executor)
         self.group_coordinator_log = CoordinatorLog(
@@ -316,8 +317,9 @@ class Broker:
         self._shut_down_executors()
 
     def _shut_down_executors(self) -> None:
-        for executor in (self._append_executor, self._flush_executor, self._io_executor):
+        for executor in (self._append_executor, self._io_executor):
             executor.shutdown()
+        self._flusher.shutdown()
 
     def _handlers(self) -> tuple[ApiRouter, KafkaRequestHandler]:
         """The handlers of both protocols: ApiRouter, and the Kafka protocol's over it."""
