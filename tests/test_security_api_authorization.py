@@ -58,6 +58,7 @@ from odradek.protocol.heartbeat import HeartbeatRequest
 from odradek.protocol.init_producer_id import InitProducerIdRequest
 from odradek.protocol.join_group import JoinGroupProtocol, JoinGroupRequest
 from odradek.protocol.kafka.api_versions import ADVERTISED
+from odradek.protocol.kafka_data import KafkaData, kafka_data_request
 from odradek.protocol.leave_group import LeaveGroupRequest, LeavingMember
 from odradek.protocol.list_groups import ListGroupsRequest
 from odradek.protocol.list_offsets import ListOffsetsPartition, ListOffsetsRequest
@@ -473,6 +474,8 @@ TABLE: tuple[Row, ...] = (
         60, "operations", ((C, CLUSTER_NAME, Op.DESCRIBE),), None,
         kafka=lambda w: (1, {"include_cluster_authorized_operations": True,
                               "endpoint_type": 1}),
+        msgpack=lambda w: kafka_data_request(ApiKey.DESCRIBE_CLUSTER, 0).from_header(
+            {"include_cluster_authorized_operations": True}),
         refused_check=_cluster_operations(0),
         allowed_check=_cluster_operations(_bits(Op.DESCRIBE)),
         why="DescribeCluster: answered to anyone; its operations only with Describe",
@@ -682,6 +685,8 @@ def msgpack_call(broker: RunningBroker, request: Message, auth: str) -> dict[str
 
 def _plain(value: Any) -> Any:
     """A msgpack response as the Kafka responses are decoded: dicts, lists and values."""
+    if isinstance(value, KafkaData):
+        return dict(value.data)  # Kafka's data already
     if dataclasses.is_dataclass(value):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, list | tuple):

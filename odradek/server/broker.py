@@ -45,6 +45,7 @@ from odradek.server.kafka.security import KafkaSecurityApis
 from odradek.server.metrics.broker_metrics import BrokerMetrics
 from odradek.server.msgpack.connection import MsgpackConnection
 from odradek.server.msgpack.groups import MsgpackGroupApis
+from odradek.server.msgpack.kafka_data import MsgpackKafkaData
 from odradek.server.msgpack.quotas import MsgpackQuotaApis
 from odradek.server.producer_id_manager import ProducerIdManager
 from odradek.server.quota.client_quota_admin import ClientQuotaAdmin
@@ -344,6 +345,7 @@ class Broker:
             self.quotas,
             KafkaPartitionAdminApis(self.log_manager, self.authorizer, self._io_executor),
         )
+        apis.serve_kafka_data(MsgpackKafkaData(kafka_handler.handlers))
         return apis, kafka_handler
 
     def advertised(self, listener_name: str | None = None) -> tuple[str, int]:
