@@ -190,6 +190,13 @@ class ProducerFencedError(KafkaError):
     code, error_name = 90, "PRODUCER_FENCED"
 
 
+class UnstableOffsetCommitError(KafkaError):
+    """OffsetFetch with require_stable: a transaction holds an offset of the partition that is
+    neither committed nor aborted yet (KIP-447); the consumer retries."""
+
+    code, error_name, retriable = 88, "UNSTABLE_OFFSET_COMMIT", True
+
+
 class ThrottlingQuotaExceededError(KafkaError):
     """More topic creations than a limit allows now (Kafka's controller mutation quota)."""
 
@@ -417,6 +424,7 @@ _BY_CODE: dict[int, type[KafkaError]] = {
         UnsupportedCompressionTypeError,
         InvalidRecordError,
         ProducerFencedError,
+        UnstableOffsetCommitError,
         ThrottlingQuotaExceededError,
         OffsetMetadataTooLargeError,
         CoordinatorLoadInProgressError,

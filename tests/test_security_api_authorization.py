@@ -595,6 +595,15 @@ TABLE: tuple[Row, ...] = (
             (OffsetFetchGroup(GROUP, (GroupPartition(TOPIC, 0),)),)),
     ),
     Row(
+        28, "read", ((G, GROUP, Op.READ), (T, TOPIC, Op.READ)), GROUP_AUTHORIZATION_FAILED,
+        kafka=lambda w: (4, {"transactional_id": "secret-txn", "group_id": GROUP,
+                              "producer_id": 0, "producer_epoch": 0, "generation_id": -1,
+                              "member_id": "", "group_instance_id": None, "topics": [
+                                  _partitions(TOPIC, committed_offset=0,
+                                              committed_metadata=None)]}),
+        why="TxnOffsetCommit: Read on the group, then on each topic (KafkaApis)",
+    ),
+    Row(
         ApiKey.OFFSET_DELETE, "delete", ((G, GROUP, Op.DELETE), (T, TOPIC, Op.READ)),
         GROUP_AUTHORIZATION_FAILED,
         kafka=lambda w: (0, {"group_id": GROUP, "topics": [_partitions(TOPIC)]}),
