@@ -91,7 +91,8 @@ class ClientConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class ProducerConfig(ClientConfig):
-    """Kafka's producer settings; ``batch_size`` counts uncompressed bytes."""
+    """Kafka's producer settings; ``batch_size`` counts uncompressed bytes. A
+    ``transactional_id`` makes the producer transactional (and idempotent, as in Kafka)."""
 
     acks: int | str = "all"
     linger_ms: int = 5
@@ -104,9 +105,18 @@ class ProducerConfig(ClientConfig):
     max_block_ms: int = 60000
     enable_idempotence: bool | None = None
     max_in_flight_requests_per_connection: int = 5
+    transactional_id: str | None = None
+    transaction_timeout_ms: int = 60000
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.transactional_id is not None:
+            _require(bool(self.transactional_id), "transactional_id must not be empty")
+            _require(
+                self.enable_idempotence is not False,
+                "cannot set a transactional_id without also enabling idempotence",
+            )
+            _require(self.transaction_timeout_ms > 0, "transaction_timeout_ms must be > 0")
         self.required_acks()
         self.compression()
         _require(self.linger_ms >= 0, "linger_ms must be >= 0")
@@ -119,7 +129,7 @@ class ProducerConfig(ClientConfig):
             self.max_in_flight_requests_per_connection >= 1,
             "max_in_flight_requests_per_connection must be >= 1",
         )
-        if self.enable_idempotence:
+        if self.enable_idempotence or self.transactional_id is not None:
             _require(
                 self.required_acks() is Acks.ALL,
                 "acks must be 'all' for the idempotent producer (enable_idempotence)",
@@ -141,6 +151,8 @@ class ProducerConfig(ClientConfig):
         Kafka's default true) unless acks, retries or the in-flight limit rule it out."""
         if self.enable_idempotence is not None:
             return self.enable_idempotence
+        if self.transactional_id is not None:
+            return True
         return (
             self.required_acks() is Acks.ALL
             and self.retries > 0
