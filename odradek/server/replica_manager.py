@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from typing import TypeVar
 
@@ -56,6 +56,7 @@ from odradek.server.delayed_fetch_purgatory import DelayedFetchPurgatory
 from odradek.server.log_read_result import LogReadResult
 from odradek.server.partition import Partition
 from odradek.server.request_context import RequestContext
+from odradek.server.transaction.transaction_marker import TransactionMarker
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log_append_info import LogAppendInfo
 from odradek.storage.log_manager import LogManager
@@ -70,7 +71,7 @@ _FETCH_ISOLATION = {level: FetchIsolation(level.value) for level in IsolationLev
 
 # (Members at hand: looking one up on its enum class costs about a call, per request.)
 _ACKS_ALL = Acks.ALL
-_HIGH_WATERMARK = IsolationLevel.HIGH_WATERMARK
+_LOG_END = IsolationLevel.LOG_END
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 """Topics only the broker writes (clients may read them): Produce to them is refused with
@@ -282,6 +283,43 @@ class ReplicaManager:
         except KafkaError:
             return None
 
+    # --- transaction markers -----------------------------------------------------------------
+
+    async def write_transaction_markers(
+        self, markers: Sequence[TransactionMarker]
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Append each marker's COMMIT or ABORT control batch to each of its partitions as the
+        transaction coordinator (Kafka's WriteTxnMarkers on the leader), ordered with the
+        partition's other appends, and answer once each is durable (acks=all's fsync rule):
+        None per partition written, else its error (UNKNOWN_TOPIC_OR_PARTITION,
+        INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, KAFKA_STORAGE_ERROR)."""
+        results: dict[TopicPartition, KafkaError | None] = {}
+        started = []
+        for marker in markers:
+            for tp in marker.partitions:
+                try:
+                    partition = self.partition(tp.topic, tp.partition)
+                except KafkaError as error:
+                    results[tp] = error
+                    continue
+                appended = partition.append_end_txn_marker(
+                    marker.producer_id,
+                    marker.producer_epoch,
+                    marker.coordinator_epoch,
+                    marker.committed,
+                )
+                started.append((tp, partition, appended))
+        for tp, partition, appended in started:
+            try:
+                info = await appended
+                await partition.durable(info.last_offset)
+            except KafkaError as error:
+                logger.warning("[%s] transaction marker not written: %s", tp, error)
+                results[tp] = error
+            else:
+                results[tp] = None
+        return results
+
     # --- fetch -------------------------------------------------------------------------------
 
     async def fetch_messages(self, request: FetchRequest, context: RequestContext) -> FetchResponse:
@@ -321,9 +359,12 @@ class ReplicaManager:
             except KafkaError:
                 return None
         log = partition.log
+        state = log.producer_state
+        if state.ongoing_txns or state.unreplicated_txns:
+            return None  # the last stable offset is not the HW: the general path answers it
         high_watermark = log.high_watermark
         log_start_offset = log.log_start_offset
-        end = high_watermark if isolation is _HIGH_WATERMARK else log.log_end_offset
+        end = high_watermark if isolation is not _LOG_END else log.log_end_offset
         if fetch_offset != end or fetch_offset < log_start_offset:
             return None
         return high_watermark, log_start_offset
@@ -440,6 +481,8 @@ class ReplicaManager:
                 found = await self._in_thread(log.fetch_offset_by_timestamp, target, isolation)
                 if found is not None and isolation is FetchIsolation.HIGH_WATERMARK:
                     found = found if found.offset < log.high_watermark else None
+                elif found is not None and isolation is FetchIsolation.TXN_COMMITTED:
+                    found = found if found.offset < log.last_stable_offset else None
         except (KafkaError, OSError) as caught:
             error = (
                 caught

@@ -41,6 +41,7 @@ from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecord
 from odradek.protocol.fetch import FetchPartitionResponse
 from odradek.protocol.header import RequestHeader
 from odradek.protocol.init_producer_id import InitProducerIdRequest
+from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.kafka import api_versions as apis
 from odradek.protocol.kafka import fetch_request, produce_request
 from odradek.protocol.kafka.api_versions import (
@@ -681,7 +682,7 @@ class KafkaRequestHandler:
             log = self._replicas.partition(topic, partition).log
         except KafkaError:
             return -1, -1, -1
-        return log.high_watermark, log.high_watermark, log.log_start_offset
+        return log.high_watermark, log.last_stable_offset, log.log_start_offset
 
     # --- ListOffsets, DeleteRecords ----------------------------------------------------------
 
@@ -717,9 +718,14 @@ class KafkaRequestHandler:
                     )
         results: dict[int, dict[str, Any]] = dict(special)
         if wanted:
-            # read_committed reads as read_uncommitted: there are no transactions yet.
+            # read_committed's latest offset is the last stable offset (Kafka's).
+            isolation = (
+                IsolationLevel.TXN_COMMITTED
+                if body.get("isolation_level") == READ_COMMITTED
+                else IsolationLevel.HIGH_WATERMARK
+            )
             response = await self._call(
-                context, ListOffsetsRequest(tuple(entry for _, entry in wanted))
+                context, ListOffsetsRequest(tuple(entry for _, entry in wanted), isolation)
             )
             for (index, _), p in zip(wanted, response.partitions, strict=True):
                 results[index] = {
