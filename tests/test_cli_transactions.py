@@ -1,0 +1,116 @@
+"""``odradek transactions list|describe`` against ``odradek serve``, printing what
+kafka-transactions.sh prints."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from click.testing import CliRunner, Result
+from serve_process import ServeProcess
+
+from odradek.cli.main import cli
+from odradek.client import Admin, NewTopic, Producer
+
+
+@pytest.fixture(scope="module")
+def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with ServeProcess(tmp_path_factory.mktemp("broker") / "data") as process:
+        admin = Admin(bootstrap_servers=process.bootstrap)
+        try:
+            admin.create_topics([NewTopic("orders", 2)])
+        finally:
+            admin.close()
+        yield process.bootstrap
+
+
+def transactions(bootstrap: str, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["transactions", *args, "--bootstrap-server", bootstrap])
+
+
+def table(output: str) -> list[list[str]]:
+    """Kafka's table: each cell padded and followed by a tab."""
+    lines = output.splitlines()
+    assert all(line.endswith("\t") for line in lines), output
+    return [[cell.strip() for cell in line.split("\t")[:-1]] for line in lines]
+
+
+@pytest.fixture
+def producer(bootstrap: str, request: pytest.FixtureRequest) -> Iterator[Producer]:
+    producer = Producer(
+        bootstrap_servers=bootstrap, transactional_id=f"{request.node.name}-tx", linger_ms=1
+    )
+    try:
+        producer.init_transactions()
+        yield producer
+    finally:
+        producer.close()
+
+
+def test_describe_shows_the_open_transaction_then_its_commit(
+    bootstrap: str, producer: Producer
+) -> None:
+    transactional_id = producer.config.transactional_id
+    producer.begin_transaction()
+    producer.send("orders", b"a", partition=1)
+    producer.send("orders", b"b", partition=0)
+    producer.flush()
+    result = transactions(bootstrap, "describe", "--transactional-id", transactional_id)
+    assert result.exit_code == 0, result.output
+    header, row = table(result.stdout)
+    assert header == [
+        "CoordinatorId",
+        "TransactionalId",
+        "ProducerId",
+        "ProducerEpoch",
+        "TransactionState",
+        "TransactionTimeoutMs",
+        "CurrentTransactionStartTimeMs",
+        "TransactionDurationMs",
+        "TopicPartitions",
+    ]
+    described = dict(zip(header, row, strict=True))
+    manager = producer._producer._transactions
+    assert described["TransactionalId"] == transactional_id
+    assert described["ProducerId"] == str(manager.producer_id)
+    assert described["ProducerEpoch"] == str(manager.producer_epoch)
+    assert described["TransactionState"] == "Ongoing"
+    assert described["TransactionTimeoutMs"] == "60000"
+    assert int(described["CurrentTransactionStartTimeMs"]) > 0
+    assert int(described["TransactionDurationMs"]) >= 0
+    assert sorted(described["TopicPartitions"].split(",")) == ["orders-0", "orders-1"]
+    producer.commit_transaction()
+    result = transactions(bootstrap, "describe", "--transactional-id", transactional_id)
+    described = dict(zip(*table(result.stdout), strict=True))
+    assert described["TransactionState"] in ("PrepareCommit", "CompleteCommit")
+
+
+def test_list_names_every_transactional_id(bootstrap: str, producer: Producer) -> None:
+    transactional_id = producer.config.transactional_id
+    result = transactions(bootstrap, "list")
+    assert result.exit_code == 0, result.output
+    header, *rows = table(result.stdout)
+    assert header == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    listed = {row[0]: row for row in rows}
+    manager = producer._producer._transactions
+    assert listed[transactional_id][2:] == [str(manager.producer_id), "Empty"]
+    # Only transactions open longer than a minute: none of these.
+    result = transactions(bootstrap, "list", "--duration-filter", "60000")
+    assert result.exit_code == 0, result.output
+    assert transactional_id not in result.stdout
+
+
+def test_describing_an_unknown_transactional_id_fails(bootstrap: str) -> None:
+    result = transactions(bootstrap, "describe", "--transactional-id", "nobody")
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr.startswith(
+        "Failed to describe transaction state of transactional-id `nobody`: "
+        "TRANSACTIONAL_ID_NOT_FOUND"
+    ), result.stderr
+
+
+def test_describe_needs_a_transactional_id(bootstrap: str) -> None:
+    result = transactions(bootstrap, "describe")
+    assert result.exit_code == 2
+    assert "Missing option '--transactional-id'" in result.output
