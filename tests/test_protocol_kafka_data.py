@@ -309,3 +309,29 @@ def test_a_broker_answers_describe_cluster_over_msgpack_with_its_kafka_handler(
             InvalidRequestError.code,
             "include_cluster_authorized_operations must be a boolean, got int 1",
         )
+
+
+def test_the_end_txn_example_of_the_protocol_doc_is_what_the_encoder_writes() -> None:
+    text = (Path(__file__).resolve().parent.parent / "docs" / "protocol.md").read_text()
+    documented = (
+        '`{"api": 26, "v": 0, "id": 9, "client_id": nil, "transactional_id": "tx-1", '
+        '"producer_id":\n4000, "producer_epoch": 3, "committed": true}`'
+    )
+    assert documented in text
+    request = END_TXN.from_header(
+        {"transactional_id": "tx-1", "producer_id": 4000, "producer_epoch": 3, "committed": True}
+    )
+    parts = encode_request(RequestHeader(ApiKey.END_TXN, 0, 9), request)
+    (frame,) = FrameDecoder().feed(b"".join(bytes(p) for p in parts))
+    assert frame.header == {
+        "api": 26,
+        "v": 0,
+        "id": 9,
+        "client_id": None,
+        "transactional_id": "tx-1",
+        "producer_id": 4000,
+        "producer_epoch": 3,
+        "committed": True,
+    }
+    assert list(frame.header) == ["api", "v", "id", "client_id", *request.data]
+    assert bytes(frame.payload) == b""
