@@ -342,7 +342,7 @@ class Sender:
         batch: ProducerBatch,
         base_offset: int = -1,
         log_append_time_ms: int = -1,
-        error: KafkaError | None = None,
+        error: KafkaError | TransactionAbortedError | None = None,
     ) -> None:
         if error is not None:
             if self._transactions is not None:

@@ -105,11 +105,9 @@ class IllegalStateError(RuntimeError):
     IllegalStateException), e.g. ``send`` before ``begin_transaction``."""
 
 
-class TransactionAbortedError(KafkaError):
+class TransactionAbortedError(Exception):
     """A record's batch was not sent because its transaction was aborted (Kafka's client-side
-    TransactionAbortedException)."""
-
-    error_name = "TRANSACTION_ABORTED"
+    TransactionAbortedException: no error code, nothing the broker said)."""
 
 
 class TransactionManager:
@@ -187,7 +185,7 @@ class TransactionManager:
             TransactionState.FATAL_ERROR,
         )
 
-    def batch_failed(self, error: KafkaError, leaves_gap: bool) -> None:
+    def batch_failed(self, error: Exception, leaves_gap: bool) -> None:
         """A batch of the transaction failed for good: fenced is fatal, anything else makes
         the transaction abortable (``leaves_gap``: its sequence number was used, so the abort
         takes a new epoch)."""
