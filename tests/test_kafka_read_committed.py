@@ -14,7 +14,10 @@ import pytest
 from kafka_helpers import create_topic, kafka_call
 from server_helpers import RunningBroker, running_broker
 
-from odradek.protocol.kafka.api_versions import FETCH, LIST_OFFSETS
+from odradek.protocol.fetch import AbortedTransaction, FetchPartition, FetchRequest
+from odradek.protocol.isolation import IsolationLevel
+from odradek.protocol.kafka.api_versions import DESCRIBE_PRODUCERS, FETCH, LIST_OFFSETS
+from odradek.protocol.list_offsets import ListOffsetsPartition, ListOffsetsRequest
 from odradek.protocol.produce import Acks
 from odradek.record.record_batch_builder import build_batch
 from odradek.server.transaction.transaction_marker import TransactionMarker
@@ -118,6 +121,15 @@ def latest(broker: RunningBroker, isolation_level: int) -> int:
     return response["topics"][0]["partitions"][0]["offset"]
 
 
+def describe_producers(broker: RunningBroker, partition: int = 0) -> dict:
+    body = {"topics": [{"name": TOPIC, "partition_indexes": [partition]}]}
+    response = kafka_call(broker, DESCRIBE_PRODUCERS, 0, body)
+    (topic,) = response["topics"]
+    (answer,) = topic["partitions"]
+    assert answer["partition_index"] == partition
+    return answer
+
+
 def test_read_committed_sees_committed_transactions_only_and_waits_at_the_lso(broker) -> None:
     append(broker, 7, 0, [b"a0", b"a1", b"a2"])  # 0-2, aborted below
     append(broker, -1, 0, [b"p3"])  # 3
@@ -146,6 +158,35 @@ def test_read_committed_sees_committed_transactions_only_and_waits_at_the_lso(br
     assert consume(broker, "read_uncommitted", until=10) == [
         b"a0", b"a1", b"a2", b"p3", b"c4", b"c5", b"o8", b"p9"
     ]  # fmt: skip
+
+    # odradek's own protocol: isolation txn_committed, the same answer.
+    with broker.connect() as client:
+        answer = client.call(
+            FetchRequest(
+                (FetchPartition(TOPIC, 0, 0),),
+                max_wait_ms=0,
+                isolation=IsolationLevel.TXN_COMMITTED,
+            )
+        ).partitions[0]
+        assert (answer.high_watermark, answer.last_stable_offset) == (10, 8)
+        assert answer.aborted_transactions == (AbortedTransaction(7, 0),)
+        plain = client.call(FetchRequest((FetchPartition(TOPIC, 0, 0),), max_wait_ms=0))
+        assert plain.partitions[0].aborted_transactions == ()
+        assert plain.partitions[0].last_stable_offset == 8
+        listed = client.call(
+            ListOffsetsRequest(
+                (ListOffsetsPartition(TOPIC, 0, -1),), isolation=IsolationLevel.TXN_COMMITTED
+            )
+        )
+        assert listed.partitions[0].offset == 8
+
+    producers = describe_producers(broker)
+    assert producers["error_code"] == 0
+    assert {p["producer_id"]: (p["coordinator_epoch"], p["current_txn_start_offset"],
+            p["last_sequence"], p["producer_epoch"]) for p in producers["active_producers"]} == {
+        7: (0, -1, 2, 0), 8: (0, -1, 1, 0), 9: (-1, 8, 0, 0)
+    }  # fmt: skip
+    assert describe_producers(broker, partition=3)["error_code"] == 3  # UNKNOWN_TOPIC_OR_PARTITION
 
     end_transaction(broker, 9, committed=True)  # 10
     assert log.last_stable_offset == log.high_watermark == 11

@@ -276,6 +276,11 @@ TABLE: tuple[Row, ...] = (
         msgpack=lambda w: ListOffsetsRequest((ListOffsetsPartition(TOPIC, 0, -1),)),
     ),
     Row(
+        61, "read", ((T, TOPIC, Op.READ),), TOPIC_AUTHORIZATION_FAILED,
+        kafka=lambda w: (0, {"topics": [{"name": TOPIC, "partition_indexes": [0]}]}),
+        why="DescribeProducers: Read on the topic, refused per partition (KafkaApis)",
+    ),
+    Row(
         ApiKey.LIST_OFFSETS, "max-timestamp", ((T, TOPIC, Op.DESCRIBE),),
         TOPIC_AUTHORIZATION_FAILED,
         kafka=lambda w: (7, {"replica_id": -1, "topics": [

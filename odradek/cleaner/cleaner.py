@@ -53,6 +53,7 @@ from odradek.record.record_batch import (
 from odradek.storage import log_file_names as names
 from odradek.storage.atomic_file import fsync_directory
 from odradek.storage.log_segment import LogSegment
+from odradek.storage.transaction_index import TransactionIndex
 
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
 _INT32 = struct.Struct(">i")
@@ -210,6 +211,7 @@ class Cleaner:
                     keep,
                     _HeaderKeeper(self.task, holds_last),
                 )
+            self._carry_aborted_transactions(group, cleaned)
             cleaned.on_become_inactive_segment()
             cleaned.flush()
             cleaned.close()
@@ -219,6 +221,16 @@ class Cleaner:
         except BaseException:
             cleaned.delete_if_exists()
             raise
+
+    def _carry_aborted_transactions(
+        self, group: Sequence[SegmentSnapshot], cleaned: LogSegment
+    ) -> None:
+        """The aborted transactions of ``group``'s .txnindex files go to the cleaned segment's
+        as they are, so read_committed readers still drop what cleaning keeps of them."""
+        for source in group:
+            path = names.transaction_index_file(self.task.directory, source.base_offset)
+            for aborted in TransactionIndex(source.base_offset, path).all_aborted_txns():
+                cleaned.txn_index.append(aborted)
 
     def _clean_into(
         self,
@@ -283,6 +295,7 @@ class Cleaner:
             names.log_file(directory, base_offset, suffix),
             names.offset_index_file(directory, base_offset, suffix),
             names.time_index_file(directory, base_offset, suffix),
+            names.transaction_index_file(directory, base_offset, suffix),
         ):
             path.unlink(missing_ok=True)
         return LogSegment.open(

@@ -186,18 +186,23 @@ class ProducerStateManager:
                 return first_offset
         return completed.last_offset + 1
 
-    def first_unstable_offset(self, high_watermark: int) -> int | None:
-        """The first offset of the earliest transaction that is open or whose marker is not
-        below ``high_watermark`` (ended transactions the high watermark passed are forgotten
-        here: Kafka's ``onHighWatermarkUpdated``); None when every transaction is stable."""
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Forget the ended transactions whose marker is below ``high_watermark``: they are
+        stable (Kafka's ``onHighWatermarkUpdated``)."""
         unreplicated = self.unreplicated_txns
         if unreplicated:
             unreplicated[:] = [txn for txn in unreplicated if txn.last_offset >= high_watermark]
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset of the earliest transaction that is open or whose marker is not
+        below ``high_watermark`` (the others are forgotten first); None when every
+        transaction is stable."""
+        self.on_high_watermark_updated(high_watermark)
         first = None
         for first_offset in self.ongoing_txns.values():
             first = first_offset
             break
-        for txn in unreplicated:
+        for txn in self.unreplicated_txns:
             if first is None or txn.first_offset < first:
                 first = txn.first_offset
         return first

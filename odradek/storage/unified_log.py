@@ -523,6 +523,9 @@ class UnifiedLog:
                     )
             except OSError as error:
                 raise self._local.storage_error("transaction marker append", error) from error
+            # The transactions the HW passed go first: however seldom the LSO is read, the
+            # ended ones kept are only those whose marker awaits its commit.
+            state.on_high_watermark_updated(self.high_watermark)
             state.update_end_txn_marker(entry, completed)
             if leader_epoch > self.leader_epoch_cache.latest_epoch:
                 self._assign_leader_epoch(leader_epoch, offset)
@@ -1093,6 +1096,7 @@ class UnifiedLog:
         replace_segments, under the log's lock)."""
         with self._lock:
             self._local.replace_segments(new_segment, old_segments)
+            self._first_unstable_metadata = LogOffsetMetadata(-1)  # (positions moved)
 
     # --- truncation --------------------------------------------------------------------------
 
@@ -1108,6 +1112,7 @@ class UnifiedLog:
                 self.truncate_fully_and_start_at(target_offset)
                 return True
             self._local.truncate_to(target_offset)
+            self._first_unstable_metadata = LogOffsetMetadata(-1)
             self._lower_high_watermark_to_log_end()
             if self.log_end_offset < self._log_start_offset:
                 # The cut went through a batch straddling the log start offset: nothing visible
@@ -1127,6 +1132,7 @@ class UnifiedLog:
         """Delete every segment and start an empty log at ``new_offset``."""
         with self._lock:
             self._local.truncate_fully_and_start_at(new_offset)
+            self._first_unstable_metadata = LogOffsetMetadata(-1)
             self._log_start_offset = new_offset
             with self._high_watermark_lock:
                 self._high_watermark = self._local.next_offset_metadata

@@ -95,6 +95,7 @@ from odradek.server.kafka.acls import KafkaAclApis
 from odradek.server.kafka.configs import KafkaConfigApis
 from odradek.server.kafka.groups import KafkaGroupApis
 from odradek.server.kafka.partition_admin import KafkaPartitionAdminApis
+from odradek.server.kafka.producers import KafkaProducerApis
 from odradek.server.kafka.quotas import KafkaQuotaApis
 from odradek.server.kafka.request import KafkaHandler, KafkaRequest
 from odradek.server.kafka.security import KafkaSecurityApis
@@ -161,6 +162,7 @@ class KafkaRequestHandler:
             **(group_requests.handlers() if group_requests is not None else {}),
             **(partition_admin.handlers() if partition_admin is not None else {}),
             **(transactions.handlers() if transactions is not None else {}),
+            **KafkaProducerApis(replica_manager, self._authorizer).handlers(),
             **(
                 KafkaQuotaApis(ClientQuotaAdmin(quotas, self._authorizer, executor)).handlers()
                 if quotas is not None
