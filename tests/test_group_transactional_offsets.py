@@ -16,13 +16,15 @@ import time
 from pathlib import Path
 
 from group_helpers import commit, create_topic, group_broker, join, sync
-from kafka_helpers import kafka_call
+from kafka_helpers import HasBootstrap, kafka_call
 from server_helpers import RunningBroker
 
 from odradek.record.control_record import ControlRecordType, EndTransactionMarker
 from odradek.record.memory_records import MemoryRecords
 from odradek.record.record_batch_builder import RecordBatchBuilder
 from odradek.server.group.coordinator_records import OffsetCommitKey, OffsetCommitValue
+from odradek.server.transaction.transaction_marker import TransactionMarker
+from odradek.topic_partition import TopicPartition
 
 OFFSETS = {"offsets.topic.num.partitions": "1"}
 """One ``__consumer_offsets`` partition: every group is in partition 0."""
@@ -34,11 +36,12 @@ COMMITTED, ABORTED, OPEN, LATE = 1000, 1001, 1002, 1003
 
 
 def offset_fetch(
-    broker: RunningBroker, group: str, partitions: dict[str, list[int]], stable: bool
+    target: str | HasBootstrap, group: str, partitions: dict[str, list[int]], stable: bool
 ) -> dict[tuple[str, int], tuple[int, int]]:
-    """OffsetFetch v8 for ``partitions``: (committed offset, error code) of each."""
+    """OffsetFetch v8 for ``partitions`` (from any broker): (committed offset, error code) of
+    each."""
     response = kafka_call(
-        broker,
+        target,
         OFFSET_FETCH,
         8,
         {
@@ -252,6 +255,70 @@ def test_deleting_the_group_drops_its_pending_transactional_offsets(tmp_path: Pa
         assert offset_fetch(broker, "g", {"t": [0, 1]}, stable=True) == {
             ("t", 0): (-1, 0),
             ("t", 1): (-1, 0),
+        }
+
+
+def _end_transaction(broker: RunningBroker, producer_id: int, epoch: int, commit: bool) -> None:
+    """What the transaction coordinator does at EndTxn for ``__consumer_offsets``: the marker
+    through ReplicaManager.write_transaction_markers, then handle_transaction_completion."""
+    marker = TransactionMarker(
+        producer_id, epoch, 0, commit, (TopicPartition("__consumer_offsets", 0),)
+    )
+    written = broker.loop_thread.run(
+        broker.broker.replica_manager.write_transaction_markers([marker]), timeout=30
+    )
+    assert set(written.values()) == {None}, written
+    _on_loop(
+        broker,
+        lambda: broker.broker.group_coordinator.handle_transaction_completion(
+            producer_id, {0}, commit
+        ),
+    )
+
+
+def test_txn_offset_commit_is_pending_until_its_marker_and_replays_after_restart(
+    tmp_path: Path,
+) -> None:
+    wanted = {"t": [0, 1]}
+    with group_broker(tmp_path, OFFSETS) as broker, broker.connect() as client:
+        create_topic(client, "t", 2)
+        # Two commits in one transaction (v4, then v5 of transaction version 2).
+        assert txn_offset_commit(broker, "g", {("t", 0): 5}) == {("t", 0): 0}
+        assert txn_offset_commit(broker, "g", {("t", 1): 6}, version=5) == {("t", 1): 0}
+        assert offset_fetch(broker, "g", wanted, stable=False) == {
+            ("t", 0): (-1, 0),
+            ("t", 1): (-1, 0),
+        }
+        assert offset_fetch(broker, "g", wanted, stable=True) == {
+            ("t", 0): (-1, UNSTABLE_OFFSET_COMMIT),
+            ("t", 1): (-1, UNSTABLE_OFFSET_COMMIT),
+        }
+        _end_transaction(broker, 7, 0, commit=True)
+        assert offset_fetch(broker, "g", wanted, stable=True) == {
+            ("t", 0): (5, 0),
+            ("t", 1): (6, 0),
+        }
+        # The next transaction of the producer is aborted: nothing of it shows.
+        assert txn_offset_commit(broker, "g", {("t", 0): 50, ("t", 1): 60}) == {
+            ("t", 0): 0,
+            ("t", 1): 0,
+        }
+        _end_transaction(broker, 7, 0, commit=False)
+        assert offset_fetch(broker, "g", wanted, stable=True) == {
+            ("t", 0): (5, 0),
+            ("t", 1): (6, 0),
+        }
+        # A third one stays open across the restart.
+        assert txn_offset_commit(broker, "g", {("t", 1): 9}) == {("t", 1): 0}
+    with group_broker(tmp_path, OFFSETS) as broker:
+        assert offset_fetch(broker, "g", wanted, stable=True) == {
+            ("t", 0): (5, 0),
+            ("t", 1): (-1, UNSTABLE_OFFSET_COMMIT),
+        }
+        _end_transaction(broker, 7, 0, commit=True)
+        assert offset_fetch(broker, "g", wanted, stable=True) == {
+            ("t", 0): (5, 0),
+            ("t", 1): (9, 0),
         }
 
 
