@@ -11,6 +11,7 @@ from odradek.cleaner.cleaner_stats import CleanerStats
 from odradek.cleaner.log_to_clean import LogToClean
 from odradek.cleaner.segment_snapshot import SegmentSnapshot
 from odradek.config.log_config import LogConfig
+from odradek.storage.transaction_index import AbortedTxn
 from odradek.topic_partition import TopicPartition
 
 
@@ -29,7 +30,11 @@ class CleaningTask:
     sequence, last offset delta) with only the records of theirs that stay, an empty batch when
     none does, so a retry of one is still recognised after compaction (the producer state is
     rebuilt from those headers after a restart). It keeps the header of the batch ending at
-    ``first_uncleanable_offset`` too (cleaner.py).
+    ``high_watermark`` too (cleaner.py).
+
+    ``aborted_transactions`` are those of the segments' range, from their ``.txnindex``
+    (Kafka's ``collectAbortedTransactions``): their batches lose their records, their markers
+    go once their batches are gone (cleaned_transaction_metadata.py).
     """
 
     directory: Path
@@ -44,6 +49,8 @@ class CleaningTask:
     io_buffer_size: int
     io_bytes_per_second: float
     producer_last_offsets: frozenset[int] = frozenset()
+    high_watermark: int = -1
+    aborted_transactions: tuple[AbortedTxn, ...] = ()
 
     @classmethod
     def plan(cls, cleanable: LogToClean, config: CleanerConfig, now_ms: int) -> CleaningTask:
@@ -64,6 +71,13 @@ class CleaningTask:
             io_buffer_size=config.io_buffer_size,
             io_bytes_per_second=config.io_bytes_per_second_per_thread,
             producer_last_offsets=frozenset(log.last_data_offsets_of_producers().values()),
+            high_watermark=log.high_watermark,
+            aborted_transactions=tuple(
+                log.collect_aborted_transactions(
+                    segments[0].base_offset if segments else cleanable.first_dirty_offset,
+                    cleanable.first_uncleanable_offset,
+                )
+            ),
         )
 
     def upper_bounds(self) -> list[int]:
