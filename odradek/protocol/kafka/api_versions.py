@@ -36,6 +36,7 @@ DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
 DESCRIBE_LOG_DIRS, ELECT_LEADERS = 35, 43
+DESCRIBE_PRODUCERS = 61
 # Consumer groups (classic protocol).
 OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 8, 9, 11, 12, 13, 14
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
@@ -72,6 +73,7 @@ ADVERTISED: dict[int, ApiRange] = {
         ApiRange(ALTER_CLIENT_QUOTAS, "AlterClientQuotas", 0, 1, 0),
         ApiRange(DESCRIBE_LOG_DIRS, "DescribeLogDirs", 1, 5, 1),
         ApiRange(ELECT_LEADERS, "ElectLeaders", 0, 2, 0),
+        ApiRange(DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0, 0),
         # Consumer groups (classic protocol).
         ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 4, 0),
         ApiRange(JOIN_GROUP, "JoinGroup", 0, 9, 0),
