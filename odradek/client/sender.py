@@ -226,6 +226,7 @@ class Sender:
                     ),
                     self._acks,
                     self._config.request_timeout_ms,
+                    self._config.transactional_id,
                 )
                 started = None
                 if self._acks is not Acks.NONE and not self._waiting_to_write:
