@@ -16,7 +16,12 @@ from odradek.client.transaction_manager import (
     TransactionAbortedError,
     TransactionState,
 )
-from odradek.errors import InvalidConfigError, ProducerFencedError
+from odradek.errors import (
+    InvalidConfigError,
+    InvalidProducerEpochError,
+    KafkaError,
+    ProducerFencedError,
+)
 from odradek.topic_partition import TopicPartition
 
 POLL_TIMEOUT_S = 30
@@ -24,7 +29,11 @@ POLL_TIMEOUT_S = 30
 
 @pytest.fixture(scope="module")
 def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with ServeProcess(tmp_path_factory.mktemp("broker") / "data") as process:
+    with ServeProcess(
+        tmp_path_factory.mktemp("broker") / "data",
+        "--set",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms=200",
+    ) as process:
         yield process.bootstrap
 
 
@@ -157,9 +166,13 @@ def test_a_new_instance_fences_the_old_one_and_aborts_its_transaction(
         new.begin_transaction()
         new.send(topic, b"fresh", partition=0)
         new.commit_transaction()
-        with pytest.raises(ProducerFencedError):
-            old.send(topic, b"more", partition=0)
+        # Its next batch is refused with INVALID_PRODUCER_EPOCH, which leaves the transaction
+        # to abort (KIP-588: so it is after a timeout abort too); the abort says fenced.
+        old.send(topic, b"more", partition=0)
+        with pytest.raises(InvalidProducerEpochError, match="must be aborted"):
             old.commit_transaction()
+        with pytest.raises(ProducerFencedError):
+            old.abort_transaction()
         with pytest.raises(ProducerFencedError):
             old.begin_transaction()
     finally:
@@ -266,3 +279,39 @@ def test_librdkafka_read_committed_sees_what_odradeks_producer_committed(
         producer.close()
     assert seen[0] == [b"committed-0", b"committed-1"]
     assert seen[1] == [b"aborted", b"committed-0", b"committed-1", b"open"]
+
+
+def test_a_transaction_past_its_timeout_is_aborted_by_the_coordinator(
+    bootstrap: str, topic: str
+) -> None:
+    producer = transactional(bootstrap, f"{topic}-tx", transaction_timeout_ms=1000)
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic, b"too-late", partition=0)
+        producer.flush()
+        admin = Admin(bootstrap_servers=bootstrap)
+        try:
+            eventually(
+                lambda: admin.describe_transactions([f"{topic}-tx"])[f"{topic}-tx"].state,
+                "CompleteAbort",
+            )
+        finally:
+            admin.close()
+        with pytest.raises(KafkaError) as raised:
+            producer.commit_transaction()
+        failure = raised.value
+    finally:
+        producer.close()
+    assert isinstance(failure, InvalidProducerEpochError | ProducerFencedError), failure
+    assert consume(bootstrap, topic, "read_committed", 0) == []
+    # The transactional id goes on with a new instance.
+    again = transactional(bootstrap, f"{topic}-tx")
+    try:
+        again.init_transactions()
+        again.begin_transaction()
+        again.send(topic, b"in-time", partition=0)
+        again.commit_transaction()
+    finally:
+        again.close()
+    assert values(consume(bootstrap, topic, "read_committed", 1)) == [b"in-time"]

@@ -31,6 +31,7 @@ from typing import Any
 from odradek.client.consumer_coordinator import ConsumerGroupMetadata
 from odradek.client.network_client import NetworkClient, retry_log_level
 from odradek.errors import (
+    ClusterAuthorizationFailedError,
     FencedInstanceIdError,
     GroupAuthorizationFailedError,
     IllegalGenerationError,
@@ -42,8 +43,10 @@ from odradek.errors import (
     RequestTimedOutError,
     TopicAuthorizationFailedError,
     TransactionAbortableError,
+    TransactionalIdAuthorizationFailedError,
     UnknownMemberIdError,
     UnknownProducerIdError,
+    UnsupportedVersionError,
     error_for_code,
 )
 from odradek.protocol.api_keys import ApiKey
@@ -69,6 +72,13 @@ _ABORTABLE = (
 _NEEDS_EPOCH_BUMP = (UnknownProducerIdError, InvalidProducerIdMappingError)
 """Abortable errors that the broker forgot the producer's state for: the abort then takes
 the next epoch (InitProducerId with the current one, KIP-360) instead of EndTxn."""
+_FATAL_FOR_BATCHES = (
+    ProducerFencedError,
+    TransactionalIdAuthorizationFailedError,
+    ClusterAuthorizationFailedError,
+    UnsupportedVersionError,
+)
+"""A produce's errors that end the producer (Kafka's maybeTransitionToErrorState)."""
 
 
 class TransactionState(Enum):
@@ -186,14 +196,21 @@ class TransactionManager:
         )
 
     def batch_failed(self, error: Exception, leaves_gap: bool) -> None:
-        """A batch of the transaction failed for good: fenced is fatal, anything else makes
-        the transaction abortable (``leaves_gap``: its sequence number was used, so the abort
-        takes a new epoch)."""
+        """A batch of the transaction failed for good: PRODUCER_FENCED and authorization
+        errors are fatal; anything else makes the transaction abortable, INVALID_PRODUCER_EPOCH
+        too (KIP-588: the coordinator may have aborted the transaction on its timeout; the
+        abort then tells a fenced producer so). ``leaves_gap``: the batch's sequence number
+        was used, so the abort takes a new epoch."""
         if isinstance(error, TransactionAbortedError):
             return
-        if leaves_gap or isinstance(error, _NEEDS_EPOCH_BUMP):
+        if isinstance(error, _FATAL_FOR_BATCHES):
+            self._fail(error, fatal=True)
+            return
+        if isinstance(error, _NEEDS_EPOCH_BUMP) or (
+            leaves_gap and not isinstance(error, InvalidProducerEpochError)
+        ):
             self._epoch_bump_required = True
-        self._fail(_as_fenced(error))
+        self._fail(error, fatal=False)
 
     # --- the application's calls ----------------------------------------------------------------
 
@@ -477,10 +494,13 @@ class TransactionManager:
         )
         self.state = target
 
-    def _fail(self, error: KafkaError) -> None:
+    def _fail(self, error: KafkaError, fatal: bool | None = None) -> None:
+        """Enter ABORTABLE_ERROR or FATAL_ERROR for ``error`` (``fatal`` None: as its kind
+        says)."""
         if self.state is TransactionState.FATAL_ERROR:
             return
-        fatal = not isinstance(error, _ABORTABLE) and not isinstance(error, TransactionAbortedError)
+        if fatal is None:
+            fatal = not isinstance(error, _ABORTABLE)
         if not fatal and self.state in (
             TransactionState.UNINITIALIZED,
             TransactionState.INITIALIZING,
