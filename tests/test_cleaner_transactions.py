@@ -181,3 +181,38 @@ def test_an_open_transaction_bounds_the_cleaning_at_the_last_stable_offset(
             (4, b"a", b"3"),
             (5, b"a", b"3"),
         ]
+
+
+def test_a_producer_s_last_marker_keeps_its_header_with_the_epoch_that_fences_it(
+    tmp_path: Path,
+) -> None:
+    """Transaction version 2 ends each transaction at the next epoch: the producer's last
+    record is then a marker, and Kafka keeps that marker's header (its epoch fences the
+    producer's zombies after the state is rebuilt from the log) when its records go; an older
+    marker of the producer goes."""
+    with open_log(tmp_path / "t-0", CONFIG) as log:
+        producer = Producer(log, COMMITTER)
+        producer.send([(b"a", b"1")])  # 0, epoch 0
+        log.append_end_txn_marker(COMMITTER, 1, 0, True)  # 1, epoch 1
+        append(
+            log,
+            build_batch(
+                [(BASE_TIME_MS, b"b", b"1", ())],
+                producer_id=COMMITTER,
+                producer_epoch=1,
+                base_sequence=0,
+                is_transactional=True,
+            ),
+        )  # 2, epoch 1
+        log.append_end_txn_marker(COMMITTER, 2, 0, True)  # 3, epoch 2
+        write(log, [(b"a", b"2"), (b"b", b"2")])  # 4-5: supersede both transactions
+        log.roll()
+        assert plan(log).producer_marker_epochs == {(COMMITTER, 2)}
+        clean_once(log, first_dirty=0)
+        clean_once(log, first_dirty=0)
+        horizon = NOW_MS + RETENTION_MS
+        assert _markers(log) == [(1, COMMITTER, horizon, 1), (3, COMMITTER, horizon, 1)]
+        clean_once(log, first_dirty=0, now_ms=horizon)
+        (last,) = [b for b in _batches(log) if b.is_control]
+        assert (last.base_offset, last.producer_epoch, last.records_count) == (3, 2, 0)
+        assert _data(log) == [(4, b"a", b"2"), (5, b"b", b"2")]

@@ -320,3 +320,67 @@ def test_a_transactional_produce_is_checked_against_its_transaction(
     assert produce(broker, version, tid, producer, 0) == not_added
     assert add_v3(broker, tid, producer, 0) == {(TOPIC, 0): 0}
     assert produce(broker, version, tid, producer, 0) == 0
+
+
+@pytest.mark.parametrize("version", [3, 5])
+def test_txn_offset_commit_joins_the_transaction(broker: RunningBroker, version: int) -> None:
+    """TxnOffsetCommit's ``__consumer_offsets`` partition is checked against the producer's
+    transaction after AddOffsetsToTxn (v3), or added to it by the commit itself (v5, KIP-890)."""
+    tid = f"txn-offsets-v{version}"
+    group = f"txn-offsets-group-v{version}"
+    producer = init(broker, tid)
+    if version < 5:
+        added = call(
+            broker,
+            apis.ADD_OFFSETS_TO_TXN,
+            3,
+            {
+                "transactional_id": tid,
+                "producer_id": producer[0],
+                "producer_epoch": producer[1],
+                "group_id": group,
+            },
+        )
+        assert added["error_code"] == 0, added
+    answer = call(
+        broker,
+        apis.TXN_OFFSET_COMMIT,
+        version,
+        {
+            "transactional_id": tid,
+            "group_id": group,
+            "producer_id": producer[0],
+            "producer_epoch": producer[1],
+            "generation_id": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "name": TOPIC,
+                    "partitions": [
+                        {"partition_index": 0, "committed_offset": 5, "committed_metadata": ""}
+                    ],
+                }
+            ],
+        },
+    )
+    assert [p["error_code"] for t in answer["topics"] for p in t["partitions"]] == [0], answer
+    partition = broker.broker.group_coordinator_log.partition_for(group)
+    assert describe(broker, tid)["topics"] == [
+        {"topic": "__consumer_offsets", "partitions": [partition]}
+    ]
+
+
+def test_without_partition_verification_a_version_1_produce_is_not_checked(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """transaction.partition.verification.enable=false: Kafka before 3.6's behaviour for
+    transaction version 1 (the partition need not be added first); version 2 still adds."""
+    settings = {
+        "transaction.state.log.num.partitions": "1",
+        "transaction.partition.verification.enable": "false",
+    }
+    with running_broker(tmp_path, settings) as unverified:
+        unverified.loop_thread.call(unverified.broker.topic_admin.create_topic, TOPIC, 2, {})
+        producer = init(unverified, "unverified")
+        assert produce(unverified, 10, "unverified", producer, 0) == 0
+        assert produce(unverified, 12, "unverified", producer, 1) == 0
+        assert describe(unverified, "unverified")["topics"] == [{"topic": TOPIC, "partitions": [1]}]

@@ -284,6 +284,9 @@ def test_a_transaction_open_longer_than_its_timeout_is_aborted(harness: Harness)
     harness.add("app", producer, TP0)
     harness.clock.sleep(4000)
     assert harness.run(harness.coordinator.abort_timed_out_transactions()) == 0
+    samples = harness.running.metrics()
+    assert samples["odradek_transactions_open"] == 1
+    assert samples["odradek_transaction_oldest_open_age_seconds"] == 4.0
     harness.clock.sleep(1500)
     assert harness.run(harness.coordinator.abort_timed_out_transactions()) == 1
     assert harness.settle("app") is S.COMPLETE_ABORT
@@ -319,10 +322,12 @@ def test_list_transactions_filters_as_kafka_does(harness: Harness) -> None:
     _, found = coordinator.list_transactions(producer_id_filters=[a.producer_id])
     assert [t.transactional_id for t in found] == ["app-a"]
     harness.clock.sleep(2000)
-    _, found = coordinator.list_transactions(duration_filter_ms=1000)
+    # Running longer than the duration (Kafka's rule: ids with no transaction yet, whose
+    # start is -1, pass it too).
+    _, found = coordinator.list_transactions(["Ongoing"], duration_filter_ms=1000)
     assert [t.transactional_id for t in found] == ["app-a"]
-    _, found = coordinator.list_transactions(duration_filter_ms=5000)
-    assert found == []
+    _, found = coordinator.list_transactions(duration_filter_ms=2000)
+    assert sorted(t.transactional_id for t in found) == ["app-b", "other"]
 
 
 def test_the_state_is_rebuilt_at_start_up_and_a_prepared_transaction_is_ended(
@@ -349,3 +354,32 @@ def test_the_state_is_rebuilt_at_start_up_and_a_prepared_transaction_is_ended(
         log = harness.running.broker.log_manager.get_log(TP0)
         assert log.last_stable_offset == log.log_end_offset
         assert harness.init("app") == ProducerIdAndEpoch(producer.producer_id, 1)
+
+
+def test_a_timed_out_transaction_of_version_2_is_aborted_with_one_epoch_bump(
+    harness: Harness,
+) -> None:
+    """As Kafka 4.4: the producer is not fenced; its commit at the old epoch is
+    INVALID_TXN_STATE (abortable), its abort is taken for a retry of the coordinator's."""
+    producer = harness.init("app", timeout_ms=5000)
+    coordinator = harness.coordinator
+    harness.run(
+        coordinator.verify_or_add_partitions(
+            "app", producer.producer_id, producer.producer_epoch, [TP0], implicit_add=True
+        )
+    )
+    harness.clock.sleep(6000)
+    assert harness.run(coordinator.abort_timed_out_transactions()) == 1
+    assert harness.settle("app") is S.COMPLETE_ABORT
+    with pytest.raises(InvalidTxnStateError):
+        harness.end("app", producer, committed=True, version=2)
+    bumped = ProducerIdAndEpoch(producer.producer_id, 1)
+    assert harness.end("app", producer, committed=False, version=2) == bumped
+    assert harness.markers(TP0) == [(producer.producer_id, 1, False)]
+    values = [v for tid, v in harness.records() if tid == "app"]
+    assert [(v.state, v.producer_epoch) for v in values] == [
+        (S.EMPTY, 0),
+        (S.ONGOING, 0),
+        (S.PREPARE_ABORT, 1),
+        (S.COMPLETE_ABORT, 1),
+    ]

@@ -53,18 +53,23 @@ from odradek.clock import SYSTEM_CLOCK
 from odradek.errors import CorruptRecordError
 from odradek.int_limits import INT32_MAX
 from odradek.record.record_batch import (
+    ATTRIBUTES_OFFSET,
+    CONTROL_FLAG_MASK,
     HEADER_SIZE,
     LAST_OFFSET_DELTA_OFFSET,
     LOG_OVERHEAD,
+    PRODUCER_EPOCH_OFFSET,
+    PRODUCER_ID_OFFSET,
     RecordBatch,
 )
 from odradek.storage import log_file_names as names
 from odradek.storage.atomic_file import fsync_directory
 from odradek.storage.log_segment import LogSegment
-from odradek.storage.transaction_index import TransactionIndex
 
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
 _INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
+_INT64 = struct.Struct(">q")
 
 
 class Cleaner:
@@ -236,7 +241,6 @@ class Cleaner:
                     keep,
                     _HeaderKeeper(self.task, holds_last),
                 )
-            self._carry_aborted_transactions(group, cleaned)
             cleaned.on_become_inactive_segment()
             cleaned.flush()
             cleaned.close()
@@ -246,16 +250,6 @@ class Cleaner:
         except BaseException:
             cleaned.delete_if_exists()
             raise
-
-    def _carry_aborted_transactions(
-        self, group: Sequence[SegmentSnapshot], cleaned: LogSegment
-    ) -> None:
-        """The aborted transactions of ``group``'s .txnindex files go to the cleaned segment's
-        as they are, so read_committed readers still drop what cleaning keeps of them."""
-        for source in group:
-            path = names.transaction_index_file(self.task.directory, source.base_offset)
-            for aborted in TransactionIndex(source.base_offset, path).all_aborted_txns():
-                cleaned.txn_index.append(aborted)
 
     def _clean_into(
         self,
@@ -353,11 +347,13 @@ class Cleaner:
 class _HeaderKeeper:
     """Finds, in one source segment, the batches whose header a cleaned segment keeps even when
     none of their records stays (Kafka's ``checkBatchRetention`` answering ``RETAIN_EMPTY``): a
-    live producer's last batch (its last offset is the producer's last data offset), and, in
-    the segment holding it, the batch ending at the high watermark."""
+    live producer's last batch (its last offset is the producer's last data offset), or its
+    marker of its current epoch when a marker is its last record, and, in the segment holding
+    it, the batch ending at the high watermark."""
 
     def __init__(self, task: CleaningTask, holds_last: bool) -> None:
         self._producer_last_offsets = task.producer_last_offsets
+        self._marker_epochs = task.producer_marker_epochs
         self._round_last_offset = task.high_watermark - 1 if holds_last else None
 
     def next_kept(self, data: Buffer, position: int, end: int) -> int | None:
@@ -365,7 +361,8 @@ class _HeaderKeeper:
         Only logs with idempotent producers, and the segment a round ends in, pay for this
         header walk."""
         last_offsets, round_last = self._producer_last_offsets, self._round_last_offset
-        if not last_offsets and round_last is None:
+        marker_epochs = self._marker_epochs
+        if not last_offsets and round_last is None and not marker_epochs:
             return None
         while position + HEADER_SIZE <= end:
             base_offset, length = _OFFSET_AND_LENGTH.unpack_from(data, position)
@@ -373,8 +370,21 @@ class _HeaderKeeper:
             last_offset = base_offset + delta
             if last_offset == round_last or last_offset in last_offsets:
                 return position
+            if marker_epochs and _is_marker_of(data, position, marker_epochs):
+                return position
             position += length + LOG_OVERHEAD
         return None
+
+
+def _is_marker_of(data: Buffer, position: int, marker_epochs: frozenset[tuple[int, int]]) -> bool:
+    """Whether the batch at ``position`` is a control batch of one of these (producer id,
+    epoch) pairs."""
+    attributes = _INT16.unpack_from(data, position + ATTRIBUTES_OFFSET)[0]
+    if not attributes & CONTROL_FLAG_MASK:
+        return False
+    producer_id = _INT64.unpack_from(data, position + PRODUCER_ID_OFFSET)[0]
+    epoch = _INT16.unpack_from(data, position + PRODUCER_EPOCH_OFFSET)[0]
+    return (producer_id, epoch) in marker_epochs
 
 
 def group_segments_by_size(

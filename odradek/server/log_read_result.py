@@ -43,7 +43,6 @@ class LogReadResult(NamedTuple):
         high_watermark = log.high_watermark
         info = self.info
         slice_ = info.records
-        state = log.producer_state
         aborted = info.aborted_transactions
         return FetchPartitionResponse(
             request.topic,
@@ -54,9 +53,7 @@ class LogReadResult(NamedTuple):
             log.log_start_offset,
             # The last stable offset, whatever the isolation (as Kafka answers it): the HW
             # unless a transaction is open or its marker not yet committed.
-            log.last_stable_offset
-            if state.ongoing_txns or state.unreplicated_txns
-            else high_watermark,
+            log.last_stable_offset if log.producer_state.unstable else high_watermark,
             FileRegion(slice_) if slice_ is not None and slice_.length else b"",
             tuple([AbortedTransaction(a.producer_id, a.first_offset) for a in aborted])
             if aborted

@@ -359,9 +359,8 @@ class ReplicaManager:
             except KafkaError:
                 return None
         log = partition.log
-        state = log.producer_state
-        if state.ongoing_txns or state.unreplicated_txns:
-            return None  # the last stable offset is not the HW: the general path answers it
+        if log.producer_state.unstable:
+            return None  # the last stable offset may not be the HW: the general path answers
         high_watermark = log.high_watermark
         log_start_offset = log.log_start_offset
         end = high_watermark if isolation is not _LOG_END else log.log_end_offset
