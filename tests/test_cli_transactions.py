@@ -94,10 +94,16 @@ def test_list_names_every_transactional_id(bootstrap: str, producer: Producer) -
     listed = {row[0]: row for row in rows}
     manager = producer._producer._transactions
     assert listed[transactional_id][2:] == [str(manager.producer_id), "Empty"]
-    # Only transactions open longer than a minute: none of these.
+    # Only transactions running longer than a minute: not one begun now.
+    producer.begin_transaction()
+    producer.send("orders", b"x", partition=0)
+    producer.flush()
+    result = transactions(bootstrap, "list")
+    assert [row[3] for row in table(result.stdout) if row[0] == transactional_id] == ["Ongoing"]
     result = transactions(bootstrap, "list", "--duration-filter", "60000")
     assert result.exit_code == 0, result.output
     assert transactional_id not in result.stdout
+    producer.abort_transaction()
 
 
 def test_describing_an_unknown_transactional_id_fails(bootstrap: str) -> None:
