@@ -3,10 +3,12 @@ kafka-transactions.sh prints."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 
 import pytest
 from click.testing import CliRunner, Result
+from kafka_reference import TOOL, UNRESOLVABLE, unavailable
 from serve_process import ServeProcess
 
 from odradek.cli.main import cli
@@ -120,3 +122,51 @@ def test_describe_needs_a_transactional_id(bootstrap: str) -> None:
     result = transactions(bootstrap, "describe")
     assert result.exit_code == 2
     assert "Missing option '--transactional-id'" in result.output
+
+
+def _kafka_transactions(bootstrap: str, *args: str) -> tuple[int, str, str]:
+    """Kafka 4.4's kafka-transactions.sh (TransactionsCommand) against the broker."""
+    done = subprocess.run(
+        [str(TOOL), "run", "org.apache.kafka.tools.TransactionsCommand"]
+        + ["--bootstrap-server", bootstrap, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if done.returncode == UNRESOLVABLE:
+        unavailable(done.stderr.strip())
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.mark.reference_kafka
+def test_odradek_transactions_prints_what_kafka_transactions_sh_prints(
+    bootstrap: str, producer: Producer
+) -> None:
+    transactional_id = producer.config.transactional_id
+    producer.begin_transaction()
+    producer.send("orders", b"a", partition=1)
+    producer.commit_transaction()
+    code, kafka_out, kafka_err = _kafka_transactions(
+        bootstrap, "describe", "--transactional-id", transactional_id
+    )
+    assert code == 0, kafka_err
+    ours = transactions(bootstrap, "describe", "--transactional-id", transactional_id)
+    kafka_rows = [r for r in table(kafka_out) if r]
+    our_rows = table(ours.stdout)
+    duration = kafka_rows[0].index("TransactionDurationMs")  # the time each looked
+    for row in (*kafka_rows, *our_rows):
+        del row[duration]
+    assert our_rows == kafka_rows
+    code, kafka_out, kafka_err = _kafka_transactions(bootstrap, "list")
+    assert code == 0, kafka_err
+    ours = transactions(bootstrap, "list")
+    assert sorted(table(ours.stdout)[1:]) == sorted(table(kafka_out)[1:])
+    assert table(ours.stdout)[0] == table(kafka_out)[0]
+    # An id the coordinator does not know: both exit 1, saying so the same way.
+    code, kafka_out, kafka_err = _kafka_transactions(
+        bootstrap, "describe", "--transactional-id", "nobody"
+    )
+    ours = transactions(bootstrap, "describe", "--transactional-id", "nobody")
+    assert (code, ours.exit_code) == (1, 1)
+    prefix = "Failed to describe transaction state of transactional-id `nobody`: "
+    assert prefix in kafka_err and ours.stderr.startswith(prefix), kafka_err
