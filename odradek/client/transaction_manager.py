@@ -36,7 +36,6 @@ from odradek.errors import (
     GroupAuthorizationFailedError,
     IllegalGenerationError,
     InvalidProducerEpochError,
-    InvalidProducerIdMappingError,
     KafkaError,
     OperationNotAttemptedError,
     ProducerFencedError,
@@ -63,13 +62,12 @@ _ABORTABLE = (
     TopicAuthorizationFailedError,
     GroupAuthorizationFailedError,
     UnknownProducerIdError,
-    InvalidProducerIdMappingError,
     UnknownMemberIdError,
     IllegalGenerationError,
     FencedInstanceIdError,
 )
 """Errors after which the transaction can still be aborted (Kafka's abortable errors)."""
-_NEEDS_EPOCH_BUMP = (UnknownProducerIdError, InvalidProducerIdMappingError)
+_NEEDS_EPOCH_BUMP = (UnknownProducerIdError,)
 """Abortable errors that the broker forgot the producer's state for: the abort then takes
 the next epoch (InitProducerId with the current one, KIP-360) instead of EndTxn."""
 _FATAL_FOR_BATCHES = (
@@ -140,7 +138,6 @@ class TransactionManager:
         self.last_error: KafkaError | None = None
         self._in_transaction: set[TopicPartition] = set()
         self._to_add: set[TopicPartition] = set()
-        self._failed_to_add: dict[TopicPartition, KafkaError] = {}
         self._epoch_bump_required = False
         self._transaction_started = False  # partitions or offsets were added to it
         self._on_new_epoch: Callable[[int, int], None] = lambda _id, _epoch: None
@@ -181,10 +178,6 @@ class TransactionManager:
             TransactionState.IN_TRANSACTION,
             TransactionState.COMMITTING_TRANSACTION,
         )
-
-    def take_add_failure(self, tp: TopicPartition) -> KafkaError | None:
-        """Why ``tp`` could not be added to the transaction (its batches fail), once."""
-        return self._failed_to_add.pop(tp, None)
 
     @property
     def is_aborting_or_failed(self) -> bool:
@@ -325,11 +318,16 @@ class TransactionManager:
                     continue
                 if error.retriable:
                     raise
-                if isinstance(error, _NEEDS_EPOCH_BUMP):
-                    self._epoch_bump_required = True
-                error = _as_fenced(error)
-                self._fail(error)
-                raise error from None
+                raise self._request_failed(error) from None
+
+    def _request_failed(self, error: KafkaError) -> KafkaError:
+        """A transactional request failed for good: the transaction's error, as Kafka's
+        client takes it (INVALID_PRODUCER_EPOCH is a fenced producer here)."""
+        if isinstance(error, _NEEDS_EPOCH_BUMP):
+            self._epoch_bump_required = True
+        error = _as_fenced(error)
+        self._fail(error)
+        return error
 
     async def _send(self, api_key: ApiKey, data: dict[str, Any], version: int = 0) -> Any:
         response = await self._client.send(kafka_data_request(api_key, version)(data))
@@ -369,19 +367,26 @@ class TransactionManager:
 
     async def add_pending_partitions(self) -> None:
         """AddPartitionsToTxn for the partitions waiting to be added (the sender calls it
-        before sending their batches). Partitions that cannot be added get their error
-        (``take_add_failure``) and the transaction becomes abortable."""
+        before sending their batches). When they cannot be added the transaction fails
+        (abortable or fatal, as the error says) and the sender fails their batches."""
         async with self._lock:
             if not self.has_partitions_to_add():
                 return
             partitions = sorted(self._to_add)
             try:
-                await self._run(lambda: self._add(partitions), 3600.0, "AddPartitionsToTxn")
+                await self._add(partitions)
             except KafkaError as error:
-                for tp in partitions:
-                    self._failed_to_add[tp] = error
-            finally:
-                self._to_add.difference_update(partitions)
+                if error.retriable:  # asked again by the sender, which expires batches meanwhile
+                    logger.log(
+                        retry_log_level(error),
+                        "transactional producer %r: AddPartitionsToTxn failed, retrying: %s",
+                        self.transactional_id,
+                        error,
+                    )
+                    await asyncio.sleep(self._retry_backoff_s)
+                    return
+                self._request_failed(error)  # the sender fails what is not sent
+            self._to_add.difference_update(partitions)
 
     async def _add(self, partitions: list[TopicPartition]) -> None:
         topics: dict[str, list[int]] = {}

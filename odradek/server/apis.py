@@ -5,7 +5,10 @@ over as decoded; the Kafka protocol's KafkaRequestHandler (server/kafka/request_
 converts the requests it does not answer itself into them. The router authorizes them
 (ApiAuthorization), counts them against the client quotas and calls the handler: the
 ReplicaManager (produce, fetch, list offsets, delete records), the AdminManager (topics,
-configs, metadata), the group and quota APIs (server/msgpack/), the producer-id manager.
+configs, metadata), the group and quota APIs (server/msgpack/), the producer-id manager; the
+APIs whose msgpack messages carry Kafka's data go to the Kafka handlers
+(server/msgpack/kafka_data.py), and a transactional produce is checked against its
+transaction first (``check_transactional_produce``).
 """
 
 from __future__ import annotations
