@@ -400,7 +400,7 @@ class KafkaTransactionApis:
         try:
             if ahead is not None and not ahead.done():
                 await asyncio.shield(ahead)
-            return await self._check_batches(request, transactional_id, implicit_add)
+            return await self._check_batches(entries, version, transactional_id, implicit_add)
         finally:
             # Set before this request's append starts; the next one runs once this task
             # yields, which is after its append took its place in the partitions' queues.
@@ -409,10 +409,8 @@ class KafkaTransactionApis:
                 del order[transactional_id]
 
     async def _check_batches(
-        self, request: KafkaRequest, transactional_id: str, implicit_add: bool
+        self, entries: Sequence[Any], version: int, transactional_id: str, implicit_add: bool
     ) -> dict[int, KafkaError]:
-        version = request.api_version
-        entries = request.body.partitions
         by_producer: dict[tuple[int, int], list[int]] = {}
         for index, entry in enumerate(entries):
             producer = transactional_producer(entry.records)
