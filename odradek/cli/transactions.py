@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import NoReturn
 
 import click
 
@@ -21,7 +22,7 @@ def _table(headers: list[str], rows: list[list[str]]) -> None:
         )
 
 
-def _fail(message: str, error: KafkaError) -> None:
+def _fail(message: str, error: KafkaError) -> NoReturn:
     """What kafka-transactions.sh does when a request fails: the reason on stderr, exit 1."""
     click.echo(f"{message}: {error}.", err=True)
     raise click.exceptions.Exit(1)
