@@ -58,6 +58,7 @@ from odradek.protocol.heartbeat import HeartbeatRequest
 from odradek.protocol.init_producer_id import InitProducerIdRequest
 from odradek.protocol.join_group import JoinGroupProtocol, JoinGroupRequest
 from odradek.protocol.kafka.api_versions import ADVERTISED
+from odradek.protocol.kafka_data import KafkaData, kafka_data_request, to_wire
 from odradek.protocol.leave_group import LeaveGroupRequest, LeavingMember
 from odradek.protocol.list_groups import ListGroupsRequest
 from odradek.protocol.list_offsets import ListOffsetsPartition, ListOffsetsRequest
@@ -241,6 +242,13 @@ def _deleted_name_hidden(response: dict[str, Any], world: World) -> None:
     ), topic
 
 
+def _kafka_data(api_key: ApiKey, data: dict[str, Any], version: int = 0) -> KafkaData:
+    """A msgpack Kafka-data request (protocol/kafka_data.py): Kafka's request data, as the
+    Kafka rows give it, the rest at its defaults."""
+    message_type = kafka_data_request(api_key, version)
+    return message_type.from_header(to_wire(message_type.spec, data))
+
+
 PLAIN_TOKEN = f"\0{USER}\0{PASSWORD}"
 JOIN_PROTOCOLS = [{"name": "range", "metadata": b""}]
 
@@ -283,6 +291,8 @@ TABLE: tuple[Row, ...] = (
     Row(
         61, "read", ((T, TOPIC, Op.READ),), TOPIC_AUTHORIZATION_FAILED,
         kafka=lambda w: (0, {"topics": [{"name": TOPIC, "partition_indexes": [0]}]}),
+        msgpack=lambda w: _kafka_data(
+            ApiKey.DESCRIBE_PRODUCERS, {"topics": [{"name": TOPIC, "partition_indexes": [0]}]}),
         why="DescribeProducers: Read on the topic, refused per partition (KafkaApis)",
     ),
     Row(
@@ -491,6 +501,8 @@ TABLE: tuple[Row, ...] = (
         60, "operations", ((C, CLUSTER_NAME, Op.DESCRIBE),), None,
         kafka=lambda w: (1, {"include_cluster_authorized_operations": True,
                               "endpoint_type": 1}),
+        msgpack=lambda w: _kafka_data(
+            ApiKey.DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": True}),
         refused_check=_cluster_operations(0),
         allowed_check=_cluster_operations(_bits(Op.DESCRIBE)),
         why="DescribeCluster: answered to anyone; its operations only with Describe",
@@ -569,10 +581,19 @@ TABLE: tuple[Row, ...] = (
         msgpack=lambda w: FindCoordinatorRequest((TXN,), key_type=1),
     ),
     Row(
+        ApiKey.FIND_COORDINATOR, "transactional-id-kafka-data", ((X, TXN, Op.DESCRIBE),),
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        msgpack=lambda w: _kafka_data(
+            ApiKey.FIND_COORDINATOR, {"key_type": 1, "coordinator_keys": [TXN]}, version=1),
+        why="msgpack FindCoordinator v1: Kafka's request data",
+    ),
+    Row(
         ApiKey.INIT_PRODUCER_ID, "transactional", ((X, TXN, Op.WRITE),),
         TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
         kafka=lambda w: (5, {"transactional_id": TXN, "transaction_timeout": 60000,
                               "producer_id": -1, "producer_epoch": -1}),
+        msgpack=lambda w: _kafka_data(ApiKey.INIT_PRODUCER_ID, {
+            "transactional_id": TXN, "transaction_timeout": 60000}, version=1),
     ),
     Row(
         ApiKey.PRODUCE, "transactional", ((X, TXN, Op.WRITE), (T, TOPIC, Op.WRITE)),
@@ -580,6 +601,8 @@ TABLE: tuple[Row, ...] = (
         kafka=lambda w: (9, {"transactional_id": TXN, "acks": -1, "timeout": 5000,
                               "topic_data": [{"name": TOPIC, "partition_data": [
                                   {"index": 0, "records": batch(1)}]}]}),
+        msgpack=lambda w: ProduceRequest(
+            (ProducePartitionData(TOPIC, 0, batch(1)),), transactional_id=TXN),
     ),
     Row(
         24, "client", ((X, TXN, Op.WRITE), (T, TOPIC, Op.WRITE)),
@@ -588,6 +611,10 @@ TABLE: tuple[Row, ...] = (
                               "v3_and_below_producer_id": 1 << 40,
                               "v3_and_below_producer_epoch": 0,
                               "v3_and_below_topics": [{"name": TOPIC, "partitions": [0]}]}),
+        msgpack=lambda w: _kafka_data(ApiKey.ADD_PARTITIONS_TO_TXN, {
+            "v3_and_below_transactional_id": TXN, "v3_and_below_producer_id": 1 << 40,
+            "v3_and_below_producer_epoch": 0,
+            "v3_and_below_topics": [{"name": TOPIC, "partitions": [0]}]}),
         why="AddPartitionsToTxn v0-3: Write on the transactional id and on each topic",
     ),
     Row(
@@ -602,23 +629,32 @@ TABLE: tuple[Row, ...] = (
         TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
         kafka=lambda w: (4, {"transactional_id": TXN, "producer_id": 1 << 40,
                               "producer_epoch": 0, "group_id": GROUP}),
+        msgpack=lambda w: _kafka_data(ApiKey.ADD_OFFSETS_TO_TXN, {
+            "transactional_id": TXN, "producer_id": 1 << 40, "producer_epoch": 0,
+            "group_id": GROUP}),
         why="AddOffsetsToTxn: Write on the transactional id, Read on the group",
     ),
     Row(
         26, "write", ((X, TXN, Op.WRITE),), TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
         kafka=lambda w: (5, {"transactional_id": TXN, "producer_id": 1 << 40,
                               "producer_epoch": 0, "committed": True}),
+        msgpack=lambda w: _kafka_data(ApiKey.END_TXN, {
+            "transactional_id": TXN, "producer_id": 1 << 40, "producer_epoch": 0,
+            "committed": True}),
         why="EndTxn",
     ),
     Row(
         65, "describe", ((X, TXN, Op.DESCRIBE),), TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
         kafka=lambda w: (0, {"transactional_ids": [TXN]}),
+        msgpack=lambda w: _kafka_data(
+            ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [TXN]}),
         why="DescribeTransactions",
     ),
     Row(
         66, "describe", ((X, TXN, Op.DESCRIBE),), None,
         kafka=lambda w: (2, {"state_filters": [], "producer_id_filters": [],
                               "duration_filter": -1, "transactional_id_pattern": None}),
+        msgpack=lambda w: _kafka_data(ApiKey.LIST_TRANSACTIONS, {}),
         refused_check=_transaction_not_listed,
         allowed_check=_transaction_listed,
         why="ListTransactions lists the transactional ids the principal may describe",
@@ -679,6 +715,9 @@ TABLE: tuple[Row, ...] = (
                               "member_id": "", "group_instance_id": None, "topics": [
                                   _partitions(TOPIC, committed_offset=0,
                                               committed_metadata=None)]}),
+        msgpack=lambda w: _kafka_data(ApiKey.TXN_OFFSET_COMMIT, {
+            "transactional_id": TXN, "group_id": GROUP, "producer_id": 0,
+            "producer_epoch": 0, "topics": [_partitions(TOPIC, committed_offset=0)]}),
         why="TxnOffsetCommit: Write on the transactional id, Read on the group, then Read on "
             "each topic (KafkaApis)",
     ),
@@ -773,6 +812,8 @@ def msgpack_call(broker: RunningBroker, request: Message, auth: str) -> dict[str
 
 def _plain(value: Any) -> Any:
     """A msgpack response as the Kafka responses are decoded: dicts, lists and values."""
+    if isinstance(value, KafkaData):
+        return dict(value.data)  # Kafka's data already
     if dataclasses.is_dataclass(value):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, list | tuple):

@@ -48,6 +48,7 @@ from odradek.server.log_flusher import LogFlusher
 from odradek.server.metrics.broker_metrics import BrokerMetrics
 from odradek.server.msgpack.connection import MsgpackConnection
 from odradek.server.msgpack.groups import MsgpackGroupApis
+from odradek.server.msgpack.kafka_data import MsgpackKafkaData
 from odradek.server.msgpack.quotas import MsgpackQuotaApis
 from odradek.server.producer_id_manager import ProducerIdManager
 from odradek.server.quota.client_quota_admin import ClientQuotaAdmin
@@ -371,6 +372,13 @@ class Broker:
                 ClientQuotaAdmin(self.quotas, self.authorizer, self._io_executor)
             ),
         )
+        transactions = KafkaTransactionApis(
+            self.transaction_coordinator,
+            self.group_coordinator_log,
+            self._partition_exists,
+            config.transaction_partition_verification_enable,
+            self.authorizer,
+        )
         kafka_handler = KafkaRequestHandler(
             apis,
             self.replica_manager,
@@ -392,14 +400,10 @@ class Broker:
             ),
             self.quotas,
             KafkaPartitionAdminApis(self.log_manager, self.authorizer, self._io_executor),
-            KafkaTransactionApis(
-                self.transaction_coordinator,
-                self.group_coordinator_log,
-                self._partition_exists,
-                config.transaction_partition_verification_enable,
-                self.authorizer,
-            ),
+            transactions,
         )
+        apis.serve_kafka_data(MsgpackKafkaData(kafka_handler.handlers))
+        apis.check_transactional_produce(transactions.check_transactional_produce)
         return apis, kafka_handler
 
     def _partition_exists(self, tp: TopicPartition) -> bool:
