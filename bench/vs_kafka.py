@@ -48,10 +48,15 @@ each selected case once more against odradek alone, not counted in the figures, 
 if installed, sampling the broker's threads into ``DIR``: every sample, then only runnable
 threads); it prints each thread's CPU time, its kernel share and its run-queue wait from /proc,
 the log flushes and their fsync time from the broker's histogram, and the stacks' top entries.
+``--set KEY=VALUE`` (repeatable) starts this checkout's odradek with that setting.
+``--baseline TREE`` (with ``--cases``) adds the odradek of another checkout (with its own
+``.venv``, e.g. ``git worktree add`` of main and ``make install`` there) as one more target of
+the same rotated rounds, "odradek base", and prints odradek/odradek-base per round: a change
+judged before and after under the same load.
 
 Usage: python bench/vs_kafka.py [--quick] [--records N] [--kb-records N] [--rounds N]
        [--partitions N] [--seconds S] [--rebalance-delay-ms MS] [--targets LIST] [--dir DIR]
-       [--cases LIST] [--profile DIR]
+       [--cases LIST] [--set KEY=VALUE] [--baseline TREE] [--profile DIR]
 """
 
 from __future__ import annotations
@@ -89,6 +94,7 @@ SUMMARY = re.compile(
     r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th"
 )
 KAFKA, KAFKA_FSYNC, ODRADEK = "kafka", "kafka fsync", "odradek"
+BASELINE = "odradek base"
 LATENCY_MARKER = b"ready?"  # sent until the latency consumer has its first fetch answered
 
 
@@ -458,12 +464,20 @@ def start_kafka(state: Path, delay_ms: int, expected: dict[str, int]) -> tuple[d
 
 
 def start_odradek(
-    state: Path, delay_ms: int, expected: dict[str, int]
+    state: Path,
+    delay_ms: int,
+    expected: dict[str, int],
+    settings: tuple[str, ...] = (),
+    tree: Path | None = None,
 ) -> tuple[BrokerProcess, float]:
-    """odradek started in ``state``; it and the seconds from the start command until every
-    partition of ``expected`` is led."""
+    """odradek (of checkout ``tree``, or this one) started in ``state`` with ``settings``
+    (KEY=VALUE); it and the seconds from the start command until every partition of
+    ``expected`` is led."""
     began = time.perf_counter()
-    broker = BrokerProcess(state, "--set", f"group.initial.rebalance.delay.ms={delay_ms}")
+    sets = [arg for setting in settings for arg in ("--set", setting)]
+    broker = BrokerProcess(
+        state, "--set", f"group.initial.rebalance.delay.ms={delay_ms}", *sets, tree=tree
+    )
     wait_for_partitions(broker.bootstrap, expected, timeout=300)
     return broker, time.perf_counter() - began
 
@@ -522,7 +536,9 @@ class Figures:
 
     def print(self, labels: list[str]) -> None:
         pairs = [
-            (ODRADEK, other) for other in (KAFKA, KAFKA_FSYNC) if {ODRADEK, other} <= {*labels}
+            (ODRADEK, other)
+            for other in (KAFKA, KAFKA_FSYNC, BASELINE)
+            if {ODRADEK, other} <= {*labels}
         ]
         print("median [min..max] over rounds; ratios taken per round, pair by pair")
         for case, by_target in self.runs.items():
@@ -559,7 +575,15 @@ class Figures:
 
 # Leaf frames of a thread waiting for work. uvloop's loop is C: a main thread whose leaf is
 # Runner.run is in the loop itself, mostly waiting in epoll (its CPU share is in /proc's figure).
-IDLE_LEAVES = ("Condition.wait", "_worker (concurrent", "Selector.select", "sleep (asyncio")
+# A flush thread whose leaf is LogFlusher._run waits in its queue's get (C): the rest of the
+# loop around it is a few lines.
+IDLE_LEAVES = (
+    "Condition.wait",
+    "_worker (concurrent",
+    "Selector.select",
+    "sleep (asyncio",
+    "LogFlusher._run (",
+)
 
 
 def thread_times(pid: int) -> dict[int, tuple[float, float, float]]:
@@ -872,6 +896,15 @@ def parse_args() -> argparse.Namespace:
         help="only these produce cases, e.g. perf:1024,rdkafka:100:all (default: everything)",
     )  # fmt: skip
     parser.add_argument(
+        "--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+        help="a broker setting for this checkout's odradek (repeatable)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--baseline", type=Path, default=None, metavar="TREE",
+        help="with --cases: also run the produce cases, interleaved, against the odradek of "
+        "checkout TREE (its own .venv), as 'odradek base', with the ratio to it",
+    )  # fmt: skip
+    parser.add_argument(
         "--profile", type=Path, default=None,
         help="with --cases: profile odradek in one more run of each case, stacks into this dir",
     )  # fmt: skip
@@ -882,6 +915,10 @@ def parse_args() -> argparse.Namespace:
     args.labels = [label.replace("-", " ") for label in args.targets.split(",")]
     if not set(args.labels) <= {KAFKA, KAFKA_FSYNC, ODRADEK}:
         parser.error(f"--targets: {args.targets}: not a list of kafka, kafka-fsync, odradek")
+    if args.baseline is not None:
+        if args.cases is None:
+            parser.error("--baseline: only with --cases (the produce cases)")
+        args.labels.append(BASELINE)
     return args
 
 
@@ -893,6 +930,9 @@ class Brokers:
     delay_ms: int
     kafka: dict | None = None  # kafka-reference's start answer
     odradek: BrokerProcess | None = None
+    settings: tuple[str, ...] = ()
+    baseline_tree: Path | None = None
+    baseline: BrokerProcess | None = None
     startup: dict[str, dict[str, float]] = field(
         default_factory=lambda: collections.defaultdict(dict)
     )
@@ -914,11 +954,20 @@ class Brokers:
                     bootstrap, pid = self.kafka["bootstrap"], self.kafka["pid"]
                     targets.append(Target(label, bootstrap, pid, configs))
         if ODRADEK in labels:
-            self.odradek, seconds = start_odradek(self.state / "odradek", self.delay_ms, {})
+            self.odradek, seconds = start_odradek(
+                self.state / "odradek", self.delay_ms, {}, self.settings
+            )
             self.startup[ODRADEK]["fresh"] = seconds
             metrics_url = f"http://127.0.0.1:{self.odradek.metrics_port}/metrics"
             pid = self.odradek.process.pid
             targets.append(Target(ODRADEK, self.odradek.bootstrap, pid, {}, metrics_url))
+        if BASELINE in labels:
+            self.baseline, _ = start_odradek(
+                self.state / "baseline", self.delay_ms, {}, tree=self.baseline_tree
+            )
+            metrics_url = f"http://127.0.0.1:{self.baseline.metrics_port}/metrics"
+            pid = self.baseline.process.pid
+            targets.append(Target(BASELINE, self.baseline.bootstrap, pid, {}, metrics_url))
         return targets
 
     def stop(self) -> None:
@@ -926,6 +975,8 @@ class Brokers:
             tool("stop", "--dir", str(self.kafka_state))
         if self.odradek is not None:
             self.odradek.stop()
+        if self.baseline is not None:
+            self.baseline.stop()
 
     def restart(self, expected: dict[int, dict[str, int]]) -> None:
         """Restart each broker (stopped) until it leads every partition ``expected[its pid]``
@@ -968,7 +1019,8 @@ def measure_idle(targets: list[Target]) -> None:
 def bench(args: argparse.Namespace, state: Path) -> None:
     everything = args.cases is None
     cases = ALL_CASES if everything else args.cases
-    brokers = Brokers(state, args.rebalance_delay_ms)
+    brokers = Brokers(state, args.rebalance_delay_ms, settings=tuple(args.settings))
+    brokers.baseline_tree = args.baseline
     print(
         f"state in {state}; {args.rounds} rounds; {args.records:,} x 100 B and "
         f"{args.kb_records:,} x 1 KB records a run; group.initial.rebalance.delay.ms="
@@ -982,7 +1034,7 @@ def bench(args: argparse.Namespace, state: Path) -> None:
         print(f"\nload average now {load_average()}")
         figures.print([t.label for t in targets])
         if args.profile is not None and brokers.odradek is not None:
-            profile_cases(targets[-1], cases, args, args.profile)
+            profile_cases(next(t for t in targets if t.label == ODRADEK), cases, args, args.profile)
         if not everything:
             return
         print()

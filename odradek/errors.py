@@ -190,6 +190,13 @@ class ProducerFencedError(KafkaError):
     code, error_name = 90, "PRODUCER_FENCED"
 
 
+class UnstableOffsetCommitError(KafkaError):
+    """OffsetFetch with require_stable: a transaction holds an offset of the partition that is
+    neither committed nor aborted yet (KIP-447); the consumer retries."""
+
+    code, error_name, retriable = 88, "UNSTABLE_OFFSET_COMMIT", True
+
+
 class InvalidTxnStateError(KafkaError):
     """A producer wrote outside its transaction's rules, e.g. a non-transactional batch while
     its transaction is open in the partition."""
@@ -351,6 +358,44 @@ class RebootstrapRequiredError(KafkaError):
     code, error_name = 129, "REBOOTSTRAP_REQUIRED"
 
 
+# Transactions (Kafka's transaction coordinator and the produce path that checks against it).
+
+
+class NotEnoughReplicasError(KafkaError):
+    """Retriable: Kafka also answers it to a transactional produce whose partition could not
+    be checked against its transaction yet (the coordinator was busy), so the client retries."""
+
+    code, error_name, retriable = 19, "NOT_ENOUGH_REPLICAS", True
+
+
+class InvalidProducerIdMappingError(KafkaError):
+    code, error_name = 49, "INVALID_PRODUCER_ID_MAPPING"
+
+
+class InvalidTransactionTimeoutError(KafkaError):
+    code, error_name = 50, "INVALID_TRANSACTION_TIMEOUT"
+
+
+class ConcurrentTransactionsError(KafkaError):
+    code, error_name, retriable = 51, "CONCURRENT_TRANSACTIONS", True
+
+
+class TransactionalIdAuthorizationFailedError(KafkaError):
+    code, error_name = 53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+
+
+class OperationNotAttemptedError(KafkaError):
+    code, error_name = 55, "OPERATION_NOT_ATTEMPTED"
+
+
+class TransactionalIdNotFoundError(KafkaError):
+    code, error_name = 105, "TRANSACTIONAL_ID_NOT_FOUND"
+
+
+class TransactionAbortableError(KafkaError):
+    code, error_name = 120, "TRANSACTION_ABORTABLE"
+
+
 _BY_CODE: dict[int, type[KafkaError]] = {
     cls.code: cls
     for cls in (
@@ -384,6 +429,7 @@ _BY_CODE: dict[int, type[KafkaError]] = {
         UnsupportedCompressionTypeError,
         InvalidRecordError,
         ProducerFencedError,
+        UnstableOffsetCommitError,
         InvalidTxnStateError,
         TransactionCoordinatorFencedError,
         ThrottlingQuotaExceededError,
@@ -418,6 +464,14 @@ _BY_CODE: dict[int, type[KafkaError]] = {
         UnacceptableCredentialError,
         DuplicateResourceError,
         RebootstrapRequiredError,
+        NotEnoughReplicasError,
+        InvalidProducerIdMappingError,
+        InvalidTransactionTimeoutError,
+        ConcurrentTransactionsError,
+        TransactionalIdAuthorizationFailedError,
+        OperationNotAttemptedError,
+        TransactionalIdNotFoundError,
+        TransactionAbortableError,
     )
 }
 

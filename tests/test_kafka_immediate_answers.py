@@ -1,11 +1,14 @@
-"""A Kafka Produce or Fetch a connection answers at once (one partition, acks 0 or 1, or nothing
-new to fetch) gets, through a real broker and for every served version, the very bytes the
-general path gives the same request in the same state, and leaves the same log; whatever that
-path does not take reaches the general one, and responses keep their request order."""
+"""A Kafka Produce or Fetch a connection answers at once (one partition at acks 0 or 1, or
+appended at once at acks=all and answered once fsync'ed, or nothing new to fetch) gets, through
+a real broker and for every served version, the very bytes the general path gives the same
+request in the same state, and leaves the same log; whatever that path does not take reaches the
+general one, and responses keep their request order."""
 
 from __future__ import annotations
 
+import asyncio
 import struct
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,18 +22,30 @@ from kafka_helpers import KafkaSocket, consume
 from security_helpers import PASSWORD, USER, address, secure_broker
 from server_helpers import RunningBroker, batch, running_broker
 
+from odradek.client.event_loop_thread import EventLoopThread
+from odradek.config.broker_config_loader import load_broker_config
+from odradek.network.connection import MAX_IN_FLIGHT_REQUESTS
 from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
 from odradek.protocol.kafka.fetch_request import read_immediate_fetch
-from odradek.protocol.kafka.message_codec import encode_parts, request_spec
+from odradek.protocol.kafka.message_codec import (
+    decode,
+    encode_parts,
+    request_spec,
+    response_spec,
+)
 from odradek.protocol.kafka.produce_request import (
     IMMEDIATE_COPY_MAX_BYTES,
     read_immediate_produce,
 )
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
+from odradek.server.broker import Broker
 from odradek.server.kafka.request_handler import KafkaRequestHandler
 from odradek.server.replica_manager import ReplicaManager
+from odradek.storage.unified_log import UnifiedLog
+from odradek.topic_partition import TopicPartition
 
 ANSWER_AT_ONCE = KafkaRequestHandler.answer_at_once
+ANSWER_WHEN_DURABLE = KafkaRequestHandler.answer_when_durable
 PRODUCE_VERSIONS = range(3, 13)
 FETCH_VERSIONS = range(4, 13)
 
@@ -48,6 +63,8 @@ class Paths:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self._monkeypatch = monkeypatch
         self.answered: list[int | None] = []
+        self.joined = 0
+        """acks=all answers that joined others waiting for their fsync."""
 
     def immediate(self) -> None:
         def spy(handler: KafkaRequestHandler, frame: memoryview) -> object:
@@ -55,10 +72,17 @@ class Paths:
             self.answered.append(None if answer is None else frame[1])
             return answer
 
+        def joining(handler: KafkaRequestHandler, frame: memoryview) -> object:
+            answer = ANSWER_WHEN_DURABLE(handler, frame)
+            self.joined += answer is not None
+            return answer
+
         self._monkeypatch.setattr(KafkaRequestHandler, "answer_at_once", spy)
+        self._monkeypatch.setattr(KafkaRequestHandler, "answer_when_durable", joining)
 
     def general(self) -> None:
         self._monkeypatch.setattr(KafkaRequestHandler, "answer_at_once", lambda *_: None)
+        self._monkeypatch.setattr(KafkaRequestHandler, "answer_when_durable", lambda *_: None)
 
 
 @pytest.fixture
@@ -164,8 +188,8 @@ def test_produces_get_the_general_paths_answer(broker: RunningBroker, paths: Pat
     assert log_files(broker, "at-once") == log_files(broker, "general")
     assert len(log_files(broker, "general")) == 2
     produce_answers = [api for api in paths.answered if api == 0]
-    # per version: p0, p1, acks=0, p0 again, and the first partition of nothing else
-    assert len(produce_answers) == 4 * len(PRODUCE_VERSIONS)
+    # per version: p0, p1, acks=0, acks=all, p0 again, and the first partition of nothing else
+    assert len(produce_answers) == 5 * len(PRODUCE_VERSIONS)
 
 
 def _named(values: dict[str, Any], topic: str) -> dict[str, Any]:
@@ -229,6 +253,147 @@ def test_an_answer_waits_for_the_responses_before_it(broker: RunningBroker, path
     assert paths.answered == [None]  # (the first; the others were never offered)
     assert exchange(kafka, 1, 12, fetch_values(0, 1))
     assert paths.answered == [None, 1]
+    kafka.close()
+
+
+def test_acks_all_answers_wait_for_their_fsync_and_keep_request_order(
+    broker: RunningBroker, paths: Paths
+) -> None:
+    """Pipelined requests of every kind behind acks=all ones appended at once: each acks=all
+    answer leaves only once its offsets are fsync'ed (the recovery point is past them), and
+    every answer in request order; the general path takes what may not join them."""
+    create(broker, "t", partitions=2)
+    log = broker.broker.log_manager.get_log(TopicPartition("t", 0))
+    paths.immediate()
+    kafka = KafkaSocket(broker)
+    two = produce_values("t", 0, batch(), -1)
+    two["topic_data"][0]["partition_data"].append({"index": 1, "records": batch()})
+    sent = [
+        ("all", kafka.send(0, 9, *body(0, 9, produce_values("t", 0, batch(3), -1)))),
+        ("all", kafka.send(0, 9, *body(0, 9, produce_values("t", 1, batch(2), -1)))),
+        ("one", kafka.send(0, 9, *body(0, 9, produce_values("t", 0, batch(), 1)))),
+        ("all", kafka.send(0, 9, *body(0, 9, produce_values("t", 0, batch(), -1)))),
+        ("two partitions", kafka.send(0, 9, *body(0, 9, two))),
+        ("fetch", kafka.send(1, 12, *body(1, 12, fetch_values(0, 0)))),
+        ("all", kafka.send(0, 8, *body(0, 8, produce_values("t", 0, batch(), -1)))),
+    ]
+    for number, (label, correlation_id) in enumerate(sent):
+        response = kafka.read_frame()
+        assert struct.unpack_from(">i", response)[0] == correlation_id, label
+        if label == "all" and number != 1:  # (of partition 0: the log at hand)
+            version = 8 if number == 6 else 9
+            values = decode(
+                response_spec(0, version), memoryview(response), 5 if version == 9 else 4
+            )
+            (result,) = values["responses"][0]["partition_responses"]
+            assert result["error_code"] == 0
+            assert log.recovery_point > result["base_offset"], label
+    # the first two appended at once (the second joining the first's wait unless its fsync
+    # had ended already), the acks=1 one by the general path behind them, and the rest as
+    # they came (the last may find every answer out already)
+    assert set(paths.answered) == {0}
+    assert 2 <= len(paths.answered) + paths.joined <= 3
+    kafka.close()
+    assert broker.metrics()["odradek_request_memory_bytes"] == 0
+
+
+def test_an_acks_all_answer_not_fsynced_in_time_is_the_general_paths(
+    broker: RunningBroker, paths: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flush slower than the request's timeout_ms: the answer appended at once says
+    REQUEST_TIMED_OUT in the general path's very bytes, and the next answer still comes."""
+    create(broker, "at-once", "general", partitions=1)
+    flush = UnifiedLog.flush
+
+    def slow_flush(log: UnifiedLog, offset: int | None = None) -> None:
+        time.sleep(0.5)
+        flush(log, offset)
+
+    monkeypatch.setattr(UnifiedLog, "flush", slow_flush)
+    kafka = KafkaSocket(broker)
+    answers = []
+    for topic, path in (("at-once", paths.immediate), ("general", paths.general)):
+        path()
+        values = {**produce_values(topic, 0, batch(), -1), "timeout": 100}
+        answers.append(exchange(kafka, 0, 9, values).replace(b"at-once", b"general"))
+    assert answers[0] == answers[1]
+    assert struct.pack(">h", 7) in answers[0]  # REQUEST_TIMED_OUT
+    assert paths.answered == [0]
+    monkeypatch.undo()
+    paths.immediate()
+    assert exchange(kafka, 0, 9, produce_values("at-once", 0, batch(), -1))
+    kafka.close()
+
+
+def test_a_stopping_broker_still_sends_the_acks_all_answers_waiting_for_their_fsync(
+    tmp_path: Path, paths: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A graceful stop lets an answer appended at once wait for its (slow) fsync and go out
+    before the connection closes, as the general path's requests in flight do."""
+    flush = UnifiedLog.flush
+
+    def slow_flush(log: UnifiedLog, offset: int | None = None) -> None:
+        time.sleep(0.5)
+        flush(log, offset)
+
+    config = load_broker_config(
+        overrides={"log.dirs": str(tmp_path / "data"), "port": "0", "metrics.port": "0"}
+    )
+    loop_thread = EventLoopThread(name="test-broker-loop")
+    broker = loop_thread.call(Broker, config)
+    loop_thread.run(broker.start(), timeout=30)
+    running = RunningBroker(broker, loop_thread)
+    try:
+        create(running, "t", partitions=1)
+        paths.immediate()
+        kafka = KafkaSocket(running)
+        monkeypatch.setattr(UnifiedLog, "flush", slow_flush)
+        correlation_id = kafka.send(0, 9, *body(0, 9, produce_values("t", 0, batch(), -1)))
+        time.sleep(0.1)
+        stopping = asyncio.run_coroutine_threadsafe(broker.stop(), loop_thread.loop)
+        response = kafka.read_frame()
+        assert struct.unpack_from(">i", response)[0] == correlation_id
+        values = decode(response_spec(0, 9), memoryview(response), 5)
+        assert values["responses"][0]["partition_responses"][0]["error_code"] == 0
+        assert kafka.is_closed_by_peer()
+        stopping.result(timeout=30)
+        kafka.close()
+        assert paths.answered == [0]
+    finally:
+        loop_thread.loop.call_soon_threadsafe(loop_thread.loop.stop)
+
+
+def test_acks_all_answers_waiting_for_their_fsync_count_against_the_in_flight_limit(
+    broker: RunningBroker, paths: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past MAX_IN_FLIGHT_REQUESTS answers waiting for a (slow) fsync the broker reads no more
+    of the connection, as with waiting tasks: a request sent then is appended only once
+    answers have gone out."""
+    create(broker, "t", partitions=1)
+    log = broker.broker.log_manager.get_log(TopicPartition("t", 0))
+    flush = UnifiedLog.flush
+
+    def slow_flush(log: UnifiedLog, offset: int | None = None) -> None:
+        time.sleep(1.5)
+        flush(log, offset)
+
+    paths.immediate()
+    kafka = KafkaSocket(broker)
+    monkeypatch.setattr(UnifiedLog, "flush", slow_flush)
+    sent = time.monotonic()
+    waiting = [
+        kafka.send(0, 9, *body(0, 9, produce_values("t", 0, batch(1), -1)))
+        for _ in range(MAX_IN_FLIGHT_REQUESTS + 6)
+    ]
+    time.sleep(0.3)  # read and appended: the broker stopped reading
+    last = kafka.send(0, 9, *body(0, 9, produce_values("t", 0, batch(1), -1)))
+    time.sleep(0.3)
+    if time.monotonic() - sent < 1.2:  # (no flush can have ended yet)
+        # (those of one read are all handled: the pause holds back the reads after it)
+        assert MAX_IN_FLIGHT_REQUESTS <= log.log_end_offset <= len(waiting)
+    answered = [struct.unpack_from(">i", kafka.read_frame())[0] for _ in range(len(waiting) + 1)]
+    assert answered == [*waiting, last]
+    assert log.log_end_offset == len(waiting) + 1
     kafka.close()
 
 
@@ -378,7 +543,7 @@ def test_the_immediate_produce_reader_reads_what_the_general_one_reads(
     frame = mutated(good, where, value, cut) if mutate else memoryview(good)
     read = read_immediate_produce(frame)
     if not mutate:
-        assert (read is not None) == (acks in (0, 1))
+        assert (read is not None) == (acks in (0, 1, -1))
     if read is None:
         return
     request = DECODER.decode(frame)  # it must not be refused
@@ -393,6 +558,7 @@ def test_the_immediate_produce_reader_reads_what_the_general_one_reads(
         entry.partition,
         entry.records,
         produce.acks,
+        produce.timeout_ms,
     )
 
 
@@ -412,7 +578,8 @@ def test_the_immediate_produce_reader_reads_small_and_large_frames_alike(
             read = read_immediate_produce(memoryview(good))
             request = DECODER.decode(memoryview(good))
             (entry,) = request.body.partitions
-            assert read == (version, 7, "topic", 3, entry.records, request.body.acks)
+            expected = (version, 7, "topic", 3, entry.records, request.body.acks)
+            assert read == (*expected, request.body.timeout_ms)
         assert read_immediate_produce(memoryview(good[:-1])) is None
         changed = bytearray(good)
         changed[-1] = 1  # the request's tagged fields (v9+), or a record's last byte

@@ -21,6 +21,7 @@ import statistics
 import time
 from pathlib import Path
 
+import confluent_kafka
 import pytest
 
 from odradek.cleaner.cleaner_config import CleanerConfig
@@ -637,6 +638,86 @@ def broker_round(
                 broker.stop(signal.SIGKILL),
                 workload.join(),
                 producer.close(timeout=0),
+            )
+        )
+    return next_value + 1_000_000
+
+
+def test_a_broker_process_loses_no_acks_all_record_of_a_kafka_producer_to_power_cuts(
+    fs: PowerCutFS,
+) -> None:
+    """The same with a Kafka client (librdkafka at acks=all, up to five requests in flight):
+    its one-partition produce requests take the Kafka connection's acks=all answers that wait
+    for their group commit without a task, each sent only once its fsync has ended."""
+    rng = random.Random(SEED + 2508)
+    tp = TopicPartition("pc", 0)
+    settings = ["--set", "log.segment.bytes=1048576", "--set", "num.partitions=2"]
+    acked: set[bytes] = set()
+    next_value = 0
+    for cut in range(cuts(4)):
+        broker = ServeProcess(fs.mount / "data", *settings)
+        try:
+            next_value = kafka_producer_round(fs, broker, rng, cut, acked, next_value)
+        finally:
+            broker.stop(signal.SIGKILL)
+    assert len(acked) > 0
+    broker = ServeProcess(fs.mount / "data", *settings)
+    try:
+        assert acked <= set(consume_all(broker.bootstrap, tp))
+    finally:
+        broker.stop()
+
+
+def kafka_producer_round(
+    fs: PowerCutFS,
+    broker: ServeProcess,
+    rng: random.Random,
+    cut: int,
+    acked: set[bytes],
+    next_value: int,
+) -> int:
+    """``broker_round`` with librdkafka's producer: what the last cut left, then produce
+    until the next one; the next value to send."""
+    tp = TopicPartition("pc", 0)
+    if cut > 0:
+        values = consume_all(broker.bootstrap, tp)
+        assert len(values) == len(set(values)), f"cut {cut}: records duplicated"
+        missing = acked - set(values)
+        assert not missing, f"cut {cut}: {len(missing)} acknowledged records lost"
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "acks": "all",
+            "linger.ms": 2,
+            "enable.idempotence": False,
+            "retries": 0,  # a retry may repeat a record whose answer the cut swallowed
+            "max.in.flight": 5,
+            "request.timeout.ms": 3000,
+            "message.timeout.ms": 4000,
+        }
+    )
+
+    def delivered(error: object, message: confluent_kafka.Message) -> None:
+        if error is None:
+            acked.add(message.value())
+
+    def produce(stop) -> None:
+        value = next_value
+        while not stop.is_set():
+            for _ in range(rng.randint(1, 200)):
+                record = f"k{value}:".ljust(600, "x").encode()  # rolls 1 MiB segments
+                producer.produce("pc", record, partition=0, on_delivery=delivered)
+                value += 1
+            if producer.flush(5) > 0:
+                return  # the broker lost power: nothing after this is acknowledged
+
+    with CutTimer(produce) as workload:
+        time.sleep(rng.uniform(0.3, 1.5))
+        fs.cut(
+            abandon=lambda: (
+                broker.stop(signal.SIGKILL),
+                workload.join(),
+                producer.purge(),
             )
         )
     return next_value + 1_000_000

@@ -58,6 +58,7 @@ from odradek.protocol.heartbeat import HeartbeatRequest
 from odradek.protocol.init_producer_id import InitProducerIdRequest
 from odradek.protocol.join_group import JoinGroupProtocol, JoinGroupRequest
 from odradek.protocol.kafka.api_versions import ADVERTISED
+from odradek.protocol.kafka_data import KafkaData, kafka_data_request, to_wire
 from odradek.protocol.leave_group import LeaveGroupRequest, LeavingMember
 from odradek.protocol.list_groups import ListGroupsRequest
 from odradek.protocol.list_offsets import ListOffsetsPartition, ListOffsetsRequest
@@ -88,11 +89,13 @@ from odradek.security.acl import (
 from odradek.security.acl_store import AclStore
 
 TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED = 29, 30, 31
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 UNKNOWN_TOPIC_ID = 100
 AUTHORIZATION_ERRORS = {
     TOPIC_AUTHORIZATION_FAILED,
     GROUP_AUTHORIZATION_FAILED,
     CLUSTER_AUTHORIZATION_FAILED,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 }
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 AUTHORIZER = {
@@ -102,8 +105,11 @@ AUTHORIZER = {
 TOPIC, DOOMED, GROUP = "secret", "doomed", "secret-group"
 """A topic with one record, a topic only the by-id DeleteTopics row may delete, and a group
 with a committed offset for the topic's partition 0."""
+TXN = "secret-txn"
+"""A transactional id with a producer."""
 TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE = 2, 4, 32
 T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
+X = ResourceType.TRANSACTIONAL_ID
 Op = AclOperation
 KAFKA_NAMES = {
     **{int(key): key.display_name for key in ApiKey},
@@ -219,6 +225,14 @@ def _names_include(response: dict[str, Any], name: str) -> None:
     assert name in [t["name"] for t in response["topics"]], response
 
 
+def _transaction_not_listed(response: dict[str, Any], _world: World | None = None) -> None:
+    assert TXN not in [t["transactional_id"] for t in response["transaction_states"]], response
+
+
+def _transaction_listed(response: dict[str, Any], _world: World | None = None) -> None:
+    assert TXN in [t["transactional_id"] for t in response["transaction_states"]], response
+
+
 def _deleted_name_hidden(response: dict[str, Any], world: World) -> None:
     (topic,) = response["responses"]
     assert (topic["error_code"], topic["name"], topic["topic_id"]) == (
@@ -226,6 +240,13 @@ def _deleted_name_hidden(response: dict[str, Any], world: World) -> None:
         None,
         world.doomed_id,
     ), topic
+
+
+def _kafka_data(api_key: ApiKey, data: dict[str, Any], version: int = 0) -> KafkaData:
+    """A msgpack Kafka-data request (protocol/kafka_data.py): Kafka's request data, as the
+    Kafka rows give it, the rest at its defaults."""
+    message_type = kafka_data_request(api_key, version)
+    return message_type.from_header(to_wire(message_type.spec, data))
 
 
 PLAIN_TOKEN = f"\0{USER}\0{PASSWORD}"
@@ -270,6 +291,8 @@ TABLE: tuple[Row, ...] = (
     Row(
         61, "read", ((T, TOPIC, Op.READ),), TOPIC_AUTHORIZATION_FAILED,
         kafka=lambda w: (0, {"topics": [{"name": TOPIC, "partition_indexes": [0]}]}),
+        msgpack=lambda w: _kafka_data(
+            ApiKey.DESCRIBE_PRODUCERS, {"topics": [{"name": TOPIC, "partition_indexes": [0]}]}),
         why="DescribeProducers: Read on the topic, refused per partition (KafkaApis)",
     ),
     Row(
@@ -478,6 +501,8 @@ TABLE: tuple[Row, ...] = (
         60, "operations", ((C, CLUSTER_NAME, Op.DESCRIBE),), None,
         kafka=lambda w: (1, {"include_cluster_authorized_operations": True,
                               "endpoint_type": 1}),
+        msgpack=lambda w: _kafka_data(
+            ApiKey.DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": True}),
         refused_check=_cluster_operations(0),
         allowed_check=_cluster_operations(_bits(Op.DESCRIBE)),
         why="DescribeCluster: answered to anyone; its operations only with Describe",
@@ -548,6 +573,92 @@ TABLE: tuple[Row, ...] = (
                                     (QuotaOp("producer_byte_rate", 1024.0),)),),
             validate_only=True),
     ),
+    # --- transactions -------------------------------------------------------------------------
+    Row(
+        ApiKey.FIND_COORDINATOR, "transactional-id", ((X, TXN, Op.DESCRIBE),),
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        kafka=lambda w: (4, {"key_type": 1, "coordinator_keys": [TXN]}),
+        msgpack=lambda w: FindCoordinatorRequest((TXN,), key_type=1),
+    ),
+    Row(
+        ApiKey.FIND_COORDINATOR, "transactional-id-kafka-data", ((X, TXN, Op.DESCRIBE),),
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        msgpack=lambda w: _kafka_data(
+            ApiKey.FIND_COORDINATOR, {"key_type": 1, "coordinator_keys": [TXN]}, version=1),
+        why="msgpack FindCoordinator v1: Kafka's request data",
+    ),
+    Row(
+        ApiKey.INIT_PRODUCER_ID, "transactional", ((X, TXN, Op.WRITE),),
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        kafka=lambda w: (5, {"transactional_id": TXN, "transaction_timeout": 60000,
+                              "producer_id": -1, "producer_epoch": -1}),
+        msgpack=lambda w: _kafka_data(ApiKey.INIT_PRODUCER_ID, {
+            "transactional_id": TXN, "transaction_timeout": 60000}, version=1),
+    ),
+    Row(
+        ApiKey.PRODUCE, "transactional", ((X, TXN, Op.WRITE), (T, TOPIC, Op.WRITE)),
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        kafka=lambda w: (9, {"transactional_id": TXN, "acks": -1, "timeout": 5000,
+                              "topic_data": [{"name": TOPIC, "partition_data": [
+                                  {"index": 0, "records": batch(1)}]}]}),
+        msgpack=lambda w: ProduceRequest(
+            (ProducePartitionData(TOPIC, 0, batch(1)),), transactional_id=TXN),
+    ),
+    Row(
+        24, "client", ((X, TXN, Op.WRITE), (T, TOPIC, Op.WRITE)),
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        kafka=lambda w: (3, {"v3_and_below_transactional_id": TXN,
+                              "v3_and_below_producer_id": 1 << 40,
+                              "v3_and_below_producer_epoch": 0,
+                              "v3_and_below_topics": [{"name": TOPIC, "partitions": [0]}]}),
+        msgpack=lambda w: _kafka_data(ApiKey.ADD_PARTITIONS_TO_TXN, {
+            "v3_and_below_transactional_id": TXN, "v3_and_below_producer_id": 1 << 40,
+            "v3_and_below_producer_epoch": 0,
+            "v3_and_below_topics": [{"name": TOPIC, "partitions": [0]}]}),
+        why="AddPartitionsToTxn v0-3: Write on the transactional id and on each topic",
+    ),
+    Row(
+        24, "brokers", ((C, CLUSTER_NAME, Op.CLUSTER_ACTION),), CLUSTER_AUTHORIZATION_FAILED,
+        kafka=lambda w: (5, {"transactions": [{
+            "transactional_id": TXN, "producer_id": 1 << 40, "producer_epoch": 0,
+            "verify_only": True, "topics": [{"name": TOPIC, "partitions": [0]}]}]}),
+        why="AddPartitionsToTxn v4+ (brokers' batched form): ClusterAction",
+    ),
+    Row(
+        25, "write", ((X, TXN, Op.WRITE), (G, GROUP, Op.READ)),
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        kafka=lambda w: (4, {"transactional_id": TXN, "producer_id": 1 << 40,
+                              "producer_epoch": 0, "group_id": GROUP}),
+        msgpack=lambda w: _kafka_data(ApiKey.ADD_OFFSETS_TO_TXN, {
+            "transactional_id": TXN, "producer_id": 1 << 40, "producer_epoch": 0,
+            "group_id": GROUP}),
+        why="AddOffsetsToTxn: Write on the transactional id, Read on the group",
+    ),
+    Row(
+        26, "write", ((X, TXN, Op.WRITE),), TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        kafka=lambda w: (5, {"transactional_id": TXN, "producer_id": 1 << 40,
+                              "producer_epoch": 0, "committed": True}),
+        msgpack=lambda w: _kafka_data(ApiKey.END_TXN, {
+            "transactional_id": TXN, "producer_id": 1 << 40, "producer_epoch": 0,
+            "committed": True}),
+        why="EndTxn",
+    ),
+    Row(
+        65, "describe", ((X, TXN, Op.DESCRIBE),), TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        kafka=lambda w: (0, {"transactional_ids": [TXN]}),
+        msgpack=lambda w: _kafka_data(
+            ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [TXN]}),
+        why="DescribeTransactions",
+    ),
+    Row(
+        66, "describe", ((X, TXN, Op.DESCRIBE),), None,
+        kafka=lambda w: (2, {"state_filters": [], "producer_id_filters": [],
+                              "duration_filter": -1, "transactional_id_pattern": None}),
+        msgpack=lambda w: _kafka_data(ApiKey.LIST_TRANSACTIONS, {}),
+        refused_check=_transaction_not_listed,
+        allowed_check=_transaction_listed,
+        why="ListTransactions lists the transactional ids the principal may describe",
+    ),
     # --- groups -------------------------------------------------------------------------------
     Row(
         ApiKey.FIND_COORDINATOR, "describe", ((G, GROUP, Op.DESCRIBE),),
@@ -595,6 +706,20 @@ TABLE: tuple[Row, ...] = (
             {"name": TOPIC, "partition_indexes": [0]}]}], "require_stable": False}),
         msgpack=lambda w: OffsetFetchRequest(
             (OffsetFetchGroup(GROUP, (GroupPartition(TOPIC, 0),)),)),
+    ),
+    Row(
+        28, "read", ((X, TXN, Op.WRITE), (G, GROUP, Op.READ), (T, TOPIC, Op.READ)),
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        kafka=lambda w: (4, {"transactional_id": TXN, "group_id": GROUP,
+                              "producer_id": 0, "producer_epoch": 0, "generation_id": -1,
+                              "member_id": "", "group_instance_id": None, "topics": [
+                                  _partitions(TOPIC, committed_offset=0,
+                                              committed_metadata=None)]}),
+        msgpack=lambda w: _kafka_data(ApiKey.TXN_OFFSET_COMMIT, {
+            "transactional_id": TXN, "group_id": GROUP, "producer_id": 0,
+            "producer_epoch": 0, "topics": [_partitions(TOPIC, committed_offset=0)]}),
+        why="TxnOffsetCommit: Write on the transactional id, Read on the group, then Read on "
+            "each topic (KafkaApis)",
     ),
     Row(
         ApiKey.OFFSET_DELETE, "delete", ((G, GROUP, Op.DELETE), (T, TOPIC, Op.READ)),
@@ -654,7 +779,7 @@ def error_codes(value: Any) -> Iterator[int]:
     """Every error code anywhere in a decoded response (dicts, lists, dataclasses)."""
     if isinstance(value, dict):
         for key, item in value.items():
-            if key in ("error_code", "error") and isinstance(item, int):
+            if key in ("error_code", "error", "partition_error_code") and isinstance(item, int):
                 yield item
             else:
                 yield from error_codes(item)
@@ -687,6 +812,8 @@ def msgpack_call(broker: RunningBroker, request: Message, auth: str) -> dict[str
 
 def _plain(value: Any) -> Any:
     """A msgpack response as the Kafka responses are decoded: dicts, lists and values."""
+    if isinstance(value, KafkaData):
+        return dict(value.data)  # Kafka's data already
     if dataclasses.is_dataclass(value):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, list | tuple):
@@ -723,6 +850,19 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
             broker, OffsetCommitRequest(GROUP, (OffsetCommitPartition(TOPIC, 0, 1),)), admin
         )
         assert committed["partitions"][0]["error"] == 0, committed
+        initialized = kafka_call(
+            broker,
+            22,
+            5,
+            {
+                "transactional_id": TXN,
+                "transaction_timeout": 60000,
+                "producer_id": -1,
+                "producer_epoch": -1,
+            },
+            admin,
+        )
+        assert initialized["error_code"] == 0, initialized
         metadata = kafka_call(
             broker, 3, 12, {"topics": None, "allow_auto_topic_creation": False}, admin
         )

@@ -22,6 +22,7 @@ from odradek.protocol.produce import Acks
 from odradek.record.memory_records import MemoryRecords
 from odradek.record.record_batch_builder import build_batch
 from odradek.server.admin.topic_admin import TopicAdmin
+from odradek.server.log_flusher import LogFlusher
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.transaction.transaction_marker import TransactionMarker
 from odradek.storage.fetch_data_info import FetchIsolation
@@ -45,11 +46,13 @@ def served(tmp_path: Path) -> Iterator[tuple[LogManager, ReplicaManager]]:
     manager = LogManager(BrokerConfig(log_dirs=(str(tmp_path / "a"),)))
     manager.startup()
     executor = ThreadPoolExecutor(1)
+    flusher = LogFlusher(1)
     try:
         TopicAdmin(manager, manager.config).create_topic("tx", 2)
-        yield manager, ReplicaManager(manager, executor, executor, executor)
+        yield manager, ReplicaManager(manager, executor, flusher, executor)
     finally:
         manager.shutdown()
+        flusher.shutdown()
         executor.shutdown()
 
 

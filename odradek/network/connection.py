@@ -258,9 +258,12 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
         if self._reading_paused:
             self._pause_or_resume_reading()
 
-    def _answered_at_once(self, api_key: int, size: int, response: bytes) -> None:
+    def _answered_at_once(
+        self, api_key: int, size: int, response: bytes, received: float | None = None
+    ) -> None:
         """What ends a request of ``api_key`` and ``size`` bytes answered without error in
-        the callback of the read that brought it, with ``response`` (b"" for none, acks=0):
+        the callback of the read that brought it (or, ``received`` then, when it arrived by
+        ``perf_counter``, later without a task), with ``response`` (b"" for none, acks=0):
         what ``_finished`` and ``_request_done`` do at the end of the general path, in one
         call. (The read marked the connection active; the success is counted as
         ``record_since`` counts it, into the series bound once.)"""
@@ -271,7 +274,7 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
         if session is not None and (session.throttle_s or session.authenticator is not None):
             self._start_throttle()
             self._after_authentication_step()
-        seconds = perf_counter() - self._received
+        seconds = perf_counter() - (self._received if received is None else received)
         try:
             succeeded, latencies = self._succeeded[api_key]
         except KeyError:
@@ -305,7 +308,7 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
             self._transport_paused
             or self._read_control.waiting_for_memory
             or (self._writer is not None and self._writer.backlog_bytes > WRITE_BUFFER_HIGH_BYTES)
-            or len(self._tasks) >= MAX_IN_FLIGHT_REQUESTS
+            or self._requests_in_flight() >= MAX_IN_FLIGHT_REQUESTS
             or self._in_flight_bytes >= MAX_IN_FLIGHT_BYTES
             or self._throttle.muted
         )
@@ -317,6 +320,11 @@ class Connection(asyncio.BufferedProtocol, Generic[FrameT], metaclass=abc.ABCMet
             else:
                 self._transport.resume_reading()
                 self._read_control.resumed()
+
+    def _requests_in_flight(self) -> int:
+        """Requests read and not answered yet, bounded by MAX_IN_FLIGHT_REQUESTS: one task
+        each (a protocol adds those it keeps waiting without one)."""
+        return len(self._tasks)
 
     def _arm_idle_timer(self, delay_s: float) -> None:
         self._idle_timer = self._loop.call_later(delay_s, self._check_idle)

@@ -18,7 +18,8 @@ from odradek.record.record_batch import (
     RECORDS_OFFSET,
     decompresses_within,
 )
-from odradek.server.group_commit import GroupCommit
+from odradek.server.group_commit import Durable, GroupCommit
+from odradek.server.log_flusher import LogFlusher
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log_append_info import LogAppendInfo
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
@@ -69,14 +70,14 @@ class Partition:
         self,
         log: UnifiedLog,
         append_executor: Executor,
-        flush_executor: Executor,
+        flusher: LogFlusher,
         on_offsets_moved: OffsetsMoved,
     ) -> None:
         self.log = log
         self.topic_partition = log.topic_partition
         self._append_executor = append_executor
         self._on_offsets_moved = on_offsets_moved
-        self._group_commit = GroupCommit(log, flush_executor, self._flushed)
+        self._group_commit = GroupCommit(log, flusher, self._flushed)
         self._flushed_end: LogOffsetMetadata | None = None
         self._last_append: asyncio.Future[LogAppendInfo] | None = None
 
@@ -184,6 +185,11 @@ class Partition:
     def durable(self, last_offset: int) -> asyncio.Future[None]:
         """Done once ``last_offset`` is fsync'ed (shared with other waiters: group commit)."""
         return self._group_commit.durable(last_offset)
+
+    def when_durable(self, last_offset: int, durable: Durable) -> bool:
+        """``durable`` called once ``last_offset`` is fsync'ed (or with the flush's error);
+        True instead when it is already (see GroupCommit.when_durable)."""
+        return self._group_commit.when_durable(last_offset, durable)
 
     def end_offset_metadata(self, isolation: FetchIsolation) -> LogOffsetMetadata:
         """Where a read with ``isolation`` stops now, with its position when it is known."""

@@ -4,7 +4,8 @@ Produce, fetch, list-offsets and delete-records land here (Kafka's ``ReplicaMana
 Small appends run on the event loop (a write to the page cache, cheaper than a hop to a
 thread) and large ones on append threads, each partition's in arrival order (see Partition).
 Everything else that can wait on the disk runs on a thread: fsyncs (through each partition's
-group commit), reads of data not in the page cache, timestamp lookups and record deletion.
+group commit, on the LogFlusher's threads), reads of data not in the page cache, timestamp
+lookups and record deletion.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from odradek.protocol.produce import (
 from odradek.record.record_batch import HEADER_SIZE
 from odradek.server.delayed_fetch import DelayedFetch, FetchPartitionStatus
 from odradek.server.delayed_fetch_purgatory import DelayedFetchPurgatory
+from odradek.server.log_flusher import LogFlusher
 from odradek.server.log_read_result import LogReadResult
 from odradek.server.partition import Partition
 from odradek.server.request_context import RequestContext
@@ -73,7 +75,7 @@ _FETCH_ISOLATION = {level: FetchIsolation(level.value) for level in IsolationLev
 _ACKS_ALL = Acks.ALL
 _LOG_END = IsolationLevel.LOG_END
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 """Topics only the broker writes (clients may read them): Produce to them is refused with
 INVALID_TOPIC_EXCEPTION, as Kafka does."""
 
@@ -85,12 +87,12 @@ class ReplicaManager:
         self,
         log_manager: LogManager,
         append_executor: Executor,
-        flush_executor: Executor,
+        flusher: LogFlusher,
         io_executor: Executor,
     ) -> None:
         self._log_manager = log_manager
         self._append_executor = append_executor
-        self._flush_executor = flush_executor
+        self._flusher = flusher
         self._io_executor = io_executor
         self._partitions: dict[tuple[str, int], Partition] = {}
         # The LogManager's serving_changes when the logs of _partitions were last checked
@@ -125,7 +127,7 @@ class ReplicaManager:
         partition = Partition(
             self._log_manager.get_log(tp),
             self._append_executor,
-            self._flush_executor,
+            self._flusher,
             self._purgatory.check_and_complete,
         )
         self._partitions[(topic, number)] = partition
@@ -319,6 +321,23 @@ class ReplicaManager:
             else:
                 results[tp] = None
         return results
+
+    def append_durably_at_once(
+        self, topic: str, number: int, records: bytes | memoryview
+    ) -> tuple[Partition, LogAppendInfo] | None:
+        """``append_at_once`` at acks=all: the partition and the append's info, the answer
+        to wait for ``Partition.when_durable`` (its high watermark moves once fsync'ed); None
+        when it is not done (nothing is written then)."""
+        if topic in INTERNAL_TOPICS:
+            return None
+        try:
+            partition = self._partitions.get((topic, number))
+            if partition is None or self._checked_serving != self._log_manager.serving_changes:
+                partition = self.partition(topic, number)
+            info = partition.append_now(records, _ACKS_ALL)
+        except KafkaError:
+            return None
+        return None if info is None else (partition, info)
 
     # --- fetch -------------------------------------------------------------------------------
 

@@ -224,11 +224,12 @@ _PARTITION_START_FLEXIBLE = struct.Struct(">Bi")  # 1 partition, its index
 
 def read_immediate_produce(
     frame: memoryview,
-) -> tuple[int, int, str, int, memoryview, Acks] | None:
-    """``(api_version, correlation_id, topic, partition, records, acks)`` of a whole Produce
-    v3+ request frame (without its size prefix) of the usual shape, to one partition with acks
-    0 or 1: a header with a client id and no tagged fields, no transactional id, one topic,
-    one partition with records, no tagged fields, nothing after them. None for any other
+) -> tuple[int, int, str, int, memoryview, Acks, int] | None:
+    """``(api_version, correlation_id, topic, partition, records, acks, timeout_ms)`` of a
+    whole Produce v3+ request frame (without its size prefix) of the usual shape, to one
+    partition (acks 0, 1 or all): a header with a client id and no tagged fields, no
+    transactional id, one topic, one partition with records, no tagged fields, nothing after
+    them. None for any other
     request, which ``read_produce_request`` reads on the general path (these are the values
     it reads from such a frame: tests hold the two to each other).
 
@@ -249,7 +250,7 @@ def read_immediate_produce(
         if version == last[0] and data.startswith(last[1], 8):
             # The head of the last one read: where the records start depends on its bytes
             # alone, so it is the same as well.
-            _, _, start, topic, partition, acks = last
+            _, _, start, topic, partition, acks, timeout_ms = last
         else:
             if version < 3:
                 return None
@@ -274,7 +275,7 @@ def read_immediate_produce(
                 _immediate_heads[key] = head
             if head is None:
                 return None
-            topic, partition, acks = head
+            topic, partition, acks, timeout_ms = head
             _remember(version, head_bytes, start, head)
         if version >= FIRST_FLEXIBLE_VERSION:
             byte = data[start]  # the records' compact length: an unsigned varint, plus 1
@@ -306,7 +307,7 @@ def read_immediate_produce(
                 return None
     except (struct.error, IndexError):
         return None
-    return version, correlation_id, topic, partition, frame[start:end], acks
+    return version, correlation_id, topic, partition, frame[start:end], acks, timeout_ms
 
 
 IMMEDIATE_COPY_MAX_BYTES = 4096
@@ -317,9 +318,9 @@ IMMEDIATE_MAX_HEAD_BYTES = 512
 
 def _read_immediate_head(
     frame: memoryview, version: int, start: int
-) -> tuple[str, int, Acks] | None:
-    """``(topic, partition, acks)`` of the usual head of a Produce of one partition with acks 0
-    or 1, ending at ``start``, where the records' length begins; None for anything else."""
+) -> tuple[str, int, Acks, int] | None:
+    """``(topic, partition, acks, timeout_ms)`` of the usual head of a Produce of one
+    partition, ending at ``start``, where the records' length begins; None for anything else."""
     if request_flexibility(PRODUCE, version) is None:
         return None  # a version not served: refused on the general path
     try:
@@ -331,7 +332,9 @@ def _read_immediate_head(
         if version >= FIRST_FLEXIBLE_VERSION:
             if frame[position]:
                 return None  # the header's tagged fields
-            null_id, acks, _, topics, size = _FIXED_FLEXIBLE.unpack_from(frame, position + 1)
+            null_id, acks, timeout_ms, topics, size = _FIXED_FLEXIBLE.unpack_from(
+                frame, position + 1
+            )
             if null_id or topics != 2 or not 0 < size < 0x80:
                 return None
             position += 1 + _FIXED_FLEXIBLE.size
@@ -341,7 +344,7 @@ def _read_immediate_head(
             if partitions != 2 or end + _PARTITION_START_FLEXIBLE.size != start:
                 return None
         else:
-            null_id, acks, _, topics, size = _FIXED.unpack_from(frame, position)
+            null_id, acks, timeout_ms, topics, size = _FIXED.unpack_from(frame, position)
             if null_id != -1 or topics != 1 or size < 0:
                 return None
             position += _FIXED.size
@@ -352,20 +355,23 @@ def _read_immediate_head(
                 return None
     except (struct.error, IndexError, UnicodeDecodeError):
         return None
-    if acks != 1 and acks != 0:
+    if acks != 1 and acks != 0 and acks != -1:
         return None
-    return topic, partition, Acks(acks)  # (the general path's member, kept with the head)
+    # (the general path's member, kept with the head)
+    return topic, partition, Acks(acks), timeout_ms
 
 
-_immediate_heads: dict[tuple[int, bytes], tuple[str, int, Acks] | None] = {}
+_immediate_heads: dict[tuple[int, bytes], tuple[str, int, Acks, int] | None] = {}
 """The heads of Produce frames read lately, by version and bytes (correlation id excluded)."""
 
-_last_head: tuple[int, bytes, int, str, int, Acks] = (-1, b"", 0, "", 0, Acks.NONE)
+_last_head: tuple[int, bytes, int, str, int, Acks, int] = (-1, b"", 0, "", 0, Acks.NONE, 0)
 """The version, bytes (correlation id excluded) and end of the last good head read, with what
 it says: a producer sends the same head again and again, found by one comparison."""
 
 
-def _remember(version: int, head_bytes: bytes, start: int, head: tuple[str, int, Acks]) -> None:
+def _remember(
+    version: int, head_bytes: bytes, start: int, head: tuple[str, int, Acks, int]
+) -> None:
     global _last_head
     _last_head = (version, head_bytes, start, *head)
 

@@ -5,9 +5,10 @@ Each Kafka request is turned into the body odradek's own protocol would carry
 validation and append path as msgpack requests; their answer is turned back into the Kafka
 response of the request's version. Produce and Fetch, most of a broker's requests, are read
 straight into those bodies and their responses written behind the response header, in one
-piece of bytes unless records go out by ``sendfile``; the most common of them (one partition,
-acks 0 or 1, or a fetch finding nothing new) are answered before any of that
-(``answer_at_once``). What only Kafka's protocol has
+piece of bytes unless records go out by ``sendfile``; the most common of them (one partition
+at acks 0 or 1, or a fetch finding nothing new) are answered before any of that
+(``answer_at_once``), and one partition at acks=all is appended so and its ready answer handed
+to the connection to send once fsync'ed (``DurableAnswer``). What only Kafka's protocol has
 (ApiVersions' list, fetch sessions, max-timestamp lookups, DescribeCluster) is answered here;
 topic administration, configs and consumer groups are answered by KafkaTopicApis,
 KafkaConfigApis and KafkaGroupApis.
@@ -18,8 +19,9 @@ from __future__ import annotations
 import dataclasses
 import struct
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
+from types import MappingProxyType
 from typing import Any
 
 from odradek.config.broker_config import BrokerConfig
@@ -34,6 +36,7 @@ from odradek.errors import (
     UnknownLeaderEpochError,
     UnknownTopicIdError,
     UnsupportedVersionError,
+    error_code_for,
 )
 from odradek.network.session import Session
 from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
@@ -92,6 +95,7 @@ from odradek.server.apis import ApiRouter
 from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.kafka.acls import KafkaAclApis
 from odradek.server.kafka.configs import KafkaConfigApis
+from odradek.server.kafka.durable_answer import DurableAnswer
 from odradek.server.kafka.groups import KafkaGroupApis
 from odradek.server.kafka.partition_admin import KafkaPartitionAdminApis
 from odradek.server.kafka.producers import KafkaProducerApis
@@ -99,6 +103,7 @@ from odradek.server.kafka.quotas import KafkaQuotaApis
 from odradek.server.kafka.request import KafkaHandler, KafkaRequest
 from odradek.server.kafka.security import KafkaSecurityApis
 from odradek.server.kafka.topics import KafkaTopicApis
+from odradek.server.kafka.transactions import KafkaTransactionApis, is_transactional
 from odradek.server.quota.client_quota_admin import ClientQuotaAdmin
 from odradek.server.quota.client_quotas import ClientQuotas
 from odradek.server.replica_manager import ReplicaManager
@@ -119,6 +124,7 @@ FIRST_SERVED_PRODUCE = ADVERTISED[apis.PRODUCE].min_served
 ACKS = {acks.value: acks for acks in Acks}
 # (Members at hand: looking one up on its enum class costs about a call, per request.)
 _ACKS_NONE = Acks.NONE
+_ACKS_ALL = Acks.ALL
 
 
 class KafkaRequestHandler:
@@ -139,8 +145,10 @@ class KafkaRequestHandler:
         group_requests: KafkaGroupApis | None = None,
         quotas: ClientQuotas | None = None,
         partition_admin: KafkaPartitionAdminApis | None = None,
+        transactions: KafkaTransactionApis | None = None,
     ) -> None:
         self._apis = router
+        self._transactions = transactions
         self._quotas = quotas
         self._replicas = replica_manager
         self._admin = admin_manager
@@ -157,6 +165,7 @@ class KafkaRequestHandler:
             **KafkaConfigApis(self._call, broker_config, node_id, self._authorizer).handlers(),
             **(group_requests.handlers() if group_requests is not None else {}),
             **(partition_admin.handlers() if partition_admin is not None else {}),
+            **(transactions.handlers() if transactions is not None else {}),
             **KafkaProducerApis(replica_manager, self._authorizer).handlers(),
             **(
                 KafkaQuotaApis(ClientQuotaAdmin(quotas, self._authorizer, executor)).handlers()
@@ -178,6 +187,12 @@ class KafkaRequestHandler:
     def served_api_keys(self) -> frozenset[int]:
         """The API keys this router answers (Kafka's protocol)."""
         return frozenset(self._handlers)
+
+    @property
+    def handlers(self) -> Mapping[int, KafkaHandler]:
+        """The handler of each API served (read-only): what answers the msgpack protocol's
+        Kafka-data requests too (server/msgpack/kafka_data.py)."""
+        return MappingProxyType(self._handlers)
 
     # --- decoding ----------------------------------------------------------------------------
 
@@ -214,14 +229,15 @@ class KafkaRequestHandler:
 
     # --- answering at once -------------------------------------------------------------------
 
-    def answer_at_once(self, frame: memoryview) -> bytes | None:
+    def answer_at_once(self, frame: memoryview) -> bytes | DurableAnswer | None:
         """The response frame (b"" for acks=0: none) of a request answered here and now in a
         few steps: a Produce v3+ of one partition at acks 0 or 1 whose append is done at once,
         or a Fetch of one partition that may not wait and finds nothing new (its API key is
-        ``frame[1]``). None for anything else (another API or shape, an error, a queued
-        append, a quota or an authorizer in force): nothing was done, and ``decode`` and
-        ``handle`` take it. The answer is the general path's (tests hold the two to each
-        other)."""
+        ``frame[1]``); at acks=all, the appended Produce's DurableAnswer, to send once its
+        fsync ends (``_durable_answer``). None for anything else (another API or shape, an
+        error, a queued append, a quota or an authorizer in force): nothing was done, and
+        ``decode`` and ``handle`` take it. The answer is the general path's (tests hold the
+        two to each other)."""
         if frame[0] or not self._apis.answers_at_once:  # (an authorizer or quotas have a say)
             return None
         api_key = frame[1]
@@ -229,7 +245,11 @@ class KafkaRequestHandler:
             produce = read_immediate_produce(frame)
             if produce is None:
                 return None
-            version, correlation_id, topic, partition, records, acks = produce
+            version, correlation_id, topic, partition, records, acks, timeout_ms = produce
+            if len(records) > 22 and records[22] & 0x10:
+                return None  # a transactional batch: checked against its transaction
+            if acks is _ACKS_ALL:
+                return self._durable_answer(produce)
             info = self._replicas.append_at_once(topic, partition, records, acks)
             if info is None:
                 return None
@@ -256,6 +276,63 @@ class KafkaRequestHandler:
                 return None
             return write_nothing_new(fetch, correlation_id, *offsets)
         return None
+
+    def answer_when_durable(self, frame: memoryview) -> DurableAnswer | None:
+        """``answer_at_once`` of a Produce of one partition at acks=all alone: what may be
+        answered at once behind answers still waiting for their fsync (they go out in order,
+        as each fsync ends). None for anything else: ``decode`` and ``handle`` take it."""
+        if frame[0] or frame[1] != apis.PRODUCE or not self._apis.answers_at_once:
+            return None
+        produce = read_immediate_produce(frame)
+        if produce is None or produce[5] is not _ACKS_ALL:
+            return None
+        return self._durable_answer(produce)
+
+    def _durable_answer(
+        self, produce: tuple[int, int, str, int, memoryview, Acks, int]
+    ) -> DurableAnswer | None:
+        """The acks=all Produce ``produce`` (as ``read_immediate_produce`` reads it) appended
+        here and now, its answer to go out once fsync'ed; None when it is not appended (nothing
+        is written then) or has no time to wait (``timeout_ms`` 0: the general path answers)."""
+        version, correlation_id, topic, partition, records, _, timeout_ms = produce
+        if timeout_ms <= 0 or (len(records) > 22 and records[22] & 0x10):
+            return None  # (a transactional batch is checked against its transaction first)
+        appended = self._replicas.append_durably_at_once(topic, partition, records)
+        if appended is None:
+            return None
+        leader, info = appended
+        response = write_appended(
+            version,
+            correlation_id,
+            topic,
+            partition,
+            info.first_offset,
+            info.log_append_time_ms,
+            info.log_start_offset,
+        )
+        return DurableAnswer(
+            response,
+            version,
+            correlation_id,
+            topic,
+            partition,
+            leader,
+            info.last_offset,
+            timeout_ms,
+        )
+
+    def durable_answer_failed(self, answer: DurableAnswer, error: BaseException) -> list[Payload]:
+        """The response frame saying ``error`` (the fsync failed, or did not end in time) to
+        the Produce ``answer`` waited for, as the general path says it."""
+        message = error.message if isinstance(error, KafkaError) else str(error)
+        result = ProducePartitionResponse(
+            answer.topic, answer.partition_index, error_code_for(error), message
+        )
+        version = answer.version
+        header_version = 1 if version >= produce_request.FIRST_FLEXIBLE_VERSION else 0
+        out = start_response(answer.correlation_id, header_version)
+        write_produce_response(out.buffer, [result], version, 0)
+        return out.finish_frame()
 
     # --- answering ---------------------------------------------------------------------------
 
@@ -354,6 +431,21 @@ class KafkaRequestHandler:
             "api_keys": [
                 {"api_key": r.api_key, "min_version": r.min_version, "max_version": r.max_version}
                 for r in ADVERTISED.values()
+            ],
+            "supported_features": [
+                {
+                    "name": apis.TRANSACTION_VERSION_FEATURE,
+                    "min_version": 0,
+                    "max_version": apis.FINALIZED_TRANSACTION_VERSION,
+                }
+            ],
+            "finalized_features_epoch": apis.FINALIZED_FEATURES_EPOCH,
+            "finalized_features": [
+                {
+                    "name": apis.TRANSACTION_VERSION_FEATURE,
+                    "max_version_level": apis.FINALIZED_TRANSACTION_VERSION,
+                    "min_version_level": apis.FINALIZED_TRANSACTION_VERSION,
+                }
             ],
         }
 
@@ -469,7 +561,11 @@ class KafkaRequestHandler:
     # --- InitProducerId, OffsetForLeaderEpoch -------------------------------------------------
 
     async def _init_producer_id(self, request: KafkaRequest, context: RequestContext) -> dict:
+        """A transactional id's producer from the transaction coordinator; an idempotent
+        producer's (no transactional id) from the producer id manager."""
         body = request.body
+        if body["transactional_id"] is not None and self._transactions is not None:
+            return await self._transactions.init_producer_id(request, context)
         try:
             response = await self._call(
                 context,
@@ -556,8 +652,6 @@ class KafkaRequestHandler:
             )
         elif acks is None:
             refusal = InvalidRequiredAcksError(f"acks must be -1, 0 or 1, not {acks_value}")
-        elif body.transactional_id is not None:
-            refusal = UnsupportedVersionError("transactional produce is not supported yet")
         if refusal is not None:
             if acks_value == 0:
                 return None
@@ -569,9 +663,47 @@ class KafkaRequestHandler:
             ]
             return results if not legacy else _produce_response(results)
         timeout_ms = body.timeout_ms
+        transactions = self._transactions
+        if transactions is not None and (
+            body.transactional_id is not None
+            or any(is_transactional(entry.records) for entry in entries)
+        ):
+            refused = await transactions.check_produce(request, context)
+            if refused:
+                return await self._produce_checked(context, body, acks, refused)
         produce = ProduceRequest(entries, acks, timeout_ms if timeout_ms > 0 else 0)
         response = await self._apis.handle(context, produce, count_quotas=False)
         return None if response is None else response.partitions
+
+    async def _produce_checked(
+        self,
+        context: RequestContext,
+        body: KafkaProduceRequest,
+        acks: Acks,
+        refused: dict[int, KafkaError],
+    ) -> Any:
+        """Append the partitions not ``refused``; answer those with their errors, in the
+        request's order."""
+        entries = body.partitions
+        kept = tuple(entry for index, entry in enumerate(entries) if index not in refused)
+        appended: list[ProducePartitionResponse] = []
+        if kept:
+            timeout_ms = body.timeout_ms
+            produce = ProduceRequest(kept, acks, timeout_ms if timeout_ms > 0 else 0)
+            response = await self._apis.handle(context, produce, count_quotas=False)
+            if response is not None:
+                appended = list(response.partitions)
+        if acks is _ACKS_NONE:
+            return None
+        answers = iter(appended)
+        return [
+            ProducePartitionResponse(
+                entry.topic, entry.partition, refused[index].code, refused[index].message
+            )
+            if index in refused
+            else next(answers)
+            for index, entry in enumerate(entries)
+        ]
 
     # --- Fetch -------------------------------------------------------------------------------
 
