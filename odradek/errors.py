@@ -190,6 +190,19 @@ class ProducerFencedError(KafkaError):
     code, error_name = 90, "PRODUCER_FENCED"
 
 
+class InvalidTxnStateError(KafkaError):
+    """A producer wrote outside its transaction's rules, e.g. a non-transactional batch while
+    its transaction is open in the partition."""
+
+    code, error_name = 48, "INVALID_TXN_STATE"
+
+
+class TransactionCoordinatorFencedError(KafkaError):
+    """A transaction marker from a coordinator epoch older than one the partition saw."""
+
+    code, error_name = 52, "TRANSACTION_COORDINATOR_FENCED"
+
+
 class ThrottlingQuotaExceededError(KafkaError):
     """More topic creations than a limit allows now (Kafka's controller mutation quota)."""
 
@@ -371,6 +384,8 @@ _BY_CODE: dict[int, type[KafkaError]] = {
         UnsupportedCompressionTypeError,
         InvalidRecordError,
         ProducerFencedError,
+        InvalidTxnStateError,
+        TransactionCoordinatorFencedError,
         ThrottlingQuotaExceededError,
         OffsetMetadataTooLargeError,
         CoordinatorLoadInProgressError,

@@ -37,6 +37,7 @@ from odradek.record.record_batch import (
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     MAX_TIMESTAMP_OFFSET,
+    TRANSACTIONAL_FLAG_MASK,
     RecordBatch,
     TimestampType,
     write_crc,
@@ -485,9 +486,20 @@ def test_unsupported_codec(codec_id: int) -> None:
     _rejects(batch, UnsupportedCompressionTypeError, f"codec id {codec_id}")
 
 
-@pytest.mark.parametrize(("flag", "match"), [(0x20, "control"), (0x10, "transactional")])
-def test_control_and_transactional_batches(flag: int, match: str) -> None:
+@pytest.mark.parametrize(
+    ("flag", "match"),
+    [(0x20, "clients may not write control batches"), (0x30, "control"), (0x10, "transactional")],
+)
+def test_control_batches_and_transactional_ones_without_a_producer(flag: int, match: str) -> None:
     _rejects(_craft(_body(1), 1, attributes=flag), InvalidRecordError, match)
+
+
+def test_a_transactional_batch_of_a_producer_is_accepted_by_the_python_checks() -> None:
+    batch = _craft(_body(2), 2, attributes=0x10, producer_id=5, base_sequence=0)
+    assert log_validator._native_scan(bytearray(batch), False) is None  # left to Python
+    result = validate_and_assign_offsets(batch, next_offset=7, config=CONFIG, now_ms=NOW)
+    assert (result.first_offset, result.last_offset) == (7, 8)
+    assert result.records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG_MASK
 
 
 def test_producer_id_without_sequence() -> None:
@@ -775,7 +787,8 @@ def test_the_c_scan_is_built() -> None:
 
 def _python_layouts(data: bytearray, keys_required: bool) -> object:
     """The Python checks' verdict on the batches' format alone: the CRC is taken as stored
-    and max.message.bytes as unbounded, which the C scan leaves to its caller."""
+    and max.message.bytes as unbounded, which the C scan leaves to its caller; the C scan
+    leaves transactional batches to the Python checks (it declines them)."""
     config = LogConfig(
         cleanup_policy=("compact",) if keys_required else ("delete",),
         max_message_bytes=2**31 - 1,
@@ -789,6 +802,8 @@ def _python_layouts(data: bytearray, keys_required: bool) -> object:
             )
         except KafkaError:
             return "rejected"
+    if any(layout[3] & TRANSACTIONAL_FLAG_MASK for layout in layouts):
+        return "rejected"
     return [
         tuple(layout[:7]) + (None if layout[7] is None else tuple(layout[7]),) for layout in layouts
     ]

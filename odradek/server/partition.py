@@ -146,6 +146,41 @@ class Partition:
         self._on_offsets_moved(self.topic_partition)
         return info
 
+    def append_end_txn_marker(
+        self, producer_id: int, producer_epoch: int, coordinator_epoch: int, committed: bool
+    ) -> asyncio.Future[LogAppendInfo]:
+        """Append the transaction coordinator's COMMIT or ABORT marker after every append
+        started before (UnifiedLog.append_end_txn_marker; a small append, made on the event
+        loop); the high watermark moves once it is durable (``durable``), as for acks=all."""
+        loop = asyncio.get_running_loop()
+        append = partial(
+            self.log.append_end_txn_marker,
+            producer_id,
+            producer_epoch,
+            coordinator_epoch,
+            committed,
+        )
+        if self._last_append is None:
+            done = loop.create_future()
+            try:
+                done.set_result(append())
+            except KafkaError as error:
+                done.set_exception(error)
+            self._on_offsets_moved(self.topic_partition)
+            return done
+        queued = loop.create_task(self._marker_after(self._last_append, append))
+        self._last_append = queued
+        queued.add_done_callback(self._forget_last_append)
+        return asyncio.shield(queued)
+
+    async def _marker_after(
+        self, previous: asyncio.Future[LogAppendInfo], append: Callable[[], LogAppendInfo]
+    ) -> LogAppendInfo:
+        await asyncio.wait([previous])
+        info = append()
+        self._on_offsets_moved(self.topic_partition)
+        return info
+
     def durable(self, last_offset: int) -> asyncio.Future[None]:
         """Done once ``last_offset`` is fsync'ed (shared with other waiters: group commit)."""
         return self._group_commit.durable(last_offset)

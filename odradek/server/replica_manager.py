@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from typing import TypeVar
 
@@ -56,6 +56,7 @@ from odradek.server.delayed_fetch_purgatory import DelayedFetchPurgatory
 from odradek.server.log_read_result import LogReadResult
 from odradek.server.partition import Partition
 from odradek.server.request_context import RequestContext
+from odradek.server.transaction.transaction_marker import TransactionMarker
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log_append_info import LogAppendInfo
 from odradek.storage.log_manager import LogManager
@@ -281,6 +282,43 @@ class ReplicaManager:
             return partition.append_now(records, acks)
         except KafkaError:
             return None
+
+    # --- transaction markers -----------------------------------------------------------------
+
+    async def write_transaction_markers(
+        self, markers: Sequence[TransactionMarker]
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Append each marker's COMMIT or ABORT control batch to each of its partitions as the
+        transaction coordinator (Kafka's WriteTxnMarkers on the leader), ordered with the
+        partition's other appends, and answer once each is durable (acks=all's fsync rule):
+        None per partition written, else its error (UNKNOWN_TOPIC_OR_PARTITION,
+        INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, KAFKA_STORAGE_ERROR)."""
+        results: dict[TopicPartition, KafkaError | None] = {}
+        started = []
+        for marker in markers:
+            for tp in marker.partitions:
+                try:
+                    partition = self.partition(tp.topic, tp.partition)
+                except KafkaError as error:
+                    results[tp] = error
+                    continue
+                appended = partition.append_end_txn_marker(
+                    marker.producer_id,
+                    marker.producer_epoch,
+                    marker.coordinator_epoch,
+                    marker.committed,
+                )
+                started.append((tp, partition, appended))
+        for tp, partition, appended in started:
+            try:
+                info = await appended
+                await partition.durable(info.last_offset)
+            except KafkaError as error:
+                logger.warning("[%s] transaction marker not written: %s", tp, error)
+                results[tp] = error
+            else:
+                results[tp] = None
+        return results
 
     # --- fetch -------------------------------------------------------------------------------
 

@@ -1,4 +1,6 @@
-"""LogSegment: one ``.log`` file with its offset and time indexes (design §4, 5, 6, 8)."""
+"""LogSegment: one ``.log`` file with its offset, time and transaction indexes (design §4, 5,
+6, 8). The ``.txnindex`` (aborted transactions whose ABORT marker the segment holds) is created
+by its first entry, as Kafka's; it is renamed, truncated and deleted with the segment."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from odradek.storage.log_offset_metadata import LogOffsetMetadata
 from odradek.storage.offset_index import OffsetIndex
 from odradek.storage.segment_append_state import AppendState
 from odradek.storage.time_index import TimeIndex
+from odradek.storage.transaction_index import TransactionIndex
 from odradek.storage.writeback import MAX_WRITE_BYTES
 
 logger = logging.getLogger(__name__)
@@ -48,8 +51,13 @@ class LogSegment:
         index_interval_bytes: int,
         roll_jitter_ms: int,
         clock: Clock,
+        txn_index: TransactionIndex | None = None,
     ) -> None:
         self.log = log
+        self.txn_index = txn_index or TransactionIndex(
+            base_offset, names.transaction_index_file(log.path.parent, base_offset)
+        )
+        """The segment's aborted transactions (its file appears with the first one)."""
         self._offset_index = offset_index
         self._time_index = time_index
         self.base_offset = base_offset
@@ -106,8 +114,18 @@ class LogSegment:
             names.time_index_file(directory, base_offset, file_suffix), base_offset, max_index_size
         )
         jitter = random.randrange(config.segment_jitter_ms) if config.segment_jitter_ms > 0 else 0
+        txn_index = TransactionIndex(
+            base_offset, names.transaction_index_file(directory, base_offset, file_suffix)
+        )
         return cls(
-            log, offset_index, time_index, base_offset, config.index_interval_bytes, jitter, clock
+            log,
+            offset_index,
+            time_index,
+            base_offset,
+            config.index_interval_bytes,
+            jitter,
+            clock,
+            txn_index,
         )
 
     # --- accessors ---------------------------------------------------------------------------
@@ -431,6 +449,8 @@ class LogSegment:
             next_offset = last_offset + 1
         offset_index.append_all(offset_entries)
         time_index.maybe_append_all(time_entries)
+        self.txn_index.truncate_to(next_offset)  # the markers recovery cut (producer state's
+        # replay rebuilds the entries of the markers above its snapshot)
         truncated = self.log.size_in_bytes - valid_bytes
         if truncated > 0:
             logger.warning(
@@ -479,6 +499,7 @@ class LogSegment:
         self._time_indexed = None
         self.offset_index.resize(self.offset_index.max_index_size)
         self.time_index.resize(self.time_index.max_index_size)
+        self.txn_index.truncate_to(offset)
         if mapping is None:
             return 0
         removed = self.log.truncate_to(mapping.position)
@@ -499,6 +520,7 @@ class LogSegment:
             if self._closed:
                 return
             self.log.flush()
+            self.txn_index.flush()  # (nothing to do unless an entry came since the last one)
             if not include_indexes:
                 return
             for index in (self._offset_index, self._time_index):
@@ -506,10 +528,12 @@ class LogSegment:
                     index.get().flush()
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
-        """Rename the three files, e.g. ``.log`` to ``.log.deleted``, ``.log.swap`` to ``.log``."""
+        """Rename the files, e.g. ``.log`` to ``.log.deleted``, ``.log.swap`` to ``.log`` (the
+        ``.txnindex`` when it exists)."""
         self.log.rename_to(_with_suffix(self.log.path, old_suffix, new_suffix))
         self._offset_index.rename_to(_with_suffix(self._offset_index.path, old_suffix, new_suffix))
         self._time_index.rename_to(_with_suffix(self._time_index.path, old_suffix, new_suffix))
+        self.txn_index.rename_to(_with_suffix(self.txn_index.path, old_suffix, new_suffix))
 
     def rename_for_deletion(self) -> None:
         """Rename the files ``.deleted`` until their delayed delete (design §10). Reads in flight
@@ -563,6 +587,7 @@ class LogSegment:
         self.log.delete_if_exists()
         self._offset_index.delete_if_exists()
         self._time_index.delete_if_exists()
+        self.txn_index.delete_if_exists()
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, path={self.log.path})"

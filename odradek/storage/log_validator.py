@@ -136,7 +136,8 @@ def validate_and_assign_offsets(
     """Validate every batch of ``buffer``, then number its records from ``next_offset``.
 
     Raises CorruptRecordError (framing, lengths, CRC, counts), MessageTooLargeError,
-    InvalidRecordError (keyless record on a compacted topic, control or transactional batch),
+    InvalidRecordError (keyless record on a compacted topic, a control batch: only the
+    transaction coordinator writes those, see UnifiedLog.append_end_txn_marker),
     InvalidTimestampError or UnsupportedCompressionTypeError; the request is then rejected
     whole. ``buffer`` itself is never modified. Keyless records and timestamps out of range
     are refused as Kafka's LogValidator refuses them: the first batch holding one is named
@@ -229,8 +230,11 @@ def _scan(records: bytearray, rules: _RecordRules) -> list[tuple]:
         if layouts is not None:
             return layouts
     layouts = _scan_in_python(records, rules)
-    if _native_scan is not None:  # the C and Python checks disagree: trust the stricter
+    if _native_scan is not None and not any(
+        layout[3] & TRANSACTIONAL_FLAG_MASK for layout in layouts
+    ):  # the C and Python checks disagree: trust the stricter
         raise CorruptRecordError("the request's record batches are malformed")
+    # (the C checks leave transactional batches to these: they are checked the same way)
     return layouts
 
 
@@ -310,8 +314,8 @@ def _check_header(
         raise UnsupportedCompressionTypeError(f"{where}: unknown compression codec id {codec}")
     if header.attributes & CONTROL_FLAG_MASK:
         raise InvalidRecordError(f"{where}: clients may not write control batches")
-    if header.attributes & TRANSACTIONAL_FLAG_MASK:
-        raise InvalidRecordError(f"{where}: transactional batches are not supported")
+    if header.attributes & TRANSACTIONAL_FLAG_MASK and header.producer_id < 0:
+        raise InvalidRecordError(f"{where}: a transactional batch without a producer id")
     if header.producer_id >= 0 and header.base_sequence < 0:
         raise InvalidRecordError(
             f"{where}: producer id {header.producer_id} with invalid base sequence "

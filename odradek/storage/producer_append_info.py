@@ -12,7 +12,12 @@ For a client's append, per batch with a producer id, in order:
 - a new epoch must start at sequence 0, the same epoch must go on at the last sequence + 1
   (wrapping after 2^31 - 1): OUT_OF_ORDER_SEQUENCE_NUMBER otherwise;
 - a producer the partition does not know (new, or expired) is accepted at any sequence, as
-  Kafka does since 2.5 (KIP-360), rather than UNKNOWN_PRODUCER_ID.
+  Kafka does since 2.5 (KIP-360), rather than UNKNOWN_PRODUCER_ID;
+- a transactional batch of a producer with no open transaction in the partition opens one at
+  its first offset; a non-transactional batch while one is open is INVALID_TXN_STATE.
+
+A COMMIT or ABORT marker, appended by the transaction coordinator only, is checked by
+:func:`analyze_end_txn_marker` (Kafka's ``appendEndTxnMarker``).
 
 Replaying the log (start-up, truncation) applies the same updates without the checks.
 """
@@ -22,12 +27,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from odradek.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from odradek.errors import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceNumberError,
+    TransactionCoordinatorFencedError,
+)
 from odradek.int_limits import INT32_MAX
-from odradek.record.record_batch import LOG_OVERHEAD, NO_PRODUCER_EPOCH
+from odradek.record.control_record import EndTransactionMarker
+from odradek.record.record_batch import (
+    ATTRIBUTES_OFFSET,
+    LOG_OVERHEAD,
+    NO_PRODUCER_EPOCH,
+    TRANSACTIONAL_FLAG_MASK,
+)
 from odradek.storage.batch_metadata import BatchMetadata, increase_sequence
-from odradek.storage.producer_state_entry import ProducerStateEntry
+from odradek.storage.completed_txn import CompletedTxn
+from odradek.storage.producer_state_entry import NO_TXN_FIRST_OFFSET, ProducerStateEntry
 from odradek.storage.producer_table import BATCH_PRODUCER_FIELDS, ProducerTableType
+
+ATTRIBUTES_LOW_BYTE = ATTRIBUTES_OFFSET + 1
+"""Where a batch's transactional and control flags are (the low byte of its attributes)."""
 
 
 class ProducerAppendInfo(NamedTuple):
@@ -62,6 +82,7 @@ def analyze_producer_state(
             epoch,
             first_seq,
         ) = BATCH_PRODUCER_FIELDS.unpack_from(records, position)
+        transactional = records[position + ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_FLAG_MASK
         position += batch_length + LOG_OVERHEAD
         if producer_id < 0:
             continue
@@ -80,7 +101,55 @@ def analyze_producer_state(
         _check_epoch(entry, epoch, last_offset, where)
         _check_sequence(entry, epoch, first_seq, last_offset, where)
         entry.add_batch(epoch, last_seq, last_offset, last_offset_delta, max_timestamp)
+        if entry.current_txn_first_offset != NO_TXN_FIRST_OFFSET:
+            if not transactional:
+                raise InvalidTxnStateError(
+                    f"expected a transactional write from producer {producer_id} at offset "
+                    f"{base_offset} in {where}: its transaction opened at offset "
+                    f"{entry.current_txn_first_offset} is not ended"
+                )
+        elif transactional:
+            entry.current_txn_first_offset = base_offset
     return ProducerAppendInfo(updated)
+
+
+def analyze_end_txn_marker(
+    entry: ProducerStateEntry,
+    marker: EndTransactionMarker,
+    producer_epoch: int,
+    offset: int,
+    timestamp: int,
+    where: str,
+) -> CompletedTxn | None:
+    """Check a marker the coordinator writes at ``offset`` against the producer's ``entry``
+    and apply it there (Kafka's ``appendEndTxnMarker``): the transaction it ends, or None when
+    the producer had written nothing of one in this partition (such a marker touches neither
+    the last stable offset nor the transaction index).
+
+    Raises InvalidProducerEpochError for an epoch older than the producer's and
+    TransactionCoordinatorFencedError for a coordinator epoch older than the last marker's."""
+    if producer_epoch < entry.producer_epoch:
+        raise InvalidProducerEpochError(
+            f"epoch of producer {entry.producer_id} at offset {offset} in {where} is "
+            f"{producer_epoch}, which is smaller than the last seen epoch {entry.producer_epoch}"
+        )
+    if entry.coordinator_epoch > marker.coordinator_epoch:
+        raise TransactionCoordinatorFencedError(
+            f"invalid coordinator epoch for producer {entry.producer_id} at offset {offset} in "
+            f"{where}: {marker.coordinator_epoch} (zombie), {entry.coordinator_epoch} (current)"
+        )
+    completed = None
+    if entry.current_txn_first_offset != NO_TXN_FIRST_OFFSET:
+        completed = CompletedTxn(
+            entry.producer_id, entry.current_txn_first_offset, offset, not marker.committed
+        )
+    if producer_epoch != entry.producer_epoch:  # a new epoch (TV2 bumps it at each end)
+        entry.batches.clear()
+        entry.producer_epoch = producer_epoch
+    entry.coordinator_epoch = marker.coordinator_epoch
+    entry.current_txn_first_offset = NO_TXN_FIRST_OFFSET
+    entry.last_timestamp = timestamp
+    return completed
 
 
 def _check_epoch(entry: ProducerStateEntry, epoch: int, offset: int, where: str) -> None:

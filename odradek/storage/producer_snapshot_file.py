@@ -12,7 +12,9 @@ producer's entry retains (up to five, oldest first, the last one Kafka's row): a
 had several batches in flight when the broker stopped retries them after the restart, and each
 retry is then recognised and answered with its offsets, as it would have been before the stop
 (with one row, every retry but the last one's was refused as out of order). Kafka's reader
-keeps the last row of each producer id, so Kafka reads these files as its own.
+keeps the last row of each producer id, so Kafka reads these files as its own. Every row of a
+producer carries its coordinator epoch and the first offset of its open transaction (-1 for
+none), as Kafka's one row does: a transaction open at the snapshot stays open after a restart.
 """
 
 from __future__ import annotations
@@ -26,11 +28,10 @@ from crc32c import crc32c
 
 from odradek.storage.atomic_file import write_atomically
 from odradek.storage.log_file_names import filename_prefix_from_offset, offset_from_file_name
+from odradek.storage.producer_state_entry import NO_COORDINATOR_EPOCH, NO_TXN_FIRST_OFFSET
 
 SNAPSHOT_FILE_SUFFIX = ".snapshot"
 PRODUCER_SNAPSHOT_VERSION = 1
-NO_COORDINATOR_EPOCH = -1
-NO_TXN_FIRST_OFFSET = -1
 
 _HEADER = struct.Struct(">hI")
 _COUNT = struct.Struct(">i")

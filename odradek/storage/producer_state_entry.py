@@ -1,5 +1,6 @@
 """ProducerStateEntry: one producer id's state in one partition (Kafka's ``ProducerStateEntry``):
-its epoch and the metadata of its last five batches."""
+its epoch, the metadata of its last five batches, the epoch of the transaction coordinator
+that last wrote a marker for it, and the first offset of its open transaction."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from collections import deque
 
 from odradek.record.record_batch import NO_PRODUCER_EPOCH
 from odradek.storage.batch_metadata import BatchMetadata
+
+NO_COORDINATOR_EPOCH = -1
+NO_TXN_FIRST_OFFSET = -1
 
 NUM_BATCHES_TO_RETAIN = 5
 """Kafka's ``ProducerStateEntry.NUM_BATCHES_TO_RETAIN``: as many as a producer may have in
@@ -24,7 +28,14 @@ class ProducerStateEntry:
     answers a ``BatchMetadata``.
     """
 
-    __slots__ = ("producer_id", "producer_epoch", "batches", "last_timestamp")
+    __slots__ = (
+        "producer_id",
+        "producer_epoch",
+        "batches",
+        "last_timestamp",
+        "coordinator_epoch",
+        "current_txn_first_offset",
+    )
 
     def __init__(
         self,
@@ -32,6 +43,8 @@ class ProducerStateEntry:
         producer_epoch: int = NO_PRODUCER_EPOCH,
         batches: deque[tuple[int, int, int, int]] | None = None,
         last_timestamp: int = -1,
+        coordinator_epoch: int = NO_COORDINATOR_EPOCH,
+        current_txn_first_offset: int = NO_TXN_FIRST_OFFSET,
     ) -> None:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
@@ -39,6 +52,8 @@ class ProducerStateEntry:
             deque(maxlen=NUM_BATCHES_TO_RETAIN) if batches is None else batches
         )
         self.last_timestamp = last_timestamp
+        self.coordinator_epoch = coordinator_epoch
+        self.current_txn_first_offset = current_txn_first_offset
 
     @property
     def is_empty(self) -> bool:
@@ -51,6 +66,10 @@ class ProducerStateEntry:
     @property
     def last_offset_delta(self) -> int:
         return self.batches[-1][2] if self.batches else 0
+
+    @property
+    def last_data_offset(self) -> int:
+        return self.batches[-1][1] if self.batches else -1
 
     def add_batch(
         self,
@@ -83,5 +102,7 @@ class ProducerStateEntry:
         return (
             f"ProducerStateEntry(producer_id={self.producer_id}, "
             f"epoch={self.producer_epoch}, "
+            f"coordinator_epoch={self.coordinator_epoch}, "
+            f"current_txn_first_offset={self.current_txn_first_offset}, "
             f"batches={[BatchMetadata._make(fields) for fields in self.batches]})"
         )

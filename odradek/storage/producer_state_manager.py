@@ -9,7 +9,17 @@ producer_snapshot_file) record the map at a log end offset: one at every segment
 at clean shutdown. Loading takes the newest readable snapshot at or below the log end (after an
 unclean shutdown, at or below the recovery point: what lies above it may be gone) and replays
 the batches after it; a corrupt snapshot is logged, deleted, and the next older one (or the log
-from its start) used instead. Idle producers expire after ``producer.id.expiration.ms``.
+from its start) used instead. Idle producers expire after ``producer.id.expiration.ms``,
+unless their transaction is open.
+
+Transactions (Kafka's ``ongoingTxns`` and ``unreplicatedTxns``): a producer's first
+transactional batch opens its transaction at that batch's first offset; the COMMIT or ABORT
+marker the coordinator writes ends it, and it stays unstable until the high watermark passes
+the marker. The first unstable offset is the smallest first offset among those, and the last
+stable offset (what read_committed consumers may read) the smaller of it and the high watermark.
+The coordinator epoch and open transaction of each producer live beside the producer table (the
+C table of the append path knows nothing of transactions): a producer with an open transaction
+never takes the table's fast path for a non-transactional batch (see ``append_table``).
 
 Not thread-safe: the owning UnifiedLog calls it under its lock.
 """
@@ -20,9 +30,20 @@ import logging
 from collections import deque
 from pathlib import Path
 
+from odradek.errors import KafkaError
+from odradek.record.control_record import EndTransactionMarker
+from odradek.record.record_batch import (
+    CONTROL_FLAG_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+    RecordBatch,
+)
+from odradek.storage.active_producer import ActiveProducer
+from odradek.storage.completed_txn import CompletedTxn
 from odradek.storage.log_segment import LogSegment
 from odradek.storage.producer_append_info import (
+    ATTRIBUTES_LOW_BYTE,
     ProducerAppendInfo,
+    analyze_end_txn_marker,
     analyze_producer_state,
     replay_batch,
 )
@@ -34,8 +55,14 @@ from odradek.storage.producer_snapshot_file import (
     snapshot_file,
     snapshot_offsets,
 )
-from odradek.storage.producer_state_entry import NUM_BATCHES_TO_RETAIN, ProducerStateEntry
-from odradek.storage.producer_table import ProducerTable, ProducerTableType
+from odradek.storage.producer_state_entry import (
+    NO_COORDINATOR_EPOCH,
+    NO_TXN_FIRST_OFFSET,
+    NUM_BATCHES_TO_RETAIN,
+    ProducerStateEntry,
+)
+from odradek.storage.producer_table import BATCH_PRODUCER_FIELDS, ProducerTable, ProducerTableType
+from odradek.storage.transaction_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +85,19 @@ class ProducerStateManager:
         """The producers' entries (producer_table), this manager's for its lifetime (loading
         clears it). The append path asks it first (``try_next``, then ``commit_next`` once
         written), and comes to :meth:`analyze` for the requests it declines."""
+        self.ongoing_txns: dict[int, int] = {}
+        """The first offset of each producer's open transaction, by producer id, ascending."""
+        self.unreplicated_txns: list[CompletedTxn] = []
+        """Ended transactions whose marker the high watermark has not passed yet (purged by
+        :meth:`first_unstable_offset`)."""
+        self._coordinator_epochs: dict[int, int] = {}
+        """The coordinator epoch of each producer's last marker (producers with one only)."""
+        self._txn_guard = _TransactionGuard(self.table, self.ongoing_txns)
+        self.append_table: ProducerTableType | _TransactionGuard = self.table
+        """What the append path's fast path asks (``try_next``, ``commit_next``): the table
+        itself while no transaction is open, else a guard that declines a producer whose
+        transaction is open unless its batch is transactional, and a transactional batch of a
+        producer with none (a batch that opens one): the general path decides those."""
 
     # --- the append path ---------------------------------------------------------------------
 
@@ -71,10 +111,15 @@ class ProducerStateManager:
         return analyze_producer_state(self.entry, records, self._name)
 
     def update(self, append_info: ProducerAppendInfo) -> None:
-        """Apply a written append's producer updates."""
+        """Apply a written append's producer updates (a transaction a batch opened included)."""
         put = self.table.put
+        ongoing = self.ongoing_txns
         for pid, entry in append_info.updated.items():
             put(pid, entry.producer_epoch, entry.last_timestamp, tuple(entry.batches))
+            first_offset = entry.current_txn_first_offset
+            if first_offset != NO_TXN_FIRST_OFFSET and pid not in ongoing:
+                ongoing[pid] = first_offset
+                self.append_table = self._txn_guard
 
     def entry(self, producer_id: int) -> ProducerStateEntry | None:
         """A copy of one producer's entry, or None if the partition does not know it."""
@@ -83,8 +128,100 @@ class ProducerStateManager:
             return None
         epoch, last_timestamp, batches = found
         return ProducerStateEntry(
-            producer_id, epoch, deque(batches, maxlen=NUM_BATCHES_TO_RETAIN), last_timestamp
+            producer_id,
+            epoch,
+            deque(batches, maxlen=NUM_BATCHES_TO_RETAIN),
+            last_timestamp,
+            self._coordinator_epochs.get(producer_id, NO_COORDINATOR_EPOCH),
+            self.ongoing_txns.get(producer_id, NO_TXN_FIRST_OFFSET),
         )
+
+    # --- transactions ------------------------------------------------------------------------
+
+    def analyze_end_txn_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        marker: EndTransactionMarker,
+        offset: int,
+        timestamp: int,
+    ) -> tuple[ProducerStateEntry, CompletedTxn | None]:
+        """Check a marker to be written at ``offset`` (see producer_append_info); the entry it
+        leaves (for :meth:`update_end_txn_marker` once written) and the transaction it ends."""
+        entry = self.entry(producer_id) or ProducerStateEntry(producer_id)
+        completed = analyze_end_txn_marker(
+            entry, marker, producer_epoch, offset, timestamp, self._name
+        )
+        return entry, completed
+
+    def update_end_txn_marker(
+        self, entry: ProducerStateEntry, completed: CompletedTxn | None
+    ) -> None:
+        """Apply a written marker: the producer's entry, and its transaction ended (unstable
+        until the high watermark passes the marker: :meth:`first_unstable_offset`)."""
+        self.table.put(
+            entry.producer_id, entry.producer_epoch, entry.last_timestamp, tuple(entry.batches)
+        )
+        self._coordinator_epochs[entry.producer_id] = entry.coordinator_epoch
+        if completed is not None:
+            self.complete_txn(completed)
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        """The transaction ``completed`` ended (Kafka's ``completeTxn``)."""
+        if self.ongoing_txns.pop(completed.producer_id, None) is None:
+            raise ValueError(
+                f"[{self._name}] no open transaction of producer {completed.producer_id} "
+                f"to complete at offset {completed.last_offset}"
+            )
+        self.unreplicated_txns.append(completed)
+        if not self.ongoing_txns:
+            self.append_table = self.table
+
+    def last_stable_offset_after(self, completed: CompletedTxn) -> int:
+        """The last stable offset once ``completed`` ends, for its .txnindex entry (Kafka's
+        ``lastStableOffset(CompletedTxn)``): the first offset of the earliest transaction of
+        another producer still open, or the offset after the marker."""
+        for pid, first_offset in self.ongoing_txns.items():
+            if pid != completed.producer_id:
+                return first_offset
+        return completed.last_offset + 1
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset of the earliest transaction that is open or whose marker is not
+        below ``high_watermark`` (ended transactions the high watermark passed are forgotten
+        here: Kafka's ``onHighWatermarkUpdated``); None when every transaction is stable."""
+        unreplicated = self.unreplicated_txns
+        if unreplicated:
+            unreplicated[:] = [txn for txn in unreplicated if txn.last_offset >= high_watermark]
+        first = None
+        for first_offset in self.ongoing_txns.values():
+            first = first_offset
+            break
+        for txn in unreplicated:
+            if first is None or txn.first_offset < first:
+                first = txn.first_offset
+        return first
+
+    def coordinator_epoch(self, producer_id: int) -> int:
+        return self._coordinator_epochs.get(producer_id, NO_COORDINATOR_EPOCH)
+
+    def active_producers(self) -> list[ActiveProducer]:
+        """Every producer's row for DescribeProducers, in the order they came."""
+        rows = []
+        for pid in self.table.producer_ids():
+            entry = self.entry(pid)
+            if entry is not None:
+                rows.append(
+                    ActiveProducer(
+                        pid,
+                        entry.producer_epoch,
+                        entry.last_seq,
+                        entry.last_timestamp,
+                        entry.coordinator_epoch,
+                        entry.current_txn_first_offset,
+                    )
+                )
+        return rows
 
     @property
     def producers(self) -> dict[int, ProducerStateEntry]:
@@ -94,6 +231,10 @@ class ProducerStateManager:
     def clear(self) -> None:
         """Forget every producer (the log was emptied)."""
         self.table.clear()
+        self.ongoing_txns.clear()
+        self.unreplicated_txns.clear()
+        self._coordinator_epochs.clear()
+        self.append_table = self.table
 
     def last_data_offsets(self) -> dict[int, int]:
         """Each live producer's last written offset (the cleaner keeps those batches)."""
@@ -102,10 +243,27 @@ class ProducerStateManager:
     # --- expiration --------------------------------------------------------------------------
 
     def remove_expired_producers(self, now_ms: int) -> int:
-        """Forget producers idle for ``producer.id.expiration.ms``; how many went."""
-        expired = self.table.remove_expired(now_ms, self.producer_id_expiration_ms)
+        """Forget producers idle for ``producer.id.expiration.ms``, except those whose
+        transaction is open (Kafka's ``isProducerExpired``); how many went."""
+        expired = self._remove_expired(now_ms)
         if expired:
             logger.info("[%s] expired %d idle producer ids", self._name, expired)
+        return expired
+
+    def _remove_expired(self, now_ms: int) -> int:
+        """The table removes by idleness alone: a producer with an open transaction it
+        removed is put back as it was."""
+        table = self.table
+        kept = [(pid, table.get(pid)) for pid in self.ongoing_txns]
+        expired = table.remove_expired(now_ms, self.producer_id_expiration_ms)
+        if expired:
+            for pid, found in kept:
+                if found is not None and pid not in table:
+                    table.put(pid, *found)
+                    expired -= 1
+            epochs = self._coordinator_epochs
+            for pid in [pid for pid in epochs if pid not in table]:
+                del epochs[pid]
         return expired
 
     # --- snapshots ---------------------------------------------------------------------------
@@ -114,7 +272,15 @@ class ProducerStateManager:
         """The map in Kafka's snapshot format (taken under the log lock, written later): a row
         per retained batch of each producer, oldest first, and a producer without a batch as
         Kafka's empty row (see producer_snapshot_file)."""
-        return encode_snapshot(SnapshotEntry(*row) for row in self.table.rows())
+        epochs, ongoing = self._coordinator_epochs, self.ongoing_txns
+        return encode_snapshot(
+            SnapshotEntry(
+                *row,
+                epochs.get(row[0], NO_COORDINATOR_EPOCH),
+                ongoing.get(row[0], NO_TXN_FIRST_OFFSET),
+            )
+            for row in self.table.rows()
+        )
 
     def snapshot_offsets(self) -> list[int]:
         return snapshot_offsets(self.dir)
@@ -138,7 +304,7 @@ class ProducerStateManager:
         """Rebuild the map for a log ending at ``log_end_offset``: from the newest readable
         snapshot at or below ``max_snapshot_offset`` (and not below the first segment), then
         the batches after it. Returns the offset replay started from."""
-        self.table.clear()
+        self.clear()
         start = segments[0].base_offset if segments else log_start_offset
         for offset in reversed(self.snapshot_offsets()):
             if offset > max_snapshot_offset or offset > log_end_offset or offset < start:
@@ -185,21 +351,43 @@ class ProducerStateManager:
                     (row.last_sequence, row.last_offset, row.offset_delta, row.timestamp)
                 )
             entry.last_timestamp = row.timestamp
+            entry.coordinator_epoch = row.coordinator_epoch
+            entry.current_txn_first_offset = row.current_txn_first_offset
+        for entry in loaded.values():
+            if entry.coordinator_epoch != NO_COORDINATOR_EPOCH:
+                self._coordinator_epochs[entry.producer_id] = entry.coordinator_epoch
         self.update(ProducerAppendInfo(loaded))
-        self.table.remove_expired(now_ms, self.producer_id_expiration_ms)
+        # The open transactions in the order they were opened (the same dict: the guard's).
+        opened = sorted(self.ongoing_txns.items(), key=lambda item: item[1])
+        self.ongoing_txns.clear()
+        self.ongoing_txns.update(opened)
+        self._remove_expired(now_ms)
 
     def replay(self, segments: list[LogSegment], start_offset: int, end_offset: int) -> None:
-        """Apply, unchecked, the batches in ``[start_offset, end_offset)`` of ``segments``."""
+        """Apply, unchecked, the batches in ``[start_offset, end_offset)`` of ``segments``:
+        data batches, the transactions they open and the markers that end them. Each
+        segment's .txnindex is rebuilt from ``start_offset`` on (its entries for markers
+        below stay), so recovery restores the aborted transactions a crash cut from it."""
         for segment in segments:
+            if segment.base_offset >= end_offset:
+                break
             position = 0
             if segment.base_offset < start_offset:
+                if segment.read_next_offset() <= start_offset:
+                    continue
                 position = segment.offset_index.lookup(start_offset).position
-            for _, header in segment.log.batch_headers(position):
+            txn_index = segment.txn_index
+            txn_index.truncate_to(start_offset)
+            for batch_position, header in segment.log.batch_headers(position):
                 if header.base_offset >= end_offset:
                     break
                 if header.last_offset < start_offset or header.producer_id < 0:
                     continue
                 fields = header.header()
+                attributes = fields.attributes
+                if attributes & CONTROL_FLAG_MASK:
+                    self._replay_marker(segment, batch_position, header)
+                    continue
                 replay_batch(
                     self.table,
                     fields.producer_id,
@@ -209,6 +397,86 @@ class ProducerStateManager:
                     fields.last_offset_delta,
                     fields.max_timestamp,
                 )
+                if attributes & TRANSACTIONAL_FLAG_MASK and fields.producer_id not in (
+                    self.ongoing_txns
+                ):
+                    self.ongoing_txns[fields.producer_id] = fields.base_offset
+                    self.append_table = self._txn_guard
+
+    def _replay_marker(self, segment: LogSegment, position: int, header: RecordBatch) -> None:
+        """A control batch read back: a marker ends its producer's transaction (and an abort
+        goes to the segment's .txnindex); other control records (none in a partition's log)
+        and unreadable ones are skipped with a warning."""
+        batch = RecordBatch(segment.log.read(position, header.size_in_bytes))
+        try:
+            marker = EndTransactionMarker.from_record(next(iter(batch.records())))
+        except (StopIteration, KafkaError) as error:
+            logger.warning(
+                "[%s] control batch at offset %d holds no transaction marker (%s): skipped",
+                self._name,
+                header.base_offset,
+                error,
+            )
+            return
+        entry = self.entry(header.producer_id) or ProducerStateEntry(header.producer_id)
+        completed = _replay_end_txn_marker(entry, marker, header)
+        self.update_end_txn_marker(entry, completed)
+        if completed is not None and completed.is_aborted:
+            segment.txn_index.append(
+                AbortedTxn(
+                    completed.producer_id,
+                    completed.first_offset,
+                    completed.last_offset,
+                    self.last_stable_offset_after(completed),
+                )
+            )
+
+
+def _replay_end_txn_marker(
+    entry: ProducerStateEntry, marker: EndTransactionMarker, header: RecordBatch
+) -> CompletedTxn | None:
+    """A marker read back from the log applied to ``entry`` unchecked (as Kafka replays with
+    origin REPLICATION: the log holds what was accepted)."""
+    completed = None
+    if entry.current_txn_first_offset != NO_TXN_FIRST_OFFSET:
+        completed = CompletedTxn(
+            entry.producer_id,
+            entry.current_txn_first_offset,
+            header.base_offset,
+            not marker.committed,
+        )
+    if header.producer_epoch != entry.producer_epoch:
+        entry.batches.clear()
+        entry.producer_epoch = header.producer_epoch
+    entry.coordinator_epoch = marker.coordinator_epoch
+    entry.current_txn_first_offset = NO_TXN_FIRST_OFFSET
+    entry.last_timestamp = header.max_timestamp
+    return completed
+
+
+class _TransactionGuard:
+    """The append path's fast path (``try_next``) while transactions are open: declines a
+    batch whose transactional flag does not match its producer's state (a transactional batch
+    of a producer with no open transaction opens one; a non-transactional one of a producer
+    with an open one is INVALID_TXN_STATE), so the general path decides it."""
+
+    __slots__ = ("_table", "_ongoing")
+
+    def __init__(self, table: ProducerTableType, ongoing: dict[int, int]) -> None:
+        self._table = table
+        self._ongoing = ongoing
+
+    def try_next(self, records: bytes | bytearray | memoryview) -> bool:
+        if len(records) < BATCH_PRODUCER_FIELDS.size:
+            return False
+        producer_id = BATCH_PRODUCER_FIELDS.unpack_from(records, 0)[4]
+        transactional = bool(records[ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_FLAG_MASK)
+        if transactional != (producer_id in self._ongoing):
+            return False
+        return self._table.try_next(records)
+
+    def commit_next(self) -> None:
+        self._table.commit_next()
 
 
 def _unlink(path: Path) -> None:

@@ -15,9 +15,9 @@ transaction that could overlap a read ends before it, which lets a search stop e
 
 As Kafka's, the file is created by the first append (most segments see no abort), appends go
 to its end, and a tail shorter than an entry (a torn write) is not read; recovery rebuilds the
-index of every segment after the recovery point from its records, so a torn tail never meets a
-later append. The index holds no descriptor between calls: an abort is rare, and a read
-reads the whole (small) file at once.
+entries of the markers it replays, and an append cuts a torn tail first, so a torn tail never
+sits before a later entry. The index holds no descriptor between calls: an abort is rare, and
+a read reads the whole (small) file at once; a flush syncs only what changed since the last.
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ class TransactionIndex:
         # The last appended entry's last offset, as Kafka keeps it: unknown after opening
         # (recovery resets the index of any segment it rebuilds before appending to it).
         self._last_offset: int | None = None
+        self._unflushed = False
 
     @property
     def path(self) -> Path:
@@ -97,19 +98,34 @@ class TransactionIndex:
             )
         descriptor = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
+            torn = os.fstat(descriptor).st_size % ABORTED_TXN.size
+            if torn:
+                size = os.fstat(descriptor).st_size - torn
+                logger.warning(
+                    "%s: cutting a torn entry of %d bytes at byte %d", self._path, torn, size
+                )
+                os.ftruncate(descriptor, size)
             os.write(descriptor, aborted.to_bytes())
         finally:
             os.close(descriptor)
         self._last_offset = aborted.last_offset
+        self._unflushed = True
 
     def flush(self) -> None:
-        """Make the entries durable (nothing to do when no transaction was ever aborted)."""
+        """Make the entries durable: nothing to do unless they changed since the last flush
+        (most segments never have a file)."""
+        if not self._unflushed:
+            return
+        self._unflushed = False
         try:
             descriptor = os.open(self._path, os.O_RDONLY)
         except FileNotFoundError:
             return
         try:
             os.fsync(descriptor)
+        except OSError:
+            self._unflushed = True
+            raise
         finally:
             os.close(descriptor)
 
@@ -119,14 +135,25 @@ class TransactionIndex:
         self._last_offset = None
 
     def truncate_to(self, offset: int) -> None:
-        """Drop the entries of transactions whose marker is at or after ``offset``."""
+        """Drop the entries of transactions whose marker is at or after ``offset`` (and a torn
+        tail)."""
         last_kept: int | None = None
+        try:
+            size = self._path.stat().st_size
+        except FileNotFoundError:
+            return
+        end = size
         for position, aborted in self._entries():
             if aborted.last_offset >= offset:
-                self._truncate(position)
-                self._last_offset = last_kept
-                return
+                end = position
+                break
             last_kept = aborted.last_offset
+        else:
+            end = size - size % ABORTED_TXN.size
+        if end != size:
+            self._truncate(end)
+            self._unflushed = True
+        self._last_offset = last_kept
 
     def delete_if_exists(self) -> bool:
         """Delete the file; whether it existed."""

@@ -25,7 +25,9 @@ from odradek.errors import (
     RecordListTooLargeError,
 )
 from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from odradek.record.record_batch import PRODUCER_ID_OFFSET
+from odradek.record.control_record import EndTransactionMarker
+from odradek.record.record_batch import PRODUCER_ID_OFFSET, TRANSACTIONAL_FLAG_MASK
+from odradek.storage.active_producer import ActiveProducer
 from odradek.storage.atomic_file import fsync_directory, write_atomically
 from odradek.storage.fetch_data_info import FetchDataInfo, FetchIsolation
 from odradek.storage.file_records import TimestampAndOffset
@@ -49,13 +51,14 @@ from odradek.storage.log_stats import (
     RETENTION_TIME,
 )
 from odradek.storage.log_validator import append_rules, validate_and_assign_offsets
-from odradek.storage.producer_append_info import ProducerAppendInfo
+from odradek.storage.producer_append_info import ATTRIBUTES_LOW_BYTE, ProducerAppendInfo
 from odradek.storage.producer_snapshot_file import snapshot_file
 from odradek.storage.producer_state_manager import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ProducerStateManager,
 )
 from odradek.storage.scheduler import Scheduler
+from odradek.storage.transaction_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +67,7 @@ _new_tuple = tuple.__new__
 path's two per call (LogOffsetMetadata, LogAppendInfo), at half the cost."""
 
 _LOG_END = FetchIsolation.LOG_END
+_TXN_COMMITTED = FetchIsolation.TXN_COMMITTED
 
 IoErrorHandler = Callable[["UnifiedLog", OSError], None]
 
@@ -114,6 +118,9 @@ class UnifiedLog:
         self._io_error_handler: IoErrorHandler | None = None
         self.producer_state = producer_state or ProducerStateManager(directory, directory.name)
         self._producer_table = self.producer_state.table  # the append path's, held at hand
+        # The first unstable offset with its position, as last resolved for a read_committed
+        # read (replaced whole; see _last_stable_offset_metadata).
+        self._first_unstable_metadata = LogOffsetMetadata(-1)
         self.leader_epoch_cache = LeaderEpochFileCache(directory, str(self.topic_partition))
         # A roll's snapshot is written by its background flush, the close's by the closer;
         # both at the log end, so they may name the same file.
@@ -353,7 +360,7 @@ class UnifiedLog:
                         self._log_start_offset,
                         LogAppendInfo,
                         LogOffsetMetadata,
-                        self._producer_table,
+                        self.producer_state.append_table,
                     )
                 except OSError as error:
                     raise self._local.storage_error("append", error) from error
@@ -415,8 +422,15 @@ class UnifiedLog:
         # plain one-batch append pays one byte read for idempotence. The common idempotent
         # request, one batch going on where its producer left off, is one call to the
         # producer table (and one more once written); the others get every rule checked.
-        if validated.batch_count > 1 or not validated.records[PRODUCER_ID_OFFSET] & 0x80:
-            noted = self._producer_table.try_next(validated.records)
+        # A transactional batch goes to the table only while a transaction is open (the guard
+        # then tells a batch going on in its transaction from one that opens one).
+        records = validated.records
+        if validated.batch_count > 1 or not records[PRODUCER_ID_OFFSET] & 0x80:
+            producers = self.producer_state.append_table
+            noted = (
+                not records[ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_FLAG_MASK
+                or producers is not self._producer_table
+            ) and producers.try_next(records)
             if not noted:
                 producer_append = self.producer_state.analyze(validated.records)
                 if producer_append.duplicate is not None:
@@ -440,7 +454,7 @@ class UnifiedLog:
         except OSError as error:
             raise self._local.storage_error("append", error) from error
         if noted:
-            self._producer_table.commit_next()
+            self._producer_table.commit_next()  # (the guard's commit_next is the table's)
         elif producer_append is not None:
             self.producer_state.update(producer_append)
         info = _new_tuple(
@@ -460,6 +474,134 @@ class UnifiedLog:
         return info, _new_tuple(
             LogOffsetMetadata, (last_offset + 1, segment.base_offset, segment_size)
         )
+
+    def append_end_txn_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        committed: bool,
+        leader_epoch: int = 0,
+    ) -> LogAppendInfo:
+        """Append the COMMIT or ABORT marker the transaction coordinator writes for
+        ``producer_id`` (Kafka's append with origin COORDINATOR; a client's Produce never
+        writes one): the producer's open transaction ends, an abort is recorded in the
+        segment's .txnindex with the last stable offset it leaves, and the transaction stays
+        unstable until the high watermark passes the marker.
+
+        Raises InvalidProducerEpochError (an epoch older than the producer's) or
+        TransactionCoordinatorFencedError (a coordinator epoch older than the last marker's).
+        """
+        marker = EndTransactionMarker(committed, coordinator_epoch)
+        with self._lock:
+            now_ms = self._clock.milliseconds()
+            offset = self._local.next_offset_metadata.message_offset
+            state = self.producer_state
+            entry, completed = state.analyze_end_txn_marker(
+                producer_id, producer_epoch, marker, offset, now_ms
+            )
+            records = marker.to_batch(
+                producer_id,
+                producer_epoch,
+                now_ms,
+                base_offset=offset,
+                partition_leader_epoch=leader_epoch,
+            )
+            try:
+                segment = self._segments.last
+                if not segment.try_append(self._config, offset, now_ms, records, now_ms):
+                    segment = self.roll()
+                    segment.append(offset, records)
+                if completed is not None and completed.is_aborted:
+                    segment.txn_index.append(
+                        AbortedTxn(
+                            producer_id,
+                            completed.first_offset,
+                            offset,
+                            state.last_stable_offset_after(completed),
+                        )
+                    )
+            except OSError as error:
+                raise self._local.storage_error("transaction marker append", error) from error
+            state.update_end_txn_marker(entry, completed)
+            if leader_epoch > self.leader_epoch_cache.latest_epoch:
+                self._assign_leader_epoch(leader_epoch, offset)
+            end = offset + 1
+            self._local.next_offset_metadata = LogOffsetMetadata(
+                end, segment.base_offset, segment.log.size_in_bytes
+            )
+            if end - self._local.recovery_point >= self._config.flush_messages:
+                self.flush(end)
+            logger.debug(
+                "[%s] %s marker of producer %d epoch %d (coordinator epoch %d) at offset %d",
+                self.topic_partition,
+                marker.control_type.name,
+                producer_id,
+                producer_epoch,
+                coordinator_epoch,
+                offset,
+            )
+            return LogAppendInfo(
+                offset, offset, now_ms, offset, -1, self._log_start_offset, 1, 1, len(records)
+            )
+
+    # --- transactions: the last stable offset and the aborted transactions ------------------
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest transaction still open, or ended by a marker the
+        high watermark has not passed (not below the log start offset); None when none is."""
+        state = self.producer_state
+        if not state.ongoing_txns and not state.unreplicated_txns:
+            return None  # (a transaction opening meanwhile starts at or above the HW)
+        with self._lock:
+            first = state.first_unstable_offset(self.high_watermark)
+            if first is None:
+                return None
+            return max(first, self._log_start_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """What read_committed consumers may read up to: the first unstable offset, or the
+        high watermark when that is lower (Kafka's ``lastStableOffset``)."""
+        high_watermark = self.high_watermark
+        first = self.first_unstable_offset
+        return high_watermark if first is None or first > high_watermark else first
+
+    def _last_stable_offset_metadata(self) -> LogOffsetMetadata:
+        """The last stable offset with its position (resolved once per first unstable offset)."""
+        first = self.first_unstable_offset
+        high_watermark = self._high_watermark
+        if first is None or first >= high_watermark.message_offset:
+            return high_watermark
+        metadata = self._first_unstable_metadata
+        if metadata.message_offset != first:
+            metadata = self._first_unstable_metadata = self.convert_to_offset_metadata(first)
+        return metadata
+
+    def collect_aborted_transactions(
+        self, start_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [``start_offset``, ``upper_bound_offset``), from
+        the .txnindex of the segment holding ``start_offset`` on, until an index's search is
+        complete (Kafka's ``collectAbortedTransactions``)."""
+        found: list[AbortedTxn] = []
+        segment = self._segments.floor_segment(start_offset)
+        if segment is None:
+            segment = self._segments.first_segment
+        for candidate in self._segments.values():
+            if segment is None or candidate.base_offset < segment.base_offset:
+                continue
+            result = candidate.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
+            found.extend(result.aborted_transactions)
+            if result.is_complete:
+                break
+        return found
+
+    def active_producers(self) -> list[ActiveProducer]:
+        """The partition's producers, as DescribeProducers lists them."""
+        with self._lock:
+            return self.producer_state.active_producers()
 
     def _duplicate_append_info(
         self, producer_append: ProducerAppendInfo, config: LogConfig
@@ -629,10 +771,14 @@ class UnifiedLog:
 
         A read at its bound (the HW, or the log end), a consumer polling for records not yet
         written, is a few attribute reads: the answer for that bound is made once and shared.
+        A read_committed read (TXN_COMMITTED) stops at the last stable offset and answers the
+        aborted transactions overlapping what it found.
         """
         end_metadata = self._local.next_offset_metadata
         if isolation is _LOG_END:
             max_metadata = end_metadata
+        elif isolation is _TXN_COMMITTED:
+            return self._read_committed(start_offset, max_length, min_one_message)
         else:
             max_metadata = self._high_watermark
         if (
@@ -663,6 +809,50 @@ class UnifiedLog:
             return FetchDataInfo(LogOffsetMetadata(start_offset), None)
         return self._local.read(segment, start_offset, max_length, max_metadata, min_one_message)
 
+    def _read_committed(
+        self, start_offset: int, max_length: int, min_one_message: bool
+    ) -> FetchDataInfo:
+        """A read up to the last stable offset, with the aborted transactions overlapping the
+        records found (from the fetch offset up to the next segment, or the log end: Kafka's
+        bound when the offset index names none closer)."""
+        max_metadata = self._last_stable_offset_metadata()
+        if max_metadata is self._high_watermark:
+            info = self.read(
+                start_offset, max_length, FetchIsolation.HIGH_WATERMARK, min_one_message
+            )
+        else:
+            end_metadata = self._local.next_offset_metadata
+            segment = self._segments.floor_segment(start_offset)
+            log_start_offset = self._log_start_offset
+            if (
+                start_offset > end_metadata.message_offset
+                or start_offset < log_start_offset
+                or segment is None
+            ):
+                raise OffsetOutOfRangeError(
+                    f"offset {start_offset} of {self.topic_partition} is out of range "
+                    f"[{log_start_offset}, {end_metadata.message_offset}]"
+                )
+            if start_offset >= max_metadata.message_offset:
+                return FetchDataInfo(
+                    max_metadata
+                    if start_offset == max_metadata.message_offset
+                    else LogOffsetMetadata(start_offset),
+                    None,
+                    aborted_transactions=(),
+                )
+            info = self._local.read(
+                segment, start_offset, max_length, max_metadata, min_one_message
+            )
+        if info.records is None:
+            return info
+        following = self._segments.higher_segment(info.fetch_offset_metadata.segment_base_offset)
+        upper_bound = following.base_offset if following is not None else self.log_end_offset
+        aborted = self.collect_aborted_transactions(start_offset, upper_bound)
+        return FetchDataInfo(
+            info.fetch_offset_metadata, info.records, info.first_entry_incomplete, tuple(aborted)
+        )
+
     def convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:
         """The on-disk position of ``offset`` (OFFSET_OUT_OF_RANGE outside the log)."""
         return self.read(offset, 1, FetchIsolation.LOG_END, False).fetch_offset_metadata
@@ -679,11 +869,12 @@ class UnifiedLog:
         if target_timestamp == EARLIEST_TIMESTAMP:
             return TimestampAndOffset(-1, self._log_start_offset)
         if target_timestamp == LATEST_TIMESTAMP:
-            latest = (
-                self.high_watermark
-                if isolation is FetchIsolation.HIGH_WATERMARK
-                else self.log_end_offset
-            )
+            if isolation is FetchIsolation.HIGH_WATERMARK:
+                latest = self.high_watermark
+            elif isolation is _TXN_COMMITTED:
+                latest = self.last_stable_offset
+            else:
+                latest = self.log_end_offset
             return TimestampAndOffset(-1, latest)
         for segment in self._segments.values():
             if segment.largest_timestamp >= target_timestamp:
