@@ -351,6 +351,52 @@ class RebootstrapRequiredError(KafkaError):
     code, error_name = 129, "REBOOTSTRAP_REQUIRED"
 
 
+# Transactions (Kafka's transaction coordinator and the produce path that checks against it).
+
+
+class NotEnoughReplicasError(KafkaError):
+    """Retriable: Kafka also answers it to a transactional produce whose partition could not
+    be checked against its transaction yet (the coordinator was busy), so the client retries."""
+
+    code, error_name, retriable = 19, "NOT_ENOUGH_REPLICAS", True
+
+
+class InvalidTxnStateError(KafkaError):
+    code, error_name = 48, "INVALID_TXN_STATE"
+
+
+class InvalidProducerIdMappingError(KafkaError):
+    code, error_name = 49, "INVALID_PRODUCER_ID_MAPPING"
+
+
+class InvalidTransactionTimeoutError(KafkaError):
+    code, error_name = 50, "INVALID_TRANSACTION_TIMEOUT"
+
+
+class ConcurrentTransactionsError(KafkaError):
+    code, error_name, retriable = 51, "CONCURRENT_TRANSACTIONS", True
+
+
+class TransactionCoordinatorFencedError(KafkaError):
+    code, error_name = 52, "TRANSACTION_COORDINATOR_FENCED"
+
+
+class TransactionalIdAuthorizationFailedError(KafkaError):
+    code, error_name = 53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+
+
+class OperationNotAttemptedError(KafkaError):
+    code, error_name = 55, "OPERATION_NOT_ATTEMPTED"
+
+
+class TransactionalIdNotFoundError(KafkaError):
+    code, error_name = 105, "TRANSACTIONAL_ID_NOT_FOUND"
+
+
+class TransactionAbortableError(KafkaError):
+    code, error_name = 120, "TRANSACTION_ABORTABLE"
+
+
 _BY_CODE: dict[int, type[KafkaError]] = {
     cls.code: cls
     for cls in (
@@ -418,6 +464,16 @@ _BY_CODE: dict[int, type[KafkaError]] = {
         UnacceptableCredentialError,
         DuplicateResourceError,
         RebootstrapRequiredError,
+        NotEnoughReplicasError,
+        InvalidTxnStateError,
+        InvalidProducerIdMappingError,
+        InvalidTransactionTimeoutError,
+        ConcurrentTransactionsError,
+        TransactionCoordinatorFencedError,
+        TransactionalIdAuthorizationFailedError,
+        OperationNotAttemptedError,
+        TransactionalIdNotFoundError,
+        TransactionAbortableError,
     )
 }
 

@@ -127,11 +127,13 @@ def test_find_coordinator_names_this_broker_for_groups(
     if version >= 1:
         transaction = wire.call(apis.FIND_COORDINATOR, version, {**body, "key_type": 1})
         unknown = wire.call(apis.FIND_COORDINATOR, version, {**body, "key_type": 7})
-        # No transaction coordinator yet: refused for good (not the retriable
-        # COORDINATOR_NOT_AVAILABLE), so a transactional client fails at once.
-        for answer, code in ((transaction, UNSUPPORTED_VERSION), (unknown, INVALID_REQUEST)):
-            entries = answer["coordinators"] if version >= 4 else [answer]
-            assert {(e["error_code"], e["node_id"]) for e in entries} == {(code, -1)}
+        # This broker coordinates transactional ids too.
+        entries = transaction["coordinators"] if version >= 4 else [transaction]
+        assert {(e["error_code"], e["node_id"], e["port"]) for e in entries} == {
+            (0, broker.broker.config.broker_id, port)
+        }
+        entries = unknown["coordinators"] if version >= 4 else [unknown]
+        assert {(e["error_code"], e["node_id"]) for e in entries} == {(INVALID_REQUEST, -1)}
 
 
 @pytest.mark.parametrize("version", versions(apis.JOIN_GROUP))

@@ -111,6 +111,22 @@ class BrokerConfig:
     group_min_session_timeout_ms: int = _default("group.min.session.timeout.ms")
     group_max_session_timeout_ms: int = _default("group.max.session.timeout.ms")
     group_max_size: int = _default("group.max.size")
+    transaction_max_timeout_ms: int = _default("transaction.max.timeout.ms")
+    transactional_id_expiration_ms: int = _default("transactional.id.expiration.ms")
+    transaction_state_log_num_partitions: int = _default("transaction.state.log.num.partitions")
+    transaction_state_log_segment_bytes: int = _default("transaction.state.log.segment.bytes")
+    transaction_state_log_load_buffer_size: int = _default(
+        "transaction.state.log.load.buffer.size"
+    )
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = _default(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms"
+    )
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = _default(
+        "transaction.remove.expired.transaction.cleanup.interval.ms"
+    )
+    transaction_partition_verification_enable: bool = _default(
+        "transaction.partition.verification.enable"
+    )
     socket_request_max_bytes: int = _default("socket.request.max.bytes")
     queued_max_request_bytes: int = _default("queued.max.request.bytes")
     socket_request_timeout_ms: int = _default("socket.request.timeout.ms")

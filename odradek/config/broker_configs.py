@@ -333,6 +333,39 @@ BROKER_CONFIG_DEF = ConfigDef(
                   "Most members a consumer group may have; more are refused with "
                   "GROUP_MAX_SIZE_REACHED.",
                   Validator.at_least(1)),
+        ConfigKey("transaction.max.timeout.ms", INT, 900000, HIGH,
+                  "Largest transaction.timeout.ms a transactional producer may ask for; "
+                  "InitProducerId with a larger one is refused with INVALID_TRANSACTION_TIMEOUT.",
+                  Validator.at_least(1)),
+        ConfigKey("transactional.id.expiration.ms", INT, 604800000, HIGH,
+                  "How long a transactional id with no transaction open is kept after its last "
+                  "update; then the coordinator removes it (a tombstone in __transaction_state).",
+                  Validator.at_least(1)),
+        ConfigKey("transaction.state.log.num.partitions", INT, 50, HIGH,
+                  "Partitions of the __transaction_state topic, which holds the transaction "
+                  "coordinator's state; read when the topic is created, not after.",
+                  Validator.at_least(1)),
+        ConfigKey("transaction.state.log.segment.bytes", INT, 100 * MIB, HIGH,
+                  "Segment size of the __transaction_state topic, kept small so its compaction "
+                  "and loading stay fast.",
+                  Validator.at_least(MIN_SEGMENT_BYTES)),
+        ConfigKey("transaction.state.log.load.buffer.size", INT, 5 * MIB, LOW,
+                  "Bytes read at a time from __transaction_state while the coordinator's state "
+                  "is rebuilt at start-up.",
+                  Validator.at_least(1)),
+        ConfigKey("transaction.abort.timed.out.transaction.cleanup.interval.ms", INT, 10000, LOW,
+                  "How often the coordinator looks for transactions open longer than their "
+                  "transaction.timeout.ms, and aborts them.",
+                  Validator.at_least(1)),
+        ConfigKey("transaction.remove.expired.transaction.cleanup.interval.ms", INT, 3600000,
+                  LOW,
+                  "How often the coordinator looks for transactional ids idle longer than "
+                  "transactional.id.expiration.ms, and removes them.",
+                  Validator.at_least(1)),
+        ConfigKey("transaction.partition.verification.enable", BOOLEAN, True, LOW,
+                  "Whether a transactional batch is appended only to a partition of its "
+                  "producer's open transaction (checked with the coordinator before the "
+                  "append); off, only the producer state's checks apply."),
         ConfigKey("socket.request.max.bytes", INT, 100 * MIB, HIGH,
                   "Largest request the broker reads; larger ones close the connection.",
                   Validator.at_least(1)),

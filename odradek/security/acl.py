@@ -14,10 +14,12 @@ class ResourceType(enum.IntEnum):
     TOPIC = 2
     GROUP = 3
     CLUSTER = 4
+    TRANSACTIONAL_ID = 5
 
     @property
     def title(self) -> str:
-        return self.name.capitalize()
+        """Kafka's name: ``Topic``, ``TransactionalId``."""
+        return "".join(word.capitalize() for word in self.name.split("_"))
 
 
 class PatternType(enum.IntEnum):
@@ -91,6 +93,7 @@ SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
         AclOperation.DESCRIBE_CONFIGS,
         AclOperation.ALTER_CONFIGS,
     ),
+    ResourceType.TRANSACTIONAL_ID: (AclOperation.DESCRIBE, AclOperation.WRITE),
     ResourceType.CLUSTER: (
         AclOperation.CREATE,
         AclOperation.CLUSTER_ACTION,

@@ -17,6 +17,7 @@ from odradek.cleaner.log_cleaner import LogCleaner
 from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.config.broker_config import BrokerConfig
 from odradek.config.listeners import advertised_host
+from odradek.errors import KafkaError
 from odradek.native import native_summary
 from odradek.network.connection import ConnectionSettings
 from odradek.network.event_loop_lag_monitor import EventLoopLagMonitor
@@ -42,6 +43,7 @@ from odradek.server.kafka.groups import KafkaGroupApis
 from odradek.server.kafka.partition_admin import KafkaPartitionAdminApis
 from odradek.server.kafka.request_handler import KafkaRequestHandler
 from odradek.server.kafka.security import KafkaSecurityApis
+from odradek.server.kafka.transactions import KafkaTransactionApis
 from odradek.server.metrics.broker_metrics import BrokerMetrics
 from odradek.server.msgpack.connection import MsgpackConnection
 from odradek.server.msgpack.groups import MsgpackGroupApis
@@ -53,9 +55,19 @@ from odradek.server.quota.client_quotas import ClientQuotas
 from odradek.server.quota.quota_collector import QuotaCollector
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
+from odradek.server.transaction.transaction_coordinator import TransactionCoordinator
+from odradek.server.transaction.transaction_coordinator_keys import TransactionCoordinatorKeys
+from odradek.server.transaction.transaction_coordinator_metrics import (
+    TransactionCoordinatorMetrics,
+)
+from odradek.server.transaction.transaction_marker_channel_manager import (
+    TransactionMarkerChannelManager,
+)
+from odradek.server.transaction.transaction_state_manager import TransactionStateManager
 from odradek.storage.descriptor_budget import raise_descriptor_limit
 from odradek.storage.idle_file_cache import IDLE_FILES, default_capacity
 from odradek.storage.log_manager import LogManager
+from odradek.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
@@ -125,6 +137,28 @@ class Broker:
         self.group_coordinator = GroupCoordinator(
             config, self.group_coordinator_log, self.log_manager, self.group_metrics, clock
         )
+        self.transaction_state = TransactionStateManager(
+            config,
+            self.log_manager,
+            self.replica_manager,
+            self._io_executor,
+            clock,
+            self.topic_admin.create_topic,
+        )
+        self.transaction_metrics = TransactionCoordinatorMetrics(self.metrics.registry)
+        self.transaction_coordinator = TransactionCoordinator(
+            config,
+            self.transaction_state,
+            self.producer_ids,
+            TransactionMarkerChannelManager(
+                self.replica_manager,
+                self.transaction_state,
+                # (GroupCoordinator.handle_transaction_completion: the offsets of transactions)
+                getattr(self.group_coordinator, "handle_transaction_completion", None),
+            ),
+            self.transaction_metrics,
+            clock,
+        )
         settings = ConnectionSettings(
             config.socket_request_max_bytes,
             config.connections_max_idle_ms,
@@ -183,6 +217,7 @@ class Broker:
         self.metrics_port = self._metrics_server.server_port
         self._lag_monitor.start()
         self.group_coordinator.startup()
+        self.transaction_coordinator.startup()
         self.quotas.start()
         apis, kafka_handler = self._handlers()
         self.served_api_keys = {
@@ -240,6 +275,7 @@ class Broker:
         self._socket_server.stop_accepting()
         self.quotas.stop()
         self.replica_manager.shutdown()
+        await self.transaction_coordinator.shutdown()
         await self.group_coordinator.shutdown()
         await self._socket_server.shutdown(SHUTDOWN_TIMEOUT_S)
         # Topic operations that outlived their requests get what is left of the same bound.
@@ -263,6 +299,7 @@ class Broker:
         self.replica_manager.startup()
         self.producer_ids.load()
         self.group_coordinator.load()
+        self.transaction_coordinator.load()
         self.quotas.load()
         self.metrics.registry.register(QuotaCollector(self.quotas))
         self.metrics.registry.register(
@@ -307,8 +344,13 @@ class Broker:
             version("odradek"),
             config.socket_request_max_bytes,
         )
+        transaction_keys = TransactionCoordinatorKeys(self.transaction_coordinator, self.authorizer)
         groups = MsgpackGroupApis(
-            self.group_coordinator, self.group_coordinator_log, broker, self.authorizer
+            self.group_coordinator,
+            self.group_coordinator_log,
+            broker,
+            self.authorizer,
+            transaction_keys,
         )
         apis = ApiRouter(
             self.replica_manager,
@@ -340,11 +382,26 @@ class Broker:
                 config.broker_id,
                 self.endpoint_for,
                 self.authorizer,
+                transaction_keys,
             ),
             self.quotas,
             KafkaPartitionAdminApis(self.log_manager, self.authorizer, self._io_executor),
+            KafkaTransactionApis(
+                self.transaction_coordinator,
+                self.group_coordinator_log,
+                self._partition_exists,
+                config.transaction_partition_verification_enable,
+                self.authorizer,
+            ),
         )
         return apis, kafka_handler
+
+    def _partition_exists(self, tp: TopicPartition) -> bool:
+        try:
+            self.replica_manager.partition(tp.topic, tp.partition)
+        except KafkaError:
+            return False
+        return True
 
     def advertised(self, listener_name: str | None = None) -> tuple[str, int]:
         """The host and port Metadata tells a client of ``listener_name`` (default: the

@@ -73,7 +73,7 @@ _FETCH_ISOLATION = {level: FetchIsolation(level.value) for level in IsolationLev
 _ACKS_ALL = Acks.ALL
 _HIGH_WATERMARK = IsolationLevel.HIGH_WATERMARK
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 """Topics only the broker writes (clients may read them): Produce to them is refused with
 INVALID_TOPIC_EXCEPTION, as Kafka does."""
 

@@ -39,6 +39,9 @@ DESCRIBE_LOG_DIRS, ELECT_LEADERS = 35, 43
 # Consumer groups (classic protocol).
 OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 8, 9, 11, 12, 13, 14
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
+# Transactions.
+ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 24, 25, 26
+DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
 
 ADVERTISED: dict[int, ApiRange] = {
     r.api_key: r
@@ -56,7 +59,7 @@ ADVERTISED: dict[int, ApiRange] = {
         ApiRange(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1, 0),
         ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1, 0),
         ApiRange(CREATE_PARTITIONS, "CreatePartitions", 0, 3, 0),
-        ApiRange(INIT_PRODUCER_ID, "InitProducerId", 0, 4, 0),
+        ApiRange(INIT_PRODUCER_ID, "InitProducerId", 0, 5, 0),
         ApiRange(OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 4, 2),
         ApiRange(SASL_HANDSHAKE, "SaslHandshake", 0, 1, 0),
         ApiRange(SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2, 0),
@@ -81,8 +84,23 @@ ADVERTISED: dict[int, ApiRange] = {
         ApiRange(DESCRIBE_GROUPS, "DescribeGroups", 0, 5, 0),
         ApiRange(DELETE_GROUPS, "DeleteGroups", 0, 2, 0),
         ApiRange(OFFSET_DELETE, "OffsetDelete", 0, 0, 0),
+        # Transactions.
+        ApiRange(ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", 0, 5, 0),
+        ApiRange(ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", 0, 4, 0),
+        ApiRange(END_TXN, "EndTxn", 0, 5, 0),
+        ApiRange(DESCRIBE_TRANSACTIONS, "DescribeTransactions", 0, 0, 0),
+        ApiRange(LIST_TRANSACTIONS, "ListTransactions", 0, 2, 0),
     )
 }
+
+
+TRANSACTION_VERSION_FEATURE = "transaction.version"
+FINALIZED_TRANSACTION_VERSION = 2
+"""``transaction.version`` as ApiVersions (v3+) advertises it, supported 0..2 and finalized at
+2 as Kafka 4.4 does: a Java client 4.x then uses transaction version 2 (KIP-890)."""
+FINALIZED_FEATURES_EPOCH = 1
+"""The features never change on this broker; a client takes finalized features only from an
+epoch above the -1 it starts at."""
 
 
 def api_name(api_key: int) -> str:

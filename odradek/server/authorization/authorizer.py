@@ -22,6 +22,7 @@ from odradek.errors import (
     GroupAuthorizationFailedError,
     KafkaError,
     TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
 )
 from odradek.security.acl import (
     CLUSTER_NAME,
@@ -44,6 +45,7 @@ _DENIALS: dict[ResourceType, type[KafkaError]] = {
     ResourceType.TOPIC: TopicAuthorizationFailedError,
     ResourceType.GROUP: GroupAuthorizationFailedError,
     ResourceType.CLUSTER: ClusterAuthorizationFailedError,
+    ResourceType.TRANSACTIONAL_ID: TransactionalIdAuthorizationFailedError,
 }
 
 
@@ -139,6 +141,12 @@ class Authorizer:
     ) -> KafkaError | None:
         """For the group coordinator (Read, Describe, Delete on a group id)."""
         return self.denial(context, operation, ResourceType.GROUP, group)
+
+    def transactional_id_denial(
+        self, context: RequestContext, operation: AclOperation | str, transactional_id: str
+    ) -> KafkaError | None:
+        """For the transaction coordinator (Write, Describe on a transactional id)."""
+        return self.denial(context, operation, ResourceType.TRANSACTIONAL_ID, transactional_id)
 
     def cluster_denial(
         self, context: RequestContext, operation: AclOperation | str

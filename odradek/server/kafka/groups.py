@@ -35,7 +35,7 @@ from odradek.server.group.coordinator_results import (
 from odradek.server.group.group_coordinator import GroupCoordinator
 from odradek.server.kafka.request import KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext, client_host
-from odradek.server.transaction.not_served import TRANSACTIONS_NOT_SERVED
+from odradek.server.transaction.transaction_coordinator_keys import TransactionCoordinatorKeys
 
 GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1
 FIRST_JOIN_WITH_MEMBER_ID_REQUIRED = 4  # JoinGroup v4+: MEMBER_ID_REQUIRED round trip
@@ -56,10 +56,13 @@ class KafkaGroupApis:
         node_id: int,
         endpoint: Callable[[RequestContext], tuple[str, int]],
         authorizer: Authorizer | None = None,
+        transaction_keys: TransactionCoordinatorKeys | None = None,
     ) -> None:
         """``endpoint``: the host and port the client of a request reaches this broker at
-        (what Metadata tells it), which FindCoordinator names."""
+        (what Metadata tells it), which FindCoordinator names; ``transaction_keys`` answers
+        for transactional ids."""
         self._coordinator = coordinator
+        self._transaction_keys = transaction_keys
         self._manager = manager
         self._node_id = node_id
         self._endpoint = endpoint
@@ -84,13 +87,17 @@ class KafkaGroupApis:
 
     async def _find_coordinator(self, request: KafkaRequest, context: RequestContext) -> dict:
         """This broker for every group key (creating ``__consumer_offsets`` on first use, as
-        Kafka does); a transaction key is refused for good (TRANSACTIONS_NOT_SERVED); other key
+        Kafka does) and every transactional id (creating ``__transaction_state``); other key
         types are invalid."""
         body = request.body
         key_type = body.get("key_type", GROUP_KEY_TYPE)
         error: KafkaError | None = None
+        transaction_keys = self._transaction_keys
         if key_type == TRANSACTION_KEY_TYPE:
-            error = TRANSACTIONS_NOT_SERVED
+            if transaction_keys is None:
+                error = InvalidRequestError("this broker has no transaction coordinator")
+            else:
+                error = await transaction_keys.ready()
         elif key_type != GROUP_KEY_TYPE:
             error = InvalidRequestError(f"unknown coordinator key type {key_type}")
         else:
@@ -104,6 +111,8 @@ class KafkaGroupApis:
             refusal = error
             if refusal is None and key_type == GROUP_KEY_TYPE:
                 refusal = self._authorization.group_denial(context, DESCRIBE, key)
+            elif refusal is None and transaction_keys is not None:
+                refusal = transaction_keys.denial(context, key)
             if refusal is None:
                 return {"node_id": self._node_id, "host": host, "port": port, "error_code": 0}
             return {

@@ -97,6 +97,7 @@ from odradek.server.kafka.quotas import KafkaQuotaApis
 from odradek.server.kafka.request import KafkaHandler, KafkaRequest
 from odradek.server.kafka.security import KafkaSecurityApis
 from odradek.server.kafka.topics import KafkaTopicApis
+from odradek.server.kafka.transactions import KafkaTransactionApis, is_transactional
 from odradek.server.quota.client_quota_admin import ClientQuotaAdmin
 from odradek.server.quota.client_quotas import ClientQuotas
 from odradek.server.replica_manager import ReplicaManager
@@ -137,8 +138,10 @@ class KafkaRequestHandler:
         group_requests: KafkaGroupApis | None = None,
         quotas: ClientQuotas | None = None,
         partition_admin: KafkaPartitionAdminApis | None = None,
+        transactions: KafkaTransactionApis | None = None,
     ) -> None:
         self._apis = router
+        self._transactions = transactions
         self._quotas = quotas
         self._replicas = replica_manager
         self._admin = admin_manager
@@ -155,6 +158,7 @@ class KafkaRequestHandler:
             **KafkaConfigApis(self._call, broker_config, node_id, self._authorizer).handlers(),
             **(group_requests.handlers() if group_requests is not None else {}),
             **(partition_admin.handlers() if partition_admin is not None else {}),
+            **(transactions.handlers() if transactions is not None else {}),
             **(
                 KafkaQuotaApis(ClientQuotaAdmin(quotas, self._authorizer, executor)).handlers()
                 if quotas is not None
@@ -227,6 +231,8 @@ class KafkaRequestHandler:
             if produce is None:
                 return None
             version, correlation_id, topic, partition, records, acks = produce
+            if len(records) > 22 and records[22] & 0x10:
+                return None  # a transactional batch: checked against its transaction
             info = self._replicas.append_at_once(topic, partition, records, acks)
             if info is None:
                 return None
@@ -352,6 +358,21 @@ class KafkaRequestHandler:
                 {"api_key": r.api_key, "min_version": r.min_version, "max_version": r.max_version}
                 for r in ADVERTISED.values()
             ],
+            "supported_features": [
+                {
+                    "name": apis.TRANSACTION_VERSION_FEATURE,
+                    "min_version": 0,
+                    "max_version": apis.FINALIZED_TRANSACTION_VERSION,
+                }
+            ],
+            "finalized_features_epoch": apis.FINALIZED_FEATURES_EPOCH,
+            "finalized_features": [
+                {
+                    "name": apis.TRANSACTION_VERSION_FEATURE,
+                    "max_version_level": apis.FINALIZED_TRANSACTION_VERSION,
+                    "min_version_level": apis.FINALIZED_TRANSACTION_VERSION,
+                }
+            ],
         }
 
     async def _api_versions(self, request: KafkaRequest, _context: RequestContext) -> dict:
@@ -466,7 +487,11 @@ class KafkaRequestHandler:
     # --- InitProducerId, OffsetForLeaderEpoch -------------------------------------------------
 
     async def _init_producer_id(self, request: KafkaRequest, context: RequestContext) -> dict:
+        """A transactional id's producer from the transaction coordinator; an idempotent
+        producer's (no transactional id) from the producer id manager."""
         body = request.body
+        if body["transactional_id"] is not None and self._transactions is not None:
+            return await self._transactions.init_producer_id(request, context)
         try:
             response = await self._call(
                 context,
@@ -553,8 +578,6 @@ class KafkaRequestHandler:
             )
         elif acks is None:
             refusal = InvalidRequiredAcksError(f"acks must be -1, 0 or 1, not {acks_value}")
-        elif body.transactional_id is not None:
-            refusal = UnsupportedVersionError("transactional produce is not supported yet")
         if refusal is not None:
             if acks_value == 0:
                 return None
@@ -566,9 +589,47 @@ class KafkaRequestHandler:
             ]
             return results if not legacy else _produce_response(results)
         timeout_ms = body.timeout_ms
+        transactions = self._transactions
+        if transactions is not None and (
+            body.transactional_id is not None
+            or any(is_transactional(entry.records) for entry in entries)
+        ):
+            refused = await transactions.check_produce(request, context)
+            if refused:
+                return await self._produce_checked(context, body, acks, refused)
         produce = ProduceRequest(entries, acks, timeout_ms if timeout_ms > 0 else 0)
         response = await self._apis.handle(context, produce, count_quotas=False)
         return None if response is None else response.partitions
+
+    async def _produce_checked(
+        self,
+        context: RequestContext,
+        body: KafkaProduceRequest,
+        acks: Acks,
+        refused: dict[int, KafkaError],
+    ) -> Any:
+        """Append the partitions not ``refused``; answer those with their errors, in the
+        request's order."""
+        entries = body.partitions
+        kept = tuple(entry for index, entry in enumerate(entries) if index not in refused)
+        appended: list[ProducePartitionResponse] = []
+        if kept:
+            timeout_ms = body.timeout_ms
+            produce = ProduceRequest(kept, acks, timeout_ms if timeout_ms > 0 else 0)
+            response = await self._apis.handle(context, produce, count_quotas=False)
+            if response is not None:
+                appended = list(response.partitions)
+        if acks is _ACKS_NONE:
+            return None
+        answers = iter(appended)
+        return [
+            ProducePartitionResponse(
+                entry.topic, entry.partition, refused[index].code, refused[index].message
+            )
+            if index in refused
+            else next(answers)
+            for index, entry in enumerate(entries)
+        ]
 
     # --- Fetch -------------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ GROUP_AUTHORIZATION_FAILED, or TOPIC_AUTHORIZATION_FAILED for a topic's partitio
 
 from __future__ import annotations
 
-from odradek.errors import CoordinatorNotAvailableError, KafkaError
+from odradek.errors import CoordinatorNotAvailableError, InvalidRequestError, KafkaError
 from odradek.protocol.delete_groups import DeletedGroup, DeleteGroupsRequest, DeleteGroupsResponse
 from odradek.protocol.describe_groups import (
     DescribedGroupEntry,
@@ -54,7 +54,7 @@ from odradek.server.group.coordinator_log import CoordinatorLog
 from odradek.server.group.coordinator_results import MemberIdentity, OffsetCommitEntry
 from odradek.server.group.group_coordinator import GroupCoordinator
 from odradek.server.request_context import RequestContext, client_host
-from odradek.server.transaction.not_served import TRANSACTIONS_NOT_SERVED
+from odradek.server.transaction.transaction_coordinator_keys import TransactionCoordinatorKeys
 
 READ, DESCRIBE, DELETE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE
 
@@ -68,8 +68,10 @@ class MsgpackGroupApis:
         manager: CoordinatorLog,
         broker: BrokerMetadata,
         authorizer: Authorizer | None = None,
+        transaction_keys: TransactionCoordinatorKeys | None = None,
     ) -> None:
         self._coordinator = coordinator
+        self._transaction_keys = transaction_keys
         self._manager = manager
         self._broker = broker
         self._authorization = GroupAuthorization(authorizer or Authorizer())
@@ -78,9 +80,14 @@ class MsgpackGroupApis:
         self, request: FindCoordinatorRequest, context: RequestContext
     ) -> FindCoordinatorResponse:
         """This broker for every group key (creating ``__consumer_offsets`` on first use, as
-        Kafka does); a transaction key is refused for good (TRANSACTIONS_NOT_SERVED)."""
+        Kafka does) and every transactional id (creating ``__transaction_state``)."""
+        transaction_keys = self._transaction_keys
+        error: KafkaError | None
         if request.key_type != GROUP_KEY_TYPE:
-            error: KafkaError | None = TRANSACTIONS_NOT_SERVED
+            if transaction_keys is None:
+                error = InvalidRequestError("this broker has no transaction coordinator")
+            else:
+                error = await transaction_keys.ready()
         else:
             error = None
             try:
@@ -91,8 +98,10 @@ class MsgpackGroupApis:
 
         def found(key: str) -> Coordinator:
             refusal = error
-            if refusal is None:
+            if refusal is None and request.key_type == GROUP_KEY_TYPE:
                 refusal = self._authorization.group_denial(context, DESCRIBE, key)
+            elif refusal is None and transaction_keys is not None:
+                refusal = transaction_keys.denial(context, key)
             if refusal is not None:
                 return Coordinator(key, error=refusal.code, message=refusal.message)
             return Coordinator(key, broker.node_id, broker.host, broker.port)
