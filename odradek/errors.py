@@ -190,17 +190,11 @@ class ProducerFencedError(KafkaError):
     code, error_name = 90, "PRODUCER_FENCED"
 
 
-class InvalidTxnStateError(KafkaError):
-    """A producer wrote outside its transaction's rules, e.g. a non-transactional batch while
-    its transaction is open in the partition."""
+class UnstableOffsetCommitError(KafkaError):
+    """OffsetFetch with require_stable: a transaction holds an offset of the partition that is
+    neither committed nor aborted yet (KIP-447); the consumer retries."""
 
-    code, error_name = 48, "INVALID_TXN_STATE"
-
-
-class TransactionCoordinatorFencedError(KafkaError):
-    """A transaction marker from a coordinator epoch older than one the partition saw."""
-
-    code, error_name = 52, "TRANSACTION_COORDINATOR_FENCED"
+    code, error_name, retriable = 88, "UNSTABLE_OFFSET_COMMIT", True
 
 
 class ThrottlingQuotaExceededError(KafkaError):
@@ -430,8 +424,7 @@ _BY_CODE: dict[int, type[KafkaError]] = {
         UnsupportedCompressionTypeError,
         InvalidRecordError,
         ProducerFencedError,
-        InvalidTxnStateError,
-        TransactionCoordinatorFencedError,
+        UnstableOffsetCommitError,
         ThrottlingQuotaExceededError,
         OffsetMetadataTooLargeError,
         CoordinatorLoadInProgressError,

@@ -20,7 +20,7 @@ from odradek.config.broker_config_loader import load_broker_config
 from odradek.protocol.fetch import FetchPartition, FetchRequest
 from odradek.protocol.frame import Frame, FrameDecoder, encode_frame
 from odradek.protocol.header import RequestHeader, ResponseHeader
-from odradek.protocol.messages import RESPONSE_TYPES, encode_request
+from odradek.protocol.messages import encode_request, response_type
 from odradek.protocol.schema import Message
 from odradek.record.memory_records import MemoryRecords
 from odradek.server.broker import Broker
@@ -106,8 +106,13 @@ class RawClient:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def send(self, request: Message, version: int = 0, correlation_id: int | None = None) -> int:
-        """Send ``request``; return its correlation id."""
+    def send(
+        self, request: Message, version: int | None = None, correlation_id: int | None = None
+    ) -> int:
+        """Send ``request`` (as ``version``, by default the message's own); return its
+        correlation id."""
+        if version is None:
+            version = request.wire_version
         if correlation_id is None:
             correlation_id, self._next_id = self._next_id, self._next_id + 1
         header = RequestHeader(request.api_key, version, correlation_id, self.client_id)
@@ -132,7 +137,8 @@ class RawClient:
         header = ResponseHeader.from_header(frame.header)
         if header.error:
             return header, None
-        return header, RESPONSE_TYPES[request.api_key].from_header(frame.header, frame.payload)
+        message_type = response_type(request.api_key, request.wire_version)
+        return header, message_type.from_header(frame.header, frame.payload)
 
     def call(self, request: Message) -> Message:
         """Send ``request`` and return its decoded response (asserting no request error)."""

@@ -81,6 +81,13 @@ from odradek.protocol.join_group import (
     JoinGroupRequest,
     JoinGroupResponse,
 )
+from odradek.protocol.kafka.message_codec import read_defaults
+from odradek.protocol.kafka_data import (
+    KAFKA_DATA_VERSIONS,
+    KafkaData,
+    kafka_data_request,
+    kafka_data_response,
+)
 from odradek.protocol.leave_group import (
     LeaveGroupRequest,
     LeaveGroupResponse,
@@ -323,6 +330,26 @@ RESPONSES: list[Message] = [
     AlterClientQuotasResponse(
         (AlteredClientQuotas((QuotaEntityPart("user", "x"),), 42, "unknown quota 'bytes'"),)
     ),
+]
+
+
+def kafka_data(message_type: type[KafkaData], **values: object) -> KafkaData:
+    """A Kafka-data message with every field of its Kafka version: the given ones, and the
+    defaults (as decoding fills them in)."""
+    return message_type({**read_defaults(message_type.spec), **values})
+
+
+# The APIs whose only messages carry Kafka's data (protocol/kafka_data.py; their own tests are
+# in tests/test_protocol_kafka_data.py): one request and one response each.
+REQUESTS += [
+    kafka_data(kafka_data_request(api_key, 0))
+    for api_key, version in KAFKA_DATA_VERSIONS
+    if version == 0
+]
+RESPONSES += [
+    kafka_data(kafka_data_response(api_key, 0))
+    for api_key, version in KAFKA_DATA_VERSIONS
+    if version == 0
 ]
 
 

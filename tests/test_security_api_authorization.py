@@ -58,6 +58,7 @@ from odradek.protocol.heartbeat import HeartbeatRequest
 from odradek.protocol.init_producer_id import InitProducerIdRequest
 from odradek.protocol.join_group import JoinGroupProtocol, JoinGroupRequest
 from odradek.protocol.kafka.api_versions import ADVERTISED
+from odradek.protocol.kafka_data import KafkaData, kafka_data_request, to_wire
 from odradek.protocol.leave_group import LeaveGroupRequest, LeavingMember
 from odradek.protocol.list_groups import ListGroupsRequest
 from odradek.protocol.list_offsets import ListOffsetsPartition, ListOffsetsRequest
@@ -226,6 +227,13 @@ def _deleted_name_hidden(response: dict[str, Any], world: World) -> None:
         None,
         world.doomed_id,
     ), topic
+
+
+def _kafka_data(api_key: ApiKey, data: dict[str, Any], version: int = 0) -> KafkaData:
+    """A msgpack Kafka-data request (protocol/kafka_data.py): Kafka's request data, as the
+    Kafka rows give it, the rest at its defaults."""
+    message_type = kafka_data_request(api_key, version)
+    return message_type.from_header(to_wire(message_type.spec, data))
 
 
 PLAIN_TOKEN = f"\0{USER}\0{PASSWORD}"
@@ -473,6 +481,8 @@ TABLE: tuple[Row, ...] = (
         60, "operations", ((C, CLUSTER_NAME, Op.DESCRIBE),), None,
         kafka=lambda w: (1, {"include_cluster_authorized_operations": True,
                               "endpoint_type": 1}),
+        msgpack=lambda w: _kafka_data(
+            ApiKey.DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": True}),
         refused_check=_cluster_operations(0),
         allowed_check=_cluster_operations(_bits(Op.DESCRIBE)),
         why="DescribeCluster: answered to anyone; its operations only with Describe",
@@ -592,6 +602,18 @@ TABLE: tuple[Row, ...] = (
             (OffsetFetchGroup(GROUP, (GroupPartition(TOPIC, 0),)),)),
     ),
     Row(
+        28, "read", ((G, GROUP, Op.READ), (T, TOPIC, Op.READ)), GROUP_AUTHORIZATION_FAILED,
+        kafka=lambda w: (4, {"transactional_id": "secret-txn", "group_id": GROUP,
+                              "producer_id": 0, "producer_epoch": 0, "generation_id": -1,
+                              "member_id": "", "group_instance_id": None, "topics": [
+                                  _partitions(TOPIC, committed_offset=0,
+                                              committed_metadata=None)]}),
+        msgpack=lambda w: _kafka_data(ApiKey.TXN_OFFSET_COMMIT, {
+            "transactional_id": "secret-txn", "group_id": GROUP, "producer_id": 0,
+            "producer_epoch": 0, "topics": [_partitions(TOPIC, committed_offset=0)]}),
+        why="TxnOffsetCommit: Read on the group, then on each topic (KafkaApis)",
+    ),
+    Row(
         ApiKey.OFFSET_DELETE, "delete", ((G, GROUP, Op.DELETE), (T, TOPIC, Op.READ)),
         GROUP_AUTHORIZATION_FAILED,
         kafka=lambda w: (0, {"group_id": GROUP, "topics": [_partitions(TOPIC)]}),
@@ -682,6 +704,8 @@ def msgpack_call(broker: RunningBroker, request: Message, auth: str) -> dict[str
 
 def _plain(value: Any) -> Any:
     """A msgpack response as the Kafka responses are decoded: dicts, lists and values."""
+    if isinstance(value, KafkaData):
+        return dict(value.data)  # Kafka's data already
     if dataclasses.is_dataclass(value):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, list | tuple):

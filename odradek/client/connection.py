@@ -21,7 +21,7 @@ from odradek.errors import (
     RequestTimedOutError,
     UnsupportedVersionError,
 )
-from odradek.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from odradek.protocol.frame import Frame, FrameDecoder
 from odradek.protocol.header import RequestHeader, ResponseHeader
@@ -43,6 +43,7 @@ class InFlightRequest(NamedTuple):
     correlation_id: int
     api_key: ApiKey
     future: asyncio.Future[Frame]
+    api_version: int = 0
 
 
 class Connection(asyncio.Protocol):
@@ -137,12 +138,12 @@ class Connection(asyncio.Protocol):
             raise RequestTimedOutError(message) from None
         finally:
             self._pending.pop(in_flight.correlation_id, None)
-        return decode_response(in_flight.api_key, frame)
+        return decode_response(in_flight.api_key, frame, in_flight.api_version)
 
     async def send_no_response(self, request: Message) -> None:
         """Send a request the broker does not answer (a Produce with ``acks`` 0)."""
         await self._writable()
-        self._write(request, ApiKey(request.api_key))
+        self._write(request, ApiKey(request.api_key), request.wire_version)
 
     async def close(self) -> None:
         """Close the socket; requests still waiting fail with NetworkError."""
@@ -166,30 +167,34 @@ class Connection(asyncio.Protocol):
     def _start(self, request: Message) -> InFlightRequest:
         """Write ``request`` and register it for its response, in one step: nothing is missed."""
         api_key = ApiKey(request.api_key)
-        correlation_id = self._write(request, api_key)
+        version = request.wire_version
+        correlation_id = self._write(request, api_key, version)
         future: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
         self._pending[correlation_id] = (future, api_key)
-        return InFlightRequest(correlation_id, api_key, future)
+        return InFlightRequest(correlation_id, api_key, future, version)
 
-    def _write(self, request: Message, api_key: ApiKey) -> int:
-        version = self._version_of(api_key)
+    def _write(self, request: Message, api_key: ApiKey, version: int) -> int:
+        self._check_served(api_key, version)
         header = RequestHeader(api_key, version, self._correlation_id(), self._client_id)
         self._transport.writelines(encode_request(header, request))
         return header.correlation_id
 
-    def _version_of(self, api_key: ApiKey) -> int:
-        """The highest version both sides speak; before the handshake, ours."""
-        ours = SUPPORTED_VERSIONS[api_key]
-        if not self._versions:
-            return ours[1]
-        theirs = self._versions.get(api_key, (0, -1))
-        version = min(ours[1], theirs[1])
-        if version < max(ours[0], theirs[0]):
+    def supports(self, api_key: ApiKey, version: int) -> bool:
+        """Whether the broker serves ``version`` of ``api_key`` (as its handshake said)."""
+        low, high = self._versions.get(api_key, (0, -1))
+        return low <= version <= high
+
+    def _check_served(self, api_key: ApiKey, version: int) -> None:
+        """UnsupportedVersionError unless the broker serves ``version`` of ``api_key`` (a
+        message's version is its own: each message class is one version of its API).
+        Before the handshake, anything goes."""
+        if self._versions and not self.supports(api_key, version):
+            low, high = self._versions.get(api_key, (0, -1))
+            served = f"v{low}..v{high}" if high >= 0 else "no version"
             raise UnsupportedVersionError(
                 f"the broker at {self.host}:{self.port} does not support {api_key.display_name} "
-                f"v{ours[0]}..v{ours[1]}"
+                f"v{version} (it serves {served})"
             )
-        return version
 
     def _correlation_id(self) -> int:
         correlation_id = self._next_correlation_id

@@ -29,6 +29,10 @@ class ApiKey(IntEnum):
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     SASL_AUTHENTICATE = 36
@@ -37,6 +41,10 @@ class ApiKey(IntEnum):
     OFFSET_DELETE = 47
     DESCRIBE_CLIENT_QUOTAS = 48
     ALTER_CLIENT_QUOTAS = 49
+    DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     DESCRIBE_TOPIC_PARTITIONS = 75
 
     @property
@@ -45,7 +53,12 @@ class ApiKey(IntEnum):
         return "".join(word.capitalize() for word in self.name.split("_"))
 
 
-SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {api_key: (0, 0) for api_key in ApiKey}
+SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
+    **{api_key: (0, 0) for api_key in ApiKey},
+    # v1 of these carries Kafka's request data (protocol/kafka_data.py), v0 odradek's own.
+    ApiKey.FIND_COORDINATOR: (0, 1),
+    ApiKey.INIT_PRODUCER_ID: (0, 1),
+}
 """``(min_version, max_version)`` of every API this protocol module encodes and decodes."""
 
 

@@ -38,6 +38,11 @@ from odradek.protocol.header import RequestHeader, ResponseHeader
 from odradek.protocol.heartbeat import HeartbeatRequest, HeartbeatResponse
 from odradek.protocol.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from odradek.protocol.join_group import JoinGroupRequest, JoinGroupResponse
+from odradek.protocol.kafka_data import (
+    KAFKA_DATA_VERSIONS,
+    kafka_data_request,
+    kafka_data_response,
+)
 from odradek.protocol.leave_group import LeaveGroupRequest, LeaveGroupResponse
 from odradek.protocol.list_groups import ListGroupsRequest, ListGroupsResponse
 from odradek.protocol.list_offsets import ListOffsetsRequest, ListOffsetsResponse
@@ -96,6 +101,8 @@ REQUEST_TYPES: dict[ApiKey, type[Message]] = {
         SaslAuthenticateRequest,
     )
 }
+"""odradek's own request message of each API (its v0), or its Kafka-data message (v0) for an
+API that has no other."""
 
 RESPONSE_TYPES: dict[ApiKey, type[Message]] = {
     cls.api_key: cls
@@ -131,13 +138,31 @@ RESPONSE_TYPES: dict[ApiKey, type[Message]] = {
     )
 }
 
+for _api_key, _version in KAFKA_DATA_VERSIONS:
+    if _version == 0:
+        REQUEST_TYPES[_api_key] = kafka_data_request(_api_key, 0)
+        RESPONSE_TYPES[_api_key] = kafka_data_response(_api_key, 0)
 
 _READABLE: dict[tuple[int, int], type[Message]] = {
-    (int(api_key), version): request_type
-    for api_key, request_type in REQUEST_TYPES.items()
-    for version in range(SUPPORTED_VERSIONS[api_key][0], SUPPORTED_VERSIONS[api_key][1] + 1)
+    **{(int(api_key), 0): request_type for api_key, request_type in REQUEST_TYPES.items()},
+    **{
+        (int(key), version): kafka_data_request(key, version)
+        for key, version in KAFKA_DATA_VERSIONS
+    },
 }
 """The request type of every supported API key and version, looked up in one step."""
+
+_RESPONSES: dict[tuple[int, int], type[Message]] = {
+    **{(int(api_key), 0): response_type for api_key, response_type in RESPONSE_TYPES.items()},
+    **{
+        (int(key), version): kafka_data_response(key, version)
+        for key, version in KAFKA_DATA_VERSIONS
+    },
+}
+assert all(
+    SUPPORTED_VERSIONS[ApiKey(key)][0] <= version <= SUPPORTED_VERSIONS[ApiKey(key)][1]
+    for key, version in _READABLE
+)
 
 
 def encode_request(header: RequestHeader, request: Message) -> list[Payload]:
@@ -163,12 +188,18 @@ def encode_response(header: ResponseHeader, response: Message | None = None) -> 
     return _encode(header, response)
 
 
-def decode_response(api_key: ApiKey, frame: Frame) -> Message:
-    """The body of a response to an ``api_key`` request; a request-level error is raised."""
+def response_type(api_key: int, api_version: int = 0) -> type[Message]:
+    """The response message of ``api_version`` of ``api_key``."""
+    return _RESPONSES[api_key, api_version]
+
+
+def decode_response(api_key: ApiKey, frame: Frame, api_version: int = 0) -> Message:
+    """The body of a response to an ``api_key`` request of ``api_version``; a request-level
+    error is raised."""
     header = ResponseHeader.from_header(frame.header)
     if header.error:
         raise error_for_code(header.error, header.message or "")
-    return RESPONSE_TYPES[api_key].from_header(frame.header, frame.payload)
+    return _RESPONSES[api_key, api_version].from_header(frame.header, frame.payload)
 
 
 def _encode(envelope: Message, body: Message | None) -> list[Payload]:

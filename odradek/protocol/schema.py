@@ -124,6 +124,8 @@ class Message:
     """
 
     api_key: ClassVar[int]
+    wire_version: ClassVar[int] = 0
+    """The version of its API this message is (the request header's ``v``)."""
 
     def to_header(self) -> dict[str, Any]:
         """This message's fields as a header map (Records fields as their sizes)."""

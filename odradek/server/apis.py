@@ -33,6 +33,7 @@ from odradek.server.authorization.api_authorization import ApiAuthorization
 from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.metrics.broker_metrics import BrokerMetrics
 from odradek.server.msgpack.groups import MsgpackGroupApis
+from odradek.server.msgpack.kafka_data import MsgpackKafkaData, by_version
 from odradek.server.msgpack.quotas import MsgpackQuotaApis
 from odradek.server.producer_id_manager import ProducerIdManager
 from odradek.server.quota.client_quotas import ClientQuotas
@@ -120,11 +121,24 @@ class ApiRouter:
             ApiKey.SASL_HANDSHAKE: self._sasl_handshake,
             ApiKey.SASL_AUTHENTICATE: self._sasl_authenticate,
         }
+        self._refused: frozenset[int] = frozenset()
+
+    def serve_kafka_data(self, kafka_data: MsgpackKafkaData) -> None:
+        """Answer the Kafka-data versions of the APIs that have them (protocol/kafka_data.py)
+        with ``kafka_data`` (the Kafka handlers, built over this router): for an API that
+        also has its own message (v0), by version."""
+        for api_key in kafka_data.api_keys():
+            own = self._handlers.get(api_key)
+            self._handlers[api_key] = (
+                kafka_data.handle if own is None else by_version(own, kafka_data)
+            )
+        self._refused = kafka_data.api_keys() - kafka_data.served_api_keys() - self._refused
 
     @property
     def served_api_keys(self) -> frozenset[int]:
-        """The API keys this router answers (odradek's protocol)."""
-        return frozenset(self._handlers)
+        """The API keys this router answers (odradek's protocol); not those it only refuses
+        (a Kafka-data API whose Kafka handler this broker does not have)."""
+        return frozenset(self._handlers) - self._refused
 
     def _restrictions_changed(self) -> None:
         quotas = self._quotas

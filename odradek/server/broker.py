@@ -47,6 +47,7 @@ from odradek.server.kafka.transactions import KafkaTransactionApis
 from odradek.server.metrics.broker_metrics import BrokerMetrics
 from odradek.server.msgpack.connection import MsgpackConnection
 from odradek.server.msgpack.groups import MsgpackGroupApis
+from odradek.server.msgpack.kafka_data import MsgpackKafkaData
 from odradek.server.msgpack.quotas import MsgpackQuotaApis
 from odradek.server.producer_id_manager import ProducerIdManager
 from odradek.server.quota.client_quota_admin import ClientQuotaAdmin
@@ -394,6 +395,7 @@ class Broker:
                 self.authorizer,
             ),
         )
+        apis.serve_kafka_data(MsgpackKafkaData(kafka_handler.handlers))
         return apis, kafka_handler
 
     def _partition_exists(self, tp: TopicPartition) -> bool:

@@ -42,6 +42,8 @@ DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
 # Transactions.
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 24, 25, 26
 DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
+# The group side of transactions.
+TXN_OFFSET_COMMIT = 28
 
 ADVERTISED: dict[int, ApiRange] = {
     r.api_key: r
@@ -90,6 +92,8 @@ ADVERTISED: dict[int, ApiRange] = {
         ApiRange(END_TXN, "EndTxn", 0, 5, 0),
         ApiRange(DESCRIBE_TRANSACTIONS, "DescribeTransactions", 0, 0, 0),
         ApiRange(LIST_TRANSACTIONS, "ListTransactions", 0, 2, 0),
+        # The group side of transactions: Kafka 4.4 serves v0-6, kio knows v0-5.
+        ApiRange(TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 5, 0),
     )
 }
 

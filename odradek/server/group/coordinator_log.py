@@ -8,6 +8,12 @@ A group lives in partition ``abs(hashCode(group_id)) % offsets.topic.num.partiti
 topic, as in Kafka. Writes go through the partition's append queue and group commit: a write
 is done only once fsync'ed, so an acknowledged commit survives any crash. The topic is created
 the first time a group needs it (as Kafka does), compacted, with Kafka's settings.
+
+A transaction's offsets (TxnOffsetCommit) are the same OffsetCommit records in a batch that
+carries the transactional flag and the producer's id and epoch, as Kafka's coordinator writes
+them; the COMMIT or ABORT marker the transaction coordinator later appends to the partition
+decides whether they count. Loading hands both to the coordinator: each record with the
+producer id of its batch, and each marker.
 """
 
 from __future__ import annotations
@@ -31,7 +37,9 @@ from odradek.errors import (
     UnknownTopicOrPartitionError,
 )
 from odradek.protocol.produce import Acks
+from odradek.record.control_record import ControlRecordType
 from odradek.record.memory_records import MemoryRecords
+from odradek.record.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from odradek.record.record_batch_builder import RecordBatchBuilder
 from odradek.server.group.coordinator_records import (
     GroupMetadataKey,
@@ -78,13 +86,32 @@ def partition_for(group_id: str, num_partitions: int) -> int:
     return (java_string_hash(group_id) & 0x7FFFFFFF) % num_partitions
 
 
+TRANSACTIONAL_BASE_SEQUENCE = 0
+"""The base sequence of a transactional coordinator batch (Kafka's coordinator writes 0; the
+log does not check a coordinator's sequences)."""
+
+
 @dataclass(frozen=True)
 class LoadedRecord:
-    """One record read back: its key, value (None for a tombstone) and offset in the topic."""
+    """One record read back: its key, value (None for a tombstone) and offset in the topic;
+    ``producer_id`` is the transaction's producer for a record of a transactional batch
+    (a TxnOffsetCommit), NO_PRODUCER_ID otherwise."""
 
     key: OffsetCommitKey | GroupMetadataKey
     value: OffsetCommitValue | GroupMetadataValue | None
     offset: int
+    producer_id: int = NO_PRODUCER_ID
+
+
+@dataclass(frozen=True)
+class LoadedMarker:
+    """A COMMIT or ABORT marker read back: it ends ``producer_id``'s transaction in the
+    partition (``partition``) it was read from."""
+
+    producer_id: int
+    committed: bool
+    offset: int
+    partition: int
 
 
 @dataclass(frozen=True)
@@ -142,16 +169,30 @@ class CoordinatorLog:
     # --- writes ------------------------------------------------------------------------------
 
     async def append(
-        self, group_id: str, records: Iterable[tuple[bytes, bytes | None]]
+        self,
+        group_id: str,
+        records: Iterable[tuple[bytes, bytes | None]],
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
     ) -> list[int]:
         """Append ``(key, value)`` records for ``group_id`` as one batch and wait until it is
-        fsync'ed; the offsets the records got. Raises a KafkaError (REQUEST_TIMED_OUT after
-        ``offsets.commit.timeout.ms``, KAFKA_STORAGE_ERROR ...) when it is not durable."""
+        fsync'ed; the offsets the records got. With a ``producer_id`` the batch is
+        transactional, that producer's (a TxnOffsetCommit). Raises a KafkaError
+        (REQUEST_TIMED_OUT after ``offsets.commit.timeout.ms``, KAFKA_STORAGE_ERROR,
+        INVALID_PRODUCER_EPOCH for a fenced producer ...) when it is not durable."""
         await self.ensure_topic()
         partition = self._replica_manager.partition(
             GROUP_METADATA_TOPIC_NAME, self.partition_for(group_id)
         )
-        builder = RecordBatchBuilder()
+        if producer_id == NO_PRODUCER_ID:
+            builder = RecordBatchBuilder()
+        else:
+            builder = RecordBatchBuilder(
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                base_sequence=TRANSACTIONAL_BASE_SEQUENCE,
+                is_transactional=True,
+            )
         now = self._clock.milliseconds()
         for key, value in records:
             builder.append(now, key, value)
@@ -170,10 +211,15 @@ class CoordinatorLog:
         return list(range(info.first_offset, info.last_offset + 1))
 
     async def append_offset_commits(
-        self, group_id: str, offsets: Sequence[tuple[TopicPartition, OffsetAndMetadata]]
+        self,
+        group_id: str,
+        offsets: Sequence[tuple[TopicPartition, OffsetAndMetadata]],
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
     ) -> list[int]:
         """Append an OffsetCommit record for each of ``offsets``, durably; the offsets the
-        records got (the OffsetMetadataManager applies them)."""
+        records got (the OffsetMetadataManager applies them). With a ``producer_id``, in a
+        transactional batch of that producer (its TxnOffsetCommit)."""
         records: list[tuple[bytes, bytes | None]] = [
             (
                 OffsetCommitKey(group_id, tp.topic, tp.partition).to_bytes(),
@@ -183,7 +229,7 @@ class CoordinatorLog:
             )
             for tp, value in offsets
         ]
-        return await self.append(group_id, records)
+        return await self.append(group_id, records, producer_id, producer_epoch)
 
     async def append_tombstones(
         self, group_id: str, partitions: Sequence[TopicPartition], group_too: bool = False
@@ -227,9 +273,10 @@ class CoordinatorLog:
 
     # --- loading -----------------------------------------------------------------------------
 
-    def load(self) -> Iterator[LoadedRecord]:
-        """Every record of the topic, partition by partition, in log order. Blocking: run it
-        on a thread at start-up. Records that do not decode are logged and skipped."""
+    def load(self) -> Iterator[LoadedRecord | LoadedMarker]:
+        """Every record and transaction marker of the topic, partition by partition, in log
+        order. Blocking: run it on a thread at start-up. Records that do not decode are
+        logged and skipped."""
         started = time.monotonic()
         count = 0
         partitions = self._log_manager.partitions(GROUP_METADATA_TOPIC_NAME)
@@ -244,7 +291,9 @@ class CoordinatorLog:
                 yield record
         self.load_summary = LoadSummary(len(partitions), count, time.monotonic() - started)
 
-    def _read_all(self, log: UnifiedLog, tp: TopicPartition) -> Iterator[LoadedRecord]:
+    def _read_all(
+        self, log: UnifiedLog, tp: TopicPartition
+    ) -> Iterator[LoadedRecord | LoadedMarker]:
         offset = log.log_start_offset
         end = log.log_end_offset
         buffer_size = self._config.offsets_load_buffer_size
@@ -256,13 +305,19 @@ class CoordinatorLog:
             moved = False
             for batch in MemoryRecords(data).batches():
                 if batch.is_control:
+                    for record in batch.records():
+                        if record.offset >= offset:
+                            marker = _marker(tp, batch.producer_id, record.key, record.offset)
+                            if marker is not None:
+                                yield marker
                     offset = batch.next_offset
                     moved = True
                     continue
+                producer_id = batch.producer_id if batch.is_transactional else NO_PRODUCER_ID
                 for record in batch.records():
                     if record.offset < offset or record.key is None:
                         continue
-                    loaded = _decode(tp, record.key, record.value, record.offset)
+                    loaded = _decode(tp, record.key, record.value, record.offset, producer_id)
                     if loaded is not None:
                         yield loaded
                 offset = batch.next_offset
@@ -274,18 +329,32 @@ class CoordinatorLog:
 
 
 def _decode(
-    tp: TopicPartition, key: bytes, value: bytes | None, offset: int
+    tp: TopicPartition, key: bytes, value: bytes | None, offset: int, producer_id: int
 ) -> LoadedRecord | None:
     try:
         parsed = parse_key(key)
         if value is None:
-            return LoadedRecord(parsed, None, offset)
+            return LoadedRecord(parsed, None, offset, producer_id)
         if isinstance(parsed, OffsetCommitKey):
-            return LoadedRecord(parsed, OffsetCommitValue.from_bytes(value), offset)
-        return LoadedRecord(parsed, GroupMetadataValue.from_bytes(value), offset)
+            return LoadedRecord(parsed, OffsetCommitValue.from_bytes(value), offset, producer_id)
+        return LoadedRecord(parsed, GroupMetadataValue.from_bytes(value), offset, producer_id)
     except CorruptRecordError as error:
         logger.warning("[%s] skipping the record at offset %d: %s", tp, offset, error)
         return None
+
+
+def _marker(
+    tp: TopicPartition, producer_id: int, key: bytes | None, offset: int
+) -> LoadedMarker | None:
+    """The COMMIT or ABORT a control record says; None for any other control type."""
+    try:
+        control_type = ControlRecordType.of_key(key)
+    except CorruptRecordError as error:
+        logger.warning("[%s] skipping the control record at offset %d: %s", tp, offset, error)
+        return None
+    if control_type not in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+        return None
+    return LoadedMarker(producer_id, control_type is ControlRecordType.COMMIT, offset, tp.partition)
 
 
 def create_offsets_topic(create_topic: CreateTopic, config: BrokerConfig) -> None:

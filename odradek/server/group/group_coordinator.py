@@ -5,7 +5,9 @@ It validates group ids, as Kafka's service does, and hands each request to the m
 owns it, as Kafka 4 splits them: membership (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
 ListGroups, DescribeGroups) to the GroupMetadataManager, whose ClassicGroupRebalancer runs
 the rebalances; committed offsets (OffsetCommit, OffsetFetch, OffsetDelete, retention) to
-the OffsetMetadataManager; DeleteGroups takes both. At start-up it replays the records of
+the OffsetMetadataManager; DeleteGroups takes both. TxnOffsetCommit writes a transaction's
+offsets, which the transaction coordinator settles through :meth:`handle_transaction_completion`
+once its marker is written. At start-up it replays the records and transaction markers of
 ``__consumer_offsets`` (read through the CoordinatorLog) into the two managers. Methods
 take plain arguments under Kafka's field names and return the values of
 :mod:`coordinator_results`, so any wire protocol can call them.
@@ -16,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 from odradek.clock import Clock
 from odradek.config.broker_config import BrokerConfig
@@ -31,6 +33,7 @@ from odradek.server.group.classic_group_rebalancer import ClassicGroupRebalancer
 from odradek.server.group.coordinator_log import (
     GROUP_METADATA_TOPIC_NAME,
     CoordinatorLog,
+    LoadedMarker,
     LoadedRecord,
     coordinator_error,
 )
@@ -65,6 +68,15 @@ from odradek.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
+TransactionVerifier = Callable[
+    [str, int, int, Sequence[TopicPartition], bool],
+    Awaitable[Mapping[TopicPartition, KafkaError | None]],
+]
+"""The transaction coordinator's check that a partition is part of a producer's ongoing
+transaction, adding it when asked (KIP-890): ``(transactional_id, producer_id,
+producer_epoch, partitions, implicit_add)`` to an error or None per partition (the
+``TransactionCoordinator.verify_or_add_partitions`` of the transaction coordinator)."""
+
 
 def check_group_id(group_id: str, allow_empty: bool) -> None:
     """Kafka refuses an empty group id for membership APIs; odradek also refuses ids whose
@@ -88,8 +100,13 @@ class GroupCoordinator:
         log_manager: LogManager,
         metrics: GroupCoordinatorMetrics,
         clock: Clock,
+        verify_transaction: TransactionVerifier | None = None,
     ) -> None:
+        """``verify_transaction``: how a TxnOffsetCommit's ``__consumer_offsets`` partition is
+        checked against (or added to) the producer's transaction before its offsets are
+        written; None while no transaction coordinator runs (nothing is checked then)."""
         self._log = log
+        self.verify_transaction = verify_transaction
         self._metrics = metrics
         self._clock = clock
         self._tasks = CoordinatorTasks()
@@ -112,12 +129,12 @@ class GroupCoordinator:
                 self._replay(record, partitions)
             except KafkaError as error:  # e.g. a topic name no topic may have
                 logger.warning(
-                    "group %s: skipping the record at offset %d: %s",
-                    record.key.group,
+                    "skipping the record at offset %d of %s: %s",
                     record.offset,
+                    GROUP_METADATA_TOPIC_NAME,
                     error,
                 )
-        self._groups.drop_unused_after_load()
+        self._groups.drop_unused_after_load(self._offsets.has_open_transactions)
         groups = self._groups.groups()
         offsets = sum(len(group.offsets) for group in groups)
         summary = self._log.load_summary
@@ -134,13 +151,22 @@ class GroupCoordinator:
             )
 
     def _replay(
-        self, record: LoadedRecord, partitions: dict[tuple[str, int], TopicPartition]
+        self,
+        record: LoadedRecord | LoadedMarker,
+        partitions: dict[tuple[str, int], TopicPartition],
     ) -> None:
-        """One record to the manager that owns its kind (Kafka's shard ``replay``)."""
+        """One record to the manager that owns its kind (Kafka's shard ``replay``); a
+        transaction marker settles the transaction's pending offsets (Kafka's
+        ``replayEndTransactionMarker``)."""
+        if isinstance(record, LoadedMarker):
+            self._offsets.replay_end_transaction_marker(
+                record.producer_id, record.committed, record.partition
+            )
+            return
         key, value = record.key, record.value
         if isinstance(key, OffsetCommitKey):
             assert value is None or isinstance(value, OffsetCommitValue)
-            self._offsets.replay(key, value, record.offset, partitions)
+            self._offsets.replay(key, value, record.offset, partitions, record.producer_id)
         else:
             assert value is None or isinstance(value, GroupMetadataValue)
             self._groups.replay(key, value)
@@ -271,14 +297,82 @@ class GroupCoordinator:
         )
 
     def fetch_offsets(
-        self, group_id: str, partitions: Sequence[tuple[str, int]] | None
+        self,
+        group_id: str,
+        partitions: Sequence[tuple[str, int]] | None,
+        require_stable: bool = False,
     ) -> OffsetFetchGroupResult:
-        """The committed offsets of ``partitions`` (all the group has when None)."""
+        """The committed offsets of ``partitions`` (all the group has when None); with
+        ``require_stable``, UNSTABLE_OFFSET_COMMIT for those a transaction holds (KIP-447)."""
         try:
             check_group_id(group_id, allow_empty=True)
         except KafkaError as error:
             return OffsetFetchGroupResult(group_id, ErrorInfo.of(error))
-        return self._offsets.fetch_offsets(group_id, partitions)
+        return self._offsets.fetch_offsets(group_id, partitions, require_stable)
+
+    # --- transactions ------------------------------------------------------------------------
+
+    async def commit_transactional_offsets(
+        self,
+        transactional_id: str,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: Sequence[OffsetCommitEntry],
+        implicit_add: bool = False,
+    ) -> tuple[PartitionResult, ...]:
+        """TxnOffsetCommit: the group's ``__consumer_offsets`` partition must be part of the
+        producer's transaction (AddOffsetsToTxn; with ``implicit_add``, TxnOffsetCommit v5+,
+        it is added now, KIP-890); then ``offsets`` are written in the producer's
+        transactional batch and held pending until the transaction ends."""
+        try:
+            check_group_id(group_id, allow_empty=False)
+            await self._verify_transaction(
+                transactional_id, group_id, producer_id, producer_epoch, implicit_add
+            )
+        except KafkaError as error:
+            info = ErrorInfo.of(coordinator_error(error))
+            return tuple(PartitionResult(o.topic, o.partition, info) for o in offsets)
+        return await self._offsets.commit_transactional_offsets(
+            group_id,
+            producer_id,
+            producer_epoch,
+            generation_id,
+            member_id,
+            group_instance_id,
+            offsets,
+        )
+
+    async def _verify_transaction(
+        self,
+        transactional_id: str,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        implicit_add: bool,
+    ) -> None:
+        if self.verify_transaction is None:
+            return
+        await self._log.ensure_topic()
+        tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, self._log.partition_for(group_id))
+        errors = await self.verify_transaction(
+            transactional_id, producer_id, producer_epoch, (tp,), implicit_add
+        )
+        error = errors.get(tp)
+        if error is not None:
+            raise error
+
+    def handle_transaction_completion(
+        self, producer_id: int, offsets_partitions: set[int], committed: bool
+    ) -> None:
+        """The transaction coordinator wrote ``producer_id``'s COMMIT or ABORT marker to
+        ``offsets_partitions`` of ``__consumer_offsets``: the transaction's pending offsets
+        of the groups there become committed, or are dropped (Kafka's
+        ``scheduleHandleTxnCompletion``). On the loop."""
+        self._offsets.complete_transaction(producer_id, offsets_partitions, committed)
 
     async def delete_offsets(
         self, group_id: str, partitions: Sequence[tuple[str, int]]
@@ -327,8 +421,12 @@ class GroupCoordinator:
                         f"group {group_id} is {group.state.value} with {len(group.members)} members"
                     )
                 group.transition_to(GroupState.DEAD, self._clock.milliseconds())
+                # Kafka's deleteAllOffsets: the committed offsets and those transactions
+                # hold, one tombstone each, so a later COMMIT brings none of them back.
+                pending = self._offsets.pending_partitions(group_id) - set(group.offsets)
+                gone = list(group.offsets) + sorted(pending)
                 try:
-                    await self._offsets.remove_offsets(group, list(group.offsets), group_too=True)
+                    await self._offsets.remove_offsets(group, gone, group_too=True)
                 except KafkaError:
                     group.state = GroupState.EMPTY
                     raise

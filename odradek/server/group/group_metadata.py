@@ -129,17 +129,23 @@ class GroupMetadata:
         return member
 
     def validate_offset_commit(
-        self, generation_id: int, member_id: str, group_instance_id: str | None
+        self,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        is_transactional: bool = False,
     ) -> MemberMetadata | None:
         """Whether a commit may be made now (Kafka's classic ``validateOffsetCommit``): the
         committing member, or None for a commit from outside group management (generation
-        -1, no member id), accepted while the group is Empty."""
+        -1, no member id), accepted while the group is Empty. A transactional commit
+        (TxnOffsetCommit) naming no member is accepted in any state (its versions before 3
+        name none), and is not refused while the group completes a rebalance."""
         if self.is_in(GroupState.DEAD):
             raise CoordinatorNotAvailableError(f"group {self.group_id} is being deleted")
         if generation_id < 0 and self.is_in(GroupState.EMPTY):
             return None
         if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id:
-            if self.is_in(GroupState.COMPLETING_REBALANCE):
+            if not is_transactional and self.is_in(GroupState.COMPLETING_REBALANCE):
                 raise RebalanceInProgressError(f"group {self.group_id} is rebalancing")
             member = self.validate_member(member_id, group_instance_id)
             if generation_id != self.generation_id:
@@ -148,6 +154,8 @@ class GroupMetadata:
                     f"generation {self.generation_id}"
                 )
             return member
+        if is_transactional:
+            return None
         raise UnknownMemberIdError(
             f"group {self.group_id} has members: a commit without membership is refused"
         )

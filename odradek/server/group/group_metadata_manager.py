@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from odradek.clock import Clock
 from odradek.config.broker_config import BrokerConfig
@@ -132,12 +132,16 @@ class GroupMetadataManager:
             group = GroupMetadata.from_record(key.group, value, offsets, self._clock.milliseconds())
         self._groups[key.group] = group
 
-    def drop_unused_after_load(self) -> None:
-        """Forget the groups the records left without members, offsets or generation."""
+    def drop_unused_after_load(self, has_open_transactions: Callable[[str], bool]) -> None:
+        """Forget the groups the records left without members, offsets or generation (and
+        without offsets an open transaction holds)."""
         self._groups = {
             group_id: group
             for group_id, group in self._groups.items()
-            if group.members or group.offsets or group.generation_id > 0
+            if group.members
+            or group.offsets
+            or group.generation_id > 0
+            or has_open_transactions(group_id)
         }
 
     def startup(self) -> None:

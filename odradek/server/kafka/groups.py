@@ -1,14 +1,15 @@
 """KafkaGroupApis: the consumer-group APIs of Kafka's protocol (FindCoordinator,
-JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
-DescribeGroups, DeleteGroups, OffsetDelete), answered by the GroupCoordinator.
+JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, TxnOffsetCommit, OffsetFetch,
+ListGroups, DescribeGroups, DeleteGroups, OffsetDelete), answered by the GroupCoordinator.
 
 Each is authorized as Kafka's KafkaApis does before the coordinator sees it: FindCoordinator
 (group keys) and DescribeGroups and OffsetFetch need Describe on the group; JoinGroup,
-SyncGroup, Heartbeat, LeaveGroup and OffsetCommit need Read on it (OffsetCommit also Read on
-each topic, OffsetFetch Describe on each); DeleteGroups and OffsetDelete need Delete on it
-(OffsetDelete also Read on each topic). ListGroups lists the groups the principal may describe
-(all of them with Describe on the cluster). A refusal is GROUP_AUTHORIZATION_FAILED (or
-TOPIC_AUTHORIZATION_FAILED for a topic), audit-logged by the Authorizer.
+SyncGroup, Heartbeat, LeaveGroup, OffsetCommit and TxnOffsetCommit need Read on it (the
+two commits also Read on each topic, OffsetFetch Describe on each); DeleteGroups and
+OffsetDelete need Delete on it (OffsetDelete also Read on each topic). ListGroups lists the
+groups the principal may describe (all of them with Describe on the cluster). A refusal is
+GROUP_AUTHORIZATION_FAILED (or TOPIC_AUTHORIZATION_FAILED for a topic), audit-logged by the
+Authorizer.
 
 Each handler reads the request's fields by their kio names, calls the coordinator the msgpack
 protocol's handlers call, and writes the fields of the response version asked for: fields a
@@ -43,6 +44,7 @@ FIRST_BATCHED_LEAVE = 3  # LeaveGroup v3+: members[]
 FIRST_OFFSET_FETCH_GROUP_ERROR = 2  # OffsetFetch v2+: a top-level error_code
 FIRST_OFFSET_FETCH_GROUPS = 8  # OffsetFetch v8+: groups[]
 FIRST_NULLABLE_PROTOCOL_NAME = 7  # JoinGroup v7+
+FIRST_IMPLICIT_TXN_OFFSETS = 5  # TxnOffsetCommit v5+: transaction version 2 (KIP-890)
 READ, DESCRIBE, DELETE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE
 
 
@@ -76,6 +78,7 @@ class KafkaGroupApis:
             apis.HEARTBEAT: self._heartbeat,
             apis.LEAVE_GROUP: self._leave_group,
             apis.OFFSET_COMMIT: self._offset_commit,
+            apis.TXN_OFFSET_COMMIT: self._txn_offset_commit,
             apis.OFFSET_FETCH: self._offset_fetch,
             apis.LIST_GROUPS: self._list_groups,
             apis.DESCRIBE_GROUPS: self._describe_groups,
@@ -281,15 +284,68 @@ class KafkaGroupApis:
         )
         return {"topics": _partition_errors(topics, results)}
 
+    async def _txn_offset_commit(self, request: KafkaRequest, context: RequestContext) -> dict:
+        """A transaction's offsets (KIP-98; KIP-447's generation, member and instance id from
+        v3), answered once durable and held pending until the transaction ends. Without Read
+        on the group every partition is refused; partitions of a topic it may not read are
+        refused alone (Kafka's ``handleTxnOffsetCommitRequest``)."""
+        body = request.body
+        topics = body["topics"]
+        denial = self._authorization.group_denial(context, READ, body["group_id"])
+        if denial is not None:
+            return {"topics": _refused_partitions(topics, {t["name"]: denial for t in topics})}
+        implicit_add = request.api_version >= FIRST_IMPLICIT_TXN_OFFSETS
+        denials = self._authorization.topic_denials(context, READ, (t["name"] for t in topics))
+        allowed = [t for t in topics if t["name"] not in denials]
+        answered = await self._txn_offset_commit_authorized(body, allowed, implicit_add)
+        return {"topics": _merge_refused(topics, answered, denials)}
+
+    async def _txn_offset_commit_authorized(
+        self, body: dict[str, Any], topics: list[dict[str, Any]], implicit_add: bool
+    ) -> list[dict[str, Any]]:
+        if not topics:
+            return []
+        results = await self._coordinator.commit_transactional_offsets(
+            body["transactional_id"],
+            body["group_id"],
+            body["producer_id"],
+            body["producer_epoch"],
+            body.get("generation_id", -1),
+            body.get("member_id", ""),
+            body.get("group_instance_id"),
+            [
+                OffsetCommitEntry(
+                    topic["name"],
+                    p["partition_index"],
+                    p["committed_offset"],
+                    p.get("committed_leader_epoch", -1),
+                    p["committed_metadata"],
+                )
+                for topic in topics
+                for p in topic["partitions"]
+            ],
+            implicit_add,
+        )
+        return _partition_errors(topics, results)
+
     async def _offset_fetch(self, request: KafkaRequest, context: RequestContext) -> dict:
+        """``require_stable`` (v7+): a partition a transaction holds an offset for is answered
+        UNSTABLE_OFFSET_COMMIT (KIP-447)."""
         body = request.body
         version = request.api_version
+        stable = bool(body.get("require_stable", False))
         if version >= FIRST_OFFSET_FETCH_GROUPS:
-            return {"groups": [self._fetch_group(g, version, context) for g in body["groups"]]}
-        return self._fetch_group(body, version, context)
+            return {
+                "groups": [self._fetch_group(g, version, context, stable) for g in body["groups"]]
+            }
+        return self._fetch_group(body, version, context, stable)
 
     def _fetch_group(
-        self, group: dict[str, Any], version: int, context: RequestContext
+        self,
+        group: dict[str, Any],
+        version: int,
+        context: RequestContext,
+        require_stable: bool = False,
     ) -> dict[str, Any]:
         """One group's committed offsets, by topic; ``topics`` null (v2+) asks for every
         partition the group has an offset for (those of topics the principal may not
@@ -325,7 +381,7 @@ class KafkaGroupApis:
         if wanted is not None:
             denials = self._authorization.topic_denials(context, DESCRIBE, (t for t, _ in wanted))
             wanted = [(t, index) for t, index in wanted if t not in denials]
-        result = self._coordinator.fetch_offsets(group["group_id"], wanted)
+        result = self._coordinator.fetch_offsets(group["group_id"], wanted, require_stable)
         found = result.partitions
         if topics is None and self._authorization.authorizer.enabled:
             found = [p for p in found if self._authorization.may_describe_topic(context, p.topic)]

@@ -18,8 +18,9 @@ from __future__ import annotations
 import dataclasses
 import struct
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
+from types import MappingProxyType
 from typing import Any
 
 from odradek.config.broker_config import BrokerConfig
@@ -179,6 +180,12 @@ class KafkaRequestHandler:
     def served_api_keys(self) -> frozenset[int]:
         """The API keys this router answers (Kafka's protocol)."""
         return frozenset(self._handlers)
+
+    @property
+    def handlers(self) -> Mapping[int, KafkaHandler]:
+        """The handler of each API served (read-only): what answers the msgpack protocol's
+        Kafka-data requests too (server/msgpack/kafka_data.py)."""
+        return MappingProxyType(self._handlers)
 
     # --- decoding ----------------------------------------------------------------------------
 
