@@ -39,7 +39,9 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * <li>{@code send-async NAME TOPIC PARTITION VALUE}: one record, not waited for (its
  *     outcome is not printed): {@code {"step":"send-async","name":..}}</li>
  * <li>{@code end-offsets TOPIC ISOLATION}: a consumer's endOffsets with isolation.level
- *     ISOLATION (read_committed: the last stable offset), one line per partition:
+ *     ISOLATION (read_committed: the last stable offset), once they hold still (the same
+ *     answer twice, 200 ms apart, 10 s at most: a transaction's markers are written after
+ *     EndTxn is answered, on Kafka too), one line per partition:
  *     {@code {"step":"end-offsets","topic":..,"partition":P,"offset":O}}</li>
  * <li>{@code sleep MS}: {@code {"step":"sleep"}}</li>
  * </ul>
@@ -157,12 +159,30 @@ final class TransactionScript {
             }
             partitions.sort((a, b) -> Integer.compare(a.partition(), b.partition()));
             Map<TopicPartition, Long> ends = consumer.endOffsets(partitions, Duration.ofSeconds(60));
+            long deadline = System.currentTimeMillis() + 10000;
+            while (System.currentTimeMillis() < deadline) {
+                sleep(200);
+                Map<TopicPartition, Long> again = consumer.endOffsets(partitions, Duration.ofSeconds(60));
+                if (again.equals(ends)) {
+                    break;
+                }
+                ends = again;
+            }
             for (TopicPartition tp : partitions) {
                 out.println("{\"step\":\"end-offsets\",\"topic\":" + KafkaHarness.json(topic)
                         + ",\"partition\":" + tp.partition() + ",\"isolation\":" + KafkaHarness.json(isolation)
                         + ",\"offset\":" + ends.get(tp) + "}");
             }
             out.flush();
+        }
+    }
+
+    private static void sleep(long millis) {
+        try {
+            Thread.sleep(millis);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException(e);
         }
     }
 
