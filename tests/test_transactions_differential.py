@@ -161,15 +161,28 @@ def test_odradek_answers_the_workload_as_kafka_does(
     kafka_seen, kafka_files, _ = kafka_run
     with started("odradek", tmp_path_factory.mktemp("txn-diff-odradek")) as odradek:
         seen = run_workload(odradek)
-        assert seen["acknowledged"] == kafka_seen["acknowledged"]
-        assert seen["lso"] == kafka_seen["lso"], "the LSO, step by step"
-        assert seen["read_committed"] == kafka_seen["read_committed"]
-        assert seen["read_uncommitted"] == kafka_seen["read_uncommitted"]
         files = dumped(odradek.log_dir)
-    txnindex = {name: lines for name, lines in files.items() if name.endswith(".txnindex")}
-    kafka_txnindex = {n: lines for n, lines in kafka_files.items() if n.endswith(".txnindex")}
-    assert txnindex == kafka_txnindex, "the aborted transactions DumpLogSegments reads"
-    assert files == kafka_files, "batches and control records as DumpLogSegments reads them"
+    differences = [
+        f"{aspect}: {differ(seen[aspect], kafka_seen[aspect])}"
+        for aspect in ("acknowledged", "lso", "read_committed", "read_uncommitted")
+        if seen[aspect] != kafka_seen[aspect]
+    ] + [
+        f"DumpLogSegments {name}: {differ(files.get(name), kafka_files.get(name))}"
+        for name in sorted(set(files) | set(kafka_files))
+        if files.get(name) != kafka_files.get(name)
+    ]
+    assert not differences, "odradek vs Kafka:\n" + "\n".join(differences)
+
+
+def differ(odradek: list | None, kafka: list | None) -> str:
+    """The first difference of two lists, and what only one of them has."""
+    if odradek is None or kafka is None:
+        return f"odradek {odradek!r} / Kafka {kafka!r}"
+    at = next((i for i, (a, b) in enumerate(zip(odradek, kafka)) if a != b), None)
+    first = "" if at is None else f"first at {at}: odradek {odradek[at]!r} / Kafka {kafka[at]!r}; "
+    only_odradek = [x for x in odradek if x not in kafka][:4]
+    only_kafka = [x for x in kafka if x not in odradek][:4]
+    return f"{first}only odradek {only_odradek}; only Kafka {only_kafka}"
 
 
 def test_odradek_serves_kafkas_log_directory_read_committed(kafka_run, tmp_path: Path) -> None:
