@@ -18,48 +18,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 from kafka_helpers import create_topic
-from transaction_targets import Target, target  # noqa: F401
+from transaction_targets import Target, module_target, read_all  # noqa: F401
 
 pytestmark = [pytest.mark.reference_kafka, pytest.mark.slow]
 
 COPY_PROCESS = Path(__file__).parent / "transactional_copy_process.py"
-
-
-def read_all(
-    bootstrap: str, topic: str, partitions: int, isolation: str
-) -> dict[int, list[tuple[int, bytes]]]:
-    """partition -> [(offset, value)] from the start to the end each partition has for
-    ``isolation`` (read_committed: its last stable offset), as librdkafka hands them over."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "txn-reader",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "isolation.level": isolation,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    found: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
-    at_end: set[int] = set()
-    deadline = time.monotonic() + 60
-    try:
-        while len(at_end) < partitions:
-            assert time.monotonic() < deadline, f"{topic}: no end reached in 60 s: {found}"
-            message = consumer.poll(0.2)
-            if message is None:
-                continue
-            if message.error():
-                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-                at_end.add(message.partition())
-                continue
-            at_end.discard(message.partition())
-            found[message.partition()].append((message.offset(), message.value()))
-    finally:
-        consumer.close()
-    return {p: records for p, records in found.items() if records}
 
 
 def test_librdkafka_commit_and_abort_read_committed(target: Target) -> None:

@@ -178,7 +178,7 @@ def differ(odradek: list | None, kafka: list | None) -> str:
     """The first difference of two lists, and what only one of them has."""
     if odradek is None or kafka is None:
         return f"odradek {odradek!r} / Kafka {kafka!r}"
-    at = next((i for i, (a, b) in enumerate(zip(odradek, kafka)) if a != b), None)
+    at = next((i for i, (a, b) in enumerate(zip(odradek, kafka, strict=False)) if a != b), None)
     first = "" if at is None else f"first at {at}: odradek {odradek[at]!r} / Kafka {kafka[at]!r}; "
     only_odradek = [x for x in odradek if x not in kafka][:4]
     only_kafka = [x for x in kafka if x not in odradek][:4]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 from kafka_reference import JavaClient, TopicSpec, harness_classpath
-from transaction_targets import Target, end_offsets, errors, script, target  # noqa: F401
+from transaction_targets import Target, end_offsets, errors, module_target, script  # noqa: F401
 
 pytestmark = [pytest.mark.reference_kafka, pytest.mark.slow]
 

@@ -10,15 +10,16 @@ Both run with the coordinator's timed-out-transaction check every second (Kafka'
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 from kafka_reference import HARNESS_MAIN, ReferenceBroker, harness_classpath
 from process_helpers import await_dead
 from serve_process import ServeProcess
@@ -109,8 +110,8 @@ def started(name: str, state_dir: Path, **extra: str) -> Iterator[Target]:
         target.stop()
 
 
-@pytest.fixture(scope="module", params=TARGETS)
-def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+@pytest.fixture(scope="module", params=TARGETS, name="target")
+def module_target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     """The module's broker, once per kind."""
     harness_classpath()  # skips (fails in CI) before a broker starts when Java is missing
     with started(request.param, tmp_path_factory.mktemp(f"txn-{request.param}")) as running:
@@ -155,5 +156,36 @@ def end_offsets(answers: list[dict]) -> list[dict[int, int]]:
     return found
 
 
-def copy_tree(source: Path, destination: Path) -> None:
-    shutil.copytree(source, destination, dirs_exist_ok=True)
+def read_all(
+    bootstrap: str, topic: str, partitions: int, isolation: str
+) -> dict[int, list[tuple[int, bytes]]]:
+    """partition -> [(offset, value)] from the start to the end each partition has for
+    ``isolation`` (read_committed: its last stable offset), as librdkafka hands them over."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "txn-reader",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": isolation,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    found: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+    at_end: set[int] = set()
+    deadline = time.monotonic() + 60
+    try:
+        while len(at_end) < partitions:
+            assert time.monotonic() < deadline, f"{topic}: no end reached in 60 s: {found}"
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            if message.error():
+                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+                at_end.add(message.partition())
+                continue
+            at_end.discard(message.partition())
+            found[message.partition()].append((message.offset(), message.value()))
+    finally:
+        consumer.close()
+    return {p: records for p, records in found.items() if records}
