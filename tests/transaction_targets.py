@@ -157,9 +157,9 @@ def end_offsets(answers: list[dict]) -> list[dict[int, int]]:
 
 
 def read_all(
-    bootstrap: str, topic: str, partitions: int, isolation: str
-) -> dict[int, list[tuple[int, bytes]]]:
-    """partition -> [(offset, value)] from the start to the end each partition has for
+    bootstrap: str, topic: str, partitions: int, isolation: str, keyed: bool = False
+) -> dict[int, list[tuple]]:
+    """partition -> [(offset, value)] (``keyed``: [(key, value)]) from the start to the end each partition has for
     ``isolation`` (read_committed: its last stable offset), as librdkafka hands them over."""
     consumer = Consumer(
         {
@@ -185,7 +185,8 @@ def read_all(
                 at_end.add(message.partition())
                 continue
             at_end.discard(message.partition())
-            found[message.partition()].append((message.offset(), message.value()))
+            first = message.key() if keyed else message.offset()
+            found[message.partition()].append((first, message.value()))
     finally:
         consumer.close()
     return {p: records for p, records in found.items() if records}
