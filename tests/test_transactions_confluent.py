@@ -95,19 +95,24 @@ def test_consume_transform_produce_copies_each_record_once_across_kills(target: 
         producer.produce("ctp-in", b"in-%d" % n, partition=n % 2)
     assert producer.flush(60) == 0
     rng = random.Random(31)
-    for round_ in range(kills + 1):
+    for round_ in range(kills):
         copier = CopyProcess(target, seed=round_)
         # Killed after a random number of its commits, a random moment into the next one.
         wanted = rng.randint(2, 8)
         deadline = time.monotonic() + 90
-        done = lambda: read_count(target) >= inputs  # noqa: E731
-        while copier.commits < wanted and not (round_ == kills and done()):
+        while copier.commits < wanted:
             assert copier.process.poll() is None, f"the copier failed:\n{copier.failure()}"
             assert time.monotonic() < deadline, f"round {round_}: {copier.commits} commits in 90 s"
-            time.sleep(0.05 if round_ < kills else 0.5)
-        if round_ < kills:
-            time.sleep(rng.uniform(0, 0.3))
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0, 0.3))
         copier.kill()
+    copier = CopyProcess(target, seed=kills)  # the last one runs until every input is copied
+    deadline = time.monotonic() + 120
+    while read_count(target) < inputs:
+        assert copier.process.poll() is None, f"the copier failed:\n{copier.failure()}"
+        assert time.monotonic() < deadline, f"{read_count(target)} of {inputs} copied in 120 s"
+        time.sleep(0.5)
+    copier.kill()
 
     committed = read_all(target.bootstrap, "ctp-out", 2, "read_committed")
     copies = [value for records in committed.values() for _, value in records]
