@@ -161,3 +161,25 @@ def test_the_coordinator_aborts_a_transaction_past_its_timeout(target: Target) -
     assert end_offsets(answers) == [{0: 0}, {0: 2}, {0: 4}], "aborted by the coordinator"
     assert read(target, topic, "read_committed") == {0: [(2, b"next-0")]}
     assert read(target, topic, "read_uncommitted") == {0: [(0, b"late-0"), (2, b"next-0")]}
+
+
+def test_pipelined_transactions_commit_every_record(target: Target) -> None:
+    """30 transactions of 10 records sent without waiting (linger.ms=0: up to five Produce
+    requests in flight, each transaction's first batch racing the previous one's markers)."""
+    topic = "java-pipelined"
+    create(target, topic, partitions=1)
+    steps: list[tuple[str, ...]] = [
+        ("open", "txn", "transactional.id=java-pipelined", "linger.ms=0")
+    ]
+    for number in range(30):
+        steps.append(("begin", "txn"))
+        steps += [("send-async", "txn", topic, "0", f"{number}-{n}") for n in range(10)]
+        steps.append(("commit", "txn"))
+    steps.append(("end-offsets", topic, "read_committed"))
+    answers = script(target.bootstrap, steps)
+
+    failed = [answer for answer in answers if answer.get("error")]
+    assert not failed, failed[:3]
+    assert end_offsets(answers) == [{0: 330}], "300 records and 30 COMMIT markers"
+    values = [value for _, value in read(target, topic, "read_committed")[0]]
+    assert values == [f"{t}-{n}".encode() for t in range(30) for n in range(10)]
