@@ -197,6 +197,19 @@ class UnstableOffsetCommitError(KafkaError):
     code, error_name, retriable = 88, "UNSTABLE_OFFSET_COMMIT", True
 
 
+class InvalidTxnStateError(KafkaError):
+    """A producer wrote outside its transaction's rules, e.g. a non-transactional batch while
+    its transaction is open in the partition."""
+
+    code, error_name = 48, "INVALID_TXN_STATE"
+
+
+class TransactionCoordinatorFencedError(KafkaError):
+    """A transaction marker from a coordinator epoch older than one the partition saw."""
+
+    code, error_name = 52, "TRANSACTION_COORDINATOR_FENCED"
+
+
 class ThrottlingQuotaExceededError(KafkaError):
     """More topic creations than a limit allows now (Kafka's controller mutation quota)."""
 
@@ -355,10 +368,6 @@ class NotEnoughReplicasError(KafkaError):
     code, error_name, retriable = 19, "NOT_ENOUGH_REPLICAS", True
 
 
-class InvalidTxnStateError(KafkaError):
-    code, error_name = 48, "INVALID_TXN_STATE"
-
-
 class InvalidProducerIdMappingError(KafkaError):
     code, error_name = 49, "INVALID_PRODUCER_ID_MAPPING"
 
@@ -369,10 +378,6 @@ class InvalidTransactionTimeoutError(KafkaError):
 
 class ConcurrentTransactionsError(KafkaError):
     code, error_name, retriable = 51, "CONCURRENT_TRANSACTIONS", True
-
-
-class TransactionCoordinatorFencedError(KafkaError):
-    code, error_name = 52, "TRANSACTION_COORDINATOR_FENCED"
 
 
 class TransactionalIdAuthorizationFailedError(KafkaError):
@@ -425,6 +430,8 @@ _BY_CODE: dict[int, type[KafkaError]] = {
         InvalidRecordError,
         ProducerFencedError,
         UnstableOffsetCommitError,
+        InvalidTxnStateError,
+        TransactionCoordinatorFencedError,
         ThrottlingQuotaExceededError,
         OffsetMetadataTooLargeError,
         CoordinatorLoadInProgressError,
@@ -458,11 +465,9 @@ _BY_CODE: dict[int, type[KafkaError]] = {
         DuplicateResourceError,
         RebootstrapRequiredError,
         NotEnoughReplicasError,
-        InvalidTxnStateError,
         InvalidProducerIdMappingError,
         InvalidTransactionTimeoutError,
         ConcurrentTransactionsError,
-        TransactionCoordinatorFencedError,
         TransactionalIdAuthorizationFailedError,
         OperationNotAttemptedError,
         TransactionalIdNotFoundError,

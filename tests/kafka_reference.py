@@ -14,7 +14,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -105,12 +105,16 @@ class TopicSpec:
 class ProducerRun:
     """What one producer sends: ``batches`` with a flush after each (each is then one or more
     batches on disk); with ``transactions``, batch i is one transaction ended by
-    ``transactions[i]``, "commit" or "abort" (an abort flushes first)."""
+    ``transactions[i]``, "commit", "abort" (an abort flushes first) or "halt" (the JVM stops
+    with the transaction open, as a crashed producer; last only). ``group_offsets[i]``, when
+    given, is what transaction i sends with sendOffsetsToTransaction: a group and its
+    offsets by (topic, partition)."""
 
     topic: str
     batches: Sequence[Sequence[ProducedRecord]]
     properties: dict[str, str] = field(default_factory=dict)
     transactions: Sequence[str] = ()
+    group_offsets: Sequence[tuple[str, Mapping[tuple[str, int], int]] | None] = ()
 
 
 @dataclass(frozen=True)
@@ -169,6 +173,10 @@ class JavaClient:
                 if run.transactions:
                     lines.append("begin")
                 lines += [_record_line(record) for record in batch]
+                if number < len(run.group_offsets) and run.group_offsets[number] is not None:
+                    group, offsets = run.group_offsets[number]
+                    fields = [str(f) for (t, p), o in offsets.items() for f in (t, p, o)]
+                    lines.append("\t".join(["offsets", group, *fields]))
                 lines.append(run.transactions[number] if run.transactions else "flush")
         acks = iter(self._run("produce", [], "\n".join(lines) + "\n"))
         results = []

@@ -89,3 +89,40 @@ def open_log(
         # flush) run before it closes, not against a closed log.
         scheduler.shutdown(run_pending_one_offs=True)
         log.close()
+
+
+def read_committed(log: UnifiedLog, start: int | None = None) -> list[Record]:
+    """Every record a read_committed consumer gets from ``start`` (default: log start) up to
+    the last stable offset, as Kafka's consumer applies the aborted transactions a fetch
+    lists: a producer's transactional batches are dropped from an aborted transaction's first
+    offset until its ABORT marker; control batches are never returned."""
+    from odradek.record.control_record import EndTransactionMarker
+    from odradek.storage.fetch_data_info import FetchIsolation
+
+    offset = log.log_start_offset if start is None else start
+    listed: set[tuple[int, int]] = set()
+    pending: list[tuple[int, int]] = []  # (first_offset, producer_id), not yet reached
+    aborting: set[int] = set()
+    out: list[Record] = []
+    while offset < log.last_stable_offset:
+        info = log.read(offset, 1 << 20, FetchIsolation.TXN_COMMITTED)
+        assert info.aborted_transactions is not None
+        for aborted in info.aborted_transactions:
+            if (aborted.producer_id, aborted.first_offset) not in listed:
+                listed.add((aborted.producer_id, aborted.first_offset))
+                pending.append((aborted.first_offset, aborted.producer_id))
+        pending.sort()
+        batches = list(MemoryRecords(info.records.read_bytes()).batches()) if info.records else []
+        if not batches:
+            break
+        for batch in batches:
+            while pending and pending[0][0] <= batch.last_offset:
+                aborting.add(pending.pop(0)[1])
+            if batch.is_control:
+                marker = EndTransactionMarker.from_record(next(iter(batch.records())))
+                if not marker.committed:
+                    aborting.discard(batch.producer_id)
+            elif not (batch.is_transactional and batch.producer_id in aborting):
+                out.extend(r for r in batch.records() if r.offset >= offset)
+            offset = max(offset, batch.next_offset)
+    return out

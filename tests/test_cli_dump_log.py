@@ -638,3 +638,27 @@ def test_producer_snapshots_and_the_leader_epoch_checkpoint_are_dumped(tmp_path:
     snapshot.write_bytes(snapshot.read_bytes()[:-1] + b"\x00")
     result = dump(str(snapshot))
     assert result.exit_code == 1 and "CRC mismatch" in result.stderr
+
+
+def test_a_transaction_index_is_dumped_as_kafka_prints_it_and_a_torn_tail_reported(
+    tmp_path: Path,
+) -> None:
+    from odradek.storage.transaction_index import AbortedTxn, TransactionIndex
+
+    path = names.transaction_index_file(tmp_path, 100)
+    index = TransactionIndex(100, path)
+    index.append(AbortedTxn(7, 100, 109, 110))
+    index.append(AbortedTxn(2**40, 105, 130, 106))
+
+    result = dump(str(path))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[1:3] == [
+        "version: 0 producerId: 7 firstOffset: 100 lastOffset: 109 lastStableOffset: 110",
+        f"version: 0 producerId: {2**40} firstOffset: 105 lastOffset: 130 lastStableOffset: 106",
+    ]
+
+    path.write_bytes(path.read_bytes()[:-3])
+    result = dump("--json", str(path))
+    assert result.exit_code == 1
+    assert [e["producerId"] for e in json_lines(result, "entry")] == [7]
+    assert "31 trailing bytes at byte 34 are not a whole entry" in result.stderr

@@ -40,6 +40,30 @@ def test_older_offset_commit_values_are_read() -> None:
     assert OffsetCommitValue.from_bytes(v0) == OffsetCommitValue(7, -1, "", 100)
 
 
+def test_kafka_4_flexible_values_are_read() -> None:
+    """OffsetCommitValue and GroupMetadataValue v4 (Kafka 4.4 writes them): compact strings,
+    arrays and bytes, tagged fields (an unknown one is passed over)."""
+    tagged = b"\x01" + b"\x05" + b"\x02" + b"ab"  # one field: tag 5, two bytes
+    v4 = struct.pack(">hqi", 4, 7, 3) + b"\x03md" + struct.pack(">q", 100) + tagged
+    assert OffsetCommitValue.from_bytes(v4) == OffsetCommitValue(7, 3, "md", 100)
+    member = (
+        b"\x02m" + b"\x00" + b"\x02c" + b"\x02h" + struct.pack(">ii", 300, 100)
+        + b"\x03sb" + b"\x02a" + b"\x00"
+    )  # fmt: skip
+    group = (
+        struct.pack(">h", 4) + b"\x09consumer" + struct.pack(">i", 2) + b"\x06range"
+        + b"\x02m" + struct.pack(">q", 55) + b"\x02" + member + tagged
+    )  # fmt: skip
+    assert GroupMetadataValue.from_bytes(group) == GroupMetadataValue(
+        "consumer",
+        2,
+        "range",
+        "m",
+        55,
+        (MemberMetadataValue("m", None, "c", "h", 300, 100, b"sb", b"a"),),
+    )
+
+
 def test_group_metadata_round_trips() -> None:
     member = MemberMetadataValue("m", "i", "c", "/h", 30000, 10000, b"sub", b"asg")
     value = GroupMetadataValue("consumer", 3, "range", "m", 1234, (member,))

@@ -13,32 +13,37 @@ OffsetDelete or the group's deletion) drops the pending offsets before it.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from group_helpers import commit, create_topic, group_broker, join, sync
-from kafka_helpers import kafka_call
+from kafka_helpers import HasBootstrap, kafka_call
 from server_helpers import RunningBroker
 
 from odradek.record.control_record import ControlRecordType, EndTransactionMarker
 from odradek.record.memory_records import MemoryRecords
 from odradek.record.record_batch_builder import RecordBatchBuilder
 from odradek.server.group.coordinator_records import OffsetCommitKey, OffsetCommitValue
+from odradek.server.transaction.transaction_marker import TransactionMarker
+from odradek.topic_partition import TopicPartition
 
 OFFSETS = {"offsets.topic.num.partitions": "1"}
 """One ``__consumer_offsets`` partition: every group is in partition 0."""
-OFFSET_FETCH, TXN_OFFSET_COMMIT, DELETE_GROUPS = 9, 28, 42
+OFFSET_FETCH, TXN_OFFSET_COMMIT, DELETE_GROUPS, OFFSET_DELETE = 9, 28, 42, 47
 UNSTABLE_OFFSET_COMMIT, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, INVALID_GROUP_ID = 88, 22, 25, 24
-UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE = 3, 12
+UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE, INVALID_PRODUCER_EPOCH = 3, 12, 47
 COMMITTED, ABORTED, OPEN, LATE = 1000, 1001, 1002, 1003
 """The producer ids of the transactions written into the log."""
 
 
 def offset_fetch(
-    broker: RunningBroker, group: str, partitions: dict[str, list[int]], stable: bool
+    target: str | HasBootstrap, group: str, partitions: dict[str, list[int]], stable: bool
 ) -> dict[tuple[str, int], tuple[int, int]]:
-    """OffsetFetch v8 for ``partitions``: (committed offset, error code) of each."""
+    """OffsetFetch v8 for ``partitions`` (from any broker): (committed offset, error code) of
+    each."""
     response = kafka_call(
-        broker,
+        target,
         OFFSET_FETCH,
         8,
         {
@@ -71,8 +76,10 @@ def txn_offset_commit(
     generation_id: int = -1,
     member_id: str = "",
     metadata: str | None = None,
+    epoch: int = 0,
 ) -> dict[tuple[str, int], int]:
-    """TxnOffsetCommit of ``offsets`` for producer 7 epoch 0: each partition's error code."""
+    """TxnOffsetCommit of ``offsets`` for producer 7 at ``epoch``: each partition's error
+    code."""
     topics: dict[str, list[dict]] = {}
     for (topic, partition), offset in offsets.items():
         topics.setdefault(topic, []).append(
@@ -90,7 +97,7 @@ def txn_offset_commit(
             "transactional_id": "txn",
             "group_id": group,
             "producer_id": 7,
-            "producer_epoch": 0,
+            "producer_epoch": epoch,
             "generation_id": generation_id,
             "member_id": member_id,
             "group_instance_id": None,
@@ -255,8 +262,126 @@ def test_deleting_the_group_drops_its_pending_transactional_offsets(tmp_path: Pa
         }
 
 
+def _end_transaction(broker: RunningBroker, producer_id: int, epoch: int, commit: bool) -> None:
+    """What the transaction coordinator does at EndTxn for ``__consumer_offsets``: the marker
+    through ReplicaManager.write_transaction_markers, then handle_transaction_completion."""
+    marker = TransactionMarker(
+        producer_id, epoch, 0, commit, (TopicPartition("__consumer_offsets", 0),)
+    )
+    written = broker.loop_thread.run(
+        broker.broker.replica_manager.write_transaction_markers([marker]), timeout=30
+    )
+    assert set(written.values()) == {None}, written
+    _on_loop(
+        broker,
+        lambda: broker.broker.group_coordinator.handle_transaction_completion(
+            producer_id, {0}, commit
+        ),
+    )
+
+
+@contextmanager
+def unchecked_broker(tmp_path: Path) -> Iterator[RunningBroker]:
+    """A broker whose group coordinator takes producer 7's TxnOffsetCommits without asking the
+    transaction coordinator (these tests write producer 7's transactions by hand; the check
+    itself is tested with the coordinator, in test_kafka_transaction_versions.py)."""
+    with group_broker(tmp_path, OFFSETS) as broker:
+        broker.broker.group_coordinator.verify_transaction = None
+        yield broker
+
+
+def test_txn_offset_commit_is_pending_until_its_marker_and_replays_after_restart(
+    tmp_path: Path,
+) -> None:
+    wanted = {"t": [0, 1]}
+    with unchecked_broker(tmp_path) as broker, broker.connect() as client:
+        create_topic(client, "t", 2)
+        # Two commits in one transaction (v4, then v5 of transaction version 2).
+        assert txn_offset_commit(broker, "g", {("t", 0): 5}) == {("t", 0): 0}
+        assert txn_offset_commit(broker, "g", {("t", 1): 6}, version=5) == {("t", 1): 0}
+        assert offset_fetch(broker, "g", wanted, stable=False) == {
+            ("t", 0): (-1, 0),
+            ("t", 1): (-1, 0),
+        }
+        assert offset_fetch(broker, "g", wanted, stable=True) == {
+            ("t", 0): (-1, UNSTABLE_OFFSET_COMMIT),
+            ("t", 1): (-1, UNSTABLE_OFFSET_COMMIT),
+        }
+        _end_transaction(broker, 7, 0, commit=True)
+        assert offset_fetch(broker, "g", wanted, stable=True) == {
+            ("t", 0): (5, 0),
+            ("t", 1): (6, 0),
+        }
+        # The next transaction of the producer is aborted: nothing of it shows.
+        assert txn_offset_commit(broker, "g", {("t", 0): 50, ("t", 1): 60}) == {
+            ("t", 0): 0,
+            ("t", 1): 0,
+        }
+        _end_transaction(broker, 7, 0, commit=False)
+        assert offset_fetch(broker, "g", wanted, stable=True) == {
+            ("t", 0): (5, 0),
+            ("t", 1): (6, 0),
+        }
+        # A third one stays open across the restart.
+        assert txn_offset_commit(broker, "g", {("t", 1): 9}) == {("t", 1): 0}
+    with unchecked_broker(tmp_path) as broker:
+        assert offset_fetch(broker, "g", wanted, stable=True) == {
+            ("t", 0): (5, 0),
+            ("t", 1): (-1, UNSTABLE_OFFSET_COMMIT),
+        }
+        _end_transaction(broker, 7, 0, commit=True)
+        assert offset_fetch(broker, "g", wanted, stable=True) == {
+            ("t", 0): (5, 0),
+            ("t", 1): (9, 0),
+        }
+
+
+def test_each_transaction_at_its_bumped_epoch_and_a_fenced_producer_refused(
+    tmp_path: Path,
+) -> None:
+    """Transaction version 2 (KIP-890): the markers end each transaction at the next epoch,
+    which the producer's next transaction uses; a commit at an older epoch is the fenced
+    producer's (INVALID_PRODUCER_EPOCH) and leaves nothing pending."""
+    wanted = {"t": [0, 1]}
+    with unchecked_broker(tmp_path) as broker, broker.connect() as client:
+        create_topic(client, "t", 2)
+        for epoch, offset in [(0, 5), (1, 8)]:
+            for partition in (0, 1):
+                assert txn_offset_commit(
+                    broker, "g", {("t", partition): offset + partition}, 5, epoch=epoch
+                ) == {("t", partition): 0}
+            _end_transaction(broker, 7, epoch + 1, commit=True)
+        assert txn_offset_commit(broker, "g", {("t", 0): 99}, 5, epoch=1) == {
+            ("t", 0): INVALID_PRODUCER_EPOCH
+        }
+        assert offset_fetch(broker, "g", wanted, stable=True) == {
+            ("t", 0): (8, 0),
+            ("t", 1): (9, 0),
+        }
+
+
+def test_offset_delete_drops_a_pending_transactional_offset(tmp_path: Path) -> None:
+    """Kafka's OffsetDelete writes a tombstone for a partition a transaction holds an offset
+    for even when none is committed: the transaction's COMMIT then brings nothing back."""
+    with unchecked_broker(tmp_path) as broker, broker.connect() as client:
+        create_topic(client, "t", 2)
+        assert txn_offset_commit(broker, "g", {("t", 1): 6}) == {("t", 1): 0}
+        deleted = kafka_call(
+            broker,
+            OFFSET_DELETE,
+            0,
+            {"group_id": "g", "topics": [{"name": "t", "partitions": [{"partition_index": 1}]}]},
+        )
+        assert deleted["error_code"] == 0, deleted
+        assert offset_fetch(broker, "g", {"t": [1]}, stable=True) == {("t", 1): (-1, 0)}
+        _end_transaction(broker, 7, 0, commit=True)
+        assert offset_fetch(broker, "g", {"t": [1]}, stable=True) == {("t", 1): (-1, 0)}
+    with unchecked_broker(tmp_path) as broker:
+        assert offset_fetch(broker, "g", {"t": [1]}, stable=True) == {("t", 1): (-1, 0)}
+
+
 def test_txn_offset_commit_checks_group_member_and_partitions_as_kafka(tmp_path: Path) -> None:
-    with group_broker(tmp_path, OFFSETS) as broker, broker.connect() as client:
+    with unchecked_broker(tmp_path) as broker, broker.connect() as client:
         create_topic(client, "t", 1)
         # No such group: a generation >= 0 is over (ILLEGAL_GENERATION).
         assert txn_offset_commit(broker, "none", {("t", 0): 1}, generation_id=3) == {

@@ -374,7 +374,11 @@ def _hand_fetch(version: int, data: memoryview) -> tuple:
 
     request = read_fetch_request(data, 0, version)
     fetch = request.fetch
-    assert fetch.isolation is IsolationLevel.HIGH_WATERMARK  # (no transactions yet)
+    assert fetch.isolation is (
+        IsolationLevel.TXN_COMMITTED
+        if request.isolation_level == 1
+        else IsolationLevel.HIGH_WATERMARK
+    )
     return (
         fetch.max_wait_ms,
         fetch.min_bytes,

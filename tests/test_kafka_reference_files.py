@@ -30,23 +30,27 @@ from pathlib import Path
 
 import pytest
 from cleaner_helpers import CLEANER, clean_fully
+from kafka_helpers import kafka_call
 from kafka_reference import (
+    HARNESS_MAIN,
     JavaClient,
     ProducedRecord,
     ProducerRun,
     ReferenceBroker,
     StoredRecord,
     TopicSpec,
+    _record_line,
     harness_classpath,
     kafka_classpath,
     run_java,
 )
-from log_helpers import open_log
+from log_helpers import open_log, read_committed
 from serve_process import ServeProcess
 
 from odradek.cli.bytes_display import json_bytes, json_headers
 from odradek.client import Consumer
 from odradek.client.producer import Producer
+from odradek.clock import MockClock
 from odradek.config.broker_config import BrokerConfig
 from odradek.config.log_config import LogConfig
 from odradek.record.compression import CompressionType
@@ -1167,3 +1171,214 @@ def test_kafkas_dump_log_segments_reads_odradeks_transaction_markers(tmp_path: P
         ("ABORT", "6"),
     ]
     assert "isvalid: false" not in output
+
+
+# --- transactions: read_committed, the LSO, .txnindex and snapshots, both ways ------------------
+
+
+def _committed_sent(kafka_written: KafkaWritten) -> list[tuple[int, bytes | None, bytes | None]]:
+    """The transactional topic's records of committed transactions (batch i of the run is
+    transaction i: commit, abort, commit, ...), as (offset, key, value)."""
+    sent = kafka_written.sent["transactional"]
+    sizes = [len(batch) for batch in sample_batches(13, batches=12)]
+    kept = []
+    for number, size in enumerate(sizes):
+        start = sum(sizes[:number])
+        if number % 3 != 1:
+            kept += [(r.offset, r.key, r.value) for r in sent[start : start + size]]
+    return kept
+
+
+@pytest.mark.parametrize("which", COPIES)
+def test_odradek_serves_read_committed_on_kafkas_files(
+    kafka_written: KafkaWritten, which: str, tmp_path: Path
+) -> None:
+    """On Kafka's transactional partition (stopped cleanly, or copied while it ran: then
+    recovered), a read_committed reader of odradek gets the committed transactions' records
+    and none of the aborted ones, from Kafka's own .txnindex files; every transaction ended,
+    so the LSO is the log end."""
+    copy = tmp_path / "data"
+    shutil.copytree(_copy(kafka_written, which), copy)
+    manager = LogManager(BrokerConfig(log_dirs=(str(copy),), broker_id=1))
+    manager.startup()
+    try:
+        log = manager.get_log(TopicPartition("transactional", 0))
+        log.update_high_watermark(log.log_end_offset)
+        assert log.first_unstable_offset is None
+        assert log.last_stable_offset == log.high_watermark == log.log_end_offset
+        served = [(r.offset, r.key, r.value) for r in read_committed(log)]
+        assert served == _committed_sent(kafka_written)
+        assert len(log.collect_aborted_transactions(0, log.log_end_offset)) == 4
+    finally:
+        manager.shutdown()
+
+
+def test_odradek_rebuilds_kafkas_transaction_indexes_byte_for_byte(
+    kafka_written: KafkaWritten, tmp_path: Path
+) -> None:
+    """Kafka's transactional partition without its .txnindex files and producer snapshots
+    (a crash before they were written): odradek's recovery rebuilds every .txnindex from the
+    markers in the log, the same files with the same bytes."""
+    source = kafka_written.log_dir / "transactional-0"
+    kafkas = {path.name: path.read_bytes() for path in source.glob("*.txnindex")}
+    assert kafkas
+    directory = tmp_path / "transactional-0"
+    shutil.copytree(source, directory)
+    for path in [*directory.glob("*.txnindex"), *directory.glob("*.snapshot")]:
+        path.unlink()
+    with open_log(directory, recovery_point=0) as log:
+        assert log.first_unstable_offset is None
+    rebuilt = {path.name: path.read_bytes() for path in directory.glob("*.txnindex")}
+    assert rebuilt == kafkas
+
+
+def test_odradek_appending_kafkas_transactions_writes_kafkas_txnindex_entries(
+    kafka_written: KafkaWritten, tmp_path: Path
+) -> None:
+    """Kafka's transactional batches appended to an odradek log as a producer sends them, and
+    its markers as the coordinator writes them (same producer and coordinator epochs): the
+    aborted transactions odradek's .txnindex records are Kafka's, entry for entry, and the LSO
+    follows each transaction."""
+    source = kafka_written.log_dir / "transactional-0"
+    kafkas = [
+        entry
+        for path in sorted(source.glob("*.txnindex"))
+        for entry in TransactionIndex(offset_from_file_name(path.name), path).all_aborted_txns()
+    ]
+    directory = tmp_path / "replayed-0"
+    directory.mkdir()
+    batches = [
+        batch
+        for path in sorted(source.glob("*.log"))
+        for batch in MemoryRecords(path.read_bytes()).batches()
+    ]
+    clock = MockClock(batches[0].max_timestamp)
+    any_time = LogConfig(
+        message_timestamp_before_max_ms=2**62, message_timestamp_after_max_ms=2**62
+    )
+    with open_log(directory, any_time, clock=clock) as log:
+        for batch in batches:
+            assert log.log_end_offset == batch.base_offset
+            if batch.is_control:
+                marker = EndTransactionMarker.from_record(next(iter(batch.records())))
+                assert log.first_unstable_offset is not None
+                log.append_end_txn_marker(
+                    batch.producer_id,
+                    batch.producer_epoch,
+                    marker.coordinator_epoch,
+                    marker.committed,
+                )
+            else:
+                assert batch.is_transactional
+                log.append(batch.to_bytes())
+                assert log.first_unstable_offset is not None
+            log.update_high_watermark(log.log_end_offset)
+        assert log.first_unstable_offset is None
+        replayed = [
+            entry for s in log.segments.values() for entry in s.txn_index.all_aborted_txns()
+        ]
+    assert replayed == kafkas
+
+
+def test_kafkas_dump_log_segments_reads_an_open_transaction_in_odradeks_snapshot(
+    tmp_path: Path,
+) -> None:
+    """A snapshot odradek wrote with one producer's transaction open and another's ended by a
+    marker: Kafka reads the first one's currentTxnFirstOffset and the other's coordinator
+    epoch, as its own snapshots carry them."""
+    directory = tmp_path / "open-0"
+    directory.mkdir()
+
+    def transactional(pid: int, seq: int) -> bytes:
+        return build_batch(
+            [(BASE_TIMESTAMP, b"k", b"v", ())],
+            producer_id=pid,
+            producer_epoch=2,
+            base_sequence=seq,
+            is_transactional=True,
+        )
+
+    with open_log(directory, clock=MockClock(BASE_TIMESTAMP)) as log:
+        log.append(build_batch([(BASE_TIMESTAMP, b"k", b"plain", ())]))
+        log.append(transactional(7, 0))  # 1: stays open
+        log.append(transactional(8, 0))  # 2
+        log.append_end_txn_marker(8, 2, 5, committed=True)  # 3
+        log.append(transactional(7, 1))  # 4
+        log.update_high_watermark(log.log_end_offset)
+        assert log.last_stable_offset == 1
+    (snapshot,) = directory.glob("*.snapshot")
+    rows = {}
+    for line in _kafka_dump("--files", str(snapshot)).splitlines()[1:]:
+        entry = _DUMPED_SNAPSHOT_ENTRY.match(line)
+        assert entry is not None, line
+        pid, epoch, coordinator, txn_first = (int(v) for v in entry.groups(default="-1")[:4])
+        rows[pid] = (epoch, coordinator, txn_first)
+    assert rows == {7: (2, -1, 1), 8: (2, 5, -1)}
+
+
+def _latest(bootstrap: str, isolation_level: int) -> int:
+    body = {
+        "replica_id": -1,
+        "isolation_level": isolation_level,
+        "topics": [{"name": "open-tx", "partitions": [{"partition_index": 0, "timestamp": -1}]}],
+    }
+    answer = kafka_call(bootstrap, 2, 7, body)["topics"][0]["partitions"][0]
+    assert answer["error_code"] == 0, answer
+    return answer["offset"]
+
+
+def test_odradek_on_kafkas_files_with_an_open_transaction_answers_kafkas_lso(
+    tmp_path: Path,
+) -> None:
+    """A transaction left open on the reference Kafka (its producer gone, its timeout far):
+    Kafka's LSO stays at its first offset. Loaded by odradek from Kafka's files, after a clean
+    stop (the open transaction in Kafka's snapshot) and as copied while Kafka ran (rebuilt
+    from the log), the partition answers the same LSO and high watermark, and DescribeProducers'
+    rows name the open transaction's first offset."""
+    broker = ReferenceBroker.start(tmp_path / "kafka")
+    try:
+        classpath = harness_classpath()
+        client = JavaClient(classpath, broker.bootstrap)
+        client.create_topics(TopicSpec("open-tx"))
+        line = _record_line(ProducedRecord(b"k", b"v", partition=0))
+        client.produce(
+            ProducerRun("open-tx", [[ProducedRecord(b"k", b"v", partition=0)] * 3],
+                        {"transactional.id": "committer"}, ["commit"]),
+            ProducerRun("open-tx", [[ProducedRecord(b"k", b"p", partition=0)] * 2]),
+        )  # fmt: skip
+        # A producer that began a transaction and is still there: its JVM waits on stdin.
+        left_open = subprocess.Popen(
+            ["java", "-Xmx256m", "-cp", classpath, HARNESS_MAIN, "produce",
+             "--bootstrap", broker.bootstrap],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            left_open.stdin.write(
+                "producer\topen-tx\ttransactional.id=left-open\ttransaction.timeout.ms=600000\n"
+                f"begin\n{line}\n{line}\nflush\n"
+            )
+            left_open.stdin.flush()
+            acks = [left_open.stdout.readline() for _ in range(2)]
+            assert all(ack.startswith("{") for ack in acks), acks
+            kafka_lso, kafka_hw = _latest(broker.bootstrap, 1), _latest(broker.bootstrap, 0)
+            assert (kafka_lso, kafka_hw) == (6, 8)
+            live = tmp_path / "live"
+            _copy_while_running(broker.log_dir, live)
+        finally:
+            left_open.kill()  # gone without ending its transaction
+            left_open.wait(timeout=30)
+    finally:
+        broker.stop()
+    stopped = tmp_path / "stopped"
+    shutil.copytree(broker.log_dir, stopped)
+    for copy in (stopped, live):
+        manager = LogManager(BrokerConfig(log_dirs=(str(copy),), broker_id=1))
+        manager.startup()
+        try:
+            log = manager.get_log(TopicPartition("open-tx", 0))
+            log.update_high_watermark(log.log_end_offset)
+            assert (log.last_stable_offset, log.high_watermark) == (kafka_lso, kafka_hw), copy
+            open_starts = [p.current_txn_start_offset for p in log.active_producers()]
+            assert sorted(open_starts) == [-1, -1, kafka_lso], copy
+        finally:
+            manager.shutdown()

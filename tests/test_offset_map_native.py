@@ -82,6 +82,8 @@ _batch = st.tuples(
     st.sampled_from([CompressionType.NONE] * 3 + [CompressionType.GZIP, CompressionType.LZ4]),
     st.integers(-2, 3),  # gap before the batch; below 0, offsets that come again
     st.sampled_from([None, None, 1000, 2000]),  # its delete horizon
+    st.sampled_from(["plain"] * 3 + ["transactional", "control"]),  # both walks stop at the
+    # last two (the cleaner follows the transactions in Python)
 )
 # Cleaning times before, at and past those horizons.
 _now = st.sampled_from([0, 999, 1000, 2000, 5000])
@@ -91,7 +93,9 @@ def _chunk(batches) -> tuple[bytes, list[bytes]]:
     """The batches laid end to end at increasing offsets, some records with headers."""
     offset = 0
     parts = []
-    for records, codec, gap, *horizon in batches:
+    for records, codec, gap, *rest in batches:
+        horizon = rest[0] if rest else None
+        kind = rest[1] if len(rest) > 1 else "plain"
         offset = max(0, offset + gap)
         built = build_batch(
             [
@@ -99,7 +103,12 @@ def _chunk(batches) -> tuple[bytes, list[bytes]]:
                 for i, (key, value) in enumerate(records)
             ],
             compression=codec,
-            delete_horizon_ms=horizon[0] if horizon else None,
+            delete_horizon_ms=horizon,
+            producer_id=-1 if kind == "plain" else 7,
+            producer_epoch=-1 if kind == "plain" else 0,
+            base_sequence=-1 if kind == "plain" else 0,
+            is_transactional=kind != "plain",
+            is_control=kind == "control",
         )
         parts.append(built)
         offset += len(records)

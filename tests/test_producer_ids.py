@@ -120,8 +120,11 @@ def test_init_producer_id_on_kafkas_protocol(broker: RunningBroker, version: int
         body.update(producer_id=-1, producer_epoch=-1)
     response = kafka_call(broker, 22, version, body)
     assert response["error_code"] == 0 and response["producer_id"] >= 0
-    body["transactional_id"] = "tx"
-    assert kafka_call(broker, 22, version, body)["error_code"] == UnsupportedVersionError.code
+    body["transactional_id"] = f"tx-v{version}"
+    transactional = kafka_call(broker, 22, version, body)  # the transaction coordinator's
+    assert transactional["error_code"] == 0, transactional
+    assert transactional["producer_epoch"] == 0
+    assert transactional["producer_id"] > response["producer_id"]
 
 
 def test_offset_for_leader_epoch_answers_the_log_end_for_epoch_zero(

@@ -89,11 +89,13 @@ from odradek.security.acl import (
 from odradek.security.acl_store import AclStore
 
 TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED = 29, 30, 31
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 UNKNOWN_TOPIC_ID = 100
 AUTHORIZATION_ERRORS = {
     TOPIC_AUTHORIZATION_FAILED,
     GROUP_AUTHORIZATION_FAILED,
     CLUSTER_AUTHORIZATION_FAILED,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 }
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 AUTHORIZER = {
@@ -103,8 +105,11 @@ AUTHORIZER = {
 TOPIC, DOOMED, GROUP = "secret", "doomed", "secret-group"
 """A topic with one record, a topic only the by-id DeleteTopics row may delete, and a group
 with a committed offset for the topic's partition 0."""
+TXN = "secret-txn"
+"""A transactional id with a producer."""
 TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE = 2, 4, 32
 T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
+X = ResourceType.TRANSACTIONAL_ID
 Op = AclOperation
 KAFKA_NAMES = {
     **{int(key): key.display_name for key in ApiKey},
@@ -220,6 +225,14 @@ def _names_include(response: dict[str, Any], name: str) -> None:
     assert name in [t["name"] for t in response["topics"]], response
 
 
+def _transaction_not_listed(response: dict[str, Any], _world: World | None = None) -> None:
+    assert TXN not in [t["transactional_id"] for t in response["transaction_states"]], response
+
+
+def _transaction_listed(response: dict[str, Any], _world: World | None = None) -> None:
+    assert TXN in [t["transactional_id"] for t in response["transaction_states"]], response
+
+
 def _deleted_name_hidden(response: dict[str, Any], world: World) -> None:
     (topic,) = response["responses"]
     assert (topic["error_code"], topic["name"], topic["topic_id"]) == (
@@ -274,6 +287,11 @@ TABLE: tuple[Row, ...] = (
         kafka=lambda w: (7, {"replica_id": -1, "topics": [
             _partitions(TOPIC, timestamp=-1)]}),
         msgpack=lambda w: ListOffsetsRequest((ListOffsetsPartition(TOPIC, 0, -1),)),
+    ),
+    Row(
+        61, "read", ((T, TOPIC, Op.READ),), TOPIC_AUTHORIZATION_FAILED,
+        kafka=lambda w: (0, {"topics": [{"name": TOPIC, "partition_indexes": [0]}]}),
+        why="DescribeProducers: Read on the topic, refused per partition (KafkaApis)",
     ),
     Row(
         ApiKey.LIST_OFFSETS, "max-timestamp", ((T, TOPIC, Op.DESCRIBE),),
@@ -553,6 +571,68 @@ TABLE: tuple[Row, ...] = (
                                     (QuotaOp("producer_byte_rate", 1024.0),)),),
             validate_only=True),
     ),
+    # --- transactions -------------------------------------------------------------------------
+    Row(
+        ApiKey.FIND_COORDINATOR, "transactional-id", ((X, TXN, Op.DESCRIBE),),
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        kafka=lambda w: (4, {"key_type": 1, "coordinator_keys": [TXN]}),
+        msgpack=lambda w: FindCoordinatorRequest((TXN,), key_type=1),
+    ),
+    Row(
+        ApiKey.INIT_PRODUCER_ID, "transactional", ((X, TXN, Op.WRITE),),
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        kafka=lambda w: (5, {"transactional_id": TXN, "transaction_timeout": 60000,
+                              "producer_id": -1, "producer_epoch": -1}),
+    ),
+    Row(
+        ApiKey.PRODUCE, "transactional", ((X, TXN, Op.WRITE), (T, TOPIC, Op.WRITE)),
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        kafka=lambda w: (9, {"transactional_id": TXN, "acks": -1, "timeout": 5000,
+                              "topic_data": [{"name": TOPIC, "partition_data": [
+                                  {"index": 0, "records": batch(1)}]}]}),
+    ),
+    Row(
+        24, "client", ((X, TXN, Op.WRITE), (T, TOPIC, Op.WRITE)),
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        kafka=lambda w: (3, {"v3_and_below_transactional_id": TXN,
+                              "v3_and_below_producer_id": 1 << 40,
+                              "v3_and_below_producer_epoch": 0,
+                              "v3_and_below_topics": [{"name": TOPIC, "partitions": [0]}]}),
+        why="AddPartitionsToTxn v0-3: Write on the transactional id and on each topic",
+    ),
+    Row(
+        24, "brokers", ((C, CLUSTER_NAME, Op.CLUSTER_ACTION),), CLUSTER_AUTHORIZATION_FAILED,
+        kafka=lambda w: (5, {"transactions": [{
+            "transactional_id": TXN, "producer_id": 1 << 40, "producer_epoch": 0,
+            "verify_only": True, "topics": [{"name": TOPIC, "partitions": [0]}]}]}),
+        why="AddPartitionsToTxn v4+ (brokers' batched form): ClusterAction",
+    ),
+    Row(
+        25, "write", ((X, TXN, Op.WRITE), (G, GROUP, Op.READ)),
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        kafka=lambda w: (4, {"transactional_id": TXN, "producer_id": 1 << 40,
+                              "producer_epoch": 0, "group_id": GROUP}),
+        why="AddOffsetsToTxn: Write on the transactional id, Read on the group",
+    ),
+    Row(
+        26, "write", ((X, TXN, Op.WRITE),), TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        kafka=lambda w: (5, {"transactional_id": TXN, "producer_id": 1 << 40,
+                              "producer_epoch": 0, "committed": True}),
+        why="EndTxn",
+    ),
+    Row(
+        65, "describe", ((X, TXN, Op.DESCRIBE),), TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        kafka=lambda w: (0, {"transactional_ids": [TXN]}),
+        why="DescribeTransactions",
+    ),
+    Row(
+        66, "describe", ((X, TXN, Op.DESCRIBE),), None,
+        kafka=lambda w: (2, {"state_filters": [], "producer_id_filters": [],
+                              "duration_filter": -1, "transactional_id_pattern": None}),
+        refused_check=_transaction_not_listed,
+        allowed_check=_transaction_listed,
+        why="ListTransactions lists the transactional ids the principal may describe",
+    ),
     # --- groups -------------------------------------------------------------------------------
     Row(
         ApiKey.FIND_COORDINATOR, "describe", ((G, GROUP, Op.DESCRIBE),),
@@ -671,7 +751,7 @@ def error_codes(value: Any) -> Iterator[int]:
     """Every error code anywhere in a decoded response (dicts, lists, dataclasses)."""
     if isinstance(value, dict):
         for key, item in value.items():
-            if key in ("error_code", "error") and isinstance(item, int):
+            if key in ("error_code", "error", "partition_error_code") and isinstance(item, int):
                 yield item
             else:
                 yield from error_codes(item)
@@ -742,6 +822,19 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
             broker, OffsetCommitRequest(GROUP, (OffsetCommitPartition(TOPIC, 0, 1),)), admin
         )
         assert committed["partitions"][0]["error"] == 0, committed
+        initialized = kafka_call(
+            broker,
+            22,
+            5,
+            {
+                "transactional_id": TXN,
+                "transaction_timeout": 60000,
+                "producer_id": -1,
+                "producer_epoch": -1,
+            },
+            admin,
+        )
+        assert initialized["error_code"] == 0, initialized
         metadata = kafka_call(
             broker, 3, 12, {"topics": None, "allow_auto_topic_creation": False}, admin
         )

@@ -8,6 +8,7 @@ found prepared is ended then). On a running broker; the clock is the test's."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -24,8 +25,8 @@ from odradek.errors import (
     TransactionAbortableError,
     TransactionalIdNotFoundError,
 )
+from odradek.record.control_record import EndTransactionMarker
 from odradek.record.memory_records import MemoryRecords
-from odradek.server.replica_manager import ReplicaManager
 from odradek.server.transaction.transaction_coordinator import (
     ProducerIdAndEpoch,
     TransactionCoordinator,
@@ -47,34 +48,39 @@ SETTINGS = {
     "transactional.id.expiration.ms": "3600000",
 }
 
-STORAGE_WRITES_MARKERS = hasattr(ReplicaManager, "write_transaction_markers")
 
-
-class MarkerLog:
-    """The markers asked of the partition leaders, when storage cannot write them yet (the
-    seam's other side is the storage branch's); with ``failing`` set they are refused."""
-
-    def __init__(self) -> None:
-        self.markers: list[TransactionMarker] = []
-        self.failing: KafkaError | None = None
+class RefusingMarkers:
+    """Partition leaders that refuse every marker (an injected failure: the markers are
+    retried until they are written)."""
 
     async def write_transaction_markers(
         self, markers: Sequence[TransactionMarker]
     ) -> dict[TopicPartition, KafkaError | None]:
-        results: dict[TopicPartition, KafkaError | None] = {}
-        for marker in markers:
-            if self.failing is None:
-                self.markers.append(marker)
-            for tp in marker.partitions:
-                results[tp] = self.failing
-        return results
+        refusal = KafkaError("the partition cannot take the marker now")
+        return {tp: refusal for marker in markers for tp in marker.partitions}
 
 
 class Harness:
-    def __init__(self, running: RunningBroker, clock: MockClock, markers: MarkerLog) -> None:
+    def __init__(self, running: RunningBroker, clock: MockClock) -> None:
         self.running = running
         self.clock = clock
-        self.markers = markers
+
+    def markers(self, tp: TopicPartition) -> list[tuple[int, int, bool]]:
+        """The control batches of ``tp``: (producer id, epoch, committed)."""
+        log = self.running.broker.log_manager.get_log(tp)
+        info = log.read(0, 1 << 20, FetchIsolation.LOG_END, True)
+        if info.records is None:
+            return []
+        return [
+            (
+                batch.producer_id,
+                batch.producer_epoch,
+                EndTransactionMarker.from_record(record).committed,
+            )
+            for batch in MemoryRecords(info.records.read_bytes()).batches()
+            if batch.is_control
+            for record in batch.records()
+        ]
 
     @property
     def coordinator(self) -> TransactionCoordinator:
@@ -149,27 +155,13 @@ def harness(tmp_path: Path) -> Iterator[Harness]:
         yield running
 
 
-def harness_on(tmp_path: Path, markers: MarkerLog | None = None, clock: MockClock | None = None):  # type: ignore[no-untyped-def]
-    from contextlib import contextmanager
-
-    @contextmanager
-    def started() -> Iterator[Harness]:
-        log = markers or MarkerLog()
-        mock_clock = clock or MockClock()
-        if not STORAGE_WRITES_MARKERS:  # from start-up on, when the coordinator ends some
-            ReplicaManager.write_transaction_markers = (  # type: ignore[attr-defined]
-                lambda _self, markers: log.write_transaction_markers(markers)
-            )
-        try:
-            with running_broker(tmp_path, SETTINGS, mock_clock) as running:
-                if not running.broker.log_manager.partitions(TOPIC):
-                    running.loop_thread.call(running.broker.topic_admin.create_topic, TOPIC, 2, {})
-                yield Harness(running, mock_clock, log)
-        finally:
-            if not STORAGE_WRITES_MARKERS:
-                del ReplicaManager.write_transaction_markers  # type: ignore[attr-defined]
-
-    return started()
+@contextmanager
+def harness_on(tmp_path: Path, clock: MockClock | None = None) -> Iterator[Harness]:
+    mock_clock = clock or MockClock()
+    with running_broker(tmp_path, SETTINGS, mock_clock) as running:
+        if not running.broker.log_manager.partitions(TOPIC):
+            running.loop_thread.call(running.broker.topic_admin.create_topic, TOPIC, 2, {})
+        yield Harness(running, mock_clock)
 
 
 def test_a_new_transactional_id_gets_a_producer_id_and_each_init_the_next_epoch(
@@ -222,9 +214,7 @@ def test_commit_writes_markers_then_complete_commit_and_a_retry_is_answered(
     answered = harness.end("app", producer, committed=True)
     assert answered == producer  # transaction version 1: the epoch stays
     assert harness.settle("app") is S.COMPLETE_COMMIT
-    if not STORAGE_WRITES_MARKERS:
-        (marker,) = harness.markers.markers
-        assert marker == TransactionMarker(producer.producer_id, 0, 0, True, (TP0, TP1))
+    assert harness.markers(TP0) == harness.markers(TP1) == [(producer.producer_id, 0, True)]
     assert harness.end("app", producer, committed=True) == producer  # a retry
     with pytest.raises(InvalidTxnStateError):
         harness.end("app", producer, committed=False)
@@ -241,9 +231,8 @@ def test_a_new_instance_fences_the_old_one_and_aborts_its_transaction(harness: H
     with pytest.raises(ConcurrentTransactionsError):
         harness.init("app")
     assert harness.settle("app") is S.COMPLETE_ABORT
-    if not STORAGE_WRITES_MARKERS:
-        (marker,) = harness.markers.markers
-        assert (marker.committed, marker.producer_epoch, marker.partitions) == (False, 1, (TP0,))
+    assert harness.markers(TP0) == [(old.producer_id, 1, False)]  # at the fenced epoch
+    assert harness.markers(TP1) == []
     new = harness.init("app")  # the retry
     assert new == ProducerIdAndEpoch(old.producer_id, 2)
     with pytest.raises(ProducerFencedError):
@@ -295,6 +284,9 @@ def test_a_transaction_open_longer_than_its_timeout_is_aborted(harness: Harness)
     harness.add("app", producer, TP0)
     harness.clock.sleep(4000)
     assert harness.run(harness.coordinator.abort_timed_out_transactions()) == 0
+    samples = harness.running.metrics()
+    assert samples["odradek_transactions_open"] == 1
+    assert samples["odradek_transaction_oldest_open_age_seconds"] == 4.0
     harness.clock.sleep(1500)
     assert harness.run(harness.coordinator.abort_timed_out_transactions()) == 1
     assert harness.settle("app") is S.COMPLETE_ABORT
@@ -340,28 +332,52 @@ def test_the_state_is_rebuilt_at_start_up_and_a_prepared_transaction_is_ended(
     tmp_path: Path,
 ) -> None:
     clock = MockClock()
-    markers = MarkerLog()
-    with harness_on(tmp_path, markers, clock) as harness:
+    with harness_on(tmp_path, clock) as harness:
         done = harness.init("done")
         harness.add("done", done, TP1)
         harness.end("done", done, committed=False)
         assert harness.settle("done") is S.COMPLETE_ABORT
         producer = harness.init("app")
         harness.add("app", producer, TP0)
-        if STORAGE_WRITES_MARKERS:
-            pytest.skip("the storage's markers cannot be made to fail from here")
-        markers.failing = KafkaError("the partition cannot take the marker now")
-        harness.end("app", producer, committed=True)
-        assert harness.state("app") is S.PREPARE_COMMIT  # markers retried, none written
-    markers.failing = None
-    markers.markers.clear()
-    with harness_on(tmp_path, markers, clock) as harness:
-        assert harness.state("done") is S.COMPLETE_ABORT
-        assert harness.settle("app") is S.COMPLETE_COMMIT
-        (marker,) = markers.markers
-        assert (marker.producer_id, marker.committed, marker.partitions) == (
-            producer.producer_id,
-            True,
-            (TP0,),
+        # The partition refuses the marker: the commit stays prepared, the marker retried.
+        harness.running.broker.replica_manager.write_transaction_markers = (  # type: ignore[method-assign]
+            RefusingMarkers().write_transaction_markers
         )
+        harness.end("app", producer, committed=True)
+        assert harness.state("app") is S.PREPARE_COMMIT
+    with harness_on(tmp_path, clock) as harness:
+        assert harness.state("done") is S.COMPLETE_ABORT
+        assert harness.settle("app") is S.COMPLETE_COMMIT  # the marker written at start-up
+        assert harness.markers(TP0) == [(producer.producer_id, 0, True)]
+        log = harness.running.broker.log_manager.get_log(TP0)
+        assert log.last_stable_offset == log.log_end_offset
         assert harness.init("app") == ProducerIdAndEpoch(producer.producer_id, 1)
+
+
+def test_a_timed_out_transaction_of_version_2_is_aborted_with_one_epoch_bump(
+    harness: Harness,
+) -> None:
+    """As Kafka 4.4: the producer is not fenced; its commit at the old epoch is
+    INVALID_TXN_STATE (abortable), its abort is taken for a retry of the coordinator's."""
+    producer = harness.init("app", timeout_ms=5000)
+    coordinator = harness.coordinator
+    harness.run(
+        coordinator.verify_or_add_partitions(
+            "app", producer.producer_id, producer.producer_epoch, [TP0], implicit_add=True
+        )
+    )
+    harness.clock.sleep(6000)
+    assert harness.run(coordinator.abort_timed_out_transactions()) == 1
+    assert harness.settle("app") is S.COMPLETE_ABORT
+    with pytest.raises(InvalidTxnStateError):
+        harness.end("app", producer, committed=True, version=2)
+    bumped = ProducerIdAndEpoch(producer.producer_id, 1)
+    assert harness.end("app", producer, committed=False, version=2) == bumped
+    assert harness.markers(TP0) == [(producer.producer_id, 1, False)]
+    values = [v for tid, v in harness.records() if tid == "app"]
+    assert [(v.state, v.producer_epoch) for v in values] == [
+        (S.EMPTY, 0),
+        (S.ONGOING, 0),
+        (S.PREPARE_ABORT, 1),
+        (S.COMPLETE_ABORT, 1),
+    ]

@@ -303,3 +303,37 @@ def test_deleting_a_segment_deletes_its_txnindex(partition_dir):
         log.delete_records(log.segments.values()[1].base_offset)
         assert log.segments.first_segment is not first
         assert not index_path.exists()
+
+
+def test_ended_transactions_are_forgotten_once_the_high_watermark_passes_their_markers(
+    partition_dir,
+):
+    """However seldom the LSO is read, the ended transactions kept are the unstable ones."""
+    with open_log(partition_dir) as log:
+        for seq in range(50):
+            append(log, txn(7, 0, seq))
+            marker(log, 7, 0, committed=seq % 2 == 0)
+        assert len(log.producer_state.unreplicated_txns) <= 1
+        append(log, txn(7, 0, 50))
+        log.append_end_txn_marker(7, 0, 0, committed=True)  # not committed yet
+        assert log.first_unstable_offset == 100
+        commit_all(log)
+        assert log.first_unstable_offset is None
+        assert log.producer_state.unreplicated_txns == []
+
+
+def test_the_cleaner_never_cleans_past_an_open_transaction(partition_dir):
+    from odradek.cleaner.cleanable_offsets import cleanable_offsets
+
+    config = LogConfig(segment_bytes=300, cleanup_policy=("compact",))
+    with open_log(partition_dir, config) as log:
+        for n in range(3):
+            append(log, plain(b"%d" % n))
+        append(log, txn(7, 0, 0))
+        opened = log.first_unstable_offset
+        for n in range(12):
+            append(log, plain(b"%d" % n))
+        assert log.number_of_segments > 3
+        assert 0 < opened < log.segments.values()[1].base_offset < log.active_segment.base_offset
+        offsets = cleanable_offsets(log, None, BASE_TIME_MS)
+        assert offsets.first_uncleanable_dirty_offset == opened == log.last_stable_offset

@@ -57,9 +57,11 @@ typedef struct {
     int codec;
     int has_delete_horizon;
     int64_t delete_horizon_ms; /* when it has one */
+    int in_transaction; /* transactional or control: Python follows the transactions */
 } Header;
 
 #define DELETE_HORIZON_FLAG 0x40 /* attribute bit 6: the base timestamp is the delete horizon */
+#define TRANSACTION_FLAGS 0x30   /* attribute bits 4 and 5: transactional, control */
 
 /* STATUS_END when no whole batch starts at pos, STATUS_BAD_LENGTH for an impossible length,
  * else -1 with the header read (the whole batch lies in data[pos:end]). */
@@ -80,6 +82,7 @@ static int read_header(const uint8_t *data, Py_ssize_t pos, Py_ssize_t end, Head
     h->magic = (int8_t)p[MAGIC_AT];
     h->codec = p[ATTRIBUTES_AT + 1] & CODEC_MASK; /* the low byte of the attributes */
     h->has_delete_horizon = (p[ATTRIBUTES_AT + 1] & DELETE_HORIZON_FLAG) != 0;
+    h->in_transaction = (p[ATTRIBUTES_AT + 1] & TRANSACTION_FLAGS) != 0;
     h->delete_horizon_ms = be64(p + BASE_TIMESTAMP_AT);
     h->count = be32(p + RECORDS_COUNT_AT);
     return -1;
@@ -704,7 +707,7 @@ PyDoc_STRVAR(map_batches_doc,
 "map_batches(buffer, position, end, start_offset, /)\n--\n\n"
 "Map the keyed records (offset >= start_offset) of the whole batches in buffer[position:end],\n"
 "moving latest_offset past each batch mapped; stop at the first batch Python must handle\n"
-"(compressed, a CRC that does not match, records that do not frame). Returns (position,\n"
+"(compressed, transactional or control, a CRC that does not match, records that do not frame). Returns (position,\n"
 "status, records, bytes): where it stopped, why, and what it read.");
 
 static PyObject *OffsetMap_map_batches(OffsetMap *self, PyObject *const *args, Py_ssize_t nargs)
@@ -727,7 +730,7 @@ static PyObject *OffsetMap_map_batches(OffsetMap *self, PyObject *const *args, P
         status = read_header(data, position, end, &h);
         if (status >= 0)
             break;
-        if (h.codec != 0) {
+        if (h.codec != 0 || h.in_transaction) {
             status = STATUS_OTHER;
             break;
         }
@@ -812,7 +815,8 @@ PyDoc_STRVAR(filter_batches_doc,
 "filter_batches(buffer, position, end, current_time_ms, /)\n--\n\n"
 "Decide the whole batches of buffer[position:end] that keep all or none of their records, a\n"
 "batch's tombstones kept until its delete horizon (none: kept) is at or before\n"
-"current_time_ms; stop at the first batch Python must handle (compressed, magic not 2, a CRC\n"
+"current_time_ms; stop at the first batch Python must handle (compressed, magic not 2,\n"
+"transactional or control, a CRC\n"
 "that does not match, records that do not frame, some records kept, tombstones kept in a\n"
 "batch without a delete horizon). Returns (position, status,\n"
 "kept_spans, records_read, bytes_read, records_kept, bytes_kept, keyless, last_kept_offset):\n"
@@ -844,7 +848,7 @@ static PyObject *OffsetMap_filter_batches(OffsetMap *self, PyObject *const *args
         status = read_header(data, position, end, &h);
         if (status >= 0)
             break;
-        if (h.codec != 0 || h.magic != 2) {
+        if (h.codec != 0 || h.magic != 2 || h.in_transaction) {
             status = STATUS_OTHER;
             break;
         }

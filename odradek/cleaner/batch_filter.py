@@ -7,6 +7,11 @@ batches, batches that keep some records, and any it finds fault with) come here,
 batches whose header stays even when none of their records does (Kafka's
 ``BatchRetention.RETAIN_EMPTY``: see cleaner.py).
 
+Transactions go as Kafka's cleaner treats them (cleaned_transaction_metadata.py): a batch of an
+aborted transaction loses all of its records; a COMMIT or ABORT marker stays until no batch of
+its transaction is left before it, is then rewritten with a delete horizon as a tombstone's
+batch is, and goes at or past that horizon.
+
 Tombstones go as Kafka (2.8 on, KIP-534) removes them: a cleaning that keeps a tombstone in a
 batch without a delete horizon rewrites the batch with one (attribute bit 6; its base timestamp
 is then the horizon, the cleaning's time plus ``delete.retention.ms``, and its records'
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 from odradek.cleaner.batch_keys import records_section
 from odradek.cleaner.batch_scan import retains_deletes
+from odradek.cleaner.cleaned_transaction_metadata import CleanedTransactionMetadata
 from odradek.cleaner.cleaner_stats import CleanerStats
 from odradek.cleaner.offset_map import OffsetMap
 from odradek.errors import CorruptRecordError
@@ -41,11 +47,13 @@ class BatchFilter:
         current_time_ms: int,
         delete_retention_ms: int,
         stats: CleanerStats,
+        transactions: CleanedTransactionMetadata | None = None,
     ) -> None:
         self.offset_map = offset_map
         self.current_time_ms = current_time_ms
         self.delete_retention_ms = delete_retention_ms
         self._stats = stats
+        self.transactions = transactions or CleanedTransactionMetadata()
 
     def filter(self, batch: RecordBatch, retain_empty: bool = False) -> bytes:
         """The batch as the cleaned segment holds it: as it was when every record stays (and
@@ -57,6 +65,10 @@ class BatchFilter:
         batch.ensure_valid()
         count = batch.records_count
         self._stats.read_records(batch.size_in_bytes, count)
+        if batch.is_control:
+            return self._filter_marker(batch, retain_empty)
+        if batch.is_transactional and self.transactions.on_batch_read(batch):
+            return self._discarded(batch, retain_empty)  # an aborted transaction's
         horizon = batch.delete_horizon_ms
         if batch.base_offset > self.offset_map.latest_offset and horizon is not None:
             kept_bytes = batch.to_bytes()
@@ -78,11 +90,7 @@ class BatchFilter:
             self._stats.invalid_records(keyless)
         kept = sum(mask)
         if not kept:
-            if not retain_empty:
-                return b""
-            empty = _empty(batch)
-            self._stats.recopy_records(len(empty), 0)
-            return empty
+            return self._discarded(batch, retain_empty)
         if kept == count and horizon is not None:
             kept_bytes = batch.to_bytes()
         else:
@@ -94,6 +102,32 @@ class BatchFilter:
             kept_bytes = _rebuild(batch, records, horizon) if records else batch.to_bytes()
         self._stats.recopy_records(len(kept_bytes), kept)
         return kept_bytes
+
+    def _filter_marker(self, batch: RecordBatch, retain_empty: bool) -> bytes:
+        """A COMMIT or ABORT marker (Kafka's ``checkBatchRetention`` for a control batch): it
+        stays while its transaction has batches before it; once it has none it is given a
+        delete horizon, and goes at or past it."""
+        may_go = self.transactions.on_control_batch_read(batch)
+        horizon = batch.delete_horizon_ms
+        if may_go and horizon is not None and horizon <= self.current_time_ms:
+            return self._discarded(batch, retain_empty)
+        if not batch.records_count:
+            return self._discarded(batch, retain_empty)
+        if may_go and horizon is None:
+            horizon = self.current_time_ms + self.delete_retention_ms
+            kept_bytes = _rebuild(batch, list(batch.records()), horizon)
+        else:
+            kept_bytes = batch.to_bytes()
+        self._stats.recopy_records(len(kept_bytes), batch.records_count)
+        return kept_bytes
+
+    def _discarded(self, batch: RecordBatch, retain_empty: bool) -> bytes:
+        """None of the batch's records stays: nothing, or with ``retain_empty`` its header."""
+        if not retain_empty:
+            return b""
+        empty = _empty(batch)
+        self._stats.recopy_records(len(empty), 0)
+        return empty
 
 
 def _rebuild(batch: RecordBatch, records: list[Record], delete_horizon_ms: int | None) -> bytes:
@@ -111,6 +145,7 @@ def _rebuild(batch: RecordBatch, records: list[Record], delete_horizon_ms: int |
         partition_leader_epoch=batch.partition_leader_epoch,
         is_transactional=batch.is_transactional,
         last_offset=batch.last_offset,
+        is_control=batch.is_control,
     )
 
 

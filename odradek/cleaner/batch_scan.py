@@ -15,24 +15,27 @@ from typing import NamedTuple, Protocol
 from odradek.cleaner.batch_keys import Buffer, read_keys
 from odradek.errors import CorruptRecordError
 from odradek.record.record_batch import (
+    CONTROL_FLAG_MASK,
     DELETE_HORIZON_FLAG_MASK,
     HEADER_SIZE,
     HEADER_STRUCT,
     LOG_OVERHEAD,
     MAGIC,
     RECORDS_OFFSET,
+    TRANSACTIONAL_FLAG_MASK,
     crc_of,
 )
 
 # Why a bulk operation stopped; _offset_map.c uses the same numbers.
 END = 0  # no whole batch left in the buffer (for one batch's records: all mapped)
 BAD_LENGTH = 1  # a batch length shorter than a header: the segment ends here
-OTHER = 2  # a batch the caller handles itself (compressed, wrong magic, bad CRC, corrupt, partly
-# kept)
+OTHER = 2  # a batch the caller handles itself (compressed, wrong magic, transactional or
+# control, bad CRC, corrupt, partly kept)
 FULL = 3  # the map has no room for one more key
 CORRUPT = 4  # records that do not frame
 
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+_TRANSACTION_FLAGS = TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK
 
 
 class KeyMap(Protocol):
@@ -82,6 +85,9 @@ class _Header(NamedTuple):
     codec: int
     crc: int
     delete_horizon_ms: int | None
+    in_transaction: bool
+    """Transactional or control: the caller follows the transactions
+    (cleaned_transaction_metadata.py)."""
 
 
 def _header(data: Buffer, position: int, end: int) -> _Header | int:
@@ -98,7 +104,8 @@ def _header(data: Buffer, position: int, end: int) -> _Header | int:
         return END
     last = (base + last_delta + 2**63) % 2**64 - 2**63  # int64 arithmetic, as in C
     horizon = base_timestamp if attributes & DELETE_HORIZON_FLAG_MASK else None
-    return _Header(base, last, size, count, magic, attributes & 0x07, crc, horizon)
+    in_transaction = bool(attributes & _TRANSACTION_FLAGS)
+    return _Header(base, last, size, count, magic, attributes & 0x07, crc, horizon, in_transaction)
 
 
 def retains_deletes(delete_horizon_ms: int | None, current_time_ms: int) -> bool:
@@ -172,14 +179,14 @@ def map_batches(
 ) -> MapProgress:
     """Map the keyed records (from ``start_offset`` on) of the whole batches in
     ``data[position:end]``, moving ``latest_offset`` past each batch mapped; stop at the first
-    compressed batch or one whose CRC does not match or whose records do not frame (OTHER), or
-    when the map fills (FULL, counting that batch as read)."""
+    compressed, transactional or control batch or one whose CRC does not match or whose
+    records do not frame (OTHER), or when the map fills (FULL, counting that batch as read)."""
     records = size = 0
     while True:
         header = _header(data, position, end)
         if isinstance(header, int):
             return MapProgress(position, header, records, size)
-        if header.codec:
+        if header.codec or header.in_transaction:
             return MapProgress(position, OTHER, records, size)
         if header.last_offset >= start_offset:
             if crc_of(data, position, header.size) != header.crc:
@@ -209,9 +216,9 @@ def filter_batches(
     """Decide the whole batches of ``data[position:end]`` that keep all of their records or
     none, a batch's tombstones kept until its delete horizon is at or before
     ``current_time_ms`` (:func:`retains_deletes`); stop (OTHER) at the first that is
-    compressed, not magic 2, has a CRC that does not match, does not frame, keeps some records
-    but not all, or keeps a tombstone and has no delete horizon yet (the caller rewrites it
-    with one)."""
+    compressed, not magic 2, transactional or control, has a CRC that does not match, does not
+    frame, keeps some records but not all, or keeps a tombstone and has no delete horizon yet
+    (the caller rewrites it with one)."""
     spans: list[tuple[int, int]] = []
     records = size = records_kept = bytes_kept = keyless_total = 0
     last_kept = -1
@@ -221,7 +228,7 @@ def filter_batches(
         if isinstance(header, int):
             status = header
             break
-        if header.codec or header.magic != MAGIC:
+        if header.codec or header.magic != MAGIC or header.in_transaction:
             status = OTHER
             break
         if crc_of(data, position, header.size) != header.crc:

@@ -29,11 +29,12 @@ def cleanable_offsets(
 
     It starts at the checkpoint, reset to the log start offset when it lies outside the log
     (below it after retention, past the end after a truncation), and stops at the first of:
-    the active segment, the high watermark, and the first segment holding a record younger
-    than ``min.compaction.lag.ms``.
+    the active segment, the last stable offset (never past an open transaction's first
+    record, as Kafka's), and the first segment holding a record younger than
+    ``min.compaction.lag.ms``.
     """
     first_dirty_offset, force_update = _first_dirty_offset(log, last_clean_offset)
-    uncleanable = min(log.high_watermark, log.active_segment.base_offset)
+    uncleanable = min(log.last_stable_offset, log.active_segment.base_offset)
     lag_ms = max(log.config.min_compaction_lag_ms, 0)
     if lag_ms > 0:
         for segment in log.segments.values_between(first_dirty_offset, uncleanable):

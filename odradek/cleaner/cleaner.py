@@ -16,11 +16,18 @@ Kafka's batch retention: a batch whose records all go goes too, except two whose
 with the records of theirs that stay or none (``BatchRetention.RETAIN_EMPTY``): a live idempotent
 producer's last batch, which carries the producer's epoch and last sequence (after a restart its
 state is rebuilt from it, so a retry of that batch is still answered as a duplicate), and the
-batch that ends where the round's cleanable section ends (its next offset is the first
-uncleanable one), so the log's last offsets are not lost with its records.
+batch that ends at the high watermark (its next offset is the high watermark, Kafka 4.4's rule),
+so the log's last offsets are not lost with its records.
 
 Tombstones go as Kafka 4 removes them (KIP-534): the first cleaning that keeps one stamps its
 batch with a delete horizon, a later one at or past that horizon drops it (batch_filter.py).
+
+Transactions as Kafka's cleaner: the bulk walks leave transactional and control batches to
+this module, which follows the run's transactions (cleaned_transaction_metadata.py). Pass 1
+maps no control batch and no batch of an aborted transaction; pass 2 drops the records of
+aborted transactions, keeps a marker while its transaction has batches before it and then
+until its delete horizon, and writes the aborted transactions whose ABORT marker stays into
+the cleaned segment's ``.txnindex``.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from odradek.cleaner import batch_scan
 from odradek.cleaner.batch_filter import BatchFilter
 from odradek.cleaner.batch_keys import Buffer, records_section
 from odradek.cleaner.batch_scan import FilterProgress
+from odradek.cleaner.cleaned_transaction_metadata import CleanedTransactionMetadata
 from odradek.cleaner.cleaned_writer import CleanedWriter
 from odradek.cleaner.cleaner_stats import CleanerStats
 from odradek.cleaner.cleaning_task import CleaningResult, CleaningTask
@@ -45,9 +53,13 @@ from odradek.clock import SYSTEM_CLOCK
 from odradek.errors import CorruptRecordError
 from odradek.int_limits import INT32_MAX
 from odradek.record.record_batch import (
+    ATTRIBUTES_OFFSET,
+    CONTROL_FLAG_MASK,
     HEADER_SIZE,
     LAST_OFFSET_DELTA_OFFSET,
     LOG_OVERHEAD,
+    PRODUCER_EPOCH_OFFSET,
+    PRODUCER_ID_OFFSET,
     RecordBatch,
 )
 from odradek.storage import log_file_names as names
@@ -56,6 +68,8 @@ from odradek.storage.log_segment import LogSegment
 
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
 _INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
+_INT64 = struct.Struct(">q")
 
 
 class Cleaner:
@@ -66,6 +80,12 @@ class Cleaner:
         self.throttler = throttler or Throttler(task.io_bytes_per_second)
         self.stats = CleanerStats()
         self._maps: dict[int, Buffer] = {}  # base offset -> the segment's mapped .log
+        self._map_transactions = CleanedTransactionMetadata()  # pass 1's
+        self._map_transactions.add_aborted_transactions(
+            t for t in task.aborted_transactions if t.last_offset >= task.first_dirty_offset
+        )
+        self._transactions = CleanedTransactionMetadata()  # pass 2's, across its groups
+        self._transactions.add_aborted_transactions(task.aborted_transactions)
 
     def clean(self) -> CleaningResult:
         """Map, then rewrite; the ``.swap`` segments are on disk (and durable) on return."""
@@ -169,7 +189,15 @@ class Cleaner:
         self.throttler.maybe_throttle(size)
         self.stats.index_bytes_read(size, batch.records_count)
         last_offset = batch.last_offset
+        if batch.is_control:
+            self._map_transactions.on_control_batch_read(batch)
+            skipped = True
+        else:
+            skipped = batch.is_transactional and self._map_transactions.on_batch_read(batch)
         if last_offset < start:
+            return True
+        if skipped:  # a marker, or a batch of an aborted transaction: no key of theirs counts
+            offset_map.latest_offset = last_offset
             return True
         batch.ensure_valid()
         data, position = records_section(batch)
@@ -190,6 +218,7 @@ class Cleaner:
     def _clean_segments(self, group: Sequence[SegmentSnapshot], offset_map: OffsetMap) -> None:
         """Write ``group`` as one ``.cleaned`` segment, make it durable, rename it ``.swap``."""
         cleaned = self._create_cleaned_segment(group[0].base_offset)
+        self._transactions.cleaned_index = cleaned.txn_index
         upper_bounds = dict(
             zip((s.base_offset for s in self.task.segments), self.task.upper_bounds(), strict=True)
         )
@@ -199,11 +228,13 @@ class Cleaner:
                 self.task.current_time_ms,
                 self.task.log_config.delete_retention_ms,
                 self.stats,
+                self._transactions,
             )
             for source in group:
-                # Only the segment reaching the first uncleanable offset can hold the round's
-                # last batch.
-                holds_last = upper_bounds[source.base_offset] == self.task.first_uncleanable_offset
+                # Only the segment holding the offset before the high watermark can hold the
+                # batch ending there.
+                before_hw = self.task.high_watermark - 1
+                holds_last = source.base_offset <= before_hw < upper_bounds[source.base_offset]
                 self._clean_into(
                     source,
                     cleaned,
@@ -283,6 +314,7 @@ class Cleaner:
             names.log_file(directory, base_offset, suffix),
             names.offset_index_file(directory, base_offset, suffix),
             names.time_index_file(directory, base_offset, suffix),
+            names.transaction_index_file(directory, base_offset, suffix),
         ):
             path.unlink(missing_ok=True)
         return LogSegment.open(
@@ -315,19 +347,22 @@ class Cleaner:
 class _HeaderKeeper:
     """Finds, in one source segment, the batches whose header a cleaned segment keeps even when
     none of their records stays (Kafka's ``checkBatchRetention`` answering ``RETAIN_EMPTY``): a
-    live producer's last batch (its last offset is the producer's last data offset), and, in
-    the segment reaching the first uncleanable offset, the batch ending there."""
+    live producer's last batch (its last offset is the producer's last data offset), or its
+    marker of its current epoch when a marker is its last record, and, in the segment holding
+    it, the batch ending at the high watermark."""
 
     def __init__(self, task: CleaningTask, holds_last: bool) -> None:
         self._producer_last_offsets = task.producer_last_offsets
-        self._round_last_offset = task.first_uncleanable_offset - 1 if holds_last else None
+        self._marker_epochs = task.producer_marker_epochs
+        self._round_last_offset = task.high_watermark - 1 if holds_last else None
 
     def next_kept(self, data: Buffer, position: int, end: int) -> int | None:
         """Where the next such batch in ``data[position:end]`` starts; None when there is none.
         Only logs with idempotent producers, and the segment a round ends in, pay for this
         header walk."""
         last_offsets, round_last = self._producer_last_offsets, self._round_last_offset
-        if not last_offsets and round_last is None:
+        marker_epochs = self._marker_epochs
+        if not last_offsets and round_last is None and not marker_epochs:
             return None
         while position + HEADER_SIZE <= end:
             base_offset, length = _OFFSET_AND_LENGTH.unpack_from(data, position)
@@ -335,8 +370,21 @@ class _HeaderKeeper:
             last_offset = base_offset + delta
             if last_offset == round_last or last_offset in last_offsets:
                 return position
+            if marker_epochs and _is_marker_of(data, position, marker_epochs):
+                return position
             position += length + LOG_OVERHEAD
         return None
+
+
+def _is_marker_of(data: Buffer, position: int, marker_epochs: frozenset[tuple[int, int]]) -> bool:
+    """Whether the batch at ``position`` is a control batch of one of these (producer id,
+    epoch) pairs."""
+    attributes = _INT16.unpack_from(data, position + ATTRIBUTES_OFFSET)[0]
+    if not attributes & CONTROL_FLAG_MASK:
+        return False
+    producer_id = _INT64.unpack_from(data, position + PRODUCER_ID_OFFSET)[0]
+    epoch = _INT16.unpack_from(data, position + PRODUCER_EPOCH_OFFSET)[0]
+    return (producer_id, epoch) in marker_epochs
 
 
 def group_segments_by_size(

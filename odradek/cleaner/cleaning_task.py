@@ -11,6 +11,7 @@ from odradek.cleaner.cleaner_stats import CleanerStats
 from odradek.cleaner.log_to_clean import LogToClean
 from odradek.cleaner.segment_snapshot import SegmentSnapshot
 from odradek.config.log_config import LogConfig
+from odradek.storage.transaction_index import AbortedTxn
 from odradek.topic_partition import TopicPartition
 
 
@@ -29,7 +30,14 @@ class CleaningTask:
     sequence, last offset delta) with only the records of theirs that stay, an empty batch when
     none does, so a retry of one is still recognised after compaction (the producer state is
     rebuilt from those headers after a restart). It keeps the header of the batch ending at
-    ``first_uncleanable_offset`` too (cleaner.py).
+    ``high_watermark`` too (cleaner.py). ``producer_marker_epochs`` are the live producers whose
+    last record is a transaction marker (none of their data batches is their last: transaction
+    version 2 moves the epoch at each marker), with that epoch: the marker of that epoch keeps
+    its header, which carries the epoch that fences the producer's zombies.
+
+    ``aborted_transactions`` are those of the segments' range, from their ``.txnindex``
+    (Kafka's ``collectAbortedTransactions``): their batches lose their records, their markers
+    go once their batches are gone (cleaned_transaction_metadata.py).
     """
 
     directory: Path
@@ -44,11 +52,15 @@ class CleaningTask:
     io_buffer_size: int
     io_bytes_per_second: float
     producer_last_offsets: frozenset[int] = frozenset()
+    high_watermark: int = -1
+    producer_marker_epochs: frozenset[tuple[int, int]] = frozenset()
+    aborted_transactions: tuple[AbortedTxn, ...] = ()
 
     @classmethod
     def plan(cls, cleanable: LogToClean, config: CleanerConfig, now_ms: int) -> CleaningTask:
         log = cleanable.log
         segments = log.segments.values_between(0, cleanable.first_uncleanable_offset)
+        last_data_offsets = log.last_data_offsets_of_producers()
         return cls(
             directory=log.dir,
             topic_partition=log.topic_partition,
@@ -63,7 +75,19 @@ class CleaningTask:
             load_factor=config.dedupe_buffer_load_factor,
             io_buffer_size=config.io_buffer_size,
             io_bytes_per_second=config.io_bytes_per_second_per_thread,
-            producer_last_offsets=frozenset(log.last_data_offsets_of_producers().values()),
+            producer_last_offsets=frozenset(o for o in last_data_offsets.values() if o >= 0),
+            producer_marker_epochs=frozenset(
+                (p.producer_id, p.producer_epoch)
+                for p in log.active_producers()
+                if last_data_offsets.get(p.producer_id, -1) < 0
+            ),
+            high_watermark=log.high_watermark,
+            aborted_transactions=tuple(
+                log.collect_aborted_transactions(
+                    segments[0].base_offset if segments else cleanable.first_dirty_offset,
+                    cleanable.first_uncleanable_offset,
+                )
+            ),
         )
 
     def upper_bounds(self) -> list[int]:

@@ -17,6 +17,7 @@ from odradek.cli.batch_dump import dump_log_file
 from odradek.cli.dump_output import DumpPrinter, JsonPrinter, TextPrinter
 from odradek.cli.index_dump import dump_index_file
 from odradek.cli.state_file_dump import dump_state_file, is_state_file
+from odradek.cli.txn_index_dump import dump_txn_index_file
 from odradek.storage import log_file_names as names
 
 
@@ -56,8 +57,9 @@ def dump_log(
     """Print the contents of segment files.
 
     A .log file shows its batches (with each one's producer id, epoch and sequences), an
-    .index or .timeindex file its entries, a .snapshot file the producers it holds, a
-    leader-epoch-checkpoint where each leader epoch starts. Keys and values are shown as
+    .index or .timeindex file its entries, a .txnindex file its aborted transactions, a
+    .snapshot file the producers it holds, a leader-epoch-checkpoint where each leader epoch
+    starts. Keys and values are shown as
     text when they are printable UTF-8, as a "quoted string" when they are other UTF-8 (or
     text that would read as null or a quoted form), else as escaped bytes (b'...'); null is
     shown as null. --json shows them as consume --format json does: strings when UTF-8, else
@@ -85,9 +87,12 @@ def _dump_file(
     offsets_decoder: bool = False,
 ) -> list[str]:
     """Dump one file as its name says it is; return its problems, or why it cannot be read."""
-    if not (names.is_log_file(path) or names.is_index_file(path) or is_state_file(path)):
+    txn_index = names.is_transaction_index_file(path)
+    if not (
+        names.is_log_file(path) or names.is_index_file(path) or txn_index or is_state_file(path)
+    ):
         return [
-            "not a segment file: expected a .log, .index, .timeindex, .snapshot or "
+            "not a segment file: expected a .log, .index, .timeindex, .txnindex, .snapshot or "
             "leader-epoch-checkpoint file"
         ]
     if not path.is_file():  # said before any "Dumping" line for it
@@ -99,6 +104,8 @@ def _dump_file(
             return dump_log_file(path, printer, print_records, offsets_decoder)
         if is_state_file(path):
             return dump_state_file(path, printer)
+        if txn_index:
+            return dump_txn_index_file(path, printer)
         return dump_index_file(path, printer, verify_index)
     except OSError as error:
         return [f"cannot read: {error.strerror}"]

@@ -108,6 +108,37 @@ class BinaryReader:
         length = self.int32()
         return None if length == -1 else self._take(length)
 
+    def unsigned_varint(self) -> int:
+        """An unsigned varint (flexible versions' lengths and tags): at most 5 bytes."""
+        value = 0
+        for shift in range(0, 35, 7):
+            (byte,) = self._take(1)
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+        raise CorruptRecordError(f"{self._what} has an unsigned varint longer than 5 bytes")
+
+    def compact_string(self) -> str | None:
+        """A flexible version's string: its length plus one as an unsigned varint (0: null)."""
+        length = self.unsigned_varint() - 1
+        if length == -1:
+            return None
+        try:
+            return self._take(length).decode()
+        except UnicodeDecodeError:
+            raise CorruptRecordError(f"{self._what} has a string that is not UTF-8") from None
+
+    def compact_bytes(self) -> bytes | None:
+        """A flexible version's bytes: their length plus one as an unsigned varint (0: null)."""
+        length = self.unsigned_varint() - 1
+        return None if length == -1 else self._take(length)
+
+    def skip_tagged_fields(self) -> None:
+        """A flexible version's tagged fields, passed over (none of them is needed)."""
+        for _ in range(self.unsigned_varint()):
+            self.unsigned_varint()  # the tag
+            self._take(self.unsigned_varint())
+
     @property
     def remaining(self) -> int:
         return len(self._buffer) - self._position

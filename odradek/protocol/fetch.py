@@ -134,6 +134,17 @@ def read_fetch(
 
 @stored_at_once
 @dataclass(frozen=True)
+class AbortedTransaction:
+    """A transaction aborted in the fetched range (Kafka's FetchResponse AbortedTransaction):
+    a read_committed reader drops its producer's records from ``first_offset`` up to the
+    producer's ABORT marker."""
+
+    producer_id: Int64
+    first_offset: Int64
+
+
+@stored_at_once
+@dataclass(frozen=True)
 class FetchPartitionResponse:
     """One partition's data: whole batches from the one holding ``fetch_offset``.
 
@@ -149,6 +160,8 @@ class FetchPartitionResponse:
     log_start_offset: Int64 = -1
     last_stable_offset: Int64 = -1
     records: Records = b""
+    aborted_transactions: tuple[AbortedTransaction, ...] = ()
+    """For a ``txn_committed`` read, the aborted transactions overlapping the records."""
 
 
 @stored_at_once
@@ -169,16 +182,20 @@ class FetchResponse(Message):
             size = len(p.records)
             if size:
                 parts.append(p.records)
-            entries.append(
-                {
-                    "topic": p.topic,
-                    "partition": p.partition,
-                    "error": p.error,
-                    "message": p.message,
-                    "high_watermark": p.high_watermark,
-                    "log_start_offset": p.log_start_offset,
-                    "last_stable_offset": p.last_stable_offset,
-                    "size": size,
-                }
-            )
+            entry = {
+                "topic": p.topic,
+                "partition": p.partition,
+                "error": p.error,
+                "message": p.message,
+                "high_watermark": p.high_watermark,
+                "log_start_offset": p.log_start_offset,
+                "last_stable_offset": p.last_stable_offset,
+                "size": size,
+            }
+            if p.aborted_transactions:
+                entry["aborted_transactions"] = [
+                    {"producer_id": a.producer_id, "first_offset": a.first_offset}
+                    for a in p.aborted_transactions
+                ]
+            entries.append(entry)
         return {"partitions": entries, "throttle_time_ms": self.throttle_time_ms}

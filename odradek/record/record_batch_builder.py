@@ -270,6 +270,7 @@ def build_batch(
     is_transactional: bool = False,
     last_offset: int | None = None,
     delete_horizon_ms: int | None = None,
+    is_control: bool = False,
 ) -> bytes:
     """One batch from ``(timestamp, key, value, headers)`` tuples or from :class:`Record`\\ s.
 
@@ -290,6 +291,7 @@ def build_batch(
         base_sequence,
         partition_leader_epoch,
         is_transactional,
+        is_control,
         delete_horizon_ms=delete_horizon_ms,
     )
     for item in items:

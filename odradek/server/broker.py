@@ -154,11 +154,15 @@ class Broker:
             TransactionMarkerChannelManager(
                 self.replica_manager,
                 self.transaction_state,
-                # (GroupCoordinator.handle_transaction_completion: the offsets of transactions)
-                getattr(self.group_coordinator, "handle_transaction_completion", None),
+                self.group_coordinator.handle_transaction_completion,
             ),
             self.transaction_metrics,
             clock,
+        )
+        # A TxnOffsetCommit's __consumer_offsets partition is checked against (or, KIP-890,
+        # added to) the producer's transaction.
+        self.group_coordinator.verify_transaction = (
+            self.transaction_coordinator.verify_or_add_partitions
         )
         settings = ConnectionSettings(
             config.socket_request_max_bytes,

@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 from odradek.errors import KafkaError
 from odradek.network.file_region import FileRegion
-from odradek.protocol.fetch import FetchPartition, FetchPartitionResponse
+from odradek.protocol.fetch import AbortedTransaction, FetchPartition, FetchPartitionResponse
 from odradek.server.partition import Partition
 from odradek.storage.fetch_data_info import FetchDataInfo
 
@@ -41,7 +41,9 @@ class LogReadResult(NamedTuple):
             )
         log = self.partition.log
         high_watermark = log.high_watermark
-        slice_ = self.info.records
+        info = self.info
+        slice_ = info.records
+        aborted = info.aborted_transactions
         return FetchPartitionResponse(
             request.topic,
             request.partition,
@@ -49,6 +51,11 @@ class LogReadResult(NamedTuple):
             None,
             high_watermark,
             log.log_start_offset,
-            high_watermark,  # the last stable offset: no transactions
+            # The last stable offset, whatever the isolation (as Kafka answers it): the HW
+            # unless a transaction is open or its marker not yet committed.
+            log.last_stable_offset if log.producer_state.unstable else high_watermark,
             FileRegion(slice_) if slice_ is not None and slice_.length else b"",
+            tuple([AbortedTransaction(a.producer_id, a.first_offset) for a in aborted])
+            if aborted
+            else (),
         )

@@ -191,6 +191,10 @@ class Partition:
         log_end = log.log_end_offset_metadata
         if isolation is FetchIsolation.LOG_END:
             return log_end
+        if isolation is FetchIsolation.TXN_COMMITTED:
+            last_stable = log.last_stable_offset
+            if last_stable != log.high_watermark:
+                return LogOffsetMetadata(last_stable)
         high_watermark = log.high_watermark
         if high_watermark == log_end.message_offset:
             return log_end

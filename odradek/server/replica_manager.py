@@ -71,7 +71,7 @@ _FETCH_ISOLATION = {level: FetchIsolation(level.value) for level in IsolationLev
 
 # (Members at hand: looking one up on its enum class costs about a call, per request.)
 _ACKS_ALL = Acks.ALL
-_HIGH_WATERMARK = IsolationLevel.HIGH_WATERMARK
+_LOG_END = IsolationLevel.LOG_END
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 """Topics only the broker writes (clients may read them): Produce to them is refused with
@@ -359,9 +359,11 @@ class ReplicaManager:
             except KafkaError:
                 return None
         log = partition.log
+        if log.producer_state.unstable:
+            return None  # the last stable offset may not be the HW: the general path answers
         high_watermark = log.high_watermark
         log_start_offset = log.log_start_offset
-        end = high_watermark if isolation is _HIGH_WATERMARK else log.log_end_offset
+        end = high_watermark if isolation is not _LOG_END else log.log_end_offset
         if fetch_offset != end or fetch_offset < log_start_offset:
             return None
         return high_watermark, log_start_offset
@@ -478,6 +480,8 @@ class ReplicaManager:
                 found = await self._in_thread(log.fetch_offset_by_timestamp, target, isolation)
                 if found is not None and isolation is FetchIsolation.HIGH_WATERMARK:
                     found = found if found.offset < log.high_watermark else None
+                elif found is not None and isolation is FetchIsolation.TXN_COMMITTED:
+                    found = found if found.offset < log.last_stable_offset else None
         except (KafkaError, OSError) as caught:
             error = (
                 caught

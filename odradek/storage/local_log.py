@@ -230,6 +230,7 @@ class LocalLog:
             names.log_file(self.dir, base_offset),
             names.offset_index_file(self.dir, base_offset),
             names.time_index_file(self.dir, base_offset),
+            names.transaction_index_file(self.dir, base_offset),
         ):
             if path.exists():
                 logger.warning(

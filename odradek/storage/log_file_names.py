@@ -60,6 +60,15 @@ def is_index_file(path: Path) -> bool:
     return base.endswith(INDEX_FILE_SUFFIX) or base.endswith(TIME_INDEX_FILE_SUFFIX)
 
 
+def is_transaction_index_file(path: Path) -> bool:
+    """Whether ``path`` (any temp suffix stripped) is a segment's ``.txnindex`` file."""
+    base = path.name
+    for suffix in (DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX):
+        if base.endswith(suffix):
+            base = base[: -len(suffix)]
+    return base.endswith(TXN_INDEX_FILE_SUFFIX)
+
+
 def is_log_file(path: Path) -> bool:
     """Whether ``path`` (any temp suffix stripped) is a segment's ``.log`` file."""
     base = path.name

@@ -107,6 +107,13 @@ class LogLoader:
                 self._delete(path, "swap of an unfinished operation")
             else:
                 keep.append(path)
+        # A swapped segment's .txnindex (the cleaner's) goes in with its log, or with it.
+        kept_offsets = {names.offset_from_file_name(path.name) for path in keep}
+        for name in self._file_names():
+            if name.endswith(names.TXN_INDEX_FILE_SUFFIX + names.SWAP_FILE_SUFFIX) and (
+                names.offset_from_file_name(name) not in kept_offsets
+            ):
+                self._delete(self.dir / name, "transaction index swap without its log swap")
         return keep
 
     def _delete_indexes_of(self, base_file: Path) -> None:
@@ -141,6 +148,7 @@ class LogLoader:
                         log_path,
                         names.offset_index_file(self.dir, offset),
                         names.time_index_file(self.dir, offset),
+                        names.transaction_index_file(self.dir, offset),
                     ):
                         if path.exists():
                             self._delete(path, f"replaced by swap segment {base_offset}")
@@ -161,7 +169,9 @@ class LogLoader:
         )
         known = set(log_offsets)
         for name in file_sizes:
-            if name.endswith((names.INDEX_FILE_SUFFIX, names.TIME_INDEX_FILE_SUFFIX)):
+            if name.endswith(
+                (names.INDEX_FILE_SUFFIX, names.TIME_INDEX_FILE_SUFFIX, names.TXN_INDEX_FILE_SUFFIX)
+            ):
                 if names.offset_from_file_name(name) not in known:
                     self._delete(self.dir / name, "orphan index with no log file")
         cut: list[LogSegment] = []  # the segments an index rebuild cut, in order

@@ -90,6 +90,10 @@ class ProducerStateManager:
         self.unreplicated_txns: list[CompletedTxn] = []
         """Ended transactions whose marker the high watermark has not passed yet (purged by
         :meth:`first_unstable_offset`)."""
+        self.unstable = False
+        """Whether a transaction is open, or ended by a marker the high watermark may not have
+        passed: only then may the last stable offset be below the high watermark (a flag
+        the read paths check first, in one step)."""
         self._coordinator_epochs: dict[int, int] = {}
         """The coordinator epoch of each producer's last marker (producers with one only)."""
         self._txn_guard = _TransactionGuard(self.table, self.ongoing_txns)
@@ -120,6 +124,7 @@ class ProducerStateManager:
             if first_offset != NO_TXN_FIRST_OFFSET and pid not in ongoing:
                 ongoing[pid] = first_offset
                 self.append_table = self._txn_guard
+                self.unstable = True
 
     def entry(self, producer_id: int) -> ProducerStateEntry | None:
         """A copy of one producer's entry, or None if the partition does not know it."""
@@ -174,6 +179,7 @@ class ProducerStateManager:
                 f"to complete at offset {completed.last_offset}"
             )
         self.unreplicated_txns.append(completed)
+        self.unstable = True
         if not self.ongoing_txns:
             self.append_table = self.table
 
@@ -186,18 +192,24 @@ class ProducerStateManager:
                 return first_offset
         return completed.last_offset + 1
 
-    def first_unstable_offset(self, high_watermark: int) -> int | None:
-        """The first offset of the earliest transaction that is open or whose marker is not
-        below ``high_watermark`` (ended transactions the high watermark passed are forgotten
-        here: Kafka's ``onHighWatermarkUpdated``); None when every transaction is stable."""
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Forget the ended transactions whose marker is below ``high_watermark``: they are
+        stable (Kafka's ``onHighWatermarkUpdated``)."""
         unreplicated = self.unreplicated_txns
         if unreplicated:
             unreplicated[:] = [txn for txn in unreplicated if txn.last_offset >= high_watermark]
+            self.unstable = bool(unreplicated or self.ongoing_txns)
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset of the earliest transaction that is open or whose marker is not
+        below ``high_watermark`` (the others are forgotten first); None when every
+        transaction is stable."""
+        self.on_high_watermark_updated(high_watermark)
         first = None
         for first_offset in self.ongoing_txns.values():
             first = first_offset
             break
-        for txn in unreplicated:
+        for txn in self.unreplicated_txns:
             if first is None or txn.first_offset < first:
                 first = txn.first_offset
         return first
@@ -235,6 +247,7 @@ class ProducerStateManager:
         self.unreplicated_txns.clear()
         self._coordinator_epochs.clear()
         self.append_table = self.table
+        self.unstable = False
 
     def last_data_offsets(self) -> dict[int, int]:
         """Each live producer's last written offset (the cleaner keeps those batches)."""
@@ -402,6 +415,7 @@ class ProducerStateManager:
                 ):
                     self.ongoing_txns[fields.producer_id] = fields.base_offset
                     self.append_table = self._txn_guard
+                    self.unstable = True
 
     def _replay_marker(self, segment: LogSegment, position: int, header: RecordBatch) -> None:
         """A control batch read back: a marker ends its producer's transaction (and an abort

@@ -118,6 +118,11 @@ class UnifiedLog:
         self._io_error_handler: IoErrorHandler | None = None
         self.producer_state = producer_state or ProducerStateManager(directory, directory.name)
         self._producer_table = self.producer_state.table  # the append path's, held at hand
+        # What the fast path asks (ProducerStateManager.append_table), held at hand too: only
+        # the general path, a marker or a reload of the state changes it (each of
+        # those sets it again), never the fast path itself, which declines the
+        # transactional batches that could.
+        self._append_producers = self.producer_state.append_table
         # The first unstable offset with its position, as last resolved for a read_committed
         # read (replaced whole; see _last_stable_offset_metadata).
         self._first_unstable_metadata = LogOffsetMetadata(-1)
@@ -360,7 +365,7 @@ class UnifiedLog:
                         self._log_start_offset,
                         LogAppendInfo,
                         LogOffsetMetadata,
-                        self.producer_state.append_table,
+                        self._append_producers,
                     )
                 except OSError as error:
                     raise self._local.storage_error("append", error) from error
@@ -426,7 +431,7 @@ class UnifiedLog:
         # then tells a batch going on in its transaction from one that opens one).
         records = validated.records
         if validated.batch_count > 1 or not records[PRODUCER_ID_OFFSET] & 0x80:
-            producers = self.producer_state.append_table
+            producers = self._append_producers
             noted = (
                 not records[ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_FLAG_MASK
                 or producers is not self._producer_table
@@ -457,6 +462,7 @@ class UnifiedLog:
             self._producer_table.commit_next()  # (the guard's commit_next is the table's)
         elif producer_append is not None:
             self.producer_state.update(producer_append)
+            self._append_producers = self.producer_state.append_table
         info = _new_tuple(
             LogAppendInfo,
             (
@@ -523,7 +529,11 @@ class UnifiedLog:
                     )
             except OSError as error:
                 raise self._local.storage_error("transaction marker append", error) from error
+            # The transactions the HW passed go first: however seldom the LSO is read, the
+            # ended ones kept are only those whose marker awaits its commit.
+            state.on_high_watermark_updated(self.high_watermark)
             state.update_end_txn_marker(entry, completed)
+            self._append_producers = state.append_table
             if leader_epoch > self.leader_epoch_cache.latest_epoch:
                 self._assign_leader_epoch(leader_epoch, offset)
             end = offset + 1
@@ -552,7 +562,7 @@ class UnifiedLog:
         """The first offset of the earliest transaction still open, or ended by a marker the
         high watermark has not passed (not below the log start offset); None when none is."""
         state = self.producer_state
-        if not state.ongoing_txns and not state.unreplicated_txns:
+        if not state.unstable:
             return None  # (a transaction opening meanwhile starts at or above the HW)
         with self._lock:
             first = state.first_unstable_offset(self.high_watermark)
@@ -687,6 +697,7 @@ class UnifiedLog:
         self.producer_state.load(
             self._segments.values(), self._log_start_offset, end, end, self._clock.milliseconds()
         )
+        self._append_producers = self.producer_state.append_table
         self.leader_epoch_cache.truncate_from_end(end)
 
     def _update_log_end_offset(self, offset: int) -> None:
@@ -1093,6 +1104,7 @@ class UnifiedLog:
         replace_segments, under the log's lock)."""
         with self._lock:
             self._local.replace_segments(new_segment, old_segments)
+            self._first_unstable_metadata = LogOffsetMetadata(-1)  # (positions moved)
 
     # --- truncation --------------------------------------------------------------------------
 
@@ -1108,6 +1120,7 @@ class UnifiedLog:
                 self.truncate_fully_and_start_at(target_offset)
                 return True
             self._local.truncate_to(target_offset)
+            self._first_unstable_metadata = LogOffsetMetadata(-1)
             self._lower_high_watermark_to_log_end()
             if self.log_end_offset < self._log_start_offset:
                 # The cut went through a batch straddling the log start offset: nothing visible
@@ -1127,10 +1140,12 @@ class UnifiedLog:
         """Delete every segment and start an empty log at ``new_offset``."""
         with self._lock:
             self._local.truncate_fully_and_start_at(new_offset)
+            self._first_unstable_metadata = LogOffsetMetadata(-1)
             self._log_start_offset = new_offset
             with self._high_watermark_lock:
                 self._high_watermark = self._local.next_offset_metadata
             self.producer_state.clear()
+            self._append_producers = self.producer_state.append_table
             self.producer_state.delete_snapshots(above=-1)
             self.leader_epoch_cache.clear()
 

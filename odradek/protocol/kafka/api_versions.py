@@ -36,14 +36,13 @@ DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
 DESCRIBE_LOG_DIRS, ELECT_LEADERS = 35, 43
+DESCRIBE_PRODUCERS = 61
 # Consumer groups (classic protocol).
 OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 8, 9, 11, 12, 13, 14
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
 # Transactions.
-ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 24, 25, 26
+ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
-# The group side of transactions.
-TXN_OFFSET_COMMIT = 28
 
 ADVERTISED: dict[int, ApiRange] = {
     r.api_key: r
@@ -74,6 +73,7 @@ ADVERTISED: dict[int, ApiRange] = {
         ApiRange(ALTER_CLIENT_QUOTAS, "AlterClientQuotas", 0, 1, 0),
         ApiRange(DESCRIBE_LOG_DIRS, "DescribeLogDirs", 1, 5, 1),
         ApiRange(ELECT_LEADERS, "ElectLeaders", 0, 2, 0),
+        ApiRange(DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0, 0),
         # Consumer groups (classic protocol).
         ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 4, 0),
         ApiRange(JOIN_GROUP, "JoinGroup", 0, 9, 0),
@@ -90,10 +90,10 @@ ADVERTISED: dict[int, ApiRange] = {
         ApiRange(ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", 0, 5, 0),
         ApiRange(ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", 0, 4, 0),
         ApiRange(END_TXN, "EndTxn", 0, 5, 0),
-        ApiRange(DESCRIBE_TRANSACTIONS, "DescribeTransactions", 0, 0, 0),
-        ApiRange(LIST_TRANSACTIONS, "ListTransactions", 0, 2, 0),
         # The group side of transactions: Kafka 4.4 serves v0-6, kio knows v0-5.
         ApiRange(TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 5, 0),
+        ApiRange(DESCRIBE_TRANSACTIONS, "DescribeTransactions", 0, 0, 0),
+        ApiRange(LIST_TRANSACTIONS, "ListTransactions", 0, 2, 0),
     )
 }
 

@@ -28,6 +28,10 @@ from odradek.protocol.kafka.request_header import read_client_id
 
 FIRST_FLEXIBLE_VERSION = 12
 CLUSTER_ID_TAG = 0
+READ_COMMITTED = 1
+"""Kafka's isolation_level for read_committed (0: read_uncommitted)."""
+_TXN_COMMITTED = IsolationLevel.TXN_COMMITTED
+_HIGH_WATERMARK = IsolationLevel.HIGH_WATERMARK
 
 
 class KafkaFetchRequest(NamedTuple):
@@ -59,7 +63,7 @@ def _fetch_request(
         max_wait if max_wait > 0 else 0,
         min_bytes if min_bytes > 0 else 0,
         max_bytes if max_bytes > 0 else 0,
-        IsolationLevel.HIGH_WATERMARK,  # read_committed reads alike: no transactions yet
+        _TXN_COMMITTED if isolation_level == READ_COMMITTED else _HIGH_WATERMARK,
     )
     return KafkaFetchRequest(fetch, isolation_level, session_id, session_epoch, replica_id)
 
@@ -297,6 +301,7 @@ _TOP_V7 = struct.Struct(">ihi")  # throttle, error, session_id
 _NULL_ARRAY = _INT32.pack(-1)
 _EMPTY_ARRAY = _INT32.pack(0)
 _NO_PREFERRED_READ_REPLICA = _INT32.pack(-1)
+_ABORTED = struct.Struct(">qq")  # producer_id, first_offset
 
 
 def write_fetch_response(
@@ -311,6 +316,7 @@ def write_fetch_response(
     else:
         buffer += _INT32.pack(throttle_ms)
     head, tail = _partition_layout_out(version, response.read_committed)
+    after_aborted = _after_aborted(version)
     with_log_start = version >= 5
     topics = by_topic(response.partitions)
     write_length(buffer, len(topics), flexible)
@@ -324,7 +330,16 @@ def write_fetch_response(
                 )
             else:
                 buffer += head.pack(p.partition, p.error, p.high_watermark, p.last_stable_offset)
-            buffer += tail
+            aborted = p.aborted_transactions
+            if aborted and response.read_committed:
+                write_length(buffer, len(aborted), flexible)
+                for transaction in aborted:
+                    buffer += _ABORTED.pack(transaction.producer_id, transaction.first_offset)
+                    if flexible:
+                        buffer.append(0)
+                buffer += after_aborted
+            else:
+                buffer += tail
             records = p.records
             if records is None:
                 buffer += b"\x00" if flexible else _NULL_ARRAY
@@ -356,9 +371,13 @@ def _partition_layout_out(version: int, read_committed: bool) -> tuple[struct.St
         tail = b"\x01" if read_committed else b"\x00"
     else:
         tail = _EMPTY_ARRAY if read_committed else _NULL_ARRAY
-    if version >= 11:
-        tail += _NO_PREFERRED_READ_REPLICA
-    return head, tail
+    return head, tail + _after_aborted(version)
+
+
+@cache
+def _after_aborted(version: int) -> bytes:
+    """What follows the aborted transactions: (v11+) the preferred read replica, none."""
+    return _NO_PREFERRED_READ_REPLICA if version >= 11 else b""
 
 
 # --- a fetch that finds nothing new, answered at once ----------------------------------------
@@ -448,9 +467,6 @@ def _read_immediate(frame: memoryview, version: int) -> ImmediateFetch | None:
     return ImmediateFetch(
         entry.topic, entry.partition, entry.fetch_offset, fetch.isolation, *pieces
     )
-
-
-READ_COMMITTED = 1
 
 
 @lru_cache(maxsize=1024)

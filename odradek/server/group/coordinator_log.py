@@ -86,9 +86,7 @@ def partition_for(group_id: str, num_partitions: int) -> int:
     return (java_string_hash(group_id) & 0x7FFFFFFF) % num_partitions
 
 
-TRANSACTIONAL_BASE_SEQUENCE = 0
-"""The base sequence of a transactional coordinator batch (Kafka's coordinator writes 0; the
-log does not check a coordinator's sequences)."""
+MAX_SEQUENCE = 0x7FFFFFFF
 
 
 @dataclass(frozen=True)
@@ -141,6 +139,7 @@ class CoordinatorLog:
         self._clock = clock
         self._create_topic = create_topic
         self._topic_ready = asyncio.Lock()
+        self._transactional_appends = asyncio.Lock()
         self.load_summary: LoadSummary | None = None
 
     @property
@@ -184,19 +183,27 @@ class CoordinatorLog:
         partition = self._replica_manager.partition(
             GROUP_METADATA_TOPIC_NAME, self.partition_for(group_id)
         )
+        now = self._clock.milliseconds()
         if producer_id == NO_PRODUCER_ID:
             builder = RecordBatchBuilder()
+            for key, value in records:
+                builder.append(now, key, value)
+            info = await partition.append(builder.build(), Acks.ALL)
         else:
-            builder = RecordBatchBuilder(
-                producer_id=producer_id,
-                producer_epoch=producer_epoch,
-                base_sequence=TRANSACTIONAL_BASE_SEQUENCE,
-                is_transactional=True,
-            )
-        now = self._clock.milliseconds()
-        for key, value in records:
-            builder.append(now, key, value)
-        info = await partition.append(builder.build(), Acks.ALL)
+            # The log checks a producer's sequences for every batch (Kafka spares its
+            # coordinator's writes the check; odradek's log has no such origin), so a
+            # transaction's commits take the producer's next sequence in the partition, one
+            # transactional append at a time.
+            async with self._transactional_appends:
+                builder = RecordBatchBuilder(
+                    producer_id=producer_id,
+                    producer_epoch=producer_epoch,
+                    base_sequence=_next_sequence(partition.log, producer_id, producer_epoch),
+                    is_transactional=True,
+                )
+                for key, value in records:
+                    builder.append(now, key, value)
+                info = await partition.append(builder.build(), Acks.ALL)
         durable = partition.durable(info.last_offset)
         try:
             await asyncio.wait_for(
@@ -326,6 +333,15 @@ class CoordinatorLog:
                 raise CoordinatorNotAvailableError(
                     f"[{tp}] cannot read the batch at offset {offset} while loading groups"
                 )
+
+
+def _next_sequence(log: UnifiedLog, producer_id: int, producer_epoch: int) -> int:
+    """The sequence the producer's next batch in ``log`` takes: after its last at this epoch,
+    0 for an epoch the log has not seen (a new epoch starts at 0)."""
+    for producer in log.active_producers():
+        if producer.producer_id == producer_id and producer.producer_epoch == producer_epoch:
+            return (producer.last_sequence + 1) & MAX_SEQUENCE
+    return 0
 
 
 def _decode(

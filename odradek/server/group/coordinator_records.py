@@ -3,7 +3,8 @@
 A key starts with an int16 version that says what the record is: 0 or 1 an OffsetCommitKey
 (group, topic, partition), 2 a GroupMetadataKey (group). Values start with their own version.
 odradek writes OffsetCommitKey v1 with OffsetCommitValue v3 and GroupMetadataKey v2 with
-GroupMetadataValue v3, as Kafka does; it reads every non-flexible version (values 0-3). A null
+GroupMetadataValue v3; it reads every version of Kafka 4.4 (values 0-4: Kafka 4.4 writes
+OffsetCommitValue v4, flexible, so odradek loads a ``__consumer_offsets`` Kafka wrote). A null
 value is a tombstone: the key's offset, or the whole group, is gone.
 """
 
@@ -20,6 +21,8 @@ OFFSET_COMMIT_VALUE_VERSION = 3
 GROUP_METADATA_KEY_VERSION = 2
 GROUP_METADATA_VALUE_VERSION = 3
 NO_LEADER_EPOCH = -1
+FLEXIBLE_VALUE_VERSION = 4
+"""The first flexible version of OffsetCommitValue and GroupMetadataValue (Kafka 4.x)."""
 
 
 @dataclass(frozen=True)
@@ -61,13 +64,18 @@ class OffsetCommitValue:
                 pass  # the general reader says what is wrong
         reader = BinaryReader(data, "OffsetCommitValue")
         version = reader.int16()
-        if not 0 <= version <= 3:
-            raise CorruptRecordError(f"OffsetCommitValue version {version} is not 0..3")
+        if not 0 <= version <= FLEXIBLE_VALUE_VERSION:
+            raise CorruptRecordError(
+                f"OffsetCommitValue version {version} is not 0..{FLEXIBLE_VALUE_VERSION}"
+            )
+        flexible = version >= FLEXIBLE_VALUE_VERSION
         offset = reader.int64()
         leader_epoch = reader.int32() if version >= 3 else NO_LEADER_EPOCH
-        metadata = reader.string() or ""
+        metadata = (reader.compact_string() if flexible else reader.string()) or ""
         commit_timestamp = reader.int64()
         expire_timestamp = reader.int64() if version == 1 else -1
+        if flexible:
+            reader.skip_tagged_fields()
         return cls(offset, leader_epoch, metadata, commit_timestamp, expire_timestamp)
 
 
@@ -121,28 +129,35 @@ class GroupMetadataValue:
     def from_bytes(cls, data: bytes | memoryview) -> GroupMetadataValue:
         reader = BinaryReader(data, "GroupMetadataValue")
         version = reader.int16()
-        if not 0 <= version <= 3:
-            raise CorruptRecordError(f"GroupMetadataValue version {version} is not 0..3")
-        protocol_type = reader.string() or ""
+        if not 0 <= version <= FLEXIBLE_VALUE_VERSION:
+            raise CorruptRecordError(
+                f"GroupMetadataValue version {version} is not 0..{FLEXIBLE_VALUE_VERSION}"
+            )
+        flexible = version >= FLEXIBLE_VALUE_VERSION
+        string = reader.compact_string if flexible else reader.string
+        data_bytes = reader.compact_bytes if flexible else reader.bytes
+        protocol_type = string() or ""
         generation = reader.int32()
-        protocol = reader.string()
-        leader = reader.string()
+        protocol = string()
+        leader = string()
         timestamp = reader.int64() if version >= 2 else -1
-        count = reader.int32()
+        count = reader.unsigned_varint() - 1 if flexible else reader.int32()
         if count < 0 or count > reader.remaining:
             raise CorruptRecordError(f"GroupMetadataValue declares {count} members")
         members = []
         for _ in range(count):
-            member_id = reader.string() or ""
-            instance_id = reader.string() if version >= 3 else None
-            client_id = reader.string() or ""
-            client_host = reader.string() or ""
+            member_id = string() or ""
+            instance_id = string() if version >= 3 else None
+            client_id = string() or ""
+            client_host = string() or ""
             session_timeout = reader.int32()
             rebalance_timeout = session_timeout
             if version >= 1:
                 rebalance_timeout, session_timeout = session_timeout, reader.int32()
-            subscription = reader.bytes() or b""
-            assignment = reader.bytes() or b""
+            subscription = data_bytes() or b""
+            assignment = data_bytes() or b""
+            if flexible:
+                reader.skip_tagged_fields()
             members.append(
                 MemberMetadataValue(
                     member_id,
@@ -155,6 +170,8 @@ class GroupMetadataValue:
                     assignment,
                 )
             )
+        if flexible:
+            reader.skip_tagged_fields()
         return cls(protocol_type, generation, protocol, leader, timestamp, tuple(members))
 
 

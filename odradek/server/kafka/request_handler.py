@@ -41,6 +41,7 @@ from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecord
 from odradek.protocol.fetch import FetchPartitionResponse
 from odradek.protocol.header import RequestHeader
 from odradek.protocol.init_producer_id import InitProducerIdRequest
+from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.kafka import api_versions as apis
 from odradek.protocol.kafka import fetch_request, produce_request
 from odradek.protocol.kafka.api_versions import (
@@ -94,6 +95,7 @@ from odradek.server.kafka.acls import KafkaAclApis
 from odradek.server.kafka.configs import KafkaConfigApis
 from odradek.server.kafka.groups import KafkaGroupApis
 from odradek.server.kafka.partition_admin import KafkaPartitionAdminApis
+from odradek.server.kafka.producers import KafkaProducerApis
 from odradek.server.kafka.quotas import KafkaQuotaApis
 from odradek.server.kafka.request import KafkaHandler, KafkaRequest
 from odradek.server.kafka.security import KafkaSecurityApis
@@ -160,6 +162,7 @@ class KafkaRequestHandler:
             **(group_requests.handlers() if group_requests is not None else {}),
             **(partition_admin.handlers() if partition_admin is not None else {}),
             **(transactions.handlers() if transactions is not None else {}),
+            **KafkaProducerApis(replica_manager, self._authorizer).handlers(),
             **(
                 KafkaQuotaApis(ClientQuotaAdmin(quotas, self._authorizer, executor)).handlers()
                 if quotas is not None
@@ -681,7 +684,7 @@ class KafkaRequestHandler:
             log = self._replicas.partition(topic, partition).log
         except KafkaError:
             return -1, -1, -1
-        return log.high_watermark, log.high_watermark, log.log_start_offset
+        return log.high_watermark, log.last_stable_offset, log.log_start_offset
 
     # --- ListOffsets, DeleteRecords ----------------------------------------------------------
 
@@ -717,9 +720,14 @@ class KafkaRequestHandler:
                     )
         results: dict[int, dict[str, Any]] = dict(special)
         if wanted:
-            # read_committed reads as read_uncommitted: there are no transactions yet.
+            # read_committed's latest offset is the last stable offset (Kafka's).
+            isolation = (
+                IsolationLevel.TXN_COMMITTED
+                if body.get("isolation_level") == READ_COMMITTED
+                else IsolationLevel.HIGH_WATERMARK
+            )
             response = await self._call(
-                context, ListOffsetsRequest(tuple(entry for _, entry in wanted))
+                context, ListOffsetsRequest(tuple(entry for _, entry in wanted), isolation)
             )
             for (index, _), p in zip(wanted, response.partitions, strict=True):
                 results[index] = {

@@ -53,6 +53,12 @@ FIRST_BATCHED_ADD_PARTITIONS = 4  # AddPartitionsToTxn v4+: transactions[], veri
 FIRST_TRANSACTION_V2_END_TXN = 5  # EndTxn v5+: the client bumps its epoch per transaction
 FIRST_TRANSACTION_V2_PRODUCE = 12  # Produce v12+: the broker adds partitions (KIP-890)
 FIRST_ABORTABLE_PRODUCE = 11  # Produce v11+: the client knows TRANSACTION_ABORTABLE
+FIRST_PRODUCER_FENCED = {  # KIP-588: older versions are answered INVALID_PRODUCER_EPOCH
+    apis.INIT_PRODUCER_ID: 4,
+    apis.ADD_PARTITIONS_TO_TXN: 2,
+    apis.ADD_OFFSETS_TO_TXN: 2,
+    apis.END_TXN: 2,
+}
 ADD_PARTITIONS_RETRY_BACKOFF_S = 0.02  # add.partitions.to.txn.retry.backoff.ms
 ADD_PARTITIONS_RETRY_MAX_S = 0.1  # add.partitions.to.txn.retry.backoff.max.ms
 _MAGIC_AT, _ATTRIBUTES_LOW_AT, _TRANSACTIONAL = 16, 22, 0x10  # a v2 record batch's header
@@ -123,7 +129,8 @@ class KafkaTransactionApis:
                 transactional_id, _milliseconds(body["transaction_timeout"]), expected
             )
         except KafkaError as error:
-            return {"error_code": error.code, "producer_id": -1, "producer_epoch": -1}
+            code = _code(error, request)
+            return {"error_code": code, "producer_id": -1, "producer_epoch": -1}
         return {
             "error_code": 0,
             "producer_id": result.producer_id,
@@ -143,7 +150,7 @@ class KafkaTransactionApis:
                 body["v3_and_below_producer_epoch"],
                 topics,
             )
-            return {"results_by_topic_v3_and_below": _by_topic(topics, results)}
+            return {"results_by_topic_v3_and_below": _by_topic(topics, results, request)}
         denial = self._authorizer.cluster_denial(context, AclOperation.CLUSTER_ACTION)
         if denial is not None:
             return {"error_code": denial.code, "results_by_transaction": []}
@@ -162,7 +169,7 @@ class KafkaTransactionApis:
             answers.append(
                 {
                     "transactional_id": txn["transactional_id"],
-                    "topic_results": _by_topic(topics, results),
+                    "topic_results": _by_topic(topics, results, request),
                 }
             )
         return {"error_code": 0, "results_by_transaction": answers}
@@ -236,7 +243,7 @@ class KafkaTransactionApis:
                 TRANSACTION_VERSION_0,
             )
         except KafkaError as error:
-            return {"error_code": error.code}
+            return {"error_code": _code(error, request)}
         return {"error_code": 0}
 
     # --- EndTxn ------------------------------------------------------------------------------
@@ -261,7 +268,8 @@ class KafkaTransactionApis:
                 version,
             )
         except KafkaError as error:
-            return {"error_code": error.code, "producer_id": -1, "producer_epoch": -1}
+            code = _code(error, request)
+            return {"error_code": code, "producer_id": -1, "producer_epoch": -1}
         return {
             "error_code": 0,
             "producer_id": result.producer_id,
@@ -438,7 +446,9 @@ def _partitions(topics: Sequence[dict[str, Any]]) -> list[TopicPartition]:
 
 
 def _by_topic(
-    topics: Sequence[dict[str, Any]], results: dict[TopicPartition, KafkaError | None]
+    topics: Sequence[dict[str, Any]],
+    results: dict[TopicPartition, KafkaError | None],
+    request: KafkaRequest,
 ) -> list[dict[str, Any]]:
     return [
         {
@@ -446,7 +456,9 @@ def _by_topic(
             "results_by_partition": [
                 {
                     "partition_index": p,
-                    "partition_error_code": _code(results.get(TopicPartition(t["name"], p))),
+                    "partition_error_code": _code(
+                        results.get(TopicPartition(t["name"], p)), request
+                    ),
                 }
                 for p in t["partitions"]
             ],
@@ -455,8 +467,16 @@ def _by_topic(
     ]
 
 
-def _code(error: KafkaError | None) -> int:
-    return 0 if error is None else error.code
+def _code(error: KafkaError | None, request: KafkaRequest) -> int:
+    """The wire code of ``error`` at the request's version: PRODUCER_FENCED is
+    INVALID_PRODUCER_EPOCH to versions before it existed (KIP-588)."""
+    if error is None:
+        return 0
+    if isinstance(error, ProducerFencedError) and request.api_version < FIRST_PRODUCER_FENCED.get(
+        request.api_key, 0
+    ):
+        return InvalidProducerEpochError.code
+    return error.code
 
 
 def _milliseconds(value: Any) -> int:

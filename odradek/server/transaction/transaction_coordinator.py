@@ -152,7 +152,7 @@ class TransactionCoordinator:
                 )
             ),
         ]
-        self._metrics.watch(self._state)
+        self._metrics.watch(self._state, self._clock)
         self.active = True
 
     async def _every(self, interval_ms: int, work: object) -> None:
@@ -511,10 +511,14 @@ class TransactionCoordinator:
         ):
             next_producer_id = await self._producer_ids.generate()
         if fencing:
-            # The fenced epoch was never given out: take it now, and abort at it.
             metadata.pending_state = None
-            metadata.producer_epoch = producer_epoch
-            metadata.last_producer_epoch = NO_PRODUCER_EPOCH
+            if metadata.client_transaction_version < TRANSACTION_VERSION_2:
+                # The fenced epoch was never given out: take it now, and abort at it.
+                metadata.producer_epoch = producer_epoch
+                metadata.last_producer_epoch = NO_PRODUCER_EPOCH
+            # (Transaction version 2: the abort bumps the epoch itself, once, as Kafka 4.4
+            # does; the producer's EndTxn at the old epoch is then INVALID_TXN_STATE, an
+            # abortable error, not a fence.)
         elif metadata.pending_transition_in_progress:
             raise ConcurrentTransactionsError(
                 f"transactional id {transactional_id!r} is being changed"

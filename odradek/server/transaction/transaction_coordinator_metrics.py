@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -11,6 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from odradek.server.transaction.transaction_state import TransactionState
 
 if TYPE_CHECKING:
+    from odradek.clock import Clock
     from odradek.server.transaction.transaction_state_manager import TransactionStateManager
 
 OPEN_STATES = frozenset(
@@ -56,11 +56,13 @@ class TransactionCoordinatorMetrics:
             registry=registry,
         )
         self._state: TransactionStateManager | None = None
+        self._clock: Clock | None = None
         self.open_transactions.set_function(self._open_count)
         self.oldest_open_transaction_age.set_function(self._oldest_age)
 
-    def watch(self, state: TransactionStateManager) -> None:
-        self._state = state
+    def watch(self, state: TransactionStateManager, clock: Clock) -> None:
+        """Read the gauges from ``state``, ages by ``clock`` (the coordinator's)."""
+        self._state, self._clock = state, clock
 
     def _open(self) -> list[int]:
         if self._state is None:
@@ -72,9 +74,9 @@ class TransactionCoordinatorMetrics:
 
     def _oldest_age(self) -> float:
         starts = [start for start in self._open() if start >= 0]
-        if not starts:
+        if not starts or self._clock is None:
             return 0.0
-        return max(0.0, time.time() - min(starts) / 1000)
+        return max(0.0, (self._clock.milliseconds() - min(starts)) / 1000)
 
     def started(self) -> None:
         self.started_transactions.inc()

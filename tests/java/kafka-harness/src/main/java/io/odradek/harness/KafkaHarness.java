@@ -18,8 +18,10 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
@@ -56,7 +58,10 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *
  * produce reads one line per step, fields separated by tabs:
  * {@code record PARTITION TIMESTAMP KEY VALUE [HEADER_NAME HEADER_VALUE]...},
- * {@code flush}, with a transactional.id {@code begin}, {@code commit}, {@code abort}, and
+ * {@code flush}, with a transactional.id {@code begin}, {@code commit}, {@code abort},
+ * {@code offsets GROUP (TOPIC PARTITION OFFSET)...} (sendOffsetsToTransaction for a consumer
+ * group), {@code halt} (the JVM stops at once: the open transaction is left to the broker, as
+ * after a crashed producer), and
  * {@code producer TOPIC [K=V]...}, which closes the producer and opens one for TOPIC with these
  * settings over the --property ones (many producers, one JVM).
  * PARTITION and TIMESTAMP are a number or {@code -} (the producer's choice); KEY, VALUE and
@@ -173,6 +178,19 @@ public final class KafkaHarness {
                         producer.flush(); // the aborted records reach the log before the marker
                         producer.abortTransaction();
                         report(pending, out);
+                    }
+                    case "offsets" -> {
+                        Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+                        for (int i = 2; i + 2 < fields.length; i += 3) {
+                            offsets.put(new TopicPartition(fields[i], Integer.parseInt(fields[i + 1])),
+                                    new OffsetAndMetadata(Long.parseLong(fields[i + 2])));
+                        }
+                        producer.sendOffsetsToTransaction(offsets, new ConsumerGroupMetadata(fields[1]));
+                    }
+                    case "halt" -> {
+                        producer.flush();
+                        report(pending, out);
+                        Runtime.getRuntime().halt(0);
                     }
                     default -> throw new IllegalArgumentException("unknown step " + fields[0]);
                 }

@@ -1,0 +1,83 @@
+"""KafkaProducerApis: DescribeProducers on Kafka's protocol (what ``kafka-transactions.sh
+describe-producers`` asks): each partition's active producers, from its producer state.
+
+As Kafka's KafkaApis answers it: Read on the topic, refused per partition with
+TOPIC_AUTHORIZATION_FAILED; a partition the broker does not lead gets its error
+(UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR) and no producers. Each producer: its epoch,
+last sequence and timestamp, the coordinator epoch of its last marker (-1: none) and the first
+offset of its open transaction (-1: none).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.errors import KafkaError
+from odradek.protocol.kafka import api_versions as apis
+from odradek.security.acl import AclOperation
+from odradek.server.authorization.authorizer import Authorizer
+from odradek.server.kafka.request import KafkaHandler, KafkaRequest
+from odradek.server.replica_manager import ReplicaManager
+from odradek.server.request_context import RequestContext
+from odradek.storage.active_producer import ActiveProducer
+
+
+class KafkaProducerApis:
+    """DescribeProducers over the partitions' producer state."""
+
+    def __init__(self, replica_manager: ReplicaManager, authorizer: Authorizer) -> None:
+        self._replicas = replica_manager
+        self._authorizer = authorizer
+
+    def handlers(self) -> dict[int, KafkaHandler]:
+        return {apis.DESCRIBE_PRODUCERS: self._describe_producers}
+
+    async def _describe_producers(self, request: KafkaRequest, context: RequestContext) -> dict:
+        topics = []
+        for topic in request.body["topics"]:
+            name = topic["name"]
+            denial = self._authorizer.topic_denial(context, AclOperation.READ, name)
+            topics.append(
+                {
+                    "name": name,
+                    "partitions": [
+                        _refused(index, denial)
+                        if denial is not None
+                        else self._partition_producers(name, index)
+                        for index in topic["partition_indexes"]
+                    ],
+                }
+            )
+        return {"topics": topics}
+
+    def _partition_producers(self, topic: str, index: int) -> dict[str, Any]:
+        try:
+            producers = self._replicas.partition(topic, index).log.active_producers()
+        except KafkaError as error:
+            return _refused(index, error)
+        return {
+            "partition_index": index,
+            "error_code": 0,
+            "error_message": None,
+            "active_producers": [_producer_state(producer) for producer in producers],
+        }
+
+
+def _refused(index: int, error: KafkaError) -> dict[str, Any]:
+    return {
+        "partition_index": index,
+        "error_code": error.code,
+        "error_message": None,
+        "active_producers": [],
+    }
+
+
+def _producer_state(producer: ActiveProducer) -> dict[str, int]:
+    return {
+        "producer_id": producer.producer_id,
+        "producer_epoch": producer.producer_epoch,
+        "last_sequence": producer.last_sequence,
+        "last_timestamp": producer.last_timestamp,
+        "coordinator_epoch": producer.coordinator_epoch,
+        "current_txn_start_offset": producer.current_txn_start_offset,
+    }
