@@ -10,6 +10,7 @@ nothing: every transaction the client saw committed whole, every one it aborted 
 from __future__ import annotations
 
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from kafka_helpers import create_topic
-from kafka_reference import harness_classpath
+from kafka_reference import harness_classpath, kafka_classpath, run_java
 from transaction_targets import end_offsets, read_all, script, started
 
 pytestmark = [pytest.mark.reference_kafka, pytest.mark.slow]
@@ -55,6 +56,27 @@ class Writer:
             self.process.send_signal(signal.SIGKILL)
         self.process.wait(timeout=30)
         self._reader.join(timeout=5)
+
+
+def batches(log_dir: Path) -> str:
+    """The topic's batches as Kafka's DumpLogSegments reads them (for a failure's message):
+    offsets, producer epoch, control or not, and each control record's type."""
+    files = sorted(
+        str(path)
+        for partition in range(PARTITIONS)
+        for path in (log_dir / f"{TOPIC}-{partition}").glob("*.*")
+        if path.suffix in (".log", ".txnindex")
+    )
+    done = run_java(
+        kafka_classpath(), "org.apache.kafka.tools.DumpLogSegments",
+        ["--deep-iteration", "--print-data-log", "--files", ",".join(files)],
+    )  # fmt: skip
+    kept = re.compile(r"^(Dumping|baseOffset|\| offset|version)")
+    dropped = re.compile(
+        r" (partitionLeaderEpoch|deleteHorizonMs|CreateTime|crc|isvalid|magic|compresscodec"
+        r"|size|position|keySize|valueSize|headerKeys|sequence|lastSequence): \S+"
+    )
+    return "\n".join(dropped.sub("", line) for line in done.stdout.splitlines() if kept.match(line))
 
 
 @pytest.mark.parametrize("kind", ["kafka", "odradek"])
@@ -102,6 +124,7 @@ def test_broker_killed_mid_transactions_leaves_each_all_or_nothing(
             lso, hw = end_offsets(answers)
             time.sleep(1)
         seen = read_all(target.bootstrap, TOPIC, PARTITIONS, "read_committed")
+        log_dir = target.log_dir
 
     records: dict[int, set[str]] = defaultdict(set)
     for partition_records in seen.values():
@@ -110,7 +133,7 @@ def test_broker_killed_mid_transactions_leaves_each_all_or_nothing(
             records[int(number)].add(record)
     whole = {str(n) for n in range(RECORDS)}
     partial = {n: sorted(got) for n, got in records.items() if got != whole}
-    assert not partial, f"transactions read in part: {partial}"
+    assert not partial, f"transactions read in part: {partial}\n{batches(log_dir)}"
     lost = [n for n, end in ends.items() if end == "committed" and n not in records]
     assert not lost, f"committed transactions missing: {lost}"
     resurrected = [n for n, end in ends.items() if end == "aborted" and n in records]
