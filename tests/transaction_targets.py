@@ -159,8 +159,9 @@ def end_offsets(answers: list[dict]) -> list[dict[int, int]]:
 def read_all(
     bootstrap: str, topic: str, partitions: int, isolation: str, keyed: bool = False
 ) -> dict[int, list[tuple]]:
-    """partition -> [(offset, value)] (``keyed``: [(key, value)]) from the start to the end each partition has for
-    ``isolation`` (read_committed: its last stable offset), as librdkafka hands them over."""
+    """partition -> [(offset, value)] (``keyed``: [(key, value)]) from the start to the end
+    each partition has for ``isolation`` (read_committed: its last stable offset), as
+    librdkafka hands them over."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,

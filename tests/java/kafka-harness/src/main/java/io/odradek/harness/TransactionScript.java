@@ -43,6 +43,9 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *     answer twice, 200 ms apart, 10 s at most: a transaction's markers are written after
  *     EndTxn is answered, on Kafka too), one line per partition:
  *     {@code {"step":"end-offsets","topic":..,"partition":P,"offset":O}}</li>
+ * <li>{@code await-stable TOPIC MS}: until no partition of TOPIC has an open transaction
+ *     (endOffsets under read_committed equal those under read_uncommitted), MS at most;
+ *     then as end-offsets under read_committed</li>
  * <li>{@code sleep MS}: {@code {"step":"sleep"}}</li>
  * </ul>
  * error is null, or the simple name of the exception the client threw (the cause's, for an
@@ -127,6 +130,10 @@ final class TransactionScript {
                         print(out, step, f[1], error, "");
                     }
                     case "end-offsets" -> endOffsets(base, f[1], f[2], out);
+                    case "await-stable" -> {
+                        awaitStable(base, f[1], Long.parseLong(f[2]));
+                        endOffsets(base, f[1], "read_committed", out);
+                    }
                     case "sleep" -> {
                         Thread.sleep(Long.parseLong(f[1]));
                         print(out, step, "", null, "");
@@ -174,6 +181,32 @@ final class TransactionScript {
                         + ",\"offset\":" + ends.get(tp) + "}");
             }
             out.flush();
+        }
+    }
+
+    private static void awaitStable(Properties base, String topic, long millis) {
+        Map<String, KafkaConsumer<byte[], byte[]>> consumers = new HashMap<>();
+        try {
+            for (String isolation : List.of("read_committed", "read_uncommitted")) {
+                Properties props = new Properties();
+                props.putAll(base);
+                props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+                props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+                props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
+                consumers.put(isolation, new KafkaConsumer<>(props));
+            }
+            List<TopicPartition> partitions = new ArrayList<>();
+            for (PartitionInfo info : consumers.get("read_committed").partitionsFor(topic, Duration.ofSeconds(60))) {
+                partitions.add(new TopicPartition(topic, info.partition()));
+            }
+            long deadline = System.currentTimeMillis() + millis;
+            while (!consumers.get("read_committed").endOffsets(partitions, Duration.ofSeconds(60))
+                    .equals(consumers.get("read_uncommitted").endOffsets(partitions, Duration.ofSeconds(60)))
+                    && System.currentTimeMillis() < deadline) {
+                sleep(200);
+            }
+        } finally {
+            consumers.values().forEach(KafkaConsumer::close);
         }
     }
 
