@@ -435,3 +435,60 @@ def test_colliding_names_in_one_request_a_known_difference(targets: dict[str, Ta
         for name, target in targets.items()
     }
     assert answers == {"kafka": [0, 0], "odradek": [0, 17]}
+
+
+# --- DescribeProducers ---------------------------------------------------------------------------
+
+
+def _describe_producers_case(target: Target, topic: str) -> dict[str, object]:
+    """An idempotent producer's three batches on ``topic``-0, then what Kafka's
+    ``kafka-transactions.sh describe-producers`` prints and DescribeProducers v0 answers, the
+    producer id and timestamps (each broker's own) left out."""
+    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": target.bootstrap, "enable.idempotence": True, "linger.ms": 0}
+    )
+    deadline = time.monotonic() + 60
+    sent = 0
+    while sent < 3:
+        producer.produce(topic, value=b"v%d" % sent, partition=0)
+        if producer.flush(30) == 0:
+            sent += 1
+        assert time.monotonic() < deadline
+    code, lines = kafka_tool(
+        "org.apache.kafka.tools.TransactionsCommand",
+        "--bootstrap-server",
+        target.bootstrap,
+        "describe-producers",
+        "--topic",
+        topic,
+        "--partition",
+        "0",
+    )
+    assert code == 0, lines
+    header, *rows = [line.split() for line in lines if line.strip()]
+    tool_rows = [
+        {name: value for name, value in zip(header, row, strict=True)
+         if name not in ("ProducerId", "LastTimestamp")}
+        for row in rows
+    ]  # fmt: skip
+    body = {"topics": [{"name": topic, "partition_indexes": [0, 3]}]}
+    response = kafka_call(target.bootstrap, 61, 0, body)
+    for partition in response["topics"][0]["partitions"]:
+        for state in partition["active_producers"]:
+            assert state.pop("producer_id") >= 0 and state.pop("last_timestamp") > 0
+    response.pop("throttle_time", None)
+    return {"tool": tool_rows, "v0": response}
+
+
+def test_describe_producers_answers_as_kafka_does(targets: dict[str, Target]) -> None:
+    """Kafka's own tool and the raw API on both brokers: one idempotent producer, its epoch,
+    last sequence, no coordinator epoch and no open transaction; a partition that does not
+    exist gets its error."""
+    kafka, odradek = (
+        _describe_producers_case(targets[name], "described-producers")
+        for name in ("kafka", "odradek")
+    )
+    assert len(kafka["tool"]) == 1, kafka
+    assert odradek == kafka

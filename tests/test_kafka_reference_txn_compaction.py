@@ -26,7 +26,6 @@ from kafka_reference import (
     ProducedRecord,
     ProducerRun,
     ReferenceBroker,
-    StoredRecord,
     TopicSpec,
     harness_classpath,
 )
@@ -38,6 +37,7 @@ from odradek.cleaner.cleaned_segment_swap import swap_in
 from odradek.cleaner.cleaner import Cleaner
 from odradek.cleaner.cleaner_config import CleanerConfig
 from odradek.config.log_config import LogConfig
+from odradek.record.memory_records import MemoryRecords
 from odradek.storage.transaction_index import TransactionIndex
 from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
@@ -48,7 +48,8 @@ TOPIC = "txn-compaction"
 TP = TopicPartition(TOPIC, 0)
 BASE_TIMESTAMP = int(time.time() * 1000) - 3_600_000
 SEGMENT_BYTES = 1024 * 1024  # Kafka's least
-HELD_BACK = {"min.compaction.lag.ms": str(86_400_000)}  # the records are an hour old
+HELD_BACK_SETTING = "min.compaction.lag.ms=86400000"  # the records are an hour old
+HELD_BACK = dict([HELD_BACK_SETTING.split("=")])
 TOPIC_CONFIGS = {
     "cleanup.policy": "compact",
     "segment.bytes": str(SEGMENT_BYTES),
@@ -119,10 +120,59 @@ def _segments_roll(partition: Path) -> bool:
     return len(list(partition.glob("*.log"))) >= 2
 
 
+def _restart(kafka: ReferenceBroker) -> ReferenceBroker:
+    return ReferenceBroker.start(
+        kafka.state_dir, CLEANER_BACKOFF, port=kafka.port, controller_port=kafka.controller_port
+    )
+
+
+def _kafka_cleans(kafka: ReferenceBroker, client: JavaClient) -> None:
+    """Lift the lag; wait until Kafka's cleaner has cleaned up to the active segment."""
+    client.admin(["set-configs", TOPIC, "min.compaction.lag.ms=0"])
+    deadline = time.monotonic() + 120
+    while not _cleaned_up_to_active_segment(kafka.log_dir, TP):
+        assert time.monotonic() < deadline, "Kafka's cleaner did not clean in 2 minutes"
+        time.sleep(0.2)
+
+
+def _odradek_cleans(partition: Path, first_dirty: int | None) -> list[tuple]:
+    """odradek's UnifiedLog on ``partition`` (files of a clean stop, loaded as they are, as
+    Kafka loads them), cleaned once from ``first_dirty``; the records a consumer then reads."""
+    with open_log(partition, CONFIG, had_clean_shutdown=True) as log:
+        log.update_high_watermark(log.log_end_offset)
+        task = plan(log, CLEANER, first_dirty, now_ms=int(time.time() * 1000))
+        swap_in(log, Cleaner(task).clean(), lambda: False)
+        return _data_records(log)
+
+
+def _active_base(partition: Path) -> int:
+    return max(int(path.stem) for path in partition.glob("*.log"))
+
+
+CONFIG = LogConfig(
+    segment_bytes=SEGMENT_BYTES,
+    cleanup_policy=("compact",),
+    delete_retention_ms=86_400_000,
+    message_timestamp_after_max_ms=2**63 - 1,
+)
+CLEANER = CleanerConfig(dedupe_buffer_size=16 * 1024 * 1024)
+LATER_RUNS = [
+    ProducerRun(TOPIC, [_records(range(0, 25), "later", 6000)]),
+    ProducerRun(TOPIC, [[ProducedRecord(b"roller", b"r" * 400_000, (), BASE_TIMESTAMP + 9000)]]),
+]
+
+
 def test_a_transactional_log_compacts_alike_on_kafka_and_odradek(tmp_path: Path) -> None:
+    """Two cleanings on each side: the first drops the aborted records and keeps every marker
+    (their transactions' batches were met); after later values supersede every transaction's
+    records, the second drops those records, gives the markers left without batches a delete
+    horizon, and keeps each producer's last marker (transaction version 2: the producer's last
+    record, whose epoch fences it)."""
     kafka = ReferenceBroker.start(tmp_path / "kafka", CLEANER_BACKOFF)
     kafka_partition = kafka.log_dir / TP.dir_name
     copy = tmp_path / "odradek" / TP.dir_name
+    kafka_first = tmp_path / "kafka-first-cleaning"
+    later_segments = tmp_path / "later-segments"
     try:
         client = JavaClient(harness_classpath(), kafka.bootstrap)
         client.create_topics(TopicSpec(TOPIC, configs=TOPIC_CONFIGS))
@@ -131,42 +181,61 @@ def test_a_transactional_log_compacts_alike_on_kafka_and_odradek(tmp_path: Path)
         kafka.stop()
         shutil.copytree(kafka_partition, copy)
         before_cleaning = _aborted(copy)
-        kafka = ReferenceBroker.start(
-            tmp_path / "kafka",
-            CLEANER_BACKOFF,
-            port=kafka.port,
-            controller_port=kafka.controller_port,
-        )
-        client.admin(["set-configs", TOPIC, "min.compaction.lag.ms=0"])
-        deadline = time.monotonic() + 120
-        while not _cleaned_up_to_active_segment(kafka.log_dir, TP):
-            assert time.monotonic() < deadline, "Kafka's cleaner did not clean in 2 minutes"
-            time.sleep(0.2)
-        kafka_read: list[StoredRecord] = client.consume(TOPIC)[TOPIC]
+        kafka = _restart(kafka)
+        _kafka_cleans(kafka, client)
+        kafka_read = client.consume(TOPIC)[TOPIC]
+        first_active = _active_base(kafka_partition)
+        client.admin(["set-configs", TOPIC, HELD_BACK_SETTING])
+        kafka.stop()
+        shutil.copytree(kafka_partition, kafka_first, ignore=shutil.ignore_patterns("*.deleted"))
+        kafka = _restart(kafka)
+        client.produce(*LATER_RUNS)
+        kafka.stop()
+        later_segments.mkdir()
+        for path in kafka_partition.iterdir():
+            if path.name[:20].isdigit() and int(path.name[:20]) >= first_active:
+                if not path.name.endswith(".deleted"):
+                    shutil.copy2(path, later_segments / path.name)
+        kafka = _restart(kafka)
+        _kafka_cleans(kafka, client)
+        kafka_read_later = client.consume(TOPIC)[TOPIC]
     finally:
         kafka.stop()
     # The workload's aborted transactions are in Kafka's index before cleaning.
     assert len(before_cleaning) == 3, before_cleaning
 
-    config = LogConfig(
-        segment_bytes=SEGMENT_BYTES,
-        cleanup_policy=("compact",),
-        delete_retention_ms=86_400_000,
-        message_timestamp_after_max_ms=2**63 - 1,
-    )
-    with open_log(copy, config) as log:
-        log.update_high_watermark(log.log_end_offset)
-        cleaner = CleanerConfig(dedupe_buffer_size=16 * 1024 * 1024)
-        task = plan(log, cleaner, now_ms=int(time.time() * 1000))
-        result = Cleaner(task).clean()
-        swap_in(log, result, lambda: False)
-        odradek_read = _data_records(log)
-
+    # The first cleaning.
+    odradek_read = _odradek_cleans(copy, None)
     assert odradek_read == [(r.offset, r.key, r.value) for r in kafka_read]
+    assert kafka_dump_structure(copy) == kafka_dump_structure(kafka_first)
+    assert _aborted(copy) == _aborted(kafka_first) == before_cleaning
+    # What it did, spelled out: no aborted value is left below the active segment (the
+    # cleaned range), and every marker stays.
+    assert not [r for r in kafka_read if r.offset < first_active and b"-abort" in r.value]
+
+    # The second, after the later values (Kafka's segments from the first one's active
+    # segment on, given to odradek as they are).
+    for path in copy.iterdir():
+        if path.name[:20].isdigit() and int(path.name[:20]) >= first_active:
+            path.unlink()
+    for path in later_segments.iterdir():
+        shutil.copy2(path, copy / path.name)
+    odradek_read_later = _odradek_cleans(copy, first_active)
+    assert odradek_read_later == [(r.offset, r.key, r.value) for r in kafka_read_later]
     assert kafka_dump_structure(copy) == kafka_dump_structure(kafka_partition)
     assert _aborted(copy) == _aborted(kafka_partition)
-    # What the cleaning did, spelled out: no aborted value is left below the active segment
-    # (the cleaned range), and the aborted transactions whose markers stay are indexed.
-    active_base = max(int(path.stem) for path in kafka_partition.glob("*.log"))
-    assert not [r for r in kafka_read if r.offset < active_base and b"-abort" in r.value]
-    assert _aborted(copy) == before_cleaning
+    assert _horizons(copy) == _horizons(kafka_partition)
+    # Spelled out: the ABORT markers whose records the first cleaning removed got a horizon
+    # (the third's transaction has its batch in the segment the first did not clean).
+    aborted_markers = [t[2] for t in before_cleaning]
+    assert [o for o, horizon, _ in _horizons(kafka_partition) if horizon] == aborted_markers[:2]
+
+
+def _horizons(partition: Path) -> list[tuple[int, bool, int]]:
+    """Each control batch: its offset, whether it has a delete horizon, its record count."""
+    return [
+        (batch.base_offset, batch.delete_horizon_ms is not None, batch.records_count)
+        for path in sorted(partition.glob("*.log"))
+        for batch in MemoryRecords(path.read_bytes()).batches()
+        if batch.is_control
+    ]

@@ -369,3 +369,18 @@ def test_txn_offset_commit_joins_the_transaction(broker: RunningBroker, version:
     assert describe(broker, tid)["topics"] == [
         {"topic": "__consumer_offsets", "partitions": [partition]}
     ]
+
+
+def test_without_partition_verification_a_version_1_produce_is_not_checked(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """transaction.partition.verification.enable=false: Kafka before 3.6's behaviour for
+    transaction version 1 (the partition need not be added first); version 2 still adds."""
+    settings = {
+        "transaction.state.log.num.partitions": "1",
+        "transaction.partition.verification.enable": "false",
+    }
+    with running_broker(tmp_path, settings) as unverified:
+        unverified.loop_thread.call(unverified.broker.topic_admin.create_topic, TOPIC, 2, {})
+        producer = init(unverified, "unverified")
+        assert produce(unverified, 10, "unverified", producer, 0) == 0
+        assert produce(unverified, 12, "unverified", producer, 1) == 0
+        assert describe(unverified, "unverified")["topics"] == [{"topic": TOPIC, "partitions": [1]}]

@@ -494,9 +494,10 @@ def test_control_batches_and_transactional_ones_without_a_producer(flag: int, ma
     _rejects(_craft(_body(1), 1, attributes=flag), InvalidRecordError, match)
 
 
-def test_a_transactional_batch_of_a_producer_is_accepted_by_the_python_checks() -> None:
+def test_a_transactional_batch_of_a_producer_is_accepted_by_both_checks() -> None:
     batch = _craft(_body(2), 2, attributes=0x10, producer_id=5, base_sequence=0)
-    assert log_validator._native_scan(bytearray(batch), False) is None  # left to Python
+    assert _c_layouts(bytearray(batch), False) == _python_layouts(bytearray(batch), False)
+    assert _c_layouts(bytearray(batch), False) != "rejected"
     result = validate_and_assign_offsets(batch, next_offset=7, config=CONFIG, now_ms=NOW)
     assert (result.first_offset, result.last_offset) == (7, 8)
     assert result.records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG_MASK
@@ -787,8 +788,7 @@ def test_the_c_scan_is_built() -> None:
 
 def _python_layouts(data: bytearray, keys_required: bool) -> object:
     """The Python checks' verdict on the batches' format alone: the CRC is taken as stored
-    and max.message.bytes as unbounded, which the C scan leaves to its caller; the C scan
-    leaves transactional batches to the Python checks (it declines them)."""
+    and max.message.bytes as unbounded, which the C scan leaves to its caller."""
     config = LogConfig(
         cleanup_policy=("compact",) if keys_required else ("delete",),
         max_message_bytes=2**31 - 1,
@@ -802,8 +802,6 @@ def _python_layouts(data: bytearray, keys_required: bool) -> object:
             )
         except KafkaError:
             return "rejected"
-    if any(layout[3] & TRANSACTIONAL_FLAG_MASK for layout in layouts):
-        return "rejected"
     return [
         tuple(layout[:7]) + (None if layout[7] is None else tuple(layout[7]),) for layout in layouts
     ]

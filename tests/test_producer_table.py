@@ -239,3 +239,36 @@ def test_a_table_that_lost_most_producers_to_expiry_keeps_the_rest_in_order() ->
         assert len(table) == 110 and table.producer_ids()[10:12] == [-1, -2]
         assert table.rows()[10] == (-1, 2, -1, -1, 0, 600)
         assert all(pid in table for pid in survivors)
+
+
+def transactional_header(
+    base_offset: int, timestamp: int, producer_id: int, epoch: int, sequence: int
+) -> bytes:
+    """A one-record batch header with the transactional flag (attributes 0x10)."""
+    return HEADER.pack(
+        base_offset, 61 - 12, 0, 2, 0, 0x10, 0, timestamp, timestamp, producer_id, epoch,
+        sequence, 1,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("make", [native.ProducerTable, PythonProducerTable])
+def test_a_producers_open_transaction_decides_its_common_batch_and_keeps_it(make) -> None:  # noqa: ANN001
+    """The table takes a transactional batch as the common one only inside its producer's
+    open transaction, and a plain one only outside it; a producer whose transaction is open
+    never expires; a put keeps the flag."""
+    table = make()
+    table.put(7, 0, 1_000, ((0, 0, 0, 1_000),))
+    assert not table.try_next(transactional_header(1, 1_000, 7, 0, 1))  # it opens one
+    table.set_in_transaction(7, True)
+    assert table.try_next(transactional_header(1, 1_000, 7, 0, 1))
+    table.commit_next()
+    assert not table.try_next(header(2, 0, 1_000, 7, 0, 2))  # plain, inside it
+    table.put(7, 0, 1_000, table.get(7)[2])
+    assert table.try_next(transactional_header(2, 1_000, 7, 0, 2))
+    assert table.remove_expired(10**9, 1) == 0
+    table.set_in_transaction(7, False)
+    assert table.try_next(header(2, 0, 1_000, 7, 0, 2))
+    assert not table.try_next(transactional_header(2, 1_000, 7, 0, 2))
+    assert table.remove_expired(10**9, 1) == 1
+    with pytest.raises(KeyError):
+        table.set_in_transaction(7, True)

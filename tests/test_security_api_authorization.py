@@ -682,8 +682,9 @@ TABLE: tuple[Row, ...] = (
             (OffsetFetchGroup(GROUP, (GroupPartition(TOPIC, 0),)),)),
     ),
     Row(
-        28, "read", ((G, GROUP, Op.READ), (T, TOPIC, Op.READ)), GROUP_AUTHORIZATION_FAILED,
-        kafka=lambda w: (4, {"transactional_id": "secret-txn", "group_id": GROUP,
+        28, "read", ((X, TXN, Op.WRITE), (G, GROUP, Op.READ), (T, TOPIC, Op.READ)),
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        kafka=lambda w: (4, {"transactional_id": TXN, "group_id": GROUP,
                               "producer_id": 0, "producer_epoch": 0, "generation_id": -1,
                               "member_id": "", "group_instance_id": None, "topics": [
                                   _partitions(TOPIC, committed_offset=0,
@@ -691,7 +692,8 @@ TABLE: tuple[Row, ...] = (
         msgpack=lambda w: _kafka_data(ApiKey.TXN_OFFSET_COMMIT, {
             "transactional_id": "secret-txn", "group_id": GROUP, "producer_id": 0,
             "producer_epoch": 0, "topics": [_partitions(TOPIC, committed_offset=0)]}),
-        why="TxnOffsetCommit: Read on the group, then on each topic (KafkaApis)",
+        why="TxnOffsetCommit: Write on the transactional id, Read on the group, then Read on "
+            "each topic (KafkaApis)",
     ),
     Row(
         ApiKey.OFFSET_DELETE, "delete", ((G, GROUP, Op.DELETE), (T, TOPIC, Op.READ)),

@@ -164,7 +164,8 @@ enum {
     SUPPORTED_MAGIC = 2,
     CODEC_COUNT = 5,
     TIMESTAMP_TYPE_MASK = 0x08,
-    TRANSACTIONAL_OR_CONTROL = 0x30,
+    TRANSACTIONAL = 0x10,
+    CONTROL = 0x20,
     PARTITION_LEADER_EPOCH_AT = 12,
 };
 
@@ -192,8 +193,11 @@ static int check_format(const uint8_t *data, Py_ssize_t position, Py_ssize_t tot
     format->count = be32(batch + RECORDS_COUNT_AT);
     int attributes = format->attributes;
     int32_t count = format->count;
+    /* A control batch is the transaction coordinator's, never a client's; a transactional
+     * one must name its producer. */
     if (batch[MAGIC_AT] != SUPPORTED_MAGIC || (attributes & CODEC_MASK) >= CODEC_COUNT
-        || (attributes & TRANSACTIONAL_OR_CONTROL) != 0)
+        || (attributes & CONTROL) != 0
+        || ((attributes & TRANSACTIONAL) != 0 && be64(batch + PRODUCER_ID_AT) < 0))
         return -1;
     if (be64(batch + PRODUCER_ID_AT) >= 0 && be32(batch + BASE_SEQUENCE_AT) < 0)
         return -1;

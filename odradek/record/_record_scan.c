@@ -98,8 +98,9 @@ PyDoc_STRVAR(scan_batches_doc,
 "v2 batches, else None: a list of (position, size, crc, attributes, records_count,\n"
 "base_timestamp, max_timestamp, framing), framing being walk_records' tuple for an\n"
 "uncompressed batch and None for a compressed one (walked after decompression). Checked:\n"
-"lengths, magic, codec id, no control or transactional flag, a base sequence with a producer\n"
-"id, recordsCount against lastOffsetDelta, and the framing of uncompressed records. Not\n"
+"lengths, magic, codec id, no control flag, a producer id with the transactional flag, a base\n"
+"sequence with a producer id, recordsCount against lastOffsetDelta, and the framing of\n"
+"uncompressed records. Not\n"
 "checked: the CRC and anything the topic's config decides.");
 
 static PyObject *scan_batches(PyObject *module, PyObject *const *args, Py_ssize_t nargs)

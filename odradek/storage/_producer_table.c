@@ -2,10 +2,13 @@
  *
  * Per producer id: its epoch, the time of its last batch and the metadata of its last five
  * batches (last sequence, last offset, offset delta, max timestamp), kept in insertion order
- * (a dense array, compacted when producers expire) with an open-addressing index on the id.
- * The append path asks one question of it, try_next: is this request one batch that goes on
- * where its known producer left off? Then the batch is noted, and commit_next adds it once the
- * batch is written. Everything else (new producers, epochs, gaps, retries, several batches)
+ * (a dense array, compacted when producers expire) with an open-addressing index on the id,
+ * and whether the producer's transaction is open in the partition (set by the producer state
+ * manager). The append path asks one question of it, try_next: is this request one batch that
+ * goes on where its known producer left off, inside its open transaction if it has one (a
+ * transactional batch with none opens one, a plain batch with one is refused: both are the
+ * manager's to decide)? Then the batch is noted, and commit_next adds it once the batch is
+ * written. A producer whose transaction is open never expires. Everything else (new producers, epochs, gaps, retries, several batches)
  * is decided by producer_append_info.py, which reads entries with get and writes them with
  * put. The type takes numbers and buffers and touches no Python object's attributes.
  * producer_table.py is its twin and oracle.
@@ -18,6 +21,7 @@
 #include "kafka_format.h"
 
 #define PRODUCER_EPOCH_AT 51
+#define TRANSACTIONAL_FLAG 0x10 /* in the low byte of the attributes */
 #define BATCHES_TO_RETAIN 5
 #define INT32_MAX_VALUE 2147483647LL
 
@@ -34,6 +38,7 @@ typedef struct {
     int32_t epoch;
     int32_t count; /* batches held, oldest first */
     BatchMetadata batches[BATCHES_TO_RETAIN];
+    int32_t in_transaction; /* its transaction is open */
 } Entry;
 
 typedef struct {
@@ -198,7 +203,9 @@ static PyObject *Table_try_next(Table *self, PyObject *records)
     if (length >= HEADER_SIZE && (int64_t)be32(p + BATCH_LENGTH_AT) + LOG_OVERHEAD == length) {
         int64_t producer_id = be64(p + PRODUCER_ID_AT);
         Entry *entry = find(self, producer_id);
-        if (entry != NULL && entry->count > 0 && be16(p + PRODUCER_EPOCH_AT) == entry->epoch) {
+        int transactional = (p[ATTRIBUTES_AT + 1] & TRANSACTIONAL_FLAG) != 0;
+        if (entry != NULL && entry->count > 0 && be16(p + PRODUCER_EPOCH_AT) == entry->epoch &&
+            transactional == (entry->in_transaction != 0)) {
             int64_t seq = be32(p + BASE_SEQUENCE_AT);
             int64_t delta = be32(p + LAST_OFFSET_DELTA_AT);
             int64_t last_offset;
@@ -317,6 +324,23 @@ static PyObject *Table_put(Table *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* set_in_transaction(producer_id, open): whether the known producer's transaction is open. */
+static PyObject *Table_set_in_transaction(Table *self, PyObject *args)
+{
+    long long producer_id;
+    int open;
+    if (!PyArg_ParseTuple(args, "Lp:set_in_transaction", &producer_id, &open))
+        return NULL;
+    Entry *entry = find(self, producer_id);
+    if (entry == NULL) {
+        PyErr_Format(PyExc_KeyError, "producer %lld is not in the table", producer_id);
+        return NULL;
+    }
+    self->has_next = 0;
+    entry->in_transaction = open;
+    Py_RETURN_NONE;
+}
+
 /* add_batch(producer_id, epoch, last_seq, last_offset, offset_delta, timestamp): a batch read
  * back from the log, unchecked; a new epoch forgets the batches of the old one. */
 static PyObject *Table_add_batch(Table *self, PyObject *args)
@@ -348,6 +372,8 @@ static PyObject *Table_add_batch(Table *self, PyObject *args)
 static int is_expired(const Entry *entry, int64_t now_ms, int64_t expiration_ms)
 {
     int64_t idle;
+    if (entry->in_transaction)
+        return 0; /* Kafka's rule: never while its transaction is open */
     if (__builtin_sub_overflow(now_ms, entry->last_timestamp, &idle))
         return now_ms > entry->last_timestamp; /* further apart than any int64 */
     return idle >= expiration_ms;
@@ -492,7 +518,8 @@ static PySequenceMethods Table_as_sequence = {
 static PyMethodDef Table_methods[] = {
     {"try_next", (PyCFunction)Table_try_next, METH_O,
      "try_next(records) -> whether records is one batch that goes on where its known producer "
-     "left off (same epoch, the next sequence); then it is noted for commit_next"},
+     "left off (same epoch, the next sequence, transactional exactly when its transaction is "
+     "open); then it is noted for commit_next"},
     {"commit_next", (PyCFunction)Table_commit_next, METH_NOARGS,
      "commit_next(): add the batch try_next noted (once it is written)"},
     {"get", (PyCFunction)Table_get, METH_O,
@@ -500,6 +527,9 @@ static PyMethodDef Table_methods[] = {
      "(last_seq, last_offset, offset_delta, timestamp), oldest first"},
     {"put", (PyCFunction)Table_put, METH_VARARGS,
      "put(producer_id, epoch, last_timestamp, batches): set a producer's entry"},
+    {"set_in_transaction", (PyCFunction)Table_set_in_transaction, METH_VARARGS,
+     "set_in_transaction(producer_id, open): whether the producer's transaction is open "
+     "(KeyError for a producer the table does not hold)"},
     {"add_batch", (PyCFunction)Table_add_batch, METH_VARARGS,
      "add_batch(producer_id, epoch, last_seq, last_offset, offset_delta, timestamp): "
      "a batch read back from the log, unchecked"},

@@ -230,11 +230,8 @@ def _scan(records: bytearray, rules: _RecordRules) -> list[tuple]:
         if layouts is not None:
             return layouts
     layouts = _scan_in_python(records, rules)
-    if _native_scan is not None and not any(
-        layout[3] & TRANSACTIONAL_FLAG_MASK for layout in layouts
-    ):  # the C and Python checks disagree: trust the stricter
+    if _native_scan is not None:  # the C and Python checks disagree: trust the stricter
         raise CorruptRecordError("the request's record batches are malformed")
-    # (the C checks leave transactional batches to these: they are checked the same way)
     return layouts
 
 

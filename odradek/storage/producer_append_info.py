@@ -120,6 +120,8 @@ def analyze_end_txn_marker(
     offset: int,
     timestamp: int,
     where: str,
+    *,
+    checked: bool = True,
 ) -> CompletedTxn | None:
     """Check a marker the coordinator writes at ``offset`` against the producer's ``entry``
     and apply it there (Kafka's ``appendEndTxnMarker``): the transaction it ends, or None when
@@ -127,17 +129,11 @@ def analyze_end_txn_marker(
     the last stable offset nor the transaction index).
 
     Raises InvalidProducerEpochError for an epoch older than the producer's and
-    TransactionCoordinatorFencedError for a coordinator epoch older than the last marker's."""
-    if producer_epoch < entry.producer_epoch:
-        raise InvalidProducerEpochError(
-            f"epoch of producer {entry.producer_id} at offset {offset} in {where} is "
-            f"{producer_epoch}, which is smaller than the last seen epoch {entry.producer_epoch}"
-        )
-    if entry.coordinator_epoch > marker.coordinator_epoch:
-        raise TransactionCoordinatorFencedError(
-            f"invalid coordinator epoch for producer {entry.producer_id} at offset {offset} in "
-            f"{where}: {marker.coordinator_epoch} (zombie), {entry.coordinator_epoch} (current)"
-        )
+    TransactionCoordinatorFencedError for a coordinator epoch older than the last marker's;
+    unless not ``checked``: a marker read back from the log, which holds what was accepted
+    (Kafka's origin REPLICATION)."""
+    if checked:
+        _check_marker_epochs(entry, marker, producer_epoch, offset, where)
     completed = None
     if entry.current_txn_first_offset != NO_TXN_FIRST_OFFSET:
         completed = CompletedTxn(
@@ -150,6 +146,25 @@ def analyze_end_txn_marker(
     entry.current_txn_first_offset = NO_TXN_FIRST_OFFSET
     entry.last_timestamp = timestamp
     return completed
+
+
+def _check_marker_epochs(
+    entry: ProducerStateEntry,
+    marker: EndTransactionMarker,
+    producer_epoch: int,
+    offset: int,
+    where: str,
+) -> None:
+    if producer_epoch < entry.producer_epoch:
+        raise InvalidProducerEpochError(
+            f"epoch of producer {entry.producer_id} at offset {offset} in {where} is "
+            f"{producer_epoch}, which is smaller than the last seen epoch {entry.producer_epoch}"
+        )
+    if entry.coordinator_epoch > marker.coordinator_epoch:
+        raise TransactionCoordinatorFencedError(
+            f"invalid coordinator epoch for producer {entry.producer_id} at offset {offset} in "
+            f"{where}: {marker.coordinator_epoch} (zombie), {entry.coordinator_epoch} (current)"
+        )
 
 
 def _check_epoch(entry: ProducerStateEntry, epoch: int, offset: int, where: str) -> None:

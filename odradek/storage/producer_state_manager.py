@@ -17,9 +17,10 @@ transactional batch opens its transaction at that batch's first offset; the COMM
 marker the coordinator writes ends it, and it stays unstable until the high watermark passes
 the marker. The first unstable offset is the smallest first offset among those, and the last
 stable offset (what read_committed consumers may read) the smaller of it and the high watermark.
-The coordinator epoch and open transaction of each producer live beside the producer table (the
-C table of the append path knows nothing of transactions): a producer with an open transaction
-never takes the table's fast path for a non-transactional batch (see ``append_table``).
+The first offsets of the open transactions and the coordinator epochs live here, beside the
+producer table; the table knows of each producer only whether its transaction is open
+(``set_in_transaction``), which is all its fast path needs: a batch that opens a transaction,
+or a plain one while it is open, is declined there and decided here.
 
 Not thread-safe: the owning UnifiedLog calls it under its lock.
 """
@@ -41,7 +42,6 @@ from odradek.storage.active_producer import ActiveProducer
 from odradek.storage.completed_txn import CompletedTxn
 from odradek.storage.log_segment import LogSegment
 from odradek.storage.producer_append_info import (
-    ATTRIBUTES_LOW_BYTE,
     ProducerAppendInfo,
     analyze_end_txn_marker,
     analyze_producer_state,
@@ -61,7 +61,7 @@ from odradek.storage.producer_state_entry import (
     NUM_BATCHES_TO_RETAIN,
     ProducerStateEntry,
 )
-from odradek.storage.producer_table import BATCH_PRODUCER_FIELDS, ProducerTable, ProducerTableType
+from odradek.storage.producer_table import ProducerTable, ProducerTableType
 from odradek.storage.transaction_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
@@ -96,12 +96,6 @@ class ProducerStateManager:
         the read paths check first, in one step)."""
         self._coordinator_epochs: dict[int, int] = {}
         """The coordinator epoch of each producer's last marker (producers with one only)."""
-        self._txn_guard = _TransactionGuard(self.table, self.ongoing_txns)
-        self.append_table: ProducerTableType | _TransactionGuard = self.table
-        """What the append path's fast path asks (``try_next``, ``commit_next``): the table
-        itself while no transaction is open, else a guard that declines a producer whose
-        transaction is open unless its batch is transactional, and a transactional batch of a
-        producer with none (a batch that opens one): the general path decides those."""
 
     # --- the append path ---------------------------------------------------------------------
 
@@ -123,7 +117,7 @@ class ProducerStateManager:
             first_offset = entry.current_txn_first_offset
             if first_offset != NO_TXN_FIRST_OFFSET and pid not in ongoing:
                 ongoing[pid] = first_offset
-                self.append_table = self._txn_guard
+                self.table.set_in_transaction(pid, True)
                 self.unstable = True
 
     def entry(self, producer_id: int) -> ProducerStateEntry | None:
@@ -178,10 +172,9 @@ class ProducerStateManager:
                 f"[{self._name}] no open transaction of producer {completed.producer_id} "
                 f"to complete at offset {completed.last_offset}"
             )
+        self.table.set_in_transaction(completed.producer_id, False)
         self.unreplicated_txns.append(completed)
         self.unstable = True
-        if not self.ongoing_txns:
-            self.append_table = self.table
 
     def last_stable_offset_after(self, completed: CompletedTxn) -> int:
         """The last stable offset once ``completed`` ends, for its .txnindex entry (Kafka's
@@ -246,7 +239,6 @@ class ProducerStateManager:
         self.ongoing_txns.clear()
         self.unreplicated_txns.clear()
         self._coordinator_epochs.clear()
-        self.append_table = self.table
         self.unstable = False
 
     def last_data_offsets(self) -> dict[int, int]:
@@ -264,18 +256,12 @@ class ProducerStateManager:
         return expired
 
     def _remove_expired(self, now_ms: int) -> int:
-        """The table removes by idleness alone: a producer with an open transaction it
-        removed is put back as it was."""
-        table = self.table
-        kept = [(pid, table.get(pid)) for pid in self.ongoing_txns]
-        expired = table.remove_expired(now_ms, self.producer_id_expiration_ms)
+        """The table keeps a producer whose transaction is open; the coordinator epochs of
+        the producers it removed go with them."""
+        expired = self.table.remove_expired(now_ms, self.producer_id_expiration_ms)
         if expired:
-            for pid, found in kept:
-                if found is not None and pid not in table:
-                    table.put(pid, *found)
-                    expired -= 1
             epochs = self._coordinator_epochs
-            for pid in [pid for pid in epochs if pid not in table]:
+            for pid in [pid for pid in epochs if pid not in self.table]:
                 del epochs[pid]
         return expired
 
@@ -370,7 +356,7 @@ class ProducerStateManager:
             if entry.coordinator_epoch != NO_COORDINATOR_EPOCH:
                 self._coordinator_epochs[entry.producer_id] = entry.coordinator_epoch
         self.update(ProducerAppendInfo(loaded))
-        # The open transactions in the order they were opened (the same dict: the guard's).
+        # The open transactions in the order they were opened (kept in the same dict).
         opened = sorted(self.ongoing_txns.items(), key=lambda item: item[1])
         self.ongoing_txns.clear()
         self.ongoing_txns.update(opened)
@@ -381,13 +367,14 @@ class ProducerStateManager:
         data batches, the transactions they open and the markers that end them. Each
         segment's .txnindex is rebuilt from ``start_offset`` on (its entries for markers
         below stay), so recovery restores the aborted transactions a crash cut from it."""
-        for segment in segments:
+        for number, segment in enumerate(segments):
             if segment.base_offset >= end_offset:
                 break
+            following = segments[number + 1] if number + 1 < len(segments) else None
+            if following is not None and following.base_offset <= start_offset:
+                continue  # wholly below the replay
             position = 0
             if segment.base_offset < start_offset:
-                if segment.read_next_offset() <= start_offset:
-                    continue
                 position = segment.offset_index.lookup(start_offset).position
             txn_index = segment.txn_index
             txn_index.truncate_to(start_offset)
@@ -414,7 +401,7 @@ class ProducerStateManager:
                     self.ongoing_txns
                 ):
                     self.ongoing_txns[fields.producer_id] = fields.base_offset
-                    self.append_table = self._txn_guard
+                    self.table.set_in_transaction(fields.producer_id, True)
                     self.unstable = True
 
     def _replay_marker(self, segment: LogSegment, position: int, header: RecordBatch) -> None:
@@ -433,7 +420,15 @@ class ProducerStateManager:
             )
             return
         entry = self.entry(header.producer_id) or ProducerStateEntry(header.producer_id)
-        completed = _replay_end_txn_marker(entry, marker, header)
+        completed = analyze_end_txn_marker(
+            entry,
+            marker,
+            header.producer_epoch,
+            header.base_offset,
+            header.max_timestamp,
+            self._name,
+            checked=False,
+        )
         self.update_end_txn_marker(entry, completed)
         if completed is not None and completed.is_aborted:
             segment.txn_index.append(
@@ -444,53 +439,6 @@ class ProducerStateManager:
                     self.last_stable_offset_after(completed),
                 )
             )
-
-
-def _replay_end_txn_marker(
-    entry: ProducerStateEntry, marker: EndTransactionMarker, header: RecordBatch
-) -> CompletedTxn | None:
-    """A marker read back from the log applied to ``entry`` unchecked (as Kafka replays with
-    origin REPLICATION: the log holds what was accepted)."""
-    completed = None
-    if entry.current_txn_first_offset != NO_TXN_FIRST_OFFSET:
-        completed = CompletedTxn(
-            entry.producer_id,
-            entry.current_txn_first_offset,
-            header.base_offset,
-            not marker.committed,
-        )
-    if header.producer_epoch != entry.producer_epoch:
-        entry.batches.clear()
-        entry.producer_epoch = header.producer_epoch
-    entry.coordinator_epoch = marker.coordinator_epoch
-    entry.current_txn_first_offset = NO_TXN_FIRST_OFFSET
-    entry.last_timestamp = header.max_timestamp
-    return completed
-
-
-class _TransactionGuard:
-    """The append path's fast path (``try_next``) while transactions are open: declines a
-    batch whose transactional flag does not match its producer's state (a transactional batch
-    of a producer with no open transaction opens one; a non-transactional one of a producer
-    with an open one is INVALID_TXN_STATE), so the general path decides it."""
-
-    __slots__ = ("_table", "_ongoing")
-
-    def __init__(self, table: ProducerTableType, ongoing: dict[int, int]) -> None:
-        self._table = table
-        self._ongoing = ongoing
-
-    def try_next(self, records: bytes | bytearray | memoryview) -> bool:
-        if len(records) < BATCH_PRODUCER_FIELDS.size:
-            return False
-        producer_id = BATCH_PRODUCER_FIELDS.unpack_from(records, 0)[4]
-        transactional = bool(records[ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_FLAG_MASK)
-        if transactional != (producer_id in self._ongoing):
-            return False
-        return self._table.try_next(records)
-
-    def commit_next(self) -> None:
-        self._table.commit_next()
 
 
 def _unlink(path: Path) -> None:

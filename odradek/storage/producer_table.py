@@ -2,10 +2,14 @@
 
 Per producer id: its epoch, the time of its last batch and the metadata of its last five
 batches, each ``(last_seq, last_offset, offset_delta, timestamp)``, oldest first, producers in
-the order they came. The append path asks it one question, :meth:`try_next`: is this request
-one batch that goes on where its known producer left off (same epoch, the next sequence,
-no wrap inside the batch)? Such a batch cannot be a retry and passes every rule, so it is
-noted and :meth:`commit_next` adds it once written. Every other request (a new producer, a
+the order they came, and whether its transaction is open in the partition (the producer state
+manager sets it: :meth:`set_in_transaction`). The append path asks it one question,
+:meth:`try_next`: is this request one batch that goes on where its known producer left off
+(same epoch, the next sequence, no wrap inside the batch, transactional exactly when its
+transaction is open)? Such a batch cannot be a retry and passes every rule, so it is noted and
+:meth:`commit_next` adds it once written (a transactional batch that opens a transaction, or a
+plain one while it is open, is the manager's to decide). A producer whose transaction is open
+never expires. Every other request (a new producer, a
 new epoch, a gap, a retry, several batches) is decided by ``producer_append_info``, which reads
 entries with :meth:`get` and writes them with :meth:`put`.
 
@@ -23,13 +27,19 @@ from collections import deque
 from typing import Protocol
 
 from odradek.int_limits import INT32_MAX
-from odradek.record.record_batch import HEADER_SIZE, LOG_OVERHEAD
+from odradek.record.record_batch import (
+    ATTRIBUTES_OFFSET,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    TRANSACTIONAL_FLAG_MASK,
+)
 from odradek.storage.producer_state_entry import NUM_BATCHES_TO_RETAIN
 
 # baseOffset, batchLength, (skip ple, magic, crc, attributes), lastOffsetDelta,
 # (skip baseTimestamp), maxTimestamp, producerId, producerEpoch, baseSequence
 BATCH_PRODUCER_FIELDS = struct.Struct(">qi11xi8xqqhi")
 _unpack_fields = BATCH_PRODUCER_FIELDS.unpack_from
+_ATTRIBUTES_LOW = ATTRIBUTES_OFFSET + 1  # the transactional flag's byte
 
 Batch = tuple[int, int, int, int]
 """One written batch: (last_seq, last_offset, offset_delta, timestamp)."""
@@ -46,6 +56,7 @@ class ProducerTableType(Protocol):
     def put(
         self, producer_id: int, epoch: int, last_timestamp: int, batches: tuple[Batch, ...]
     ) -> None: ...
+    def set_in_transaction(self, producer_id: int, open: bool) -> None: ...
     def add_batch(
         self,
         producer_id: int,
@@ -65,12 +76,13 @@ class ProducerTableType(Protocol):
 
 
 class _Entry:
-    __slots__ = ("epoch", "last_timestamp", "batches")
+    __slots__ = ("epoch", "last_timestamp", "batches", "in_transaction")
 
     def __init__(self) -> None:
         self.epoch = -1
         self.last_timestamp = -1
         self.batches: deque[Batch] = deque(maxlen=NUM_BATCHES_TO_RETAIN)
+        self.in_transaction = False
 
 
 class PythonProducerTable:
@@ -95,6 +107,7 @@ class PythonProducerTable:
             or epoch != entry.epoch
             or seq != entry.batches[-1][0] + 1
             or seq > INT32_MAX - delta
+            or bool(records[_ATTRIBUTES_LOW] & TRANSACTIONAL_FLAG_MASK) != entry.in_transaction
         ):
             return False
         self._next = (entry, (seq + delta, base_offset + delta, delta, max_timestamp))
@@ -125,6 +138,13 @@ class PythonProducerTable:
         entry.last_timestamp = last_timestamp
         entry.batches = deque((tuple(batch) for batch in batches), maxlen=NUM_BATCHES_TO_RETAIN)
 
+    def set_in_transaction(self, producer_id: int, open: bool) -> None:
+        entry = self._entries.get(producer_id)
+        if entry is None:
+            raise KeyError(f"producer {producer_id} is not in the table")
+        self._next = None
+        entry.in_transaction = bool(open)
+
     def add_batch(
         self,
         producer_id: int,
@@ -148,7 +168,7 @@ class PythonProducerTable:
         expired = [
             pid
             for pid, entry in self._entries.items()
-            if now_ms - entry.last_timestamp >= expiration_ms
+            if now_ms - entry.last_timestamp >= expiration_ms and not entry.in_transaction
         ]
         for pid in expired:
             del self._entries[pid]

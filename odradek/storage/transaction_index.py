@@ -75,6 +75,10 @@ class TransactionIndex:
         # (recovery resets the index of any segment it rebuilds before appending to it).
         self._last_offset: int | None = None
         self._unflushed = False
+        # Whether the file exists, once known: every change to it goes through this object
+        # (appends, renames, deletion), so a read_committed fetch looking through the many
+        # segments that never saw an abort costs no system call after the first.
+        self._has_file: bool | None = None
 
     @property
     def path(self) -> Path:
@@ -108,6 +112,7 @@ class TransactionIndex:
             os.write(descriptor, aborted.to_bytes())
         finally:
             os.close(descriptor)
+        self._has_file = True
         self._last_offset = aborted.last_offset
         self._unflushed = True
 
@@ -138,9 +143,12 @@ class TransactionIndex:
         """Drop the entries of transactions whose marker is at or after ``offset`` (and a torn
         tail)."""
         last_kept: int | None = None
+        if self._has_file is False:
+            return
         try:
             size = self._path.stat().st_size
         except FileNotFoundError:
+            self._has_file = False
             return
         end = size
         for position, aborted in self._entries():
@@ -157,6 +165,7 @@ class TransactionIndex:
 
     def delete_if_exists(self) -> bool:
         """Delete the file; whether it existed."""
+        self._has_file = False
         try:
             self._path.unlink()
         except FileNotFoundError:
@@ -192,10 +201,14 @@ class TransactionIndex:
 
     def _entries(self) -> list[tuple[int, AbortedTxn]]:
         """(position, entry) of every whole entry; a torn tail is not read."""
+        if self._has_file is False:
+            return []
         try:
             data = self._path.read_bytes()
         except FileNotFoundError:
+            self._has_file = False
             return []
+        self._has_file = True
         entries = []
         for position in range(0, len(data) - ABORTED_TXN.size + 1, ABORTED_TXN.size):
             version, producer_id, first, last, stable = ABORTED_TXN.unpack_from(data, position)

@@ -24,9 +24,10 @@ from odradek.errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
+from odradek.int_limits import INT64_MAX
 from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from odradek.record.control_record import EndTransactionMarker
-from odradek.record.record_batch import PRODUCER_ID_OFFSET, TRANSACTIONAL_FLAG_MASK
+from odradek.record.record_batch import PRODUCER_ID_OFFSET
 from odradek.storage.active_producer import ActiveProducer
 from odradek.storage.atomic_file import fsync_directory, write_atomically
 from odradek.storage.fetch_data_info import FetchDataInfo, FetchIsolation
@@ -51,7 +52,7 @@ from odradek.storage.log_stats import (
     RETENTION_TIME,
 )
 from odradek.storage.log_validator import append_rules, validate_and_assign_offsets
-from odradek.storage.producer_append_info import ATTRIBUTES_LOW_BYTE, ProducerAppendInfo
+from odradek.storage.producer_append_info import ProducerAppendInfo
 from odradek.storage.producer_snapshot_file import snapshot_file
 from odradek.storage.producer_state_manager import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -118,11 +119,6 @@ class UnifiedLog:
         self._io_error_handler: IoErrorHandler | None = None
         self.producer_state = producer_state or ProducerStateManager(directory, directory.name)
         self._producer_table = self.producer_state.table  # the append path's, held at hand
-        # What the fast path asks (ProducerStateManager.append_table), held at hand too: only
-        # the general path, a marker or a reload of the state changes it (each of
-        # those sets it again), never the fast path itself, which declines the
-        # transactional batches that could.
-        self._append_producers = self.producer_state.append_table
         # The first unstable offset with its position, as last resolved for a read_committed
         # read (replaced whole; see _last_stable_offset_metadata).
         self._first_unstable_metadata = LogOffsetMetadata(-1)
@@ -365,7 +361,7 @@ class UnifiedLog:
                         self._log_start_offset,
                         LogAppendInfo,
                         LogOffsetMetadata,
-                        self._append_producers,
+                        self._producer_table,
                     )
                 except OSError as error:
                     raise self._local.storage_error("append", error) from error
@@ -427,15 +423,10 @@ class UnifiedLog:
         # plain one-batch append pays one byte read for idempotence. The common idempotent
         # request, one batch going on where its producer left off, is one call to the
         # producer table (and one more once written); the others get every rule checked.
-        # A transactional batch goes to the table only while a transaction is open (the guard
-        # then tells a batch going on in its transaction from one that opens one).
+        # (The table declines a batch that opens a transaction or a plain one inside one.)
         records = validated.records
         if validated.batch_count > 1 or not records[PRODUCER_ID_OFFSET] & 0x80:
-            producers = self._append_producers
-            noted = (
-                not records[ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_FLAG_MASK
-                or producers is not self._producer_table
-            ) and producers.try_next(records)
+            noted = self._producer_table.try_next(records)
             if not noted:
                 producer_append = self.producer_state.analyze(validated.records)
                 if producer_append.duplicate is not None:
@@ -459,10 +450,9 @@ class UnifiedLog:
         except OSError as error:
             raise self._local.storage_error("append", error) from error
         if noted:
-            self._producer_table.commit_next()  # (the guard's commit_next is the table's)
+            self._producer_table.commit_next()
         elif producer_append is not None:
             self.producer_state.update(producer_append)
-            self._append_producers = self.producer_state.append_table
         info = _new_tuple(
             LogAppendInfo,
             (
@@ -533,7 +523,6 @@ class UnifiedLog:
             # ended ones kept are only those whose marker awaits its commit.
             state.on_high_watermark_updated(self.high_watermark)
             state.update_end_txn_marker(entry, completed)
-            self._append_producers = state.append_table
             if leader_epoch > self.leader_epoch_cache.latest_epoch:
                 self._assign_leader_epoch(leader_epoch, offset)
             end = offset + 1
@@ -596,12 +585,7 @@ class UnifiedLog:
         the .txnindex of the segment holding ``start_offset`` on, until an index's search is
         complete (Kafka's ``collectAbortedTransactions``)."""
         found: list[AbortedTxn] = []
-        segment = self._segments.floor_segment(start_offset)
-        if segment is None:
-            segment = self._segments.first_segment
-        for candidate in self._segments.values():
-            if segment is None or candidate.base_offset < segment.base_offset:
-                continue
+        for candidate in self._segments.values_between(start_offset, INT64_MAX):
             result = candidate.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
             found.extend(result.aborted_transactions)
             if result.is_complete:
@@ -697,7 +681,6 @@ class UnifiedLog:
         self.producer_state.load(
             self._segments.values(), self._log_start_offset, end, end, self._clock.milliseconds()
         )
-        self._append_producers = self.producer_state.append_table
         self.leader_epoch_cache.truncate_from_end(end)
 
     def _update_log_end_offset(self, offset: int) -> None:
@@ -1145,7 +1128,6 @@ class UnifiedLog:
             with self._high_watermark_lock:
                 self._high_watermark = self._local.next_offset_metadata
             self.producer_state.clear()
-            self._append_producers = self.producer_state.append_table
             self.producer_state.delete_snapshots(above=-1)
             self.leader_epoch_cache.clear()
 

@@ -30,6 +30,15 @@ class GroupAuthorization:
             return None
         return self.authorizer.group_denial(context, operation, group_id)
 
+    def transactional_id_denial(
+        self, context: RequestContext, operation: AclOperation, transactional_id: str
+    ) -> KafkaError | None:
+        """None when the principal may; else TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        (audit-logged): TxnOffsetCommit writes for its transaction."""
+        if not self.authorizer.enabled:
+            return None
+        return self.authorizer.transactional_id_denial(context, operation, transactional_id)
+
     def topic_denials(
         self, context: RequestContext, operation: AclOperation, topics: Iterable[str]
     ) -> dict[str, KafkaError]:

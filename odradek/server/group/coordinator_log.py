@@ -173,12 +173,15 @@ class CoordinatorLog:
         records: Iterable[tuple[bytes, bytes | None]],
         producer_id: int = NO_PRODUCER_ID,
         producer_epoch: int = NO_PRODUCER_EPOCH,
+        on_appended: Callable[[list[int]], None] | None = None,
     ) -> list[int]:
         """Append ``(key, value)`` records for ``group_id`` as one batch and wait until it is
         fsync'ed; the offsets the records got. With a ``producer_id`` the batch is
-        transactional, that producer's (a TxnOffsetCommit). Raises a KafkaError
-        (REQUEST_TIMED_OUT after ``offsets.commit.timeout.ms``, KAFKA_STORAGE_ERROR,
-        INVALID_PRODUCER_EPOCH for a fenced producer ...) when it is not durable."""
+        transactional, that producer's (a TxnOffsetCommit). ``on_appended`` is told the
+        offsets as soon as the batch is in the log, before the fsync (what is in the log, a
+        restart replays). Raises a KafkaError (REQUEST_TIMED_OUT after
+        ``offsets.commit.timeout.ms``, KAFKA_STORAGE_ERROR, INVALID_PRODUCER_EPOCH for a
+        fenced producer ...) when it is not durable."""
         await self.ensure_topic()
         partition = self._replica_manager.partition(
             GROUP_METADATA_TOPIC_NAME, self.partition_for(group_id)
@@ -204,6 +207,9 @@ class CoordinatorLog:
                 for key, value in records:
                     builder.append(now, key, value)
                 info = await partition.append(builder.build(), Acks.ALL)
+        offsets = list(range(info.first_offset, info.last_offset + 1))
+        if on_appended is not None:
+            on_appended(offsets)
         durable = partition.durable(info.last_offset)
         try:
             await asyncio.wait_for(
@@ -215,7 +221,7 @@ class CoordinatorLog:
                 f"fsync'ed within offsets.commit.timeout.ms="
                 f"{self._config.offsets_commit_timeout_ms}"
             ) from None
-        return list(range(info.first_offset, info.last_offset + 1))
+        return offsets
 
     async def append_offset_commits(
         self,
@@ -223,10 +229,12 @@ class CoordinatorLog:
         offsets: Sequence[tuple[TopicPartition, OffsetAndMetadata]],
         producer_id: int = NO_PRODUCER_ID,
         producer_epoch: int = NO_PRODUCER_EPOCH,
+        on_appended: Callable[[list[int]], None] | None = None,
     ) -> list[int]:
         """Append an OffsetCommit record for each of ``offsets``, durably; the offsets the
         records got (the OffsetMetadataManager applies them). With a ``producer_id``, in a
-        transactional batch of that producer (its TxnOffsetCommit)."""
+        transactional batch of that producer (its TxnOffsetCommit); see :meth:`append` for
+        ``on_appended``."""
         records: list[tuple[bytes, bytes | None]] = [
             (
                 OffsetCommitKey(group_id, tp.topic, tp.partition).to_bytes(),
@@ -236,7 +244,7 @@ class CoordinatorLog:
             )
             for tp, value in offsets
         ]
-        return await self.append(group_id, records, producer_id, producer_epoch)
+        return await self.append(group_id, records, producer_id, producer_epoch, on_appended)
 
     async def append_tombstones(
         self, group_id: str, partitions: Sequence[TopicPartition], group_too: bool = False

@@ -217,15 +217,21 @@ class OffsetMetadataManager:
         producer_epoch: int,
         offsets: list[tuple[TopicPartition, OffsetAndMetadata]],
     ) -> None:
-        """Append the transaction's commit records; once durable, they are pending."""
-        try:
-            record_offsets = await self._log.append_offset_commits(
-                group.group_id, offsets, producer_id, producer_epoch
-            )
+        """Append the transaction's commit records; they are pending from the moment they are
+        in the log (as Kafka's coordinator replays a record as it writes it), so a marker
+        appended after them, whose completion may run before this commit is answered, finds
+        them."""
+
+        def pending(record_offsets: list[int]) -> None:
             for (tp, value), record_offset in zip(offsets, record_offsets, strict=True):
                 self._pending.put(
                     producer_id, group.group_id, tp, replace(value, record_offset=record_offset)
                 )
+
+        try:
+            await self._log.append_offset_commits(
+                group.group_id, offsets, producer_id, producer_epoch, pending
+            )
         finally:
             group.commits_in_flight -= 1  # counted by the caller, before this task started
 

@@ -5,7 +5,8 @@ ListGroups, DescribeGroups, DeleteGroups, OffsetDelete), answered by the GroupCo
 Each is authorized as Kafka's KafkaApis does before the coordinator sees it: FindCoordinator
 (group keys) and DescribeGroups and OffsetFetch need Describe on the group; JoinGroup,
 SyncGroup, Heartbeat, LeaveGroup, OffsetCommit and TxnOffsetCommit need Read on it (the
-two commits also Read on each topic, OffsetFetch Describe on each); DeleteGroups and
+two commits also Read on each topic, OffsetFetch Describe on each; TxnOffsetCommit first Write
+on its transactional id); DeleteGroups and
 OffsetDelete need Delete on it (OffsetDelete also Read on each topic). ListGroups lists the
 groups the principal may describe (all of them with Describe on the cluster). A refusal is
 GROUP_AUTHORIZATION_FAILED (or TOPIC_AUTHORIZATION_FAILED for a topic), audit-logged by the
@@ -46,6 +47,7 @@ FIRST_OFFSET_FETCH_GROUPS = 8  # OffsetFetch v8+: groups[]
 FIRST_NULLABLE_PROTOCOL_NAME = 7  # JoinGroup v7+
 FIRST_IMPLICIT_TXN_OFFSETS = 5  # TxnOffsetCommit v5+: transaction version 2 (KIP-890)
 READ, DESCRIBE, DELETE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE
+WRITE = AclOperation.WRITE
 
 
 class KafkaGroupApis:
@@ -286,12 +288,14 @@ class KafkaGroupApis:
 
     async def _txn_offset_commit(self, request: KafkaRequest, context: RequestContext) -> dict:
         """A transaction's offsets (KIP-98; KIP-447's generation, member and instance id from
-        v3), answered once durable and held pending until the transaction ends. Without Read
-        on the group every partition is refused; partitions of a topic it may not read are
-        refused alone (Kafka's ``handleTxnOffsetCommitRequest``)."""
+        v3), answered once durable and held pending until the transaction ends. Without Write
+        on the transactional id, or Read on the group, every partition is refused; partitions
+        of a topic it may not read are refused alone (Kafka's ``handleTxnOffsetCommitRequest``)."""
         body = request.body
         topics = body["topics"]
-        denial = self._authorization.group_denial(context, READ, body["group_id"])
+        denial = self._authorization.transactional_id_denial(
+            context, WRITE, body["transactional_id"]
+        ) or self._authorization.group_denial(context, READ, body["group_id"])
         if denial is not None:
             return {"topics": _refused_partitions(topics, {t["name"]: denial for t in topics})}
         implicit_add = request.api_version >= FIRST_IMPLICIT_TXN_OFFSETS

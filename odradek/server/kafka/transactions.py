@@ -99,6 +99,8 @@ class KafkaTransactionApis:
         self._partition_exists = partition_exists
         self._verification_enabled = verification_enabled
         self._authorizer = authorizer or Authorizer()
+        self._produce_order: dict[str, asyncio.Future[None]] = {}
+        """Per transactional id, the check of its last produce request (see check_produce)."""
 
     def handlers(self) -> dict[int, KafkaHandler]:
         return {
@@ -376,6 +378,29 @@ class KafkaTransactionApis:
         implicit_add = version >= FIRST_TRANSACTION_V2_PRODUCE
         if not implicit_add and not self._verification_enabled:
             return {}
+        # A producer's requests are appended in the order they came (its sequence numbers
+        # follow each other): one waiting for the coordinator (its partition being added)
+        # holds those behind it until its append has started, as the append queue would.
+        order = self._produce_order
+        ahead = order.get(transactional_id)
+        mine: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        order[transactional_id] = mine
+        try:
+            if ahead is not None and not ahead.done():
+                await asyncio.shield(ahead)
+            return await self._check_batches(request, transactional_id, implicit_add)
+        finally:
+            # Set before this request's append starts; the next one runs once this task
+            # yields, which is after its append took its place in the partitions' queues.
+            mine.set_result(None)
+            if order.get(transactional_id) is mine:
+                del order[transactional_id]
+
+    async def _check_batches(
+        self, request: KafkaRequest, transactional_id: str, implicit_add: bool
+    ) -> dict[int, KafkaError]:
+        version = request.api_version
+        entries = request.body.partitions
         by_producer: dict[tuple[int, int], list[int]] = {}
         for index, entry in enumerate(entries):
             producer = transactional_producer(entry.records)

@@ -670,9 +670,8 @@ class TransactionCoordinator:
                 continue
             if producer_ids and m.producer_id not in producer_ids:
                 continue
-            if duration_filter_ms >= 0 and (
-                m.start_timestamp_ms < 0 or now - m.start_timestamp_ms < duration_filter_ms
-            ):
+            # (As Kafka: a transactional id with no transaction yet, start -1, passes.)
+            if duration_filter_ms >= 0 and now - m.start_timestamp_ms <= duration_filter_ms:
                 continue
             if pattern is not None and pattern.fullmatch(m.transactional_id) is None:
                 continue
