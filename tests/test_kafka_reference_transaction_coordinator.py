@@ -18,6 +18,7 @@ from server_helpers import running_broker
 from odradek.protocol.kafka import api_versions as apis
 from odradek.protocol.kafka.api_versions import response_header_version
 from odradek.protocol.kafka.message_codec import decode, encode_parts, request_spec, response_spec
+from odradek.record.record_batch_builder import build_batch
 
 pytestmark = pytest.mark.reference_kafka
 
@@ -267,6 +268,77 @@ def script(call: Call) -> list[tuple[str, Any]]:
         "transaction_states"
     ]
     seen.append(("describe-unknown", unknown["error_code"]))
+    seen += version_2_script(call)
+    return seen
+
+
+def version_2_script(call: Call) -> list[tuple[str, Any]]:
+    """Transaction version 2 (KIP-890): the partition added by Produce v12, the epoch bumped
+    by EndTxn v5 and answered, a retried EndTxn, an abort of a transaction never opened."""
+    tid = "ref-txn-v2"
+    seen: list[tuple[str, Any]] = []
+    first = call(
+        apis.INIT_PRODUCER_ID,
+        5,
+        {
+            "transactional_id": tid,
+            "transaction_timeout": 60000,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        },
+    )
+    pid, epoch = first["producer_id"], first["producer_epoch"]
+    seen.append(("v2-init", (first["error_code"], epoch)))
+
+    def produce(producer_epoch: int, sequence: int) -> int:
+        records = build_batch(
+            [(int(time.time() * 1000), None, b"v2", ())],
+            producer_id=pid,
+            producer_epoch=producer_epoch,
+            base_sequence=sequence,
+            is_transactional=True,
+        )
+        answer = until_settled(
+            call,
+            apis.PRODUCE,
+            12,
+            {
+                "transactional_id": tid,
+                "acks": -1,
+                "timeout": 30000,
+                "topic_data": [
+                    {"name": TOPIC, "partition_data": [{"index": 1, "records": records}]}
+                ],
+            },
+        )
+        return answer["responses"][0]["partition_responses"][0]["error_code"]
+
+    def end(committed: bool, producer_epoch: int) -> tuple[int, int]:
+        answer = until_settled(
+            call,
+            apis.END_TXN,
+            5,
+            {
+                "transactional_id": tid,
+                "producer_id": pid,
+                "producer_epoch": producer_epoch,
+                "committed": committed,
+            },
+        )
+        return answer["error_code"], answer["producer_epoch"]
+
+    seen.append(("v2-produce", produce(epoch, 0)))
+    (described,) = call(apis.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [tid]})[
+        "transaction_states"
+    ]
+    seen.append(("v2-describe", (described["transaction_state"], described["topics"])))
+    seen.append(("v2-commit", end(True, epoch)))
+    seen.append(("v2-commit-retried", end(True, epoch)))
+    seen.append(("v2-abort-never-opened", end(False, epoch + 1)))
+    seen.append(("v2-commit-stale", end(True, epoch)))
+    seen.append(("v2-produce-next", produce(epoch + 2, 0)))
+    seen.append(("v2-produce-stale", produce(epoch, 1)))
+    seen.append(("v2-abort", end(False, epoch + 2)))
     return seen
 
 

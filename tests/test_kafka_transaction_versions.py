@@ -97,7 +97,9 @@ def describe(broker: RunningBroker, tid: str) -> dict:
     return state
 
 
-def produce(broker: RunningBroker, version: int, tid: str | None, producer, partition: int):  # type: ignore[no-untyped-def]
+def produce(
+    broker: RunningBroker, version: int, tid: str | None, producer, partition: int, acks: int = -1
+):  # type: ignore[no-untyped-def]
     records = build_batch(
         [(int(time.time() * 1000), None, b"in a transaction", ())],
         producer_id=producer[0],
@@ -111,7 +113,7 @@ def produce(broker: RunningBroker, version: int, tid: str | None, producer, part
         version,
         {
             "transactional_id": tid,
-            "acks": -1,
+            "acks": acks,
             "timeout": 5000,
             "topic_data": [
                 {"name": TOPIC, "partition_data": [{"index": partition, "records": records}]}
@@ -308,6 +310,11 @@ def test_a_transactional_produce_is_checked_against_its_transaction(
     tid = f"produce-v{version}"
     producer = init(broker, tid)
     assert produce(broker, version, None, producer, 0) == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    # (acks=1, one partition: the shape answered at once, which leaves transactional batches
+    # to this check.)
+    assert produce(broker, version, None, producer, 0, acks=1) == (
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    )
     if version >= 12:  # transaction version 2: the produce adds the partition (KIP-890)
         assert produce(broker, version, tid, producer, 0) == 0
         described = describe(broker, tid)

@@ -111,7 +111,9 @@ class KafkaTransactionApis:
             apis.LIST_TRANSACTIONS: self._list_transactions,
         }
 
-    def _denial(self, context: RequestContext, operation: AclOperation, transactional_id: str):
+    def _denial(
+        self, context: RequestContext, operation: AclOperation, transactional_id: str
+    ) -> KafkaError | None:
         return self._authorizer.transactional_id_denial(context, operation, transactional_id)
 
     # --- InitProducerId ----------------------------------------------------------------------

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from odradek.clock import Clock
@@ -63,8 +63,6 @@ S = TransactionState
 TRANSACTION_VERSION_0 = 0
 """The client transaction version of a transaction opened by AddPartitionsToTxn (version 1
 of the protocol: no epoch bump per transaction)."""
-SERVER_TRANSACTION_VERSION = TRANSACTION_VERSION_2
-"""The ``transaction.version`` this broker finalizes (what ApiVersions advertises)."""
 
 # Why a coordinator-initiated abort happened (metrics, logs).
 ABORT_BY_TIMEOUT, ABORT_BY_FENCE = "timeout", "fence"
@@ -679,7 +677,3 @@ class TransactionCoordinator:
         if unknown and not states:
             return unknown, []  # only unknown states asked for: nothing matches them
         return unknown, found
-
-
-def partitions_of(topics: Mapping[str, Iterable[int]]) -> list[TopicPartition]:
-    return [TopicPartition(topic, p) for topic, ids in topics.items() for p in ids]
