@@ -337,3 +337,29 @@ def test_the_cleaner_never_cleans_past_an_open_transaction(partition_dir):
         assert 0 < opened < log.segments.values()[1].base_offset < log.active_segment.base_offset
         offsets = cleanable_offsets(log, None, BASE_TIME_MS)
         assert offsets.first_uncleanable_dirty_offset == opened == log.last_stable_offset
+
+
+def test_cleaning_keeps_aborted_records_from_read_committed_readers(partition_dir):
+    """A compacted partition with an aborted transaction, cleaned: the cleaned segment's
+    .txnindex takes its sources' place (no .swap or .cleaned left, none without its log), and
+    read_committed readers still never get the aborted records."""
+    from cleaner_helpers import clean_fully
+
+    from tests.log_helpers import read_committed
+
+    config = LogConfig(segment_bytes=300, cleanup_policy=("compact",))
+    with open_log(partition_dir, config, clock=MockClock(BASE_TIME_MS + 3_600_000)) as log:
+        append(log, txn(7, 0, 0, 2, tag="aborted"))
+        marker(log, 7, 0, committed=False)
+        for n in range(12):
+            append(log, build_batch([(BASE_TIME_MS, b"k%d" % (n % 3), b"p%d" % n, ())]))
+        before = [r.value for r in read_committed(log)]
+        assert not any(value.startswith(b"aborted") for value in before)
+        clean_fully(log)
+        after = [r.value for r in read_committed(log)]
+        assert not any(value.startswith(b"aborted") for value in after)
+        assert set(after) < set(before) and after[-3:] == before[-3:]  # compacted
+        logs = {p.name.split(".")[0] for p in partition_dir.glob("*.log")}
+        indexes = {p.name.split(".")[0] for p in partition_dir.glob("*.txnindex*")}
+        assert indexes <= logs
+        assert not list(partition_dir.glob("*.swap")) and not list(partition_dir.glob("*.cleaned"))
