@@ -520,3 +520,42 @@ def test_a_snapshot_a_truncation_deleted_stays_deleted_after_a_cut(fs: PowerCutF
         assert log.append(lost.data).record_count == lost.count
     finally:
         log.close()
+
+
+def transaction_batch(producer_id: int, sequence: int) -> bytes:
+    return build_batch(
+        [(int(time.time() * 1000), None, b"t%d-%d" % (producer_id, sequence), ())],
+        producer_id=producer_id,
+        producer_epoch=0,
+        base_sequence=sequence,
+        is_transactional=True,
+    )
+
+
+def test_an_abort_and_an_open_transaction_made_durable_outlive_a_power_cut(fs: PowerCutFS) -> None:
+    """An ABORT marker flushed (as the coordinator's write waits for) and a snapshot taken
+    after it: the cut keeps the marker's .txnindex entry (synced with the segment, its name
+    with the directory: the replay from the snapshot does not pass it again) and the
+    transaction the snapshot holds open."""
+    from odradek.storage.transaction_index import AbortedTxn
+
+    log = open_log_on(fs)
+    log.append(transaction_batch(7, 0))  # 0
+    log.append(transaction_batch(7, 1))  # 1
+    log.append(epoch_batch(0))  # 2
+    log.flush()  # the segment's files are durable: the .txnindex comes later
+    log.append_end_txn_marker(7, 0, 0, committed=False)  # 3
+    log.append(transaction_batch(8, 0))  # 4, still open
+    log.flush()
+    log.take_producer_snapshot()  # at 5: the restart replays nothing
+    recovery_point = log.recovery_point_to_checkpoint()
+    assert recovery_point == 5
+    fs.cut(abandon=log.close_handlers)
+    log = open_log_on(fs, recovery_point)
+    try:
+        assert log.active_segment.txn_index.all_aborted_txns() == [AbortedTxn(7, 0, 3, 4)]
+        log.update_high_watermark(log.log_end_offset)
+        assert log.first_unstable_offset == 4
+        assert log.collect_aborted_transactions(0, 5) == [AbortedTxn(7, 0, 3, 4)]
+    finally:
+        log.close()

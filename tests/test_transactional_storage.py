@@ -363,3 +363,19 @@ def test_cleaning_keeps_aborted_records_from_read_committed_readers(partition_di
         indexes = {p.name.split(".")[0] for p in partition_dir.glob("*.txnindex*")}
         assert indexes <= logs
         assert not list(partition_dir.glob("*.swap")) and not list(partition_dir.glob("*.cleaned"))
+
+
+def test_a_fetch_lists_only_the_aborted_transactions_its_bytes_can_reach(partition_dir):
+    """Kafka's bound: the first offset index entry past the bytes read (else the next
+    segment, else the log end); a transaction aborted after it is not listed."""
+    config = LogConfig(index_interval_bytes=1)  # an index entry for every batch
+    with open_log(partition_dir, config) as log:
+        for n in range(10):
+            append(log, plain(b"p%d" % n))  # 0-9, 74 bytes each
+        append(log, txn(7, 0, 0))  # 10
+        marker(log, 7, 0, committed=False)  # 11
+        small = log.read(0, 100, FetchIsolation.TXN_COMMITTED)  # one batch, whole
+        assert small.records.length == 100
+        assert small.aborted_transactions == ()
+        whole = log.read(0, 1 << 20, FetchIsolation.TXN_COMMITTED)
+        assert whole.aborted_transactions == (AbortedTxn(7, 10, 11, 12),)

@@ -52,6 +52,7 @@ from odradek.storage.log_stats import (
     RETENTION_TIME,
 )
 from odradek.storage.log_validator import append_rules, validate_and_assign_offsets
+from odradek.storage.offset_index import OffsetPosition
 from odradek.storage.producer_append_info import ProducerAppendInfo
 from odradek.storage.producer_snapshot_file import snapshot_file
 from odradek.storage.producer_state_manager import (
@@ -840,12 +841,28 @@ class UnifiedLog:
             )
         if info.records is None:
             return info
-        following = self._segments.higher_segment(info.fetch_offset_metadata.segment_base_offset)
-        upper_bound = following.base_offset if following is not None else self.log_end_offset
-        aborted = self.collect_aborted_transactions(start_offset, upper_bound)
+        aborted = self.collect_aborted_transactions(
+            start_offset, self._fetch_upper_bound_offset(info)
+        )
         return FetchDataInfo(
             info.fetch_offset_metadata, info.records, info.first_entry_incomplete, tuple(aborted)
         )
+
+    def _fetch_upper_bound_offset(self, info: FetchDataInfo) -> int:
+        """An offset no record of ``info`` reaches (Kafka's bound for the aborted transactions
+        a fetch lists): the first offset index entry past the bytes read, else the next
+        segment's base offset, else the log end."""
+        fetched = info.fetch_offset_metadata
+        segment = self._segments.get(fetched.segment_base_offset)
+        if segment is not None and info.records is not None:
+            bound = segment.offset_index.fetch_upper_bound_offset(
+                OffsetPosition(fetched.message_offset, fetched.relative_position_in_segment),
+                info.records.length,
+            )
+            if bound is not None:
+                return bound.offset
+        following = self._segments.higher_segment(fetched.segment_base_offset)
+        return following.base_offset if following is not None else self.log_end_offset
 
     def convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:
         """The on-disk position of ``offset`` (OFFSET_OUT_OF_RANGE outside the log)."""
