@@ -7,13 +7,20 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 from server_helpers import running_broker
 
-from odradek.errors import InvalidRequestError, UnsupportedVersionError
+from odradek.errors import (
+    InvalidRequestError,
+    InvalidTxnStateError,
+    TransactionAbortableError,
+    TransactionalIdAuthorizationFailedError,
+    UnsupportedVersionError,
+)
 from odradek.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
 from odradek.protocol.api_versions import ApiVersionsRequest
 from odradek.protocol.frame import FrameDecoder
@@ -28,6 +35,9 @@ from odradek.protocol.kafka_data import (
     to_wire,
 )
 from odradek.protocol.messages import decode_request, decode_response, encode_request
+from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
+from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
+from odradek.record.record_batch_builder import RecordBatchBuilder
 from odradek.server.msgpack.kafka_data import MsgpackKafkaData
 from odradek.server.request_context import RequestContext
 
@@ -309,3 +319,94 @@ def test_a_broker_answers_describe_cluster_over_msgpack_with_its_kafka_handler(
             InvalidRequestError.code,
             "include_cluster_authorized_operations must be a boolean, got int 1",
         )
+
+
+def test_the_end_txn_example_of_the_protocol_doc_is_what_the_encoder_writes() -> None:
+    text = (Path(__file__).resolve().parent.parent / "docs" / "protocol.md").read_text()
+    documented = (
+        '`{"api": 26, "v": 0, "id": 9, "client_id": nil, "transactional_id": "tx-1", '
+        '"producer_id":\n4000, "producer_epoch": 3, "committed": true}`'
+    )
+    assert documented in text
+    request = END_TXN.from_header(
+        {"transactional_id": "tx-1", "producer_id": 4000, "producer_epoch": 3, "committed": True}
+    )
+    parts = encode_request(RequestHeader(ApiKey.END_TXN, 0, 9), request)
+    (frame,) = FrameDecoder().feed(b"".join(bytes(p) for p in parts))
+    assert frame.header == {
+        "api": 26,
+        "v": 0,
+        "id": 9,
+        "client_id": None,
+        "transactional_id": "tx-1",
+        "producer_id": 4000,
+        "producer_epoch": 3,
+        "committed": True,
+    }
+    assert list(frame.header) == ["api", "v", "id", "client_id", *request.data]
+    assert bytes(frame.payload) == b""
+
+
+def _transactional_batch(producer_id: int, epoch: int, sequence: int = 0) -> bytes:
+    builder = RecordBatchBuilder(
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=sequence,
+        is_transactional=True,
+    )
+    builder.append(int(time.time() * 1000), b"k", b"v")
+    return builder.build()
+
+
+def test_a_transactional_produce_over_msgpack_is_checked_against_its_transaction(
+    tmp_path: Path,
+) -> None:
+    """As on Kafka's protocol: a transactional batch needs the request's transactional id and
+    goes only to a partition of its producer's open transaction, so no partition is left
+    holding records of a transaction its coordinator does not know (a hanging transaction,
+    pinning the last stable offset); the acks=1 one-partition produce a broker answers at
+    once included."""
+    init = kafka_data_request(ApiKey.INIT_PRODUCER_ID, 1)
+    add = kafka_data_request(ApiKey.ADD_PARTITIONS_TO_TXN, 0)
+    with running_broker(tmp_path) as broker, broker.connect() as client:
+        client.call(CreateTopicsRequest((CreatableTopic("t", 2),)))
+        client.call(
+            kafka_data_request(ApiKey.FIND_COORDINATOR, 1)(
+                {"key_type": 1, "coordinator_keys": ["tx"]}
+            )
+        )
+        found = client.call(init({"transactional_id": "tx", "transaction_timeout": 60000})).data
+        assert found["error_code"] == 0, found
+        producer_id, epoch = found["producer_id"], found["producer_epoch"]
+
+        def produce(transactional_id: str | None, acks: Acks, partition: int = 0) -> tuple:
+            request = ProduceRequest(
+                (ProducePartitionData("t", partition, _transactional_batch(producer_id, epoch)),),
+                acks,
+                transactional_id=transactional_id,
+            )
+            (answer,) = client.call(request).partitions
+            return answer.error, answer.base_offset
+
+        for acks in (Acks.ALL, Acks.LEADER):
+            error, _ = produce(None, acks)
+            assert error == TransactionalIdAuthorizationFailedError.code
+        error, _ = produce("tx", Acks.ALL)
+        assert error in (InvalidTxnStateError.code, TransactionAbortableError.code), error
+        added = client.call(
+            add(
+                {
+                    "v3_and_below_transactional_id": "tx",
+                    "v3_and_below_producer_id": producer_id,
+                    "v3_and_below_producer_epoch": epoch,
+                    "v3_and_below_topics": [{"name": "t", "partitions": [0]}],
+                }
+            )
+        ).data
+        assert added["results_by_topic_v3_and_below"][0]["results_by_partition"] == [
+            {"partition_index": 0, "partition_error_code": 0}
+        ]
+        assert produce("tx", Acks.ALL) == (0, 0)  # the first record of partition 0
+        error, _ = produce("tx", Acks.ALL, partition=1)  # not added
+        assert error in (InvalidTxnStateError.code, TransactionAbortableError.code), error
+        assert broker.broker.replica_manager.partition("t", 1).log.log_end_offset == 0

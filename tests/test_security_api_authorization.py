@@ -291,6 +291,8 @@ TABLE: tuple[Row, ...] = (
     Row(
         61, "read", ((T, TOPIC, Op.READ),), TOPIC_AUTHORIZATION_FAILED,
         kafka=lambda w: (0, {"topics": [{"name": TOPIC, "partition_indexes": [0]}]}),
+        msgpack=lambda w: _kafka_data(
+            ApiKey.DESCRIBE_PRODUCERS, {"topics": [{"name": TOPIC, "partition_indexes": [0]}]}),
         why="DescribeProducers: Read on the topic, refused per partition (KafkaApis)",
     ),
     Row(
@@ -579,10 +581,19 @@ TABLE: tuple[Row, ...] = (
         msgpack=lambda w: FindCoordinatorRequest((TXN,), key_type=1),
     ),
     Row(
+        ApiKey.FIND_COORDINATOR, "transactional-id-kafka-data", ((X, TXN, Op.DESCRIBE),),
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        msgpack=lambda w: _kafka_data(
+            ApiKey.FIND_COORDINATOR, {"key_type": 1, "coordinator_keys": [TXN]}, version=1),
+        why="msgpack FindCoordinator v1: Kafka's request data",
+    ),
+    Row(
         ApiKey.INIT_PRODUCER_ID, "transactional", ((X, TXN, Op.WRITE),),
         TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
         kafka=lambda w: (5, {"transactional_id": TXN, "transaction_timeout": 60000,
                               "producer_id": -1, "producer_epoch": -1}),
+        msgpack=lambda w: _kafka_data(ApiKey.INIT_PRODUCER_ID, {
+            "transactional_id": TXN, "transaction_timeout": 60000}, version=1),
     ),
     Row(
         ApiKey.PRODUCE, "transactional", ((X, TXN, Op.WRITE), (T, TOPIC, Op.WRITE)),
@@ -590,6 +601,8 @@ TABLE: tuple[Row, ...] = (
         kafka=lambda w: (9, {"transactional_id": TXN, "acks": -1, "timeout": 5000,
                               "topic_data": [{"name": TOPIC, "partition_data": [
                                   {"index": 0, "records": batch(1)}]}]}),
+        msgpack=lambda w: ProduceRequest(
+            (ProducePartitionData(TOPIC, 0, batch(1)),), transactional_id=TXN),
     ),
     Row(
         24, "client", ((X, TXN, Op.WRITE), (T, TOPIC, Op.WRITE)),
@@ -598,6 +611,10 @@ TABLE: tuple[Row, ...] = (
                               "v3_and_below_producer_id": 1 << 40,
                               "v3_and_below_producer_epoch": 0,
                               "v3_and_below_topics": [{"name": TOPIC, "partitions": [0]}]}),
+        msgpack=lambda w: _kafka_data(ApiKey.ADD_PARTITIONS_TO_TXN, {
+            "v3_and_below_transactional_id": TXN, "v3_and_below_producer_id": 1 << 40,
+            "v3_and_below_producer_epoch": 0,
+            "v3_and_below_topics": [{"name": TOPIC, "partitions": [0]}]}),
         why="AddPartitionsToTxn v0-3: Write on the transactional id and on each topic",
     ),
     Row(
@@ -612,23 +629,32 @@ TABLE: tuple[Row, ...] = (
         TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
         kafka=lambda w: (4, {"transactional_id": TXN, "producer_id": 1 << 40,
                               "producer_epoch": 0, "group_id": GROUP}),
+        msgpack=lambda w: _kafka_data(ApiKey.ADD_OFFSETS_TO_TXN, {
+            "transactional_id": TXN, "producer_id": 1 << 40, "producer_epoch": 0,
+            "group_id": GROUP}),
         why="AddOffsetsToTxn: Write on the transactional id, Read on the group",
     ),
     Row(
         26, "write", ((X, TXN, Op.WRITE),), TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
         kafka=lambda w: (5, {"transactional_id": TXN, "producer_id": 1 << 40,
                               "producer_epoch": 0, "committed": True}),
+        msgpack=lambda w: _kafka_data(ApiKey.END_TXN, {
+            "transactional_id": TXN, "producer_id": 1 << 40, "producer_epoch": 0,
+            "committed": True}),
         why="EndTxn",
     ),
     Row(
         65, "describe", ((X, TXN, Op.DESCRIBE),), TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
         kafka=lambda w: (0, {"transactional_ids": [TXN]}),
+        msgpack=lambda w: _kafka_data(
+            ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [TXN]}),
         why="DescribeTransactions",
     ),
     Row(
         66, "describe", ((X, TXN, Op.DESCRIBE),), None,
         kafka=lambda w: (2, {"state_filters": [], "producer_id_filters": [],
                               "duration_filter": -1, "transactional_id_pattern": None}),
+        msgpack=lambda w: _kafka_data(ApiKey.LIST_TRANSACTIONS, {}),
         refused_check=_transaction_not_listed,
         allowed_check=_transaction_listed,
         why="ListTransactions lists the transactional ids the principal may describe",
@@ -690,7 +716,7 @@ TABLE: tuple[Row, ...] = (
                                   _partitions(TOPIC, committed_offset=0,
                                               committed_metadata=None)]}),
         msgpack=lambda w: _kafka_data(ApiKey.TXN_OFFSET_COMMIT, {
-            "transactional_id": "secret-txn", "group_id": GROUP, "producer_id": 0,
+            "transactional_id": TXN, "group_id": GROUP, "producer_id": 0,
             "producer_epoch": 0, "topics": [_partitions(TOPIC, committed_offset=0)]}),
         why="TxnOffsetCommit: Write on the transactional id, Read on the group, then Read on "
             "each topic (KafkaApis)",

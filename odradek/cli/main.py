@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "quotas": "odradek.cli.quotas:quotas",
     "serve": "odradek.cli.serve:serve",
     "topics": "odradek.cli.topics:topics",
+    "transactions": "odradek.cli.transactions:transactions",
     "users": "odradek.cli.users:users",
 }
 

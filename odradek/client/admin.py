@@ -16,7 +16,9 @@ from odradek.client.config import ClientConfig
 from odradek.client.event_loop_thread import shared_event_loop_thread
 from odradek.client.network_client import NetworkClient
 from odradek.client.offset_lookup import OffsetAndTimestamp, list_offsets
+from odradek.client.transaction_description import TransactionDescription, TransactionListing
 from odradek.errors import error_for_code
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.configs import (
     AlterableTopicConfigs,
     AlterConfigsRequest,
@@ -31,6 +33,7 @@ from odradek.protocol.describe_topic_partitions import (
     TopicDescription,
 )
 from odradek.protocol.isolation import IsolationLevel
+from odradek.protocol.kafka_data import kafka_data_request
 from odradek.protocol.list_groups import ListedGroup, ListGroupsRequest
 from odradek.protocol.metadata import MetadataRequest, MetadataResponse
 from odradek.protocol.offset_commit import OffsetCommitPartition, OffsetCommitRequest
@@ -210,6 +213,77 @@ class AsyncAdmin:
         )
         _raise_first_error((await self._client.send(request)).partitions)
 
+    # --- transactions ------------------------------------------------------------------------
+
+    async def list_transactions(
+        self,
+        states: Iterable[str] = (),
+        producer_ids: Iterable[int] = (),
+        duration_filter_ms: int = -1,
+        transactional_id_pattern: str | None = None,
+    ) -> dict[int, list[TransactionListing]]:
+        """The transactional ids each coordinator (by broker id) knows, as Kafka's
+        ``listTransactions().allByBrokerId()``: only those in ``states``, of
+        ``producer_ids``, open longer than ``duration_filter_ms`` or matching
+        ``transactional_id_pattern`` (a regular expression) when given."""
+        request = kafka_data_request(ApiKey.LIST_TRANSACTIONS, 0)(
+            {
+                "state_filters": list(states),
+                "producer_id_filters": list(producer_ids),
+                "duration_filter": duration_filter_ms,
+                "transactional_id_pattern": transactional_id_pattern,
+            }
+        )
+        data = (await self._client.send(request)).data
+        if data["error_code"]:
+            raise error_for_code(data["error_code"], "ListTransactions")
+        broker_id = (await self._client.connection()).api_versions.broker_id
+        return {
+            broker_id: [
+                TransactionListing(t["transactional_id"], t["producer_id"], t["transaction_state"])
+                for t in data["transaction_states"]
+            ]
+        }
+
+    async def describe_transactions(
+        self, transactional_ids: Iterable[str]
+    ) -> dict[str, TransactionDescription]:
+        """Each transactional id's state at its coordinator (Kafka's
+        ``describeTransactions``); TRANSACTIONAL_ID_NOT_FOUND for one it does not know."""
+        ids = list(transactional_ids)
+        find = kafka_data_request(ApiKey.FIND_COORDINATOR, 1)
+        found = (await self._client.send(find({"key_type": 1, "coordinator_keys": ids}))).data
+        coordinators = {}
+        for coordinator in found["coordinators"]:
+            if coordinator["error_code"]:
+                raise error_for_code(
+                    coordinator["error_code"],
+                    coordinator["error_message"] or f"the coordinator of {coordinator['key']!r}",
+                )
+            coordinators[coordinator["key"]] = coordinator["node_id"]
+        request = kafka_data_request(ApiKey.DESCRIBE_TRANSACTIONS, 0)({"transactional_ids": ids})
+        data = (await self._client.send(request)).data
+        described = {}
+        for state in data["transaction_states"]:
+            transactional_id = state["transactional_id"]
+            if state["error_code"]:
+                raise error_for_code(state["error_code"], f"transactional id {transactional_id!r}")
+            started = state["transaction_start_time"]
+            described[transactional_id] = TransactionDescription(
+                coordinators.get(transactional_id, -1),
+                state["transaction_state"],
+                state["producer_id"],
+                state["producer_epoch"],
+                state["transaction_timeout"],
+                started if started >= 0 else None,
+                tuple(
+                    TopicPartition(topic["topic"], partition)
+                    for topic in state["topics"]
+                    for partition in topic["partitions"]
+                ),
+            )
+        return described
+
     async def close(self) -> None:
         await self._client.close()
 
@@ -279,6 +353,24 @@ class Admin(BlockingClient):
         self, group: str, offsets: Mapping[TopicPartition, int]
     ) -> None:
         self._thread.run(self._admin.alter_consumer_group_offsets(group, offsets))
+
+    def list_transactions(
+        self,
+        states: Iterable[str] = (),
+        producer_ids: Iterable[int] = (),
+        duration_filter_ms: int = -1,
+        transactional_id_pattern: str | None = None,
+    ) -> dict[int, list[TransactionListing]]:
+        return self._thread.run(
+            self._admin.list_transactions(
+                list(states), list(producer_ids), duration_filter_ms, transactional_id_pattern
+            )
+        )
+
+    def describe_transactions(
+        self, transactional_ids: Iterable[str]
+    ) -> dict[str, TransactionDescription]:
+        return self._thread.run(self._admin.describe_transactions(list(transactional_ids)))
 
     def close(self) -> None:
         self._thread.run(self._admin.close())

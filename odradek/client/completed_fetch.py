@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator
 
 from odradek.client.consumer_record import ConsumerRecord
 from odradek.errors import KafkaError, MessageTooLargeError
 from odradek.protocol.fetch import FetchPartitionResponse
+from odradek.record.control_record import ControlRecordType
 from odradek.record.memory_records import MemoryRecords
+from odradek.record.record_batch import RecordBatch
 from odradek.topic_partition import TopicPartition
 
 
@@ -16,10 +19,15 @@ class CompletedFetch:
 
     The data starts with the batch holding ``fetch_offset`` (a batch is sent whole), so
     records below it are skipped; it may end inside a batch, and that partial batch is
-    dropped (it is fetched again whole next time). Control batches are skipped.
-    ``next_offset`` is where the consumer's position moves to: past the last record handed
-    out, and past a batch's end once the batch is exhausted (compaction may have removed its
-    last records).
+    dropped (it is fetched again whole next time). Control batches (transaction markers) are
+    never handed out, whatever the isolation. ``next_offset`` is where the consumer's position
+    moves to: past the last record handed out, and past a batch's end once the batch is
+    exhausted (compaction may have removed its last records, a batch may be skipped).
+
+    ``read_committed`` (Kafka's CompletedFetch under READ_COMMITTED): the response lists the
+    aborted transactions in the range, by producer and first offset; a transactional batch
+    of a producer whose aborted transaction has begun at or before the batch's last offset,
+    and whose ABORT marker has not come yet, is skipped.
     """
 
     def __init__(
@@ -28,12 +36,17 @@ class CompletedFetch:
         fetch_offset: int,
         response: FetchPartitionResponse,
         check_crcs: bool,
+        read_committed: bool = False,
     ) -> None:
         self.topic_partition = topic_partition
         self.fetch_offset = fetch_offset
         self.next_offset = fetch_offset
         self.response = response
         self._check_crcs = check_crcs
+        self._read_committed = read_committed
+        self._aborted = [(a.first_offset, a.producer_id) for a in response.aborted_transactions]
+        heapq.heapify(self._aborted)  # aborted transactions not reached yet, by first offset
+        self._aborted_producers: set[int] = set()  # producers inside an aborted transaction
         self._batches = self._parse()
         self._batch: list[ConsumerRecord] = []  # the records of the batch being handed out
         self._taken = 0  # how many of them are handed out
@@ -102,6 +115,16 @@ class CompletedFetch:
                 continue
             if self._check_crcs:
                 batch.ensure_valid()
+            if self._read_committed and batch.producer_id >= 0:
+                self._reach_aborted_transactions(batch.last_offset)
+                if batch.is_control:
+                    if _is_abort_marker(batch):
+                        self._aborted_producers.discard(batch.producer_id)
+                    yield [], next_offset
+                    continue
+                if batch.is_transactional and batch.producer_id in self._aborted_producers:
+                    yield [], next_offset  # an aborted transaction's records
+                    continue
             if batch.is_control:
                 yield [], next_offset
             else:
@@ -111,3 +134,17 @@ class CompletedFetch:
                 f"{self.topic_partition} at offset {start}: the {len(self.response.records)} "
                 "bytes fetched hold no whole batch; raise max_partition_fetch_bytes"
             )
+
+    def _reach_aborted_transactions(self, offset: int) -> None:
+        """Aborted transactions that began at or before ``offset``: their producers' batches
+        are skipped from now on, until their ABORT markers."""
+        aborted = self._aborted
+        while aborted and aborted[0][0] <= offset:
+            self._aborted_producers.add(heapq.heappop(aborted)[1])
+
+
+def _is_abort_marker(batch: RecordBatch) -> bool:
+    """Whether a control batch is a transaction's ABORT marker (its one record's key)."""
+    for record in batch.records():
+        return ControlRecordType.of_key(record.key) is ControlRecordType.ABORT
+    return False

@@ -20,6 +20,7 @@ MAX_IDEMPOTENT_IN_FLIGHT = 5
 """Kafka's limit: a partition remembers the last five batches of a producer."""
 _ACKS_BY_NAME = {"all": Acks.ALL, "-1": Acks.ALL, "0": Acks.NONE, "1": Acks.LEADER}
 _OFFSET_RESETS = ("earliest", "latest", "none")
+_ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 ASSIGNOR_NAMES = ("range", "roundrobin")
 
 
@@ -91,7 +92,8 @@ class ClientConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class ProducerConfig(ClientConfig):
-    """Kafka's producer settings; ``batch_size`` counts uncompressed bytes."""
+    """Kafka's producer settings; ``batch_size`` counts uncompressed bytes. A
+    ``transactional_id`` makes the producer transactional (and idempotent, as in Kafka)."""
 
     acks: int | str = "all"
     linger_ms: int = 5
@@ -104,9 +106,18 @@ class ProducerConfig(ClientConfig):
     max_block_ms: int = 60000
     enable_idempotence: bool | None = None
     max_in_flight_requests_per_connection: int = 5
+    transactional_id: str | None = None
+    transaction_timeout_ms: int = 60000
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.transactional_id is not None:
+            _require(bool(self.transactional_id), "transactional_id must not be empty")
+            _require(
+                self.enable_idempotence is not False,
+                "cannot set a transactional_id without also enabling idempotence",
+            )
+            _require(self.transaction_timeout_ms > 0, "transaction_timeout_ms must be > 0")
         self.required_acks()
         self.compression()
         _require(self.linger_ms >= 0, "linger_ms must be >= 0")
@@ -119,7 +130,7 @@ class ProducerConfig(ClientConfig):
             self.max_in_flight_requests_per_connection >= 1,
             "max_in_flight_requests_per_connection must be >= 1",
         )
-        if self.enable_idempotence:
+        if self.enable_idempotence or self.transactional_id is not None:
             _require(
                 self.required_acks() is Acks.ALL,
                 "acks must be 'all' for the idempotent producer (enable_idempotence)",
@@ -141,6 +152,8 @@ class ProducerConfig(ClientConfig):
         Kafka's default true) unless acks, retries or the in-flight limit rule it out."""
         if self.enable_idempotence is not None:
             return self.enable_idempotence
+        if self.transactional_id is not None:
+            return True
         return (
             self.required_acks() is Acks.ALL
             and self.retries > 0
@@ -160,7 +173,10 @@ class ProducerConfig(ClientConfig):
 
 @dataclass(frozen=True, kw_only=True)
 class ConsumerConfig(ClientConfig):
-    """Kafka's consumer settings; ``isolation`` is ``high_watermark`` or ``log_end``."""
+    """Kafka's consumer settings. ``isolation_level`` is Kafka's: ``read_uncommitted`` (the
+    default) or ``read_committed`` (only committed transactions' records, up to the last
+    stable offset); ``isolation`` is how far a read_uncommitted consumer reads:
+    ``high_watermark`` (the default) or ``log_end``."""
 
     fetch_max_wait_ms: int = 500
     fetch_min_bytes: int = 1
@@ -169,6 +185,7 @@ class ConsumerConfig(ClientConfig):
     max_poll_records: int = 500
     auto_offset_reset: str = "latest"
     isolation: str = "high_watermark"
+    isolation_level: str = "read_uncommitted"
     check_crcs: bool = True
     group_id: str | None = None
     group_instance_id: str | None = None
@@ -182,7 +199,7 @@ class ConsumerConfig(ClientConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.isolation_level()
+        self.fetch_isolation()
         self.assignors()
         _require(self.auto_commit_interval_ms > 0, "auto_commit_interval_ms must be > 0")
         _require(self.session_timeout_ms > 0, "session_timeout_ms must be > 0")
@@ -219,8 +236,20 @@ class ConsumerConfig(ClientConfig):
         )
         return tuple(names)
 
-    def isolation_level(self) -> IsolationLevel:
-        """``isolation`` as the wire value."""
+    def fetch_isolation(self) -> IsolationLevel:
+        """``isolation_level`` and ``isolation`` as the Fetch request's ``isolation``."""
+        _require(
+            self.isolation_level in _ISOLATION_LEVELS,
+            f"isolation_level must be 'read_uncommitted' or 'read_committed', "
+            f"not {self.isolation_level!r}",
+        )
+        if self.isolation_level == "read_committed":
+            _require(
+                self.isolation in ("high_watermark", "txn_committed"),
+                f"isolation_level 'read_committed' reads up to the last stable offset; "
+                f"isolation {self.isolation!r} says otherwise",
+            )
+            return IsolationLevel.TXN_COMMITTED
         try:
             return IsolationLevel(self.isolation)
         except ValueError:

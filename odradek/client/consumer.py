@@ -43,7 +43,7 @@ class AsyncConsumer:
 
     def __init__(self, **configs: Any) -> None:
         self.config = ConsumerConfig(**configs)
-        self._isolation = self.config.isolation_level()
+        self._isolation = self.config.fetch_isolation()
         self._client = NetworkClient(self.config)
         self._subscriptions = SubscriptionState(self.config.auto_offset_reset)
         self._fetcher = Fetcher(self._client, self._subscriptions, self.config)

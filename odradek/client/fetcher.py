@@ -14,6 +14,7 @@ from odradek.client.network_client import NetworkClient, retry_log_level
 from odradek.client.subscription_state import RESET_TIMESTAMPS, SubscriptionState
 from odradek.errors import KafkaError, OffsetOutOfRangeError, error_for_code
 from odradek.protocol.fetch import FetchPartition, FetchRequest, FetchResponse
+from odradek.protocol.isolation import IsolationLevel
 from odradek.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -42,7 +43,8 @@ class Fetcher:
         self._client = client
         self._subscriptions = subscriptions
         self._config = config
-        self._isolation = config.isolation_level()
+        self._isolation = config.fetch_isolation()
+        self._read_committed = self._isolation is IsolationLevel.TXN_COMMITTED
         self._retry_backoff_s = config.retry_backoff_ms / 1000
         self._completed: deque[CompletedFetch] = deque()
         self._task: asyncio.Task[None] | None = None
@@ -272,7 +274,9 @@ class Fetcher:
             tp = TopicPartition(entry.topic, entry.partition)
             offset = positions.get(tp)
             if offset is not None:
-                completed.append(CompletedFetch(tp, offset, entry, config.check_crcs))
+                completed.append(
+                    CompletedFetch(tp, offset, entry, config.check_crcs, self._read_committed)
+                )
                 if entry.error not in (0, OffsetOutOfRangeError.code):
                     self._back_off()
         with self._lock:

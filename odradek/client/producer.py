@@ -6,6 +6,12 @@ and settles the futures when the broker answers (``acks``). Records of one parti
 delivered in the order they were sent, also across retries. Records sent while the topic's
 partitions are unknown, or while ``buffer_memory`` is full, wait their turn for up to
 ``max_block_ms`` behind each other, so order holds for them too.
+
+With a ``transactional_id`` the producer is transactional, as Kafka's: ``init_transactions``
+once, then ``begin_transaction``, sends (and ``send_offsets_to_transaction``), and
+``commit_transaction`` or ``abort_transaction``; a read_committed consumer sees a
+transaction's records all at once, after its commit, and never those of an aborted one
+(TransactionManager has the states and errors).
 """
 
 from __future__ import annotations
@@ -13,12 +19,13 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from types import NoneType, TracebackType
 from typing import Any, NamedTuple, Self
 
 from odradek.client.blocking_client import BlockingClient
 from odradek.client.config import ProducerConfig
+from odradek.client.consumer_coordinator import ConsumerGroupMetadata
 from odradek.client.event_loop_thread import shared_event_loop_thread
 from odradek.client.network_client import NetworkClient
 from odradek.client.partitioner import StickyPartitioner
@@ -31,6 +38,7 @@ from odradek.client.record_metadata import (
     RecordMetadata,
 )
 from odradek.client.sender import Sender
+from odradek.client.transaction_manager import IllegalStateError, TransactionManager
 from odradek.clock import SYSTEM_CLOCK
 from odradek.errors import (
     MessageTooLargeError,
@@ -95,13 +103,25 @@ class AsyncProducer:
         self._client = NetworkClient(self.config)
         self._metadata = ProducerMetadata(self._client, self.config.retry_backoff_ms)
         self._partitioner = StickyPartitioner()
+        transactional_id = self.config.transactional_id
+        self._transactions = (
+            TransactionManager(
+                self._client,
+                transactional_id,
+                self.config.transaction_timeout_ms,
+                self.config.retry_backoff_ms,
+            )
+            if transactional_id is not None
+            else None
+        )
         self._accumulator = RecordAccumulator(
             batch_size=self.config.batch_size,
             compression=self.config.compression(),
             linger_ms=self.config.linger_ms,
             buffer_memory=self.config.buffer_memory,
+            transactional=transactional_id is not None,
         )
-        self._sender = Sender(self._client, self._accumulator, self.config)
+        self._sender = Sender(self._client, self._accumulator, self.config, self._transactions)
         self._sender_task = self._loop.create_task(self._sender.run())
         self._wakeup_scheduled = False  # a wake-up of the sender from another thread is queued
         self._backlog: deque[tuple[_Record | _Records, asyncio.Future[Any]]] = deque()
@@ -178,6 +198,8 @@ class AsyncProducer:
         Safe from any thread."""
         if self._closed:
             raise RuntimeError("the producer is closed")
+        if self._transactions is not None:
+            self._transactions.check_can_send()
         if self._backlog or not self._accumulator.has_room():
             return None
         partitions = self._metadata.partitions(topic)
@@ -234,10 +256,13 @@ class AsyncProducer:
         """Append the record if that needs no waiting, else None. Safe from any thread.
 
         It must wait when the topic's partitions are not known yet, ``buffer_memory`` is full,
-        or earlier records are still waiting (they go first).
+        or earlier records are still waiting (they go first). A transactional producer
+        sends only inside a transaction (IllegalStateError otherwise).
         """
         if self._closed:
             raise RuntimeError("the producer is closed")
+        if self._transactions is not None:
+            self._transactions.check_can_send()
         if self._backlog or not self._accumulator.has_room():
             return None
         partitions = self._metadata.partitions(topic)
@@ -259,6 +284,53 @@ class AsyncProducer:
                 await result.completion()
         finally:
             self._accumulator.end_flush()
+
+    # --- transactions (Kafka's transactional producer API) ------------------------------------
+
+    async def init_transactions(self) -> None:
+        """Kafka's ``initTransactions``, once, before the first transaction: gets the producer
+        id and epoch of ``transactional_id`` from its coordinator, fencing any other producer
+        with that id (an open transaction of it is aborted). Waits up to ``max_block_ms``."""
+        await self._require_transactions().init_transactions(self._block_s())
+
+    def begin_transaction(self) -> None:
+        """Kafka's ``beginTransaction``: the records sent from now on form one transaction."""
+        self._require_transactions().begin_transaction()
+
+    async def send_offsets_to_transaction(
+        self, offsets: Mapping[TopicPartition, int], group_metadata: ConsumerGroupMetadata
+    ) -> None:
+        """Kafka's ``sendOffsetsToTransaction``: commit the consumer group's offsets (per
+        partition, the next offset to read) with the transaction: consume, transform and
+        produce exactly once. ``group_metadata`` is the consumer's ``group_metadata()``."""
+        await self._require_transactions().send_offsets_to_transaction(
+            offsets, group_metadata, self._block_s()
+        )
+
+    async def commit_transaction(self) -> None:
+        """Kafka's ``commitTransaction``: send every record of the transaction, then commit
+        it. If a record could not be sent the transaction fails instead, with that error:
+        abort it then (``abort_transaction``); a fenced producer (ProducerFencedError) can
+        only be closed."""
+        await self._require_transactions().end_transaction(True, self.flush, self._block_s())
+
+    async def abort_transaction(self) -> None:
+        """Kafka's ``abortTransaction``: records not sent yet fail with
+        TransactionAbortedError, and none of the transaction's records are ever read by a
+        read_committed consumer."""
+        await self._require_transactions().end_transaction(False, self.flush, self._block_s())
+
+    def _require_transactions(self) -> TransactionManager:
+        if self._transactions is None:
+            raise IllegalStateError(
+                "transactional methods need a transactional_id in the producer's config"
+            )
+        if self._closed:
+            raise RuntimeError("the producer is closed")
+        return self._transactions
+
+    def _block_s(self) -> float:
+        return self.config.max_block_ms / 1000
 
     async def close(self, timeout: float | None = None) -> None:
         """Send what is queued and stop; after ``timeout`` seconds, fail what is left.
@@ -523,3 +595,25 @@ class Producer(BlockingClient):
     def close(self, timeout: float | None = None) -> None:
         """Send what is queued and stop (see :meth:`AsyncProducer.close`)."""
         self._thread.run(self._producer.close(timeout))
+
+    def init_transactions(self) -> None:
+        """See :meth:`AsyncProducer.init_transactions`."""
+        self._thread.run(self._producer.init_transactions())
+
+    def begin_transaction(self) -> None:
+        """See :meth:`AsyncProducer.begin_transaction`."""
+        self._thread.call(self._producer.begin_transaction)
+
+    def send_offsets_to_transaction(
+        self, offsets: Mapping[TopicPartition, int], group_metadata: ConsumerGroupMetadata
+    ) -> None:
+        """See :meth:`AsyncProducer.send_offsets_to_transaction`."""
+        self._thread.run(self._producer.send_offsets_to_transaction(offsets, group_metadata))
+
+    def commit_transaction(self) -> None:
+        """See :meth:`AsyncProducer.commit_transaction`."""
+        self._thread.run(self._producer.commit_transaction())
+
+    def abort_transaction(self) -> None:
+        """See :meth:`AsyncProducer.abort_transaction`."""
+        self._thread.run(self._producer.abort_transaction())

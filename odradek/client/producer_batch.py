@@ -54,7 +54,11 @@ class ProducerBatch:
     )
 
     def __init__(
-        self, topic_partition: TopicPartition, compression: CompressionType, created_ms: int
+        self,
+        topic_partition: TopicPartition,
+        compression: CompressionType,
+        created_ms: int,
+        transactional: bool = False,
     ) -> None:
         self.topic_partition = topic_partition
         self.created_ms = created_ms
@@ -64,7 +68,9 @@ class ProducerBatch:
         self.reserved_bytes = 0
         self.record_count = 0
         self.base_sequence: int | None = None
-        self._builder: RecordBatchBuilder | None = RecordBatchBuilder(compression)
+        self._builder: RecordBatchBuilder | None = RecordBatchBuilder(
+            compression, is_transactional=transactional
+        )
         self._records: bytes | bytearray | None = None
 
     @property

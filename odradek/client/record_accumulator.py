@@ -34,7 +34,8 @@ class RecordAccumulator:
     backoff is over, or a flush or close is under way. Appends may come from any thread (the
     sync Producer appends on the caller's thread, saving a hop to the event loop per record),
     so the queues are guarded by a lock; everything else runs on the event loop thread.
-    ``buffer_memory`` bounds the bytes of records not yet acknowledged.
+    ``buffer_memory`` bounds the bytes of records not yet acknowledged. A transactional
+    producer's batches are marked transactional.
     """
 
     def __init__(
@@ -44,8 +45,10 @@ class RecordAccumulator:
         compression: CompressionType,
         linger_ms: int,
         buffer_memory: int,
+        transactional: bool = False,
     ) -> None:
         self._batch_size = batch_size
+        self._transactional = transactional
         self._compression = compression
         self._linger_ms = linger_ms
         self._buffer_memory = buffer_memory
@@ -99,7 +102,7 @@ class RecordAccumulator:
                     return future, False
             if abort_on_new_batch:
                 return None
-            batch = ProducerBatch(topic_partition, self._compression, now_ms)
+            batch = ProducerBatch(topic_partition, self._compression, now_ms, self._transactional)
             future = batch.try_append(timestamp, key, value, headers, size, self._batch_size)
             queue.append(batch)
             self._incomplete.add(batch)
@@ -131,7 +134,9 @@ class RecordAccumulator:
             while start < len(values):
                 batch = queue[-1] if queue else None
                 if batch is None or batch.is_full(batch_size):
-                    batch = ProducerBatch(topic_partition, self._compression, now_ms)
+                    batch = ProducerBatch(
+                        topic_partition, self._compression, now_ms, self._transactional
+                    )
                     queue.append(batch)
                     self._incomplete.add(batch)
                     new_batch = True
@@ -145,7 +150,9 @@ class RecordAccumulator:
                         self._incomplete.discard(batch)
                     raise
                 if stopped == start:  # closed, or the next record does not fit
-                    batch = ProducerBatch(topic_partition, self._compression, now_ms)
+                    batch = ProducerBatch(
+                        topic_partition, self._compression, now_ms, self._transactional
+                    )
                     queue.append(batch)
                     self._incomplete.add(batch)
                     new_batch = True
@@ -214,6 +221,15 @@ class RecordAccumulator:
                 first = batch.base_sequence
                 back.sort(key=lambda queued: sequence_distance(first, queued.base_sequence))
             queue.extendleft(reversed(back))
+
+    def abort_undrained(self) -> list[ProducerBatch]:
+        """Remove and return every batch not sent yet (its transaction is aborting or
+        failed: Kafka's ``abortUndrainedBatches``); batches in flight are left to settle."""
+        with self._lock:
+            batches = [batch for queue in self._queues.values() for batch in queue]
+            for queue in self._queues.values():
+                queue.clear()
+        return batches
 
     def clear_producer_state(self) -> None:
         """Forget the sequences of every queued batch (see ProducerBatch)."""

@@ -12,6 +12,7 @@ from odradek.client.connection import Connection, InFlightRequest
 from odradek.client.network_client import NetworkClient, retry_log_level
 from odradek.client.producer_batch import ProducerBatch
 from odradek.client.record_accumulator import SEQUENCE_MODULUS, RecordAccumulator
+from odradek.client.transaction_manager import TransactionAbortedError, TransactionManager
 from odradek.clock import SYSTEM_CLOCK
 from odradek.errors import (
     KafkaError,
@@ -55,16 +56,29 @@ class Sender:
     leaves a gap, so the producer re-initialises with its id and epoch (KIP-360): the next
     epoch, sequences from 0. Not idempotent: delivery is at least once (a batch whose
     response was lost is sent again and may be stored twice).
+
+    Transactional (a ``transaction_manager``): the producer id and epoch are the transaction
+    manager's; a partition's batches go out once the partition is part of the transaction
+    (the manager adds it when its first batch is ready), and while the transaction aborts or
+    has failed, batches not sent yet fail (TransactionAbortedError); a batch that fails for
+    good makes the transaction abortable (fenced: fatal).
     """
 
     def __init__(
-        self, client: NetworkClient, accumulator: RecordAccumulator, config: ProducerConfig
+        self,
+        client: NetworkClient,
+        accumulator: RecordAccumulator,
+        config: ProducerConfig,
+        transaction_manager: TransactionManager | None = None,
     ) -> None:
         self._client = client
         self._accumulator = accumulator
         self._config = config
         self._acks = config.required_acks()
-        self._idempotent = config.idempotent
+        self._transactions = transaction_manager
+        self._idempotent = config.idempotent or transaction_manager is not None
+        if transaction_manager is not None:
+            transaction_manager.on_new_epoch(self._new_epoch)
         self._in_flight: dict[TopicPartition, int] = {}
         self._retrying: set[TopicPartition] = set()
         self._producer_id = -1
@@ -88,9 +102,13 @@ class Sender:
 
     async def run(self) -> None:
         """Send until closed and every batch is settled."""
+        transactions = self._transactions
         while not (self._closing and not self._accumulator.has_incomplete()):
             self._wakeup.clear()
-            if self._needs_producer_id() and self._accumulator.has_incomplete():
+            if transactions is not None:
+                if transactions.has_partitions_to_add():
+                    await transactions.add_pending_partitions()
+            elif self._needs_producer_id() and self._accumulator.has_incomplete():
                 await self._init_producer_id()
             delay_ms = self._send_ready(SYSTEM_CLOCK.milliseconds())
             try:
@@ -148,6 +166,11 @@ class Sender:
         self._next_sequence.clear()
         self._epoch_bump_needed = False
 
+    def _new_epoch(self, producer_id: int, producer_epoch: int) -> None:
+        """The transaction manager's producer id or epoch changed: sequences from 0."""
+        self._producer_id, self._producer_epoch = producer_id, producer_epoch
+        self._next_sequence.clear()
+
     def _number(self, drained: dict[TopicPartition, ProducerBatch]) -> None:
         """Give each batch sent for the first time its producer id, epoch and sequence."""
         for tp, batch in drained.items():
@@ -174,9 +197,19 @@ class Sender:
                 f"{now - batch.created_ms} ms have passed since the batch was created"
             )
             self._settle(batch, error=expired)
+        transactions = self._transactions
+        if transactions is not None and transactions.is_aborting_or_failed:
+            aborted = transactions.last_error or TransactionAbortedError(
+                "the transaction was aborted before the batch was sent"
+            )
+            for batch in self._accumulator.abort_undrained():
+                self._settle(batch, error=TransactionAbortedError(f"not sent: {aborted}"))
         if self._idempotent and (self._producer_id < 0 or self._epoch_bump_needed):
             return self._config.retry_backoff_ms  # InitProducerId first
         ready, delay_ms = self._accumulator.ready(now, self._muted())
+        if transactions is not None and ready:
+            # A partition's batches go out once it is part of the transaction.
+            ready = self._in_transaction(transactions, ready)
         if ready:
             drained = self._accumulator.drain(ready, self._config.max_request_size, now)
             if drained:
@@ -193,6 +226,7 @@ class Sender:
                     ),
                     self._acks,
                     self._config.request_timeout_ms,
+                    self._config.transactional_id,
                 )
                 started = None
                 if self._acks is not Acks.NONE and not self._waiting_to_write:
@@ -206,6 +240,18 @@ class Sender:
                 self._requests.add(task)
                 task.add_done_callback(self._requests.discard)
         return delay_ms
+
+    def _in_transaction(
+        self, transactions: TransactionManager, ready: list[TopicPartition]
+    ) -> list[TopicPartition]:
+        """Those of ``ready`` that are part of the transaction; the others are handed to the
+        transaction manager to add, and the sender looks again once it has."""
+        not_added = [tp for tp in ready if not transactions.is_added(tp)]
+        if not not_added:
+            return ready
+        transactions.add_partitions(not_added)
+        self._wakeup.set()
+        return [tp for tp in ready if transactions.is_added(tp)]
 
     async def _produce(
         self,
@@ -297,9 +343,12 @@ class Sender:
         batch: ProducerBatch,
         base_offset: int = -1,
         log_append_time_ms: int = -1,
-        error: KafkaError | None = None,
+        error: KafkaError | TransactionAbortedError | None = None,
     ) -> None:
-        if error is not None and batch.base_sequence is not None:
-            self._epoch_bump_needed = True  # its sequence is a gap now
+        if error is not None:
+            if self._transactions is not None:
+                self._transactions.batch_failed(error, batch.base_sequence is not None)
+            elif batch.base_sequence is not None:
+                self._epoch_bump_needed = True  # its sequence is a gap now
         self._accumulator.deallocate(batch)
         batch.complete(base_offset, log_append_time_ms, error)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from odradek.int_limits import INT32_MAX, INT64_MAX, INT64_MIN
@@ -11,6 +11,7 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.schema import (
     EMPTY_PAYLOAD,
+    OMITTED_AT_DEFAULT,
     ErrorCode,
     Int64,
     Message,
@@ -160,7 +161,9 @@ class FetchPartitionResponse:
     log_start_offset: Int64 = -1
     last_stable_offset: Int64 = -1
     records: Records = b""
-    aborted_transactions: tuple[AbortedTransaction, ...] = ()
+    aborted_transactions: tuple[AbortedTransaction, ...] = field(
+        default=(), metadata={OMITTED_AT_DEFAULT: True}
+    )
     """For a ``txn_committed`` read, the aborted transactions overlapping the records."""
 
 

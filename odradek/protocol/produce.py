@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, ClassVar
 
@@ -12,6 +12,7 @@ from odradek.int_limits import INT32_MAX
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.schema import (
     EMPTY_PAYLOAD,
+    OMITTED_AT_DEFAULT,
     ErrorCode,
     Int64,
     Message,
@@ -56,6 +57,8 @@ class ProduceRequest(Message):
     partitions: tuple[ProducePartitionData, ...]
     acks: Acks = Acks.ALL
     timeout_ms: NonNegativeInt32 = DEFAULT_TIMEOUT_MS
+    transactional_id: str | None = field(default=None, metadata={OMITTED_AT_DEFAULT: True})
+    """A transactional producer's id, with its transactional batches (left out otherwise)."""
 
     @classmethod
     def from_header(
@@ -73,6 +76,9 @@ def _common_shape(header: Mapping[str, Any], payload: memoryview) -> ProduceRequ
     fields = read_produce(header, payload)
     if fields is None:
         return None
+    transactional_id = header.get("transactional_id")
+    if transactional_id is not None and type(transactional_id) is not str:
+        return None
     entries, acks, timeout_ms = fields
     partitions = []
     position = 0
@@ -82,7 +88,7 @@ def _common_shape(header: Mapping[str, Any], payload: memoryview) -> ProduceRequ
             ProducePartitionData(entry["topic"], entry["partition"], payload[position:end])
         )
         position = end
-    return ProduceRequest(tuple(partitions), acks, timeout_ms)
+    return ProduceRequest(tuple(partitions), acks, timeout_ms, transactional_id)
 
 
 def read_produce(
@@ -105,7 +111,7 @@ def read_produce(
         or acks not in _ACKS
         or type(timeout_ms) is not int
         or not 0 <= timeout_ms <= INT32_MAX
-        or (at_once and (acks == _ALL or len(entries) != 1))
+        or (at_once and (acks == _ALL or len(entries) != 1 or "transactional_id" in header))
     ):
         return None
     total = 0

@@ -18,6 +18,9 @@ field's type and range and raises InvalidRequestError naming the field, e.g.
   memoryviews into the frame; on encoding anything with ``len()`` will do (a broker may pass a
   file slice and write it with ``sendfile``).
 - ``field(metadata={WIRE_KEY: "id"})`` gives a field a wire key other than its name.
+- ``field(default=..., metadata={OMITTED_AT_DEFAULT: True})``: a field added to a message
+  after its first release, left out of the map while it has its default, so the message is
+  the same bytes as before wherever the field is not used.
 
 The envelopes and the produce and fetch messages, a broker's every request, read their common
 shape directly (every field present or absent, well typed, in range) and build their maps
@@ -53,6 +56,9 @@ from odradek.int_limits import INT16_MAX, INT16_MIN, INT32_MAX, INT32_MIN, INT64
 
 WIRE_KEY = "wire_key"
 """Field metadata key that renames a field on the wire."""
+
+OMITTED_AT_DEFAULT = "omitted_at_default"
+"""Field metadata key: the field is left out of the map while it has its default."""
 
 RECORDS_SIZE_KEY = "size"
 
@@ -354,6 +360,7 @@ class _FieldCodec:
     key: str
     codec: _Codec
     required: bool
+    omitted_at: Any = dataclasses.MISSING  # the default it is left out at, if it is
 
 
 class _StructCodec:
@@ -378,12 +385,20 @@ class _StructCodec:
             for index, f in enumerate(self._fields)
             if not _is_plain(f.codec)
         )
+        self._omitted = tuple(
+            (index, f.key, f.omitted_at)
+            for index, f in enumerate(self._fields)
+            if f.omitted_at is not dataclasses.MISSING
+        )
 
     def encode(self, value: Any, parts: list[Payload]) -> dict[str, Any]:
         values = self._values(value)
         header = dict(zip(self._keys, values, strict=True))
         for index, key, encode in self._converted:
             header[key] = encode(values[index], parts)
+        for index, key, default in self._omitted:
+            if values[index] == default:
+                del header[key]
         return header
 
     def decode(self, value: Any, reader: _PayloadReader) -> Any:
@@ -425,7 +440,8 @@ def _field_codec(field: dataclasses.Field[Any], hint: Any) -> _FieldCodec:
     codec = _codec_for(hint)
     key = RECORDS_SIZE_KEY if isinstance(codec, _RecordsCodec) else field.name
     required = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
-    return _FieldCodec(field.name, field.metadata.get(WIRE_KEY, key), codec, required)
+    omitted_at = field.default if field.metadata.get(OMITTED_AT_DEFAULT) else dataclasses.MISSING
+    return _FieldCodec(field.name, field.metadata.get(WIRE_KEY, key), codec, required, omitted_at)
 
 
 @cache

@@ -5,22 +5,37 @@ over as decoded; the Kafka protocol's KafkaRequestHandler (server/kafka/request_
 converts the requests it does not answer itself into them. The router authorizes them
 (ApiAuthorization), counts them against the client quotas and calls the handler: the
 ReplicaManager (produce, fetch, list offsets, delete records), the AdminManager (topics,
-configs, metadata), the group and quota APIs (server/msgpack/), the producer-id manager.
+configs, metadata), the group and quota APIs (server/msgpack/), the producer-id manager; the
+APIs whose msgpack messages carry Kafka's data go to the Kafka handlers
+(server/msgpack/kafka_data.py), and a transactional produce is checked against its
+transaction first (``check_transactional_produce``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import fields
 from functools import cache
 from typing import Any, get_args, get_origin, get_type_hints
 
-from odradek.errors import IllegalSaslStateError, SaslAuthenticationFailedError, error_name_for
+from odradek.errors import (
+    IllegalSaslStateError,
+    KafkaError,
+    SaslAuthenticationFailedError,
+    error_name_for,
+)
 from odradek.network.sasl_authenticator import SaslAuthenticator
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.api_versions import ApiVersionsResponse
+from odradek.protocol.produce import (
+    Acks,
+    ProducePartitionData,
+    ProducePartitionResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
 from odradek.protocol.sasl import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -31,6 +46,7 @@ from odradek.protocol.schema import Message
 from odradek.server.admin.admin_manager import AdminManager
 from odradek.server.authorization.api_authorization import ApiAuthorization
 from odradek.server.authorization.authorizer import Authorizer
+from odradek.server.kafka.transactions import is_transactional
 from odradek.server.metrics.broker_metrics import BrokerMetrics
 from odradek.server.msgpack.groups import MsgpackGroupApis
 from odradek.server.msgpack.kafka_data import MsgpackKafkaData, by_version
@@ -41,6 +57,13 @@ from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
 
 Handler = Callable[[Any, RequestContext], Awaitable[Message | None]]
+TransactionalProduceCheck = Callable[
+    [RequestContext, str | None, Sequence[ProducePartitionData]],
+    Awaitable[Mapping[int, KafkaError]],
+]
+"""The partitions (by index) of a transactional produce that may not be appended, with why."""
+
+_PRODUCE = int(ApiKey.PRODUCE)
 
 EAGER_API_KEYS = frozenset({ApiKey.PRODUCE, ApiKey.FETCH})
 """APIs whose handlers may run their first step in the connection's callback, before any task
@@ -122,6 +145,45 @@ class ApiRouter:
             ApiKey.SASL_AUTHENTICATE: self._sasl_authenticate,
         }
         self._refused: frozenset[int] = frozenset()
+        self._produce_check: TransactionalProduceCheck | None = None
+
+    def check_transactional_produce(self, check: TransactionalProduceCheck) -> None:
+        """Have every Produce of odradek's protocol that carries a transactional id or a
+        transactional batch checked by ``check`` (the transaction coordinator's: the id needs
+        Write, a batch goes only to a partition of its producer's open transaction) before
+        it is handled; refused partitions are answered with their errors, the others go on.
+        (Kafka's protocol checks its produce in its own handler, which hands the rest here
+        with ``count_quotas`` false.)"""
+        self._produce_check = check
+
+    async def _produce_checked(
+        self, check: TransactionalProduceCheck, context: RequestContext, request: ProduceRequest
+    ) -> ProduceResponse | None:
+        entries = request.partitions
+        refused = await check(context, request.transactional_id, entries)
+        if not refused:
+            return await self._admit(context, request, True)
+        kept = tuple(entry for index, entry in enumerate(entries) if index not in refused)
+        appended: list[ProducePartitionResponse] = []
+        if kept:
+            response = await self._admit(
+                context, dataclasses.replace(request, partitions=kept), True
+            )
+            if response is not None:
+                appended = list(response.partitions)
+        if request.acks is Acks.NONE:
+            return None
+        answers = iter(appended)
+        return ProduceResponse(
+            tuple(
+                ProducePartitionResponse(
+                    entry.topic, entry.partition, refused[index].code, refused[index].message
+                )
+                if index in refused
+                else next(answers)
+                for index, entry in enumerate(entries)
+            )
+        )
 
     def serve_kafka_data(self, kafka_data: MsgpackKafkaData) -> None:
         """Answer the Kafka-data versions of the APIs that have them (protocol/kafka_data.py)
@@ -158,6 +220,22 @@ class ApiRouter:
         (A function returning the handler's coroutine, not one of its own: one coroutine
         layer less per request.)
         """
+        check = self._produce_check
+        if (
+            check is not None
+            and count_quotas
+            and context.header.api_key == _PRODUCE
+            and (
+                request.transactional_id is not None
+                or any(is_transactional(entry.records) for entry in request.partitions)
+            )
+        ):
+            return self._produce_checked(check, context, request)
+        return self._admit(context, request, count_quotas)
+
+    def _admit(
+        self, context: RequestContext, request: Message, count_quotas: bool
+    ) -> Awaitable[Message | None]:
         quotas = self._quotas
         if quotas is not None and quotas.enabled:  # --- quota hook
             return self._handle_with_quotas(quotas, context, request, count_quotas)

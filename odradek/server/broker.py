@@ -370,6 +370,13 @@ class Broker:
                 ClientQuotaAdmin(self.quotas, self.authorizer, self._io_executor)
             ),
         )
+        transactions = KafkaTransactionApis(
+            self.transaction_coordinator,
+            self.group_coordinator_log,
+            self._partition_exists,
+            config.transaction_partition_verification_enable,
+            self.authorizer,
+        )
         kafka_handler = KafkaRequestHandler(
             apis,
             self.replica_manager,
@@ -391,15 +398,10 @@ class Broker:
             ),
             self.quotas,
             KafkaPartitionAdminApis(self.log_manager, self.authorizer, self._io_executor),
-            KafkaTransactionApis(
-                self.transaction_coordinator,
-                self.group_coordinator_log,
-                self._partition_exists,
-                config.transaction_partition_verification_enable,
-                self.authorizer,
-            ),
+            transactions,
         )
         apis.serve_kafka_data(MsgpackKafkaData(kafka_handler.handlers))
+        apis.check_transactional_produce(transactions.check_transactional_produce)
         return apis, kafka_handler
 
     def _partition_exists(self, tp: TopicPartition) -> bool:

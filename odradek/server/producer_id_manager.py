@@ -136,8 +136,9 @@ class ProducerIdManager:
     async def _init(self, request: InitProducerIdRequest) -> tuple[int, int]:
         if request.transactional_id is not None:
             raise UnsupportedVersionError(
-                f"transactional id {request.transactional_id!r}: transactions are not "
-                f"supported by this broker; idempotent producers need no transactional id"
+                f"transactional id {request.transactional_id!r}: InitProducerId v0 of "
+                f"odradek's protocol has no transactional path; a transactional producer sends "
+                f"v1 (Kafka's request data), which the transaction coordinator answers"
             )
         producer_id, epoch = request.producer_id, request.producer_epoch
         if producer_id == NO_PRODUCER_ID and epoch == NO_PRODUCER_EPOCH:

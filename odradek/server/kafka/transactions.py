@@ -366,8 +366,21 @@ class KafkaTransactionApis:
         it, KIP-890). A transactional batch without a transactional id is refused as Kafka
         refuses it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
         body: KafkaProduceRequest = request.body
-        transactional_id = body.transactional_id
-        entries = body.partitions
+        return await self.check_transactional_produce(
+            context, body.transactional_id, body.partitions, request.api_version
+        )
+
+    async def check_transactional_produce(
+        self,
+        context: RequestContext,
+        transactional_id: str | None,
+        entries: Sequence[Any],
+        version: int = FIRST_TRANSACTION_V2_PRODUCE - 1,
+    ) -> dict[int, KafkaError]:
+        """What :meth:`check_produce` answers, for any protocol's produce: ``entries`` have
+        ``topic``, ``partition`` and ``records``; ``version`` is the Kafka Produce version
+        whose rules apply (by default the last one before implicit adds: odradek's protocol
+        adds partitions with AddPartitionsToTxn)."""
         if transactional_id is None:
             refusal = TransactionalIdAuthorizationFailedError(
                 "a transactional batch needs the request's transactional id"
@@ -376,7 +389,6 @@ class KafkaTransactionApis:
         denial = self._denial(context, WRITE, transactional_id)
         if denial is not None:
             return dict.fromkeys(range(len(entries)), denial)
-        version = request.api_version
         implicit_add = version >= FIRST_TRANSACTION_V2_PRODUCE
         if not implicit_add and not self._verification_enabled:
             return {}
@@ -390,7 +402,7 @@ class KafkaTransactionApis:
         try:
             if ahead is not None and not ahead.done():
                 await asyncio.shield(ahead)
-            return await self._check_batches(request, transactional_id, implicit_add)
+            return await self._check_batches(entries, version, transactional_id, implicit_add)
         finally:
             # Set before this request's append starts; the next one runs once this task
             # yields, which is after its append took its place in the partitions' queues.
@@ -399,10 +411,8 @@ class KafkaTransactionApis:
                 del order[transactional_id]
 
     async def _check_batches(
-        self, request: KafkaRequest, transactional_id: str, implicit_add: bool
+        self, entries: Sequence[Any], version: int, transactional_id: str, implicit_add: bool
     ) -> dict[int, KafkaError]:
-        version = request.api_version
-        entries = request.body.partitions
         by_producer: dict[tuple[int, int], list[int]] = {}
         for index, entry in enumerate(entries):
             producer = transactional_producer(entry.records)
