@@ -81,6 +81,9 @@ class CopyProcess:
     def kill(self) -> None:
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(timeout=30)
+        self._reader.join(timeout=5)
+        self.process.stdout.close()
+        self.process.stderr.close()
 
     def failure(self) -> str:
         return self.process.stderr.read()[-3000:] if self.process.poll() is not None else ""

@@ -62,6 +62,7 @@ class Writer:
             self.process.send_signal(signal.SIGKILL)
         self.process.wait(timeout=30)
         self._reader.join(timeout=5)
+        self.process.stdout.close()
 
 
 def batches(log_dir: Path) -> str:
@@ -101,6 +102,7 @@ def test_broker_killed_mid_transactions_leaves_each_all_or_nothing(
             while len(ends) + len(writer.ends) < wanted:
                 assert time.monotonic() < deadline, "the writer made no progress in 120 s"
                 if writer.process.poll() is not None:  # it failed: again, from the next one
+                    writer.stop()
                     ends |= writer.ends
                     writer = Writer(target.bootstrap, writer.begun + 1)
                 time.sleep(0.02)
@@ -111,6 +113,7 @@ def test_broker_killed_mid_transactions_leaves_each_all_or_nothing(
         while len(ends) + len(writer.ends) < wanted + 5:
             assert time.monotonic() < deadline, "no progress in 120 s after the last restart"
             if writer.process.poll() is not None:
+                writer.stop()
                 ends |= writer.ends
                 writer = Writer(target.bootstrap, writer.begun + 1)
             time.sleep(0.05)

@@ -53,7 +53,8 @@ class Streams:
             command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
         )
         self.events: list[dict] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _read(self) -> None:
         for line in self.process.stdout:
@@ -61,8 +62,11 @@ class Streams:
                 self.events.append(json.loads(line))
 
     def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
         self.process.wait(timeout=30)
+        self._reader.join(timeout=5)
+        self.process.stdout.close()
 
 
 def send_lines(target: Target, lines: list[str]) -> None:

@@ -65,6 +65,7 @@ class Target:
             return
         ports = (self.odradek.port, self.odradek.metrics_port)
         code = self.odradek.stop(signal.SIGKILL if kill else signal.SIGTERM)
+        self.odradek.process.stderr.close()
         if kill:
             await_dead(self.odradek.process.pid)
         else:
@@ -74,8 +75,10 @@ class Target:
     def stop(self) -> None:
         if self.reference:
             self.reference.stop()
-        elif self.odradek.process.poll() is None:
-            self.odradek.stop()
+        else:
+            if self.odradek.process.poll() is None:
+                self.odradek.stop()
+            self.odradek.process.stderr.close()
 
     def log(self) -> str:
         """odradek's log so far (for failure messages); Kafka's is in its state directory."""
