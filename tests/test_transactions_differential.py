@@ -105,7 +105,6 @@ def dumped(log_dir: Path) -> dict[str, list[str]]:
             lambda m: "producerId: " + ids.setdefault(m.group(1), f"P{len(ids)}"), line
         )
         current.append(_DROPPED.sub("", line))
-    assert "Found" not in done.stdout or "error" not in done.stdout.lower(), done.stdout
     return found
 
 
