@@ -49,6 +49,11 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * admin        --bootstrap HOST:PORT [--property K=V]... (steps on stdin)
  * group-consume --bootstrap HOST:PORT --topic T --property group.id=G [--property K=V]...
  *              (a group member until stdin ends; see {@link GroupMember})
+ * txn-script   --bootstrap HOST:PORT [--property K=V]... (named producers' steps on stdin;
+ *              see {@link TransactionScript})
+ * txn-bench    --bootstrap HOST:PORT --topic T --property bench.*=.. (see {@link TransactionBench})
+ * wordcount    --bootstrap HOST:PORT --topic INPUT --property wordcount.output=OUTPUT ...
+ *              (Kafka Streams WordCount until killed; see {@link WordCount})
  * </pre>
  *
  * produce reads one line per step, fields separated by tabs:
@@ -102,6 +107,9 @@ public final class KafkaHarness {
             case "offsets-for-times" -> offsetsForTimes(options, out);
             case "admin" -> AdminSteps.run(options.clientProperties(), out);
             case "group-consume" -> GroupMember.run(options.clientProperties(), options.topic, out);
+            case "txn-script" -> TransactionScript.run(options.clientProperties(), out);
+            case "txn-bench" -> TransactionBench.run(options.clientProperties(), options.topic, out);
+            case "wordcount" -> WordCount.run(options.clientProperties(), options.topic, out);
             default -> throw new IllegalArgumentException("unknown command " + args[0]);
         }
         out.flush();
@@ -431,7 +439,8 @@ public final class KafkaHarness {
                     default -> throw new IllegalArgumentException("unknown option " + args[i]);
                 }
             }
-            if (options.bootstrap == null || (options.topic == null && !args[0].equals("produce") && !args[0].equals("admin"))) {
+            if (options.bootstrap == null || (options.topic == null && !args[0].equals("produce") && !args[0].equals("admin")
+                    && !args[0].equals("txn-script"))) {
                 throw new IllegalArgumentException("--bootstrap and --topic are required");
             }
             return options;
