@@ -88,9 +88,7 @@ def test_a_second_member_takes_half_the_partitions_and_the_listener_hears_it(
             # machine running two suites.
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline and not (
-                len(a.assignment()) == 2
-                and len(b.assignment()) == 2
-                and len(recorder.events) >= 3
+                len(a.assignment()) == 2 and len(b.assignment()) == 2 and len(recorder.events) >= 3
             ):
                 a.poll(50)
                 b.poll(50)
