@@ -156,48 +156,51 @@ def test_kafka_python_consumers_share_a_group_and_commit(broker: RunningBroker) 
         return consumer
 
     consumers = [member(0), member(1)]
-    consumed: set[tuple] = set()
-    stopping = threading.Event()
-
-    def poll(index: int) -> None:  # each member polls in its own thread
-        while not stopping.is_set():
-            for records in consumers[index].poll(100).values():
-                with lock:
-                    consumed.update((r.partition, r.offset) for r in records)
-                    for r in records:
-                        reached[index][r.partition] = r.offset + 1
-
-    threads = [threading.Thread(target=poll, args=(i,), daemon=True) for i in range(2)]
-    for thread in threads:
-        thread.start()
-
-    def split() -> bool:
-        """The partitions split between the two, each owner at the end of what it owns (what it
-        commits next), and every record consumed."""
-        owned = [consumer.assignment() for consumer in consumers]
-        with lock:
-            done = produced <= consumed and all(
-                reached[i].get(tp.partition) == ends[tp.partition]
-                for i in range(2)
-                for tp in owned[i]
-            )
-        every = {TopicPartition(topic, p) for p in range(partitions)}
-        return done and all(owned) and not owned[0] & owned[1] and owned[0] | owned[1] == every
-
     try:
-        wait_until(split, "two members splitting the partitions, each at the end of its own", 120)
-    finally:
-        stopping.set()
+        consumed: set[tuple] = set()
+        stopping = threading.Event()
+
+        def poll(index: int) -> None:  # each member polls in its own thread
+            while not stopping.is_set():
+                for records in consumers[index].poll(100).values():
+                    with lock:
+                        consumed.update((r.partition, r.offset) for r in records)
+                        for r in records:
+                            reached[index][r.partition] = r.offset + 1
+
+        threads = [threading.Thread(target=poll, args=(i,), daemon=True) for i in range(2)]
         for thread in threads:
-            thread.join(10)
-    assert consumers[0].assignment() | consumers[1].assignment() == {
-        TopicPartition(topic, p) for p in range(partitions)
-    }
-    for consumer in consumers:
-        consumer.commit()
-    assert {p: consumers[0].committed(TopicPartition(topic, p)) for p in range(partitions)} == ends
-    for consumer in consumers:
-        consumer.close()
+            thread.start()
+
+        def split() -> bool:
+            """The partitions split between the two, each owner at the end of what it owns (what it
+            commits next), and every record consumed."""
+            owned = [consumer.assignment() for consumer in consumers]
+            with lock:
+                done = produced <= consumed and all(
+                    reached[i].get(tp.partition) == ends[tp.partition]
+                    for i in range(2)
+                    for tp in owned[i]
+                )
+            every = {TopicPartition(topic, p) for p in range(partitions)}
+            return done and all(owned) and not owned[0] & owned[1] and owned[0] | owned[1] == every
+
+        try:
+            wait_until(split, "the two splitting the partitions, each at the end of its own", 120)
+        finally:
+            stopping.set()
+            for thread in threads:
+                thread.join(10)
+        assert consumers[0].assignment() | consumers[1].assignment() == {
+            TopicPartition(topic, p) for p in range(partitions)
+        }
+        for consumer in consumers:
+            consumer.commit()
+        committed = {p: consumers[0].committed(TopicPartition(topic, p)) for p in range(partitions)}
+        assert committed == ends
+    finally:  # a consumer left open goes on running its threads in this worker
+        for consumer in consumers:
+            consumer.close()
 
 
 def test_aiokafka_consumer_group_commits(broker: RunningBroker) -> None:
