@@ -114,34 +114,15 @@ def test_cooperative_sticky_moves_only_what_it_must(broker: RunningBroker) -> No
 
 
 def test_kafka_python_consumers_share_a_group_and_commit(broker: RunningBroker) -> None:
-    from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.errors import IllegalStateError
 
     topic, group, partitions = "kafka-python-group", "kafka-python-group", 4
     create_topic(broker.bootstrap, topic, partitions)
     produced = produce(broker, topic, partitions, 40)
     ends = {p: 1 + max(o for q, o in produced if q == p) for p in range(partitions)}
-    lock = threading.Lock()
-    # per member, how far it has consumed each partition since its latest assignment: a member
-    # given a partition another consumed before the rebalance starts it again from the group's
-    # committed offset (none: the earliest), so what anyone consumed before says nothing of it
-    reached: list[dict[int, int]] = [{}, {}]
 
-    class Restart(ConsumerRebalanceListener):
-        def __init__(self, index: int) -> None:
-            self.index = index
-
-        def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
-            self.restart(revoked)
-
-        def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
-            self.restart(assigned)
-
-        def restart(self, partitions: list[TopicPartition]) -> None:
-            with lock:
-                for tp in partitions:
-                    reached[self.index].pop(tp.partition, None)
-
-    def member(index: int) -> KafkaConsumer:
+    def member() -> KafkaConsumer:
         consumer = KafkaConsumer(
             bootstrap_servers=broker.bootstrap,
             group_id=group,
@@ -150,40 +131,53 @@ def test_kafka_python_consumers_share_a_group_and_commit(broker: RunningBroker) 
             heartbeat_interval_ms=300,
             session_timeout_ms=6000,
         )
-        consumer.subscribe([topic], listener=Restart(index))
+        consumer.subscribe([topic])
         # the partitions known before the first JoinGroup (see group_scenario.KafkaPythonMember)
         assert topic in consumer.topics()
         return consumer
 
-    consumers = [member(0), member(1)]
+    consumers = [member(), member()]
     try:
         consumed: set[tuple] = set()
+        # each member's partitions and its position in each (what its commit writes), as its
+        # own polling thread last saw them: what anyone consumed says nothing of a member given,
+        # in a rebalance, partitions another consumed before
+        positions: list[dict[int, int]] = [{}, {}]
+        lock = threading.Lock()
         stopping = threading.Event()
 
         def poll(index: int) -> None:  # each member polls in its own thread
+            consumer = consumers[index]
             while not stopping.is_set():
-                for records in consumers[index].poll(100).values():
+                for records in consumer.poll(100).values():
                     with lock:
                         consumed.update((r.partition, r.offset) for r in records)
-                        for r in records:
-                            reached[index][r.partition] = r.offset + 1
+                try:
+                    at = {tp.partition: consumer.position(tp, 1000) for tp in consumer.assignment()}
+                except IllegalStateError:  # a rebalance took a partition meanwhile
+                    continue
+                with lock:
+                    positions[index] = at
 
         threads = [threading.Thread(target=poll, args=(i,), daemon=True) for i in range(2)]
         for thread in threads:
             thread.start()
 
         def split() -> bool:
-            """The partitions split between the two, each owner at the end of what it owns (what it
-            commits next), and every record consumed."""
-            owned = [consumer.assignment() for consumer in consumers]
+            """The partitions split between the two, each owner at the end of what it owns, and
+            every record consumed."""
             with lock:
-                done = produced <= consumed and all(
-                    reached[i].get(tp.partition) == ends[tp.partition]
-                    for i in range(2)
-                    for tp in owned[i]
-                )
-            every = {TopicPartition(topic, p) for p in range(partitions)}
-            return done and all(owned) and not owned[0] & owned[1] and owned[0] | owned[1] == every
+                done = produced <= consumed
+                owned = [set(at) for at in positions]
+                at_end = all(at[p] == ends[p] for at in positions for p in at)
+            every = set(range(partitions))
+            return (
+                done
+                and at_end
+                and all(owned)
+                and not owned[0] & owned[1]
+                and owned[0] | owned[1] == every
+            )
 
         try:
             wait_until(split, "the two splitting the partitions, each at the end of its own", 120)
