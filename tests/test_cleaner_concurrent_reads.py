@@ -7,6 +7,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from cleaner_helpers import compact_config, final_values
 from log_helpers import BASE_TIME_MS, open_log, records_of
 
@@ -103,6 +104,9 @@ class Reader(threading.Thread):
             self.problems.append(f"latest values differ below offset {position}")
 
 
+# The cleaning waits on CPU time a busy machine may not leave the niced worker (below): 84-120 s
+# beside `stress-ng --cpu 4` on 2 cores, where it takes 5 s alone.
+@pytest.mark.timeout(600)
 def test_readers_see_no_error_gap_or_backward_offset_while_cleaned(tmp_path: Path) -> None:
     config = compact_config(segment_bytes=4096, min_cleanable_dirty_ratio=0.01)
     with open_log(tmp_path / "t-0", config) as log:
@@ -116,7 +120,11 @@ def test_readers_see_no_error_gap_or_backward_offset_while_cleaned(tmp_path: Pat
             for reader in readers:
                 reader.start()
             writer.join()
-            assert cleaner.await_cleaned(log.topic_partition, log.active_segment.base_offset, 30)
+            # about 15 runs, each in the cleaner's worker process at nice 19: on a machine busy
+            # with other work (a second test suite) a run of a few KB waits seconds for the CPU
+            active_base = log.active_segment.base_offset
+            cleaned = cleaner.await_cleaned(log.topic_partition, active_base, 400)
+            assert cleaned, [reader.problems for reader in readers]
             time.sleep(0.2)
         finally:
             stop.set()

@@ -82,9 +82,13 @@ def test_a_second_member_takes_half_the_partitions_and_the_listener_hears_it(
             a.poll(500)
             assert len(a.assignment()) == 4
             b.subscribe(["t"])
-            deadline = time.monotonic() + 20
+            # The assignment is visible before the listener is told of it (the member first
+            # fetches the committed offsets): wait for both, the split and the listener hearing
+            # the new assignment. Generous: a rebalance waits for a's rejoin, seconds on a
+            # machine running two suites.
+            deadline = time.monotonic() + 120
             while time.monotonic() < deadline and not (
-                len(a.assignment()) == 2 and len(b.assignment()) == 2
+                len(a.assignment()) == 2 and len(b.assignment()) == 2 and len(recorder.events) >= 3
             ):
                 a.poll(50)
                 b.poll(50)

@@ -115,10 +115,12 @@ def test_cooperative_sticky_moves_only_what_it_must(broker: RunningBroker) -> No
 
 def test_kafka_python_consumers_share_a_group_and_commit(broker: RunningBroker) -> None:
     from kafka import KafkaConsumer, TopicPartition
+    from kafka.errors import IllegalStateError
 
     topic, group, partitions = "kafka-python-group", "kafka-python-group", 4
     create_topic(broker.bootstrap, topic, partitions)
     produced = produce(broker, topic, partitions, 40)
+    ends = {p: 1 + max(o for q, o in produced if q == p) for p in range(partitions)}
 
     def member() -> KafkaConsumer:
         consumer = KafkaConsumer(
@@ -135,42 +137,64 @@ def test_kafka_python_consumers_share_a_group_and_commit(broker: RunningBroker) 
         return consumer
 
     consumers = [member(), member()]
-    consumed: set[tuple] = set()
-    lock = threading.Lock()
-    stopping = threading.Event()
-
-    def poll(consumer: KafkaConsumer) -> None:  # each member polls in its own thread
-        while not stopping.is_set():
-            for records in consumer.poll(100).values():
-                with lock:
-                    consumed.update((r.partition, r.offset) for r in records)
-
-    threads = [threading.Thread(target=poll, args=(c,), daemon=True) for c in consumers]
-    for thread in threads:
-        thread.start()
-
-    def split() -> bool:
-        owned = [consumer.assignment() for consumer in consumers]
-        with lock:
-            done = produced <= consumed
-        every = {TopicPartition(topic, p) for p in range(partitions)}
-        return done and all(owned) and not owned[0] & owned[1] and owned[0] | owned[1] == every
-
     try:
-        wait_until(split, "two members splitting the partitions, every record consumed")
-    finally:
-        stopping.set()
+        consumed: set[tuple] = set()
+        # each member's partitions and its position in each (what its commit writes), as its
+        # own polling thread last saw them: what anyone consumed says nothing of a member given,
+        # in a rebalance, partitions another consumed before
+        positions: list[dict[int, int]] = [{}, {}]
+        lock = threading.Lock()
+        stopping = threading.Event()
+
+        def poll(index: int) -> None:  # each member polls in its own thread
+            consumer = consumers[index]
+            while not stopping.is_set():
+                for records in consumer.poll(100).values():
+                    with lock:
+                        consumed.update((r.partition, r.offset) for r in records)
+                try:
+                    at = {tp.partition: consumer.position(tp, 1000) for tp in consumer.assignment()}
+                except IllegalStateError:  # a rebalance took a partition meanwhile
+                    continue
+                with lock:
+                    positions[index] = at
+
+        threads = [threading.Thread(target=poll, args=(i,), daemon=True) for i in range(2)]
         for thread in threads:
-            thread.join(10)
-    assert consumers[0].assignment() | consumers[1].assignment() == {
-        TopicPartition(topic, p) for p in range(partitions)
-    }
-    for consumer in consumers:
-        consumer.commit()
-    ends = {p: 1 + max(o for q, o in produced if q == p) for p in range(partitions)}
-    assert {p: consumers[0].committed(TopicPartition(topic, p)) for p in range(partitions)} == ends
-    for consumer in consumers:
-        consumer.close()
+            thread.start()
+
+        def split() -> bool:
+            """The partitions split between the two, each owner at the end of what it owns, and
+            every record consumed."""
+            with lock:
+                done = produced <= consumed
+                owned = [set(at) for at in positions]
+                at_end = all(at[p] == ends[p] for at in positions for p in at)
+            every = set(range(partitions))
+            return (
+                done
+                and at_end
+                and all(owned)
+                and not owned[0] & owned[1]
+                and owned[0] | owned[1] == every
+            )
+
+        try:
+            wait_until(split, "the two splitting the partitions, each at the end of its own", 120)
+        finally:
+            stopping.set()
+            for thread in threads:
+                thread.join(10)
+        assert consumers[0].assignment() | consumers[1].assignment() == {
+            TopicPartition(topic, p) for p in range(partitions)
+        }
+        for consumer in consumers:
+            consumer.commit()
+        committed = {p: consumers[0].committed(TopicPartition(topic, p)) for p in range(partitions)}
+        assert committed == ends
+    finally:  # a consumer left open goes on running its threads in this worker
+        for consumer in consumers:
+            consumer.close()
 
 
 def test_aiokafka_consumer_group_commits(broker: RunningBroker) -> None:

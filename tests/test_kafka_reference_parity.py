@@ -176,22 +176,47 @@ def kafka_tool(main_class: str, *args: str) -> tuple[int, list[str]]:
 
 
 def _log_dirs_topic(target: Target, topic: str) -> None:
-    """``topic`` with 2 partitions, partition 0 holding one batch of 10 records."""
+    """``topic`` with 2 partitions, partition 0 holding one batch of 10 records.
+
+    Their timestamp (1, the same bytes on both brokers) is decades past the default
+    retention.ms: the topic keeps its records forever, or the broker's next retention check
+    (every 5 minutes from its start, wherever this test falls between two) deletes them."""
     admin = AdminClient({"bootstrap.servers": target.bootstrap})
-    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
-    deadline = time.monotonic() + 60
+    kept = NewTopic(topic, 2, 1, config={"retention.ms": "-1"})
+    admin.create_topics([kept])[topic].result(30)
+    deadline = time.monotonic() + 120
     producer = confluent_kafka.Producer(
         {"bootstrap.servers": target.bootstrap, "linger.ms": 100, "enable.idempotence": False}
     )
-    while True:  # Kafka's broker learns of the topic a moment after it is created
+    failed: list[confluent_kafka.KafkaError] = []
+
+    def on_delivery(error: confluent_kafka.KafkaError | None, _: object) -> None:
+        if error is not None:
+            failed.append(error)
+
+    # Kafka's broker learns of the topic a moment after it is created (seconds on a loaded
+    # machine): a batch it refused comes back in its delivery report, which flush() does not
+    # raise, so the report decides whether to send it again (a batch sent twice would make
+    # partition 0 hold 20 records, not 10: the sizes compared would say so).
+    while True:
+        failed.clear()
         try:
             for number in range(10):
-                producer.produce(topic, b"v" * 100, key=b"%d" % number, partition=0, timestamp=1)
-            assert producer.flush(30) == 0
+                producer.produce(
+                    topic,
+                    b"v" * 100,
+                    key=b"%d" % number,
+                    partition=0,
+                    timestamp=1,
+                    on_delivery=on_delivery,
+                )
+            assert producer.flush(60) == 0
+        except confluent_kafka.KafkaException as error:
+            failed.append(error.args[0])
+        if not failed:
             return
-        except confluent_kafka.KafkaException:
-            assert time.monotonic() < deadline
-            time.sleep(0.5)
+        assert time.monotonic() < deadline, f"{target.name} refused the batch: {failed}"
+        time.sleep(0.5)
 
 
 def _describe_log_dirs(target: Target, topic: str) -> dict[str, object]:
@@ -304,6 +329,9 @@ def _leader_elections(target: Target, topic: str) -> dict[str, object]:
     return answers
 
 
+# Sixteen runs of Kafka's LeaderElectionCommand, a JVM each: 10-30 s a run on two cores that
+# run two suites, so more than pytest's 300 s in all.
+@pytest.mark.timeout(900)
 def test_leader_elections_are_answered_as_kafka_answers_them(targets: dict[str, Target]) -> None:
     topic = f"elections-{uuid.uuid4().hex[:6]}"
     for target in targets.values():

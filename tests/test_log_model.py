@@ -52,6 +52,15 @@ from odradek.storage.unified_log import UnifiedLog
 CONFIG = LogConfig(
     segment_bytes=700, index_interval_bytes=120, segment_index_bytes=8 * 16, file_delete_delay_ms=0
 )
+# The logs live in memory where the machine has a memory file system: the model tears files
+# itself to simulate crashes, so the fsyncs it makes the log do buy nothing here, and on a disk
+# that two test suites share they stalled for seconds (the state machine ran past pytest's
+# timeout, which Hypothesis, replaying the interrupted example, reported as flaky data generation).
+MEMORY_DIR = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+# 250 examples of 100 steps: about 100 s of CPU under CI's profile, more than pytest's 300 s on
+# a machine whose two cores run two suites. Past a timeout Hypothesis reports the interrupted
+# example as flaky, not the timeout: allow what the budget takes on such a machine.
+pytestmark = pytest.mark.timeout(900)
 # 0xff first: it can never be a batch's last byte (an unfinished varint), so the garbage cannot
 # complete a torn batch by chance.
 GARBAGE = b"\xffgarbage\x00" * 5
@@ -149,7 +158,7 @@ def damage_index(path: Path, how: str, data: st.DataObject) -> None:
 class LogModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.root = Path(tempfile.mkdtemp())
+        self.root = Path(tempfile.mkdtemp(dir=MEMORY_DIR))
         self.dir = self.root / "model-0"
         self.clock = MockClock(BASE_TIME_MS)
         self.scheduler = ManualScheduler()

@@ -51,9 +51,13 @@ def test_a_fetch_ends_at_its_deadline_when_an_append_makes_it_ready_or_when_canc
         await asyncio.wait_for(waiting, 1)
         assert not purgatory._watchers
 
+        # Cancelled in the loop iteration that starts the wait, so before its deadline however
+        # late a loaded machine runs the loop (a sleep here could outlast the 0.05 s deadline,
+        # which then completes the fetch first, as it should).
         fetch = Fetch()
         waiting = asyncio.ensure_future(purgatory.wait(fetch, 0.05))
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)
+        assert purgatory._watchers and not waiting.done()
         waiting.cancel()
         await asyncio.gather(waiting, return_exceptions=True)
         assert not purgatory._watchers

@@ -25,8 +25,10 @@ import pytest
 if os.environ.get("CI") != "true":  # in CI a missing PySpark fails, as a missing Java does
     pytest.importorskip("pyspark", reason="the Spark tests need pip install -e '.[spark]'")
 
+from pyspark.errors import StreamingQueryException  # noqa: E402
 from pyspark.sql import DataFrame, DataFrameReader, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
+from pyspark.sql.streaming import StreamingQuery  # noqa: E402
 from serve_process import ServeProcess  # noqa: E402
 
 import odradek.spark  # noqa: E402
@@ -441,14 +443,36 @@ def stream(spark: SparkSession, bootstrap: str, topics: str, **options: Any) -> 
     return reader.options(**options).load()
 
 
+SPARK_START_ATTEMPTS = 3
+
+
+def until_terminated(start: Callable[[], StreamingQuery], timeout_s: float = 120) -> StreamingQuery:
+    """Start a query that ends by itself (``availableNow``) and wait until it has; the query.
+
+    A query Spark could not start, because the Python worker of its source did not connect
+    back within Spark's fixed 10 s (an interpreter importing pyspark on a machine running two
+    suites), is started again from its checkpoint, as a user restarts a failed stream: only
+    when it failed before its first batch, so nothing was read or written twice."""
+    for attempt in range(1, SPARK_START_ATTEMPTS + 1):
+        query = start()
+        try:
+            query.awaitTermination(timeout_s)
+            return query
+        except StreamingQueryException as error:
+            started = bool(query.recentProgress)
+            if started or "failed to connect back" not in str(error):
+                raise
+            if attempt == SPARK_START_ATTEMPTS:
+                raise
+        finally:
+            query.stop()
+    raise AssertionError("unreachable")
+
+
 def run_available_now(df: DataFrame, sink: Batches, checkpoint: Path) -> None:
     """Run the query until it has read what its topics held when it started."""
     writer = df.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
-    query = writer.trigger(availableNow=True).start()
-    try:
-        query.awaitTermination(120)
-    finally:
-        query.stop()
+    until_terminated(writer.trigger(availableNow=True).start)
 
 
 @pytest.mark.spark
@@ -582,12 +606,8 @@ def test_write_stream_copies_a_topic(
     df = stream(spark, bootstrap, source, startingOffsets="earliest", maxOffsetsPerTrigger=20)
     writer = df.select("key", "value", "headers").writeStream.format("odradek")
     writer = writer.option("bootstrap", bootstrap).option("topic", target)
-    query = writer.option("checkpointLocation", str(tmp_path / "checkpoint"))
-    query = query.trigger(availableNow=True).start()
-    try:
-        query.awaitTermination(120)
-    finally:
-        query.stop()
+    writer = writer.option("checkpointLocation", str(tmp_path / "checkpoint"))
+    query = until_terminated(writer.trigger(availableNow=True).start)
     copied = read(spark, bootstrap, target).select("key", "value", "headers").collect()
     as_tuples = sorted(
         ((r.key, r.value, tuple((h.key, h.value) for h in r.headers)) for r in copied), key=repr
@@ -634,8 +654,9 @@ def test_example_pipeline_counts_clicks_in_batch_and_in_a_restarted_stream(
 
     checkpoint = str(tmp_path / "checkpoint")
     for _ in range(2):  # the second run starts from the first one's checkpoint
-        query = job.count_stream(spark, bootstrap, checkpoint, True, "clicks", "counts-stream")
-        query.awaitTermination(120)
+        until_terminated(
+            lambda: job.count_stream(spark, bootstrap, checkpoint, True, "clicks", "counts-stream")
+        )
         assert job.latest_counts(spark, bootstrap, "counts-stream") == sent
         sent += generator.generate_clicks(bootstrap, 1000, "clicks", seed=len(sent))
 
