@@ -32,6 +32,7 @@ from collections import deque
 from pathlib import Path
 
 from odradek.errors import KafkaError
+from odradek.int_limits import INT64_MAX
 from odradek.record.control_record import EndTransactionMarker
 from odradek.record.record_batch import (
     CONTROL_FLAG_MASK,
@@ -284,7 +285,7 @@ class ProducerStateManager:
     def snapshot_offsets(self) -> list[int]:
         return snapshot_offsets(self.dir)
 
-    def delete_snapshots(self, *, below: int = -1, above: int = 2**63 - 1) -> None:
+    def delete_snapshots(self, *, below: int = -1, above: int = INT64_MAX) -> None:
         """Delete the snapshots below ``below`` or above ``above``."""
         for offset in self.snapshot_offsets():
             if offset < below or offset > above:
