@@ -24,7 +24,6 @@ from odradek.errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
-from odradek.int_limits import INT64_MAX
 from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from odradek.record.control_record import EndTransactionMarker
 from odradek.record.record_batch import PRODUCER_ID_OFFSET
@@ -52,7 +51,6 @@ from odradek.storage.log_stats import (
     RETENTION_TIME,
 )
 from odradek.storage.log_validator import append_rules, validate_and_assign_offsets
-from odradek.storage.offset_index import OffsetPosition
 from odradek.storage.producer_append_info import ProducerAppendInfo
 from odradek.storage.producer_snapshot_file import snapshot_file
 from odradek.storage.producer_state_manager import (
@@ -579,20 +577,6 @@ class UnifiedLog:
             metadata = self._first_unstable_metadata = self.convert_to_offset_metadata(first)
         return metadata
 
-    def collect_aborted_transactions(
-        self, start_offset: int, upper_bound_offset: int
-    ) -> list[AbortedTxn]:
-        """The aborted transactions overlapping [``start_offset``, ``upper_bound_offset``), from
-        the .txnindex of the segment holding ``start_offset`` on, until an index's search is
-        complete (Kafka's ``collectAbortedTransactions``)."""
-        found: list[AbortedTxn] = []
-        for candidate in self._segments.values_between(start_offset, INT64_MAX):
-            result = candidate.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
-            found.extend(result.aborted_transactions)
-            if result.is_complete:
-                break
-        return found
-
     def active_producers(self) -> list[ActiveProducer]:
         """The partition's producers, as DescribeProducers lists them."""
         with self._lock:
@@ -815,54 +799,30 @@ class UnifiedLog:
             info = self.read(
                 start_offset, max_length, FetchIsolation.HIGH_WATERMARK, min_one_message
             )
-        else:
-            end_metadata = self._local.next_offset_metadata
-            segment = self._segments.floor_segment(start_offset)
-            log_start_offset = self._log_start_offset
-            if (
-                start_offset > end_metadata.message_offset
-                or start_offset < log_start_offset
-                or segment is None
-            ):
-                raise OffsetOutOfRangeError(
-                    f"offset {start_offset} of {self.topic_partition} is out of range "
-                    f"[{log_start_offset}, {end_metadata.message_offset}]"
-                )
-            if start_offset >= max_metadata.message_offset:
-                return FetchDataInfo(
-                    max_metadata
-                    if start_offset == max_metadata.message_offset
-                    else LogOffsetMetadata(start_offset),
-                    None,
-                    aborted_transactions=(),
-                )
-            info = self._local.read(
-                segment, start_offset, max_length, max_metadata, min_one_message
+            return self._local.add_aborted_transactions(start_offset, info)
+        end_metadata = self._local.next_offset_metadata
+        segment = self._segments.floor_segment(start_offset)
+        log_start_offset = self._log_start_offset
+        if (
+            start_offset > end_metadata.message_offset
+            or start_offset < log_start_offset
+            or segment is None
+        ):
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} of {self.topic_partition} is out of range "
+                f"[{log_start_offset}, {end_metadata.message_offset}]"
             )
-        if info.records is None:
-            return info
-        aborted = self.collect_aborted_transactions(
-            start_offset, self._fetch_upper_bound_offset(info)
-        )
-        return FetchDataInfo(
-            info.fetch_offset_metadata, info.records, info.first_entry_incomplete, tuple(aborted)
-        )
-
-    def _fetch_upper_bound_offset(self, info: FetchDataInfo) -> int:
-        """An offset no record of ``info`` reaches (Kafka's bound for the aborted transactions
-        a fetch lists): the first offset index entry past the bytes read, else the next
-        segment's base offset, else the log end."""
-        fetched = info.fetch_offset_metadata
-        segment = self._segments.get(fetched.segment_base_offset)
-        if segment is not None and info.records is not None:
-            bound = segment.offset_index.fetch_upper_bound_offset(
-                OffsetPosition(fetched.message_offset, fetched.relative_position_in_segment),
-                info.records.length,
+        if start_offset >= max_metadata.message_offset:
+            return FetchDataInfo(
+                max_metadata
+                if start_offset == max_metadata.message_offset
+                else LogOffsetMetadata(start_offset),
+                None,
+                aborted_transactions=(),
             )
-            if bound is not None:
-                return bound.offset
-        following = self._segments.higher_segment(fetched.segment_base_offset)
-        return following.base_offset if following is not None else self.log_end_offset
+        return self._local.read_with_aborted_transactions(
+            segment, start_offset, max_length, max_metadata, min_one_message
+        )
 
     def convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:
         """The on-disk position of ``offset`` (OFFSET_OUT_OF_RANGE outside the log)."""
