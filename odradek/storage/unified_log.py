@@ -41,15 +41,10 @@ from odradek.storage.log_loader import (
     recover_leader_epochs,
 )
 from odradek.storage.log_offset_metadata import UNKNOWN_OFFSET, LogOffsetMetadata
+from odradek.storage.log_retention import LogRetention
 from odradek.storage.log_segment import LogSegment
 from odradek.storage.log_segments import LogSegments
-from odradek.storage.log_stats import (
-    RETENTION_DELETED_BYTES,
-    RETENTION_DELETED_SEGMENTS,
-    RETENTION_LOG_START_OFFSET,
-    RETENTION_SIZE,
-    RETENTION_TIME,
-)
+from odradek.storage.log_stats import RETENTION_DELETED_BYTES, RETENTION_DELETED_SEGMENTS
 from odradek.storage.log_validator import append_rules, validate_and_assign_offsets
 from odradek.storage.producer_append_info import ProducerAppendInfo
 from odradek.storage.producer_snapshot_file import snapshot_file
@@ -125,6 +120,7 @@ class UnifiedLog:
         # A roll's snapshot is written by its background flush, the close's by the closer;
         # both at the log end, so they may name the same file.
         self._snapshot_write_lock = threading.Lock()
+        self._retention = LogRetention(self, clock)
         self.update_high_watermark(
             offsets.next_offset_metadata.message_offset
             if high_watermark is None
@@ -955,7 +951,7 @@ class UnifiedLog:
                 f"cannot delete records of {self.topic_partition} below {offset}"
             )
         self.maybe_increment_log_start_offset(offset, "delete records")
-        self._delete_log_start_offset_breached_segments()
+        self._retention.delete_log_start_offset_breached_segments()
         return self._log_start_offset
 
     # --- flush (design §9) ----------------------------------------------------------------------
@@ -982,58 +978,15 @@ class UnifiedLog:
     # --- retention (design §10) -----------------------------------------------------------------
 
     def delete_old_segments(self) -> int:
-        """Apply the retention rules of the topic's cleanup.policy; return segments deleted."""
-        if self._config.delete:
-            return (
-                self._delete_retention_ms_breached_segments()
-                + self._delete_retention_size_breached_segments()
-                + self._delete_log_start_offset_breached_segments()
-            )
-        return self._delete_log_start_offset_breached_segments()
+        """Apply the retention rules of the topic's cleanup.policy (LogRetention); return
+        segments deleted."""
+        return self._retention.delete_old_segments()
 
-    def _delete_retention_ms_breached_segments(self) -> int:
-        retention_ms = self._config.retention_ms
-        if retention_ms < 0:
-            return 0
-        now_ms = self._clock.milliseconds()
-        return self._delete_old_segments_matching(
-            lambda segment, _next: now_ms - segment.largest_timestamp > retention_ms,
-            RETENTION_TIME,
-            f"retention time {retention_ms} ms breached",
-        )
-
-    def _delete_retention_size_breached_segments(self) -> int:
-        retention_bytes = self._config.retention_bytes
-        size = self.size_in_bytes
-        if retention_bytes < 0 or size < retention_bytes:
-            return 0
-        excess = size - retention_bytes
-
-        def over_size(segment: LogSegment, _next: LogSegment | None) -> bool:
-            nonlocal excess
-            if excess - segment.size >= 0:
-                excess -= segment.size
-                return True
-            return False
-
-        return self._delete_old_segments_matching(
-            over_size, RETENTION_SIZE, f"retention size {retention_bytes} bytes breached"
-        )
-
-    def _delete_log_start_offset_breached_segments(self) -> int:
-        log_start_offset = self._log_start_offset
-        return self._delete_old_segments_matching(
-            lambda _segment, next_segment: (
-                next_segment is not None and next_segment.base_offset <= log_start_offset
-            ),
-            RETENTION_LOG_START_OFFSET,
-            f"below the log start offset {log_start_offset}",
-        )
-
-    def _delete_old_segments_matching(
+    def delete_segments_matching(
         self, predicate: SegmentPredicate, rule: str, reason: str
     ) -> int:
-        """Delete the segments retention ``rule`` (see log_stats) allows; ``reason`` is logged."""
+        """Delete the segments retention ``rule`` (see log_stats) allows, as LogRetention
+        decided; ``reason`` is logged."""
         with self._lock:
             deletable = self._local.deletable_segments(predicate, self.high_watermark)
             if not deletable:
