@@ -28,7 +28,7 @@ from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from odradek.record.control_record import EndTransactionMarker
 from odradek.record.record_batch import PRODUCER_ID_OFFSET
 from odradek.storage.active_producer import ActiveProducer
-from odradek.storage.atomic_file import fsync_directory, write_atomically
+from odradek.storage.atomic_file import fsync_directory
 from odradek.storage.fetch_data_info import FetchDataInfo, FetchIsolation
 from odradek.storage.file_records import TimestampAndOffset
 from odradek.storage.leader_epoch_file_cache import EpochEntry, LeaderEpochFileCache
@@ -47,7 +47,6 @@ from odradek.storage.log_segments import LogSegments
 from odradek.storage.log_stats import RETENTION_DELETED_BYTES, RETENTION_DELETED_SEGMENTS
 from odradek.storage.log_validator import append_rules, validate_and_assign_offsets
 from odradek.storage.producer_append_info import ProducerAppendInfo
-from odradek.storage.producer_snapshot_file import snapshot_file
 from odradek.storage.producer_state_manager import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ProducerStateManager,
@@ -117,9 +116,6 @@ class UnifiedLog:
         # read (replaced whole; see _last_stable_offset_metadata).
         self._first_unstable_metadata = LogOffsetMetadata(-1)
         self.leader_epoch_cache = LeaderEpochFileCache(directory, str(self.topic_partition))
-        # A roll's snapshot is written by its background flush, the close's by the closer;
-        # both at the log end, so they may name the same file.
-        self._snapshot_write_lock = threading.Lock()
         self._retention = LogRetention(self, clock)
         self.update_high_watermark(
             offsets.next_offset_metadata.message_offset
@@ -643,13 +639,7 @@ class UnifiedLog:
             if offset == self._log_start_offset and not self.producer_state.table:
                 return  # an empty log: nothing to replay, and shutdown stays one write lighter
             data = self.producer_state.snapshot_bytes()
-        self._write_snapshot(offset, data)
-
-    def _write_snapshot(self, offset: int, data: bytes, *, sync_directory: bool = True) -> None:
-        with self._snapshot_write_lock:
-            path = snapshot_file(self.dir, offset)
-            if not path.exists():
-                write_atomically(path, data, sync_directory=sync_directory)
+        self.producer_state.write_snapshot(offset, data)
 
     def _reload_producer_state(self) -> None:
         """After a truncation: the snapshots above the new log end go, and the state is
@@ -722,7 +712,7 @@ class UnifiedLog:
 
         def write_snapshot() -> None:
             try:
-                self._write_snapshot(offset, snapshot, sync_directory=False)
+                self.producer_state.write_snapshot(offset, snapshot, sync_directory=False)
             except OSError as error:
                 logger.warning(
                     "[%s] producer snapshot at offset %d not written: %s",
@@ -982,9 +972,7 @@ class UnifiedLog:
         segments deleted."""
         return self._retention.delete_old_segments()
 
-    def delete_segments_matching(
-        self, predicate: SegmentPredicate, rule: str, reason: str
-    ) -> int:
+    def delete_segments_matching(self, predicate: SegmentPredicate, rule: str, reason: str) -> int:
         """Delete the segments retention ``rule`` (see log_stats) allows, as LogRetention
         decided; ``reason`` is logged."""
         with self._lock:
