@@ -833,24 +833,13 @@ class UnifiedLog:
             else:
                 latest = self.log_end_offset
             return TimestampAndOffset(-1, latest)
-        for segment in self._segments.values():
-            if segment.largest_timestamp >= target_timestamp:
-                return segment.find_offset_by_timestamp(target_timestamp, self._log_start_offset)
-        return None
+        return self._local.find_offset_by_timestamp(target_timestamp, self._log_start_offset)
 
     def max_timestamp_record(self) -> TimestampAndOffset | None:
         """ListOffsets MAX_TIMESTAMP (-3): the first record holding the log's largest timestamp,
         by its own offset (as Kafka answers since 3.8), not the last offset of its batch that
         the time index keeps; None for a log without records."""
-        best: tuple[LogSegment, TimestampAndOffset] | None = None
-        for segment in self._segments.values():
-            found = segment.max_timestamp_and_offset_so_far
-            if found.timestamp >= 0 and (best is None or found.timestamp > best[1].timestamp):
-                best = (segment, found)
-        if best is None:
-            return None
-        segment, found = best
-        return segment.find_offset_by_timestamp(found.timestamp, segment.base_offset) or found
+        return self._local.max_timestamp_record()
 
     # --- high watermark and log start offset (design §7) ----------------------------------------
 
