@@ -1,9 +1,10 @@
 """UnifiedLog: one partition's log (Kafka's ``UnifiedLog``; design §1, 4, 6, 7, 9, 10).
 
-The offsets clients see (log start offset, high watermark), the producer state, the leader
-epochs, retention decisions, and the append and read entry points the server calls, over the
+The offsets clients see (log start offset, high watermark, last stable offset), the producer
+state, the leader epochs, and the append and read entry points the server calls, over the
 partition's segments on disk (``LocalLog``: the segment map, the log end, rolls, reads from the
-segments, truncation, deletion and flushes of segments).
+segments with their aborted transactions, timestamp searches, truncation, deletion and flushes
+of segments). Retention's decisions are ``LogRetention``'s, opening a log ``LogLoader``'s.
 
 One writer at a time (the log lock serialises appends, rolls, truncation and retention); any
 number of reader threads read without the lock from immutable snapshots (the segment map and the
