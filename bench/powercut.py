@@ -106,9 +106,9 @@ def variant(name: str):
     original_take = local_log_module.take_precreated_segment_file
     if name == "before":
         LocalLog.sync_directory = lambda self, **options: None  # type: ignore[method-assign]
-        UnifiedLog._write_roll_snapshot = lambda self, offset, data: self._write_snapshot(
-            offset, data
-        )  # type: ignore[method-assign]
+        UnifiedLog._write_roll_snapshot = (  # type: ignore[method-assign]
+            lambda self, new, data: self.producer_state.write_snapshot(new.base_offset, data)
+        )
     elif name == "inline":
         local_log_module.take_precreated_segment_file = lambda directory, offset: False
     try:

@@ -10,11 +10,11 @@ import pytest
 from odradek.config.broker_config import BrokerConfig
 from odradek.config.broker_configs import BROKER_CONFIG_DEF, TOPIC_CONFIG_SYNONYMS
 from odradek.config.config_source import ConfigSource
-from odradek.config.config_type import LONG_MAX
 from odradek.config.log_config import LogConfig
 from odradek.config.setting import Setting
 from odradek.config.topic_configs import TOPIC_CONFIG_DEF
 from odradek.errors import InvalidConfigError
+from odradek.int_limits import INT64_MAX
 
 # Kafka 3.x's broker defaults (KafkaConfig / ServerLogConfigs / CleanerConfig); None = unset.
 KAFKA_BROKER_DEFAULTS = {
@@ -50,10 +50,10 @@ KAFKA_BROKER_DEFAULTS = {
     "log.cleaner.min.cleanable.ratio": 0.5,
     "log.cleaner.delete.retention.ms": 86400000,
     "log.cleaner.min.compaction.lag.ms": 0,
-    "log.cleaner.max.compaction.lag.ms": LONG_MAX,
-    "log.flush.interval.messages": LONG_MAX,
+    "log.cleaner.max.compaction.lag.ms": INT64_MAX,
+    "log.flush.interval.messages": INT64_MAX,
     "log.flush.interval.ms": None,
-    "log.flush.scheduler.interval.ms": LONG_MAX,
+    "log.flush.scheduler.interval.ms": INT64_MAX,
     "log.flush.offset.checkpoint.interval.ms": 60000,
     "log.flush.start.offset.checkpoint.interval.ms": 60000,
     "replica.high.watermark.checkpoint.interval.ms": 5000,
@@ -61,7 +61,7 @@ KAFKA_BROKER_DEFAULTS = {
     "producer.id.expiration.check.interval.ms": 600000,
     "message.max.bytes": 1048588,
     "log.message.timestamp.type": "CreateTime",
-    "log.message.timestamp.before.max.ms": LONG_MAX,
+    "log.message.timestamp.before.max.ms": INT64_MAX,
     "log.message.timestamp.after.max.ms": 3_600_000,
     "compression.type": "producer",
     "log.segment.delete.delay.ms": 60000,
@@ -242,7 +242,7 @@ def test_roll_ms_beats_roll_hours(props: dict, segment_ms: int, jitter_ms: int) 
 
 
 def test_flush_interval_ms_falls_back_to_the_scheduler_interval() -> None:
-    assert _config().log_config().flush_ms == LONG_MAX
+    assert _config().log_config().flush_ms == INT64_MAX
     assert _config(log_flush_scheduler_interval_ms="3000").log_config().flush_ms == 3000
     both = _config(log_flush_scheduler_interval_ms="3000", log_flush_interval_ms="0")
     assert both.log_config().flush_ms == 0
@@ -297,9 +297,7 @@ def test_log_dirs_wins_over_log_dir() -> None:
         ("log.cleaner.min.cleanable.ratio", "2", "at least 0 and at most 1"),
     ],
 )
-def test_broker_validators_reject_with_a_clear_message(
-    name: str, value: str, allowed: str
-) -> None:
+def test_broker_validators_reject_with_a_clear_message(name: str, value: str, allowed: str) -> None:
     with pytest.raises(InvalidConfigError) as caught:
         BrokerConfig.from_settings([Setting(name, value, "--set")])
     assert f"invalid value {value!r} for {name} (from --set)" in str(caught.value)

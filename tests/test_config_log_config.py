@@ -10,10 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from odradek.config.config_source import ConfigSource
-from odradek.config.config_type import LONG_MAX
 from odradek.config.log_config import LogConfig
 from odradek.config.topic_configs import MIN_SEGMENT_BYTES, TOPIC_CONFIG_DEF
 from odradek.errors import InvalidConfigError
+from odradek.int_limits import INT64_MAX
 
 # The defaults of Kafka 3.x's topic-level configs (TopicConfig / LogConfig).
 KAFKA_TOPIC_DEFAULTS = {
@@ -177,7 +177,7 @@ def test_to_props_is_all_text_and_round_trips() -> None:
         preallocate=True,
         min_cleanable_dirty_ratio=0.1,
         flush_ms=0,
-        max_compaction_lag_ms=LONG_MAX,
+        max_compaction_lag_ms=INT64_MAX,
     )
     props = config.to_props()
     assert all(isinstance(value, str) for value in props.values())
@@ -187,7 +187,7 @@ def test_to_props_is_all_text_and_round_trips() -> None:
 
 @given(
     segment_bytes=st.integers(min_value=MIN_SEGMENT_BYTES, max_value=2**31 - 1),
-    retention_ms=st.integers(min_value=-1, max_value=LONG_MAX),
+    retention_ms=st.integers(min_value=-1, max_value=INT64_MAX),
     ratio=st.floats(min_value=0, max_value=1),
     policy=st.sampled_from([("delete",), ("compact",), ("compact", "delete")]),
 )
@@ -218,7 +218,7 @@ def test_describe_reports_where_each_value_comes_from() -> None:
     assert entries["segment.bytes"].source is ConfigSource.DYNAMIC_TOPIC_CONFIG
     assert entries["retention.ms"].value == "3600000"
     assert entries["retention.ms"].source is ConfigSource.STATIC_BROKER_CONFIG
-    assert entries["flush.ms"].value == str(LONG_MAX)
+    assert entries["flush.ms"].value == str(INT64_MAX)
     assert entries["flush.ms"].source is ConfigSource.DEFAULT_CONFIG
     assert entries["flush.ms"].is_default and not entries["retention.ms"].is_default
     assert entries["cleanup.policy"].doc == TOPIC_CONFIG_DEF["cleanup.policy"].doc

@@ -10,11 +10,12 @@ from hypothesis import strategies as st
 
 from odradek.config.config_def import ConfigDef
 from odradek.config.config_key import ConfigKey
-from odradek.config.config_type import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, ConfigType
+from odradek.config.config_type import ConfigType
 from odradek.config.importance import Importance
 from odradek.config.setting import Setting
 from odradek.config.validator import Validator
 from odradek.errors import InvalidConfigError
+from odradek.int_limits import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 
 INT, LONG, DOUBLE = ConfigType.INT, ConfigType.LONG, ConfigType.DOUBLE
 BOOLEAN, STRING, LIST = ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.LIST
@@ -26,10 +27,10 @@ BOOLEAN, STRING, LIST = ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.LIST
         (INT, "42", 42),
         (INT, " -7 ", -7),
         (INT, "+5", 5),
-        (INT, str(INT_MAX), INT_MAX),
-        (INT, str(INT_MIN), INT_MIN),
-        (LONG, str(LONG_MAX), LONG_MAX),
-        (LONG, str(LONG_MIN), LONG_MIN),
+        (INT, str(INT32_MAX), INT32_MAX),
+        (INT, str(INT32_MIN), INT32_MIN),
+        (LONG, str(INT64_MAX), INT64_MAX),
+        (LONG, str(INT64_MIN), INT64_MIN),
         (DOUBLE, "0.5", 0.5),
         (DOUBLE, "1e3", 1000.0),
         (DOUBLE, ".25", 0.25),
@@ -75,10 +76,10 @@ def test_accepts_typed_values(config_type: ConfigType, value: object) -> None:
         (INT, "1e3", "not a whole number"),
         (INT, True, "not a whole number"),
         (INT, 1.5, "not a whole number"),
-        (INT, str(INT_MAX + 1), "out of range of a 32-bit int"),
-        (INT, str(INT_MIN - 1), "out of range of a 32-bit int"),
-        (LONG, str(LONG_MAX + 1), "out of range of a 64-bit long"),
-        (LONG, LONG_MIN - 1, "out of range of a 64-bit long"),
+        (INT, str(INT32_MAX + 1), "out of range of a 32-bit int"),
+        (INT, str(INT32_MIN - 1), "out of range of a 32-bit int"),
+        (LONG, str(INT64_MAX + 1), "out of range of a 64-bit long"),
+        (LONG, INT64_MIN - 1, "out of range of a 64-bit long"),
         (DOUBLE, "half", "not a decimal number"),
         (DOUBLE, "1_0.5", "not a decimal number"),
         (DOUBLE, "nan", "not a decimal number"),
@@ -105,7 +106,7 @@ def test_rejects_what_is_not_of_the_type(
         config_type.parse(value)
 
 
-@given(st.integers(min_value=LONG_MIN, max_value=LONG_MAX))
+@given(st.integers(min_value=INT64_MIN, max_value=INT64_MAX))
 def test_long_round_trips_through_text(value: int) -> None:
     assert LONG.parse(LONG.render(value)) == value
 

@@ -1208,7 +1208,7 @@ def test_odradek_serves_read_committed_on_kafkas_files(
         assert log.last_stable_offset == log.high_watermark == log.log_end_offset
         served = [(r.offset, r.key, r.value) for r in read_committed(log)]
         assert served == _committed_sent(kafka_written)
-        assert len(log.collect_aborted_transactions(0, log.log_end_offset)) == 4
+        assert len(log.local_log.collect_aborted_transactions(0, log.log_end_offset)) == 4
     finally:
         manager.shutdown()
 

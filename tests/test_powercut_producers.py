@@ -556,6 +556,6 @@ def test_an_abort_and_an_open_transaction_made_durable_outlive_a_power_cut(fs: P
         assert log.active_segment.txn_index.all_aborted_txns() == [AbortedTxn(7, 0, 3, 4)]
         log.update_high_watermark(log.log_end_offset)
         assert log.first_unstable_offset == 4
-        assert log.collect_aborted_transactions(0, 5) == [AbortedTxn(7, 0, 3, 4)]
+        assert log.local_log.collect_aborted_transactions(0, 5) == [AbortedTxn(7, 0, 3, 4)]
     finally:
         log.close()

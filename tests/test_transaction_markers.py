@@ -77,7 +77,7 @@ def test_markers_end_the_transaction_on_every_partition_once_durable(served) -> 
         log = manager.get_log(tp)
         # Durable, so committed: the HW passed the marker and the LSO with it.
         assert log.recovery_point == log.high_watermark == log.last_stable_offset == 2
-        assert log.collect_aborted_transactions(0, 2) == [AbortedTxn(7, 0, 1, 2)]
+        assert log.local_log.collect_aborted_transactions(0, 2) == [AbortedTxn(7, 0, 1, 2)]
         batches = list(MemoryRecords(log.read(0, 4096).records.read_bytes()).batches())
         assert [b.is_control for b in batches] == [False, True]
         info = log.read(0, 4096, FetchIsolation.TXN_COMMITTED)

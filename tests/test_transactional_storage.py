@@ -126,8 +126,8 @@ def test_an_abort_goes_to_the_txnindex_in_kafkas_format_with_the_other_open_tran
         assert log.last_stable_offset == 2
         assert marker(log, 8, 3, committed=True) == 5
         assert log.last_stable_offset == 6
-        assert log.collect_aborted_transactions(0, 6) == [expected]
-        assert log.collect_aborted_transactions(5, 6) == []
+        assert log.local_log.collect_aborted_transactions(0, 6) == [expected]
+        assert log.local_log.collect_aborted_transactions(5, 6) == []
         assert committed_values(log) == [b"t8-0"]
         info = log.read(0, 1 << 20, FetchIsolation.TXN_COMMITTED)
         assert info.aborted_transactions == (expected,)
@@ -233,7 +233,7 @@ def test_an_open_transaction_survives_a_clean_restart_in_kafkas_snapshot_format(
         assert log.producer_state.coordinator_epoch(8) == 3
         marker(log, 7, 1, committed=False)
         assert log.last_stable_offset == log.log_end_offset
-        assert log.collect_aborted_transactions(0, 10) == [AbortedTxn(7, 1, 4, 5)]
+        assert log.local_log.collect_aborted_transactions(0, 10) == [AbortedTxn(7, 1, 4, 5)]
 
 
 def test_an_unclean_restart_rebuilds_open_transactions_and_the_txnindex_from_the_log(

@@ -83,7 +83,7 @@ class CleaningTask:
             ),
             high_watermark=log.high_watermark,
             aborted_transactions=tuple(
-                log.collect_aborted_transactions(
+                log.local_log.collect_aborted_transactions(
                     segments[0].base_offset if segments else cleanable.first_dirty_offset,
                     cleanable.first_uncleanable_offset,
                 )

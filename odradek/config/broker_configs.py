@@ -12,10 +12,11 @@ from sys import float_info
 from odradek.config.config_def import ConfigDef
 from odradek.config.config_key import ConfigKey
 from odradek.config.config_synonym import HOUR_MS, MINUTE_MS, ConfigSynonym
-from odradek.config.config_type import LONG_MAX, ConfigType
+from odradek.config.config_type import ConfigType
 from odradek.config.importance import Importance
 from odradek.config.topic_configs import MIN_SEGMENT_BYTES, TOPIC_CONFIG_DEF
 from odradek.config.validator import Validator
+from odradek.int_limits import INT64_MAX
 
 INT, LONG, DOUBLE = ConfigType.INT, ConfigType.LONG, ConfigType.DOUBLE
 BOOLEAN, STRING, LIST = ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.LIST
@@ -217,7 +218,7 @@ BROKER_CONFIG_DEF = ConfigDef(
         _default_of("compression.type", "compression.type", HIGH),
         _default_of("flush.messages", "log.flush.interval.messages", HIGH),
         _millis_of("flush.ms", "log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
-        ConfigKey("log.flush.scheduler.interval.ms", LONG, LONG_MAX, HIGH,
+        ConfigKey("log.flush.scheduler.interval.ms", LONG, INT64_MAX, HIGH,
                   "How often the flusher checks which logs are due a flush; also the default of "
                   "topic key flush.ms when log.flush.interval.ms is unset.",
                   Validator.at_least(1)),

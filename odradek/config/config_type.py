@@ -6,8 +6,7 @@ import math
 import re
 from enum import Enum
 
-INT_MIN, INT_MAX = -(2**31), 2**31 - 1
-LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+from odradek.int_limits import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
@@ -55,9 +54,9 @@ class ConfigType(Enum):
 
     def _parse_integer(self, value: object) -> int:
         low, high, width = (
-            (INT_MIN, INT_MAX, "32-bit int")
+            (INT32_MIN, INT32_MAX, "32-bit int")
             if self is ConfigType.INT
-            else (LONG_MIN, LONG_MAX, "64-bit long")
+            else (INT64_MIN, INT64_MAX, "64-bit long")
         )
         if isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
             number = int(value.strip())

@@ -9,9 +9,9 @@ from odradek.config.broker_config_loader import ENV_PREFIX, env_variable
 from odradek.config.broker_configs import BROKER_CONFIG_DEF, TOPIC_CONFIG_SYNONYMS
 from odradek.config.config_def import ConfigDef
 from odradek.config.config_key import ConfigKey
-from odradek.config.config_type import LONG_MAX
 from odradek.config.importance import Importance
 from odradek.config.topic_configs import TOPIC_CONFIG_DEF
+from odradek.int_limits import INT64_MAX
 
 REGENERATE = "python -m odradek.config.docs > docs/config.md"
 
@@ -82,9 +82,7 @@ def _env_cell(key: ConfigKey) -> str:
     return f"`{env_variable(key.name)}`"
 
 
-def _table(
-    config_def: ConfigDef, extra_title: str, extra_cell: Callable[[ConfigKey], str]
-) -> str:
+def _table(config_def: ConfigDef, extra_title: str, extra_cell: Callable[[ConfigKey], str]) -> str:
     header = f"| Name | Type | Default | Valid values | Importance | {extra_title} | Description |"
     lines = [header, "|" + "---|" * 7]
     for key in sorted(config_def, key=lambda k: (_IMPORTANCE_ORDER.index(k.importance), k.name)):
@@ -113,7 +111,7 @@ def _default_text(key: ConfigKey) -> str:
 def _in_units(name: str, value: int) -> str:
     """A readable equivalent, e.g. `` (7 days)`` for 604800000 ms; empty when none is exact."""
     units = _UNITS_MS if name.endswith(".ms") else _UNITS_BYTES
-    if name.endswith((".ms", "bytes", ".size")) and 0 < value < LONG_MAX:
+    if name.endswith((".ms", "bytes", ".size")) and 0 < value < INT64_MAX:
         for size, unit in units:
             if value >= size and value % size == 0:
                 count = value // size

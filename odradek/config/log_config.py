@@ -8,13 +8,11 @@ from dataclasses import dataclass, field, replace
 
 from odradek.config.config_entry import ConfigEntry
 from odradek.config.config_source import ConfigSource
-from odradek.config.config_type import LONG_MAX
 from odradek.config.setting import Setting
 from odradek.config.topic_configs import RAISED_FLOORS, TOPIC_CONFIG_DEF
 from odradek.errors import InvalidConfigError
 
-# LONG_MAX stays importable from here, where it was first defined.
-__all__ = ["LONG_MAX", "LogConfig"]
+__all__ = ["LogConfig"]
 
 logger = logging.getLogger(__name__)
 

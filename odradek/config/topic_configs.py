@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from odradek.config.config_def import ConfigDef
 from odradek.config.config_key import ConfigKey
-from odradek.config.config_type import LONG_MAX, ConfigType
+from odradek.config.config_type import ConfigType
 from odradek.config.importance import Importance
 from odradek.config.validator import Validator
+from odradek.int_limits import INT64_MAX
 
 INT, LONG, DOUBLE = ConfigType.INT, ConfigType.LONG, ConfigType.DOUBLE
 BOOLEAN, STRING, LIST = ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.LIST
@@ -83,7 +84,7 @@ TOPIC_CONFIG_DEF = ConfigDef(
                   "Whether record timestamps are the producer's (CreateTime) or the broker's "
                   "append time (LogAppendTime).",
                   Validator.one_of(*TIMESTAMP_TYPES)),
-        ConfigKey("message.timestamp.before.max.ms", LONG, LONG_MAX, MEDIUM,
+        ConfigKey("message.timestamp.before.max.ms", LONG, INT64_MAX, MEDIUM,
                   "How far a CreateTime timestamp may lie before the broker's clock; older "
                   "batches are refused.",
                   Validator.at_least(0)),
@@ -91,11 +92,11 @@ TOPIC_CONFIG_DEF = ConfigDef(
                   "How far a CreateTime timestamp may lie after the broker's clock; batches "
                   "further in the future are refused (Kafka 4's default: one hour).",
                   Validator.at_least(0)),
-        ConfigKey("flush.messages", LONG, LONG_MAX, MEDIUM,
+        ConfigKey("flush.messages", LONG, INT64_MAX, MEDIUM,
                   "Records appended before the log is forced to disk with fsync; by default the "
                   "OS writes data back on its own.",
                   Validator.at_least(1)),
-        ConfigKey("flush.ms", LONG, LONG_MAX, MEDIUM,
+        ConfigKey("flush.ms", LONG, INT64_MAX, MEDIUM,
                   "Time after which unflushed data is forced to disk with fsync.",
                   Validator.at_least(0)),
         ConfigKey("file.delete.delay.ms", LONG, 60000, MEDIUM,
@@ -111,7 +112,7 @@ TOPIC_CONFIG_DEF = ConfigDef(
         ConfigKey("min.compaction.lag.ms", LONG, 0, MEDIUM,
                   "Minimum age of a record before compaction may remove it.",
                   Validator.at_least(0)),
-        ConfigKey("max.compaction.lag.ms", LONG, LONG_MAX, MEDIUM,
+        ConfigKey("max.compaction.lag.ms", LONG, INT64_MAX, MEDIUM,
                   "Maximum age of an uncompacted record: past it the log is cleaned whatever its "
                   "dirty ratio.",
                   Validator.at_least(1)),

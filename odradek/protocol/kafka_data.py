@@ -31,6 +31,7 @@ from functools import cache
 from typing import Any, ClassVar, Self
 
 from odradek.errors import InvalidRequestError
+from odradek.int_limits import INT16_MAX, INT16_MIN, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.kafka.message_codec import (
     EntitySpec,
@@ -67,13 +68,13 @@ _RENAMED = {("TxnOffsetCommitRequest", "generation_id"): "generation_id_or_membe
 
 _RANGES = {
     "int8": (-(2**7), 2**7 - 1, "an int8"),
-    "int16": (-(2**15), 2**15 - 1, "an int16"),
-    "error_code": (-(2**15), 2**15 - 1, "an int16"),
-    "int32": (-(2**31), 2**31 - 1, "an int32"),
-    "timedelta_i32": (-(2**31), 2**31 - 1, "an int32"),
-    "int64": (-(2**63), 2**63 - 1, "an int64"),
-    "timedelta_i64": (-(2**63), 2**63 - 1, "an int64"),
-    "datetime_i64": (-(2**63), 2**63 - 1, "an int64"),
+    "int16": (INT16_MIN, INT16_MAX, "an int16"),
+    "error_code": (INT16_MIN, INT16_MAX, "an int16"),
+    "int32": (INT32_MIN, INT32_MAX, "an int32"),
+    "timedelta_i32": (INT32_MIN, INT32_MAX, "an int32"),
+    "int64": (INT64_MIN, INT64_MAX, "an int64"),
+    "timedelta_i64": (INT64_MIN, INT64_MAX, "an int64"),
+    "datetime_i64": (INT64_MIN, INT64_MAX, "an int64"),
     "uint8": (0, 2**8 - 1, "a uint8"),
     "uint16": (0, 2**16 - 1, "a uint16"),
     "uint32": (0, 2**32 - 1, "a uint32"),

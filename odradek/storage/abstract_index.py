@@ -209,9 +209,6 @@ class AbstractIndex(ABC):
             )
         return relative
 
-    def can_append_offset(self, offset: int) -> bool:
-        return 0 <= offset - self._base_offset <= INT32_MAX
-
     def resize(self, new_size: int) -> bool:
         """Set the file to ``new_size`` rounded down to whole entries and remap it.
 

@@ -1,10 +1,12 @@
 """LocalLog: a partition's segments on local disk (Kafka's ``LocalLog``; design §4, 6, 9, 10).
 
 What the files need: the segment map and the log end (the next offset and where it lies), the
-roll, reads from the segments, truncation of segments, segment deletion and renames, flushes
-and the recovery point they move, and the bookkeeping of which directory changes a completed
-directory fsync covers. Offsets clients see (log start offset, high watermark), producer
-state, leader epochs and retention decisions belong to the partition's ``UnifiedLog`` above.
+roll, reads from the segments (with the aborted transactions a read_committed read lists),
+searches by timestamp, truncation of segments, segment deletion and renames, flushes and the
+recovery point they move, and the bookkeeping of which directory changes a completed directory
+fsync covers. Offsets clients see (log start offset, high watermark), producer
+state and leader epochs belong to the partition's ``UnifiedLog`` above, retention decisions
+to its ``LogRetention``.
 
 Not thread-safe by itself, as Kafka's: the UnifiedLog's lock serialises whatever changes the
 segments, truncations and the log end. Flushes run without that lock (see ``flush``), and
@@ -22,19 +24,23 @@ from pathlib import Path
 from odradek.clock import Clock
 from odradek.config.log_config import LogConfig
 from odradek.errors import KafkaStorageError
+from odradek.int_limits import INT64_MAX
 from odradek.storage import log_file_names as names
 from odradek.storage.atomic_file import fsync_directory, fsync_file_if_exists
 from odradek.storage.fetch_data_info import FetchDataInfo
+from odradek.storage.file_records import TimestampAndOffset
 from odradek.storage.log_dir_failure_channel import is_descriptor_exhaustion
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
 from odradek.storage.log_segment import LogSegment
 from odradek.storage.log_segments import LogSegments
 from odradek.storage.log_stats import LOG_FLUSH_SECONDS
+from odradek.storage.offset_index import OffsetPosition
 from odradek.storage.precreated_segment import (
     precreate_segment_file,
     take_precreated_segment_file,
 )
 from odradek.storage.scheduler import Scheduler
+from odradek.storage.transaction_index import AbortedTxn
 from odradek.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -277,6 +283,90 @@ class LocalLog:
                 return info
             segment = self.segments.higher_segment(base_offset)
         return FetchDataInfo(self.next_offset_metadata, None)
+
+    def read_with_aborted_transactions(
+        self,
+        segment: LogSegment | None,
+        start_offset: int,
+        max_length: int,
+        max_metadata: LogOffsetMetadata,
+        min_one_message: bool,
+    ) -> FetchDataInfo:
+        """``read``, with the aborted transactions overlapping the records found (Kafka's read
+        with includeAbortedTxns): a read_committed fetch's, ``max_metadata`` its last stable
+        offset."""
+        info = self.read(segment, start_offset, max_length, max_metadata, min_one_message)
+        return self.add_aborted_transactions(start_offset, info)
+
+    def add_aborted_transactions(self, start_offset: int, info: FetchDataInfo) -> FetchDataInfo:
+        """``info`` with the aborted transactions overlapping its records, from
+        ``start_offset`` up to Kafka's bound (``fetch_upper_bound_offset``)."""
+        if info.records is None:
+            return info
+        aborted = self.collect_aborted_transactions(
+            start_offset, self.fetch_upper_bound_offset(info)
+        )
+        return FetchDataInfo(
+            info.fetch_offset_metadata, info.records, info.first_entry_incomplete, tuple(aborted)
+        )
+
+    def collect_aborted_transactions(
+        self, start_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [``start_offset``, ``upper_bound_offset``), from
+        the .txnindex of the segment holding ``start_offset`` on, until an index's search is
+        complete (Kafka's ``collectAbortedTransactions``)."""
+        found: list[AbortedTxn] = []
+        for candidate in self.segments.values_between(start_offset, INT64_MAX):
+            result = candidate.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
+            found.extend(result.aborted_transactions)
+            if result.is_complete:
+                break
+        return found
+
+    def fetch_upper_bound_offset(self, info: FetchDataInfo) -> int:
+        """An offset no record of ``info`` reaches (Kafka's bound for the aborted transactions
+        a fetch lists): the first offset index entry past the bytes read, else the next
+        segment's base offset, else the log end."""
+        fetched = info.fetch_offset_metadata
+        segment = self.segments.get(fetched.segment_base_offset)
+        if segment is not None and info.records is not None:
+            bound = segment.offset_index.fetch_upper_bound_offset(
+                OffsetPosition(fetched.message_offset, fetched.relative_position_in_segment),
+                info.records.length,
+            )
+            if bound is not None:
+                return bound.offset
+        following = self.segments.higher_segment(fetched.segment_base_offset)
+        return (
+            following.base_offset
+            if following is not None
+            else self.next_offset_metadata.message_offset
+        )
+
+    def find_offset_by_timestamp(
+        self, target_timestamp: int, log_start_offset: int
+    ) -> TimestampAndOffset | None:
+        """The first record at or after ``log_start_offset`` with timestamp >= the target, in
+        the first segment whose largest timestamp reaches it (Kafka's searchOffsetInLocalLog):
+        None when no record is that new, or when that segment's are all below the log start."""
+        for segment in self.segments.values():
+            if segment.largest_timestamp >= target_timestamp:
+                return segment.find_offset_by_timestamp(target_timestamp, log_start_offset)
+        return None
+
+    def max_timestamp_record(self) -> TimestampAndOffset | None:
+        """The first record holding the largest timestamp of the segments, by its own offset;
+        None without records."""
+        best: tuple[LogSegment, TimestampAndOffset] | None = None
+        for segment in self.segments.values():
+            found = segment.max_timestamp_and_offset_so_far
+            if found.timestamp >= 0 and (best is None or found.timestamp > best[1].timestamp):
+                best = (segment, found)
+        if best is None:
+            return None
+        segment, found = best
+        return segment.find_offset_by_timestamp(found.timestamp, segment.base_offset) or found
 
     # --- flush (design §9) -------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ logger = logging.getLogger(__name__)
 
 OfflineListener = Callable[[Path], None]
 
+
 class LogDirFailureChannel:
     """The set of offline log directories, with listeners told of each new one."""
 

@@ -11,7 +11,6 @@ TXN_INDEX_FILE_SUFFIX = ".txnindex"
 DELETED_FILE_SUFFIX = ".deleted"
 CLEANED_FILE_SUFFIX = ".cleaned"
 SWAP_FILE_SUFFIX = ".swap"
-SEGMENT_FILE_SUFFIXES = (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX)
 
 
 def filename_prefix_from_offset(offset: int) -> str:

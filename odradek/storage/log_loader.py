@@ -20,6 +20,7 @@ from pathlib import Path
 
 from odradek.clock import Clock
 from odradek.config.log_config import LogConfig
+from odradek.int_limits import INT64_MAX
 from odradek.storage import log_file_names as names
 from odradek.storage.leader_epoch_file_cache import LeaderEpochFileCache
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
@@ -288,7 +289,7 @@ class LogLoader:
         """Recover every segment that may hold offsets at or above the recovery point; after a
         truncation, later segments cannot be trusted to follow and are deleted."""
         recovered = scanned_bytes = truncated_bytes = 0
-        unflushed = self.segments.values_between(self.recovery_point_checkpoint, 2**63 - 1)
+        unflushed = self.segments.values_between(self.recovery_point_checkpoint, INT64_MAX)
         for segment in unflushed:
             scanned_bytes += segment.size
             truncated = segment.recover()

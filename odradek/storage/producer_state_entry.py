@@ -67,10 +67,6 @@ class ProducerStateEntry:
     def last_offset_delta(self) -> int:
         return self.batches[-1][2] if self.batches else 0
 
-    @property
-    def last_data_offset(self) -> int:
-        return self.batches[-1][1] if self.batches else -1
-
     def add_batch(
         self,
         producer_epoch: int,

@@ -28,10 +28,12 @@ Not thread-safe: the owning UnifiedLog calls it under its lock.
 from __future__ import annotations
 
 import logging
+import threading
 from collections import deque
 from pathlib import Path
 
 from odradek.errors import KafkaError
+from odradek.int_limits import INT64_MAX
 from odradek.record.control_record import EndTransactionMarker
 from odradek.record.record_batch import (
     CONTROL_FLAG_MASK,
@@ -39,6 +41,7 @@ from odradek.record.record_batch import (
     RecordBatch,
 )
 from odradek.storage.active_producer import ActiveProducer
+from odradek.storage.atomic_file import write_atomically
 from odradek.storage.completed_txn import CompletedTxn
 from odradek.storage.log_segment import LogSegment
 from odradek.storage.producer_append_info import (
@@ -96,6 +99,7 @@ class ProducerStateManager:
         the read paths check first, in one step)."""
         self._coordinator_epochs: dict[int, int] = {}
         """The coordinator epoch of each producer's last marker (producers with one only)."""
+        self._snapshot_write_lock = threading.Lock()
 
     # --- the append path ---------------------------------------------------------------------
 
@@ -281,10 +285,20 @@ class ProducerStateManager:
             for row in self.table.rows()
         )
 
+    def write_snapshot(self, offset: int, data: bytes, *, sync_directory: bool = True) -> None:
+        """Write ``data`` (``snapshot_bytes``, taken under the log's lock) as the snapshot at
+        ``offset``, unless one is there already (Kafka's takeSnapshot). A roll's snapshot is
+        written by its background flush, a close's by the closer; both at the log end, so
+        they may name the same file: one writes it."""
+        with self._snapshot_write_lock:
+            path = snapshot_file(self.dir, offset)
+            if not path.exists():
+                write_atomically(path, data, sync_directory=sync_directory)
+
     def snapshot_offsets(self) -> list[int]:
         return snapshot_offsets(self.dir)
 
-    def delete_snapshots(self, *, below: int = -1, above: int = 2**63 - 1) -> None:
+    def delete_snapshots(self, *, below: int = -1, above: int = INT64_MAX) -> None:
         """Delete the snapshots below ``below`` or above ``above``."""
         for offset in self.snapshot_offsets():
             if offset < below or offset > above:

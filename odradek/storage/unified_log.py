@@ -1,9 +1,10 @@
 """UnifiedLog: one partition's log (Kafka's ``UnifiedLog``; design §1, 4, 6, 7, 9, 10).
 
-The offsets clients see (log start offset, high watermark), the producer state, the leader
-epochs, retention decisions, and the append and read entry points the server calls, over the
+The offsets clients see (log start offset, high watermark, last stable offset), the producer
+state, the leader epochs, and the append and read entry points the server calls, over the
 partition's segments on disk (``LocalLog``: the segment map, the log end, rolls, reads from the
-segments, truncation, deletion and flushes of segments).
+segments with their aborted transactions, timestamp searches, truncation, deletion and flushes
+of segments). Retention's decisions are ``LogRetention``'s, opening a log ``LogLoader``'s.
 
 One writer at a time (the log lock serialises appends, rolls, truncation and retention); any
 number of reader threads read without the lock from immutable snapshots (the segment map and the
@@ -24,12 +25,11 @@ from odradek.errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
-from odradek.int_limits import INT64_MAX
 from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from odradek.record.control_record import EndTransactionMarker
 from odradek.record.record_batch import PRODUCER_ID_OFFSET
 from odradek.storage.active_producer import ActiveProducer
-from odradek.storage.atomic_file import fsync_directory, write_atomically
+from odradek.storage.atomic_file import fsync_directory
 from odradek.storage.fetch_data_info import FetchDataInfo, FetchIsolation
 from odradek.storage.file_records import TimestampAndOffset
 from odradek.storage.leader_epoch_file_cache import EpochEntry, LeaderEpochFileCache
@@ -42,19 +42,12 @@ from odradek.storage.log_loader import (
     recover_leader_epochs,
 )
 from odradek.storage.log_offset_metadata import UNKNOWN_OFFSET, LogOffsetMetadata
+from odradek.storage.log_retention import LogRetention
 from odradek.storage.log_segment import LogSegment
 from odradek.storage.log_segments import LogSegments
-from odradek.storage.log_stats import (
-    RETENTION_DELETED_BYTES,
-    RETENTION_DELETED_SEGMENTS,
-    RETENTION_LOG_START_OFFSET,
-    RETENTION_SIZE,
-    RETENTION_TIME,
-)
+from odradek.storage.log_stats import RETENTION_DELETED_BYTES, RETENTION_DELETED_SEGMENTS
 from odradek.storage.log_validator import append_rules, validate_and_assign_offsets
-from odradek.storage.offset_index import OffsetPosition
 from odradek.storage.producer_append_info import ProducerAppendInfo
-from odradek.storage.producer_snapshot_file import snapshot_file
 from odradek.storage.producer_state_manager import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ProducerStateManager,
@@ -124,9 +117,7 @@ class UnifiedLog:
         # read (replaced whole; see _last_stable_offset_metadata).
         self._first_unstable_metadata = LogOffsetMetadata(-1)
         self.leader_epoch_cache = LeaderEpochFileCache(directory, str(self.topic_partition))
-        # A roll's snapshot is written by its background flush, the close's by the closer;
-        # both at the log end, so they may name the same file.
-        self._snapshot_write_lock = threading.Lock()
+        self._retention = LogRetention(self, clock)
         self.update_high_watermark(
             offsets.next_offset_metadata.message_offset
             if high_watermark is None
@@ -579,20 +570,6 @@ class UnifiedLog:
             metadata = self._first_unstable_metadata = self.convert_to_offset_metadata(first)
         return metadata
 
-    def collect_aborted_transactions(
-        self, start_offset: int, upper_bound_offset: int
-    ) -> list[AbortedTxn]:
-        """The aborted transactions overlapping [``start_offset``, ``upper_bound_offset``), from
-        the .txnindex of the segment holding ``start_offset`` on, until an index's search is
-        complete (Kafka's ``collectAbortedTransactions``)."""
-        found: list[AbortedTxn] = []
-        for candidate in self._segments.values_between(start_offset, INT64_MAX):
-            result = candidate.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
-            found.extend(result.aborted_transactions)
-            if result.is_complete:
-                break
-        return found
-
     def active_producers(self) -> list[ActiveProducer]:
         """The partition's producers, as DescribeProducers lists them."""
         with self._lock:
@@ -663,13 +640,7 @@ class UnifiedLog:
             if offset == self._log_start_offset and not self.producer_state.table:
                 return  # an empty log: nothing to replay, and shutdown stays one write lighter
             data = self.producer_state.snapshot_bytes()
-        self._write_snapshot(offset, data)
-
-    def _write_snapshot(self, offset: int, data: bytes, *, sync_directory: bool = True) -> None:
-        with self._snapshot_write_lock:
-            path = snapshot_file(self.dir, offset)
-            if not path.exists():
-                write_atomically(path, data, sync_directory=sync_directory)
+        self.producer_state.write_snapshot(offset, data)
 
     def _reload_producer_state(self) -> None:
         """After a truncation: the snapshots above the new log end go, and the state is
@@ -742,7 +713,7 @@ class UnifiedLog:
 
         def write_snapshot() -> None:
             try:
-                self._write_snapshot(offset, snapshot, sync_directory=False)
+                self.producer_state.write_snapshot(offset, snapshot, sync_directory=False)
             except OSError as error:
                 logger.warning(
                     "[%s] producer snapshot at offset %d not written: %s",
@@ -815,54 +786,30 @@ class UnifiedLog:
             info = self.read(
                 start_offset, max_length, FetchIsolation.HIGH_WATERMARK, min_one_message
             )
-        else:
-            end_metadata = self._local.next_offset_metadata
-            segment = self._segments.floor_segment(start_offset)
-            log_start_offset = self._log_start_offset
-            if (
-                start_offset > end_metadata.message_offset
-                or start_offset < log_start_offset
-                or segment is None
-            ):
-                raise OffsetOutOfRangeError(
-                    f"offset {start_offset} of {self.topic_partition} is out of range "
-                    f"[{log_start_offset}, {end_metadata.message_offset}]"
-                )
-            if start_offset >= max_metadata.message_offset:
-                return FetchDataInfo(
-                    max_metadata
-                    if start_offset == max_metadata.message_offset
-                    else LogOffsetMetadata(start_offset),
-                    None,
-                    aborted_transactions=(),
-                )
-            info = self._local.read(
-                segment, start_offset, max_length, max_metadata, min_one_message
+            return self._local.add_aborted_transactions(start_offset, info)
+        end_metadata = self._local.next_offset_metadata
+        segment = self._segments.floor_segment(start_offset)
+        log_start_offset = self._log_start_offset
+        if (
+            start_offset > end_metadata.message_offset
+            or start_offset < log_start_offset
+            or segment is None
+        ):
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} of {self.topic_partition} is out of range "
+                f"[{log_start_offset}, {end_metadata.message_offset}]"
             )
-        if info.records is None:
-            return info
-        aborted = self.collect_aborted_transactions(
-            start_offset, self._fetch_upper_bound_offset(info)
-        )
-        return FetchDataInfo(
-            info.fetch_offset_metadata, info.records, info.first_entry_incomplete, tuple(aborted)
-        )
-
-    def _fetch_upper_bound_offset(self, info: FetchDataInfo) -> int:
-        """An offset no record of ``info`` reaches (Kafka's bound for the aborted transactions
-        a fetch lists): the first offset index entry past the bytes read, else the next
-        segment's base offset, else the log end."""
-        fetched = info.fetch_offset_metadata
-        segment = self._segments.get(fetched.segment_base_offset)
-        if segment is not None and info.records is not None:
-            bound = segment.offset_index.fetch_upper_bound_offset(
-                OffsetPosition(fetched.message_offset, fetched.relative_position_in_segment),
-                info.records.length,
+        if start_offset >= max_metadata.message_offset:
+            return FetchDataInfo(
+                max_metadata
+                if start_offset == max_metadata.message_offset
+                else LogOffsetMetadata(start_offset),
+                None,
+                aborted_transactions=(),
             )
-            if bound is not None:
-                return bound.offset
-        following = self._segments.higher_segment(fetched.segment_base_offset)
-        return following.base_offset if following is not None else self.log_end_offset
+        return self._local.read_with_aborted_transactions(
+            segment, start_offset, max_length, max_metadata, min_one_message
+        )
 
     def convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:
         """The on-disk position of ``offset`` (OFFSET_OUT_OF_RANGE outside the log)."""
@@ -887,24 +834,13 @@ class UnifiedLog:
             else:
                 latest = self.log_end_offset
             return TimestampAndOffset(-1, latest)
-        for segment in self._segments.values():
-            if segment.largest_timestamp >= target_timestamp:
-                return segment.find_offset_by_timestamp(target_timestamp, self._log_start_offset)
-        return None
+        return self._local.find_offset_by_timestamp(target_timestamp, self._log_start_offset)
 
     def max_timestamp_record(self) -> TimestampAndOffset | None:
         """ListOffsets MAX_TIMESTAMP (-3): the first record holding the log's largest timestamp,
         by its own offset (as Kafka answers since 3.8), not the last offset of its batch that
         the time index keeps; None for a log without records."""
-        best: tuple[LogSegment, TimestampAndOffset] | None = None
-        for segment in self._segments.values():
-            found = segment.max_timestamp_and_offset_so_far
-            if found.timestamp >= 0 and (best is None or found.timestamp > best[1].timestamp):
-                best = (segment, found)
-        if best is None:
-            return None
-        segment, found = best
-        return segment.find_offset_by_timestamp(found.timestamp, segment.base_offset) or found
+        return self._local.max_timestamp_record()
 
     # --- high watermark and log start offset (design §7) ----------------------------------------
 
@@ -995,7 +931,7 @@ class UnifiedLog:
                 f"cannot delete records of {self.topic_partition} below {offset}"
             )
         self.maybe_increment_log_start_offset(offset, "delete records")
-        self._delete_log_start_offset_breached_segments()
+        self._retention.delete_log_start_offset_breached_segments()
         return self._log_start_offset
 
     # --- flush (design §9) ----------------------------------------------------------------------
@@ -1022,58 +958,13 @@ class UnifiedLog:
     # --- retention (design §10) -----------------------------------------------------------------
 
     def delete_old_segments(self) -> int:
-        """Apply the retention rules of the topic's cleanup.policy; return segments deleted."""
-        if self._config.delete:
-            return (
-                self._delete_retention_ms_breached_segments()
-                + self._delete_retention_size_breached_segments()
-                + self._delete_log_start_offset_breached_segments()
-            )
-        return self._delete_log_start_offset_breached_segments()
+        """Apply the retention rules of the topic's cleanup.policy (LogRetention); return
+        segments deleted."""
+        return self._retention.delete_old_segments()
 
-    def _delete_retention_ms_breached_segments(self) -> int:
-        retention_ms = self._config.retention_ms
-        if retention_ms < 0:
-            return 0
-        now_ms = self._clock.milliseconds()
-        return self._delete_old_segments_matching(
-            lambda segment, _next: now_ms - segment.largest_timestamp > retention_ms,
-            RETENTION_TIME,
-            f"retention time {retention_ms} ms breached",
-        )
-
-    def _delete_retention_size_breached_segments(self) -> int:
-        retention_bytes = self._config.retention_bytes
-        size = self.size_in_bytes
-        if retention_bytes < 0 or size < retention_bytes:
-            return 0
-        excess = size - retention_bytes
-
-        def over_size(segment: LogSegment, _next: LogSegment | None) -> bool:
-            nonlocal excess
-            if excess - segment.size >= 0:
-                excess -= segment.size
-                return True
-            return False
-
-        return self._delete_old_segments_matching(
-            over_size, RETENTION_SIZE, f"retention size {retention_bytes} bytes breached"
-        )
-
-    def _delete_log_start_offset_breached_segments(self) -> int:
-        log_start_offset = self._log_start_offset
-        return self._delete_old_segments_matching(
-            lambda _segment, next_segment: (
-                next_segment is not None and next_segment.base_offset <= log_start_offset
-            ),
-            RETENTION_LOG_START_OFFSET,
-            f"below the log start offset {log_start_offset}",
-        )
-
-    def _delete_old_segments_matching(
-        self, predicate: SegmentPredicate, rule: str, reason: str
-    ) -> int:
-        """Delete the segments retention ``rule`` (see log_stats) allows; ``reason`` is logged."""
+    def delete_segments_matching(self, predicate: SegmentPredicate, rule: str, reason: str) -> int:
+        """Delete the segments retention ``rule`` (see log_stats) allows, as LogRetention
+        decided; ``reason`` is logged."""
         with self._lock:
             deletable = self._local.deletable_segments(predicate, self.high_watermark)
             if not deletable:
