@@ -120,6 +120,8 @@ ODRADEK_DEFAULTS = {
     "listeners": None,
     "metrics.host": "127.0.0.1",
     "metrics.port": 9644,
+    # How long an fsync for acks=all answers waits for requests still coming (docs/durability.md).
+    "log.flush.commit.linger.ms": 2,
     "max.connections": 10000,
     "queued.max.request.bytes": 512 * 1024 * 1024,
     "socket.request.timeout.ms": 30000,
