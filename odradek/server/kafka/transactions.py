@@ -15,6 +15,7 @@ describe.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -448,8 +449,9 @@ class KafkaTransactionApis:
             busy = any(isinstance(e, ConcurrentTransactionsError) for e in results.values())
             if not busy or waited >= ADD_PARTITIONS_RETRY_MAX_S:
                 return results
-            await asyncio.sleep(ADD_PARTITIONS_RETRY_BACKOFF_S)
-            waited += ADD_PARTITIONS_RETRY_BACKOFF_S
+            started = time.monotonic()
+            await self._coordinator.wait_for_a_completion(ADD_PARTITIONS_RETRY_BACKOFF_S)
+            waited += time.monotonic() - started
 
 
 def is_transactional(records: bytes | memoryview) -> bool:

@@ -103,6 +103,7 @@ class TransactionCoordinator:
         self._clock = clock
         self._background: list[asyncio.Task[None]] = []
         self._aborts: set[asyncio.Task[None]] = set()
+        self._completion: asyncio.Event | None = None
         self.active = False
 
     @property
@@ -176,6 +177,20 @@ class TransactionCoordinator:
 
     def _completed(self, metadata: TransactionMetadata, committed: bool) -> None:
         self._metrics.completed(committed)
+        completion, self._completion = self._completion, None
+        if completion is not None:
+            completion.set()
+
+    async def wait_for_a_completion(self, timeout_s: float) -> None:
+        """Return once any transaction's CompleteCommit/CompleteAbort is durable, or after
+        ``timeout_s``: a request refused with CONCURRENT_TRANSACTIONS tries again as soon as
+        the transaction it waited for has ended, not at the next tick of a fixed backoff."""
+        if self._completion is None:
+            self._completion = asyncio.Event()
+        try:
+            await asyncio.wait_for(self._completion.wait(), timeout_s)
+        except TimeoutError:
+            pass
 
     # --- InitProducerId ----------------------------------------------------------------------
 
