@@ -174,8 +174,8 @@ def test_unknown_api_keys_and_versions(broker: RunningBroker) -> None:
     assert (received_id, error) == (correlation_id, 35)
     assert (18, 0, 5) in entries and (0, 0, 12) in entries and (1, 4, 12) in entries
     assert (11, 0, 9) in entries and (9, 1, 8) in entries  # JoinGroup, OffsetFetch
-    assert (22, 0, 4) in entries and (23, 2, 4) in entries  # idempotence, leader epochs
-    assert 24 not in {key for key, _, _ in entries}  # no transactions
+    assert (22, 0, 5) in entries and (23, 2, 4) in entries  # producer ids, leader epochs
+    assert (24, 0, 5) in entries and (26, 0, 5) in entries  # AddPartitionsToTxn, EndTxn
     assert (17, 0, 1) in entries and (36, 0, 2) in entries  # SASL
 
     kafka.send(1, 3, b"", False)  # Fetch v3: below the versions served
