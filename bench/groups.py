@@ -38,7 +38,6 @@ from odradek.config.broker_config_loader import load_broker_config
 from odradek.protocol.offset_commit import OffsetCommitPartition, OffsetCommitRequest
 from odradek.record.record_batch_builder import RecordBatchBuilder
 from odradek.server.broker import Broker
-from odradek.server.group.coordinator_log import create_offsets_topic
 from odradek.server.group.coordinator_records import OffsetCommitKey, OffsetCommitValue
 from odradek.topic_partition import TopicPartition
 
@@ -150,7 +149,7 @@ def startup_with_offsets(offsets: int) -> tuple[float, float, int]:
         broker = thread.call(Broker, config)
         thread.run(broker.start(), timeout=60)
         manager = broker.log_manager
-        create_offsets_topic(manager.create_topic, config)
+        broker.group_coordinator_log.topic.create()
         groups = max(offsets // 1000, 1)
         now = int(time.time() * 1000)
         written = 0
@@ -162,7 +161,7 @@ def startup_with_offsets(offsets: int) -> tuple[float, float, int]:
                 builder.append(now, key, OffsetCommitValue(partition, -1, "", now).to_bytes())
                 written += 1
             tp = TopicPartition(
-                "__consumer_offsets", broker.group_coordinator_log.partition_for(group)
+                "__consumer_offsets", broker.group_coordinator_log.topic.partition_for(group)
             )
             manager.get_log(tp).append(builder.build())
         thread.run(broker.stop(), timeout=120)

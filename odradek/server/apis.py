@@ -43,10 +43,10 @@ from odradek.protocol.sasl import (
     SaslHandshakeResponse,
 )
 from odradek.protocol.schema import Message
+from odradek.record.record_batch import starts_transactional
 from odradek.server.admin.admin_manager import AdminManager
 from odradek.server.authorization.api_authorization import ApiAuthorization
 from odradek.server.authorization.authorizer import Authorizer
-from odradek.server.kafka.transactions import is_transactional
 from odradek.server.metrics.broker_metrics import BrokerMetrics
 from odradek.server.msgpack.groups import MsgpackGroupApis
 from odradek.server.msgpack.kafka_data import MsgpackKafkaData, by_version
@@ -227,7 +227,7 @@ class ApiRouter:
             and context.header.api_key == _PRODUCE
             and (
                 request.transactional_id is not None
-                or any(is_transactional(entry.records) for entry in request.partitions)
+                or any(starts_transactional(entry.records) for entry in request.partitions)
             )
         ):
             return self._produce_checked(check, context, request)

@@ -758,22 +758,24 @@ class UnifiedLog:
             return nothing_new
         if isolation is not _LOG_END and max_metadata.message_offset_only:
             max_metadata = self._fetch_high_watermark_metadata()
-        segment = self._segments.floor_segment(start_offset)
-        log_start_offset = self._log_start_offset
-        if (
-            start_offset > end_metadata.message_offset
-            or start_offset < log_start_offset
-            or segment is None
-        ):
-            raise OffsetOutOfRangeError(
-                f"offset {start_offset} of {self.topic_partition} is out of range "
-                f"[{log_start_offset}, {end_metadata.message_offset}]"
-            )
+        segment = self._segment_holding(start_offset, end_metadata.message_offset)
         if start_offset == max_metadata.message_offset:
             return FetchDataInfo(max_metadata, None)
         if start_offset > max_metadata.message_offset:
             return FetchDataInfo(LogOffsetMetadata(start_offset), None)
         return self._local.read(segment, start_offset, max_length, max_metadata, min_one_message)
+
+    def _segment_holding(self, start_offset: int, log_end_offset: int) -> LogSegment:
+        """The segment a read from ``start_offset`` starts in; OFFSET_OUT_OF_RANGE when the
+        offset lies outside [log start, log end]."""
+        segment = self._segments.floor_segment(start_offset)
+        log_start_offset = self._log_start_offset
+        if start_offset > log_end_offset or start_offset < log_start_offset or segment is None:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} of {self.topic_partition} is out of range "
+                f"[{log_start_offset}, {log_end_offset}]"
+            )
+        return segment
 
     def _read_committed(
         self, start_offset: int, max_length: int, min_one_message: bool
@@ -788,17 +790,7 @@ class UnifiedLog:
             )
             return self._local.add_aborted_transactions(start_offset, info)
         end_metadata = self._local.next_offset_metadata
-        segment = self._segments.floor_segment(start_offset)
-        log_start_offset = self._log_start_offset
-        if (
-            start_offset > end_metadata.message_offset
-            or start_offset < log_start_offset
-            or segment is None
-        ):
-            raise OffsetOutOfRangeError(
-                f"offset {start_offset} of {self.topic_partition} is out of range "
-                f"[{log_start_offset}, {end_metadata.message_offset}]"
-            )
+        segment = self._segment_holding(start_offset, end_metadata.message_offset)
         if start_offset >= max_metadata.message_offset:
             return FetchDataInfo(
                 max_metadata

@@ -21,26 +21,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from odradek.clock import Clock
 from odradek.config.broker_config import BrokerConfig
 from odradek.errors import (
-    CoordinatorNotAvailableError,
     CorruptRecordError,
-    KafkaError,
-    KafkaStorageError,
-    RequestTimedOutError,
-    TopicAlreadyExistsError,
-    UnknownTopicOrPartitionError,
 )
 from odradek.protocol.produce import Acks
 from odradek.record.control_record import ControlRecordType
-from odradek.record.memory_records import MemoryRecords
-from odradek.record.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from odradek.record.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, RecordBatch
 from odradek.record.record_batch_builder import RecordBatchBuilder
+from odradek.server.coordinator_topic import CoordinatorTopic, CreateTopic
 from odradek.server.group.coordinator_records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -52,7 +46,6 @@ from odradek.server.group.coordinator_records import (
 from odradek.server.group.group_metadata import GroupMetadata
 from odradek.server.group.offset_and_metadata import OffsetAndMetadata
 from odradek.server.replica_manager import ReplicaManager
-from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log_manager import LogManager
 from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
@@ -60,32 +53,6 @@ from odradek.topic_partition import TopicPartition
 logger = logging.getLogger(__name__)
 
 GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
-CreateTopic = Callable[[str, int, Mapping[str, object]], object]
-"""How a topic is created: (name, partition count, config overrides)."""
-
-
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode`` over UTF-16 code units, as a signed int32."""
-    value = 0
-    data = text.encode("utf-16-be")
-    for index in range(0, len(data), 2):
-        value = (31 * value + ((data[index] << 8) | data[index + 1])) & 0xFFFFFFFF
-    return value - (1 << 32) if value >= 1 << 31 else value
-
-
-def coordinator_error(error: KafkaError) -> KafkaError:
-    """What a failed write to ``__consumer_offsets`` means to a client (Kafka's mapping):
-    a timeout or storage failure is COORDINATOR_NOT_AVAILABLE (retriable); the rest is kept."""
-    if isinstance(error, KafkaStorageError | RequestTimedOutError | UnknownTopicOrPartitionError):
-        return CoordinatorNotAvailableError(error.message)
-    return error
-
-
-def partition_for(group_id: str, num_partitions: int) -> int:
-    """Kafka's ``Utils.abs(groupId.hashCode) % numPartitions``."""
-    return (java_string_hash(group_id) & 0x7FFFFFFF) % num_partitions
-
-
 MAX_SEQUENCE = 0x7FFFFFFF
 
 
@@ -133,37 +100,23 @@ class CoordinatorLog:
         create_topic: CreateTopic,
     ) -> None:
         self._config = config
-        self._log_manager = log_manager
-        self._replica_manager = replica_manager
-        self._io_executor = io_executor
         self._clock = clock
-        self._create_topic = create_topic
-        self._topic_ready = asyncio.Lock()
+        self.topic = CoordinatorTopic(
+            GROUP_METADATA_TOPIC_NAME,
+            config.offsets_topic_num_partitions,
+            # Kafka's settings: compacted, offsets.topic.segment.bytes segments, codecs kept.
+            {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(config.offsets_topic_segment_bytes),
+                "compression.type": "producer",
+            },
+            log_manager,
+            replica_manager,
+            io_executor,
+            create_topic,
+        )
         self._transactional_appends = asyncio.Lock()
         self.load_summary: LoadSummary | None = None
-
-    @property
-    def num_partitions(self) -> int:
-        """The topic's partition count: as created, else ``offsets.topic.num.partitions``."""
-        existing = self._log_manager.partitions(GROUP_METADATA_TOPIC_NAME)
-        return len(existing) or self._config.offsets_topic_num_partitions
-
-    def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.num_partitions)
-
-    # --- the topic ---------------------------------------------------------------------------
-
-    async def ensure_topic(self) -> None:
-        """Create ``__consumer_offsets`` if it does not exist yet."""
-        if self._log_manager.partitions(GROUP_METADATA_TOPIC_NAME):
-            return
-        async with self._topic_ready:
-            if self._log_manager.partitions(GROUP_METADATA_TOPIC_NAME):
-                return
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(
-                self._io_executor, create_offsets_topic, self._create_topic, self._config
-            )
 
     # --- writes ------------------------------------------------------------------------------
 
@@ -182,10 +135,7 @@ class CoordinatorLog:
         restart replays). Raises a KafkaError (REQUEST_TIMED_OUT after
         ``offsets.commit.timeout.ms``, KAFKA_STORAGE_ERROR, INVALID_PRODUCER_EPOCH for a
         fenced producer ...) when it is not durable."""
-        await self.ensure_topic()
-        partition = self._replica_manager.partition(
-            GROUP_METADATA_TOPIC_NAME, self.partition_for(group_id)
-        )
+        partition = await self.topic.partition_of(group_id)
         now = self._clock.milliseconds()
         if producer_id == NO_PRODUCER_ID:
             builder = RecordBatchBuilder()
@@ -210,17 +160,14 @@ class CoordinatorLog:
         offsets = list(range(info.first_offset, info.last_offset + 1))
         if on_appended is not None:
             on_appended(offsets)
-        durable = partition.durable(info.last_offset)
-        try:
-            await asyncio.wait_for(
-                asyncio.shield(durable), self._config.offsets_commit_timeout_ms / 1000
-            )
-        except TimeoutError:
-            raise RequestTimedOutError(
-                f"the append of group {group_id} to {partition.topic_partition} was not "
-                f"fsync'ed within offsets.commit.timeout.ms="
-                f"{self._config.offsets_commit_timeout_ms}"
-            ) from None
+        timeout_ms = self._config.offsets_commit_timeout_ms
+        await self.topic.wait_durable(
+            partition,
+            info.last_offset,
+            timeout_ms / 1000,
+            f"the append of group {group_id}",
+            f"offsets.commit.timeout.ms={timeout_ms}",
+        )
         return offsets
 
     async def append_offset_commits(
@@ -294,53 +241,34 @@ class CoordinatorLog:
         logged and skipped."""
         started = time.monotonic()
         count = 0
-        partitions = self._log_manager.partitions(GROUP_METADATA_TOPIC_NAME)
+        partitions = self.topic.partitions()
+        buffer_size = self._config.offsets_load_buffer_size
         for tp in partitions:
-            try:
-                log = self._log_manager.get_log(tp)
-            except KafkaError as error:
-                logger.error("[%s] cannot load group state: %s", tp, error)
-                continue
-            for record in self._read_all(log, tp):
-                count += 1
-                yield record
+            for batch, offset in self.topic.batches(tp, buffer_size):
+                for loaded in _loaded(tp, batch, offset):
+                    count += 1
+                    yield loaded
         self.load_summary = LoadSummary(len(partitions), count, time.monotonic() - started)
 
-    def _read_all(
-        self, log: UnifiedLog, tp: TopicPartition
-    ) -> Iterator[LoadedRecord | LoadedMarker]:
-        offset = log.log_start_offset
-        end = log.log_end_offset
-        buffer_size = self._config.offsets_load_buffer_size
-        while offset < end:
-            info = log.read(offset, buffer_size, FetchIsolation.LOG_END, True)
-            if info.records is None:
-                break
-            data = info.records.read_bytes()
-            moved = False
-            for batch in MemoryRecords(data).batches():
-                if batch.is_control:
-                    for record in batch.records():
-                        if record.offset >= offset:
-                            marker = _marker(tp, batch.producer_id, record.key, record.offset)
-                            if marker is not None:
-                                yield marker
-                    offset = batch.next_offset
-                    moved = True
-                    continue
-                producer_id = batch.producer_id if batch.is_transactional else NO_PRODUCER_ID
-                for record in batch.records():
-                    if record.offset < offset or record.key is None:
-                        continue
-                    loaded = _decode(tp, record.key, record.value, record.offset, producer_id)
-                    if loaded is not None:
-                        yield loaded
-                offset = batch.next_offset
-                moved = True
-            if not moved:
-                raise CoordinatorNotAvailableError(
-                    f"[{tp}] cannot read the batch at offset {offset} while loading groups"
-                )
+
+def _loaded(
+    tp: TopicPartition, batch: RecordBatch, offset: int
+) -> Iterator[LoadedRecord | LoadedMarker]:
+    """The records of ``batch`` from ``offset`` on, decoded; a control batch's marker."""
+    if batch.is_control:
+        for record in batch.records():
+            if record.offset >= offset:
+                marker = _marker(tp, batch.producer_id, record.key, record.offset)
+                if marker is not None:
+                    yield marker
+        return
+    producer_id = batch.producer_id if batch.is_transactional else NO_PRODUCER_ID
+    for record in batch.records():
+        if record.offset < offset or record.key is None:
+            continue
+        loaded = _decode(tp, record.key, record.value, record.offset, producer_id)
+        if loaded is not None:
+            yield loaded
 
 
 def _next_sequence(log: UnifiedLog, producer_id: int, producer_epoch: int) -> int:
@@ -379,18 +307,3 @@ def _marker(
     if control_type not in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
         return None
     return LoadedMarker(producer_id, control_type is ControlRecordType.COMMIT, offset, tp.partition)
-
-
-def create_offsets_topic(create_topic: CreateTopic, config: BrokerConfig) -> None:
-    """Create ``__consumer_offsets`` through the broker's topic-creation path, with Kafka's
-    settings for it: compacted, ``offsets.topic.segment.bytes`` segments, codecs kept as
-    produced."""
-    overrides = {
-        "cleanup.policy": "compact",
-        "segment.bytes": str(config.offsets_topic_segment_bytes),
-        "compression.type": "producer",
-    }
-    try:
-        create_topic(GROUP_METADATA_TOPIC_NAME, config.offsets_topic_num_partitions, overrides)
-    except TopicAlreadyExistsError:
-        pass

@@ -29,13 +29,13 @@ from odradek.errors import (
     NonEmptyGroupError,
 )
 from odradek.protocol.binary_fields import STRING_MAX_BYTES
+from odradek.server.coordinator_topic import coordinator_error
 from odradek.server.group.classic_group_rebalancer import ClassicGroupRebalancer
 from odradek.server.group.coordinator_log import (
     GROUP_METADATA_TOPIC_NAME,
     CoordinatorLog,
     LoadedMarker,
     LoadedRecord,
-    coordinator_error,
 )
 from odradek.server.group.coordinator_records import (
     GroupMetadataValue,
@@ -356,8 +356,8 @@ class GroupCoordinator:
     ) -> None:
         if self.verify_transaction is None:
             return
-        await self._log.ensure_topic()
-        tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, self._log.partition_for(group_id))
+        await self._log.topic.ensure()
+        tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, self._log.topic.partition_for(group_id))
         errors = await self.verify_transaction(
             transactional_id, producer_id, producer_epoch, (tp,), implicit_add
         )

@@ -14,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import replace
+from typing import Any
 
 from odradek.clock import Clock
 from odradek.config.broker_config import BrokerConfig
@@ -31,10 +32,10 @@ from odradek.errors import (
 )
 from odradek.protocol.binary_fields import STRING_MAX_BYTES
 from odradek.record.record_batch import NO_PRODUCER_ID
+from odradek.server.coordinator_topic import coordinator_error
 from odradek.server.group.coordinator_log import (
     GROUP_METADATA_TOPIC_NAME,
     CoordinatorLog,
-    coordinator_error,
 )
 from odradek.server.group.coordinator_records import OffsetCommitKey, OffsetCommitValue
 from odradek.server.group.coordinator_results import (
@@ -58,6 +59,8 @@ from odradek.storage.log_manager import LogManager
 from odradek.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
+OffsetPair = tuple[TopicPartition, OffsetAndMetadata]
+"""A partition and the offset committed for it."""
 
 
 class OffsetMetadataManager:
@@ -141,7 +144,8 @@ class OffsetMetadataManager:
         (each unless a later record of the partition's offset is committed already, as
         Kafka keeps the most recent record), or are dropped."""
         completed = self._pending.complete(
-            producer_id, lambda group_id: self._log.partition_for(group_id) in offsets_partitions
+            producer_id,
+            lambda group_id: self._log.topic.partition_for(group_id) in offsets_partitions,
         )
         for group_id, offsets in completed:
             if committed:
@@ -176,38 +180,18 @@ class OffsetMetadataManager:
         commit naming no member is accepted in any state (older clients name none)."""
         started = time.monotonic()
         try:
-            group = self._groups.get(group_id)
-            if group is None:
-                if generation_id >= 0:
-                    raise IllegalGenerationError(
-                        f"group {group_id} does not exist, so generation {generation_id} is over"
-                    )
-                group = self._groups.get_or_create(group_id)
+            group = self._committing_group(group_id, generation_id)
             group.validate_offset_commit(
                 generation_id, member_id, group_instance_id, is_transactional=True
             )
         except KafkaError as error:
             info = ErrorInfo.of(error)
             return tuple(PartitionResult(o.topic, o.partition, info) for o in offsets)
-        results, pairs = self._accepted(offsets)
-        if pairs:
-            group.commits_in_flight += 1
-            try:
-                await asyncio.shield(
-                    self._tasks.spawn(
-                        group_id,
-                        self._store_transactional(group, producer_id, producer_epoch, pairs),
-                    )
-                )
-            except KafkaError as error:
-                info = ErrorInfo.of(coordinator_error(error))
-                results = {i: info if r is NO_ERROR else r for i, r in results.items()}
-            else:
-                self._metrics.committed(time.monotonic() - started)
-        self._forget_if_unused(group_id)
-        return tuple(
-            PartitionResult(entry.topic, entry.partition, results[index])
-            for index, entry in enumerate(offsets)
+        return await self._stored(
+            group,
+            offsets,
+            started,
+            lambda pairs: self._store_transactional(group, producer_id, producer_epoch, pairs),
         )
 
     async def _store_transactional(
@@ -277,22 +261,41 @@ class OffsetMetadataManager:
         commit from a consumer outside group management, accepted while the group is empty."""
         started = time.monotonic()
         try:
-            group = self._groups.get(group_id)
-            if group is None:
-                if generation_id >= 0:
-                    raise IllegalGenerationError(
-                        f"group {group_id} does not exist, so generation {generation_id} is over"
-                    )
-                group = self._groups.get_or_create(group_id)
+            group = self._committing_group(group_id, generation_id)
             self._groups.validate_offset_commit(group, generation_id, member_id, group_instance_id)
         except KafkaError as error:
             info = ErrorInfo.of(error)
             return tuple(PartitionResult(o.topic, o.partition, info) for o in offsets)
+        return await self._stored(group, offsets, started, lambda pairs: self._store(group, pairs))
+
+    def _committing_group(self, group_id: str, generation_id: int) -> GroupMetadata:
+        """The group a commit goes to, created for a commit from outside group management;
+        ILLEGAL_GENERATION for a member's commit to a group that does not exist."""
+        group = self._groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                raise IllegalGenerationError(
+                    f"group {group_id} does not exist, so generation {generation_id} is over"
+                )
+            group = self._groups.get_or_create(group_id)
+        return group
+
+    async def _stored(
+        self,
+        group: GroupMetadata,
+        offsets: Sequence[OffsetCommitEntry],
+        started: float,
+        store: Callable[[list[OffsetPair]], Coroutine[Any, Any, None]],
+    ) -> tuple[PartitionResult, ...]:
+        """The answer to a commit of ``offsets``: those accepted are written by ``store`` (a
+        group task, finished even if the request is cancelled) and answered once durable;
+        a failed write is every accepted partition's error, as Kafka maps it."""
+        group_id = group.group_id
         results, pairs = self._accepted(offsets)
         if pairs:
             group.commits_in_flight += 1
             try:
-                await asyncio.shield(self._tasks.spawn(group_id, self._store(group, pairs)))
+                await asyncio.shield(self._tasks.spawn(group_id, store(pairs)))
             except KafkaError as error:
                 info = ErrorInfo.of(coordinator_error(error))
                 results = {i: info if r is NO_ERROR else r for i, r in results.items()}

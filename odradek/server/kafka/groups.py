@@ -107,7 +107,7 @@ class KafkaGroupApis:
             error = InvalidRequestError(f"unknown coordinator key type {key_type}")
         else:
             try:
-                await self._manager.ensure_topic()
+                await self._manager.topic.ensure()
             except KafkaError as failure:
                 error = CoordinatorNotAvailableError(f"cannot create the offsets topic: {failure}")
         host, port = self._endpoint(context)
@@ -272,17 +272,7 @@ class KafkaGroupApis:
             body["generation_id_or_member_epoch"],
             body["member_id"],
             body.get("group_instance_id"),
-            [
-                OffsetCommitEntry(
-                    topic["name"],
-                    p["partition_index"],
-                    p["committed_offset"],
-                    p.get("committed_leader_epoch", -1),
-                    p["committed_metadata"],
-                )
-                for topic in topics
-                for p in topic["partitions"]
-            ],
+            _offset_commit_entries(topics),
         )
         return {"topics": _partition_errors(topics, results)}
 
@@ -317,17 +307,7 @@ class KafkaGroupApis:
             body.get("generation_id", -1),
             body.get("member_id", ""),
             body.get("group_instance_id"),
-            [
-                OffsetCommitEntry(
-                    topic["name"],
-                    p["partition_index"],
-                    p["committed_offset"],
-                    p.get("committed_leader_epoch", -1),
-                    p["committed_metadata"],
-                )
-                for topic in topics
-                for p in topic["partitions"]
-            ],
+            _offset_commit_entries(topics),
             implicit_add,
         )
         return _partition_errors(topics, results)
@@ -528,6 +508,21 @@ class KafkaGroupApis:
             "results": [{"group_id": r.group_id, "error_code": r.error.error_code} for r in results]
             + [{"group_id": name, "error_code": d.code} for name, d in denials.items()]
         }
+
+
+def _offset_commit_entries(topics: list[dict[str, Any]]) -> list[OffsetCommitEntry]:
+    """OffsetCommit's and TxnOffsetCommit's topics, as the coordinator takes them."""
+    return [
+        OffsetCommitEntry(
+            topic["name"],
+            p["partition_index"],
+            p["committed_offset"],
+            p.get("committed_leader_epoch", -1),
+            p["committed_metadata"],
+        )
+        for topic in topics
+        for p in topic["partitions"]
+    ]
 
 
 def _partition_errors(

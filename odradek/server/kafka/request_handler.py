@@ -88,6 +88,7 @@ from odradek.protocol.produce import (
     ProduceRequest,
 )
 from odradek.protocol.schema import Message
+from odradek.record.record_batch import starts_transactional
 from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.admin.admin_manager import AdminManager
 from odradek.server.admin.topic_ids import TopicIds
@@ -103,7 +104,7 @@ from odradek.server.kafka.quotas import KafkaQuotaApis
 from odradek.server.kafka.request import KafkaHandler, KafkaRequest
 from odradek.server.kafka.security import KafkaSecurityApis
 from odradek.server.kafka.topics import KafkaTopicApis
-from odradek.server.kafka.transactions import KafkaTransactionApis, is_transactional
+from odradek.server.kafka.transactions import KafkaTransactionApis
 from odradek.server.quota.client_quota_admin import ClientQuotaAdmin
 from odradek.server.quota.client_quotas import ClientQuotas
 from odradek.server.replica_manager import ReplicaManager
@@ -246,7 +247,7 @@ class KafkaRequestHandler:
             if produce is None:
                 return None
             version, correlation_id, topic, partition, records, acks, timeout_ms = produce
-            if len(records) > 22 and records[22] & 0x10:
+            if starts_transactional(records):
                 return None  # a transactional batch: checked against its transaction
             if acks is _ACKS_ALL:
                 return self._durable_answer(produce)
@@ -295,7 +296,7 @@ class KafkaRequestHandler:
         here and now, its answer to go out once fsync'ed; None when it is not appended (nothing
         is written then) or has no time to wait (``timeout_ms`` 0: the general path answers)."""
         version, correlation_id, topic, partition, records, _, timeout_ms = produce
-        if timeout_ms <= 0 or (len(records) > 22 and records[22] & 0x10):
+        if timeout_ms <= 0 or starts_transactional(records):
             return None  # (a transactional batch is checked against its transaction first)
         appended = self._replicas.append_durably_at_once(topic, partition, records)
         if appended is None:
@@ -666,7 +667,7 @@ class KafkaRequestHandler:
         transactions = self._transactions
         if transactions is not None and (
             body.transactional_id is not None
-            or any(is_transactional(entry.records) for entry in entries)
+            or any(starts_transactional(entry.records) for entry in entries)
         ):
             refused = await transactions.check_produce(request, context)
             if refused:

@@ -36,6 +36,7 @@ from odradek.errors import (
 )
 from odradek.protocol.kafka import api_versions as apis
 from odradek.protocol.kafka.produce_request import KafkaProduceRequest
+from odradek.record.record_batch import transactional_producer
 from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.group.coordinator_log import GROUP_METADATA_TOPIC_NAME, CoordinatorLog
@@ -62,26 +63,12 @@ FIRST_PRODUCER_FENCED = {  # KIP-588: older versions are answered INVALID_PRODUC
 }
 ADD_PARTITIONS_RETRY_BACKOFF_S = 0.02  # add.partitions.to.txn.retry.backoff.ms
 ADD_PARTITIONS_RETRY_MAX_S = 0.1  # add.partitions.to.txn.retry.backoff.max.ms
-_MAGIC_AT, _ATTRIBUTES_LOW_AT, _TRANSACTIONAL = 16, 22, 0x10  # a v2 record batch's header
-_PRODUCER_ID_AT, _PRODUCER_EPOCH_AT = 43, 51
 _RETRIABLE_VERIFICATION = (
     ConcurrentTransactionsError,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     NotCoordinatorError,
 )
-
-
-def transactional_producer(records: bytes | memoryview) -> tuple[int, int] | None:
-    """The producer id and epoch of a transactional first batch; None for any other."""
-    if (
-        len(records) > _PRODUCER_EPOCH_AT + 1
-        and records[_MAGIC_AT] == 2
-        and records[_ATTRIBUTES_LOW_AT] & _TRANSACTIONAL
-    ):
-        data = bytes(records[_PRODUCER_ID_AT : _PRODUCER_EPOCH_AT + 2])
-        return int.from_bytes(data[:8], "big", signed=True), int.from_bytes(data[8:], "big")
-    return None
 
 
 class KafkaTransactionApis:
@@ -236,9 +223,9 @@ class KafkaTransactionApis:
                 denial = self._authorizer.group_denial(context, READ, group_id)
             if denial is not None:
                 raise denial
-            await self._group_log.ensure_topic()
+            await self._group_log.topic.ensure()
             partition = TopicPartition(
-                GROUP_METADATA_TOPIC_NAME, self._group_log.partition_for(group_id)
+                GROUP_METADATA_TOPIC_NAME, self._group_log.topic.partition_for(group_id)
             )
             await self._coordinator.add_partitions_to_transaction(
                 transactional_id,
@@ -452,16 +439,6 @@ class KafkaTransactionApis:
             started = time.monotonic()
             await self._coordinator.wait_for_a_completion(ADD_PARTITIONS_RETRY_BACKOFF_S)
             waited += time.monotonic() - started
-
-
-def is_transactional(records: bytes | memoryview) -> bool:
-    """Whether a partition's records start with a transactional batch (a byte test: the
-    general produce path asks it of every partition)."""
-    return (
-        len(records) > _ATTRIBUTES_LOW_AT
-        and records[_MAGIC_AT] == 2
-        and bool(records[_ATTRIBUTES_LOW_AT] & _TRANSACTIONAL)
-    )
 
 
 def _produce_error(error: KafkaError, version: int) -> KafkaError:

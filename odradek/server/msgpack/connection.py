@@ -43,7 +43,7 @@ from odradek.protocol.immediate import (
 from odradek.protocol.messages import decode_request, encode_response
 from odradek.protocol.produce import Acks
 from odradek.protocol.schema import Message
-from odradek.record.record_batch import ATTRIBUTES_OFFSET, TRANSACTIONAL_FLAG_MASK
+from odradek.record.record_batch import starts_transactional
 from odradek.server.apis import EAGER_API_KEYS, ApiRouter
 from odradek.server.metrics.broker_metrics import BrokerMetrics
 from odradek.server.request_context import RequestContext
@@ -52,7 +52,6 @@ logger = logging.getLogger(__name__)
 
 # (Members at hand: looking one up on its enum class costs about a call, per request.)
 _ACKS_NONE = Acks.NONE
-_ATTRIBUTES_LOW_AT = ATTRIBUTES_OFFSET + 1  # a batch's attributes' low byte (big-endian)
 
 
 class RequestReader(FrameReader):
@@ -176,10 +175,7 @@ class MsgpackConnection(Connection[memoryview]):
             return write_nothing_new(request, body, id_end, *offsets)
         acks = request.acks
         records = body[len(body) - request.payload_size :]
-        if (
-            len(records) > _ATTRIBUTES_LOW_AT
-            and records[_ATTRIBUTES_LOW_AT] & TRANSACTIONAL_FLAG_MASK
-        ):
+        if starts_transactional(records):
             return None  # a transactional batch: checked against its transaction first
         info = self._replicas.append_at_once(request.topic, request.partition, records, acks)
         if info is None:

@@ -91,7 +91,7 @@ class MsgpackGroupApis:
         else:
             error = None
             try:
-                await self._manager.ensure_topic()
+                await self._manager.topic.ensure()
             except KafkaError as failure:
                 error = CoordinatorNotAvailableError(f"cannot create the offsets topic: {failure}")
         broker = self._broker

@@ -26,7 +26,7 @@ class TransactionCoordinatorKeys:
     async def ready(self) -> KafkaError | None:
         """None once ``__transaction_state`` exists; the error every key gets otherwise."""
         try:
-            await self._coordinator.state_manager.ensure_topic()
+            await self._coordinator.state_manager.topic.ensure()
         except KafkaError as failure:
             return CoordinatorNotAvailableError(f"cannot create the transaction topic: {failure}")
         return None

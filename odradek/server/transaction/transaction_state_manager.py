@@ -11,7 +11,6 @@ removes it). The topic is created the first time a transactional id needs it.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Iterator
@@ -21,21 +20,16 @@ from dataclasses import dataclass
 from odradek.clock import Clock
 from odradek.config.broker_config import BrokerConfig
 from odradek.errors import (
-    CoordinatorNotAvailableError,
     CorruptRecordError,
     KafkaError,
-    RequestTimedOutError,
-    TopicAlreadyExistsError,
 )
 from odradek.protocol.produce import Acks
-from odradek.record.memory_records import MemoryRecords
 from odradek.record.record_batch_builder import RecordBatchBuilder
-from odradek.server.group.coordinator_log import CreateTopic, coordinator_error, partition_for
+from odradek.server.coordinator_topic import CoordinatorTopic, CreateTopic, coordinator_error
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.transaction.transaction_log import key_to_bytes, read_key, read_value
 from odradek.server.transaction.transaction_metadata import TransactionMetadata, TxnTransitMetadata
 from odradek.server.transaction.transaction_state import TransactionState
-from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log_manager import LogManager
 from odradek.topic_partition import TopicPartition
 
@@ -76,53 +70,26 @@ class TransactionStateManager:
         create_topic: CreateTopic,
     ) -> None:
         self._config = config
-        self._log_manager = log_manager
-        self._replica_manager = replica_manager
-        self._io_executor = io_executor
         self._clock = clock
-        self._create_topic = create_topic
-        self._topic_ready = asyncio.Lock()
+        self.topic = CoordinatorTopic(
+            TRANSACTION_STATE_TOPIC_NAME,
+            config.transaction_state_log_num_partitions,
+            # Kafka's settings: compacted, small segments, records uncompressed.
+            {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(config.transaction_state_log_segment_bytes),
+                "compression.type": "uncompressed",
+            },
+            log_manager,
+            replica_manager,
+            io_executor,
+            create_topic,
+        )
         self._metadata: dict[str, TransactionMetadata] = {}
         self.loaded = False
 
-    # --- the topic ---------------------------------------------------------------------------
-
-    @property
-    def num_partitions(self) -> int:
-        """The topic's partition count: as created, else transaction.state.log.num.partitions."""
-        existing = self._log_manager.partitions(TRANSACTION_STATE_TOPIC_NAME)
-        return len(existing) or self._config.transaction_state_log_num_partitions
-
-    def partition_for(self, transactional_id: str) -> int:
-        return partition_for(transactional_id, self.num_partitions)
-
     def validate_transaction_timeout_ms(self, timeout_ms: int) -> bool:
         return 0 < timeout_ms <= self._config.transaction_max_timeout_ms
-
-    async def ensure_topic(self) -> None:
-        """Create ``__transaction_state`` if it does not exist yet."""
-        if self._log_manager.partitions(TRANSACTION_STATE_TOPIC_NAME):
-            return
-        async with self._topic_ready:
-            if self._log_manager.partitions(TRANSACTION_STATE_TOPIC_NAME):
-                return
-            await asyncio.get_running_loop().run_in_executor(self._io_executor, self._create)
-
-    def _create(self) -> None:
-        """Kafka's settings for the topic: compacted, small segments, records uncompressed."""
-        overrides = {
-            "cleanup.policy": "compact",
-            "segment.bytes": str(self._config.transaction_state_log_segment_bytes),
-            "compression.type": "uncompressed",
-        }
-        try:
-            self._create_topic(
-                TRANSACTION_STATE_TOPIC_NAME,
-                self._config.transaction_state_log_num_partitions,
-                overrides,
-            )
-        except TopicAlreadyExistsError:
-            pass
 
     # --- the cache ---------------------------------------------------------------------------
 
@@ -198,22 +165,17 @@ class TransactionStateManager:
         metadata.complete_transition(transit)
 
     async def _append(self, transactional_id: str, key: bytes, value: bytes | None) -> None:
-        await self.ensure_topic()
-        partition = self._replica_manager.partition(
-            TRANSACTION_STATE_TOPIC_NAME, self.partition_for(transactional_id)
-        )
+        partition = await self.topic.partition_of(transactional_id)
         builder = RecordBatchBuilder()
         builder.append(self._clock.milliseconds(), key, value)
         info = await partition.append(builder.build(), Acks.ALL)
-        try:
-            await asyncio.wait_for(
-                asyncio.shield(partition.durable(info.last_offset)), APPEND_TIMEOUT_S
-            )
-        except TimeoutError:
-            raise RequestTimedOutError(
-                f"the record of transactional id {transactional_id!r} in "
-                f"{partition.topic_partition} was not fsync'ed within {APPEND_TIMEOUT_S:.0f} s"
-            ) from None
+        await self.topic.wait_durable(
+            partition,
+            info.last_offset,
+            APPEND_TIMEOUT_S,
+            f"the record of transactional id {transactional_id!r}",
+            f"{APPEND_TIMEOUT_S:.0f} s",
+        )
 
     # --- loading -----------------------------------------------------------------------------
 
@@ -222,7 +184,7 @@ class TransactionStateManager:
         each wins; a tombstone removes it). Blocking: run it on a thread at start-up."""
         started = time.monotonic()
         records = 0
-        partitions = self._log_manager.partitions(TRANSACTION_STATE_TOPIC_NAME)
+        partitions = self.topic.partitions()
         for tp in partitions:
             for transactional_id, value, offset in self._read_all(tp):
                 records += 1
@@ -251,40 +213,20 @@ class TransactionStateManager:
             )
 
     def _read_all(self, tp: TopicPartition) -> Iterator[tuple[str, bytes | None, int]]:
-        try:
-            log = self._log_manager.get_log(tp)
-        except KafkaError as error:
-            logger.error("[%s] cannot load transaction state: %s", tp, error)
-            return
-        offset = log.log_start_offset
-        end = log.log_end_offset
         buffer_size = self._config.transaction_state_log_load_buffer_size
-        while offset < end:
-            info = log.read(offset, buffer_size, FetchIsolation.LOG_END, True)
-            if info.records is None:
-                break
-            moved = False
-            for batch in MemoryRecords(info.records.read_bytes()).batches():
-                moved = True
-                if not batch.is_control:
-                    for record in batch.records():
-                        if record.offset < offset or record.key is None:
-                            continue
-                        try:
-                            transactional_id = read_key(record.key)
-                        except CorruptRecordError as error:
-                            logger.warning(
-                                "[%s] skipping the record at offset %d: %s",
-                                tp,
-                                record.offset,
-                                error,
-                            )
-                            continue
-                        if transactional_id is not None:
-                            value = None if record.value is None else bytes(record.value)
-                            yield transactional_id, value, record.offset
-                offset = batch.next_offset
-            if not moved:
-                raise CoordinatorNotAvailableError(
-                    f"[{tp}] cannot read the batch at offset {offset} while loading transactions"
-                )
+        for batch, offset in self.topic.batches(tp, buffer_size):
+            if batch.is_control:
+                continue
+            for record in batch.records():
+                if record.offset < offset or record.key is None:
+                    continue
+                try:
+                    transactional_id = read_key(record.key)
+                except CorruptRecordError as error:
+                    logger.warning(
+                        "[%s] skipping the record at offset %d: %s", tp, record.offset, error
+                    )
+                    continue
+                if transactional_id is not None:
+                    value = None if record.value is None else bytes(record.value)
+                    yield transactional_id, value, record.offset
