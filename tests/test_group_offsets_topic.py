@@ -19,7 +19,7 @@ from odradek.protocol.list_groups import ListGroupsRequest
 from odradek.protocol.produce import ProducePartitionData, ProduceRequest
 from odradek.protocol.topics import DeleteTopicsRequest
 from odradek.record.memory_records import MemoryRecords
-from odradek.server.group.coordinator_log import partition_for
+from odradek.server.coordinator_topic import partition_for
 from odradek.server.group.coordinator_records import (
     GroupMetadataValue,
     OffsetCommitValue,

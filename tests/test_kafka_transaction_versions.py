@@ -230,7 +230,7 @@ def test_add_offsets_adds_the_groups_offsets_partition(broker: RunningBroker, ve
         },
     )
     assert answer["error_code"] == 0, answer
-    partition = broker.broker.group_coordinator_log.partition_for("a-group")
+    partition = broker.broker.group_coordinator_log.topic.partition_for("a-group")
     assert describe(broker, tid)["topics"] == [
         {"topic": "__consumer_offsets", "partitions": [partition]}
     ]
@@ -372,7 +372,7 @@ def test_txn_offset_commit_joins_the_transaction(broker: RunningBroker, version:
         },
     )
     assert [p["error_code"] for t in answer["topics"] for p in t["partitions"]] == [0], answer
-    partition = broker.broker.group_coordinator_log.partition_for(group)
+    partition = broker.broker.group_coordinator_log.topic.partition_for(group)
     assert describe(broker, tid)["topics"] == [
         {"topic": "__consumer_offsets", "partitions": [partition]}
     ]

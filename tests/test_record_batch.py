@@ -34,6 +34,8 @@ from odradek.record.record_batch import (
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
+    starts_transactional,
+    transactional_producer,
     write_crc,
 )
 from odradek.record.record_batch_builder import RecordBatchBuilder, build_batch
@@ -306,3 +308,23 @@ def test_decompresses_within_decompresses_no_further_than_asked() -> None:
     garbage = bytearray(small)
     garbage[-20:] = bytes(20)
     assert decompresses_within(garbage, 10)  # corrupt within the budget: refused as cheaply
+
+
+def test_the_first_batchs_transactional_flag_and_producer_are_read_from_its_bytes() -> None:
+    def batch(**options: object) -> bytes:
+        builder = RecordBatchBuilder(**options)
+        builder.append(0, b"k", b"v")
+        return bytes(builder.build())
+
+    transactional = batch(producer_id=7, producer_epoch=3, base_sequence=0, is_transactional=True)
+    idempotent = batch(producer_id=7, producer_epoch=3, base_sequence=0)
+    assert starts_transactional(transactional)
+    assert starts_transactional(memoryview(transactional + idempotent))
+    assert transactional_producer(transactional) == (7, 3)
+    for other in (idempotent, batch(), idempotent + transactional, b"", transactional[:22]):
+        assert not starts_transactional(other)
+        assert transactional_producer(other) is None
+    older_format = bytearray(transactional)
+    older_format[MAGIC_OFFSET] = 1
+    assert not starts_transactional(older_format)
+    assert transactional_producer(older_format) is None

@@ -7,6 +7,8 @@ found prepared is ended then). On a running broker; the clock is the test's."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -119,8 +121,6 @@ class Harness:
         """The state once the markers under way are written and the completion recorded."""
 
         async def wait() -> TransactionState:
-            import asyncio
-
             for _ in range(500):
                 metadata = self.coordinator.state_manager.get(transactional_id)
                 if metadata is None or not metadata.pending_transition_in_progress:
@@ -277,6 +277,40 @@ def test_transaction_version_2_adds_partitions_on_produce_and_bumps_the_epoch_pe
         (S.PREPARE_ABORT, 2, 2),
         (S.COMPLETE_ABORT, 2, 2),
     ]
+
+
+def test_a_produce_waiting_on_an_ending_transaction_is_woken_by_its_completion(
+    harness: Harness,
+) -> None:
+    """What a transactional Produce refused CONCURRENT_TRANSACTIONS waits on: the ending
+    transaction's CompleteCommit, not a fixed tick (the first Produce of each transaction)."""
+    producer = harness.init("app")
+    coordinator = harness.coordinator
+    harness.run(
+        coordinator.verify_or_add_partitions(
+            "app", producer.producer_id, producer.producer_epoch, [TP0], implicit_add=True
+        )
+    )
+
+    async def end_then_add() -> tuple[float, dict]:
+        waiting = asyncio.ensure_future(coordinator.wait_for_a_completion(10.0))
+        await asyncio.sleep(0)
+        bumped = await coordinator.end_transaction(
+            "app", producer.producer_id, producer.producer_epoch, True, 2
+        )
+        started = time.monotonic()
+        await waiting
+        waited = time.monotonic() - started
+        state = coordinator.describe_transaction("app").state
+        assert state is S.COMPLETE_COMMIT, state
+        added = await coordinator.verify_or_add_partitions(
+            "app", bumped.producer_id, bumped.producer_epoch, [TP1], implicit_add=True
+        )
+        return waited, added
+
+    waited, added = harness.run(end_then_add())
+    assert waited < 5.0  # woken by the completion, far before its 10 s bound
+    assert added == {TP1: None}
 
 
 def test_a_transaction_open_longer_than_its_timeout_is_aborted(harness: Harness) -> None:

@@ -233,7 +233,7 @@ def test_kafkas_transaction_log_decoder_reads_the_coordinators_segments(
     producer.produce(TOPIC, value=b"decoded", partition=0)
     producer.commit_transaction(30)
     assert settled(broker, "decoded-app") is S.COMPLETE_COMMIT
-    partition = broker.broker.transaction_state.partition_for("decoded-app")
+    partition = broker.broker.transaction_state.topic.partition_for("decoded-app")
     segment = broker.data_dir / f"{TRANSACTION_STATE_TOPIC_NAME}-{partition}"
     logs = sorted(str(path) for path in segment.glob("*.log"))
     done = run_java(
