@@ -9,6 +9,7 @@ from pathlib import Path
 
 import confluent_kafka
 import confluent_kafka.admin as kadmin
+import pytest
 from click.testing import CliRunner
 from security_helpers import ADMIN, ADMIN_PASSWORD, confluent_config, secure_broker
 
@@ -73,3 +74,42 @@ def test_users_and_acls_made_offline_take_effect_on_a_running_broker(tmp_path: P
         while not any("Authentication failed" in e for e in errors):
             assert time.monotonic() < deadline, errors
             gone.poll(0.05)  # delivers the error events
+
+
+def test_a_transactional_id_acl_made_offline_lets_a_transactional_producer_commit(
+    tmp_path: Path,
+) -> None:
+    """``--transactional-id`` with ``--producer`` grants Write and Describe on the id, as
+    kafka-acls.sh does: without it the producer's InitProducerId is refused with
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED, with it a transaction commits."""
+    with secure_broker(tmp_path, AUTHORIZER) as (broker, certs):
+        data = str(broker.data_dir)
+        admin_config = confluent_config(
+            broker, "SASL_SSL", certs, "SCRAM-SHA-512", ADMIN, ADMIN_PASSWORD
+        )
+        admin = kadmin.AdminClient(admin_config)
+        admin.create_topics([kadmin.NewTopic("tina-orders", 1, 1)])["tina-orders"].result(30)
+        _run("users", "add", "tina", "--data-dir", data, "--iterations", "4096", password="pw-t")
+        tina = confluent_config(broker, "SASL_SSL", certs, "SCRAM-SHA-256", "tina", "pw-t")
+        _run("acls", "add", "--data-dir", data, "--allow-principal", "User:tina",
+             "--producer", "--topic", "tina-orders")  # fmt: skip
+
+        refused = confluent_kafka.Producer({**tina, "transactional.id": "tina-tx"})
+        with pytest.raises(confluent_kafka.KafkaException) as failure:
+            refused.init_transactions(30)
+        assert failure.value.args[0].code() == (
+            confluent_kafka.KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        )
+
+        added = _run("acls", "add", "--data-dir", data, "--allow-principal", "User:tina",
+                     "--producer", "--transactional-id", "tina-tx")  # fmt: skip
+        assert "operation=Write" in added and "operation=Describe" in added
+        assert "TransactionalId:LITERAL:tina-tx" in added and "operation=Create" not in added
+        listed = _run("acls", "list", "--data-dir", data, "--transactional-id", "tina-tx")
+        assert listed.count("User:tina") == 2
+
+        producer = confluent_kafka.Producer({**tina, "transactional.id": "tina-tx"})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce("tina-orders", b"paid")
+        producer.commit_transaction(30)

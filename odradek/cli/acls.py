@@ -7,6 +7,8 @@ DeleteAcls do the same (``kafka-acls.sh --bootstrap-server ...`` works unchanged
     odradek acls add --data-dir DIR --allow-principal User:alice --operation Read \\
         --operation Write --topic orders- --resource-pattern-type prefixed
     odradek acls add --data-dir DIR --allow-principal User:app --consumer --topic t --group g
+    odradek acls add --data-dir DIR --allow-principal User:app --producer --topic t \\
+        --transactional-id app-tx
     odradek acls list --data-dir DIR --topic orders-payments --resource-pattern-type match
     odradek acls remove --data-dir DIR --allow-principal User:alice --topic orders-
 """
@@ -39,6 +41,12 @@ def _resource_options(command: click.Command) -> click.Command:
         [
             click.option("--topic", "topics", multiple=True, help="Topic (repeatable)."),
             click.option("--group", "groups", multiple=True, help="Consumer group (repeatable)."),
+            click.option(
+                "--transactional-id",
+                "transactional_ids",
+                multiple=True,
+                help="Transactional id (repeatable).",
+            ),
             click.option("--cluster", is_flag=True, help="The cluster resource."),
             click.option(
                 "--resource-pattern-type",
@@ -66,7 +74,11 @@ def _principal_options(command: click.Command) -> click.Command:
                 multiple=True,
                 type=click.Choice(OPERATIONS, case_sensitive=False),
             ),
-            click.option("--producer", is_flag=True, help="Write, Describe, Create on topics."),
+            click.option(
+                "--producer",
+                is_flag=True,
+                help="Write, Describe, Create on topics; Write, Describe on transactional ids.",
+            ),
             click.option(
                 "--consumer", is_flag=True, help="Read, Describe on topics, Read on groups."
             ),
@@ -84,6 +96,7 @@ def acls() -> None:
 def _resources(options: dict[str, Any]) -> list[tuple[ResourceType, str]]:
     resources = [(ResourceType.TOPIC, t) for t in options["topics"]]
     resources += [(ResourceType.GROUP, g) for g in options["groups"]]
+    resources += [(ResourceType.TRANSACTIONAL_ID, t) for t in options["transactional_ids"]]
     if options["cluster"]:
         resources.append((ResourceType.CLUSTER, CLUSTER_NAME))
     return resources
@@ -102,12 +115,12 @@ def _bindings(
         wanted = {AclOperation.parse(op) for op in operations}
         if producer and resource_type == ResourceType.TOPIC:
             wanted |= {AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.CREATE}
-        if consumer:
-            wanted |= (
-                {AclOperation.READ, AclOperation.DESCRIBE}
-                if resource_type == ResourceType.TOPIC
-                else {AclOperation.READ}
-            )
+        elif producer and resource_type == ResourceType.TRANSACTIONAL_ID:
+            wanted |= {AclOperation.WRITE, AclOperation.DESCRIBE}
+        if consumer and resource_type == ResourceType.TOPIC:
+            wanted |= {AclOperation.READ, AclOperation.DESCRIBE}
+        elif consumer and resource_type == ResourceType.GROUP:
+            wanted |= {AclOperation.READ}
         for permission, principal, hosts in principals:
             for host in hosts or ("*",):
                 for operation in sorted(wanted):
@@ -148,7 +161,7 @@ def add(data_dir: Path, **options: Any) -> None:
         raise click.BadParameter("add takes --resource-pattern-type literal or prefixed")
     if not resources or not principals or not (operations or producer or consumer):
         raise click.UsageError(
-            "add needs a resource (--topic, --group, --cluster), a principal "
+            "add needs a resource (--topic, --group, --transactional-id, --cluster), a principal "
             "(--allow-principal, --deny-principal) and an operation (or --producer, --consumer)"
         )
     bindings = _bindings(resources, pattern, principals, operations, producer, consumer)
@@ -177,7 +190,9 @@ def remove(data_dir: Path, **options: Any) -> None:
     """Remove the ACLs matching the resources, principals, hosts and operations given."""
     resources = _resources(options)
     if not resources:
-        raise click.UsageError("remove needs a resource (--topic, --group, --cluster)")
+        raise click.UsageError(
+            "remove needs a resource (--topic, --group, --transactional-id, --cluster)"
+        )
     pattern = PatternType[(options["resource_pattern_type"] or "literal").upper()]
     filters = []
     principals = _principals(options)
