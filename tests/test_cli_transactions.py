@@ -170,3 +170,60 @@ def test_odradek_transactions_prints_what_kafka_transactions_sh_prints(
     assert (code, ours.exit_code) == (1, 1)
     prefix = "Failed to describe transaction state of transactional-id `nobody`: "
     assert prefix in kafka_err and ours.stderr.startswith(prefix), kafka_err
+
+
+def test_describe_producers_shows_an_open_transactions_first_offset(
+    bootstrap: str, producer: Producer
+) -> None:
+    manager = producer._producer._transactions
+    producer.begin_transaction()
+    producer.send("orders", b"a", partition=0)
+    producer.flush()
+    result = transactions(bootstrap, "describe-producers", "--topic", "orders", "--partition", "0")
+    assert result.exit_code == 0, result.output
+    header, *rows = table(result.stdout)
+    assert header == [
+        "ProducerId",
+        "ProducerEpoch",
+        "LatestCoordinatorEpoch",
+        "LastSequence",
+        "LastTimestamp",
+        "CurrentTransactionStartOffset",
+    ]
+    ours = {row[0]: dict(zip(header, row, strict=True)) for row in rows}
+    mine = ours[str(manager.producer_id)]
+    assert mine["ProducerEpoch"] == str(manager.producer_epoch)
+    assert mine["CurrentTransactionStartOffset"] != "None"
+    first_offset = int(mine["CurrentTransactionStartOffset"])
+    assert int(mine["LastTimestamp"]) > 0
+    producer.commit_transaction()
+    result = transactions(bootstrap, "describe-producers", "--topic", "orders", "--partition", "0")
+    rows = table(result.stdout)[1:]
+    mine = {row[0]: row for row in rows}[str(manager.producer_id)]
+    assert mine[5] == "None" and first_offset >= 0
+
+
+def test_describe_producers_of_a_missing_partition_fails(bootstrap: str) -> None:
+    result = transactions(bootstrap, "describe-producers", "--topic", "nowhere", "--partition", "0")
+    assert result.exit_code == 1
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in result.stderr, result.stderr
+
+
+@pytest.mark.reference_kafka
+def test_odradek_describe_producers_prints_what_kafka_transactions_sh_prints(
+    bootstrap: str, producer: Producer
+) -> None:
+    producer.begin_transaction()
+    producer.send("orders", b"a", partition=1)
+    producer.flush()
+    args = ("describe-producers", "--topic", "orders", "--partition", "1")
+    code, kafka_out, kafka_err = _kafka_transactions(bootstrap, *args)
+    assert code == 0, kafka_err
+    ours = transactions(bootstrap, *args)
+    assert [r for r in table(kafka_out) if r] == table(ours.stdout)
+    producer.abort_transaction()
+    code, kafka_out, kafka_err = _kafka_transactions(
+        bootstrap, "describe-producers", "--topic", "nowhere", "--partition", "0"
+    )
+    ours = transactions(bootstrap, "describe-producers", "--topic", "nowhere", "--partition", "0")
+    assert (code, ours.exit_code) == (1, 1), kafka_err

@@ -1,4 +1,5 @@
-"""``odradek transactions``: list and describe transactions, like ``kafka-transactions.sh``."""
+"""``odradek transactions``: list and describe transactions and a partition's producers, like
+``kafka-transactions.sh``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import click
 from odradek.cli.client_options import bootstrap_option, client_settings
 from odradek.client import Admin
 from odradek.errors import KafkaError
+from odradek.topic_partition import TopicPartition
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> None:
@@ -97,4 +99,43 @@ def describe(transactional_id: str, bootstrap: str) -> None:
             "TopicPartitions",
         ],
         [row],
+    )
+
+
+@transactions.command("describe-producers")
+@click.option("--topic", required=True, help="The topic of the partition.")
+@click.option("--partition", required=True, type=int, help="The partition.")
+@bootstrap_option
+def describe_producers(topic: str, partition: int, bootstrap: str) -> None:
+    """Print the active producers of a partition at its leader: their epoch, last sequence
+    and timestamp, and the first offset of their open transaction."""
+    tp = TopicPartition(topic, partition)
+    try:
+        with Admin(**client_settings(bootstrap)) as admin:
+            producers = admin.describe_producers([tp])[tp]
+    except KafkaError as error:
+        _fail(f"Failed to describe producers of partition {tp}", error)
+    rows = [
+        [
+            str(p.producer_id),
+            str(p.producer_epoch),
+            str(-1 if p.coordinator_epoch is None else p.coordinator_epoch),
+            str(p.last_sequence),
+            str(p.last_timestamp),
+            "None"
+            if p.current_transaction_start_offset is None
+            else str(p.current_transaction_start_offset),
+        ]
+        for p in producers
+    ]
+    _table(
+        [
+            "ProducerId",
+            "ProducerEpoch",
+            "LatestCoordinatorEpoch",
+            "LastSequence",
+            "LastTimestamp",
+            "CurrentTransactionStartOffset",
+        ],
+        rows,
     )

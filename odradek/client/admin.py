@@ -16,7 +16,11 @@ from odradek.client.config import ClientConfig
 from odradek.client.event_loop_thread import shared_event_loop_thread
 from odradek.client.network_client import NetworkClient
 from odradek.client.offset_lookup import OffsetAndTimestamp, list_offsets
-from odradek.client.transaction_description import TransactionDescription, TransactionListing
+from odradek.client.transaction_description import (
+    ProducerState,
+    TransactionDescription,
+    TransactionListing,
+)
 from odradek.errors import error_for_code
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.configs import (
@@ -58,6 +62,11 @@ class NewTopic:
     name: str
     num_partitions: int = -1
     configs: Mapping[str, str] = field(default_factory=dict)
+
+
+def _present(value: int) -> int | None:
+    """A Kafka response's optional number: None where it says -1 (absent)."""
+    return value if value >= 0 else None
 
 
 def _raise_first_error(entries: Iterable[Any]) -> None:
@@ -284,6 +293,39 @@ class AsyncAdmin:
             )
         return described
 
+    async def describe_producers(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, list[ProducerState]]:
+        """The active producers of each partition at its leader (Kafka's
+        ``describeProducers``); a partition's error is raised."""
+        by_topic: dict[str, list[int]] = {}
+        for tp in partitions:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        request = kafka_data_request(ApiKey.DESCRIBE_PRODUCERS, 0)(
+            {"topics": [{"name": t, "partition_indexes": p} for t, p in by_topic.items()]}
+        )
+        data = (await self._client.send(request)).data
+        described = {}
+        for topic in data["topics"]:
+            for partition in topic["partitions"]:
+                tp = TopicPartition(topic["name"], partition["partition_index"])
+                if partition["error_code"]:
+                    raise error_for_code(
+                        partition["error_code"], partition["error_message"] or f"partition {tp}"
+                    )
+                described[tp] = [
+                    ProducerState(
+                        p["producer_id"],
+                        p["producer_epoch"],
+                        p["last_sequence"],
+                        p["last_timestamp"],
+                        _present(p["coordinator_epoch"]),
+                        _present(p["current_txn_start_offset"]),
+                    )
+                    for p in partition["active_producers"]
+                ]
+        return described
+
     async def close(self) -> None:
         await self._client.close()
 
@@ -371,6 +413,11 @@ class Admin(BlockingClient):
         self, transactional_ids: Iterable[str]
     ) -> dict[str, TransactionDescription]:
         return self._thread.run(self._admin.describe_transactions(list(transactional_ids)))
+
+    def describe_producers(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, list[ProducerState]]:
+        return self._thread.run(self._admin.describe_producers(list(partitions)))
 
     def close(self) -> None:
         self._thread.run(self._admin.close())

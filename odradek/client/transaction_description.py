@@ -1,5 +1,5 @@
-"""What an admin client learns of transactions: Kafka's TransactionListing and
-TransactionDescription."""
+"""What an admin client learns of transactions: Kafka's TransactionListing,
+TransactionDescription and ProducerState."""
 
 from __future__ import annotations
 
@@ -30,3 +30,17 @@ class TransactionDescription:
     transaction_start_time_ms: int | None
     """When the open transaction began; None when there is none."""
     topic_partitions: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True)
+class ProducerState:
+    """A producer a partition's leader knows (DescribeProducers), as Kafka's ``ProducerState``."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int | None
+    """The epoch of the coordinator that wrote the producer's last marker; None when none did."""
+    current_transaction_start_offset: int | None
+    """The first offset of the producer's open transaction; None when none is open."""
