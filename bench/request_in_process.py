@@ -8,6 +8,9 @@ single-record produce at acks=1, or a fetch that finds nothing new), four a read
 is odradek's Python and the segment's write. Thread CPU per request, best of ``--rounds``.
 The idempotent produce is the same produce from one idempotent producer (what Kafka clients
 send by default), each request at its next sequence: its frames are made before each round.
+The acks=all produce waits, after each read, until its four answers are out (their fsync, on
+the flusher's thread, is not counted; the event loop's share of waiting for it is), and sends
+at most DURABLE_REQUESTS a round: each read costs a flush.
 
 Usage: ``python bench/request_in_process.py [--requests N] [--rounds N] [--kinds K,...]``;
 run it from each checkout in turn to compare two versions.
@@ -35,7 +38,9 @@ from odradek.record.record_batch_builder import build_batch  # noqa: E402
 from odradek.server.broker import Broker  # noqa: E402
 
 REQUESTS_PER_READ = 4
-KINDS = ("produce", "idempotent produce", "fetch")
+KINDS = ("produce", "idempotent produce", "acks=all produce", "fetch")
+DURABLE_REQUESTS = 4000
+"""The most acks=all requests sent a round (a flush each read: seconds a thousand)."""
 PRODUCER_ID = 1000
 
 
@@ -108,7 +113,8 @@ async def measure(protocol_name: str, kind: str, requests: int, rounds: int) -> 
                     [(int(time.time() * 1000), None, b"v" * 100, ())],
                     **(producer if kind == "idempotent produce" else {}),
                 )
-                frame = sweep_produce_frame(protocol_name, "t", batch, Acks.LEADER)
+                acks = Acks.ALL if kind == "acks=all produce" else Acks.LEADER
+                frame = sweep_produce_frame(protocol_name, "t", batch, acks)
             idempotent = IdempotentReads(frame, batch) if kind == "idempotent produce" else None
             if idempotent is not None:
                 frame = idempotent.next_frames(1)  # (registers the producer)
@@ -119,6 +125,9 @@ async def measure(protocol_name: str, kind: str, requests: int, rounds: int) -> 
                 transport, detector, frame
             )  # the first frame: the detector hands the transport over
             await asyncio.sleep(0.2)
+            durable = kind == "acks=all produce"
+            if durable:
+                requests = min(requests, DURABLE_REQUESTS)
             connection = transport.protocol
             assert connection is not None, "the detector kept the connection"
             read = frame * REQUESTS_PER_READ
@@ -132,6 +141,9 @@ async def measure(protocol_name: str, kind: str, requests: int, rounds: int) -> 
                 started = time.thread_time()
                 for read in reads:
                     feed(transport, connection, read)
+                    if durable:  # until the answers are out (their task, or their turn)
+                        while connection._tasks:
+                            await asyncio.wait(set(connection._tasks))
                 best = min(best, (time.thread_time() - started) / requests * 1e6)
                 await asyncio.sleep(0.05)  # background work runs between rounds
             transport.measuring = False

@@ -24,6 +24,7 @@ from server_helpers import RunningBroker, batch, running_broker
 
 from odradek.client.event_loop_thread import EventLoopThread
 from odradek.config.broker_config_loader import load_broker_config
+from odradek.errors import KafkaStorageError
 from odradek.network.connection import MAX_IN_FLIGHT_REQUESTS
 from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
 from odradek.protocol.kafka.fetch_request import read_immediate_fetch
@@ -301,7 +302,8 @@ def test_an_acks_all_answer_not_fsynced_in_time_is_the_general_paths(
     broker: RunningBroker, paths: Paths, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A flush slower than the request's timeout_ms: the answer appended at once says
-    REQUEST_TIMED_OUT in the general path's very bytes, and the next answer still comes."""
+    REQUEST_TIMED_OUT in the general path's very bytes and counts its partition error alike,
+    and the next answer still comes."""
     create(broker, "at-once", "general", partitions=1)
     flush = UnifiedLog.flush
 
@@ -312,17 +314,69 @@ def test_an_acks_all_answer_not_fsynced_in_time_is_the_general_paths(
     monkeypatch.setattr(UnifiedLog, "flush", slow_flush)
     kafka = KafkaSocket(broker)
     answers = []
+    counted = []
     for topic, path in (("at-once", paths.immediate), ("general", paths.general)):
         path()
+        before = _partition_errors(broker, "REQUEST_TIMED_OUT")
         values = {**produce_values(topic, 0, batch(), -1), "timeout": 100}
         answers.append(exchange(kafka, 0, 9, values).replace(b"at-once", b"general"))
+        counted.append(_partition_errors(broker, "REQUEST_TIMED_OUT") - before)
     assert answers[0] == answers[1]
     assert struct.pack(">h", 7) in answers[0]  # REQUEST_TIMED_OUT
+    assert counted == [1, 1]
     assert paths.answered == [0]
     monkeypatch.undo()
     paths.immediate()
     assert exchange(kafka, 0, 9, produce_values("at-once", 0, batch(), -1))
     kafka.close()
+
+
+def test_an_acks_all_answer_whose_fsync_fails_is_the_general_paths(
+    broker: RunningBroker, paths: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flush that fails: the answer appended at once carries the flush's error in the
+    general path's very bytes and counts it alike; once flushes succeed again, so do
+    answers."""
+    create(broker, "at-once", "general", partitions=1)
+
+    def failing_flush(log: UnifiedLog, offset: int | None = None) -> None:
+        raise KafkaStorageError("the disk is gone")
+
+    monkeypatch.setattr(UnifiedLog, "flush", failing_flush)
+    kafka = KafkaSocket(broker)
+    answers = []
+    counted = []
+    for topic, path in (("at-once", paths.immediate), ("general", paths.general)):
+        path()
+        before = _partition_errors(broker, "KAFKA_STORAGE_ERROR")
+        answer = exchange(kafka, 0, 9, produce_values(topic, 0, batch(), -1))
+        answers.append(answer.replace(b"at-once", b"general"))
+        counted.append(_partition_errors(broker, "KAFKA_STORAGE_ERROR") - before)
+    assert answers[0] == answers[1]
+    (result,) = decode(response_spec(0, 9), memoryview(answers[0]), 1)["responses"][0][
+        "partition_responses"
+    ]
+    assert (result["error_code"], result["error_message"]) == (
+        KafkaStorageError.code,
+        "the disk is gone",
+    )
+    assert counted == [1, 1]
+    assert paths.answered == [0]
+    monkeypatch.undo()
+    paths.immediate()
+    answer = exchange(kafka, 0, 9, produce_values("at-once", 0, batch(), -1))
+    (result,) = decode(response_spec(0, 9), memoryview(answer), 1)["responses"][0][
+        "partition_responses"
+    ]
+    assert (result["error_code"], result["base_offset"]) == (0, 1)
+    kafka.close()
+    assert broker.metrics()["odradek_request_memory_bytes"] == 0
+
+
+def _partition_errors(broker: RunningBroker, error: str) -> float:
+    return broker.metrics().get(
+        f'odradek_partition_errors_total{{api="Produce",error="{error}"}}', 0.0
+    )
 
 
 def test_a_stopping_broker_still_sends_the_acks_all_answers_waiting_for_their_fsync(

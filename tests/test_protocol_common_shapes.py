@@ -37,6 +37,7 @@ from odradek.protocol.header import RequestHeader, ResponseHeader
 from odradek.protocol.immediate import (
     COPY_MAX_BYTES,
     ImmediateFetch,
+    read_correlation_id,
     read_immediate,
     write_appended,
     write_nothing_new,
@@ -382,18 +383,19 @@ def test_an_immediate_produce_is_the_request_the_general_path_reads(
     if immediate is not None:
         decoded = ProduceRequest.from_header(header, view)
         (read,) = decoded.partitions
-        [entry], acks, _ = immediate
-        assert (entry["topic"], entry["partition"], payload, acks) == (
+        [entry], acks, timeout_ms = immediate
+        assert (entry["topic"], entry["partition"], payload, acks, timeout_ms) == (
             read.topic,
             read.partition,
             bytes(read.records),
             decoded.acks,
+            decoded.timeout_ms,
         )
-        assert acks is not Acks.ALL
+        assert decoded.transactional_id is None
         return
     if produce_common_shape(header, view) is not None:
         decoded = ProduceRequest.from_header(header, view)
-        assert len(decoded.partitions) != 1 or decoded.acks is Acks.ALL
+        assert len(decoded.partitions) != 1 or decoded.transactional_id is not None
 
 
 def test_immediate_requests_are_read_directly() -> None:
@@ -418,8 +420,14 @@ def test_immediate_requests_are_read_directly() -> None:
         DEFAULT_TIMEOUT_MS,
     )
     assert read_produce(produce, memoryview(b"xyz"), at_once=True) is None
-    assert read_produce({**produce, "acks": -1}, memoryview(b"xy"), at_once=True) is None
-    assert read_produce({**produce, "acks": -1}, memoryview(b"xy")) is not None
+    assert read_produce({**produce, "acks": -1}, memoryview(b"xy"), at_once=True) == (
+        produce["partitions"],
+        Acks.ALL,
+        DEFAULT_TIMEOUT_MS,
+    )
+    transactional = {**produce, "transactional_id": "tx"}
+    assert read_produce(transactional, memoryview(b"xy"), at_once=True) is None
+    assert read_produce(transactional, memoryview(b"xy")) is not None
 
 
 # --- requests answered at once, read by their bytes ------------------------------------------
@@ -489,8 +497,9 @@ def test_an_immediate_request_is_what_the_general_path_reads(
     frames: tuple[bytes, bytes], offsets: tuple[int, int, int]
 ) -> None:
     """Whatever ``read_immediate`` takes (the first time its head comes or found by its bytes)
-    is a one-partition fetch that may not wait, or a one-partition produce at acks 0 or 1, as
-    the general path reads it; and its answer has the bytes the general path's encoder gives."""
+    is a one-partition fetch that may not wait, or a one-partition produce, as the general
+    path reads it (its correlation id too); and its answer has the bytes the general path's
+    encoder gives."""
     first, second, third = offsets
     for body in (*frames, *frames):
         view = memoryview(bytearray(body))
@@ -502,6 +511,7 @@ def test_an_immediate_request_is_what_the_general_path_reads(
         assert general is not None, body
         header, request = general
         assert header.api_key == immediate.api_key
+        assert read_correlation_id(view, id_end) == header.correlation_id
         (entry,) = request.partitions
         assert (entry.topic, entry.partition) == (immediate.topic, immediate.partition)
         if isinstance(immediate, ImmediateFetch):
@@ -519,7 +529,9 @@ def test_an_immediate_request_is_what_the_general_path_reads(
             )
             answer = write_nothing_new(immediate, view, id_end, first, second)
         else:
-            assert request.acks is immediate.acks is not Acks.ALL
+            assert request.acks is immediate.acks
+            assert request.timeout_ms == immediate.timeout_ms
+            assert request.transactional_id is None
             assert bytes(view[len(view) - immediate.payload_size :]) == bytes(entry.records)
             response = ProduceResponse(
                 (ProducePartitionResponse(entry.topic, entry.partition, 0, None, *offsets),)
@@ -530,17 +542,22 @@ def test_an_immediate_request_is_what_the_general_path_reads(
 
 
 def test_the_requests_of_odradeks_clients_are_read_by_their_bytes() -> None:
-    """For every width msgpack gives a non-negative correlation id; never a negative one."""
+    """For every width msgpack gives a non-negative correlation id (read back as it was);
+    never a negative one."""
     fetch = FetchRequest((FetchPartition("t", 1, 7),), max_wait_ms=0)
     produce = ProduceRequest((ProducePartitionData("t", 1, b"records"),), acks=Acks.LEADER)
-    for request in (fetch, produce):
-        for correlation_id in (0, 127, 128, 255, 256, 65535, 65536, INT32_MAX, -1, -200):
-            header = RequestHeader(request.api_key, 0, correlation_id, "client")
+    durable = dataclasses.replace(produce, acks=Acks.ALL, timeout_ms=1500)
+    for request in (fetch, produce, durable):
+        for request_id in (0, 127, 128, 255, 256, 65535, 65536, INT32_MAX, -1, -200):
+            header = RequestHeader(request.api_key, 0, request_id, "client")
             frame = frame_bytes(encode_request(header, request))
-            read = read_immediate(memoryview(bytearray(frame[4:])))
-            assert (read is not None) == (correlation_id >= 0), (request, correlation_id)
+            body = memoryview(bytearray(frame[4:]))
+            read = read_immediate(body)
+            assert (read is not None) == (request_id >= 0), (request, request_id)
+            if read is not None:
+                assert read_correlation_id(body, read[1]) == request_id
         waiting = dataclasses.replace(fetch, max_wait_ms=5)
-        for unusual in (waiting, dataclasses.replace(produce, acks=Acks.ALL)):
+        for unusual in (waiting, dataclasses.replace(produce, transactional_id="tx")):
             frame = frame_bytes(encode_request(RequestHeader(unusual.api_key, 0, 1), unusual))
             assert read_immediate(memoryview(bytearray(frame[4:]))) is None
 

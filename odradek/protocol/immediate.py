@@ -60,8 +60,9 @@ class ImmediateFetch(NamedTuple):
 
 
 class ImmediateProduce(NamedTuple):
-    """A one-partition produce at acks 0 or 1, as the general path reads it, and the pieces
-    of its answer when its append succeeds."""
+    """A one-partition produce, as the general path reads it, and the pieces of its answer
+    when its append succeeds (at acks=all, once fsync'ed: ``timeout_ms`` is how long it
+    may wait for that)."""
 
     api_key: int
     payload_size: int
@@ -69,6 +70,7 @@ class ImmediateProduce(NamedTuple):
     topic: str
     partition: int
     acks: Acks
+    timeout_ms: int
     before: bytes
     """The answer's header from after the correlation id to the base offset's value."""
     answers: list[Any]
@@ -185,12 +187,14 @@ def _read_head(body: memoryview, header_end: int) -> tuple[Immediate | None, boo
         produce = read_produce(header, payload, at_once=True)
         if produce is None:
             return None, _declared_bytes(header) == len(payload)
-        [entry], acks, _ = produce
+        [entry], acks, timeout_ms = produce
         topic, partition, size = entry["topic"], entry["partition"], entry["size"]
         if not size:
             return None, True  # nothing to append: the general path refuses it
         before = _before(topic, partition, 7, "base_offset")
-        return ImmediateProduce(PRODUCE, size, topic, partition, acks, before, [None]), True
+        return ImmediateProduce(
+            PRODUCE, size, topic, partition, acks, timeout_ms, before, [None]
+        ), True
     return None, True
 
 
@@ -238,6 +242,14 @@ def _starts(header_bytes: int) -> tuple[bytes, ...]:
         size = len(_ENVELOPE) + id_end - ID_START + header_bytes
         starts.append(_SIZES.pack(4 + size, size) + _ENVELOPE)
     return tuple(starts)
+
+
+def read_correlation_id(body: memoryview, id_end: int) -> int:
+    """The correlation id of the request whose bytes are ``body`` (as ``read_immediate``
+    took it, the id ending at ``id_end``): a fixint, or an unsigned int of 1, 2 or 4 bytes."""
+    if id_end == ID_START + 1:
+        return body[ID_START]
+    return int.from_bytes(body[ID_START + 1 : id_end])
 
 
 def write_nothing_new(

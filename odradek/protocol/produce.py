@@ -35,7 +35,6 @@ class Acks(IntEnum):
 
 
 _ACKS = {acks.value: acks for acks in Acks}
-_ALL = Acks.ALL.value  # a plain int: compared on every produce, without the enum's lookup
 
 
 @stored_at_once
@@ -98,8 +97,9 @@ def read_produce(
     payload, each entry's records the next ``size`` bytes of it): its ``partitions`` entries,
     known good, then ``acks`` and ``timeout_ms``. None for anything else, which the schema
     reads. With ``at_once``, None too unless it is one partition's (the whole payload its
-    records) with acks 0 or 1: one a broker may append and answer at once
-    (``immediate.write_appended``), reading the entry as it is, with no objects made."""
+    records) without a transactional id: one a broker may append at once and answer at once
+    (acks 0 or 1) or once fsync'ed (acks=all) with ``immediate.write_appended``, reading the
+    entry as it is, with no objects made."""
     if type(header) is not dict:
         return None
     entries = header.get("partitions")
@@ -111,7 +111,7 @@ def read_produce(
         or acks not in _ACKS
         or type(timeout_ms) is not int
         or not 0 <= timeout_ms <= INT32_MAX
-        or (at_once and (acks == _ALL or len(entries) != 1 or "transactional_id" in header))
+        or (at_once and (len(entries) != 1 or "transactional_id" in header))
     ):
         return None
     total = 0

@@ -11,7 +11,9 @@ in arrival order.
 A Produce of one partition at acks 0 or 1 and a Fetch of one partition that may not wait and
 finds nothing new are answered in a few steps when no earlier response is still to go out
 (KafkaRequestHandler.answer_at_once): read from the frame, applied, and their response bytes
-written, with the general path's bytes, counts and limits; anything else takes the general
+written, with the general path's bytes, counts and limits; one at acks=all is appended so and
+its ready answer waits for its fsync (DurableAnswerConnection, shared with msgpack
+connections), and may join other such answers still waiting. Anything else takes the general
 path.
 
 A frame that cannot be read, a header that cannot be parsed, an API or version not served
@@ -29,23 +31,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
 from concurrent.futures import Executor
 
 from odradek.errors import (
     InvalidRequestError,
     KafkaError,
-    RequestTimedOutError,
     SaslAuthenticationFailedError,
 )
-from odradek.network.connection import Connection, ConnectionRegistry, ConnectionSettings
+from odradek.network.connection import ConnectionRegistry, ConnectionSettings
 from odradek.network.kafka_frame_reader import KafkaFrameReader
 from odradek.network.request_memory_pool import RequestMemoryPool
 from odradek.network.session import Session
-from odradek.protocol.kafka.api_versions import API_VERSIONS, PRODUCE, api_name
+from odradek.protocol.kafka.api_versions import API_VERSIONS, api_name
 from odradek.protocol.kafka.request_header import read_request_start
 from odradek.server.apis import EAGER_API_KEYS
-from odradek.server.kafka.durable_answer import DurableAnswer
+from odradek.server.durable_answer import DurableAnswer
+from odradek.server.durable_answer_connection import DurableAnswerConnection
 from odradek.server.kafka.request import KafkaRequest
 from odradek.server.kafka.request_handler import KafkaRequestHandler
 from odradek.server.metrics.broker_metrics import BrokerMetrics
@@ -55,7 +56,7 @@ logger = logging.getLogger(__name__)
 PROTOCOL_LABEL = "kafka"
 
 
-class KafkaConnection(Connection[memoryview]):
+class KafkaConnection(DurableAnswerConnection):
     """The broker's side of one Kafka-protocol client connection."""
 
     protocol_label = PROTOCOL_LABEL
@@ -86,13 +87,6 @@ class KafkaConnection(Connection[memoryview]):
         """No SASL exchange gates this connection's requests (a listener's for good)."""
         self._previous_response: asyncio.Future[None] | None = None
         self._auth_timer: asyncio.TimerHandle | None = None
-        self._durable: deque[DurableAnswer] = deque()
-        """Answers appended at once at acks=all waiting for their fsync, in request order."""
-        self._durable_turn: asyncio.Future[None] | None = None
-        """While any wait: done once every one is answered; the response before the next
-        request's (``_previous_response``), and in-flight work (``_tasks``) for shutdown."""
-        self._durable_timer: asyncio.TimerHandle | None = None
-        self._durable_write_due = False
 
     # --- security hooks ----------------------------------------------------------------------
 
@@ -218,108 +212,15 @@ class KafkaConnection(Connection[memoryview]):
 
     # --- acks=all answers waiting for their fsync ---------------------------------------------
 
-    def _wait_durable(self, answer: DurableAnswer, size: int) -> None:
-        """Queue ``answer`` (a request of ``size`` bytes) behind the answers waiting already,
-        to go out once the group commit of its partition has fsync'ed it."""
-        loop = self._loop
-        answer.size = size
-        answer.received = self._received
-        answer.deadline = loop.time() + answer.timeout_ms / 1000
-        self._in_flight_bytes += size
-        self._durable.append(answer)
-        if self._durable_turn is None:
-            turn = self._durable_turn = loop.create_future()
-            self._previous_response = turn
-            self._tasks.add(turn)  # type: ignore[arg-type]  (awaited and cancelled alike)
-            self._durable_timer = loop.call_at(answer.deadline, self._durable_timed_out)
-        if answer.partition.when_durable(answer.last_offset, answer):
-            answer.done = True
-            self._durable_done()
-        else:
-            answer.on_done = self._durable_done
-        if not self._reading_paused:
-            self._pause_or_resume_reading()
+    def _durable_turn_began(self, turn: asyncio.Future[None]) -> None:
+        self._previous_response = turn  # the response before the next request's
 
-    def _requests_in_flight(self) -> int:
-        # (the answers waiting for their fsync count one each, not as their turn's one)
-        return len(self._tasks) + len(self._durable) - (self._durable_turn is not None)
-
-    def _durable_done(self) -> None:
-        """An answer's fsync ended: write the ready ones at the head once the callbacks of
-        this turn of the loop have run (all those of one flush, in one write)."""
-        if not self._durable_write_due:
-            self._durable_write_due = True
-            self._loop.call_soon(self._write_durable)
-
-    def _write_durable(self) -> None:
-        """Answer, in one write, the waiting answers at the head whose fsync has ended."""
-        self._durable_write_due = False
-        waiting = self._durable
-        if not waiting or not waiting[0].done or self._transport.is_closing():
-            return  # (a connection shutting down still answers; a lost one drops them)
-        writer = self._writer
-        writer.hold()
-        try:
-            while waiting and waiting[0].done:
-                answer = waiting.popleft()
-                self._in_flight_bytes -= answer.size
-                response = answer.response
-                if answer.failed is not None:
-                    response = self._handler.durable_answer_failed(answer, answer.failed)[0]
-                self._answered_at_once(PRODUCE, answer.size, response, answer.received)
-        finally:
-            writer.release()
-        if self._durable_timer is not None:
-            self._durable_timer.cancel()
-            self._durable_timer = None
-        if waiting:
-            self._durable_timer = self._loop.call_at(waiting[0].deadline, self._durable_timed_out)
-        else:
-            self._end_durable_turn()
-
-    def _durable_timed_out(self) -> None:
-        """The answer at the head waited its request's timeout_ms for its fsync: it (and those
-        behind it whose time is up too) is answered REQUEST_TIMED_OUT, as the general path
-        answers."""
-        self._durable_timer = None
-        now = self._loop.time()
-        for answer in self._durable:
-            if not answer.done and answer.deadline <= now:
-                answer.done = True
-                answer.failed = RequestTimedOutError(
-                    f"the append to {answer.topic}-{answer.partition_index} was not fsync'ed "
-                    f"within timeout_ms={answer.timeout_ms}"
-                )
-        self._write_durable()
-        if self._durable and self._durable_timer is None:
-            self._durable_timer = self._loop.call_at(
-                self._durable[0].deadline, self._durable_timed_out
-            )
-
-    def _end_durable_turn(self) -> None:
-        turn = self._durable_turn
-        if turn is None:
-            return
-        self._durable_turn = None
-        if self._durable_timer is not None:
-            self._durable_timer.cancel()
-            self._durable_timer = None
-        self._tasks.discard(turn)  # type: ignore[arg-type]
+    def _durable_turn_ended(self, turn: asyncio.Future[None]) -> None:
         if self._previous_response is turn:
             self._previous_response = None
-        if not turn.done():
-            turn.set_result(None)
-        self._update_reading()
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        waiting = self._durable
-        for answer in waiting:  # their fsyncs go on; nobody is left to answer
-            answer.on_done = None
-            self._in_flight_bytes -= answer.size
-            self._memory_pool.release(answer.size)
-        waiting.clear()
-        self._end_durable_turn()
+    def _failed_durable_response(self, answer: DurableAnswer) -> bytes:
+        return self._handler.durable_answer_failed(answer, answer.failed)[0]
 
     def _failed_at_once(self, frame: memoryview, received: float) -> None:
         """A request whose immediate answer failed unexpectedly: logged, counted and the

@@ -94,9 +94,9 @@ from odradek.server.admin.admin_manager import AdminManager
 from odradek.server.admin.topic_ids import TopicIds
 from odradek.server.apis import ApiRouter
 from odradek.server.authorization.authorizer import Authorizer
+from odradek.server.durable_answer import DurableAnswer
 from odradek.server.kafka.acls import KafkaAclApis
 from odradek.server.kafka.configs import KafkaConfigApis
-from odradek.server.kafka.durable_answer import DurableAnswer
 from odradek.server.kafka.groups import KafkaGroupApis
 from odradek.server.kafka.partition_admin import KafkaPartitionAdminApis
 from odradek.server.kafka.producers import KafkaProducerApis

@@ -5,10 +5,12 @@ one that must wait becomes a task of its own then (so a connection can pipeline,
 waiting for data does not hold up a produce behind it), and each response goes to the
 ResponseWriter. Responses carry the request's correlation id and may leave in any order.
 
-A produce of one partition at acks 0 or 1 and a fetch of one partition that may not wait and
-finds nothing new, sent again and again with the same head, are read by their bytes
-(``read_immediate``) and answered in a few steps, with the general path's bytes, counts and
-limits; anything else is decoded and takes the general path.
+A produce of one partition and a fetch of one partition that may not wait and finds nothing
+new, sent again and again with the same head, are read by their bytes (``read_immediate``) and
+answered in a few steps, with the general path's bytes, counts and limits: at once, or at
+acks=all once the append is fsync'ed, its ready answer waiting without a task (DurableAnswer,
+in request order with the others waiting: DurableAnswerConnection, as on Kafka connections);
+anything else is decoded and takes the general path.
 
 Reading stops while the client is not keeping up (the transport's buffer is above its
 high-water mark, or responses queue behind a zero-copy send), while too much of its work
@@ -25,7 +27,7 @@ import logging
 from concurrent.futures import Executor
 
 from odradek.errors import KafkaError, UnknownServerError, error_code_for
-from odradek.network.connection import Connection, ConnectionRegistry, ConnectionSettings
+from odradek.network.connection import ConnectionRegistry, ConnectionSettings
 from odradek.network.frame_reader import FrameReader
 from odradek.network.request_memory_pool import RequestMemoryPool
 from odradek.network.sasl_gate import SaslGate
@@ -36,15 +38,19 @@ from odradek.protocol.header import RequestHeader, ResponseHeader
 from odradek.protocol.immediate import (
     FETCH,
     Immediate,
+    ImmediateProduce,
+    read_correlation_id,
     read_immediate,
     write_appended,
     write_nothing_new,
 )
 from odradek.protocol.messages import decode_request, encode_response
-from odradek.protocol.produce import Acks
+from odradek.protocol.produce import Acks, ProducePartitionResponse, ProduceResponse
 from odradek.protocol.schema import Message
 from odradek.record.record_batch import starts_transactional
 from odradek.server.apis import EAGER_API_KEYS, ApiRouter
+from odradek.server.durable_answer import DurableAnswer
+from odradek.server.durable_answer_connection import DurableAnswerConnection
 from odradek.server.metrics.broker_metrics import BrokerMetrics
 from odradek.server.request_context import RequestContext
 
@@ -52,6 +58,7 @@ logger = logging.getLogger(__name__)
 
 # (Members at hand: looking one up on its enum class costs about a call, per request.)
 _ACKS_NONE = Acks.NONE
+_ACKS_ALL = Acks.ALL
 
 
 class RequestReader(FrameReader):
@@ -63,7 +70,7 @@ class RequestReader(FrameReader):
     retained_bytes = len
 
 
-class MsgpackConnection(Connection[memoryview]):
+class MsgpackConnection(DurableAnswerConnection):
     """The broker's side of one msgpack client connection."""
 
     protocol_label = "msgpack"
@@ -125,7 +132,10 @@ class MsgpackConnection(Connection[memoryview]):
                     self._answer_failure_at_once(body, received)
                     return
                 if response is not None:
-                    self._answered_at_once(request.api_key, len(body), response)
+                    if response.__class__ is DurableAnswer:
+                        self._wait_durable(response, len(body))
+                    else:
+                        self._answered_at_once(request.api_key, len(body), response)
                     return
         size = len(body)
         try:
@@ -157,13 +167,16 @@ class MsgpackConnection(Connection[memoryview]):
         handling = self._handle(header, request, size, received)
         self._start(handling, size, eager=header.api_key in EAGER_API_KEYS)
 
-    def _answer_at_once(self, request: Immediate, body: memoryview, id_end: int) -> bytes | None:
-        """The answer, in a few steps, to a produce to one partition with acks 0 or 1 whose
-        append is done at once, or to a fetch of one partition that may not wait and finds
-        nothing new (``request``, read from ``body`` by ``read_immediate``): its response
-        frame, or b"" for acks=0 (none). None when something else has a say (an error, a queued
-        append, a quota or an authorizer in force): nothing was done, and the general path,
-        whose answer this is (held to it by tests), takes it."""
+    def _answer_at_once(
+        self, request: Immediate, body: memoryview, id_end: int
+    ) -> bytes | DurableAnswer | None:
+        """The answer, in a few steps, to a produce to one partition whose append is done at
+        once, or to a fetch of one partition that may not wait and finds nothing new
+        (``request``, read from ``body`` by ``read_immediate``): its response frame, or b""
+        for acks=0 (none); at acks=all, its DurableAnswer, to send once fsync'ed. None when
+        something else has a say (an error, a queued append, a quota or an authorizer in
+        force, no time to wait for the fsync): nothing was done, and the general path, whose
+        answer this is (held to it by tests), takes it."""
         if not self._apis.answers_at_once:  # an authorizer or quotas have a say
             return None
         if request.api_key == FETCH:
@@ -177,6 +190,8 @@ class MsgpackConnection(Connection[memoryview]):
         records = body[len(body) - request.payload_size :]
         if starts_transactional(records):
             return None  # a transactional batch: checked against its transaction first
+        if acks is _ACKS_ALL:
+            return self._durable_answer(request, body, id_end, records)
         info = self._replicas.append_at_once(request.topic, request.partition, records, acks)
         if info is None:
             return None
@@ -185,6 +200,43 @@ class MsgpackConnection(Connection[memoryview]):
         return write_appended(
             request, body, id_end, info.first_offset, info.log_append_time_ms, info.log_start_offset
         )
+
+    def _durable_answer(
+        self, request: ImmediateProduce, body: memoryview, id_end: int, records: memoryview
+    ) -> DurableAnswer | None:
+        """The acks=all produce ``request`` appended here and now, its answer to go out once
+        fsync'ed; None when it is not appended (nothing is written then) or has no time to
+        wait (``timeout_ms`` 0: the general path answers)."""
+        timeout_ms = request.timeout_ms
+        if timeout_ms <= 0:
+            return None
+        topic, partition_index = request.topic, request.partition
+        appended = self._replicas.append_durably_at_once(topic, partition_index, records)
+        if appended is None:
+            return None
+        partition, info = appended
+        response = write_appended(
+            request, body, id_end, info.first_offset, info.log_append_time_ms, info.log_start_offset
+        )
+        return DurableAnswer(
+            response,
+            body[12],  # the version ("v", a fixint: read_immediate's envelope)
+            read_correlation_id(body, id_end),
+            topic,
+            partition_index,
+            partition,
+            info.last_offset,
+            timeout_ms,
+        )
+
+    def _failed_durable_response(self, answer: DurableAnswer) -> bytes:
+        error = answer.failed
+        message = error.message if isinstance(error, KafkaError) else str(error)
+        result = ProducePartitionResponse(
+            answer.topic, answer.partition_index, error_code_for(error), message
+        )
+        header = ResponseHeader(answer.correlation_id)
+        return b"".join(encode_response(header, ProduceResponse((result,))))
 
     def _answer_failure_at_once(self, body: memoryview, received: float) -> None:
         """A request whose immediate path failed unexpectedly: logged, and answered

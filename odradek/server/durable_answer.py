@@ -1,4 +1,10 @@
-"""DurableAnswer: a one-partition acks=all Produce appended at once, answered once fsync'ed."""
+"""DurableAnswer: a one-partition acks=all produce appended at once, answered once fsync'ed.
+
+Protocol-neutral: each protocol reads its request and writes its response bytes (the success
+response here, the error one when the flush fails or times out); the append
+(``ReplicaManager.append_durably_at_once``), the wait (the partition's group commit) and the
+queue of answers in request order (DurableAnswerConnection) are shared.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +14,17 @@ from odradek.server.partition import Partition
 
 
 class DurableAnswer:
-    """What KafkaRequestHandler.answer_at_once gives for a Produce of one partition at
-    acks=all whose append is done: the success response (``response``, the general path's
-    bytes), and where to wait (``partition``, up to ``last_offset``) before it may go out.
+    """What a protocol's immediate path gives for a produce of one partition at acks=all
+    whose append is done (KafkaRequestHandler.answer_at_once, MsgpackConnection's
+    ``_answer_at_once``): the success response (``response``, the general path's bytes, and
+    the request's ``version`` and ``correlation_id``, for the error response), and where to
+    wait (``partition``, up to ``last_offset``) before it may go out.
 
     The connection keeps it in its queue of answers waiting for their fsync (in request order)
     and registers it with the partition's group commit, which calls it with the flush's
     outcome; ``failed`` is set then (an error, or a timeout after ``timeout_ms``), and the
-    response becomes an error response. No task, no future, no response object: the acks=all
-    twin of the acks 0/1 immediate answer.
+    response becomes the protocol's error response. No task, no future, no response object:
+    the acks=all twin of the acks 0/1 immediate answer.
     """
 
     __slots__ = (
