@@ -16,6 +16,10 @@ CallApis = Callable[[RequestContext, Message], Awaitable[Any]]
 KafkaHandler = Callable[["KafkaRequest", RequestContext], Awaitable[Any]]
 """Answers one Kafka API: the response's fields, or None when there is none (acks=0)."""
 
+LEADER_EPOCH = 0
+"""The partition leader epoch of every partition: the single broker leads each partition in
+epoch 0 for ever (docs/kafka-compatibility.md, "Leader epochs")."""
+
 
 class KafkaRequest(NamedTuple):
     """A decoded request: its header and body, or why it is refused (``refusal``)."""
