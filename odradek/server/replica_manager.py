@@ -28,10 +28,6 @@ from odradek.errors import (
 from odradek.network.page_cache import is_resident
 from odradek.protocol.delete_records import (
     HIGH_WATERMARK_OFFSET,
-    DeleteRecordsPartition,
-    DeleteRecordsPartitionResponse,
-    DeleteRecordsRequest,
-    DeleteRecordsResponse,
 )
 from odradek.protocol.fetch import FetchPartition, FetchRequest, FetchResponse
 from odradek.protocol.isolation import IsolationLevel
@@ -516,31 +512,26 @@ class ReplicaManager:
             entry.topic, entry.partition, offset=found.offset, timestamp=found.timestamp
         )
 
-    async def delete_records(self, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
-        """Raise each partition's log start offset; return the new low watermarks."""
-        return DeleteRecordsResponse(
-            tuple([await self._delete_records(entry) for entry in request.partitions])
-        )
+    async def delete_records(
+        self, offsets: Sequence[tuple[str, int, int]]
+    ) -> list[int | KafkaError]:
+        """Raise the log start offset of each (topic, partition, offset) of ``offsets`` (-1:
+        to the high watermark), one after the other: each one's new low watermark, or why
+        not (Kafka's ``deleteRecords``)."""
+        return [await self._delete_records(*entry) for entry in offsets]
 
-    async def _delete_records(
-        self, entry: DeleteRecordsPartition
-    ) -> DeleteRecordsPartitionResponse:
+    async def _delete_records(self, topic: str, partition: int, offset: int) -> int | KafkaError:
         try:
-            log = self.partition(entry.topic, entry.partition).log
+            log = self.partition(topic, partition).log
             if not log.config.delete:  # Kafka's Partition.deleteRecordsOnLeader, before all else
                 raise PolicyViolationError(
                     f"records of {log.topic_partition} cannot be deleted: its cleanup.policy "
                     f"is {','.join(log.config.cleanup_policy)}, without delete"
                 )
-            offset = log.high_watermark if entry.offset == HIGH_WATERMARK_OFFSET else entry.offset
-            low_watermark = await self._in_thread(log.delete_records, offset)
+            offset = log.high_watermark if offset == HIGH_WATERMARK_OFFSET else offset
+            return await self._in_thread(log.delete_records, offset)
         except KafkaError as error:
-            return DeleteRecordsPartitionResponse(
-                entry.topic, entry.partition, error.code, error.message
-            )
-        return DeleteRecordsPartitionResponse(
-            entry.topic, entry.partition, low_watermark=low_watermark
-        )
+            return error
 
     async def _in_thread(self, function: Callable[..., T], *args: object) -> T:
         """``function(*args)`` on the I/O threads: work that may wait on the disk."""
