@@ -1,5 +1,9 @@
 """KafkaMetadataApis: ApiVersions, Metadata and DescribeCluster on Kafka's protocol: what a
-client asks first, of the broker, its APIs and the cluster's topics and partitions."""
+client asks first, of the broker, its APIs and the cluster's topics and partitions.
+
+Metadata reads the AdminManager's topics (AdminManager.find_topics) with Kafka's request data,
+authorized by ApiAuthorization's Metadata rules, the same as the msgpack protocol's
+(server/msgpack/metadata.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from typing import Any
 
 from odradek.errors import (
     InvalidRequestError,
+    KafkaError,
     RebootstrapRequiredError,
     TopicAuthorizationFailedError,
     UnknownTopicIdError,
@@ -16,12 +21,12 @@ from odradek.errors import (
 from odradek.protocol.kafka import api_versions as apis
 from odradek.protocol.kafka.api_versions import ADVERTISED
 from odradek.protocol.kafka.message_codec import ZERO_UUID
-from odradek.protocol.metadata import MetadataRequest
 from odradek.security.acl import AclOperation, ResourceType
-from odradek.server.admin.admin_manager import AdminManager
+from odradek.server.admin.admin_manager import AdminManager, PartitionState
 from odradek.server.admin.topic_ids import TopicIds
+from odradek.server.apis import ApiRouter
 from odradek.server.authorization.authorizer import Authorizer
-from odradek.server.kafka.request import LEADER_EPOCH, CallApis, KafkaHandler, KafkaRequest
+from odradek.server.kafka.request import LEADER_EPOCH, KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext
 
 INVALID_REQUEST = InvalidRequestError.code
@@ -60,14 +65,14 @@ class KafkaMetadataApis:
 
     def __init__(
         self,
-        call: CallApis,
+        router: ApiRouter,
         admin_manager: AdminManager,
         topic_ids: TopicIds,
         node_id: int,
         endpoint: Callable[[RequestContext], tuple[str, int]],
         authorizer: Authorizer,
     ) -> None:
-        self._call = call
+        self._apis = router
         self._admin = admin_manager
         self._topic_ids = topic_ids
         self._node_id = node_id
@@ -97,7 +102,8 @@ class KafkaMetadataApis:
         return {"node_id": self._node_id, "broker_id": self._node_id, "host": host, "port": port}
 
     async def _metadata(self, request: KafkaRequest, context: RequestContext) -> dict:
-        """Kafka's answer, authorized by ApiRouter; a topic asked for by id (v12) is named
+        """The AdminManager's topics as the principal may see them (ApiAuthorization's
+        Metadata rules, as for the msgpack protocol); a topic asked for by id (v12) is named
         only to a principal that may describe it (else TOPIC_AUTHORIZATION_FAILED with a null
         name: the id is not secret, the name is), an unknown id is UNKNOWN_TOPIC_ID."""
         body = request.body
@@ -120,11 +126,15 @@ class KafkaMetadataApis:
                     names.append(name)
                 else:
                     names.append(topic["name"] or "")
-            names = tuple(names)
         auto_create = body.get("allow_auto_topic_creation", True)
-        response = await self._call(context, MetadataRequest(names, auto_create))
+        found = await self._apis.authorization.metadata_topics(
+            context, names, auto_create, self._admin.find_topics
+        )
+        self._apis.count_entry_errors(
+            apis.METADATA, (t.code if isinstance(t, KafkaError) else 0 for _, t in found)
+        )
         await self._topic_ids.ensure(
-            {t.name: len(t.partitions) for t in response.topics if not t.error}
+            {name: len(t) for name, t in found if not isinstance(t, KafkaError)}
         )
         topic_entries: list[dict[str, Any]] = [
             {
@@ -136,41 +146,53 @@ class KafkaMetadataApis:
             for topic_id in unknown_ids
         ]
         with_operations = body.get("include_topic_authorized_operations", False)
-        for topic in response.topics:
-            partitions = [
-                {
-                    "error_code": p.error,
-                    "partition_index": p.partition,
-                    "leader_id": p.leader,
-                    "leader_epoch": LEADER_EPOCH if p.leader >= 0 else -1,
-                    "replica_nodes": [p.leader] if p.leader >= 0 else [],
-                    "isr_nodes": [p.leader] if p.leader >= 0 else [],
+        for name, topic in found:
+            if isinstance(topic, KafkaError):
+                entry = {"error_code": topic.code, "name": name, "topic_id": None, "partitions": []}
+            else:
+                entry = {
+                    "error_code": 0,
+                    "name": name,
+                    "topic_id": self._topic_ids.get(name),
+                    "partitions": [self._partition_entry(p) for p in topic],
                 }
-                for p in topic.partitions
-            ]
-            entry = {
-                "error_code": topic.error,
-                "name": topic.name,
-                "topic_id": self._topic_ids.get(topic.name) if not topic.error else None,
-                "partitions": partitions,
-            }
-            if topic.error == TOPIC_AUTHORIZATION_FAILED:
-                if topic.name in asked_by_id:
-                    entry.update(name=None, topic_id=asked_by_id[topic.name])
+            if entry["error_code"] == TOPIC_AUTHORIZATION_FAILED:
+                if name in asked_by_id:
+                    entry.update(name=None, topic_id=asked_by_id[name])
             elif with_operations:
                 entry["topic_authorized_operations"] = self._authorizer.authorized_operations(
-                    context, ResourceType.TOPIC, topic.name
+                    context, ResourceType.TOPIC, name
                 )
             topic_entries.append(entry)
         answer = {
             "brokers": [self._broker(context)],
-            "cluster_id": response.cluster_id,
+            "cluster_id": self._admin.cluster_id,
             "controller_id": self._node_id,
             "topics": topic_entries,
         }
         if body.get("include_cluster_authorized_operations", False):  # v8-10
             answer["cluster_authorized_operations"] = self._cluster_operations(context)
         return answer
+
+    def _partition_entry(self, partition: PartitionState) -> dict[str, Any]:
+        if partition.error is not None:
+            return {
+                "error_code": partition.error.code,
+                "partition_index": partition.partition,
+                "leader_id": -1,
+                "leader_epoch": -1,
+                "replica_nodes": [],
+                "isr_nodes": [],
+            }
+        leader = self._node_id
+        return {
+            "error_code": 0,
+            "partition_index": partition.partition,
+            "leader_id": leader,
+            "leader_epoch": LEADER_EPOCH,
+            "replica_nodes": [leader],
+            "isr_nodes": [leader],
+        }
 
     def _cluster_operations(self, context: RequestContext) -> int:
         """What the principal may do on the cluster, as a bit field: 0 without Describe."""

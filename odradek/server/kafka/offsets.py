@@ -1,8 +1,10 @@
 """KafkaOffsetApis: ListOffsets, OffsetForLeaderEpoch and DeleteRecords on Kafka's protocol:
 where a partition's offsets are (by time, by leader epoch) and moving its log start.
 
-ListOffsets and DeleteRecords go through ApiRouter (authorized there: Describe, Delete on each
-topic); the max-timestamp lookup (ListOffsets v7) and OffsetForLeaderEpoch, which only Kafka's
+ListOffsets goes through ApiRouter (authorized there: Describe on each topic); DeleteRecords
+asks the ReplicaManager with Kafka's data, refusing first what ApiAuthorization's rule refuses
+(Delete on each topic), as the msgpack protocol's does (server/msgpack/offsets.py); the
+max-timestamp lookup (ListOffsets v7) and OffsetForLeaderEpoch, which only Kafka's
 protocol has, read the partition's log here and are authorized here.
 """
 
@@ -16,14 +18,20 @@ from odradek.errors import (
     KafkaError,
     UnknownLeaderEpochError,
 )
-from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.kafka import api_versions as apis
 from odradek.protocol.kafka.fetch_request import READ_COMMITTED
 from odradek.protocol.list_offsets import ListOffsetsPartition, ListOffsetsRequest
 from odradek.security.acl import AclOperation, ResourceType
+from odradek.server.apis import ApiRouter
 from odradek.server.authorization.authorizer import Authorizer
-from odradek.server.kafka.request import LEADER_EPOCH, CallApis, KafkaHandler, KafkaRequest
+from odradek.server.kafka.request import (
+    LEADER_EPOCH,
+    CallApis,
+    KafkaHandler,
+    KafkaRequest,
+    handle_permitted,
+)
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
 
@@ -38,8 +46,13 @@ class KafkaOffsetApis:
     """The offset lookups and DeleteRecords of Kafka's protocol."""
 
     def __init__(
-        self, call: CallApis, replica_manager: ReplicaManager, authorizer: Authorizer
+        self,
+        router: ApiRouter,
+        call: CallApis,
+        replica_manager: ReplicaManager,
+        authorizer: Authorizer,
     ) -> None:
+        self._apis = router
         self._call = call
         self._replicas = replica_manager
         self._authorizer = authorizer
@@ -127,20 +140,29 @@ class KafkaOffsetApis:
         }
 
     async def _delete_records(self, request: KafkaRequest, context: RequestContext) -> dict:
+        """Each partition's new low watermark from the ReplicaManager; a topic the principal
+        may not delete from is refused first (ApiAuthorization's DeleteRecords rule)."""
         topics = request.body["topics"]
-        entries = tuple(
-            DeleteRecordsPartition(topic["name"], p["partition_index"], p["offset"])
+        entries = [
+            (topic["name"], p["partition_index"], p["offset"])
             for topic in topics
             for p in topic["partitions"]
+        ]
+        outcomes = await handle_permitted(
+            self._apis,
+            context,
+            apis.DELETE_RECORDS,
+            [topic for topic, _, _ in entries],
+            entries,
+            self._replicas.delete_records,
         )
-        response = await self._call(context, DeleteRecordsRequest(entries))
-        results = iter(response.partitions)
+        results = iter(zip(entries, outcomes, strict=True))
         return {
             "topics": [
                 {
                     "name": topic["name"],
                     "partitions": [
-                        _delete_records_entry(next(results)) for _ in topic["partitions"]
+                        _delete_records_entry(*next(results)) for _ in topic["partitions"]
                     ],
                 }
                 for topic in topics
@@ -199,9 +221,7 @@ class KafkaOffsetApis:
         }
 
 
-def _delete_records_entry(p: Any) -> dict[str, Any]:
-    return {
-        "partition_index": p.partition,
-        "low_watermark": p.low_watermark,
-        "error_code": p.error,
-    }
+def _delete_records_entry(entry: tuple[str, int, int], outcome: int | KafkaError) -> dict[str, Any]:
+    if isinstance(outcome, KafkaError):
+        return {"partition_index": entry[1], "low_watermark": -1, "error_code": outcome.code}
+    return {"partition_index": entry[1], "low_watermark": outcome, "error_code": 0}

@@ -118,18 +118,21 @@ class KafkaRequestHandler:
         authorizer = authorizer or Authorizer()
         executor = executor or ThreadPoolExecutor(1, thread_name_prefix="odradek-acls")
         call = self._call
+        configs = KafkaConfigApis(router, call, admin_manager, broker_config, node_id, authorizer)
         self._handlers: dict[int, KafkaHandler] = {
             **KafkaMetadataApis(
-                call, admin_manager, topic_ids, node_id, endpoint, authorizer
+                router, admin_manager, topic_ids, node_id, endpoint, authorizer
             ).handlers(),
             **KafkaProduceApis(router, transactions).handlers(),
             **KafkaFetchApis(router, replica_manager, authorizer).handlers(),
-            **KafkaOffsetApis(call, replica_manager, authorizer).handlers(),
+            **KafkaOffsetApis(router, call, replica_manager, authorizer).handlers(),
             **KafkaProducerApis(call, replica_manager, authorizer, transactions).handlers(),
             **(security.handlers() if security is not None else {}),
             **KafkaAclApis(authorizer, executor).handlers(),
-            **KafkaTopicApis(call, topic_ids, authorizer).handlers(),
-            **KafkaConfigApis(call, broker_config, node_id, authorizer).handlers(),
+            **KafkaTopicApis(
+                router, call, admin_manager, configs.topic_configs, topic_ids, authorizer
+            ).handlers(),
+            **configs.handlers(),
             **(group_requests.handlers() if group_requests is not None else {}),
             **(partition_admin.handlers() if partition_admin is not None else {}),
             **(transactions.handlers() if transactions is not None else {}),
