@@ -1,16 +1,16 @@
 """AdminManager: cluster metadata and topic administration (the roles of Kafka's
 ``ZkAdminManager`` and ``MetadataCache``).
 
-Both protocols' handlers call it: Metadata's topics (``find_topics``), CreateTopics,
-DeleteTopics, and DescribeConfigs' topic configs take and return
-plain data (names, counts, config entries, errors), so neither protocol's messages cross into
-the other's; CreatePartitions, AlterConfigs and DescribeTopicPartitions still take the msgpack
-protocol's messages. The TopicAdmin carries the changes out on the logs, and the
-AutoTopicCreationManager creates the missing topics Metadata may create. Every topic of a
-request gets its own outcome: one bad topic does not fail the others, except that a
-CreateTopics request asking for more partitions in all than
-``create.topics.max.partitions.per.request`` is refused whole (POLICY_VIOLATION on every topic,
-as Kafka's controller refuses an excessively large batch). Work that touches the disk
+Both protocols' handlers call it with plain data (names, counts, config changes) and get plain
+outcomes back (partitions, config entries, the error of each topic), so neither protocol's
+messages cross into the other's: Metadata's topics (``find_topics``), CreateTopics,
+CreatePartitions, DeleteTopics, a topic's configs and their changes. DescribeTopicPartitions,
+which only the msgpack protocol has, still takes and returns its messages. The TopicAdmin
+carries the changes out on the logs, and the AutoTopicCreationManager creates the missing
+topics Metadata may create. Every topic of a request gets its own outcome: one bad topic does
+not fail the others, except that a CreateTopics request asking for more partitions in all
+than ``create.topics.max.partitions.per.request`` is refused whole (POLICY_VIOLATION on every
+topic, as Kafka's controller refuses an excessively large batch). Work that touches the disk
 (creating, deleting, persisting configs) runs on a thread; reading the LogManager's state does
 not."""
 
@@ -33,9 +33,6 @@ from odradek.errors import (
     UnknownTopicOrPartitionError,
 )
 from odradek.protocol.configs import (
-    AlterableTopicConfigs,
-    AlterConfigsRequest,
-    AlterConfigsResponse,
     ConfigEntry,
     ConfigSource,
 )
@@ -47,11 +44,6 @@ from odradek.protocol.describe_topic_partitions import (
 )
 from odradek.protocol.metadata import (
     BrokerMetadata,
-)
-from odradek.protocol.topics import (
-    CreatePartitionsRequest,
-    CreatePartitionsResponse,
-    TopicResult,
 )
 from odradek.server.admin.auto_topic_creation_manager import AutoTopicCreationManager
 from odradek.server.admin.topic_admin import TopicAdmin
@@ -253,48 +245,48 @@ class AdminManager:
             creation.add_done_callback(_log_late_outcome(name, "its client went away"))
             raise
 
-    async def create_partitions(self, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
-        """Grow topics (Kafka's CreatePartitions); the new partitions of each topic appear all
-        together or not at all, at most ``create.topics.max.partitions.per.request`` in all."""
+    async def create_partitions(
+        self, counts: Sequence[tuple[str, int]], validate_only: bool, timeout_ms: int
+    ) -> list[KafkaError | None]:
+        """Grow each (topic, new partition count) of ``counts`` (Kafka's CreatePartitions;
+        only check when ``validate_only``): why each was not (None: it was). The new
+        partitions of each topic appear all together or not at all, at most
+        ``create.topics.max.partitions.per.request`` in all."""
         added: list[int | KafkaError] = []
-        for topic in request.topics:
+        for name, count in counts:
             try:
-                added.append(self._topic_admin.validate_new_partitions(topic.name, topic.count))
+                added.append(self._topic_admin.validate_new_partitions(name, count))
             except KafkaError as error:
                 added.append(error)
         total = sum(count for count in added if isinstance(count, int))
         limit = self._config.create_topics_max_partitions_per_request
         if total > limit:
-            message = (
+            refusal = PolicyViolationError(
                 f"the request adds {total} partitions in all; "
                 f"create.topics.max.partitions.per.request is {limit}: nothing was created"
             )
-            return CreatePartitionsResponse(
-                tuple(
-                    TopicResult(t.name, PolicyViolationError.code, message) for t in request.topics
-                )
-            )
-        deadline = asyncio.get_running_loop().time() + max(0, request.timeout_ms) / 1000
-        results = []
-        for topic, count in zip(request.topics, added, strict=True):
+            return [refusal for _ in counts]
+        deadline = asyncio.get_running_loop().time() + max(0, timeout_ms) / 1000
+        results: list[KafkaError | None] = []
+        for (name, count), new in zip(counts, added, strict=True):
             try:
-                if isinstance(count, KafkaError):
-                    raise count
-                if not request.validate_only:
+                if isinstance(new, KafkaError):
+                    raise new
+                if not validate_only:
                     await self._create_within(
-                        topic.name,
-                        count,
+                        name,
+                        new,
                         deadline,
-                        request.timeout_ms,
+                        timeout_ms,
                         self._topic_admin.create_partitions,
-                        topic.name,
-                        topic.count,
+                        name,
+                        count,
                     )
             except KafkaError as error:
-                results.append(TopicResult(topic.name, error.code, error.message))
+                results.append(error)
             else:
-                results.append(TopicResult(topic.name))
-        return CreatePartitionsResponse(tuple(results))
+                results.append(None)
+        return results
 
     async def delete_topics(self, names: Sequence[str]) -> list[KafkaError | None]:
         """Delete the topics ``names``, one after the other: why each was not (None: it was)."""
@@ -321,19 +313,17 @@ class AdminManager:
         except KafkaError as error:
             return error
 
-    async def alter_configs(self, request: AlterConfigsRequest) -> AlterConfigsResponse:
-        results = [await self._alter_config(t, request.validate_only) for t in request.topics]
-        return AlterConfigsResponse(tuple(results))
-
-    async def _alter_config(self, topic: AlterableTopicConfigs, validate_only: bool) -> TopicResult:
-        """Set the overrides named (None removes one) and keep the others."""
-        name = topic.name
+    async def alter_topic_configs(
+        self, name: str, changes: Mapping[str, str | None], validate_only: bool
+    ) -> KafkaError | None:
+        """Set the overrides of topic ``name`` that ``changes`` names (None removes one) and
+        keep the others (only check them when ``validate_only``): why not (None: done)."""
         try:
             async with self._config_lock:
                 if not self._log_manager.partitions(name):
                     raise UnknownTopicOrPartitionError(f"topic {name} does not exist")
                 overrides = self._topic_admin.topic_overrides(name)
-                for key, value in topic.configs.items():
+                for key, value in changes.items():
                     if value is None:
                         overrides.pop(key, None)
                     else:
@@ -343,8 +333,8 @@ class AdminManager:
                 else:
                     await self._in_thread(self._topic_admin.alter_topic_config, name, overrides)
         except KafkaError as error:
-            return TopicResult(name, error.code, error.message)
-        return TopicResult(name)
+            return error
+        return None
 
     # --- describe partitions -----------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """MsgpackConfigApis: DescribeConfigs and AlterConfigs (topic configs) on odradek's msgpack
-protocol; DescribeConfigs is mapped onto the AdminManager's call the Kafka protocol's
-handler makes (server/kafka/configs.py). ApiRouter authorizes their entries first."""
+protocol, mapped onto the AdminManager's calls the Kafka protocol's handlers make
+(server/kafka/configs.py). ApiRouter authorizes their entries first."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from odradek.protocol.configs import (
     DescribeConfigsResponse,
     TopicConfigs,
 )
+from odradek.protocol.topics import TopicResult
 from odradek.server.admin.admin_manager import AdminManager, config_entries
 from odradek.server.request_context import RequestContext
 
@@ -36,4 +37,16 @@ class MsgpackConfigApis:
     async def alter_configs(
         self, request: AlterConfigsRequest, _context: RequestContext
     ) -> AlterConfigsResponse:
-        return await self._admin.alter_configs(request)
+        """Each topic's overrides changed in turn (odradek's AlterConfigs is Kafka's
+        IncrementalAlterConfigs: the overrides not named stay)."""
+        results = []
+        for topic in request.topics:
+            error = await self._admin.alter_topic_configs(
+                topic.name, topic.configs, request.validate_only
+            )
+            results.append(
+                TopicResult(topic.name)
+                if error is None
+                else TopicResult(topic.name, error.code, error.message)
+            )
+        return AlterConfigsResponse(tuple(results))

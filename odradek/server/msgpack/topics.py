@@ -49,7 +49,7 @@ class MsgpackTopicApis:
         errors = await self._admin.delete_topics(request.topics)
         return DeleteTopicsResponse(
             tuple(
-                TopicResult(name) if error is None else TopicResult(name, error.code, error.message)
+                _topic_result(name, error)
                 for name, error in zip(request.topics, errors, strict=True)
             )
         )
@@ -57,4 +57,18 @@ class MsgpackTopicApis:
     async def create_partitions(
         self, request: CreatePartitionsRequest, _context: RequestContext
     ) -> CreatePartitionsResponse:
-        return await self._admin.create_partitions(request)
+        errors = await self._admin.create_partitions(
+            [(topic.name, topic.count) for topic in request.topics],
+            request.validate_only,
+            request.timeout_ms,
+        )
+        return CreatePartitionsResponse(
+            tuple(
+                _topic_result(topic.name, error)
+                for topic, error in zip(request.topics, errors, strict=True)
+            )
+        )
+
+
+def _topic_result(name: str, error: KafkaError | None) -> TopicResult:
+    return TopicResult(name) if error is None else TopicResult(name, error.code, error.message)
