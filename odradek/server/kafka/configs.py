@@ -1,7 +1,7 @@
 """KafkaConfigApis: DescribeConfigs, AlterConfigs and IncrementalAlterConfigs on Kafka's
 protocol. A topic's configs are read from the AdminManager with Kafka's data, refused first
-without DescribeConfigs on the topic (ApiAuthorization's rule, the msgpack protocol's too);
-they are altered through ApiRouter (AlterConfigs authorizes there); the broker's own
+without DescribeConfigs on the topic (ApiAuthorization's rule, the msgpack protocol's too),
+and changed there, refused first without AlterConfigs on the topic; the broker's own
 settings and a group's configs (their defaults: odradek's groups are classic ones, which these
 keys do not configure) are described read-only."""
 
@@ -16,13 +16,12 @@ from odradek.config.config_source import ConfigSource
 from odradek.config.group_configs import GROUP_CONFIG_KEYS
 from odradek.config.topic_configs import TOPIC_CONFIG_DEF
 from odradek.errors import InvalidConfigError, InvalidRequestError, KafkaError
-from odradek.protocol.configs import AlterableTopicConfigs, AlterConfigsRequest
 from odradek.protocol.kafka import api_versions as apis
 from odradek.security.acl import AclOperation
 from odradek.server.admin.admin_manager import AdminManager
 from odradek.server.apis import ApiRouter
 from odradek.server.authorization.authorizer import Authorizer
-from odradek.server.kafka.request import CallApis, KafkaHandler, KafkaRequest
+from odradek.server.kafka.request import KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext
 
 INVALID_REQUEST, INVALID_CONFIG = InvalidRequestError.code, InvalidConfigError.code
@@ -43,7 +42,6 @@ class KafkaConfigApis:
     def __init__(
         self,
         router: ApiRouter,
-        call: CallApis,
         admin_manager: AdminManager,
         broker_config: BrokerConfig,
         node_id: int,
@@ -51,7 +49,6 @@ class KafkaConfigApis:
     ) -> None:
         self._authorizer = authorizer or Authorizer()
         self._apis = router
-        self._call = call
         self._admin = admin_manager
         self._broker_config = broker_config
         self._node_id = node_id
@@ -314,14 +311,17 @@ class KafkaConfigApis:
         validate_only: bool,
     ) -> dict[str, Any]:
         name = resource["resource_name"]
-        response = await self._call(
-            context,
-            AlterConfigsRequest((AlterableTopicConfigs(name, changes),), validate_only),
+        (denial,) = self._apis.authorization.topic_denials(context, apis.ALTER_CONFIGS, [name])
+        error = (
+            denial
+            if denial is not None
+            else await self._admin.alter_topic_configs(name, changes, validate_only)
         )
-        result = response.topics[0]
+        if error is not None:
+            self._apis.count_entry_errors(apis.ALTER_CONFIGS, (error.code,))
         return {
-            "error_code": result.error,
-            "error_message": result.message,
+            "error_code": error.code if error is not None else 0,
+            "error_message": error.message if error is not None else None,
             "resource_type": TOPIC_RESOURCE,
             "resource_name": name,
         }

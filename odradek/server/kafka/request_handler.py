@@ -118,7 +118,7 @@ class KafkaRequestHandler:
         authorizer = authorizer or Authorizer()
         executor = executor or ThreadPoolExecutor(1, thread_name_prefix="odradek-acls")
         call = self._call
-        configs = KafkaConfigApis(router, call, admin_manager, broker_config, node_id, authorizer)
+        configs = KafkaConfigApis(router, admin_manager, broker_config, node_id, authorizer)
         self._handlers: dict[int, KafkaHandler] = {
             **KafkaMetadataApis(
                 router, admin_manager, topic_ids, node_id, endpoint, authorizer
@@ -130,7 +130,7 @@ class KafkaRequestHandler:
             **(security.handlers() if security is not None else {}),
             **KafkaAclApis(authorizer, executor).handlers(),
             **KafkaTopicApis(
-                router, call, admin_manager, configs.topic_configs, topic_ids, authorizer
+                router, admin_manager, configs.topic_configs, topic_ids, authorizer
             ).handlers(),
             **configs.handlers(),
             **(group_requests.handlers() if group_requests is not None else {}),

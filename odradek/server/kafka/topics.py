@@ -1,7 +1,7 @@
 """KafkaTopicApis: CreateTopics, DeleteTopics and CreatePartitions on Kafka's protocol, with
-the topics' ids. CreateTopics and DeleteTopics call the AdminManager with Kafka's data for the
-topics ApiAuthorization's rules let the principal touch, as the msgpack protocol's handlers do
-(server/msgpack/topics.py); CreatePartitions goes through ApiRouter."""
+the topics' ids. Each calls the AdminManager with Kafka's data for the topics
+ApiAuthorization's rules let the principal touch, as the msgpack protocol's handlers do
+(server/msgpack/topics.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from odradek.errors import (
     UnknownTopicIdError,
 )
 from odradek.protocol.kafka import api_versions as apis
-from odradek.protocol.topics import CreatePartitionsRequest, CreatePartitionsTopic
 from odradek.security.acl import AclOperation
 from odradek.server.admin.admin_manager import AdminManager, NewTopic
 from odradek.server.admin.topic_ids import TopicIds
@@ -24,7 +23,6 @@ from odradek.server.apis import ApiRouter
 from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.kafka.configs import CONFIG_SOURCE_CODES
 from odradek.server.kafka.request import (
-    CallApis,
     KafkaHandler,
     KafkaRequest,
     TopicConfigsLookup,
@@ -42,14 +40,12 @@ class KafkaTopicApis:
     def __init__(
         self,
         router: ApiRouter,
-        call: CallApis,
         admin_manager: AdminManager,
         topic_configs: TopicConfigsLookup,
         topic_ids: TopicIds,
         authorizer: Authorizer,
     ) -> None:
         self._apis = router
-        self._call = call
         self._admin = admin_manager
         self._topic_configs = topic_configs
         self._topic_ids = topic_ids
@@ -244,6 +240,8 @@ class KafkaTopicApis:
         )
 
     async def _create_partitions(self, request: KafkaRequest, context: RequestContext) -> dict:
+        """The AdminManager grows the topics the principal may alter (ApiAuthorization's
+        CreatePartitions rule); new partitions get their topic's id."""
         body = request.body
         results: list[dict[str, Any] | None] = []
         counts = []
@@ -257,21 +255,27 @@ class KafkaTopicApis:
                     }
                 )
                 continue
-            counts.append(CreatePartitionsTopic(topic["name"], topic["count"]))
+            counts.append((topic["name"], topic["count"]))
             results.append(None)
         if counts:
-            response = await self._call(
+            errors = await handle_permitted(
+                self._apis,
                 context,
-                CreatePartitionsRequest(tuple(counts), body["validate_only"], body["timeout"]),
+                apis.CREATE_PARTITIONS,
+                [name for name, _ in counts],
+                counts,
+                lambda allowed: self._admin.create_partitions(
+                    allowed, body["validate_only"], body["timeout"]
+                ),
             )
-            grown = iter(response.topics)
+            grown = iter(zip(counts, errors, strict=True))
             for index, result in enumerate(results):
                 if result is None:
-                    found = next(grown)
+                    (name, _), error = next(grown)
                     results[index] = {
-                        "name": found.name,
-                        "error_code": found.error,
-                        "error_message": found.message,
+                        "name": name,
+                        "error_code": error.code if error is not None else 0,
+                        "error_message": error.message if error is not None else None,
                     }
-            await self._topic_ids.ensure(dict.fromkeys(c.name for c in counts))
+            await self._topic_ids.ensure(dict.fromkeys(name for name, _ in counts))
         return {"results": results}
