@@ -31,14 +31,7 @@ from odradek.protocol.delete_records import (
 )
 from odradek.protocol.fetch import FetchPartition, FetchRequest, FetchResponse
 from odradek.protocol.isolation import IsolationLevel
-from odradek.protocol.list_offsets import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    ListOffsetsPartition,
-    ListOffsetsPartitionResponse,
-    ListOffsetsRequest,
-    ListOffsetsResponse,
-)
+from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from odradek.protocol.produce import (
     Acks,
     ProducePartitionData,
@@ -56,6 +49,7 @@ from odradek.server.partition import Partition
 from odradek.server.request_context import RequestContext
 from odradek.server.transaction.transaction_marker import TransactionMarker
 from odradek.storage.fetch_data_info import FetchIsolation
+from odradek.storage.file_records import TimestampAndOffset
 from odradek.storage.log_append_info import LogAppendInfo
 from odradek.storage.log_manager import LogManager
 from odradek.storage.unified_log import UnifiedLog
@@ -476,41 +470,32 @@ class ReplicaManager:
 
     # --- list offsets, delete records --------------------------------------------------------
 
-    async def list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
-        """The offset for each partition's target timestamp (earliest, latest, or by time)."""
-        isolation = FetchIsolation(request.isolation.value)
-        return ListOffsetsResponse(
-            tuple([await self._list_offset(entry, isolation) for entry in request.partitions])
-        )
+    async def list_offsets(
+        self, targets: Sequence[tuple[str, int, int]], isolation: FetchIsolation
+    ) -> list[TimestampAndOffset | KafkaError | None]:
+        """The record at each (topic, partition, target timestamp) of ``targets`` (earliest
+        -2, latest -1, or the first at or after a time), as far as ``isolation`` lets a reader
+        see; None where no record is that recent, the error where the partition cannot say
+        (Kafka's ``fetchOffsetForTimestamp``)."""
+        return [await self._list_offset(*target, isolation) for target in targets]
 
     async def _list_offset(
-        self, entry: ListOffsetsPartition, isolation: FetchIsolation
-    ) -> ListOffsetsPartitionResponse:
-        target = entry.timestamp
+        self, topic: str, partition: int, target: int, isolation: FetchIsolation
+    ) -> TimestampAndOffset | KafkaError | None:
         try:
-            log = self.partition(entry.topic, entry.partition).log
+            log = self.partition(topic, partition).log
             if target in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP):
-                found = log.fetch_offset_by_timestamp(target, isolation)
-            else:
-                found = await self._in_thread(log.fetch_offset_by_timestamp, target, isolation)
-                if found is not None and isolation is FetchIsolation.HIGH_WATERMARK:
-                    found = found if found.offset < log.high_watermark else None
-                elif found is not None and isolation is FetchIsolation.TXN_COMMITTED:
-                    found = found if found.offset < log.last_stable_offset else None
-        except (KafkaError, OSError) as caught:
-            error = (
-                caught
-                if isinstance(caught, KafkaError)
-                else _read_error(entry.topic, entry.partition, caught)
-            )
-            return ListOffsetsPartitionResponse(
-                entry.topic, entry.partition, error.code, error.message
-            )
-        if found is None:
-            return ListOffsetsPartitionResponse(entry.topic, entry.partition)
-        return ListOffsetsPartitionResponse(
-            entry.topic, entry.partition, offset=found.offset, timestamp=found.timestamp
-        )
+                return log.fetch_offset_by_timestamp(target, isolation)
+            found = await self._in_thread(log.fetch_offset_by_timestamp, target, isolation)
+            if found is not None and isolation is FetchIsolation.HIGH_WATERMARK:
+                return found if found.offset < log.high_watermark else None
+            if found is not None and isolation is FetchIsolation.TXN_COMMITTED:
+                return found if found.offset < log.last_stable_offset else None
+            return found
+        except KafkaError as error:
+            return error
+        except OSError as error:
+            return _read_error(topic, partition, error)
 
     async def delete_records(
         self, offsets: Sequence[tuple[str, int, int]]

@@ -1,6 +1,6 @@
-"""MsgpackOffsetApis: ListOffsets and DeleteRecords on odradek's msgpack protocol;
-DeleteRecords is mapped onto the ReplicaManager's call the Kafka protocol's handler makes
-(server/kafka/offsets.py). ApiRouter authorizes their partitions first."""
+"""MsgpackOffsetApis: ListOffsets and DeleteRecords on odradek's msgpack protocol, mapped onto
+the ReplicaManager's calls the Kafka protocol's handlers make (server/kafka/offsets.py).
+ApiRouter authorizes their partitions first."""
 
 from __future__ import annotations
 
@@ -10,9 +10,16 @@ from odradek.protocol.delete_records import (
     DeleteRecordsRequest,
     DeleteRecordsResponse,
 )
-from odradek.protocol.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from odradek.protocol.list_offsets import (
+    ListOffsetsPartition,
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+)
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
+from odradek.storage.fetch_data_info import FetchIsolation
+from odradek.storage.file_records import TimestampAndOffset
 
 
 class MsgpackOffsetApis:
@@ -24,7 +31,14 @@ class MsgpackOffsetApis:
     async def list_offsets(
         self, request: ListOffsetsRequest, _context: RequestContext
     ) -> ListOffsetsResponse:
-        return await self._replicas.list_offsets(request)
+        entries = request.partitions
+        found = await self._replicas.list_offsets(
+            [(entry.topic, entry.partition, entry.timestamp) for entry in entries],
+            FetchIsolation(request.isolation.value),
+        )
+        return ListOffsetsResponse(
+            tuple(_offset(entry, record) for entry, record in zip(entries, found, strict=True))
+        )
 
     async def delete_records(
         self, request: DeleteRecordsRequest, _context: RequestContext
@@ -45,3 +59,15 @@ class MsgpackOffsetApis:
                 for entry, outcome in zip(entries, outcomes, strict=True)
             )
         )
+
+
+def _offset(
+    entry: ListOffsetsPartition, found: TimestampAndOffset | KafkaError | None
+) -> ListOffsetsPartitionResponse:
+    if isinstance(found, KafkaError):
+        return ListOffsetsPartitionResponse(entry.topic, entry.partition, found.code, found.message)
+    if found is None:
+        return ListOffsetsPartitionResponse(entry.topic, entry.partition)
+    return ListOffsetsPartitionResponse(
+        entry.topic, entry.partition, offset=found.offset, timestamp=found.timestamp
+    )
