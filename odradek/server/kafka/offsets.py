@@ -1,11 +1,11 @@
 """KafkaOffsetApis: ListOffsets, OffsetForLeaderEpoch and DeleteRecords on Kafka's protocol:
 where a partition's offsets are (by time, by leader epoch) and moving its log start.
 
-ListOffsets goes through ApiRouter (authorized there: Describe on each topic); DeleteRecords
-asks the ReplicaManager with Kafka's data, refusing first what ApiAuthorization's rule refuses
-(Delete on each topic), as the msgpack protocol's does (server/msgpack/offsets.py); the
-max-timestamp lookup (ListOffsets v7) and OffsetForLeaderEpoch, which only Kafka's
-protocol has, read the partition's log here and are authorized here.
+ListOffsets and DeleteRecords ask the ReplicaManager with Kafka's data, refusing first what
+ApiAuthorization's rules refuse (Describe, Delete on each topic), as the msgpack protocol's
+handlers do (server/msgpack/offsets.py); the max-timestamp lookup (ListOffsets v7) and
+OffsetForLeaderEpoch, which only Kafka's protocol has, read the partition's log here and are
+authorized here.
 """
 
 from __future__ import annotations
@@ -18,22 +18,21 @@ from odradek.errors import (
     KafkaError,
     UnknownLeaderEpochError,
 )
-from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.kafka import api_versions as apis
 from odradek.protocol.kafka.fetch_request import READ_COMMITTED
-from odradek.protocol.list_offsets import ListOffsetsPartition, ListOffsetsRequest
 from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.apis import ApiRouter
 from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.kafka.request import (
     LEADER_EPOCH,
-    CallApis,
     KafkaHandler,
     KafkaRequest,
     handle_permitted,
 )
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
+from odradek.storage.fetch_data_info import FetchIsolation
+from odradek.storage.file_records import TimestampAndOffset
 
 INVALID_REQUEST = InvalidRequestError.code
 FENCED_LEADER_EPOCH = FencedLeaderEpochError.code
@@ -46,14 +45,9 @@ class KafkaOffsetApis:
     """The offset lookups and DeleteRecords of Kafka's protocol."""
 
     def __init__(
-        self,
-        router: ApiRouter,
-        call: CallApis,
-        replica_manager: ReplicaManager,
-        authorizer: Authorizer,
+        self, router: ApiRouter, replica_manager: ReplicaManager, authorizer: Authorizer
     ) -> None:
         self._apis = router
-        self._call = call
         self._replicas = replica_manager
         self._authorizer = authorizer
 
@@ -65,6 +59,9 @@ class KafkaOffsetApis:
         }
 
     async def _list_offsets(self, request: KafkaRequest, context: RequestContext) -> dict:
+        """Each partition's offset for its timestamp from the ReplicaManager, refused first
+        without Describe on its topic (ApiAuthorization's ListOffsets rule); the record with
+        the largest timestamp (v7) is looked up here, and a timestamp below -3 is invalid."""
         body = request.body
         wanted = []
         special: dict[int, dict[str, Any]] = {}
@@ -73,8 +70,9 @@ class KafkaOffsetApis:
                 timestamp = partition["timestamp"]
                 index = len(wanted) + len(special)
                 if timestamp == MAX_TIMESTAMP:
-                    # Read here, not through ApiRouter: authorized here too.
-                    denial = self._authorizer.topic_denial(context, "Describe", topic["name"])
+                    denial = self._authorizer.topic_denial(
+                        context, AclOperation.DESCRIBE, topic["name"]
+                    )
                     special[index] = (
                         {"partition_index": partition["partition_index"], "error_code": denial.code}
                         if denial is not None
@@ -86,33 +84,26 @@ class KafkaOffsetApis:
                         "error_code": INVALID_REQUEST,
                     }
                 else:
-                    wanted.append(
-                        (
-                            index,
-                            ListOffsetsPartition(
-                                topic["name"], partition["partition_index"], timestamp
-                            ),
-                        )
-                    )
+                    wanted.append((index, (topic["name"], partition["partition_index"], timestamp)))
         results: dict[int, dict[str, Any]] = dict(special)
         if wanted:
             # read_committed's latest offset is the last stable offset (Kafka's).
             isolation = (
-                IsolationLevel.TXN_COMMITTED
+                FetchIsolation.TXN_COMMITTED
                 if body.get("isolation_level") == READ_COMMITTED
-                else IsolationLevel.HIGH_WATERMARK
+                else FetchIsolation.HIGH_WATERMARK
             )
-            response = await self._call(
-                context, ListOffsetsRequest(tuple(entry for _, entry in wanted), isolation)
+            targets = [target for _, target in wanted]
+            found = await handle_permitted(
+                self._apis,
+                context,
+                apis.LIST_OFFSETS,
+                [topic for topic, _, _ in targets],
+                targets,
+                lambda allowed: self._replicas.list_offsets(allowed, isolation),
             )
-            for (index, _), p in zip(wanted, response.partitions, strict=True):
-                results[index] = {
-                    "partition_index": p.partition,
-                    "error_code": p.error,
-                    "timestamp": p.timestamp,
-                    "offset": p.offset,
-                    "leader_epoch": LEADER_EPOCH if not p.error else -1,
-                }
+            for (index, (_, partition, _)), record in zip(wanted, found, strict=True):
+                results[index] = _offset_entry(partition, record)
         topics: list[dict[str, Any]] = []
         index = 0
         for topic in body["topics"]:
@@ -219,6 +210,24 @@ class KafkaOffsetApis:
             "leader_epoch": found.epoch,
             "end_offset": found.start_offset,
         }
+
+
+def _offset_entry(partition: int, found: TimestampAndOffset | KafkaError | None) -> dict[str, Any]:
+    if isinstance(found, KafkaError):
+        return {
+            "partition_index": partition,
+            "error_code": found.code,
+            "timestamp": -1,
+            "offset": -1,
+            "leader_epoch": -1,
+        }
+    return {
+        "partition_index": partition,
+        "error_code": 0,
+        "timestamp": found.timestamp if found is not None else -1,
+        "offset": found.offset if found is not None else -1,
+        "leader_epoch": LEADER_EPOCH,
+    }
 
 
 def _delete_records_entry(entry: tuple[str, int, int], outcome: int | KafkaError) -> dict[str, Any]:

@@ -125,7 +125,7 @@ class KafkaRequestHandler:
             ).handlers(),
             **KafkaProduceApis(router, transactions).handlers(),
             **KafkaFetchApis(router, replica_manager, authorizer).handlers(),
-            **KafkaOffsetApis(router, call, replica_manager, authorizer).handlers(),
+            **KafkaOffsetApis(router, replica_manager, authorizer).handlers(),
             **KafkaProducerApis(call, replica_manager, authorizer, transactions).handlers(),
             **(security.handlers() if security is not None else {}),
             **KafkaAclApis(authorizer, executor).handlers(),
