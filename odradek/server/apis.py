@@ -54,6 +54,7 @@ from odradek.server.msgpack.groups import MsgpackGroupApis
 from odradek.server.msgpack.kafka_data import MsgpackKafkaData, by_version
 from odradek.server.msgpack.metadata import MsgpackMetadataApis
 from odradek.server.msgpack.offsets import MsgpackOffsetApis
+from odradek.server.msgpack.producers import MsgpackProducerApis
 from odradek.server.msgpack.quotas import MsgpackQuotaApis
 from odradek.server.msgpack.topics import MsgpackTopicApis
 from odradek.server.producer_id_manager import ProducerIdManager
@@ -120,7 +121,7 @@ class ApiRouter:
             ApiKey.FETCH: replicas.fetch_messages,
             ApiKey.LIST_OFFSETS: offsets.list_offsets,
             ApiKey.DELETE_RECORDS: offsets.delete_records,
-            ApiKey.INIT_PRODUCER_ID: producer_ids.init_producer_id,
+            ApiKey.INIT_PRODUCER_ID: MsgpackProducerApis(producer_ids).init_producer_id,
             ApiKey.METADATA: MsgpackMetadataApis(admin, self.authorization).metadata,
             ApiKey.API_VERSIONS: self._api_versions_response,
             ApiKey.CREATE_TOPICS: topics.create_topics,

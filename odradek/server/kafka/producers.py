@@ -1,8 +1,9 @@
 """KafkaProducerApis: InitProducerId and DescribeProducers on Kafka's protocol.
 
 InitProducerId: a transactional id's producer comes from the transaction coordinator
-(KafkaTransactionApis), an idempotent producer's from the producer id manager (through
-ApiRouter, which authorizes it: IdempotentWrite on the cluster or Write on some topic).
+(KafkaTransactionApis), an idempotent producer's from the ProducerIdManager, as the msgpack
+protocol's does (server/msgpack/producers.py), after ApiAuthorization's check (IdempotentWrite
+on the cluster or Write on some topic).
 
 DescribeProducers (what ``kafka-transactions.sh describe-producers`` asks): each partition's
 active producers, from its producer state, as Kafka's KafkaApis answers it: Read on the
@@ -16,13 +17,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.errors import KafkaError
-from odradek.protocol.init_producer_id import InitProducerIdRequest
+from odradek.errors import KafkaError, UnsupportedVersionError
 from odradek.protocol.kafka import api_versions as apis
 from odradek.security.acl import AclOperation
+from odradek.server.apis import ApiRouter
 from odradek.server.authorization.authorizer import Authorizer
-from odradek.server.kafka.request import CallApis, KafkaHandler, KafkaRequest
+from odradek.server.kafka.request import KafkaHandler, KafkaRequest
 from odradek.server.kafka.transactions import KafkaTransactionApis
+from odradek.server.producer_id_manager import ProducerIdManager
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
 from odradek.storage.active_producer import ActiveProducer
@@ -33,12 +35,14 @@ class KafkaProducerApis:
 
     def __init__(
         self,
-        call: CallApis,
+        router: ApiRouter,
+        producer_ids: ProducerIdManager,
         replica_manager: ReplicaManager,
         authorizer: Authorizer,
         transactions: KafkaTransactionApis | None = None,
     ) -> None:
-        self._call = call
+        self._apis = router
+        self._producer_ids = producer_ids
         self._replicas = replica_manager
         self._authorizer = authorizer
         self._transactions = transactions
@@ -51,27 +55,21 @@ class KafkaProducerApis:
 
     async def _init_producer_id(self, request: KafkaRequest, context: RequestContext) -> dict:
         """A transactional id's producer from the transaction coordinator; an idempotent
-        producer's (no transactional id) from the producer id manager."""
+        producer's (no transactional id) from the producer id manager, refused first without
+        IdempotentWrite (ApiAuthorization's InitProducerId rule, the msgpack protocol's too)."""
         body = request.body
-        if body["transactional_id"] is not None and self._transactions is not None:
-            return await self._transactions.init_producer_id(request, context)
         try:
-            response = await self._call(
-                context,
-                InitProducerIdRequest(
-                    body["transactional_id"],
-                    _milliseconds(body["transaction_timeout"]),
-                    body.get("producer_id", -1),
-                    body.get("producer_epoch", -1),
-                ),
+            if body["transactional_id"] is not None:
+                if self._transactions is None:
+                    raise UnsupportedVersionError("transactions are not served by this broker")
+                return await self._transactions.init_producer_id(request, context)
+            self._apis.authorization.check_idempotent_write(context)
+            producer_id, epoch = await self._producer_ids.init_producer_id(
+                body.get("producer_id", -1), body.get("producer_epoch", -1), context
             )
         except KafkaError as error:
             return {"error_code": error.code, "producer_id": -1, "producer_epoch": -1}
-        return {
-            "error_code": 0,
-            "producer_id": response.producer_id,
-            "producer_epoch": response.producer_epoch,
-        }
+        return {"error_code": 0, "producer_id": producer_id, "producer_epoch": epoch}
 
     async def _describe_producers(self, request: KafkaRequest, context: RequestContext) -> dict:
         topics = []
@@ -122,10 +120,3 @@ def _producer_state(producer: ActiveProducer) -> dict[str, int]:
         "coordinator_epoch": producer.coordinator_epoch,
         "current_txn_start_offset": producer.current_txn_start_offset,
     }
-
-
-def _milliseconds(value: Any) -> int:
-    """A duration field as decoded (a timedelta, or an int) in whole milliseconds."""
-    if hasattr(value, "total_seconds"):
-        return int(value.total_seconds() * 1000)
-    return int(value)

@@ -1,5 +1,5 @@
-"""KafkaRequest: one decoded Kafka-protocol request, and what its handlers share: how they
-reach ApiRouter, and how a handler calling a manager with Kafka's data authorizes its topics."""
+"""KafkaRequest: one decoded Kafka-protocol request, and what its handlers share: the handler
+type, and how a handler calling a manager with Kafka's data authorizes its topics."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from odradek.config.config_entry import ConfigEntry
 from odradek.errors import KafkaError
 from odradek.protocol.kafka import api_versions as apis
-from odradek.protocol.schema import Message
 from odradek.server.request_context import RequestContext
 
 if TYPE_CHECKING:
@@ -17,9 +16,6 @@ if TYPE_CHECKING:
 
 E = TypeVar("E")
 T = TypeVar("T")
-
-CallApis = Callable[[RequestContext, Message], Awaitable[Any]]
-"""Hands an odradek message to ApiRouter under its own API key; returns the response."""
 
 KafkaHandler = Callable[["KafkaRequest", RequestContext], Awaitable[Any]]
 """Answers one Kafka API: the response's fields, or None when there is none (acks=0)."""

@@ -55,7 +55,6 @@ from odradek.protocol.kafka.request_header import (
     start_response,
 )
 from odradek.protocol.produce import Acks, ProducePartitionResponse
-from odradek.protocol.schema import Message
 from odradek.record.record_batch import starts_transactional
 from odradek.server.admin.admin_manager import AdminManager
 from odradek.server.admin.topic_ids import TopicIds
@@ -81,6 +80,7 @@ from odradek.server.kafka.request import KafkaHandler, KafkaRequest
 from odradek.server.kafka.security import KafkaSecurityApis
 from odradek.server.kafka.topics import KafkaTopicApis
 from odradek.server.kafka.transactions import KafkaTransactionApis
+from odradek.server.producer_id_manager import ProducerIdManager
 from odradek.server.quota.client_quota_admin import ClientQuotaAdmin
 from odradek.server.quota.client_quotas import ClientQuotas
 from odradek.server.replica_manager import ReplicaManager
@@ -100,6 +100,7 @@ class KafkaRequestHandler:
         router: ApiRouter,
         replica_manager: ReplicaManager,
         admin_manager: AdminManager,
+        producer_ids: ProducerIdManager,
         topic_ids: TopicIds,
         broker_config: BrokerConfig,
         node_id: int,
@@ -117,7 +118,6 @@ class KafkaRequestHandler:
         self._replicas = replica_manager
         authorizer = authorizer or Authorizer()
         executor = executor or ThreadPoolExecutor(1, thread_name_prefix="odradek-acls")
-        call = self._call
         configs = KafkaConfigApis(router, admin_manager, broker_config, node_id, authorizer)
         self._handlers: dict[int, KafkaHandler] = {
             **KafkaMetadataApis(
@@ -126,7 +126,9 @@ class KafkaRequestHandler:
             **KafkaProduceApis(router, transactions).handlers(),
             **KafkaFetchApis(router, replica_manager, authorizer).handlers(),
             **KafkaOffsetApis(router, replica_manager, authorizer).handlers(),
-            **KafkaProducerApis(call, replica_manager, authorizer, transactions).handlers(),
+            **KafkaProducerApis(
+                router, producer_ids, replica_manager, authorizer, transactions
+            ).handlers(),
             **(security.handlers() if security is not None else {}),
             **KafkaAclApis(authorizer, executor).handlers(),
             **KafkaTopicApis(
@@ -345,17 +347,6 @@ class KafkaRequestHandler:
         if throttle_ms and isinstance(body, dict):
             body["throttle_time"] = throttle_ms
         return self._frame(request, body, throttle_ms=throttle_ms)
-
-    async def _call(self, context: RequestContext, message: Message) -> Any:
-        """``message`` through ApiRouter, under its own API key (a Kafka request may become
-        another API's message: AlterConfigs reads the configs first)."""
-        header = context.header
-        if message.api_key != header.api_key:
-            own = RequestHeader(
-                message.api_key, header.api_version, header.correlation_id, header.client_id
-            )
-            context = RequestContext(context.peer, own, context.session)
-        return await self._apis.handle(context, message, count_quotas=False)
 
     def _frame(
         self,

@@ -5,6 +5,7 @@
 - topics: MsgpackTopicApis (CreateTopics, DeleteTopics, CreatePartitions).
 - configs: MsgpackConfigApis (DescribeConfigs, AlterConfigs).
 - offsets: MsgpackOffsetApis (ListOffsets, DeleteRecords).
+- producers: MsgpackProducerApis (InitProducerId v0).
 - groups: MsgpackGroupApis (FindCoordinator, Join/Sync/Leave, Heartbeat, offsets, group admin).
 - quotas: MsgpackQuotaApis (DescribeClientQuotas, AlterClientQuotas).
 - kafka_data: MsgpackKafkaData, the APIs whose messages carry Kafka's own request data
