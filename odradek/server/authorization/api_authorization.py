@@ -278,7 +278,10 @@ class ApiAuthorization:
         uncreatable = [name for name in allowed if name not in found]
         if uncreatable:
             for name, looked_up in await find(uncreatable, False):
-                if isinstance(looked_up, UnknownTopicOrPartitionError):
+                if (
+                    isinstance(looked_up, KafkaError)
+                    and looked_up.code == UnknownTopicOrPartitionError.code
+                ):
                     denials[name] = self.authorizer.topic_denial(context, AclOperation.CREATE, name)
                 found[name] = looked_up
         return [(name, found[name] if denials[name] is None else denials[name]) for name in names]
