@@ -1,16 +1,17 @@
 """ApiRouter: the shared router, each decoded request to what answers it (Kafka's ``KafkaApis``).
 
-Requests arrive as the msgpack protocol's message classes: the msgpack connection hands them
-over as decoded; the Kafka protocol's handlers (server/kafka/) hand over the requests of the
-families that still go through here (Produce, Fetch, ListOffsets, CreatePartitions,
-AlterConfigs, InitProducerId). The router authorizes them (ApiAuthorization), counts them
-against the client quotas and calls the handler: the ReplicaManager (produce, fetch), the
-msgpack protocol's family adapters (server/msgpack/: metadata, topics, configs, offsets,
-groups, quotas), which map their messages onto the AdminManager's and ReplicaManager's plain
-calls, the producer-id manager; the APIs whose msgpack messages carry Kafka's data go to the
-Kafka handlers (server/msgpack/kafka_data.py), and a transactional produce is checked against
-its transaction first (``check_transactional_produce``). ``authorization`` and
-``count_entry_errors`` serve the Kafka handlers that call the managers themselves."""
+Requests arrive as the msgpack protocol's message classes, as its connection decodes them; of
+Kafka's protocol only Produce and Fetch still come through here (their handlers in
+server/kafka/ hand them over), the other Kafka handlers call the managers with Kafka's data
+themselves, using ``authorization`` and ``count_entry_errors``. The router authorizes each
+request (ApiAuthorization), counts it against the client quotas and calls its handler: the
+ReplicaManager (produce, fetch), the msgpack protocol's family modules (server/msgpack/:
+metadata, topics, configs, offsets, producers, groups, quotas), which map its messages onto
+the plain calls of the AdminManager, ReplicaManager and ProducerIdManager that the Kafka
+handlers make; the APIs whose msgpack messages carry Kafka's data go to the Kafka handlers
+(server/msgpack/kafka_data.py), and a transactional produce is checked against its
+transaction first (``check_transactional_produce``).
+"""
 
 from __future__ import annotations
 
