@@ -86,3 +86,22 @@ def test_the_rule_sees_an_import_against_it(tmp_path: Path) -> None:
         "odradek/network/_layout_probe.py imports odradek.storage",
         "odradek/network/_layout_probe.py imports odradek.storage.log_manager",
     ]
+
+
+KAFKA_DATA_FAMILIES = ("metadata", "topics", "configs", "offsets", "producers")
+"""The server/kafka/ families whose handlers call the managers with Kafka's request data."""
+
+
+@pytest.mark.parametrize("family", KAFKA_DATA_FAMILIES)
+def test_a_kafka_family_builds_no_msgpack_message(family: str) -> None:
+    """No request of these families crosses into the msgpack protocol's messages on its way:
+    their module imports nothing of odradek.protocol but Kafka's own (protocol.kafka), and
+    nothing of server/msgpack/."""
+    path = PACKAGE / "server" / "kafka" / f"{family}.py"
+    crossing = sorted(
+        module
+        for module in imported_modules(PACKAGE, path)
+        if module.startswith(("odradek.protocol.", "odradek.server.msgpack"))
+        and not module.startswith("odradek.protocol.kafka")
+    )
+    assert crossing == []

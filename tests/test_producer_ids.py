@@ -190,7 +190,7 @@ def test_ids_never_repeat_across_restarts_and_crashes(tmp_path: Path) -> None:
             generate(manager, 1)
         context = RequestContext("127.0.0.1:1", RequestHeader(22, 0, 1, "test"))
         with pytest.raises(KafkaStorageError):
-            asyncio.run(manager.init_producer_id(InitProducerIdRequest(), context))
+            asyncio.run(manager.init_producer_id(-1, -1, context))
 
 
 def test_the_block_file_is_kafka_style_text(tmp_path: Path) -> None:

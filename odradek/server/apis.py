@@ -1,12 +1,14 @@
 """ApiRouter: the shared router, each decoded request to what answers it (Kafka's ``KafkaApis``).
 
-Requests arrive as the msgpack protocol's message classes: the msgpack connection hands them
-over as decoded; the Kafka protocol's KafkaRequestHandler (server/kafka/request_handler.py)
-converts the requests it does not answer itself into them. The router authorizes them
-(ApiAuthorization), counts them against the client quotas and calls the handler: the
-ReplicaManager (produce, fetch, list offsets, delete records), the AdminManager (topics,
-configs, metadata), the group and quota APIs (server/msgpack/), the producer-id manager; the
-APIs whose msgpack messages carry Kafka's data go to the Kafka handlers
+Requests arrive as the msgpack protocol's message classes, as its connection decodes them; of
+Kafka's protocol only Produce and Fetch still come through here (their handlers in
+server/kafka/ hand them over), the other Kafka handlers call the managers with Kafka's data
+themselves, using ``authorization`` and ``count_entry_errors``. The router authorizes each
+request (ApiAuthorization), counts it against the client quotas and calls its handler: the
+ReplicaManager (produce, fetch), the msgpack protocol's family modules (server/msgpack/:
+metadata, topics, configs, offsets, producers, groups, quotas), which map its messages onto
+the plain calls of the AdminManager, ReplicaManager and ProducerIdManager that the Kafka
+handlers make; the APIs whose msgpack messages carry Kafka's data go to the Kafka handlers
 (server/msgpack/kafka_data.py), and a transactional produce is checked against its
 transaction first (``check_transactional_produce``).
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import fields
 from functools import cache
 from typing import Any, get_args, get_origin, get_type_hints
@@ -48,9 +50,14 @@ from odradek.server.admin.admin_manager import AdminManager
 from odradek.server.authorization.api_authorization import ApiAuthorization
 from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.metrics.broker_metrics import BrokerMetrics
+from odradek.server.msgpack.configs import MsgpackConfigApis
 from odradek.server.msgpack.groups import MsgpackGroupApis
 from odradek.server.msgpack.kafka_data import MsgpackKafkaData, by_version
+from odradek.server.msgpack.metadata import MsgpackMetadataApis
+from odradek.server.msgpack.offsets import MsgpackOffsetApis
+from odradek.server.msgpack.producers import MsgpackProducerApis
 from odradek.server.msgpack.quotas import MsgpackQuotaApis
+from odradek.server.msgpack.topics import MsgpackTopicApis
 from odradek.server.producer_id_manager import ProducerIdManager
 from odradek.server.quota.client_quotas import ClientQuotas
 from odradek.server.replica_manager import ReplicaManager
@@ -88,11 +95,12 @@ class ApiRouter:
     ) -> None:
         self._metrics = metrics
         self._quotas = quotas
-        self._authorization = ApiAuthorization(
+        self.authorization = ApiAuthorization(
             authorizer or Authorizer(),
             admin_manager.auto_creates_topics,
             admin_manager.topic_exists,
         )
+        """Who may do what, for both protocols' handlers."""
         self._api_versions = api_versions
         self.replicas = replica_manager
         """What ``answers_at_once`` lets a protocol call directly."""
@@ -106,19 +114,22 @@ class ApiRouter:
             quotas.watch(self._restrictions_changed)
         self._restrictions_changed()
         replicas, admin = replica_manager, admin_manager
+        offsets = MsgpackOffsetApis(replicas)
+        topics = MsgpackTopicApis(admin)
+        configs = MsgpackConfigApis(admin)
         self._handlers: dict[ApiKey, Handler] = {
             ApiKey.PRODUCE: replicas.append_records,
             ApiKey.FETCH: replicas.fetch_messages,
-            ApiKey.LIST_OFFSETS: lambda request, _: replicas.list_offsets(request),
-            ApiKey.DELETE_RECORDS: lambda request, _: replicas.delete_records(request),
-            ApiKey.INIT_PRODUCER_ID: producer_ids.init_producer_id,
-            ApiKey.METADATA: lambda request, _: admin.metadata(request),
+            ApiKey.LIST_OFFSETS: offsets.list_offsets,
+            ApiKey.DELETE_RECORDS: offsets.delete_records,
+            ApiKey.INIT_PRODUCER_ID: MsgpackProducerApis(producer_ids).init_producer_id,
+            ApiKey.METADATA: MsgpackMetadataApis(admin, self.authorization).metadata,
             ApiKey.API_VERSIONS: self._api_versions_response,
-            ApiKey.CREATE_TOPICS: lambda request, _: admin.create_topics(request),
-            ApiKey.DELETE_TOPICS: lambda request, _: admin.delete_topics(request),
-            ApiKey.CREATE_PARTITIONS: lambda request, _: admin.create_partitions(request),
-            ApiKey.DESCRIBE_CONFIGS: lambda request, _: admin.describe_configs(request),
-            ApiKey.ALTER_CONFIGS: lambda request, _: admin.alter_configs(request),
+            ApiKey.CREATE_TOPICS: topics.create_topics,
+            ApiKey.DELETE_TOPICS: topics.delete_topics,
+            ApiKey.CREATE_PARTITIONS: topics.create_partitions,
+            ApiKey.DESCRIBE_CONFIGS: configs.describe_configs,
+            ApiKey.ALTER_CONFIGS: configs.alter_configs,
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: lambda request, _: admin.describe_topic_partitions(
                 request
             ),
@@ -205,7 +216,7 @@ class ApiRouter:
     def _restrictions_changed(self) -> None:
         quotas = self._quotas
         self.answers_at_once = not (
-            self._authorization.authorizer.enabled or (quotas is not None and quotas.enabled)
+            self.authorization.authorizer.enabled or (quotas is not None and quotas.enabled)
         )
 
     def handle(
@@ -244,8 +255,8 @@ class ApiRouter:
     async def _handle(self, context: RequestContext, request: Message) -> Message | None:
         api_key = context.header.api_key
         handler = self._handlers[api_key]
-        if self._authorization.authorizer.enabled:
-            response = await self._authorization.handle(api_key, handler, request, context)
+        if self.authorization.authorizer.enabled:
+            response = await self.authorization.handle(api_key, handler, request, context)
         else:
             response = await handler(request, context)
         if response is not None:
@@ -308,11 +319,15 @@ class ApiRouter:
             entries = getattr(response, name)
             if entries is None:
                 continue
-            for entry in entries:
-                code = getattr(entry, "error", 0)
-                if code:
-                    counter = self._metrics.partition_errors
-                    counter.labels(ApiKey(api_key).display_name, error_name_for(code)).inc()
+            self.count_entry_errors(api_key, (getattr(entry, "error", 0) for entry in entries))
+
+    def count_entry_errors(self, api_key: int, error_codes: Iterable[int]) -> None:
+        """Count the per-topic (per-partition) errors of a response of ``api_key`` (0: none),
+        for a handler that answers without ``handle``."""
+        for code in error_codes:
+            if code:
+                counter = self._metrics.partition_errors
+                counter.labels(ApiKey(api_key).display_name, error_name_for(code)).inc()
 
 
 @cache

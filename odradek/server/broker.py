@@ -368,9 +368,7 @@ class Broker:
             groups,
             self.authorizer,
             self.quotas,
-            MsgpackQuotaApis(
-                ClientQuotaAdmin(self.quotas, self.authorizer, self._io_executor)
-            ),
+            MsgpackQuotaApis(ClientQuotaAdmin(self.quotas, self.authorizer, self._io_executor)),
         )
         transactions = KafkaTransactionApis(
             self.transaction_coordinator,
@@ -383,6 +381,7 @@ class Broker:
             apis,
             self.replica_manager,
             admin,
+            self.producer_ids,
             topic_ids,
             config,
             config.broker_id,

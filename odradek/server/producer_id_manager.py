@@ -22,14 +22,8 @@ from odradek.errors import (
     InvalidRequestError,
     KafkaError,
     KafkaStorageError,
-    UnsupportedVersionError,
 )
-from odradek.protocol.init_producer_id import (
-    NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID,
-    InitProducerIdRequest,
-    InitProducerIdResponse,
-)
+from odradek.record.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from odradek.server.request_context import RequestContext
 from odradek.storage.atomic_file import write_atomically
 
@@ -97,9 +91,7 @@ class ProducerIdManager:
         async with self._lock:
             if self._next_id >= self._block_end:
                 end = self._next_id + self._block_size
-                await asyncio.get_running_loop().run_in_executor(
-                    self._executor, self._reserve, end
-                )
+                await asyncio.get_running_loop().run_in_executor(self._executor, self._reserve, end)
                 self._block_end = end
             producer_id = self._next_id
             self._next_id += 1
@@ -123,24 +115,18 @@ class ProducerIdManager:
             )
 
     async def init_producer_id(
-        self, request: InitProducerIdRequest, context: RequestContext
-    ) -> InitProducerIdResponse:
-        """The id and epoch for ``request``; raises the KafkaError that refuses it."""
+        self, producer_id: int, producer_epoch: int, context: RequestContext
+    ) -> tuple[int, int]:
+        """The id and epoch of an idempotent producer: a new id (``producer_id`` and
+        ``producer_epoch`` -1), or the next epoch of the id it holds (KIP-360); raises the
+        KafkaError that refuses it."""
         try:
-            producer_id, epoch = await self._init(request)
+            return await self._init(producer_id, producer_epoch)
         except KafkaError as error:
             logger.warning("InitProducerId from %s refused: %s", context.peer, error)
             raise
-        return InitProducerIdResponse(producer_id, epoch)
 
-    async def _init(self, request: InitProducerIdRequest) -> tuple[int, int]:
-        if request.transactional_id is not None:
-            raise UnsupportedVersionError(
-                f"transactional id {request.transactional_id!r}: InitProducerId v0 of "
-                f"odradek's protocol has no transactional path; a transactional producer sends "
-                f"v1 (Kafka's request data), which the transaction coordinator answers"
-            )
-        producer_id, epoch = request.producer_id, request.producer_epoch
+    async def _init(self, producer_id: int, epoch: int) -> tuple[int, int]:
         if producer_id == NO_PRODUCER_ID and epoch == NO_PRODUCER_EPOCH:
             return await self.generate(), 0
         if producer_id < 0 or epoch < 0:

@@ -28,21 +28,10 @@ from odradek.errors import (
 from odradek.network.page_cache import is_resident
 from odradek.protocol.delete_records import (
     HIGH_WATERMARK_OFFSET,
-    DeleteRecordsPartition,
-    DeleteRecordsPartitionResponse,
-    DeleteRecordsRequest,
-    DeleteRecordsResponse,
 )
 from odradek.protocol.fetch import FetchPartition, FetchRequest, FetchResponse
 from odradek.protocol.isolation import IsolationLevel
-from odradek.protocol.list_offsets import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    ListOffsetsPartition,
-    ListOffsetsPartitionResponse,
-    ListOffsetsRequest,
-    ListOffsetsResponse,
-)
+from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from odradek.protocol.produce import (
     Acks,
     ProducePartitionData,
@@ -60,6 +49,7 @@ from odradek.server.partition import Partition
 from odradek.server.request_context import RequestContext
 from odradek.server.transaction.transaction_marker import TransactionMarker
 from odradek.storage.fetch_data_info import FetchIsolation
+from odradek.storage.file_records import TimestampAndOffset
 from odradek.storage.log_append_info import LogAppendInfo
 from odradek.storage.log_manager import LogManager
 from odradek.storage.unified_log import UnifiedLog
@@ -480,67 +470,53 @@ class ReplicaManager:
 
     # --- list offsets, delete records --------------------------------------------------------
 
-    async def list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
-        """The offset for each partition's target timestamp (earliest, latest, or by time)."""
-        isolation = FetchIsolation(request.isolation.value)
-        return ListOffsetsResponse(
-            tuple([await self._list_offset(entry, isolation) for entry in request.partitions])
-        )
+    async def list_offsets(
+        self, targets: Sequence[tuple[str, int, int]], isolation: FetchIsolation
+    ) -> list[TimestampAndOffset | KafkaError | None]:
+        """The record at each (topic, partition, target timestamp) of ``targets`` (earliest
+        -2, latest -1, or the first at or after a time), as far as ``isolation`` lets a reader
+        see; None where no record is that recent, the error where the partition cannot say
+        (Kafka's ``fetchOffsetForTimestamp``)."""
+        return [await self._list_offset(*target, isolation) for target in targets]
 
     async def _list_offset(
-        self, entry: ListOffsetsPartition, isolation: FetchIsolation
-    ) -> ListOffsetsPartitionResponse:
-        target = entry.timestamp
+        self, topic: str, partition: int, target: int, isolation: FetchIsolation
+    ) -> TimestampAndOffset | KafkaError | None:
         try:
-            log = self.partition(entry.topic, entry.partition).log
+            log = self.partition(topic, partition).log
             if target in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP):
-                found = log.fetch_offset_by_timestamp(target, isolation)
-            else:
-                found = await self._in_thread(log.fetch_offset_by_timestamp, target, isolation)
-                if found is not None and isolation is FetchIsolation.HIGH_WATERMARK:
-                    found = found if found.offset < log.high_watermark else None
-                elif found is not None and isolation is FetchIsolation.TXN_COMMITTED:
-                    found = found if found.offset < log.last_stable_offset else None
-        except (KafkaError, OSError) as caught:
-            error = (
-                caught
-                if isinstance(caught, KafkaError)
-                else _read_error(entry.topic, entry.partition, caught)
-            )
-            return ListOffsetsPartitionResponse(
-                entry.topic, entry.partition, error.code, error.message
-            )
-        if found is None:
-            return ListOffsetsPartitionResponse(entry.topic, entry.partition)
-        return ListOffsetsPartitionResponse(
-            entry.topic, entry.partition, offset=found.offset, timestamp=found.timestamp
-        )
+                return log.fetch_offset_by_timestamp(target, isolation)
+            found = await self._in_thread(log.fetch_offset_by_timestamp, target, isolation)
+            if found is not None and isolation is FetchIsolation.HIGH_WATERMARK:
+                return found if found.offset < log.high_watermark else None
+            if found is not None and isolation is FetchIsolation.TXN_COMMITTED:
+                return found if found.offset < log.last_stable_offset else None
+            return found
+        except KafkaError as error:
+            return error
+        except OSError as error:
+            return _read_error(topic, partition, error)
 
-    async def delete_records(self, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
-        """Raise each partition's log start offset; return the new low watermarks."""
-        return DeleteRecordsResponse(
-            tuple([await self._delete_records(entry) for entry in request.partitions])
-        )
+    async def delete_records(
+        self, offsets: Sequence[tuple[str, int, int]]
+    ) -> list[int | KafkaError]:
+        """Raise the log start offset of each (topic, partition, offset) of ``offsets`` (-1:
+        to the high watermark), one after the other: each one's new low watermark, or why
+        not (Kafka's ``deleteRecords``)."""
+        return [await self._delete_records(*entry) for entry in offsets]
 
-    async def _delete_records(
-        self, entry: DeleteRecordsPartition
-    ) -> DeleteRecordsPartitionResponse:
+    async def _delete_records(self, topic: str, partition: int, offset: int) -> int | KafkaError:
         try:
-            log = self.partition(entry.topic, entry.partition).log
+            log = self.partition(topic, partition).log
             if not log.config.delete:  # Kafka's Partition.deleteRecordsOnLeader, before all else
                 raise PolicyViolationError(
                     f"records of {log.topic_partition} cannot be deleted: its cleanup.policy "
                     f"is {','.join(log.config.cleanup_policy)}, without delete"
                 )
-            offset = log.high_watermark if entry.offset == HIGH_WATERMARK_OFFSET else entry.offset
-            low_watermark = await self._in_thread(log.delete_records, offset)
+            offset = log.high_watermark if offset == HIGH_WATERMARK_OFFSET else offset
+            return await self._in_thread(log.delete_records, offset)
         except KafkaError as error:
-            return DeleteRecordsPartitionResponse(
-                entry.topic, entry.partition, error.code, error.message
-            )
-        return DeleteRecordsPartitionResponse(
-            entry.topic, entry.partition, low_watermark=low_watermark
-        )
+            return error
 
     async def _in_thread(self, function: Callable[..., T], *args: object) -> T:
         """``function(*args)`` on the I/O threads: work that may wait on the disk."""

@@ -1,23 +1,26 @@
-"""AdminManager: cluster metadata and topic administration requests.
+"""AdminManager: cluster metadata and topic administration (the roles of Kafka's
+``ZkAdminManager`` and ``MetadataCache``).
 
-Metadata, CreateTopics, CreatePartitions, DeleteTopics, DescribeConfigs, AlterConfigs and
-DescribeTopicPartitions land here (the roles of Kafka's ``ZkAdminManager`` and
-``MetadataCache``); the TopicAdmin carries them out on the logs, and the
-AutoTopicCreationManager creates the missing topics Metadata may create. Every topic of a
-request gets its own outcome: one bad topic does not fail the others, except that a
-CreateTopics request asking for more partitions in all than
-``create.topics.max.partitions.per.request`` is refused whole (POLICY_VIOLATION on every topic,
-as Kafka's controller refuses an excessively large batch). Work that touches the disk
+Both protocols' handlers call it with plain data (names, counts, config changes) and get plain
+outcomes back (partitions, config entries, the error of each topic), so neither protocol's
+messages cross into the other's: Metadata's topics (``find_topics``), CreateTopics,
+CreatePartitions, DeleteTopics, a topic's configs and their changes. DescribeTopicPartitions,
+which only the msgpack protocol has, still takes and returns its messages. The TopicAdmin
+carries the changes out on the logs, and the AutoTopicCreationManager creates the missing
+topics Metadata may create. Every topic of a request gets its own outcome: one bad topic does
+not fail the others, except that a CreateTopics request asking for more partitions in all
+than ``create.topics.max.partitions.per.request`` is refused whole (POLICY_VIOLATION on every
+topic, as Kafka's controller refuses an excessively large batch). Work that touches the disk
 (creating, deleting, persisting configs) runs on a thread; reading the LogManager's state does
-not.
-"""
+not."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from odradek.config.broker_config import BrokerConfig
@@ -30,14 +33,8 @@ from odradek.errors import (
     UnknownTopicOrPartitionError,
 )
 from odradek.protocol.configs import (
-    AlterableTopicConfigs,
-    AlterConfigsRequest,
-    AlterConfigsResponse,
     ConfigEntry,
     ConfigSource,
-    DescribeConfigsRequest,
-    DescribeConfigsResponse,
-    TopicConfigs,
 )
 from odradek.protocol.describe_topic_partitions import (
     DescribeTopicPartitionsRequest,
@@ -47,21 +44,6 @@ from odradek.protocol.describe_topic_partitions import (
 )
 from odradek.protocol.metadata import (
     BrokerMetadata,
-    MetadataRequest,
-    MetadataResponse,
-    PartitionMetadata,
-    TopicMetadata,
-)
-from odradek.protocol.topics import (
-    CreatableTopic,
-    CreatableTopicResult,
-    CreatePartitionsRequest,
-    CreatePartitionsResponse,
-    CreateTopicsRequest,
-    CreateTopicsResponse,
-    DeleteTopicsRequest,
-    DeleteTopicsResponse,
-    TopicResult,
 )
 from odradek.server.admin.auto_topic_creation_manager import AutoTopicCreationManager
 from odradek.server.admin.topic_admin import TopicAdmin
@@ -71,6 +53,29 @@ from odradek.topic_partition import TopicPartition, validate_topic_name
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    """A topic to create (Kafka's admin ``NewTopic``): ``num_partitions`` -1 takes the
+    broker's ``num.partitions``; ``configs`` are its overrides."""
+
+    name: str
+    num_partitions: int = -1
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """One partition as Metadata describes it: ``error`` is what keeps it from being read
+    here (None: this broker leads it)."""
+
+    partition: int
+    error: KafkaError | None = None
+
+
+FoundTopic = tuple[PartitionState, ...] | KafkaError
+"""A topic's partitions, or why it cannot be described."""
 
 
 class AdminManager:
@@ -103,18 +108,26 @@ class AdminManager:
         return bool(self._log_manager.partitions(topic))
 
     @property
+    def broker(self) -> BrokerMetadata:
+        """Where this broker is reached (its node id, host and port)."""
+        return self._broker
+
+    @property
     def cluster_id(self) -> str:
         return self._log_manager.meta_properties.cluster_id
 
     # --- metadata ----------------------------------------------------------------------------
 
-    async def metadata(self, request: MetadataRequest) -> MetadataResponse:
-        """The broker and the topics asked for (all when None), creating missing ones when
-        the request allows it and ``auto.create.topics.enable`` is on."""
-        if request.topics is None:
+    async def find_topics(
+        self, names: Sequence[str] | None, allow_auto_topic_creation: bool
+    ) -> list[tuple[str, FoundTopic]]:
+        """The topics named (all when None), in that order, each with its partitions or why it
+        cannot be described; missing ones are created when ``allow_auto_topic_creation`` and
+        ``auto.create.topics.enable`` are both on (never when all are asked for)."""
+        if names is None:
             names, auto_create = self._log_manager.topics(), False
         else:
-            names, auto_create = request.topics, request.allow_auto_topic_creation
+            auto_create = allow_auto_topic_creation
         found: dict[str, list[TopicPartition] | KafkaError] = {}
         for name in names:
             try:
@@ -131,58 +144,53 @@ class AdminManager:
         ]
         if auto_create and missing:
             found.update(await self._auto_topic_creation.create_topics(missing))
-        topics = [self._topic_metadata(name, found[name]) for name in names]
-        return MetadataResponse(self._broker, self.cluster_id, tuple(topics))
+        return [(name, self._found_topic(found[name])) for name in names]
 
-    def _topic_metadata(self, name: str, found: list[TopicPartition] | KafkaError) -> TopicMetadata:
+    def _found_topic(self, found: list[TopicPartition] | KafkaError) -> FoundTopic:
         if isinstance(found, KafkaError):
-            return TopicMetadata(name, found.code, found.message)
-        return TopicMetadata(name, partitions=tuple(map(self._partition_metadata, found)))
+            return found
+        return tuple(map(self._partition_state, found))
 
-    def _partition_metadata(self, tp: TopicPartition) -> PartitionMetadata:
+    def _partition_state(self, tp: TopicPartition) -> PartitionState:
         try:
             self._log_manager.get_log(tp)
         except KafkaError as error:
-            return PartitionMetadata(tp.partition, error.code, error.message)
-        return PartitionMetadata(tp.partition, leader=self._broker.node_id)
+            return PartitionState(tp.partition, error)
+        return PartitionState(tp.partition)
 
     # --- create and delete -------------------------------------------------------------------
 
-    async def create_topics(self, request: CreateTopicsRequest) -> CreateTopicsResponse:
-        counts = [self._partition_count(topic) for topic in request.topics]
+    async def create_topics(
+        self, topics: Sequence[NewTopic], validate_only: bool, timeout_ms: int
+    ) -> list[int | KafkaError]:
+        """Create ``topics`` (only check them when ``validate_only``), one after the other
+        within ``timeout_ms``: each one's partition count, or why it was not created."""
+        counts = [self._partition_count(topic) for topic in topics]
         total = sum(count for count in counts if count > 0)
         limit = self._config.create_topics_max_partitions_per_request
         if total > limit:
-            message = (
+            refusal = PolicyViolationError(
                 f"the request asks for {total} partitions in all; "
                 f"create.topics.max.partitions.per.request is {limit}: nothing was created"
             )
-            return CreateTopicsResponse(
-                tuple(
-                    CreatableTopicResult(t.name, PolicyViolationError.code, message)
-                    for t in request.topics
-                )
-            )
-        deadline = asyncio.get_running_loop().time() + max(0, request.timeout_ms) / 1000
-        results = [
-            await self._create_topic(
-                topic, count, request.validate_only, deadline, request.timeout_ms
-            )
-            for topic, count in zip(request.topics, counts, strict=True)
+            return [refusal for _ in topics]
+        deadline = asyncio.get_running_loop().time() + max(0, timeout_ms) / 1000
+        return [
+            await self._create_topic(topic, count, validate_only, deadline, timeout_ms)
+            for topic, count in zip(topics, counts, strict=True)
         ]
-        return CreateTopicsResponse(tuple(results))
 
-    def _partition_count(self, topic: CreatableTopic) -> int:
+    def _partition_count(self, topic: NewTopic) -> int:
         return self._config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
 
     async def _create_topic(
         self,
-        topic: CreatableTopic,
+        topic: NewTopic,
         count: int,
         validate_only: bool,
         deadline: float,
         timeout_ms: int,
-    ) -> CreatableTopicResult:
+    ) -> int | KafkaError:
         try:
             if validate_only:
                 self._topic_admin.validate_new_topic(topic.name, count, topic.configs)
@@ -198,8 +206,8 @@ class AdminManager:
                     topic.configs,
                 )
         except KafkaError as error:
-            return CreatableTopicResult(topic.name, error.code, error.message)
-        return CreatableTopicResult(topic.name, num_partitions=count)
+            return error
+        return count
 
     async def _create_within(
         self,
@@ -237,55 +245,54 @@ class AdminManager:
             creation.add_done_callback(_log_late_outcome(name, "its client went away"))
             raise
 
-    async def create_partitions(self, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
-        """Grow topics (Kafka's CreatePartitions); the new partitions of each topic appear all
-        together or not at all, at most ``create.topics.max.partitions.per.request`` in all."""
+    async def create_partitions(
+        self, counts: Sequence[tuple[str, int]], validate_only: bool, timeout_ms: int
+    ) -> list[KafkaError | None]:
+        """Grow each (topic, new partition count) of ``counts`` (Kafka's CreatePartitions;
+        only check when ``validate_only``): why each was not (None: it was). The new
+        partitions of each topic appear all together or not at all, at most
+        ``create.topics.max.partitions.per.request`` in all."""
         added: list[int | KafkaError] = []
-        for topic in request.topics:
+        for name, count in counts:
             try:
-                added.append(self._topic_admin.validate_new_partitions(topic.name, topic.count))
+                added.append(self._topic_admin.validate_new_partitions(name, count))
             except KafkaError as error:
                 added.append(error)
         total = sum(count for count in added if isinstance(count, int))
         limit = self._config.create_topics_max_partitions_per_request
         if total > limit:
-            message = (
+            refusal = PolicyViolationError(
                 f"the request adds {total} partitions in all; "
                 f"create.topics.max.partitions.per.request is {limit}: nothing was created"
             )
-            return CreatePartitionsResponse(
-                tuple(
-                    TopicResult(t.name, PolicyViolationError.code, message) for t in request.topics
-                )
-            )
-        deadline = asyncio.get_running_loop().time() + max(0, request.timeout_ms) / 1000
-        results = []
-        for topic, count in zip(request.topics, added, strict=True):
+            return [refusal for _ in counts]
+        deadline = asyncio.get_running_loop().time() + max(0, timeout_ms) / 1000
+        results: list[KafkaError | None] = []
+        for (name, count), new in zip(counts, added, strict=True):
             try:
-                if isinstance(count, KafkaError):
-                    raise count
-                if not request.validate_only:
+                if isinstance(new, KafkaError):
+                    raise new
+                if not validate_only:
                     await self._create_within(
-                        topic.name,
-                        count,
+                        name,
+                        new,
                         deadline,
-                        request.timeout_ms,
+                        timeout_ms,
                         self._topic_admin.create_partitions,
-                        topic.name,
-                        topic.count,
+                        name,
+                        count,
                     )
             except KafkaError as error:
-                results.append(TopicResult(topic.name, error.code, error.message))
+                results.append(error)
             else:
-                results.append(TopicResult(topic.name))
-        return CreatePartitionsResponse(tuple(results))
+                results.append(None)
+        return results
 
-    async def delete_topics(self, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
-        return DeleteTopicsResponse(
-            tuple([await self._delete_topic(name) for name in request.topics])
-        )
+    async def delete_topics(self, names: Sequence[str]) -> list[KafkaError | None]:
+        """Delete the topics ``names``, one after the other: why each was not (None: it was)."""
+        return [await self._delete_topic(name) for name in names]
 
-    async def _delete_topic(self, name: str) -> TopicResult:
+    async def _delete_topic(self, name: str) -> KafkaError | None:
         try:
             if not self._config.delete_topic_enable:
                 raise PolicyViolationError(
@@ -293,35 +300,30 @@ class AdminManager:
                 )
             await self._in_thread(self._topic_admin.delete_topic, name)
         except KafkaError as error:
-            return TopicResult(name, error.code, error.message)
+            return error
         self._on_topic_deleted(name)
-        return TopicResult(name)
+        return None
 
     # --- configs -----------------------------------------------------------------------------
 
-    async def describe_configs(self, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
-        return DescribeConfigsResponse(tuple(map(self._topic_configs, request.topics)))
-
-    def _topic_configs(self, name: str) -> TopicConfigs:
+    def topic_configs(self, name: str) -> list[StoredConfigEntry] | KafkaError:
+        """Every topic-level config of topic ``name`` (its effective values), or why not."""
         try:
-            entries = self._topic_admin.describe_topic_config(name)
+            return self._topic_admin.describe_topic_config(name)
         except KafkaError as error:
-            return TopicConfigs(name, error.code, error.message)
-        return TopicConfigs(name, entries=_config_entries(entries))
+            return error
 
-    async def alter_configs(self, request: AlterConfigsRequest) -> AlterConfigsResponse:
-        results = [await self._alter_config(t, request.validate_only) for t in request.topics]
-        return AlterConfigsResponse(tuple(results))
-
-    async def _alter_config(self, topic: AlterableTopicConfigs, validate_only: bool) -> TopicResult:
-        """Set the overrides named (None removes one) and keep the others."""
-        name = topic.name
+    async def alter_topic_configs(
+        self, name: str, changes: Mapping[str, str | None], validate_only: bool
+    ) -> KafkaError | None:
+        """Set the overrides of topic ``name`` that ``changes`` names (None removes one) and
+        keep the others (only check them when ``validate_only``): why not (None: done)."""
         try:
             async with self._config_lock:
                 if not self._log_manager.partitions(name):
                     raise UnknownTopicOrPartitionError(f"topic {name} does not exist")
                 overrides = self._topic_admin.topic_overrides(name)
-                for key, value in topic.configs.items():
+                for key, value in changes.items():
                     if value is None:
                         overrides.pop(key, None)
                     else:
@@ -331,8 +333,8 @@ class AdminManager:
                 else:
                     await self._in_thread(self._topic_admin.alter_topic_config, name, overrides)
         except KafkaError as error:
-            return TopicResult(name, error.code, error.message)
-        return TopicResult(name)
+            return error
+        return None
 
     # --- describe partitions -----------------------------------------------------------------
 
@@ -347,7 +349,7 @@ class AdminManager:
             partitions = self._log_manager.partitions(name)
             if not partitions:
                 raise UnknownTopicOrPartitionError(f"topic {name} does not exist")
-            configs = _config_entries(self._topic_admin.describe_topic_config(name))
+            configs = config_entries(self._topic_admin.describe_topic_config(name))
         except KafkaError as error:
             return TopicDescription(name, error.code, error.message)
         descriptions = tuple(map(self._describe_partition, partitions))
@@ -390,7 +392,9 @@ def _log_late_outcome(name: str, why: str) -> Callable[[asyncio.Future[object]],
     return log
 
 
-def _config_entries(entries: list[StoredConfigEntry]) -> tuple[ConfigEntry, ...]:
+def config_entries(entries: list[StoredConfigEntry]) -> tuple[ConfigEntry, ...]:
+    """Stored config entries as the msgpack protocol's DescribeConfigs and
+    DescribeTopicPartitions carry them."""
     return tuple(
         ConfigEntry(entry.name, entry.value, ConfigSource[entry.source.name], entry.is_default)
         for entry in entries

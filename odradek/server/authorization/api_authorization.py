@@ -1,7 +1,9 @@
 """ApiAuthorization: the one place each API's request is checked against the Authorizer.
 
-ApiRouter runs every request of both protocols (Kafka's are translated to odradek's messages
-first), so checking here covers both. Per API, the operation and the resource each entry
+ApiRouter runs the msgpack protocol's requests (and those of Kafka's it is handed) through
+``handle``; a Kafka handler that calls the admin or replica manager with Kafka's data asks
+``topic_denials`` (or ``metadata_topics``), the same rules, so both protocols are checked
+alike. Per API, the operation and the resource each entry
 needs: Produce writes its topics (InitProducerId needs IdempotentWrite on the cluster or
 Write on some topic), Fetch reads them, ListOffsets describes them, DeleteRecords
 deletes from them, CreateTopics creates and DeleteTopics deletes (on the cluster or the topic),
@@ -16,9 +18,9 @@ TOPIC_AUTHORIZATION_FAILED for a named one it may not, and auto-create only what
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from odradek.errors import KafkaError, UnknownTopicOrPartitionError
 from odradek.protocol.api_keys import ApiKey
@@ -29,7 +31,6 @@ from odradek.protocol.fetch import FetchPartitionResponse
 from odradek.protocol.kafka_data import KafkaData
 from odradek.protocol.list_offsets import ListOffsetsPartitionResponse
 from odradek.protocol.messages import RESPONSE_TYPES
-from odradek.protocol.metadata import MetadataRequest, MetadataResponse, TopicMetadata
 from odradek.protocol.produce import ProducePartitionResponse
 from odradek.protocol.schema import Message
 from odradek.protocol.topics import CreatableTopicResult, TopicResult
@@ -38,6 +39,9 @@ from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.request_context import RequestContext
 
 Handler = Callable[[Any, RequestContext], Awaitable[Message | None]]
+T = TypeVar("T")
+FindTopics = Callable[[Sequence[str] | None, bool], Awaitable[list[tuple[str, T | KafkaError]]]]
+"""Looks topics up (all when None), auto-creating missing ones when told to."""
 
 
 @dataclass(frozen=True)
@@ -157,25 +161,30 @@ class ApiAuthorization:
     async def handle(
         self, api_key: ApiKey, handler: Handler, request: Any, context: RequestContext
     ) -> Message | None:
-        if not self.authorizer.enabled or isinstance(request, KafkaData):
-            # (A Kafka-data request's Kafka handler authorizes it, as on Kafka's listener.)
+        if (
+            not self.authorizer.enabled
+            or isinstance(request, KafkaData)
+            or api_key == ApiKey.METADATA
+        ):
+            # (A Kafka-data request's Kafka handler authorizes it, as on Kafka's listener;
+            # Metadata's handler asks ``metadata_topics``.)
             return await handler(request, context)
-        if api_key == ApiKey.METADATA:
-            return await self._metadata(handler, request, context)
         if api_key == ApiKey.DESCRIBE_TOPIC_PARTITIONS:
             return await self._describe_topic_partitions(handler, request, context)
         if api_key == ApiKey.INIT_PRODUCER_ID:
-            self._check_idempotent_write(context)
+            self.check_idempotent_write(context)
             return await handler(request, context)
         rule = RULES.get(api_key)
         if rule is None:
             return await handler(request, context)
         return await self._by_entry(rule, api_key, handler, request, context)
 
-    def _check_idempotent_write(self, context: RequestContext) -> None:
+    def check_idempotent_write(self, context: RequestContext) -> None:
         """InitProducerId (idempotent, no transactional id) needs IdempotentWrite on the
-        cluster or, as since Kafka 2.8 (KIP-679), Write on some topic."""
+        cluster or, as since Kafka 2.8 (KIP-679), Write on some topic: raises the denial."""
         authorizer = self.authorizer
+        if not authorizer.enabled:
+            return
         if authorizer.may(
             context, AclOperation.IDEMPOTENT_WRITE, "", ResourceType.CLUSTER
         ) or authorizer.may_on_some(context, AclOperation.WRITE, ResourceType.TOPIC):
@@ -185,7 +194,11 @@ class ApiAuthorization:
             raise denial
 
     def _denial(self, context: RequestContext, rule: EntryRule, entry: Any) -> KafkaError | None:
-        topic = rule.topic(entry)
+        return self._topic_denial(context, rule, rule.topic(entry))
+
+    def _topic_denial(
+        self, context: RequestContext, rule: EntryRule, topic: str
+    ) -> KafkaError | None:
         if rule.on_cluster and self.authorizer.may(
             context, rule.operation, topic, ResourceType.CLUSTER
         ):
@@ -230,46 +243,59 @@ class ApiAuthorization:
             return dataclasses.replace(response, **{rule.field: results})
         return RESPONSE_TYPES[api_key](**{rule.field: results})
 
-    async def _metadata(
-        self, handler: Handler, request: MetadataRequest, context: RequestContext
-    ) -> MetadataResponse:
-        """Kafka's ``handleTopicMetadataRequest`` rules: a topic named without Describe is
-        refused (its existence not looked at); with Describe but without Create (on the
-        cluster or the topic), a missing topic the broker would auto-create is refused too."""
+    async def metadata_topics(
+        self,
+        context: RequestContext,
+        names: Sequence[str] | None,
+        allow_auto_topic_creation: bool,
+        find: FindTopics[T],
+    ) -> list[tuple[str, T | KafkaError]]:
+        """The topics a Metadata request of either protocol names (all when None), found by
+        ``find`` (AdminManager.find_topics) as its principal may see them, by Kafka's
+        ``handleTopicMetadataRequest`` rules: asked for all, only those it may describe; a
+        topic named without Describe is refused (its existence not looked at); with Describe
+        but without Create (on the cluster or the topic), a missing topic the broker would
+        auto-create is refused too."""
+        if not self.authorizer.enabled:
+            return await find(names, allow_auto_topic_creation)
         may = self.authorizer.may
-        if request.topics is None:
-            response = await handler(request, context)
-            visible = tuple(
-                t for t in response.topics if may(context, AclOperation.DESCRIBE, t.name)
-            )
-            return dataclasses.replace(response, topics=visible)
+        if names is None:
+            return [
+                (name, found)
+                for name, found in await find(None, False)
+                if may(context, AclOperation.DESCRIBE, name)
+            ]
         denials = {
             name: self.authorizer.topic_denial(context, AclOperation.DESCRIBE, name)
-            for name in request.topics
+            for name in names
         }
-        allowed = tuple(name for name in request.topics if denials[name] is None)
-        auto_create = request.allow_auto_topic_creation and self.auto_creates_topics
+        allowed = [name for name in names if denials[name] is None]
+        auto_create = allow_auto_topic_creation and self.auto_creates_topics
         creatable = allowed
         if auto_create and not may(context, AclOperation.CREATE, "", ResourceType.CLUSTER):
-            creatable = tuple(n for n in allowed if may(context, AclOperation.CREATE, n))
-        response = await handler(MetadataRequest(creatable, auto_create), context)
-        found = {topic.name: topic for topic in response.topics}
-        uncreatable = tuple(name for name in allowed if name not in found)
+            creatable = [n for n in allowed if may(context, AclOperation.CREATE, n)]
+        found = dict(await find(creatable, auto_create))
+        uncreatable = [name for name in allowed if name not in found]
         if uncreatable:
-            looked_up = await handler(MetadataRequest(uncreatable, False), context)
-            for topic in looked_up.topics:
-                if topic.error == UnknownTopicOrPartitionError.code:
-                    denials[topic.name] = self.authorizer.topic_denial(
-                        context, AclOperation.CREATE, topic.name
-                    )
-                found[topic.name] = topic
-        topics = tuple(
-            found[name]
-            if denials[name] is None
-            else TopicMetadata(name, denials[name].code, denials[name].message)
-            for name in request.topics
-        )
-        return dataclasses.replace(response, topics=topics)
+            for name, looked_up in await find(uncreatable, False):
+                if (
+                    isinstance(looked_up, KafkaError)
+                    and looked_up.code == UnknownTopicOrPartitionError.code
+                ):
+                    denials[name] = self.authorizer.topic_denial(context, AclOperation.CREATE, name)
+                found[name] = looked_up
+        return [(name, found[name] if denials[name] is None else denials[name]) for name in names]
+
+    def topic_denials(
+        self, context: RequestContext, api_key: ApiKey, topics: Sequence[str]
+    ) -> list[KafkaError | None]:
+        """Why the principal may not touch each of ``topics`` (None: it may) in a request of
+        ``api_key``, by the rule ``handle`` applies to that API's entries: for a handler that
+        hands its entries to the admin or replica manager as plain data."""
+        if not self.authorizer.enabled:
+            return [None] * len(topics)
+        rule = RULES[api_key]
+        return [self._topic_denial(context, rule, topic) for topic in topics]
 
     async def _describe_topic_partitions(
         self, handler: Handler, request: Any, context: RequestContext

@@ -1,5 +1,7 @@
 """KafkaConfigApis: DescribeConfigs, AlterConfigs and IncrementalAlterConfigs on Kafka's
-protocol. Topic configs go through AdminManager's handlers (via ApiRouter); the broker's own
+protocol. A topic's configs are read from the AdminManager with Kafka's data, refused first
+without DescribeConfigs on the topic (ApiAuthorization's rule, the msgpack protocol's too),
+and changed there, refused first without AlterConfigs on the topic; the broker's own
 settings and a group's configs (their defaults: odradek's groups are classic ones, which these
 keys do not configure) are described read-only."""
 
@@ -9,19 +11,17 @@ from typing import Any
 
 from odradek.config.broker_config import BrokerConfig
 from odradek.config.broker_configs import BROKER_CONFIG_DEF, TOPIC_CONFIG_SYNONYMS
+from odradek.config.config_entry import ConfigEntry as StoredConfigEntry
+from odradek.config.config_source import ConfigSource
 from odradek.config.group_configs import GROUP_CONFIG_KEYS
 from odradek.config.topic_configs import TOPIC_CONFIG_DEF
-from odradek.errors import InvalidConfigError, InvalidRequestError
-from odradek.protocol.configs import (
-    AlterableTopicConfigs,
-    AlterConfigsRequest,
-    ConfigSource,
-    DescribeConfigsRequest,
-)
+from odradek.errors import InvalidConfigError, InvalidRequestError, KafkaError
 from odradek.protocol.kafka import api_versions as apis
 from odradek.security.acl import AclOperation
+from odradek.server.admin.admin_manager import AdminManager
+from odradek.server.apis import ApiRouter
 from odradek.server.authorization.authorizer import Authorizer
-from odradek.server.kafka.request import CallApis, KafkaHandler, KafkaRequest
+from odradek.server.kafka.request import KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext
 
 INVALID_REQUEST, INVALID_CONFIG = InvalidRequestError.code, InvalidConfigError.code
@@ -41,13 +41,15 @@ class KafkaConfigApis:
 
     def __init__(
         self,
-        call: CallApis,
+        router: ApiRouter,
+        admin_manager: AdminManager,
         broker_config: BrokerConfig,
         node_id: int,
         authorizer: Authorizer | None = None,
     ) -> None:
         self._authorizer = authorizer or Authorizer()
-        self._call = call
+        self._apis = router
+        self._admin = admin_manager
         self._broker_config = broker_config
         self._node_id = node_id
 
@@ -84,8 +86,7 @@ class KafkaConfigApis:
             if kind != TOPIC_RESOURCE:
                 results.append(self._not_described(resource, context))
                 continue
-            response = await self._call(context, DescribeConfigsRequest((name,)))
-            topic = response.topics[0]
+            found = self.topic_configs(context, name)
             keys = resource.get("configuration_keys")
             broker_values = (
                 {e.name: e for e in self._broker_config.describe()}
@@ -94,19 +95,31 @@ class KafkaConfigApis:
             )
             configs = [
                 _config_entry(entry, broker_values, body.get("include_documentation", False))
-                for entry in topic.entries
+                for entry in _entries(found)
                 if not keys or entry.name in keys
             ]
+            error = found if isinstance(found, KafkaError) else None
             results.append(
                 {
-                    "error_code": topic.error,
-                    "error_message": topic.message,
+                    "error_code": error.code if error is not None else 0,
+                    "error_message": error.message if error is not None else None,
                     "resource_type": kind,
                     "resource_name": name,
                     "configs": configs,
                 }
             )
         return {"results": results}
+
+    def topic_configs(
+        self, context: RequestContext, name: str
+    ) -> list[StoredConfigEntry] | KafkaError:
+        """Topic ``name``'s configs from the AdminManager, or why not: refused first without
+        DescribeConfigs on the topic (ApiAuthorization's rule, as for the msgpack protocol)."""
+        (denial,) = self._apis.authorization.topic_denials(context, apis.DESCRIBE_CONFIGS, [name])
+        found = denial if denial is not None else self._admin.topic_configs(name)
+        if isinstance(found, KafkaError):
+            self._apis.count_entry_errors(apis.DESCRIBE_CONFIGS, (found.code,))
+        return found
 
     def _broker_configs(self, resource: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
         """This broker's settings (read-only: they change with a restart)."""
@@ -187,12 +200,8 @@ class KafkaConfigApis:
                 continue
             name = resource["resource_name"]
             given = {c["name"]: c["value"] for c in resource["configs"]}
-            described = await self._call(context, DescribeConfigsRequest((name,)))
-            current = [
-                e.name
-                for e in described.topics[0].entries
-                if e.source is ConfigSource.DYNAMIC_TOPIC_CONFIG
-            ]
+            described = _entries(self.topic_configs(context, name))
+            current = [e.name for e in described if e.source is ConfigSource.DYNAMIC_TOPIC_CONFIG]
             changes = {key: None for key in current}
             changes.update(given)
             responses.append(await self._alter(context, resource, changes, body["validate_only"]))
@@ -208,8 +217,7 @@ class KafkaConfigApis:
                 responses.append(self._not_altered(resource, context))
                 continue
             name = resource["resource_name"]
-            described = await self._call(context, DescribeConfigsRequest((name,)))
-            values = {e.name: e.value for e in described.topics[0].entries}
+            values = {e.name: e.value for e in _entries(self.topic_configs(context, name))}
             changes: dict[str, str | None] = {}
             error = None
             for config in resource["configs"]:
@@ -303,14 +311,17 @@ class KafkaConfigApis:
         validate_only: bool,
     ) -> dict[str, Any]:
         name = resource["resource_name"]
-        response = await self._call(
-            context,
-            AlterConfigsRequest((AlterableTopicConfigs(name, changes),), validate_only),
+        (denial,) = self._apis.authorization.topic_denials(context, apis.ALTER_CONFIGS, [name])
+        error = (
+            denial
+            if denial is not None
+            else await self._admin.alter_topic_configs(name, changes, validate_only)
         )
-        result = response.topics[0]
+        if error is not None:
+            self._apis.count_entry_errors(apis.ALTER_CONFIGS, (error.code,))
         return {
-            "error_code": result.error,
-            "error_message": result.message,
+            "error_code": error.code if error is not None else 0,
+            "error_message": error.message if error is not None else None,
             "resource_type": TOPIC_RESOURCE,
             "resource_name": name,
         }
@@ -345,6 +356,11 @@ def _unsupported_resource(resource: dict[str, Any], altering: bool = False) -> d
         "resource_name": resource["resource_name"],
         "configs": [],
     }
+
+
+def _entries(found: list[StoredConfigEntry] | KafkaError) -> list[StoredConfigEntry]:
+    """A topic's configs as looked up: none when it was refused."""
+    return [] if isinstance(found, KafkaError) else found
 
 
 def _config_entry(

@@ -1,36 +1,75 @@
-"""KafkaProducerApis: DescribeProducers on Kafka's protocol (what ``kafka-transactions.sh
-describe-producers`` asks): each partition's active producers, from its producer state.
+"""KafkaProducerApis: InitProducerId and DescribeProducers on Kafka's protocol.
 
-As Kafka's KafkaApis answers it: Read on the topic, refused per partition with
-TOPIC_AUTHORIZATION_FAILED; a partition the broker does not lead gets its error
-(UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR) and no producers. Each producer: its epoch,
-last sequence and timestamp, the coordinator epoch of its last marker (-1: none) and the first
-offset of its open transaction (-1: none).
+InitProducerId: a transactional id's producer comes from the transaction coordinator
+(KafkaTransactionApis), an idempotent producer's from the ProducerIdManager, as the msgpack
+protocol's does (server/msgpack/producers.py), after ApiAuthorization's check (IdempotentWrite
+on the cluster or Write on some topic).
+
+DescribeProducers (what ``kafka-transactions.sh describe-producers`` asks): each partition's
+active producers, from its producer state, as Kafka's KafkaApis answers it: Read on the
+topic, refused per partition with TOPIC_AUTHORIZATION_FAILED; a partition the broker does not
+lead gets its error (UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR) and no producers. Each
+producer: its epoch, last sequence and timestamp, the coordinator epoch of its last marker
+(-1: none) and the first offset of its open transaction (-1: none).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from odradek.errors import KafkaError
+from odradek.errors import KafkaError, UnsupportedVersionError
 from odradek.protocol.kafka import api_versions as apis
 from odradek.security.acl import AclOperation
+from odradek.server.apis import ApiRouter
 from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.kafka.request import KafkaHandler, KafkaRequest
+from odradek.server.kafka.transactions import KafkaTransactionApis
+from odradek.server.producer_id_manager import ProducerIdManager
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
 from odradek.storage.active_producer import ActiveProducer
 
 
 class KafkaProducerApis:
-    """DescribeProducers over the partitions' producer state."""
+    """Producer ids handed out, and the partitions' producer state described."""
 
-    def __init__(self, replica_manager: ReplicaManager, authorizer: Authorizer) -> None:
+    def __init__(
+        self,
+        router: ApiRouter,
+        producer_ids: ProducerIdManager,
+        replica_manager: ReplicaManager,
+        authorizer: Authorizer,
+        transactions: KafkaTransactionApis | None = None,
+    ) -> None:
+        self._apis = router
+        self._producer_ids = producer_ids
         self._replicas = replica_manager
         self._authorizer = authorizer
+        self._transactions = transactions
 
     def handlers(self) -> dict[int, KafkaHandler]:
-        return {apis.DESCRIBE_PRODUCERS: self._describe_producers}
+        return {
+            apis.INIT_PRODUCER_ID: self._init_producer_id,
+            apis.DESCRIBE_PRODUCERS: self._describe_producers,
+        }
+
+    async def _init_producer_id(self, request: KafkaRequest, context: RequestContext) -> dict:
+        """A transactional id's producer from the transaction coordinator; an idempotent
+        producer's (no transactional id) from the producer id manager, refused first without
+        IdempotentWrite (ApiAuthorization's InitProducerId rule, the msgpack protocol's too)."""
+        body = request.body
+        try:
+            if body["transactional_id"] is not None:
+                if self._transactions is None:
+                    raise UnsupportedVersionError("transactions are not served by this broker")
+                return await self._transactions.init_producer_id(request, context)
+            self._apis.authorization.check_idempotent_write(context)
+            producer_id, epoch = await self._producer_ids.init_producer_id(
+                body.get("producer_id", -1), body.get("producer_epoch", -1), context
+            )
+        except KafkaError as error:
+            return {"error_code": error.code, "producer_id": -1, "producer_epoch": -1}
+        return {"error_code": 0, "producer_id": producer_id, "producer_epoch": epoch}
 
     async def _describe_producers(self, request: KafkaRequest, context: RequestContext) -> dict:
         topics = []

@@ -1,20 +1,31 @@
-"""KafkaRequest: one decoded Kafka-protocol request, and how its handlers reach ApiRouter."""
+"""KafkaRequest: one decoded Kafka-protocol request, and what its handlers share: the handler
+type, and how a handler calling a manager with Kafka's data authorizes its topics."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any, NamedTuple
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+from odradek.config.config_entry import ConfigEntry
 from odradek.errors import KafkaError
 from odradek.protocol.kafka import api_versions as apis
-from odradek.protocol.schema import Message
 from odradek.server.request_context import RequestContext
 
-CallApis = Callable[[RequestContext, Message], Awaitable[Any]]
-"""Hands an odradek message to ApiRouter under its own API key; returns the response."""
+if TYPE_CHECKING:
+    from odradek.server.apis import ApiRouter
+
+E = TypeVar("E")
+T = TypeVar("T")
 
 KafkaHandler = Callable[["KafkaRequest", RequestContext], Awaitable[Any]]
 """Answers one Kafka API: the response's fields, or None when there is none (acks=0)."""
+
+TopicConfigsLookup = Callable[[RequestContext, str], list[ConfigEntry] | KafkaError]
+"""A topic's configs as its principal may describe them (KafkaConfigApis.topic_configs)."""
+
+LEADER_EPOCH = 0
+"""The partition leader epoch of every partition: the single broker leads each partition in
+epoch 0 for ever (docs/kafka-compatibility.md, "Leader epochs")."""
 
 
 class KafkaRequest(NamedTuple):
@@ -31,3 +42,26 @@ class KafkaRequest(NamedTuple):
         client = f" of client {self.client_id!r}" if self.client_id else ""
         name = apis.api_name(self.api_key)
         return f"{name} v{self.api_version} request {self.correlation_id}{client}"
+
+
+async def handle_permitted(
+    router: ApiRouter,
+    context: RequestContext,
+    api_key: int,
+    topics: Sequence[str],
+    entries: Sequence[E],
+    handle: Callable[[list[E]], Awaitable[Sequence[T]]],
+) -> list[T | KafkaError]:
+    """``handle``'s outcome for each of ``entries`` (of the topics ``topics``, one each) that
+    the principal may touch in a request of ``api_key`` (ApiAuthorization's rule for it, the
+    one the msgpack protocol's requests meet in ApiRouter), and the refusal of the others,
+    in order; their errors counted as ApiRouter counts them."""
+    denials = router.authorization.topic_denials(context, api_key, topics)
+    outcomes: list[T | KafkaError] = [denial for denial in denials if denial is not None]
+    allowed = [entry for entry, denial in zip(entries, denials, strict=True) if denial is None]
+    if allowed:
+        handled = iter(await handle(allowed))
+        refused = iter(outcomes)
+        outcomes = [next(handled) if denial is None else next(refused) for denial in denials]
+    router.count_entry_errors(api_key, (o.code for o in outcomes if isinstance(o, KafkaError)))
+    return outcomes

@@ -1,5 +1,7 @@
-"""KafkaTopicApis: CreateTopics, DeleteTopics and CreatePartitions on Kafka's protocol,
-answered through AdminManager's handlers (via ApiRouter), with the topics' ids."""
+"""KafkaTopicApis: CreateTopics, DeleteTopics and CreatePartitions on Kafka's protocol, with
+the topics' ids. Each calls the AdminManager with Kafka's data for the topics
+ApiAuthorization's rules let the principal touch, as the msgpack protocol's handlers do
+(server/msgpack/topics.py)."""
 
 from __future__ import annotations
 
@@ -9,23 +11,23 @@ from typing import Any
 from odradek.errors import (
     InvalidReplicationFactorError,
     InvalidRequestError,
+    KafkaError,
     TopicAuthorizationFailedError,
     UnknownTopicIdError,
 )
-from odradek.protocol.configs import DescribeConfigsRequest
 from odradek.protocol.kafka import api_versions as apis
-from odradek.protocol.topics import (
-    CreatableTopic,
-    CreatePartitionsRequest,
-    CreatePartitionsTopic,
-    CreateTopicsRequest,
-    DeleteTopicsRequest,
-)
 from odradek.security.acl import AclOperation
+from odradek.server.admin.admin_manager import AdminManager, NewTopic
 from odradek.server.admin.topic_ids import TopicIds
+from odradek.server.apis import ApiRouter
 from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.kafka.configs import CONFIG_SOURCE_CODES
-from odradek.server.kafka.request import CallApis, KafkaHandler, KafkaRequest
+from odradek.server.kafka.request import (
+    KafkaHandler,
+    KafkaRequest,
+    TopicConfigsLookup,
+    handle_permitted,
+)
 from odradek.server.request_context import RequestContext
 
 INVALID_REQUEST = InvalidRequestError.code
@@ -35,8 +37,17 @@ INVALID_REPLICATION_FACTOR = InvalidReplicationFactorError.code
 class KafkaTopicApis:
     """The topic administration APIs of Kafka's protocol."""
 
-    def __init__(self, call: CallApis, topic_ids: TopicIds, authorizer: Authorizer) -> None:
-        self._call = call
+    def __init__(
+        self,
+        router: ApiRouter,
+        admin_manager: AdminManager,
+        topic_configs: TopicConfigsLookup,
+        topic_ids: TopicIds,
+        authorizer: Authorizer,
+    ) -> None:
+        self._apis = router
+        self._admin = admin_manager
+        self._topic_configs = topic_configs
         self._topic_ids = topic_ids
         self._authorizer = authorizer
 
@@ -48,9 +59,13 @@ class KafkaTopicApis:
         }
 
     async def _create_topics(self, request: KafkaRequest, context: RequestContext) -> dict:
+        """The AdminManager creates the topics the principal may create (ApiAuthorization's
+        CreateTopics rule: Create on the cluster or the topic); each created topic comes back
+        with its id and (v5+) its configs."""
         body = request.body
+        validate_only = body["validate_only"]
         results: list[dict[str, Any] | None] = []
-        creatable = []
+        creatable: list[NewTopic] = []
         for topic in body["topics"]:
             if topic["replication_factor"] not in (-1, 1):
                 results.append(
@@ -72,55 +87,82 @@ class KafkaTopicApis:
                 )
                 continue
             configs = {c["name"]: c["value"] for c in topic["configs"] if c["value"] is not None}
-            creatable.append(CreatableTopic(topic["name"], topic["num_partitions"], configs))
+            creatable.append(NewTopic(topic["name"], topic["num_partitions"], configs))
             results.append(None)
         if creatable:
-            response = await self._call(
+            outcomes = await handle_permitted(
+                self._apis,
                 context,
-                CreateTopicsRequest(tuple(creatable), body["validate_only"], body["timeout"]),
+                apis.CREATE_TOPICS,
+                [topic.name for topic in creatable],
+                creatable,
+                lambda topics: self._admin.create_topics(topics, validate_only, body["timeout"]),
             )
+            created = {
+                topic.name: outcome
+                for topic, outcome in zip(creatable, outcomes, strict=True)
+                if not isinstance(outcome, KafkaError)
+            }
             configs_of: dict[str, list[dict[str, Any]]] = {}
-            if not body["validate_only"]:
-                await self._topic_ids.ensure(
-                    {t.name: t.num_partitions for t in response.topics if not t.error}
-                )
-                configs_of = await self._configs(
-                    context, [t.name for t in response.topics if not t.error]
-                )
-            created = iter(response.topics)
+            if not validate_only:
+                await self._topic_ids.ensure(created)
+                configs_of = self._configs(context, list(created))
+            answers = iter(zip(creatable, outcomes, strict=True))
             for index, result in enumerate(results):
                 if result is None:
-                    found = next(created)
-                    results[index] = {
-                        "name": found.name,
-                        "topic_id": None if found.error else self._topic_ids.get(found.name),
-                        "error_code": found.error,
-                        "error_message": found.message,
-                        "num_partitions": found.num_partitions,
-                        "replication_factor": 1 if not found.error else -1,
-                        # Kafka's Java admin client reads the configs of every topic created
-                        # without error (it fails on null); a failed topic has none.
-                        "configs": None if found.error else configs_of.get(found.name, []),
-                    }
-                    if not found.error and not body["validate_only"]:
-                        if found.name not in configs_of:  # no DescribeConfigs: Kafka's answer
-                            results[index].update(
-                                num_partitions=-1,
-                                replication_factor=-1,
-                                configs=[],
-                                topic_config_error_code=TopicAuthorizationFailedError.code,
-                            )
+                    topic, outcome = next(answers)
+                    results[index] = self._created(topic.name, outcome, configs_of, validate_only)
         return {"topics": results}
 
-    async def _configs(
+    def _created(
+        self,
+        name: str,
+        outcome: int | KafkaError,
+        configs_of: dict[str, list[dict[str, Any]]],
+        validate_only: bool,
+    ) -> dict[str, Any]:
+        """A creatable topic's result: its error, or its id, partitions and configs."""
+        if isinstance(outcome, KafkaError):
+            return {
+                "name": name,
+                "topic_id": None,
+                "error_code": outcome.code,
+                "error_message": outcome.message,
+                "num_partitions": -1,
+                "replication_factor": -1,
+                "configs": None,  # (a failed topic has none)
+            }
+        result = {
+            "name": name,
+            "topic_id": self._topic_ids.get(name),
+            "error_code": 0,
+            "error_message": None,
+            "num_partitions": outcome,
+            "replication_factor": 1,
+            # Kafka's Java admin client reads the configs of every topic created without
+            # error (it fails on null).
+            "configs": configs_of.get(name, []),
+        }
+        if not validate_only and name not in configs_of:  # no DescribeConfigs: Kafka's answer
+            result.update(
+                num_partitions=-1,
+                replication_factor=-1,
+                configs=[],
+                topic_config_error_code=TopicAuthorizationFailedError.code,
+            )
+        return result
+
+    def _configs(
         self, context: RequestContext, names: list[str]
     ) -> dict[str, list[dict[str, Any]]]:
-        """Every config of the topics just created, as CreateTopics v5+ returns them."""
-        if not names:
-            return {}
-        response = await self._call(context, DescribeConfigsRequest(tuple(names)))
-        return {
-            topic.name: [
+        """Every config of the topics just created, as CreateTopics v5+ returns them: those
+        the principal may describe."""
+        configs_of = {}
+        for name in names:
+            found = self._topic_configs(context, name)
+            if isinstance(found, KafkaError):
+                continue
+            configs_of[name] = [
                 {
                     "name": entry.name,
                     "value": entry.value,
@@ -128,16 +170,15 @@ class KafkaTopicApis:
                     "config_source": CONFIG_SOURCE_CODES[entry.source.name],
                     "is_sensitive": False,
                 }
-                for entry in topic.entries
+                for entry in found
             ]
-            for topic in response.topics
-            if not topic.error
-        }
+        return configs_of
 
     async def _delete_topics(self, request: KafkaRequest, context: RequestContext) -> dict:
-        """By name, or (v6+) by id: an unknown id is UNKNOWN_TOPIC_ID, and a topic asked for
-        by id that the principal may not delete is named only if it may describe it (the id
-        is not secret, the name is), as Kafka answers."""
+        """By name, or (v6+) by id: the AdminManager deletes those the principal may delete
+        (ApiAuthorization's DeleteTopics rule); an unknown id is UNKNOWN_TOPIC_ID, and a topic
+        asked for by id that the principal may not delete is named only if it may describe it
+        (the id is not secret, the name is), as Kafka answers."""
         body = request.body
         unknown_ids: list[uuid.UUID] = []
         asked_by_id: set[str] = set()
@@ -155,10 +196,12 @@ class KafkaTopicApis:
         else:
             names = list(body["topic_names"])
         ids = {name: self._topic_ids.get(name) for name in names}
-        response = await self._call(context, DeleteTopicsRequest(tuple(names)))
-        for result in response.topics:
-            if not result.error:
-                self._topic_ids.forget(result.name)
+        errors = await handle_permitted(
+            self._apis, context, apis.DELETE_TOPICS, names, names, self._admin.delete_topics
+        )
+        for name, error in zip(names, errors, strict=True):
+            if error is None:
+                self._topic_ids.forget(name)
         unknown = UnknownTopicIdError("no topic has this id")
         return {
             "responses": [
@@ -172,24 +215,33 @@ class KafkaTopicApis:
             ]
             + [
                 {
-                    "name": None if self._name_hidden(context, r, asked_by_id) else r.name,
-                    "topic_id": ids.get(r.name),
-                    "error_code": r.error,
-                    "error_message": r.message,
+                    "name": None if self._name_hidden(context, name, error, asked_by_id) else name,
+                    "topic_id": ids.get(name),
+                    "error_code": error.code if error is not None else 0,
+                    "error_message": error.message if error is not None else None,
                 }
-                for r in response.topics
+                for name, error in zip(names, errors, strict=True)
             ]
         }
 
-    def _name_hidden(self, context: RequestContext, result: Any, asked_by_id: set[str]) -> bool:
+    def _name_hidden(
+        self,
+        context: RequestContext,
+        name: str,
+        error: KafkaError | None,
+        asked_by_id: set[str],
+    ) -> bool:
         """Whether a topic asked for by id was refused to a principal that may not see it."""
         return (
-            result.name in asked_by_id
-            and result.error == TopicAuthorizationFailedError.code
-            and not self._authorizer.may(context, AclOperation.DESCRIBE, result.name)
+            name in asked_by_id
+            and error is not None
+            and error.code == TopicAuthorizationFailedError.code
+            and not self._authorizer.may(context, AclOperation.DESCRIBE, name)
         )
 
     async def _create_partitions(self, request: KafkaRequest, context: RequestContext) -> dict:
+        """The AdminManager grows the topics the principal may alter (ApiAuthorization's
+        CreatePartitions rule); new partitions get their topic's id."""
         body = request.body
         results: list[dict[str, Any] | None] = []
         counts = []
@@ -203,21 +255,27 @@ class KafkaTopicApis:
                     }
                 )
                 continue
-            counts.append(CreatePartitionsTopic(topic["name"], topic["count"]))
+            counts.append((topic["name"], topic["count"]))
             results.append(None)
         if counts:
-            response = await self._call(
+            errors = await handle_permitted(
+                self._apis,
                 context,
-                CreatePartitionsRequest(tuple(counts), body["validate_only"], body["timeout"]),
+                apis.CREATE_PARTITIONS,
+                [name for name, _ in counts],
+                counts,
+                lambda allowed: self._admin.create_partitions(
+                    allowed, body["validate_only"], body["timeout"]
+                ),
             )
-            grown = iter(response.topics)
+            grown = iter(zip(counts, errors, strict=True))
             for index, result in enumerate(results):
                 if result is None:
-                    found = next(grown)
+                    (name, _), error = next(grown)
                     results[index] = {
-                        "name": found.name,
-                        "error_code": found.error,
-                        "error_message": found.message,
+                        "name": name,
+                        "error_code": error.code if error is not None else 0,
+                        "error_message": error.message if error is not None else None,
                     }
-            await self._topic_ids.ensure(dict.fromkeys(c.name for c in counts))
+            await self._topic_ids.ensure(dict.fromkeys(name for name, _ in counts))
         return {"results": results}
