@@ -342,14 +342,22 @@ def cases() -> list[object]:
     return found
 
 
-@pytest.mark.parametrize(("ending", "step", "crash", "client"), cases())
-def test_a_transaction_cut_at_each_step_of_its_end_is_ended_whole_after_the_restart(
-    tmp_path: Path, data_on: PowerCutFS | None, crash: str, step: str, ending: str, client: str
-) -> None:
-    fs = data_on
-    data = (fs.mount if fs is not None else tmp_path) / "data"
-    cut = len(BEFORE)  # the number of the transaction cut
-    broker = serve(data, stop_at=f"{step}:{cut + 1}")
+def kill_or_cut(broker: ServeProcess, fs: PowerCutFS | None) -> None:
+    """The broker (stopped at its step) dies: the power goes, or SIGKILL."""
+    try:
+        if fs is not None:
+            fs.cut(abandon=lambda: broker.stop(signal.SIGKILL))
+        else:
+            broker.stop(signal.SIGKILL)
+        await_dead(broker.process.pid)
+    finally:
+        broker.stop(signal.SIGKILL)
+
+
+def cut_while_ending(data: Path, fs: PowerCutFS | None, ending: str, step: str, client: str):
+    """Start the broker, write the transactions before and end the last one (with ``client``)
+    until the broker stops at ``step``; then crash it, and check the files show that step."""
+    broker = serve(data, stop_at=f"{step}:{len(BEFORE) + 1}")
     try:
         admin = Admin(bootstrap_servers=broker.bootstrap)
         try:
@@ -361,13 +369,8 @@ def test_a_transaction_cut_at_each_step_of_its_end_is_ended_whole_after_the_rest
             await_stopped(broker, writer, step)
         finally:
             writer.kill()
-        if fs is not None:
-            fs.cut(abandon=lambda: broker.stop(signal.SIGKILL))
-        else:
-            broker.stop(signal.SIGKILL)
-        await_dead(broker.process.pid)
     finally:
-        broker.stop(signal.SIGKILL)
+        kill_or_cut(broker, fs)
     # The cut came where it should: after the markers (two per partition) of the transactions
     # before, at the step of this one's.
     prepared = "PrepareCommit" if ending == "commit" else "PrepareAbort"
@@ -381,16 +384,20 @@ def test_a_transaction_cut_at_each_step_of_its_end_is_ended_whole_after_the_rest
         }[step]
     )
 
-    committed = ending == "commit" and step != BEFORE_PREPARE
+
+def check_ended(data: Path, committed: bool, where: str) -> None:
+    """Start the broker again: with no client, the coordinator ends the transaction cut (a
+    commit, or an abort), whole, and the transactional id goes on."""
+    cut = len(BEFORE)
     broker = serve(data)
     try:
         outcome, offsets = await_ended(broker)
         assert outcome == ("CompleteCommit" if committed else "CompleteAbort"), (
-            f"{ending} cut at {step}: the coordinator left the transaction {outcome}\n"
+            f"{where}: the coordinator left the transaction {outcome}\n"
             + "".join(broker.lines[-40:])
         )
         hanging = {str(tp): o for tp, o in offsets.items() if o[0] != o[1]}
-        assert not hanging, f"LSO below the high watermark (LSO, HW): {hanging}"
+        assert not hanging, f"{where}: LSO below the high watermark (LSO, HW): {hanging}"
 
         visible = expected([0, cut] if committed else [0])
         assert read_odradek(broker.bootstrap, "read_committed") == visible
@@ -407,3 +414,41 @@ def test_a_transaction_cut_at_each_step_of_its_end_is_ended_whole_after_the_rest
         )
     finally:
         broker.stop()
+
+
+@pytest.mark.parametrize(("ending", "step", "crash", "client"), cases())
+def test_a_transaction_cut_at_each_step_of_its_end_is_ended_whole_after_the_restart(
+    tmp_path: Path, data_on: PowerCutFS | None, crash: str, step: str, ending: str, client: str
+) -> None:
+    data = (data_on.mount if data_on is not None else tmp_path) / "data"
+    cut_while_ending(data, data_on, ending, step, client)
+    committed = ending == "commit" and step != BEFORE_PREPARE
+    check_ended(data, committed, f"{ending} cut at {step} ({crash})")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("ending", "step", "again", "crash"),
+    [
+        ("commit", BETWEEN_MARKERS, BETWEEN_MARKERS, "power-cut"),
+        ("abort", BEFORE_PREPARE, AFTER_PREPARE, "sigkill"),  # the timeout's abort cut
+    ],
+)
+def test_a_transaction_cut_again_while_the_restart_ends_it_is_ended_whole(
+    tmp_path: Path, data_on: PowerCutFS | None, ending: str, step: str, again: str, crash: str
+) -> None:
+    """The restart that ends the transaction is cut too, at a step of that ending (its
+    markers written again, or the abort of the transaction left open); a third start ends
+    it."""
+    data = (data_on.mount if data_on is not None else tmp_path) / "data"
+    cut_while_ending(data, data_on, ending, step, "librdkafka")
+    broker = serve(data, stop_at=again)
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while state(broker.process.pid) != "T":
+            assert time.monotonic() < deadline, "the restart did not stop at " + again
+            time.sleep(0.01)
+    finally:
+        kill_or_cut(broker, data_on)
+    committed = ending == "commit" and step != BEFORE_PREPARE
+    check_ended(data, committed, f"{ending} cut at {step}, then at {again} ({crash})")
