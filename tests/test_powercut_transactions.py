@@ -26,6 +26,7 @@ import json
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -105,11 +106,12 @@ class Writer:
             command = [sys.executable, str(WRITER), client, bootstrap, TRANSACTIONAL_ID,
                        str(TRANSACTION_TIMEOUT_MS), str(RECORDS), ",".join(endings),
                        *TOPICS]  # fmt: skip
+        self._stderr = tempfile.TemporaryFile("w+")  # (a pipe nobody reads could fill up)
         self.process = subprocess.Popen(
             command,
             stdin=subprocess.PIPE if client == "java" else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=self._stderr,
             text=True,
         )
         read = self._read
@@ -146,7 +148,11 @@ class Writer:
         self.process.kill()
         self.process.wait(timeout=30)
         self._reader.join(timeout=5)
-        return self.process.stderr.read()
+        if self._stderr.closed:
+            return ""
+        self._stderr.seek(0)
+        with self._stderr:
+            return self._stderr.read()
 
 
 @functools.cache
