@@ -47,6 +47,7 @@ from odradek.server.log_flusher import LogFlusher
 from odradek.server.log_read_result import LogReadResult
 from odradek.server.partition import Partition
 from odradek.server.request_context import RequestContext
+from odradek.server.transaction import transaction_test_stop
 from odradek.server.transaction.transaction_marker import TransactionMarker
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.file_records import TimestampAndOffset
@@ -289,6 +290,9 @@ class ReplicaManager:
         started = []
         for marker in markers:
             for tp in marker.partitions:
+                if started and transaction_test_stop.armed(transaction_test_stop.BETWEEN_MARKERS):
+                    await _durable(started)  # a test's crash point: the markers so far on disk
+                    transaction_test_stop.stop_at(transaction_test_stop.BETWEEN_MARKERS)
                 try:
                     partition = self.partition(tp.topic, tp.partition)
                 except KafkaError as error:
@@ -532,6 +536,18 @@ def _produce_error(
             data.topic, data.partition, error.code, message, record_errors=error.record_errors
         )
     return ProducePartitionResponse(data.topic, data.partition, error_code_for(error), message)
+
+
+async def _durable(
+    started: list[tuple[TopicPartition, Partition, asyncio.Future[LogAppendInfo]]],
+) -> None:
+    """Wait until the markers ``started`` are appended and fsync'ed (their errors are the
+    caller's to report)."""
+    for _, partition, appended in started:
+        try:
+            await partition.durable((await asyncio.shield(appended)).last_offset)
+        except KafkaError:
+            pass
 
 
 def _read_failed(

@@ -39,6 +39,7 @@ from odradek.errors import (
 from odradek.int_limits import INT16_MAX
 from odradek.record.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from odradek.server.producer_id_manager import ProducerIdManager
+from odradek.server.transaction import transaction_test_stop
 from odradek.server.transaction.transaction_coordinator_metrics import (
     TransactionCoordinatorMetrics,
 )
@@ -544,6 +545,7 @@ class TransactionCoordinator:
             now,
             no_partition_added,
         )
+        transaction_test_stop.stop_at(transaction_test_stop.BEFORE_PREPARE)
         try:
             await self._state.append_transaction_to_log(metadata, transit)
         except KafkaError:
@@ -557,6 +559,7 @@ class TransactionCoordinator:
                     producer_epoch,
                 )
             raise
+        transaction_test_stop.stop_at(transaction_test_stop.AFTER_PREPARE)
         if not committed:
             self._metrics.aborted(reason)
         complete = metadata.prepare_complete(now)

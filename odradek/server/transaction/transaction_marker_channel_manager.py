@@ -29,6 +29,7 @@ from odradek.errors import (
 )
 from odradek.server.group.coordinator_log import GROUP_METADATA_TOPIC_NAME
 from odradek.server.replica_manager import ReplicaManager
+from odradek.server.transaction import transaction_test_stop
 from odradek.server.transaction.transaction_marker import TransactionMarker
 from odradek.server.transaction.transaction_metadata import TransactionMetadata, TxnTransitMetadata
 from odradek.server.transaction.transaction_state_manager import (
@@ -108,6 +109,7 @@ class TransactionMarkerChannelManager:
         }
         if offsets_partitions:
             await self._complete_offsets(transactional_id, marker, offsets_partitions)
+        transaction_test_stop.stop_at(transaction_test_stop.BEFORE_COMPLETE)
         backoff = RETRY_BACKOFF_S
         while True:
             try:
