@@ -188,11 +188,11 @@ def test_a_committing_append_moves_the_high_watermark_as_a_raise_after_it_would(
         assert log.high_watermark == 0
         log.append(batch(3), commit=True)
         assert log.high_watermark == 5
-        assert log._high_watermark == log.log_end_offset_metadata
+        assert log._high_watermark.metadata == log.log_end_offset_metadata
         for _ in range(4):  # rolls a segment of 300 bytes on the way
             log.append(batch(2))
             log.append(batch(1), commit=True)
-            assert log._high_watermark == log.log_end_offset_metadata
+            assert log._high_watermark.metadata == log.log_end_offset_metadata
         assert log.number_of_segments > 1
         log.append(idempotent)
         end = log.log_end_offset

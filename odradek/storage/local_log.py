@@ -23,7 +23,7 @@ from pathlib import Path
 
 from odradek.clock import Clock
 from odradek.config.log_config import LogConfig
-from odradek.errors import KafkaStorageError
+from odradek.errors import KafkaStorageError, OffsetOutOfRangeError
 from odradek.int_limits import INT64_MAX
 from odradek.storage import log_file_names as names
 from odradek.storage.atomic_file import fsync_directory, fsync_file_if_exists
@@ -245,6 +245,19 @@ class LocalLog:
                 path.unlink()
 
     # --- read --------------------------------------------------------------------------------
+
+    def segment_holding(
+        self, start_offset: int, log_start_offset: int, log_end_offset: int
+    ) -> LogSegment:
+        """The segment a read from ``start_offset`` starts in; OFFSET_OUT_OF_RANGE when the
+        offset lies outside [log start, log end]."""
+        segment = self.segments.floor_segment(start_offset)
+        if start_offset > log_end_offset or start_offset < log_start_offset or segment is None:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} of {self.topic_partition} is out of range "
+                f"[{log_start_offset}, {log_end_offset}]"
+            )
+        return segment
 
     def read(
         self,

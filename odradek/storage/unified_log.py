@@ -26,12 +26,12 @@ from odradek.errors import (
     RecordListTooLargeError,
 )
 from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from odradek.record.control_record import EndTransactionMarker
 from odradek.record.record_batch import PRODUCER_ID_OFFSET
 from odradek.storage.active_producer import ActiveProducer
 from odradek.storage.atomic_file import fsync_directory
 from odradek.storage.fetch_data_info import FetchDataInfo, FetchIsolation
 from odradek.storage.file_records import TimestampAndOffset
+from odradek.storage.high_watermark import HighWatermark
 from odradek.storage.leader_epoch_file_cache import EpochEntry, LeaderEpochFileCache
 from odradek.storage.local_log import LocalLog, SegmentPredicate
 from odradek.storage.log_append_info import LogAppendInfo
@@ -46,6 +46,7 @@ from odradek.storage.log_retention import LogRetention
 from odradek.storage.log_segment import LogSegment
 from odradek.storage.log_segments import LogSegments
 from odradek.storage.log_stats import RETENTION_DELETED_BYTES, RETENTION_DELETED_SEGMENTS
+from odradek.storage.log_transactions import LogTransactions
 from odradek.storage.log_validator import append_rules, validate_and_assign_offsets
 from odradek.storage.producer_append_info import ProducerAppendInfo
 from odradek.storage.producer_state_manager import (
@@ -53,7 +54,6 @@ from odradek.storage.producer_state_manager import (
     ProducerStateManager,
 )
 from odradek.storage.scheduler import Scheduler
-from odradek.storage.transaction_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
 
@@ -101,21 +101,13 @@ class UnifiedLog:
         self._lock = threading.RLock()
         self._log_start_offset = offsets.log_start_offset
         self._load_summary = offsets
-        self._high_watermark = LogOffsetMetadata(self._log_start_offset)
+        self._high_watermark = HighWatermark(LogOffsetMetadata(self._log_start_offset), local)
         # What a read at its bound returns (see read), kept for the last bound asked.
-        self._nothing_new = FetchDataInfo(self._high_watermark, None)
-        # The HW moves under its own lock, so the event loop raising it after an append does
-        # not wait for the next append (or a roll) holding the log's. Whoever holds both takes
-        # the log's first. A raise checks the log end under this lock, and whatever lowers the
-        # log end (under the log's lock) lowers the HW under this one after moving the end:
-        # the HW never ends above the log end.
-        self._high_watermark_lock = threading.Lock()
+        self._nothing_new = FetchDataInfo(self._high_watermark.metadata, None)
         self._io_error_handler: IoErrorHandler | None = None
         self.producer_state = producer_state or ProducerStateManager(directory, directory.name)
         self._producer_table = self.producer_state.table  # the append path's, held at hand
-        # The first unstable offset with its position, as last resolved for a read_committed
-        # read (replaced whole; see _last_stable_offset_metadata).
-        self._first_unstable_metadata = LogOffsetMetadata(-1)
+        self._transactions = LogTransactions(self, local, self._high_watermark, self._lock, clock)
         self.leader_epoch_cache = LeaderEpochFileCache(directory, str(self.topic_partition))
         self._retention = LogRetention(self, clock)
         self.update_high_watermark(
@@ -246,7 +238,7 @@ class UnifiedLog:
 
     @property
     def high_watermark(self) -> int:
-        return self._high_watermark.message_offset
+        return self._high_watermark.metadata.message_offset
 
     @property
     def recovery_point(self) -> int:
@@ -365,9 +357,10 @@ class UnifiedLog:
                     self.maybe_increment_high_watermark(self._local.next_offset_metadata)
                 return info
             if leader_epoch > self.leader_epoch_cache.latest_epoch:
-                self._assign_leader_epoch(leader_epoch, info.first_offset)
+                self.assign_epoch_start_offset(leader_epoch, info.first_offset)
             end = end_metadata.message_offset
-            if self._high_watermark.message_offset < end:
+            high_watermark = self._high_watermark
+            if high_watermark.metadata.message_offset < end:
                 # The end moves up past the HW, which stays: the new end is all there is to
                 # set (_update_log_end_offset's common case, made without its call).
                 local = self._local
@@ -377,10 +370,10 @@ class UnifiedLog:
                 if commit:
                     # Up from below the new end to it: maybe_increment_high_watermark's
                     # common case, under the same lock, without its checks (they hold).
-                    high_watermark_lock = self._high_watermark_lock
+                    high_watermark_lock = high_watermark.lock
                     high_watermark_lock.acquire()
                     try:
-                        self._high_watermark = end_metadata
+                        high_watermark.metadata = end_metadata
                     finally:
                         high_watermark_lock.release()
             else:
@@ -430,14 +423,10 @@ class UnifiedLog:
                 f"fit a segment of segment.bytes={config.segment_bytes}"
             )
         try:
-            # Validated above the segment (LogValidator), written by it: LogSegment.try_append
-            # (its roll check and write), or a roll and LogSegment.append.
-            segment = self._segments.last  # (a log always has its active segment)
-            if not segment.try_append(
-                config, last_offset, validated.max_timestamp, validated.records, now_ms
-            ):
-                segment = self.roll()
-                segment.append(last_offset, validated.records)
+            # Validated above the segment (LogValidator), written by it.
+            segment = self.write_to_active_segment(
+                last_offset, validated.max_timestamp, validated.records, now_ms
+            )
             segment_size = segment.log.size_in_bytes
         except OSError as error:
             raise self._local.storage_error("append", error) from error
@@ -480,61 +469,21 @@ class UnifiedLog:
         Raises InvalidProducerEpochError (an epoch older than the producer's) or
         TransactionCoordinatorFencedError (a coordinator epoch older than the last marker's).
         """
-        marker = EndTransactionMarker(committed, coordinator_epoch)
-        with self._lock:
-            now_ms = self._clock.milliseconds()
-            offset = self._local.next_offset_metadata.message_offset
-            state = self.producer_state
-            entry, completed = state.analyze_end_txn_marker(
-                producer_id, producer_epoch, marker, offset, now_ms
-            )
-            records = marker.to_batch(
-                producer_id,
-                producer_epoch,
-                now_ms,
-                base_offset=offset,
-                partition_leader_epoch=leader_epoch,
-            )
-            try:
-                segment = self._segments.last
-                if not segment.try_append(self._config, offset, now_ms, records, now_ms):
-                    segment = self.roll()
-                    segment.append(offset, records)
-                if completed is not None and completed.is_aborted:
-                    segment.txn_index.append(
-                        AbortedTxn(
-                            producer_id,
-                            completed.first_offset,
-                            offset,
-                            state.last_stable_offset_after(completed),
-                        )
-                    )
-            except OSError as error:
-                raise self._local.storage_error("transaction marker append", error) from error
-            # The transactions the HW passed go first: however seldom the LSO is read, the
-            # ended ones kept are only those whose marker awaits its commit.
-            state.on_high_watermark_updated(self.high_watermark)
-            state.update_end_txn_marker(entry, completed)
-            if leader_epoch > self.leader_epoch_cache.latest_epoch:
-                self._assign_leader_epoch(leader_epoch, offset)
-            end = offset + 1
-            self._local.next_offset_metadata = LogOffsetMetadata(
-                end, segment.base_offset, segment.log.size_in_bytes
-            )
-            if end - self._local.recovery_point >= self._config.flush_messages:
-                self.flush(end)
-            logger.debug(
-                "[%s] %s marker of producer %d epoch %d (coordinator epoch %d) at offset %d",
-                self.topic_partition,
-                marker.control_type.name,
-                producer_id,
-                producer_epoch,
-                coordinator_epoch,
-                offset,
-            )
-            return LogAppendInfo(
-                offset, offset, now_ms, offset, -1, self._log_start_offset, 1, 1, len(records)
-            )
+        return self._transactions.append_end_txn_marker(
+            producer_id, producer_epoch, coordinator_epoch, committed, leader_epoch
+        )
+
+    def write_to_active_segment(
+        self, last_offset: int, max_timestamp: int, records: bytes | memoryview, now_ms: int
+    ) -> LogSegment:
+        """Write validated ``records`` (offsets up to ``last_offset``) to the active segment,
+        rolling first when they do not fit (LogSegment.try_append's check); return the
+        segment written to. Under the log's lock; raises OSError."""
+        segment = self._segments.last  # (a log always has its active segment)
+        if not segment.try_append(self._config, last_offset, max_timestamp, records, now_ms):
+            segment = self.roll()
+            segment.append(last_offset, records)
+        return segment
 
     # --- transactions: the last stable offset and the aborted transactions ------------------
 
@@ -542,33 +491,12 @@ class UnifiedLog:
     def first_unstable_offset(self) -> int | None:
         """The first offset of the earliest transaction still open, or ended by a marker the
         high watermark has not passed (not below the log start offset); None when none is."""
-        state = self.producer_state
-        if not state.unstable:
-            return None  # (a transaction opening meanwhile starts at or above the HW)
-        with self._lock:
-            first = state.first_unstable_offset(self.high_watermark)
-            if first is None:
-                return None
-            return max(first, self._log_start_offset)
+        return self._transactions.first_unstable_offset()
 
     @property
     def last_stable_offset(self) -> int:
-        """What read_committed consumers may read up to: the first unstable offset, or the
-        high watermark when that is lower (Kafka's ``lastStableOffset``)."""
-        high_watermark = self.high_watermark
-        first = self.first_unstable_offset
-        return high_watermark if first is None or first > high_watermark else first
-
-    def _last_stable_offset_metadata(self) -> LogOffsetMetadata:
-        """The last stable offset with its position (resolved once per first unstable offset)."""
-        first = self.first_unstable_offset
-        high_watermark = self._high_watermark
-        if first is None or first >= high_watermark.message_offset:
-            return high_watermark
-        metadata = self._first_unstable_metadata
-        if metadata.message_offset != first:
-            metadata = self._first_unstable_metadata = self.convert_to_offset_metadata(first)
-        return metadata
+        """What read_committed consumers may read up to (Kafka's ``lastStableOffset``)."""
+        return self._transactions.last_stable_offset()
 
     def active_producers(self) -> list[ActiveProducer]:
         """The partition's producers, as DescribeProducers lists them."""
@@ -594,7 +522,7 @@ class UnifiedLog:
             0,
         )
 
-    def _assign_leader_epoch(self, epoch: int, start_offset: int) -> None:
+    def assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
         """A new epoch starts: the checkpoint is written in the background (two fsyncs have
         no place on the append path; one lost to a crash is recorded again at the next append)."""
         if self.leader_epoch_cache.assign(epoch, start_offset):
@@ -663,15 +591,8 @@ class UnifiedLog:
         local.update_log_end_offset(offset)
         # An append (the end moves up) leaves a HW below the old end where it is: nothing can
         # raise it past the new end. Anything else may lower it.
-        if offset < previous_end or self._high_watermark.message_offset >= offset:
-            self._lower_high_watermark_to_log_end()
-
-    def _lower_high_watermark_to_log_end(self) -> None:
-        """A HW at or above the log end moves to it (with its position): never above it."""
-        end = self._local.next_offset_metadata
-        with self._high_watermark_lock:
-            if self._high_watermark.message_offset >= end.message_offset:
-                self._high_watermark = end
+        if offset < previous_end or self._high_watermark.metadata.message_offset >= offset:
+            self._high_watermark.lower_to_log_end()
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset (design §4 step 4); its flush, the
@@ -682,7 +603,7 @@ class UnifiedLog:
             if rolled is None:
                 return self._segments.active_segment
             active, segment = rolled
-            self._lower_high_watermark_to_log_end()  # a HW at the end: to its new position
+            self._high_watermark.lower_to_log_end()  # a HW at the end: to its new position
             snapshot = self.producer_state.snapshot_bytes()
             self._scheduler.schedule(
                 f"flush-{self.topic_partition}",
@@ -744,9 +665,9 @@ class UnifiedLog:
         if isolation is _LOG_END:
             max_metadata = end_metadata
         elif isolation is _TXN_COMMITTED:
-            return self._read_committed(start_offset, max_length, min_one_message)
+            return self._transactions.read_committed(start_offset, max_length, min_one_message)
         else:
-            max_metadata = self._high_watermark
+            max_metadata = self._high_watermark.metadata
         if (
             start_offset == max_metadata.message_offset
             and max_metadata.segment_base_offset != UNKNOWN_OFFSET
@@ -758,50 +679,14 @@ class UnifiedLog:
             return nothing_new
         if isolation is not _LOG_END and max_metadata.message_offset_only:
             max_metadata = self._fetch_high_watermark_metadata()
-        segment = self._segment_holding(start_offset, end_metadata.message_offset)
+        segment = self._local.segment_holding(
+            start_offset, self._log_start_offset, end_metadata.message_offset
+        )
         if start_offset == max_metadata.message_offset:
             return FetchDataInfo(max_metadata, None)
         if start_offset > max_metadata.message_offset:
             return FetchDataInfo(LogOffsetMetadata(start_offset), None)
         return self._local.read(segment, start_offset, max_length, max_metadata, min_one_message)
-
-    def _segment_holding(self, start_offset: int, log_end_offset: int) -> LogSegment:
-        """The segment a read from ``start_offset`` starts in; OFFSET_OUT_OF_RANGE when the
-        offset lies outside [log start, log end]."""
-        segment = self._segments.floor_segment(start_offset)
-        log_start_offset = self._log_start_offset
-        if start_offset > log_end_offset or start_offset < log_start_offset or segment is None:
-            raise OffsetOutOfRangeError(
-                f"offset {start_offset} of {self.topic_partition} is out of range "
-                f"[{log_start_offset}, {log_end_offset}]"
-            )
-        return segment
-
-    def _read_committed(
-        self, start_offset: int, max_length: int, min_one_message: bool
-    ) -> FetchDataInfo:
-        """A read up to the last stable offset, with the aborted transactions overlapping the
-        records found (from the fetch offset up to the next segment, or the log end: Kafka's
-        bound when the offset index names none closer)."""
-        max_metadata = self._last_stable_offset_metadata()
-        if max_metadata is self._high_watermark:
-            info = self.read(
-                start_offset, max_length, FetchIsolation.HIGH_WATERMARK, min_one_message
-            )
-            return self._local.add_aborted_transactions(start_offset, info)
-        end_metadata = self._local.next_offset_metadata
-        segment = self._segment_holding(start_offset, end_metadata.message_offset)
-        if start_offset >= max_metadata.message_offset:
-            return FetchDataInfo(
-                max_metadata
-                if start_offset == max_metadata.message_offset
-                else LogOffsetMetadata(start_offset),
-                None,
-                aborted_transactions=(),
-            )
-        return self._local.read_with_aborted_transactions(
-            segment, start_offset, max_length, max_metadata, min_one_message
-        )
 
     def convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:
         """The on-disk position of ``offset`` (OFFSET_OUT_OF_RANGE outside the log)."""
@@ -838,59 +723,30 @@ class UnifiedLog:
 
     def update_high_watermark(self, high_watermark: int) -> int:
         """Set the HW, clamped into [log start offset, LEO]; return the value set."""
-        with self._lock, self._high_watermark_lock:
-            end = self._local.next_offset_metadata
-            if high_watermark >= end.message_offset:
-                metadata = end
-            else:
-                metadata = LogOffsetMetadata(max(high_watermark, self._log_start_offset))
-            self._high_watermark = metadata
-            return metadata.message_offset
+        with self._lock:
+            return self._high_watermark.update(high_watermark, self._log_start_offset)
 
     def maybe_increment_high_watermark(
         self, new_high_watermark: LogOffsetMetadata
     ) -> LogOffsetMetadata | None:
         """Move the HW forward (never back); return the old value when it moved. Does not
-        wait for an append in progress (see ``_high_watermark_lock``). Called after every
-        append, so the raise comes first; what it checks holds for every value set: the HW
-        never above the log end."""
-        offset = new_high_watermark.message_offset
-        with self._high_watermark_lock:
-            old = self._high_watermark
-            if offset > old.message_offset:
-                end = self._local.next_offset_metadata.message_offset
-                if offset > end:
-                    raise ValueError(
-                        f"high watermark {offset} of {self.topic_partition} would be above "
-                        f"the log end offset {end}"
-                    )
-                self._high_watermark = new_high_watermark
-                return old
-            # At or below the HW, so at or below the log end: it may still resolve or move
-            # the HW's position.
-            if offset == old.message_offset and (
-                old.message_offset_only or old.on_older_segment(new_high_watermark)
-            ):
-                self._high_watermark = new_high_watermark
-                return old
-            return None
+        wait for an append in progress (HighWatermark's lock is its own)."""
+        return self._high_watermark.maybe_increment(new_high_watermark)
 
     def _fetch_high_watermark_metadata(self) -> LogOffsetMetadata:
         """The HW with its on-disk position, resolving it once if only the offset is known."""
-        high_watermark = self._high_watermark
+        high_watermark = self._high_watermark.metadata
         if not high_watermark.message_offset_only:
             return high_watermark
         with self._lock:
-            high_watermark = self._high_watermark
+            high_watermark = self._high_watermark.metadata
             if high_watermark.message_offset_only:
                 offset = high_watermark.message_offset
                 if offset == self.log_end_offset:
                     resolved = self._local.next_offset_metadata
                 else:
                     resolved = self.convert_to_offset_metadata(offset)
-                with self._high_watermark_lock:
-                    if self._high_watermark is high_watermark:  # (not raised meanwhile)
-                        self._high_watermark = resolved
+                self._high_watermark.resolve(high_watermark, resolved)
                 high_watermark = resolved
             return high_watermark
 
@@ -969,7 +825,7 @@ class UnifiedLog:
             first = self._segments.first_segment
             if first is not None and first.base_offset > self._log_start_offset:
                 self._log_start_offset = first.base_offset
-                if self._high_watermark.message_offset < first.base_offset:
+                if self._high_watermark.metadata.message_offset < first.base_offset:
                     self.update_high_watermark(first.base_offset)
                 self._leader_epochs_start_at(first.base_offset)
             if first is not None:
@@ -987,7 +843,7 @@ class UnifiedLog:
         replace_segments, under the log's lock)."""
         with self._lock:
             self._local.replace_segments(new_segment, old_segments)
-            self._first_unstable_metadata = LogOffsetMetadata(-1)  # (positions moved)
+            self._transactions.positions_moved()
 
     # --- truncation --------------------------------------------------------------------------
 
@@ -1003,8 +859,8 @@ class UnifiedLog:
                 self.truncate_fully_and_start_at(target_offset)
                 return True
             self._local.truncate_to(target_offset)
-            self._first_unstable_metadata = LogOffsetMetadata(-1)
-            self._lower_high_watermark_to_log_end()
+            self._transactions.positions_moved()
+            self._high_watermark.lower_to_log_end()
             if self.log_end_offset < self._log_start_offset:
                 # The cut went through a batch straddling the log start offset: nothing visible
                 # is left, and the log start offset is never lowered, so restart the log there.
@@ -1023,10 +879,9 @@ class UnifiedLog:
         """Delete every segment and start an empty log at ``new_offset``."""
         with self._lock:
             self._local.truncate_fully_and_start_at(new_offset)
-            self._first_unstable_metadata = LogOffsetMetadata(-1)
+            self._transactions.positions_moved()
             self._log_start_offset = new_offset
-            with self._high_watermark_lock:
-                self._high_watermark = self._local.next_offset_metadata
+            self._high_watermark.set(self._local.next_offset_metadata)
             self.producer_state.clear()
             self.producer_state.delete_snapshots(above=-1)
             self.leader_epoch_cache.clear()
