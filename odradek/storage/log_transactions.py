@@ -101,7 +101,7 @@ class LogTransactions:
             state.on_high_watermark_updated(self._high_watermark.metadata.message_offset)
             state.update_end_txn_marker(entry, completed)
             if leader_epoch > log.leader_epoch_cache.latest_epoch:
-                log.assign_epoch_start_offset(leader_epoch, offset)
+                log.leader_epochs.assign(leader_epoch, offset)
             end = offset + 1
             local.next_offset_metadata = LogOffsetMetadata(
                 end, segment.base_offset, segment.log.size_in_bytes

@@ -21,7 +21,6 @@ from pathlib import Path
 from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.config.log_config import LogConfig
 from odradek.errors import (
-    KafkaStorageError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
@@ -35,12 +34,8 @@ from odradek.storage.high_watermark import HighWatermark
 from odradek.storage.leader_epoch_file_cache import EpochEntry, LeaderEpochFileCache
 from odradek.storage.local_log import LocalLog, SegmentPredicate
 from odradek.storage.log_append_info import LogAppendInfo
-from odradek.storage.log_loader import (
-    LoadedLogOffsets,
-    LogLoader,
-    load_producer_state,
-    recover_leader_epochs,
-)
+from odradek.storage.log_leader_epochs import LogLeaderEpochs
+from odradek.storage.log_loader import LoadedLogOffsets, LogLoader, load_producer_state
 from odradek.storage.log_offset_metadata import UNKNOWN_OFFSET, LogOffsetMetadata
 from odradek.storage.log_retention import LogRetention
 from odradek.storage.log_segment import LogSegment
@@ -109,6 +104,7 @@ class UnifiedLog:
         self._producer_table = self.producer_state.table  # the append path's, held at hand
         self._transactions = LogTransactions(self, local, self._high_watermark, self._lock, clock)
         self.leader_epoch_cache = LeaderEpochFileCache(directory, str(self.topic_partition))
+        self.leader_epochs = LogLeaderEpochs(self.leader_epoch_cache, local, scheduler)
         self._retention = LogRetention(self, clock)
         self.update_high_watermark(
             offsets.next_offset_metadata.message_offset
@@ -156,15 +152,9 @@ class UnifiedLog:
         log = cls(
             directory, config, segments, offsets, scheduler, clock, high_watermark, producer_state
         )
-        try:
-            recover_leader_epochs(
-                log.leader_epoch_cache,
-                segments,
-                log.log_end_offset,
-                None if had_clean_shutdown else recovery_point,
-            )
-        except OSError as error:
-            raise log._local.storage_error("leader epoch recovery", error) from error
+        log.leader_epochs.recover(
+            segments, log.log_end_offset, None if had_clean_shutdown else recovery_point
+        )
         return log
 
     @classmethod
@@ -245,24 +235,9 @@ class UnifiedLog:
         return self._local.recovery_point
 
     def recovery_point_to_checkpoint(self) -> int:
-        """The recovery point for the recovery-point checkpoint, once every leader epoch it
-        passed is in the leader-epoch-checkpoint: a start after a crash recovers only above
-        it, so it assigns no epoch below it again. Kafka writes the cache before that
-        checkpoint too; a flush (acks=all) then waits for one fdatasync, not three more
-        fsyncs when an epoch starts. Blocking: the checkpoint writer's thread. Should the
-        epochs not be written, the log start offset: the next start then recovers it all."""
-        recovery_point = self._local.recovery_point  # before the write: it covers every epoch below
-        try:
-            self.write_leader_epochs()
-        except KafkaStorageError as error:
-            logger.warning(
-                "[%s] %s: recovery point %d checkpointed as the log start offset",
-                self.topic_partition,
-                error,
-                recovery_point,
-            )
-            return self._log_start_offset
-        return recovery_point
+        """The recovery point for the recovery-point checkpoint, once the leader epochs it
+        passed are written (LogLeaderEpochs.recovery_point_to_checkpoint)."""
+        return self.leader_epochs.recovery_point_to_checkpoint(self._log_start_offset)
 
     @property
     def unflushed_messages(self) -> int:
@@ -357,7 +332,7 @@ class UnifiedLog:
                     self.maybe_increment_high_watermark(self._local.next_offset_metadata)
                 return info
             if leader_epoch > self.leader_epoch_cache.latest_epoch:
-                self.assign_epoch_start_offset(leader_epoch, info.first_offset)
+                self.leader_epochs.assign(leader_epoch, info.first_offset)
             end = end_metadata.message_offset
             high_watermark = self._high_watermark
             if high_watermark.metadata.message_offset < end:
@@ -521,24 +496,6 @@ class UnifiedLog:
             0,
             0,
         )
-
-    def assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
-        """A new epoch starts: the checkpoint is written in the background (two fsyncs have
-        no place on the append path; one lost to a crash is recorded again at the next append)."""
-        if self.leader_epoch_cache.assign(epoch, start_offset):
-            self._scheduler.schedule(
-                f"leader-epoch-checkpoint-{self.topic_partition}", self._flush_leader_epochs
-            )
-
-    def _flush_leader_epochs(self) -> None:
-        if self._local.closed:
-            return
-        try:
-            self.leader_epoch_cache.flush()
-        except OSError as error:
-            logger.warning(
-                "[%s] leader-epoch-checkpoint not written: %s", self.topic_partition, error
-            )
 
     # --- producer state and leader epochs ----------------------------------------------------
 
@@ -768,7 +725,7 @@ class UnifiedLog:
                 reason,
             )
             self._log_start_offset = new_log_start_offset
-            self._leader_epochs_start_at(new_log_start_offset)
+            self.leader_epochs.start_at(new_log_start_offset)
             return True
 
     def delete_records(self, offset: int) -> int:
@@ -791,17 +748,8 @@ class UnifiedLog:
 
     def write_leader_epochs(self) -> None:
         """Write the leader-epoch-checkpoint if an assigned epoch may be missing from it
-        (blocking). Moot once the partition directory was renamed for deletion, like the
-        directory fsync. Raises KafkaStorageError when it cannot be written."""
-        if not self.leader_epoch_cache.unflushed:
-            return
-        try:
-            self.leader_epoch_cache.flush()
-        except FileNotFoundError as error:
-            if self.dir.exists():
-                raise self._local.storage_error("leader-epoch-checkpoint write", error) from error
-        except OSError as error:
-            raise self._local.storage_error("leader-epoch-checkpoint write", error) from error
+        (blocking; LogLeaderEpochs.write)."""
+        self.leader_epochs.write()
 
     # --- retention (design §10) -----------------------------------------------------------------
 
@@ -827,16 +775,10 @@ class UnifiedLog:
                 self._log_start_offset = first.base_offset
                 if self._high_watermark.metadata.message_offset < first.base_offset:
                     self.update_high_watermark(first.base_offset)
-                self._leader_epochs_start_at(first.base_offset)
+                self.leader_epochs.start_at(first.base_offset)
             if first is not None:
                 self.producer_state.delete_snapshots(below=first.base_offset)
             return len(deletable)
-
-    def _leader_epochs_start_at(self, log_start_offset: int) -> None:
-        try:
-            self.leader_epoch_cache.truncate_from_start(log_start_offset)
-        except OSError as error:
-            raise self._local.storage_error("leader epoch checkpoint", error) from error
 
     def replace_segments(self, new_segment: LogSegment, old_segments: Sequence[LogSegment]) -> None:
         """Put the cleaner's ``new_segment`` in place of ``old_segments`` (LocalLog's
