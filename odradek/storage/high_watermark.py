@@ -13,6 +13,7 @@ the UnifiedLog's.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from odradek.storage.local_log import LocalLog
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
@@ -79,8 +80,22 @@ class HighWatermark:
         with self.lock:
             self.metadata = metadata
 
-    def resolve(self, unresolved: LogOffsetMetadata, resolved: LogOffsetMetadata) -> None:
-        """Give the HW its position, unless it moved since ``unresolved`` was read."""
-        with self.lock:
-            if self.metadata is unresolved:
-                self.metadata = resolved
+    def metadata_with_position(
+        self,
+        log_lock: threading.RLock,
+        position_of: Callable[[int], LogOffsetMetadata],
+    ) -> LogOffsetMetadata:
+        """The HW with its on-disk position, found once by ``position_of`` (under the log's
+        lock) when only its offset is known, and kept unless the HW moved meanwhile."""
+        high_watermark = self.metadata
+        if not high_watermark.message_offset_only:
+            return high_watermark
+        with log_lock:
+            high_watermark = self.metadata
+            if high_watermark.message_offset_only:
+                resolved = position_of(high_watermark.message_offset)
+                with self.lock:
+                    if self.metadata is high_watermark:  # (not raised meanwhile)
+                        self.metadata = resolved
+                high_watermark = resolved
+            return high_watermark

@@ -44,6 +44,7 @@ from odradek.storage.log_stats import RETENTION_DELETED_BYTES, RETENTION_DELETED
 from odradek.storage.log_transactions import LogTransactions
 from odradek.storage.log_validator import append_rules, validate_and_assign_offsets
 from odradek.storage.producer_append_info import ProducerAppendInfo
+from odradek.storage.producer_snapshots import ProducerSnapshots
 from odradek.storage.producer_state_manager import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ProducerStateManager,
@@ -102,6 +103,7 @@ class UnifiedLog:
         self._io_error_handler: IoErrorHandler | None = None
         self.producer_state = producer_state or ProducerStateManager(directory, directory.name)
         self._producer_table = self.producer_state.table  # the append path's, held at hand
+        self._producer_snapshots = ProducerSnapshots(self.producer_state, local, self._lock, clock)
         self._transactions = LogTransactions(self, local, self._high_watermark, self._lock, clock)
         self.leader_epoch_cache = LeaderEpochFileCache(directory, str(self.topic_partition))
         self.leader_epochs = LogLeaderEpochs(self.leader_epoch_cache, local, scheduler)
@@ -390,7 +392,7 @@ class UnifiedLog:
             if not noted:
                 producer_append = self.producer_state.analyze(validated.records)
                 if producer_append.duplicate is not None:
-                    return self._duplicate_append_info(producer_append, config), None
+                    return self._duplicate_append_info(producer_append), None
         size_in_bytes, last_offset = validated.size_in_bytes, validated.last_offset
         if size_in_bytes > config.segment_bytes:
             raise RecordListTooLargeError(
@@ -478,23 +480,13 @@ class UnifiedLog:
         with self._lock:
             return self.producer_state.active_producers()
 
-    def _duplicate_append_info(
-        self, producer_append: ProducerAppendInfo, config: LogConfig
-    ) -> LogAppendInfo:
+    def _duplicate_append_info(self, producer_append: ProducerAppendInfo) -> LogAppendInfo:
         """A retry of a batch already written: its original offsets; nothing is written."""
         duplicate = producer_append.duplicate
         assert duplicate is not None
         logger.debug("[%s] retried batch %s acknowledged again", self.topic_partition, duplicate)
-        return LogAppendInfo(
-            duplicate.first_offset,
-            duplicate.last_offset,
-            duplicate.timestamp,
-            duplicate.last_offset,
-            duplicate.timestamp if config.log_append_time else -1,
-            self._log_start_offset,
-            0,
-            0,
-            0,
+        return LogAppendInfo.of_duplicate(
+            duplicate, self._log_start_offset, self._config.log_append_time
         )
 
     # --- producer state and leader epochs ----------------------------------------------------
@@ -518,27 +510,8 @@ class UnifiedLog:
             )
 
     def take_producer_snapshot(self) -> None:
-        """Write the producer state at the log end (clean shutdown), unless a snapshot there
-        exists already (nothing was appended since the last one) or the log is empty."""
-        with self._lock:
-            offset = self.log_end_offset
-            if offset == self._log_start_offset and not self.producer_state.table:
-                return  # an empty log: nothing to replay, and shutdown stays one write lighter
-            data = self.producer_state.snapshot_bytes()
-        self.producer_state.write_snapshot(offset, data)
-
-    def _reload_producer_state(self) -> None:
-        """After a truncation: the snapshots above the new log end go, and the state is
-        rebuilt from the newest one left and the batches after it."""
-        end = self.log_end_offset
-        self.producer_state.delete_snapshots(above=end)
-        # Durability point: a deleted snapshot brought back by a power cut would describe
-        # records the truncation removed, once the recovery point passes it again.
-        self._local.directory_changes += 1
-        self.producer_state.load(
-            self._segments.values(), self._log_start_offset, end, end, self._clock.milliseconds()
-        )
-        self.leader_epoch_cache.truncate_from_end(end)
+        """Write the producer state at the log end (clean shutdown; ProducerSnapshots)."""
+        self._producer_snapshots.write_at_log_end(self._log_start_offset)
 
     def _update_log_end_offset(self, offset: int) -> None:
         """Move the log end to ``offset`` in the active segment, and the HW down with it when
@@ -575,32 +548,8 @@ class UnifiedLog:
         if self._local.closed:
             return
         self._local.sync_rolled_segment(rolled)
-        self._write_roll_snapshot(new, snapshot)
+        self._producer_snapshots.write_at_roll(new, snapshot)
         self.flush(new.base_offset)
-
-    def _write_roll_snapshot(self, new: LogSegment, snapshot: bytes) -> None:
-        """The producer snapshot taken at a roll, made durable with the next pre-created
-        segment file. A snapshot that cannot be written is logged and skipped: start-up
-        rebuilds from an older snapshot or the log. Nor is it written once a truncation
-        removed the segment the roll made: a later segment at the same offset may follow
-        other records, and the state taken at the roll would describe the wrong producers
-        there (it hid an idempotent producer from the next start-up)."""
-        offset = new.base_offset
-        if self._local.closed or self._segments.get(offset) is not new:
-            return
-
-        def write_snapshot() -> None:
-            try:
-                self.producer_state.write_snapshot(offset, snapshot, sync_directory=False)
-            except OSError as error:
-                logger.warning(
-                    "[%s] producer snapshot at offset %d not written: %s",
-                    self.topic_partition,
-                    offset,
-                    error,
-                )
-
-        self._local.precreate_next_segment(write_snapshot, self._lock)
 
     # --- read --------------------------------------------------------------------------------
 
@@ -692,20 +641,12 @@ class UnifiedLog:
 
     def _fetch_high_watermark_metadata(self) -> LogOffsetMetadata:
         """The HW with its on-disk position, resolving it once if only the offset is known."""
-        high_watermark = self._high_watermark.metadata
-        if not high_watermark.message_offset_only:
-            return high_watermark
-        with self._lock:
-            high_watermark = self._high_watermark.metadata
-            if high_watermark.message_offset_only:
-                offset = high_watermark.message_offset
-                if offset == self.log_end_offset:
-                    resolved = self._local.next_offset_metadata
-                else:
-                    resolved = self.convert_to_offset_metadata(offset)
-                self._high_watermark.resolve(high_watermark, resolved)
-                high_watermark = resolved
-            return high_watermark
+        return self._high_watermark.metadata_with_position(self._lock, self._position_of)
+
+    def _position_of(self, offset: int) -> LogOffsetMetadata:
+        if offset == self.log_end_offset:
+            return self._local.next_offset_metadata
+        return self.convert_to_offset_metadata(offset)
 
     def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str) -> bool:
         """Raise the log start offset (delete-records, retention); never lowers it."""
@@ -808,7 +749,8 @@ class UnifiedLog:
                 # is left, and the log start offset is never lowered, so restart the log there.
                 self.truncate_fully_and_start_at(self._log_start_offset)
             else:
-                self._reload_producer_state()
+                self._producer_snapshots.reload_after_truncation(self._log_start_offset)
+                self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             logger.info(
                 "[%s] truncated to offset %d, log end offset now %d",
                 self.topic_partition,
