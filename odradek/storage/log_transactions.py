@@ -22,6 +22,7 @@ from odradek.storage.fetch_data_info import FetchDataInfo, FetchIsolation
 from odradek.storage.high_watermark import HighWatermark
 from odradek.storage.local_log import LocalLog
 from odradek.storage.log_append_info import LogAppendInfo
+from odradek.storage.log_appender import LogAppender
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
 from odradek.storage.transaction_index import AbortedTxn
 
@@ -38,12 +39,14 @@ class LogTransactions:
     def __init__(
         self,
         log: UnifiedLog,
+        appender: LogAppender,
         local: LocalLog,
         high_watermark: HighWatermark,
         lock: threading.RLock,
         clock: Clock,
     ) -> None:
         self._log = log
+        self._appender = appender
         self._local = local
         self._high_watermark = high_watermark
         self._lock = lock  # the log's
@@ -84,7 +87,7 @@ class LogTransactions:
                 partition_leader_epoch=leader_epoch,
             )
             try:
-                segment = log.write_to_active_segment(offset, now_ms, records, now_ms)
+                segment = self._appender.write_to_active_segment(offset, now_ms, records, now_ms)
                 if completed is not None and completed.is_aborted:
                     segment.txn_index.append(
                         AbortedTxn(

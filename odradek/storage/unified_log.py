@@ -22,10 +22,8 @@ from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.config.log_config import LogConfig
 from odradek.errors import (
     OffsetOutOfRangeError,
-    RecordListTooLargeError,
 )
 from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from odradek.record.record_batch import PRODUCER_ID_OFFSET
 from odradek.storage.active_producer import ActiveProducer
 from odradek.storage.atomic_file import fsync_directory
 from odradek.storage.fetch_data_info import FetchDataInfo, FetchIsolation
@@ -34,6 +32,7 @@ from odradek.storage.high_watermark import HighWatermark
 from odradek.storage.leader_epoch_file_cache import EpochEntry, LeaderEpochFileCache
 from odradek.storage.local_log import LocalLog, SegmentPredicate
 from odradek.storage.log_append_info import LogAppendInfo
+from odradek.storage.log_appender import LogAppender
 from odradek.storage.log_leader_epochs import LogLeaderEpochs
 from odradek.storage.log_loader import LoadedLogOffsets, LogLoader, load_producer_state
 from odradek.storage.log_offset_metadata import UNKNOWN_OFFSET, LogOffsetMetadata
@@ -42,8 +41,7 @@ from odradek.storage.log_segment import LogSegment
 from odradek.storage.log_segments import LogSegments
 from odradek.storage.log_stats import RETENTION_DELETED_BYTES, RETENTION_DELETED_SEGMENTS
 from odradek.storage.log_transactions import LogTransactions
-from odradek.storage.log_validator import append_rules, validate_and_assign_offsets
-from odradek.storage.producer_append_info import ProducerAppendInfo
+from odradek.storage.log_validator import append_rules
 from odradek.storage.producer_snapshots import ProducerSnapshots
 from odradek.storage.producer_state_manager import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -52,10 +50,6 @@ from odradek.storage.producer_state_manager import (
 from odradek.storage.scheduler import Scheduler
 
 logger = logging.getLogger(__name__)
-
-_new_tuple = tuple.__new__
-"""Makes a named tuple from a tuple of its fields without its Python ``__new__``: the append
-path's two per call (LogOffsetMetadata, LogAppendInfo), at half the cost."""
 
 _LOG_END = FetchIsolation.LOG_END
 _TXN_COMMITTED = FetchIsolation.TXN_COMMITTED
@@ -104,7 +98,10 @@ class UnifiedLog:
         self.producer_state = producer_state or ProducerStateManager(directory, directory.name)
         self._producer_table = self.producer_state.table  # the append path's, held at hand
         self._producer_snapshots = ProducerSnapshots(self.producer_state, local, self._lock, clock)
-        self._transactions = LogTransactions(self, local, self._high_watermark, self._lock, clock)
+        self._appender = LogAppender(self, local, clock)
+        self._transactions = LogTransactions(
+            self, self._appender, local, self._high_watermark, self._lock, clock
+        )
         self.leader_epoch_cache = LeaderEpochFileCache(directory, str(self.topic_partition))
         self.leader_epochs = LogLeaderEpochs(self.leader_epoch_cache, local, scheduler)
         self._retention = LogRetention(self, clock)
@@ -305,7 +302,7 @@ class UnifiedLog:
             # C type runs LogValidator's C checks (_native/batch_validation.h, which
             # _record_scan.validate_batches runs), its Python twin validate_and_assign_offsets.
             # It declines (writing nothing, noting nothing) anything else, which the general
-            # path (_validate_and_write: LogValidator, producer state, LogSegment) then takes.
+            # path (LogAppender: LogValidator, producer state, LogSegment) then takes.
             # A segment lends its state at its first append (the general path's), so a
             # declined request leaves the files as they were.
             segment = self._segments.last  # (a log always has its active segment)
@@ -327,7 +324,7 @@ class UnifiedLog:
                 except OSError as error:
                     raise self._local.storage_error("append", error) from error
             if appended is None:
-                appended = self._validate_and_write(records, leader_epoch)
+                appended = self._appender.validate_and_write(records, leader_epoch)
             info, end_metadata = appended
             if end_metadata is None:  # a retried batch, written before: nothing was
                 if commit:
@@ -363,72 +360,6 @@ class UnifiedLog:
         finally:
             lock.release()
 
-    def _validate_and_write(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int
-    ) -> tuple[LogAppendInfo, LogOffsetMetadata | None]:
-        """The general append under the log's lock: any request, every rule checked, a roll
-        when due. What it wrote and the new log end; for a retried batch of an idempotent
-        producer, its first append's offsets and None (nothing is written)."""
-        now_ms = self._clock.milliseconds()
-        config = self._config
-        validated = validate_and_assign_offsets(
-            records,
-            next_offset=self._local.next_offset_metadata.message_offset,
-            config=config,
-            now_ms=now_ms,
-            partition_leader_epoch=leader_epoch,
-            topic_partition=self.topic_partition,
-        )
-        producer_append: ProducerAppendInfo | None = None
-        noted = False
-        # The sign bit of the first batch's producer id: -1 (no producer) has it set, so a
-        # plain one-batch append pays one byte read for idempotence. The common idempotent
-        # request, one batch going on where its producer left off, is one call to the
-        # producer table (and one more once written); the others get every rule checked.
-        # (The table declines a batch that opens a transaction or a plain one inside one.)
-        records = validated.records
-        if validated.batch_count > 1 or not records[PRODUCER_ID_OFFSET] & 0x80:
-            noted = self._producer_table.try_next(records)
-            if not noted:
-                producer_append = self.producer_state.analyze(validated.records)
-                if producer_append.duplicate is not None:
-                    return self._duplicate_append_info(producer_append), None
-        size_in_bytes, last_offset = validated.size_in_bytes, validated.last_offset
-        if size_in_bytes > config.segment_bytes:
-            raise RecordListTooLargeError(
-                f"append of {size_in_bytes} bytes to {self.topic_partition} does not "
-                f"fit a segment of segment.bytes={config.segment_bytes}"
-            )
-        try:
-            # Validated above the segment (LogValidator), written by it.
-            segment = self.write_to_active_segment(
-                last_offset, validated.max_timestamp, validated.records, now_ms
-            )
-            segment_size = segment.log.size_in_bytes
-        except OSError as error:
-            raise self._local.storage_error("append", error) from error
-        if noted:
-            self._producer_table.commit_next()
-        elif producer_append is not None:
-            self.producer_state.update(producer_append)
-        info = _new_tuple(
-            LogAppendInfo,
-            (
-                validated.first_offset,
-                last_offset,
-                validated.max_timestamp,
-                validated.offset_of_max_timestamp,
-                now_ms if config.log_append_time else -1,  # log_append_time_ms
-                self._log_start_offset,
-                validated.record_count,
-                validated.batch_count,
-                size_in_bytes,  # valid_bytes
-            ),
-        )
-        return info, _new_tuple(
-            LogOffsetMetadata, (last_offset + 1, segment.base_offset, segment_size)
-        )
-
     def append_end_txn_marker(
         self,
         producer_id: int,
@@ -450,18 +381,6 @@ class UnifiedLog:
             producer_id, producer_epoch, coordinator_epoch, committed, leader_epoch
         )
 
-    def write_to_active_segment(
-        self, last_offset: int, max_timestamp: int, records: bytes | memoryview, now_ms: int
-    ) -> LogSegment:
-        """Write validated ``records`` (offsets up to ``last_offset``) to the active segment,
-        rolling first when they do not fit (LogSegment.try_append's check); return the
-        segment written to. Under the log's lock; raises OSError."""
-        segment = self._segments.last  # (a log always has its active segment)
-        if not segment.try_append(self._config, last_offset, max_timestamp, records, now_ms):
-            segment = self.roll()
-            segment.append(last_offset, records)
-        return segment
-
     # --- transactions: the last stable offset and the aborted transactions ------------------
 
     @property
@@ -479,15 +398,6 @@ class UnifiedLog:
         """The partition's producers, as DescribeProducers lists them."""
         with self._lock:
             return self.producer_state.active_producers()
-
-    def _duplicate_append_info(self, producer_append: ProducerAppendInfo) -> LogAppendInfo:
-        """A retry of a batch already written: its original offsets; nothing is written."""
-        duplicate = producer_append.duplicate
-        assert duplicate is not None
-        logger.debug("[%s] retried batch %s acknowledged again", self.topic_partition, duplicate)
-        return LogAppendInfo.of_duplicate(
-            duplicate, self._log_start_offset, self._config.log_append_time
-        )
 
     # --- producer state and leader epochs ----------------------------------------------------
 
