@@ -25,7 +25,6 @@ from odradek.errors import (
 )
 from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from odradek.storage.active_producer import ActiveProducer
-from odradek.storage.atomic_file import fsync_directory
 from odradek.storage.fetch_data_info import FetchDataInfo, FetchIsolation
 from odradek.storage.file_records import TimestampAndOffset
 from odradek.storage.high_watermark import HighWatermark
@@ -34,7 +33,7 @@ from odradek.storage.local_log import LocalLog, SegmentPredicate
 from odradek.storage.log_append_info import LogAppendInfo
 from odradek.storage.log_appender import LogAppender
 from odradek.storage.log_leader_epochs import LogLeaderEpochs
-from odradek.storage.log_loader import LoadedLogOffsets, LogLoader, load_producer_state
+from odradek.storage.log_loader import LoadedLogOffsets, load_log
 from odradek.storage.log_offset_metadata import UNKNOWN_OFFSET, LogOffsetMetadata
 from odradek.storage.log_retention import LogRetention
 from odradek.storage.log_segment import LogSegment
@@ -126,27 +125,18 @@ class UnifiedLog:
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> UnifiedLog:
         """Open the log in ``directory`` (creating it if needed), recovering it as design §8
-        says, then its producer state (ProducerStateManager.load).
+        says (LogLoader's load_log: segments, producer state), then its leader epochs.
 
         ``high_watermark`` is the checkpointed value; None means "up to the log end".
         """
-        if not directory.is_dir():
-            directory.mkdir(parents=True, exist_ok=True)
-            # Durability point: the partition directory's entry in its log directory.
-            fsync_directory(directory.parent)
-        segments = LogSegments()
-        offsets = LogLoader(
+        segments, offsets, producer_state = load_log(
             directory,
             config,
-            segments,
             clock=clock,
-            log_start_offset_checkpoint=log_start_offset,
-            recovery_point_checkpoint=recovery_point,
+            log_start_offset=log_start_offset,
+            recovery_point=recovery_point,
             had_clean_shutdown=had_clean_shutdown,
-        ).load()
-        producer_state = ProducerStateManager(directory, directory.name, producer_id_expiration_ms)
-        load_producer_state(
-            producer_state, segments, offsets, recovery_point, had_clean_shutdown, clock
+            producer_id_expiration_ms=producer_id_expiration_ms,
         )
         log = cls(
             directory, config, segments, offsets, scheduler, clock, high_watermark, producer_state
