@@ -29,7 +29,7 @@ from odradek.storage.fetch_data_info import FetchDataInfo, FetchIsolation
 from odradek.storage.file_records import TimestampAndOffset
 from odradek.storage.high_watermark import HighWatermark
 from odradek.storage.leader_epoch_file_cache import EpochEntry, LeaderEpochFileCache
-from odradek.storage.local_log import LocalLog, SegmentPredicate
+from odradek.storage.local_log import LocalLog
 from odradek.storage.log_append_info import LogAppendInfo
 from odradek.storage.log_appender import LogAppender
 from odradek.storage.log_leader_epochs import LogLeaderEpochs
@@ -38,8 +38,8 @@ from odradek.storage.log_offset_metadata import UNKNOWN_OFFSET, LogOffsetMetadat
 from odradek.storage.log_retention import LogRetention
 from odradek.storage.log_segment import LogSegment
 from odradek.storage.log_segments import LogSegments
-from odradek.storage.log_stats import RETENTION_DELETED_BYTES, RETENTION_DELETED_SEGMENTS
 from odradek.storage.log_transactions import LogTransactions
+from odradek.storage.log_truncation import LogTruncation
 from odradek.storage.log_validator import append_rules
 from odradek.storage.producer_snapshots import ProducerSnapshots
 from odradek.storage.producer_state_manager import (
@@ -103,7 +103,16 @@ class UnifiedLog:
         )
         self.leader_epoch_cache = LeaderEpochFileCache(directory, str(self.topic_partition))
         self.leader_epochs = LogLeaderEpochs(self.leader_epoch_cache, local, scheduler)
-        self._retention = LogRetention(self, clock)
+        self._retention = LogRetention(self, self._lock, self._set_log_start_offset, clock)
+        self._truncation = LogTruncation(
+            self,
+            local,
+            self._high_watermark,
+            self._transactions,
+            self._producer_snapshots,
+            self._lock,
+            self._set_log_start_offset,
+        )
         self.update_high_watermark(
             offsets.next_offset_metadata.message_offset
             if high_watermark is None
@@ -599,28 +608,6 @@ class UnifiedLog:
         segments deleted."""
         return self._retention.delete_old_segments()
 
-    def delete_segments_matching(self, predicate: SegmentPredicate, rule: str, reason: str) -> int:
-        """Delete the segments retention ``rule`` (see log_stats) allows, as LogRetention
-        decided; ``reason`` is logged."""
-        with self._lock:
-            deletable = self._local.deletable_segments(predicate, self.high_watermark)
-            if not deletable:
-                return 0
-            if len(deletable) == self._segments.number_of_segments:
-                self.roll()
-            self._local.remove_and_delete_segments(deletable, reason)
-            RETENTION_DELETED_SEGMENTS.labels(rule).inc(len(deletable))
-            RETENTION_DELETED_BYTES.labels(rule).inc(sum(s.size for s in deletable))
-            first = self._segments.first_segment
-            if first is not None and first.base_offset > self._log_start_offset:
-                self._log_start_offset = first.base_offset
-                if self._high_watermark.metadata.message_offset < first.base_offset:
-                    self.update_high_watermark(first.base_offset)
-                self.leader_epochs.start_at(first.base_offset)
-            if first is not None:
-                self.producer_state.delete_snapshots(below=first.base_offset)
-            return len(deletable)
-
     def replace_segments(self, new_segment: LogSegment, old_segments: Sequence[LogSegment]) -> None:
         """Put the cleaner's ``new_segment`` in place of ``old_segments`` (LocalLog's
         replace_segments, under the log's lock)."""
@@ -631,44 +618,16 @@ class UnifiedLog:
     # --- truncation --------------------------------------------------------------------------
 
     def truncate_to(self, target_offset: int) -> bool:
-        """Remove every record at or above ``target_offset``; True when anything was removed."""
-        if target_offset < 0:
-            raise ValueError(f"cannot truncate {self.topic_partition} to {target_offset}")
-        with self._lock:
-            if target_offset >= self.log_end_offset:
-                return False
-            first = self._segments.first_segment
-            if first is None or first.base_offset > target_offset:
-                self.truncate_fully_and_start_at(target_offset)
-                return True
-            self._local.truncate_to(target_offset)
-            self._transactions.positions_moved()
-            self._high_watermark.lower_to_log_end()
-            if self.log_end_offset < self._log_start_offset:
-                # The cut went through a batch straddling the log start offset: nothing visible
-                # is left, and the log start offset is never lowered, so restart the log there.
-                self.truncate_fully_and_start_at(self._log_start_offset)
-            else:
-                self._producer_snapshots.reload_after_truncation(self._log_start_offset)
-                self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-            logger.info(
-                "[%s] truncated to offset %d, log end offset now %d",
-                self.topic_partition,
-                target_offset,
-                self.log_end_offset,
-            )
-            return True
+        """Remove every record at or above ``target_offset``; True when anything was removed
+        (LogTruncation)."""
+        return self._truncation.truncate_to(target_offset)
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
-        """Delete every segment and start an empty log at ``new_offset``."""
-        with self._lock:
-            self._local.truncate_fully_and_start_at(new_offset)
-            self._transactions.positions_moved()
-            self._log_start_offset = new_offset
-            self._high_watermark.set(self._local.next_offset_metadata)
-            self.producer_state.clear()
-            self.producer_state.delete_snapshots(above=-1)
-            self.leader_epoch_cache.clear()
+        """Delete every segment and start an empty log at ``new_offset`` (LogTruncation)."""
+        self._truncation.truncate_fully_and_start_at(new_offset)
+
+    def _set_log_start_offset(self, offset: int) -> None:
+        self._log_start_offset = offset
 
     # --- lifecycle ---------------------------------------------------------------------------
 
