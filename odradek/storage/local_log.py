@@ -28,7 +28,6 @@ from odradek.int_limits import INT64_MAX
 from odradek.storage import log_file_names as names
 from odradek.storage.atomic_file import fsync_directory, fsync_file_if_exists
 from odradek.storage.fetch_data_info import FetchDataInfo
-from odradek.storage.file_records import TimestampAndOffset
 from odradek.storage.log_dir_failure_channel import is_descriptor_exhaustion
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
 from odradek.storage.log_segment import LogSegment
@@ -356,30 +355,6 @@ class LocalLog:
             if following is not None
             else self.next_offset_metadata.message_offset
         )
-
-    def find_offset_by_timestamp(
-        self, target_timestamp: int, log_start_offset: int
-    ) -> TimestampAndOffset | None:
-        """The first record at or after ``log_start_offset`` with timestamp >= the target, in
-        the first segment whose largest timestamp reaches it (Kafka's searchOffsetInLocalLog):
-        None when no record is that new, or when that segment's are all below the log start."""
-        for segment in self.segments.values():
-            if segment.largest_timestamp >= target_timestamp:
-                return segment.find_offset_by_timestamp(target_timestamp, log_start_offset)
-        return None
-
-    def max_timestamp_record(self) -> TimestampAndOffset | None:
-        """The first record holding the largest timestamp of the segments, by its own offset;
-        None without records."""
-        best: tuple[LogSegment, TimestampAndOffset] | None = None
-        for segment in self.segments.values():
-            found = segment.max_timestamp_and_offset_so_far
-            if found.timestamp >= 0 and (best is None or found.timestamp > best[1].timestamp):
-                best = (segment, found)
-        if best is None:
-            return None
-        segment, found = best
-        return segment.find_offset_by_timestamp(found.timestamp, segment.base_offset) or found
 
     # --- flush (design §9) -------------------------------------------------------------------
 

@@ -67,8 +67,15 @@ class LogTransactions:
         committed: bool,
         leader_epoch: int,
     ) -> LogAppendInfo:
-        """Append the COMMIT or ABORT marker of ``producer_id`` (see
-        UnifiedLog.append_end_txn_marker), under the log's lock."""
+        """Append the COMMIT or ABORT marker the transaction coordinator writes for
+        ``producer_id`` (Kafka's append with origin COORDINATOR; a client's Produce never
+        writes one), under the log's lock: the producer's open transaction ends, an abort is
+        recorded in the segment's .txnindex with the last stable offset it leaves, and the
+        transaction stays unstable until the high watermark passes the marker.
+
+        Raises InvalidProducerEpochError (an epoch older than the producer's) or
+        TransactionCoordinatorFencedError (a coordinator epoch older than the last marker's).
+        """
         log = self._log
         local = self._local
         marker = EndTransactionMarker(committed, coordinator_epoch)

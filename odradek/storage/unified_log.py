@@ -1,10 +1,13 @@
 """UnifiedLog: one partition's log (Kafka's ``UnifiedLog``; design §1, 4, 6, 7, 9, 10).
 
 The offsets clients see (log start offset, high watermark, last stable offset), the producer
-state, the leader epochs, and the append and read entry points the server calls, over the
-partition's segments on disk (``LocalLog``: the segment map, the log end, rolls, reads from the
-segments with their aborted transactions, timestamp searches, truncation, deletion and flushes
-of segments). Retention's decisions are ``LogRetention``'s, opening a log ``LogLoader``'s.
+state, and the append and read entry points the server calls, over the partition's segments on
+disk (``LocalLog``: the segment map, the log end, rolls, reads, timestamp searches, truncation,
+deletion and flushes of segments). The append path's one fast-path decision is made in
+``append``: the active segment's append state, or ``LogAppender`` (LogValidator, producer
+state, LogSegment). Its concepts have modules of their own: ``HighWatermark``,
+``LogTransactions`` (markers, last stable offset, read_committed reads), ``LogLeaderEpochs``,
+``ProducerSnapshots``, ``LogTruncation``, ``LogRetention``; opening a log is ``LogLoader``'s.
 
 One writer at a time (the log lock serialises appends, rolls, truncation and retention); any
 number of reader threads read without the lock from immutable snapshots (the segment map and the
@@ -23,7 +26,6 @@ from odradek.config.log_config import LogConfig
 from odradek.errors import (
     OffsetOutOfRangeError,
 )
-from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from odradek.storage.active_producer import ActiveProducer
 from odradek.storage.fetch_data_info import FetchDataInfo, FetchIsolation
 from odradek.storage.file_records import TimestampAndOffset
@@ -41,6 +43,7 @@ from odradek.storage.log_segments import LogSegments
 from odradek.storage.log_transactions import LogTransactions
 from odradek.storage.log_truncation import LogTruncation
 from odradek.storage.log_validator import append_rules
+from odradek.storage.offset_by_timestamp import fetch_offset_by_timestamp, max_timestamp_record
 from odradek.storage.producer_snapshots import ProducerSnapshots
 from odradek.storage.producer_state_manager import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -57,7 +60,7 @@ IoErrorHandler = Callable[["UnifiedLog", OSError], None]
 
 
 class UnifiedLog:
-    """A partition's log: append, read, high watermark, flush, retention, truncation."""
+    """A partition's log: append, read, its offsets, producer state, flush, retention."""
 
     def __init__(
         self,
@@ -368,14 +371,7 @@ class UnifiedLog:
         leader_epoch: int = 0,
     ) -> LogAppendInfo:
         """Append the COMMIT or ABORT marker the transaction coordinator writes for
-        ``producer_id`` (Kafka's append with origin COORDINATOR; a client's Produce never
-        writes one): the producer's open transaction ends, an abort is recorded in the
-        segment's .txnindex with the last stable offset it leaves, and the transaction stays
-        unstable until the high watermark passes the marker.
-
-        Raises InvalidProducerEpochError (an epoch older than the producer's) or
-        TransactionCoordinatorFencedError (a coordinator epoch older than the last marker's).
-        """
+        ``producer_id`` (LogTransactions.append_end_txn_marker)."""
         return self._transactions.append_end_txn_marker(
             producer_id, producer_epoch, coordinator_epoch, committed, leader_epoch
         )
@@ -493,7 +489,9 @@ class UnifiedLog:
                 nothing_new = self._nothing_new = FetchDataInfo(max_metadata, None)
             return nothing_new
         if isolation is not _LOG_END and max_metadata.message_offset_only:
-            max_metadata = self._fetch_high_watermark_metadata()
+            max_metadata = self._high_watermark.metadata_with_position(
+                self._lock, self._position_of
+            )
         segment = self._local.segment_holding(
             start_offset, self._log_start_offset, end_metadata.message_offset
         )
@@ -510,29 +508,14 @@ class UnifiedLog:
     def fetch_offset_by_timestamp(
         self, target_timestamp: int, isolation: FetchIsolation = FetchIsolation.LOG_END
     ) -> TimestampAndOffset | None:
-        """ListOffsets: earliest (-2), latest (-1: LEO, or HW for consumers), or the first record
-        at or after the log start with timestamp >= the target, searched for (as Kafka's
-        UnifiedLog.searchOffsetInLocalLog does) in the first segment whose largest timestamp
-        reaches the target alone: None when no record is that new, and None when that
-        segment's records that new all lie below the log start (after DeleteRecords), though
-        a later segment may hold one."""
-        if target_timestamp == EARLIEST_TIMESTAMP:
-            return TimestampAndOffset(-1, self._log_start_offset)
-        if target_timestamp == LATEST_TIMESTAMP:
-            if isolation is FetchIsolation.HIGH_WATERMARK:
-                latest = self.high_watermark
-            elif isolation is _TXN_COMMITTED:
-                latest = self.last_stable_offset
-            else:
-                latest = self.log_end_offset
-            return TimestampAndOffset(-1, latest)
-        return self._local.find_offset_by_timestamp(target_timestamp, self._log_start_offset)
+        """ListOffsets' earliest (-2), latest (-1) or first offset at or after a timestamp
+        (offset_by_timestamp)."""
+        return fetch_offset_by_timestamp(self, target_timestamp, isolation)
 
     def max_timestamp_record(self) -> TimestampAndOffset | None:
-        """ListOffsets MAX_TIMESTAMP (-3): the first record holding the log's largest timestamp,
-        by its own offset (as Kafka answers since 3.8), not the last offset of its batch that
-        the time index keeps; None for a log without records."""
-        return self._local.max_timestamp_record()
+        """ListOffsets MAX_TIMESTAMP (-3): the first record holding the log's largest
+        timestamp (offset_by_timestamp); None for a log without records."""
+        return max_timestamp_record(self._segments)
 
     # --- high watermark and log start offset (design §7) ----------------------------------------
 
@@ -548,11 +531,8 @@ class UnifiedLog:
         wait for an append in progress (HighWatermark's lock is its own)."""
         return self._high_watermark.maybe_increment(new_high_watermark)
 
-    def _fetch_high_watermark_metadata(self) -> LogOffsetMetadata:
-        """The HW with its on-disk position, resolving it once if only the offset is known."""
-        return self._high_watermark.metadata_with_position(self._lock, self._position_of)
-
     def _position_of(self, offset: int) -> LogOffsetMetadata:
+        """Where ``offset`` lies on disk (the HW's position, found once)."""
         if offset == self.log_end_offset:
             return self._local.next_offset_metadata
         return self.convert_to_offset_metadata(offset)
