@@ -20,13 +20,14 @@ from odradek.errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
+from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from odradek.record.record_batch import NO_TIMESTAMP
 from odradek.record.record_batch_builder import build_batch
 from odradek.storage import log_file_names as names
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.file_records import FileRecords
 from odradek.storage.scheduler import Scheduler
-from odradek.storage.unified_log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, UnifiedLog
+from odradek.storage.unified_log import UnifiedLog
 
 SMALL = LogConfig(
     segment_bytes=1024, index_interval_bytes=64, segment_index_bytes=4096, file_delete_delay_ms=0
