@@ -1,21 +1,24 @@
-"""LogRetention: which segments of a partition's log retention deletes (design §10).
+"""LogRetention: what removes records from the start of a partition's log (design §10).
 
 The decisions of Kafka's ``UnifiedLog.deleteOldSegments``: under cleanup.policy=delete, the
 segments wholly older than retention.ms, then the oldest while the log is above
-retention.bytes; under any policy, the segments wholly below the log start offset (after
-DeleteRecords). Each rule is a segment predicate; the segments it allows are deleted under
-the log's lock (Kafka's ``deleteSegments``: never the active segment's records at or above the
-high watermark, LocalLog's ``deletable_segments``), and the log start offset, the HW, the
-leader epochs and the producer snapshots follow the first segment left.
+retention.bytes; under any policy, the segments wholly below the log start offset, which
+DeleteRecords raises (``delete_records``, Kafka's ``maybeIncrementLogStartOffset``). Each rule
+is a segment predicate; the segments it allows are deleted under the log's lock (Kafka's
+``deleteSegments``: never the active segment's records at or above the high watermark,
+LocalLog's ``deletable_segments``), and the log start offset, the HW, the leader epochs and the
+producer snapshots follow the first segment left.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from odradek.clock import Clock
+from odradek.errors import OffsetOutOfRangeError
 from odradek.storage.local_log import SegmentPredicate
 from odradek.storage.log_segment import LogSegment
 from odradek.storage.log_stats import (
@@ -28,6 +31,8 @@ from odradek.storage.log_stats import (
 
 if TYPE_CHECKING:
     from odradek.storage.unified_log import UnifiedLog
+
+logger = logging.getLogger(__name__)
 
 
 class LogRetention:
@@ -44,6 +49,42 @@ class LogRetention:
         self._lock = lock  # the log's
         self._set_log_start_offset = set_log_start_offset  # the log's, unchecked
         self._clock = clock
+
+    def delete_records(self, offset: int) -> int:
+        """Make every record below ``offset`` invisible (DeleteRecords); return the new low
+        watermark. The segments wholly below it are deleted."""
+        if offset < 0:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records of {self._log.topic_partition} below {offset}"
+            )
+        self.maybe_increment_log_start_offset(offset, "delete records")
+        self.delete_log_start_offset_breached_segments()
+        return self._log.log_start_offset
+
+    def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str) -> bool:
+        """Raise the log start offset (never lowers it, nor raises it above the HW); True
+        when it moved."""
+        log = self._log
+        with self._lock:
+            high_watermark = log.high_watermark
+            if new_log_start_offset > high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot raise the log start offset of {log.topic_partition} to "
+                    f"{new_log_start_offset}: above the high watermark {high_watermark}"
+                )
+            log_start_offset = log.log_start_offset
+            if new_log_start_offset <= log_start_offset:
+                return False
+            logger.info(
+                "[%s] log start offset %d -> %d (%s)",
+                log.topic_partition,
+                log_start_offset,
+                new_log_start_offset,
+                reason,
+            )
+            self._set_log_start_offset(new_log_start_offset)
+            log.leader_epochs.start_at(new_log_start_offset)
+            return True
 
     def delete_old_segments(self) -> int:
         """Apply the retention rules of the topic's cleanup.policy; return segments deleted.

@@ -23,9 +23,6 @@ from pathlib import Path
 
 from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.config.log_config import LogConfig
-from odradek.errors import (
-    OffsetOutOfRangeError,
-)
 from odradek.storage.active_producer import ActiveProducer
 from odradek.storage.fetch_data_info import FetchDataInfo, FetchIsolation
 from odradek.storage.file_records import TimestampAndOffset
@@ -537,37 +534,10 @@ class UnifiedLog:
             return self._local.next_offset_metadata
         return self.convert_to_offset_metadata(offset)
 
-    def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str) -> bool:
-        """Raise the log start offset (delete-records, retention); never lowers it."""
-        with self._lock:
-            if new_log_start_offset > self.high_watermark:
-                raise OffsetOutOfRangeError(
-                    f"cannot raise the log start offset of {self.topic_partition} to "
-                    f"{new_log_start_offset}: above the high watermark {self.high_watermark}"
-                )
-            if new_log_start_offset <= self._log_start_offset:
-                return False
-            logger.info(
-                "[%s] log start offset %d -> %d (%s)",
-                self.topic_partition,
-                self._log_start_offset,
-                new_log_start_offset,
-                reason,
-            )
-            self._log_start_offset = new_log_start_offset
-            self.leader_epochs.start_at(new_log_start_offset)
-            return True
-
     def delete_records(self, offset: int) -> int:
         """Make every record below ``offset`` invisible (DeleteRecords); return the new low
-        watermark. Retention removes the segments wholly below it."""
-        if offset < 0:
-            raise OffsetOutOfRangeError(
-                f"cannot delete records of {self.topic_partition} below {offset}"
-            )
-        self.maybe_increment_log_start_offset(offset, "delete records")
-        self._retention.delete_log_start_offset_breached_segments()
-        return self._log_start_offset
+        watermark (LogRetention.delete_records)."""
+        return self._retention.delete_records(offset)
 
     # --- flush (design §9) ----------------------------------------------------------------------
 
