@@ -2,11 +2,11 @@
 
 What the files need: the segment map and the log end (the next offset and where it lies), the
 roll, reads from the segments (with the aborted transactions a read_committed read lists),
-searches by timestamp, truncation of segments, segment deletion and renames, flushes and the
-recovery point they move, and the bookkeeping of which directory changes a completed directory
-fsync covers. Offsets clients see (log start offset, high watermark), producer
-state and leader epochs belong to the partition's ``UnifiedLog`` above, retention decisions
-to its ``LogRetention``.
+truncation of segments, segment deletion and renames, flushes and the recovery point they
+move, and the bookkeeping of which directory changes a completed directory fsync covers.
+Offsets clients see (log start offset, high watermark), producer state and leader epochs
+belong to the partition's ``UnifiedLog`` above, retention decisions to its ``LogRetention``,
+searches by timestamp to ``offset_by_timestamp``.
 
 Not thread-safe by itself, as Kafka's: the UnifiedLog's lock serialises whatever changes the
 segments, truncations and the log end. Flushes run without that lock (see ``flush``), and

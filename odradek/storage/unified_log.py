@@ -2,12 +2,13 @@
 
 The offsets clients see (log start offset, high watermark, last stable offset), the producer
 state, and the append and read entry points the server calls, over the partition's segments on
-disk (``LocalLog``: the segment map, the log end, rolls, reads, timestamp searches, truncation,
-deletion and flushes of segments). The append path's one fast-path decision is made in
+disk (``LocalLog``: the segment map, the log end, rolls, reads, truncation, deletion and
+flushes of segments). The append path's one fast-path decision is made in
 ``append``: the active segment's append state, or ``LogAppender`` (LogValidator, producer
 state, LogSegment). Its concepts have modules of their own: ``HighWatermark``,
 ``LogTransactions`` (markers, last stable offset, read_committed reads), ``LogLeaderEpochs``,
-``ProducerSnapshots``, ``LogTruncation``, ``LogRetention``; opening a log is ``LogLoader``'s.
+``ProducerSnapshots``, ``LogTruncation``, ``LogRetention`` (with DeleteRecords),
+``offset_by_timestamp`` (ListOffsets); opening a log is ``LogLoader``'s.
 
 One writer at a time (the log lock serialises appends, rolls, truncation and retention); any
 number of reader threads read without the lock from immutable snapshots (the segment map and the
