@@ -40,6 +40,7 @@ from odradek.server.admin.topic_admin import TopicAdmin
 from odradek.server.group_commit import GroupCommit
 from odradek.storage.local_log import LocalLog
 from odradek.storage.log_manager import LogManager
+from odradek.storage.producer_snapshots import ProducerSnapshots
 from odradek.storage.scheduler import Scheduler
 from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
@@ -102,12 +103,12 @@ def variant(name: str):
     import odradek.storage.local_log as local_log_module
 
     original_sync = LocalLog.sync_directory
-    original_snapshot = UnifiedLog._write_roll_snapshot
+    original_snapshot = ProducerSnapshots.write_at_roll
     original_take = local_log_module.take_precreated_segment_file
     if name == "before":
         LocalLog.sync_directory = lambda self, **options: None  # type: ignore[method-assign]
-        UnifiedLog._write_roll_snapshot = (  # type: ignore[method-assign]
-            lambda self, new, data: self.producer_state.write_snapshot(new.base_offset, data)
+        ProducerSnapshots.write_at_roll = (  # type: ignore[method-assign]
+            lambda self, new, data: self._producer_state.write_snapshot(new.base_offset, data)
         )
     elif name == "inline":
         local_log_module.take_precreated_segment_file = lambda directory, offset: False
@@ -115,7 +116,7 @@ def variant(name: str):
         yield
     finally:
         LocalLog.sync_directory = original_sync  # type: ignore[method-assign]
-        UnifiedLog._write_roll_snapshot = original_snapshot  # type: ignore[method-assign]
+        ProducerSnapshots.write_at_roll = original_snapshot  # type: ignore[method-assign]
         local_log_module.take_precreated_segment_file = original_take
 
 

@@ -20,13 +20,14 @@ from odradek.errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
+from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from odradek.record.record_batch import NO_TIMESTAMP
 from odradek.record.record_batch_builder import build_batch
 from odradek.storage import log_file_names as names
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.file_records import FileRecords
 from odradek.storage.scheduler import Scheduler
-from odradek.storage.unified_log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, UnifiedLog
+from odradek.storage.unified_log import UnifiedLog
 
 SMALL = LogConfig(
     segment_bytes=1024, index_interval_bytes=64, segment_index_bytes=4096, file_delete_delay_ms=0
@@ -188,11 +189,11 @@ def test_a_committing_append_moves_the_high_watermark_as_a_raise_after_it_would(
         assert log.high_watermark == 0
         log.append(batch(3), commit=True)
         assert log.high_watermark == 5
-        assert log._high_watermark == log.log_end_offset_metadata
+        assert log._high_watermark.metadata == log.log_end_offset_metadata
         for _ in range(4):  # rolls a segment of 300 bytes on the way
             log.append(batch(2))
             log.append(batch(1), commit=True)
-            assert log._high_watermark == log.log_end_offset_metadata
+            assert log._high_watermark.metadata == log.log_end_offset_metadata
         assert log.number_of_segments > 1
         log.append(idempotent)
         end = log.log_end_offset

@@ -11,8 +11,7 @@ from log_helpers import batch, open_log
 
 from odradek.config.log_config import LogConfig
 from odradek.errors import KafkaStorageError
-from odradek.storage import local_log
-from odradek.storage import unified_log as log_module
+from odradek.storage import local_log, log_loader
 from odradek.storage.scheduler import Scheduler
 from odradek.storage.unified_log import UnifiedLog
 
@@ -23,13 +22,13 @@ CONFIG = LogConfig(segment_bytes=1024)
 def directory_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """The directories UnifiedLog fsyncs, in order (the fsyncs still run)."""
     synced: list[Path] = []
-    original = log_module.fsync_directory
+    original = log_loader.fsync_directory
 
     def recording(directory: Path) -> None:
         synced.append(Path(directory))
         original(directory)
 
-    monkeypatch.setattr(log_module, "fsync_directory", recording)  # the partition directory's
+    monkeypatch.setattr(log_loader, "fsync_directory", recording)  # the partition directory's
     monkeypatch.setattr(local_log, "fsync_directory", recording)  # the segments'
     return synced
 
@@ -47,7 +46,7 @@ def test_the_flush_after_a_roll_syncs_the_partition_directory_once(
     """The roll's own background task may sync the directory too, at any time: what is
     counted after the first flush is what the test's thread, which flushes, synced."""
     synced: list[tuple[int, Path]] = []
-    original = log_module.fsync_directory
+    original = log_loader.fsync_directory
 
     def recording(directory: Path) -> None:
         synced.append((threading.get_ident(), Path(directory)))
@@ -73,7 +72,7 @@ def test_a_flush_waits_for_a_directory_fsync_in_progress(
     """Regression: the first flush dropped the 'unsynced' flag before its fsync, so a second
     flush arriving meanwhile returned (and acks=all answered) before the name was durable."""
     started, release = threading.Event(), threading.Event()
-    original = log_module.fsync_directory
+    original = log_loader.fsync_directory
 
     def slow(directory: Path) -> None:
         started.set()

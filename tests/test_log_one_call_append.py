@@ -30,7 +30,7 @@ from odradek.errors import KafkaError
 from odradek.record.compression import CompressionType
 from odradek.record.record_batch import LAST_OFFSET_DELTA_OFFSET
 from odradek.record.record_batch_builder import build_batch
-from odradek.storage import unified_log as log_module
+from odradek.storage import log_appender, unified_log
 from odradek.storage.unified_log import UnifiedLog
 from tests.log_helpers import BASE_TIME_MS, batch, open_log
 
@@ -50,7 +50,7 @@ SHAPES = ("plain",) * 6 + (
 @contextmanager
 def general_path_only() -> Iterator[None]:
     """Logs opened (or reconfigured) meanwhile append through the general path only."""
-    with mock.patch.object(log_module, "append_rules", lambda config: None):
+    with mock.patch.object(unified_log, "append_rules", lambda config: None):
         yield
 
 
@@ -181,7 +181,7 @@ def test_the_common_request_takes_the_one_call_path(tmp_path: Path) -> None:
     """So that the test above compares two paths, not one with itself."""
     with open_log(tmp_path / "t-0") as log:
         log.append(batch(1))  # the segment's first append lends it its append state
-        with mock.patch.object(log_module, "validate_and_assign_offsets") as general:
+        with mock.patch.object(log_appender, "validate_and_assign_offsets") as general:
             general.side_effect = AssertionError("the general path")
             info = log.append(batch(2), commit=True)
             assert (info.first_offset, info.last_offset, log.high_watermark) == (1, 2, 3)
@@ -313,9 +313,9 @@ def replay_on_both_paths(root: Path, steps: list[Step], log_append_time: bool) -
         logs = open_both_logs(stack, root, config, clocks)
         general_path = stack.enter_context(
             mock.patch.object(
-                logs["one call"],
-                "_validate_and_write",
-                wraps=logs["one call"]._validate_and_write,
+                logs["one call"]._appender,
+                "validate_and_write",
+                wraps=logs["one call"]._appender.validate_and_write,
             )
         )
         for log in logs.values():
@@ -433,7 +433,7 @@ def test_the_next_idempotent_batch_takes_the_one_call_path(tmp_path: Path) -> No
 
     with open_log(tmp_path / "t-0") as log:
         log.append(producer_batch(0))  # a new producer: the general path registers it
-        with mock.patch.object(log_module, "validate_and_assign_offsets") as general:
+        with mock.patch.object(log_appender, "validate_and_assign_offsets") as general:
             general.side_effect = AssertionError("the general path")
             info = log.append(producer_batch(1), commit=True)
             assert (info.first_offset, log.high_watermark) == (1, 2)

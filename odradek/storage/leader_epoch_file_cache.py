@@ -9,9 +9,9 @@ docs/kafka-compatibility.md).
 
 Durability: an epoch assigned by an append is written in the background, and in any case
 before a recovery-point checkpoint passes its start offset
-(``UnifiedLog.recovery_point_to_checkpoint`` writes the cache while it is ``unflushed``); after
-an unclean shutdown the UnifiedLog truncates the cache to its log end and assigns the epochs of
-the batches above the checkpointed recovery point again, as Kafka's recovery does.
+(``LogLeaderEpochs.recovery_point_to_checkpoint`` writes the cache while it is ``unflushed``);
+after an unclean shutdown the log's recovery truncates the cache to its log end and assigns the
+epochs of the batches above the checkpointed recovery point again, as Kafka's recovery does.
 """
 
 from __future__ import annotations

@@ -2,11 +2,11 @@
 
 What the files need: the segment map and the log end (the next offset and where it lies), the
 roll, reads from the segments (with the aborted transactions a read_committed read lists),
-searches by timestamp, truncation of segments, segment deletion and renames, flushes and the
-recovery point they move, and the bookkeeping of which directory changes a completed directory
-fsync covers. Offsets clients see (log start offset, high watermark), producer
-state and leader epochs belong to the partition's ``UnifiedLog`` above, retention decisions
-to its ``LogRetention``.
+truncation of segments, segment deletion and renames, flushes and the recovery point they
+move, and the bookkeeping of which directory changes a completed directory fsync covers.
+Offsets clients see (log start offset, high watermark), producer state and leader epochs
+belong to the partition's ``UnifiedLog`` above, retention decisions to its ``LogRetention``,
+searches by timestamp to ``offset_by_timestamp``.
 
 Not thread-safe by itself, as Kafka's: the UnifiedLog's lock serialises whatever changes the
 segments, truncations and the log end. Flushes run without that lock (see ``flush``), and
@@ -23,12 +23,11 @@ from pathlib import Path
 
 from odradek.clock import Clock
 from odradek.config.log_config import LogConfig
-from odradek.errors import KafkaStorageError
+from odradek.errors import KafkaStorageError, OffsetOutOfRangeError
 from odradek.int_limits import INT64_MAX
 from odradek.storage import log_file_names as names
 from odradek.storage.atomic_file import fsync_directory, fsync_file_if_exists
 from odradek.storage.fetch_data_info import FetchDataInfo
-from odradek.storage.file_records import TimestampAndOffset
 from odradek.storage.log_dir_failure_channel import is_descriptor_exhaustion
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
 from odradek.storage.log_segment import LogSegment
@@ -246,6 +245,19 @@ class LocalLog:
 
     # --- read --------------------------------------------------------------------------------
 
+    def segment_holding(
+        self, start_offset: int, log_start_offset: int, log_end_offset: int
+    ) -> LogSegment:
+        """The segment a read from ``start_offset`` starts in; OFFSET_OUT_OF_RANGE when the
+        offset lies outside [log start, log end]."""
+        segment = self.segments.floor_segment(start_offset)
+        if start_offset > log_end_offset or start_offset < log_start_offset or segment is None:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} of {self.topic_partition} is out of range "
+                f"[{log_start_offset}, {log_end_offset}]"
+            )
+        return segment
+
     def read(
         self,
         segment: LogSegment | None,
@@ -343,30 +355,6 @@ class LocalLog:
             if following is not None
             else self.next_offset_metadata.message_offset
         )
-
-    def find_offset_by_timestamp(
-        self, target_timestamp: int, log_start_offset: int
-    ) -> TimestampAndOffset | None:
-        """The first record at or after ``log_start_offset`` with timestamp >= the target, in
-        the first segment whose largest timestamp reaches it (Kafka's searchOffsetInLocalLog):
-        None when no record is that new, or when that segment's are all below the log start."""
-        for segment in self.segments.values():
-            if segment.largest_timestamp >= target_timestamp:
-                return segment.find_offset_by_timestamp(target_timestamp, log_start_offset)
-        return None
-
-    def max_timestamp_record(self) -> TimestampAndOffset | None:
-        """The first record holding the largest timestamp of the segments, by its own offset;
-        None without records."""
-        best: tuple[LogSegment, TimestampAndOffset] | None = None
-        for segment in self.segments.values():
-            found = segment.max_timestamp_and_offset_so_far
-            if found.timestamp >= 0 and (best is None or found.timestamp > best[1].timestamp):
-                best = (segment, found)
-        if best is None:
-            return None
-        segment, found = best
-        return segment.find_offset_by_timestamp(found.timestamp, segment.base_offset) or found
 
     # --- flush (design §9) -------------------------------------------------------------------
 

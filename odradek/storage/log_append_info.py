@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from odradek.storage.batch_metadata import BatchMetadata
 
 
 class LogAppendInfo(NamedTuple):
@@ -20,3 +23,21 @@ class LogAppendInfo(NamedTuple):
     record_count: int
     batch_count: int
     valid_bytes: int
+
+    @classmethod
+    def of_duplicate(
+        cls, duplicate: BatchMetadata, log_start_offset: int, log_append_time: bool
+    ) -> LogAppendInfo:
+        """A retried batch an idempotent producer wrote before: its first append's offsets
+        and timestamp, nothing written."""
+        return cls(
+            duplicate.first_offset,
+            duplicate.last_offset,
+            duplicate.timestamp,
+            duplicate.last_offset,
+            duplicate.timestamp if log_append_time else -1,
+            log_start_offset,
+            0,
+            0,
+            0,
+        )

@@ -22,6 +22,7 @@ from odradek.clock import Clock
 from odradek.config.log_config import LogConfig
 from odradek.int_limits import INT64_MAX
 from odradek.storage import log_file_names as names
+from odradek.storage.atomic_file import fsync_directory
 from odradek.storage.leader_epoch_file_cache import LeaderEpochFileCache
 from odradek.storage.log_offset_metadata import LogOffsetMetadata
 from odradek.storage.log_segment import LogSegment
@@ -397,6 +398,40 @@ def _unwritten(segment: LogSegment) -> bool:
         and not segment.offset_index_path.exists()
         and not segment.time_index_path.exists()
     )
+
+
+def load_log(
+    directory: Path,
+    config: LogConfig,
+    *,
+    clock: Clock,
+    log_start_offset: int,
+    recovery_point: int,
+    had_clean_shutdown: bool,
+    producer_id_expiration_ms: int,
+) -> tuple[LogSegments, LoadedLogOffsets, ProducerStateManager]:
+    """Open the partition directory ``directory`` (creating it if needed) as design §8 says:
+    its segments loaded and recovered (LogLoader.load) from the checkpointed log start offset
+    and recovery point, then its producer state (load_producer_state)."""
+    if not directory.is_dir():
+        directory.mkdir(parents=True, exist_ok=True)
+        # Durability point: the partition directory's entry in its log directory.
+        fsync_directory(directory.parent)
+    segments = LogSegments()
+    offsets = LogLoader(
+        directory,
+        config,
+        segments,
+        clock=clock,
+        log_start_offset_checkpoint=log_start_offset,
+        recovery_point_checkpoint=recovery_point,
+        had_clean_shutdown=had_clean_shutdown,
+    ).load()
+    producer_state = ProducerStateManager(directory, directory.name, producer_id_expiration_ms)
+    load_producer_state(
+        producer_state, segments, offsets, recovery_point, had_clean_shutdown, clock
+    )
+    return segments, offsets, producer_state
 
 
 def load_producer_state(

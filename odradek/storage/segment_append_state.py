@@ -27,7 +27,7 @@ from typing import Protocol
 
 from odradek.config.log_config import LogConfig
 from odradek.errors import KafkaError
-from odradek.int_limits import INT32_MAX
+from odradek.int_limits import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from odradek.record.record_batch import HEADER_SIZE, LOG_OVERHEAD
 from odradek.storage import writeback
 from odradek.storage.log_validator import AppendRules, validate_and_assign_offsets
@@ -278,8 +278,8 @@ class PythonSegmentAppendState:
             now_ms = time.time_ns() // 1_000_000
         keys, max_bytes, before_ms, after_ms, append_time, segment_bytes, segment_ms = rules
         numbers = (max_bytes, before_ms, after_ms, segment_bytes, segment_ms, now_ms)
-        if not all(-(2**63) <= number < 2**63 for number in (*numbers, next_offset)) or not (
-            -(2**31) <= leader_epoch < 2**31
+        if not all(INT64_MIN <= number <= INT64_MAX for number in (*numbers, next_offset)) or not (
+            INT32_MIN <= leader_epoch <= INT32_MAX
         ):
             return None
         config = LogConfig(
@@ -300,7 +300,7 @@ class PythonSegmentAppendState:
         except KafkaError:
             return None
         last_offset = validated.last_offset
-        if last_offset >= 2**63 or self._must_roll(
+        if last_offset > INT64_MAX or self._must_roll(
             total, last_offset, validated.max_timestamp, now_ms, segment_bytes, segment_ms
         ):
             return None

@@ -1,10 +1,14 @@
 """UnifiedLog: one partition's log (Kafka's ``UnifiedLog``; design §1, 4, 6, 7, 9, 10).
 
 The offsets clients see (log start offset, high watermark, last stable offset), the producer
-state, the leader epochs, and the append and read entry points the server calls, over the
-partition's segments on disk (``LocalLog``: the segment map, the log end, rolls, reads from the
-segments with their aborted transactions, timestamp searches, truncation, deletion and flushes
-of segments). Retention's decisions are ``LogRetention``'s, opening a log ``LogLoader``'s.
+state, and the append and read entry points the server calls, over the partition's segments on
+disk (``LocalLog``: the segment map, the log end, rolls, reads, truncation, deletion and
+flushes of segments). The append path's one fast-path decision is made in
+``append``: the active segment's append state, or ``LogAppender`` (LogValidator, producer
+state, LogSegment). Its concepts have modules of their own: ``HighWatermark``,
+``LogTransactions`` (markers, last stable offset, read_committed reads), ``LogLeaderEpochs``,
+``ProducerSnapshots``, ``LogTruncation``, ``LogRetention`` (with DeleteRecords),
+``offset_by_timestamp`` (ListOffsets); opening a log is ``LogLoader``'s.
 
 One writer at a time (the log lock serialises appends, rolls, truncation and retention); any
 number of reader threads read without the lock from immutable snapshots (the segment map and the
@@ -20,46 +24,32 @@ from pathlib import Path
 
 from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.config.log_config import LogConfig
-from odradek.errors import (
-    KafkaStorageError,
-    OffsetOutOfRangeError,
-    RecordListTooLargeError,
-)
-from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from odradek.record.control_record import EndTransactionMarker
-from odradek.record.record_batch import PRODUCER_ID_OFFSET
 from odradek.storage.active_producer import ActiveProducer
-from odradek.storage.atomic_file import fsync_directory
 from odradek.storage.fetch_data_info import FetchDataInfo, FetchIsolation
 from odradek.storage.file_records import TimestampAndOffset
+from odradek.storage.high_watermark import HighWatermark
 from odradek.storage.leader_epoch_file_cache import EpochEntry, LeaderEpochFileCache
-from odradek.storage.local_log import LocalLog, SegmentPredicate
+from odradek.storage.local_log import LocalLog
 from odradek.storage.log_append_info import LogAppendInfo
-from odradek.storage.log_loader import (
-    LoadedLogOffsets,
-    LogLoader,
-    load_producer_state,
-    recover_leader_epochs,
-)
+from odradek.storage.log_appender import LogAppender
+from odradek.storage.log_leader_epochs import LogLeaderEpochs
+from odradek.storage.log_loader import LoadedLogOffsets, load_log
 from odradek.storage.log_offset_metadata import UNKNOWN_OFFSET, LogOffsetMetadata
 from odradek.storage.log_retention import LogRetention
 from odradek.storage.log_segment import LogSegment
 from odradek.storage.log_segments import LogSegments
-from odradek.storage.log_stats import RETENTION_DELETED_BYTES, RETENTION_DELETED_SEGMENTS
-from odradek.storage.log_validator import append_rules, validate_and_assign_offsets
-from odradek.storage.producer_append_info import ProducerAppendInfo
+from odradek.storage.log_transactions import LogTransactions
+from odradek.storage.log_truncation import LogTruncation
+from odradek.storage.log_validator import append_rules
+from odradek.storage.offset_by_timestamp import fetch_offset_by_timestamp, max_timestamp_record
+from odradek.storage.producer_snapshots import ProducerSnapshots
 from odradek.storage.producer_state_manager import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ProducerStateManager,
 )
 from odradek.storage.scheduler import Scheduler
-from odradek.storage.transaction_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
-
-_new_tuple = tuple.__new__
-"""Makes a named tuple from a tuple of its fields without its Python ``__new__``: the append
-path's two per call (LogOffsetMetadata, LogAppendInfo), at half the cost."""
 
 _LOG_END = FetchIsolation.LOG_END
 _TXN_COMMITTED = FetchIsolation.TXN_COMMITTED
@@ -68,7 +58,7 @@ IoErrorHandler = Callable[["UnifiedLog", OSError], None]
 
 
 class UnifiedLog:
-    """A partition's log: append, read, high watermark, flush, retention, truncation."""
+    """A partition's log: append, read, its offsets, producer state, flush, retention."""
 
     def __init__(
         self,
@@ -101,23 +91,29 @@ class UnifiedLog:
         self._lock = threading.RLock()
         self._log_start_offset = offsets.log_start_offset
         self._load_summary = offsets
-        self._high_watermark = LogOffsetMetadata(self._log_start_offset)
+        self._high_watermark = HighWatermark(LogOffsetMetadata(self._log_start_offset), local)
         # What a read at its bound returns (see read), kept for the last bound asked.
-        self._nothing_new = FetchDataInfo(self._high_watermark, None)
-        # The HW moves under its own lock, so the event loop raising it after an append does
-        # not wait for the next append (or a roll) holding the log's. Whoever holds both takes
-        # the log's first. A raise checks the log end under this lock, and whatever lowers the
-        # log end (under the log's lock) lowers the HW under this one after moving the end:
-        # the HW never ends above the log end.
-        self._high_watermark_lock = threading.Lock()
+        self._nothing_new = FetchDataInfo(self._high_watermark.metadata, None)
         self._io_error_handler: IoErrorHandler | None = None
         self.producer_state = producer_state or ProducerStateManager(directory, directory.name)
         self._producer_table = self.producer_state.table  # the append path's, held at hand
-        # The first unstable offset with its position, as last resolved for a read_committed
-        # read (replaced whole; see _last_stable_offset_metadata).
-        self._first_unstable_metadata = LogOffsetMetadata(-1)
+        self._producer_snapshots = ProducerSnapshots(self.producer_state, local, self._lock, clock)
+        self._appender = LogAppender(self, local, clock)
+        self._transactions = LogTransactions(
+            self, self._appender, local, self._high_watermark, self._lock, clock
+        )
         self.leader_epoch_cache = LeaderEpochFileCache(directory, str(self.topic_partition))
-        self._retention = LogRetention(self, clock)
+        self.leader_epochs = LogLeaderEpochs(self.leader_epoch_cache, local, scheduler)
+        self._retention = LogRetention(self, self._lock, self._set_log_start_offset, clock)
+        self._truncation = LogTruncation(
+            self,
+            local,
+            self._high_watermark,
+            self._transactions,
+            self._producer_snapshots,
+            self._lock,
+            self._set_log_start_offset,
+        )
         self.update_high_watermark(
             offsets.next_offset_metadata.message_offset
             if high_watermark is None
@@ -139,40 +135,25 @@ class UnifiedLog:
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> UnifiedLog:
         """Open the log in ``directory`` (creating it if needed), recovering it as design §8
-        says, then its producer state (ProducerStateManager.load).
+        says (LogLoader's load_log: segments, producer state), then its leader epochs.
 
         ``high_watermark`` is the checkpointed value; None means "up to the log end".
         """
-        if not directory.is_dir():
-            directory.mkdir(parents=True, exist_ok=True)
-            # Durability point: the partition directory's entry in its log directory.
-            fsync_directory(directory.parent)
-        segments = LogSegments()
-        offsets = LogLoader(
+        segments, offsets, producer_state = load_log(
             directory,
             config,
-            segments,
             clock=clock,
-            log_start_offset_checkpoint=log_start_offset,
-            recovery_point_checkpoint=recovery_point,
+            log_start_offset=log_start_offset,
+            recovery_point=recovery_point,
             had_clean_shutdown=had_clean_shutdown,
-        ).load()
-        producer_state = ProducerStateManager(directory, directory.name, producer_id_expiration_ms)
-        load_producer_state(
-            producer_state, segments, offsets, recovery_point, had_clean_shutdown, clock
+            producer_id_expiration_ms=producer_id_expiration_ms,
         )
         log = cls(
             directory, config, segments, offsets, scheduler, clock, high_watermark, producer_state
         )
-        try:
-            recover_leader_epochs(
-                log.leader_epoch_cache,
-                segments,
-                log.log_end_offset,
-                None if had_clean_shutdown else recovery_point,
-            )
-        except OSError as error:
-            raise log._local.storage_error("leader epoch recovery", error) from error
+        log.leader_epochs.recover(
+            segments, log.log_end_offset, None if had_clean_shutdown else recovery_point
+        )
         return log
 
     @classmethod
@@ -246,31 +227,16 @@ class UnifiedLog:
 
     @property
     def high_watermark(self) -> int:
-        return self._high_watermark.message_offset
+        return self._high_watermark.metadata.message_offset
 
     @property
     def recovery_point(self) -> int:
         return self._local.recovery_point
 
     def recovery_point_to_checkpoint(self) -> int:
-        """The recovery point for the recovery-point checkpoint, once every leader epoch it
-        passed is in the leader-epoch-checkpoint: a start after a crash recovers only above
-        it, so it assigns no epoch below it again. Kafka writes the cache before that
-        checkpoint too; a flush (acks=all) then waits for one fdatasync, not three more
-        fsyncs when an epoch starts. Blocking: the checkpoint writer's thread. Should the
-        epochs not be written, the log start offset: the next start then recovers it all."""
-        recovery_point = self._local.recovery_point  # before the write: it covers every epoch below
-        try:
-            self.write_leader_epochs()
-        except KafkaStorageError as error:
-            logger.warning(
-                "[%s] %s: recovery point %d checkpointed as the log start offset",
-                self.topic_partition,
-                error,
-                recovery_point,
-            )
-            return self._log_start_offset
-        return recovery_point
+        """The recovery point for the recovery-point checkpoint, once the leader epochs it
+        passed are written (LogLeaderEpochs.recovery_point_to_checkpoint)."""
+        return self.leader_epochs.recovery_point_to_checkpoint(self._log_start_offset)
 
     @property
     def unflushed_messages(self) -> int:
@@ -336,7 +302,7 @@ class UnifiedLog:
             # C type runs LogValidator's C checks (_native/batch_validation.h, which
             # _record_scan.validate_batches runs), its Python twin validate_and_assign_offsets.
             # It declines (writing nothing, noting nothing) anything else, which the general
-            # path (_validate_and_write: LogValidator, producer state, LogSegment) then takes.
+            # path (LogAppender: LogValidator, producer state, LogSegment) then takes.
             # A segment lends its state at its first append (the general path's), so a
             # declined request leaves the files as they were.
             segment = self._segments.last  # (a log always has its active segment)
@@ -358,16 +324,17 @@ class UnifiedLog:
                 except OSError as error:
                     raise self._local.storage_error("append", error) from error
             if appended is None:
-                appended = self._validate_and_write(records, leader_epoch)
+                appended = self._appender.validate_and_write(records, leader_epoch)
             info, end_metadata = appended
             if end_metadata is None:  # a retried batch, written before: nothing was
                 if commit:
                     self.maybe_increment_high_watermark(self._local.next_offset_metadata)
                 return info
             if leader_epoch > self.leader_epoch_cache.latest_epoch:
-                self._assign_leader_epoch(leader_epoch, info.first_offset)
+                self.leader_epochs.assign(leader_epoch, info.first_offset)
             end = end_metadata.message_offset
-            if self._high_watermark.message_offset < end:
+            high_watermark = self._high_watermark
+            if high_watermark.metadata.message_offset < end:
                 # The end moves up past the HW, which stays: the new end is all there is to
                 # set (_update_log_end_offset's common case, made without its call).
                 local = self._local
@@ -377,10 +344,10 @@ class UnifiedLog:
                 if commit:
                     # Up from below the new end to it: maybe_increment_high_watermark's
                     # common case, under the same lock, without its checks (they hold).
-                    high_watermark_lock = self._high_watermark_lock
+                    high_watermark_lock = high_watermark.lock
                     high_watermark_lock.acquire()
                     try:
-                        self._high_watermark = end_metadata
+                        high_watermark.metadata = end_metadata
                     finally:
                         high_watermark_lock.release()
             else:
@@ -393,76 +360,6 @@ class UnifiedLog:
         finally:
             lock.release()
 
-    def _validate_and_write(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int
-    ) -> tuple[LogAppendInfo, LogOffsetMetadata | None]:
-        """The general append under the log's lock: any request, every rule checked, a roll
-        when due. What it wrote and the new log end; for a retried batch of an idempotent
-        producer, its first append's offsets and None (nothing is written)."""
-        now_ms = self._clock.milliseconds()
-        config = self._config
-        validated = validate_and_assign_offsets(
-            records,
-            next_offset=self._local.next_offset_metadata.message_offset,
-            config=config,
-            now_ms=now_ms,
-            partition_leader_epoch=leader_epoch,
-            topic_partition=self.topic_partition,
-        )
-        producer_append: ProducerAppendInfo | None = None
-        noted = False
-        # The sign bit of the first batch's producer id: -1 (no producer) has it set, so a
-        # plain one-batch append pays one byte read for idempotence. The common idempotent
-        # request, one batch going on where its producer left off, is one call to the
-        # producer table (and one more once written); the others get every rule checked.
-        # (The table declines a batch that opens a transaction or a plain one inside one.)
-        records = validated.records
-        if validated.batch_count > 1 or not records[PRODUCER_ID_OFFSET] & 0x80:
-            noted = self._producer_table.try_next(records)
-            if not noted:
-                producer_append = self.producer_state.analyze(validated.records)
-                if producer_append.duplicate is not None:
-                    return self._duplicate_append_info(producer_append, config), None
-        size_in_bytes, last_offset = validated.size_in_bytes, validated.last_offset
-        if size_in_bytes > config.segment_bytes:
-            raise RecordListTooLargeError(
-                f"append of {size_in_bytes} bytes to {self.topic_partition} does not "
-                f"fit a segment of segment.bytes={config.segment_bytes}"
-            )
-        try:
-            # Validated above the segment (LogValidator), written by it: LogSegment.try_append
-            # (its roll check and write), or a roll and LogSegment.append.
-            segment = self._segments.last  # (a log always has its active segment)
-            if not segment.try_append(
-                config, last_offset, validated.max_timestamp, validated.records, now_ms
-            ):
-                segment = self.roll()
-                segment.append(last_offset, validated.records)
-            segment_size = segment.log.size_in_bytes
-        except OSError as error:
-            raise self._local.storage_error("append", error) from error
-        if noted:
-            self._producer_table.commit_next()
-        elif producer_append is not None:
-            self.producer_state.update(producer_append)
-        info = _new_tuple(
-            LogAppendInfo,
-            (
-                validated.first_offset,
-                last_offset,
-                validated.max_timestamp,
-                validated.offset_of_max_timestamp,
-                now_ms if config.log_append_time else -1,  # log_append_time_ms
-                self._log_start_offset,
-                validated.record_count,
-                validated.batch_count,
-                size_in_bytes,  # valid_bytes
-            ),
-        )
-        return info, _new_tuple(
-            LogOffsetMetadata, (last_offset + 1, segment.base_offset, segment_size)
-        )
-
     def append_end_txn_marker(
         self,
         producer_id: int,
@@ -472,69 +369,10 @@ class UnifiedLog:
         leader_epoch: int = 0,
     ) -> LogAppendInfo:
         """Append the COMMIT or ABORT marker the transaction coordinator writes for
-        ``producer_id`` (Kafka's append with origin COORDINATOR; a client's Produce never
-        writes one): the producer's open transaction ends, an abort is recorded in the
-        segment's .txnindex with the last stable offset it leaves, and the transaction stays
-        unstable until the high watermark passes the marker.
-
-        Raises InvalidProducerEpochError (an epoch older than the producer's) or
-        TransactionCoordinatorFencedError (a coordinator epoch older than the last marker's).
-        """
-        marker = EndTransactionMarker(committed, coordinator_epoch)
-        with self._lock:
-            now_ms = self._clock.milliseconds()
-            offset = self._local.next_offset_metadata.message_offset
-            state = self.producer_state
-            entry, completed = state.analyze_end_txn_marker(
-                producer_id, producer_epoch, marker, offset, now_ms
-            )
-            records = marker.to_batch(
-                producer_id,
-                producer_epoch,
-                now_ms,
-                base_offset=offset,
-                partition_leader_epoch=leader_epoch,
-            )
-            try:
-                segment = self._segments.last
-                if not segment.try_append(self._config, offset, now_ms, records, now_ms):
-                    segment = self.roll()
-                    segment.append(offset, records)
-                if completed is not None and completed.is_aborted:
-                    segment.txn_index.append(
-                        AbortedTxn(
-                            producer_id,
-                            completed.first_offset,
-                            offset,
-                            state.last_stable_offset_after(completed),
-                        )
-                    )
-            except OSError as error:
-                raise self._local.storage_error("transaction marker append", error) from error
-            # The transactions the HW passed go first: however seldom the LSO is read, the
-            # ended ones kept are only those whose marker awaits its commit.
-            state.on_high_watermark_updated(self.high_watermark)
-            state.update_end_txn_marker(entry, completed)
-            if leader_epoch > self.leader_epoch_cache.latest_epoch:
-                self._assign_leader_epoch(leader_epoch, offset)
-            end = offset + 1
-            self._local.next_offset_metadata = LogOffsetMetadata(
-                end, segment.base_offset, segment.log.size_in_bytes
-            )
-            if end - self._local.recovery_point >= self._config.flush_messages:
-                self.flush(end)
-            logger.debug(
-                "[%s] %s marker of producer %d epoch %d (coordinator epoch %d) at offset %d",
-                self.topic_partition,
-                marker.control_type.name,
-                producer_id,
-                producer_epoch,
-                coordinator_epoch,
-                offset,
-            )
-            return LogAppendInfo(
-                offset, offset, now_ms, offset, -1, self._log_start_offset, 1, 1, len(records)
-            )
+        ``producer_id`` (LogTransactions.append_end_txn_marker)."""
+        return self._transactions.append_end_txn_marker(
+            producer_id, producer_epoch, coordinator_epoch, committed, leader_epoch
+        )
 
     # --- transactions: the last stable offset and the aborted transactions ------------------
 
@@ -542,75 +380,17 @@ class UnifiedLog:
     def first_unstable_offset(self) -> int | None:
         """The first offset of the earliest transaction still open, or ended by a marker the
         high watermark has not passed (not below the log start offset); None when none is."""
-        state = self.producer_state
-        if not state.unstable:
-            return None  # (a transaction opening meanwhile starts at or above the HW)
-        with self._lock:
-            first = state.first_unstable_offset(self.high_watermark)
-            if first is None:
-                return None
-            return max(first, self._log_start_offset)
+        return self._transactions.first_unstable_offset()
 
     @property
     def last_stable_offset(self) -> int:
-        """What read_committed consumers may read up to: the first unstable offset, or the
-        high watermark when that is lower (Kafka's ``lastStableOffset``)."""
-        high_watermark = self.high_watermark
-        first = self.first_unstable_offset
-        return high_watermark if first is None or first > high_watermark else first
-
-    def _last_stable_offset_metadata(self) -> LogOffsetMetadata:
-        """The last stable offset with its position (resolved once per first unstable offset)."""
-        first = self.first_unstable_offset
-        high_watermark = self._high_watermark
-        if first is None or first >= high_watermark.message_offset:
-            return high_watermark
-        metadata = self._first_unstable_metadata
-        if metadata.message_offset != first:
-            metadata = self._first_unstable_metadata = self.convert_to_offset_metadata(first)
-        return metadata
+        """What read_committed consumers may read up to (Kafka's ``lastStableOffset``)."""
+        return self._transactions.last_stable_offset()
 
     def active_producers(self) -> list[ActiveProducer]:
         """The partition's producers, as DescribeProducers lists them."""
         with self._lock:
             return self.producer_state.active_producers()
-
-    def _duplicate_append_info(
-        self, producer_append: ProducerAppendInfo, config: LogConfig
-    ) -> LogAppendInfo:
-        """A retry of a batch already written: its original offsets; nothing is written."""
-        duplicate = producer_append.duplicate
-        assert duplicate is not None
-        logger.debug("[%s] retried batch %s acknowledged again", self.topic_partition, duplicate)
-        return LogAppendInfo(
-            duplicate.first_offset,
-            duplicate.last_offset,
-            duplicate.timestamp,
-            duplicate.last_offset,
-            duplicate.timestamp if config.log_append_time else -1,
-            self._log_start_offset,
-            0,
-            0,
-            0,
-        )
-
-    def _assign_leader_epoch(self, epoch: int, start_offset: int) -> None:
-        """A new epoch starts: the checkpoint is written in the background (two fsyncs have
-        no place on the append path; one lost to a crash is recorded again at the next append)."""
-        if self.leader_epoch_cache.assign(epoch, start_offset):
-            self._scheduler.schedule(
-                f"leader-epoch-checkpoint-{self.topic_partition}", self._flush_leader_epochs
-            )
-
-    def _flush_leader_epochs(self) -> None:
-        if self._local.closed:
-            return
-        try:
-            self.leader_epoch_cache.flush()
-        except OSError as error:
-            logger.warning(
-                "[%s] leader-epoch-checkpoint not written: %s", self.topic_partition, error
-            )
 
     # --- producer state and leader epochs ----------------------------------------------------
 
@@ -633,27 +413,8 @@ class UnifiedLog:
             )
 
     def take_producer_snapshot(self) -> None:
-        """Write the producer state at the log end (clean shutdown), unless a snapshot there
-        exists already (nothing was appended since the last one) or the log is empty."""
-        with self._lock:
-            offset = self.log_end_offset
-            if offset == self._log_start_offset and not self.producer_state.table:
-                return  # an empty log: nothing to replay, and shutdown stays one write lighter
-            data = self.producer_state.snapshot_bytes()
-        self.producer_state.write_snapshot(offset, data)
-
-    def _reload_producer_state(self) -> None:
-        """After a truncation: the snapshots above the new log end go, and the state is
-        rebuilt from the newest one left and the batches after it."""
-        end = self.log_end_offset
-        self.producer_state.delete_snapshots(above=end)
-        # Durability point: a deleted snapshot brought back by a power cut would describe
-        # records the truncation removed, once the recovery point passes it again.
-        self._local.directory_changes += 1
-        self.producer_state.load(
-            self._segments.values(), self._log_start_offset, end, end, self._clock.milliseconds()
-        )
-        self.leader_epoch_cache.truncate_from_end(end)
+        """Write the producer state at the log end (clean shutdown; ProducerSnapshots)."""
+        self._producer_snapshots.write_at_log_end(self._log_start_offset)
 
     def _update_log_end_offset(self, offset: int) -> None:
         """Move the log end to ``offset`` in the active segment, and the HW down with it when
@@ -663,15 +424,8 @@ class UnifiedLog:
         local.update_log_end_offset(offset)
         # An append (the end moves up) leaves a HW below the old end where it is: nothing can
         # raise it past the new end. Anything else may lower it.
-        if offset < previous_end or self._high_watermark.message_offset >= offset:
-            self._lower_high_watermark_to_log_end()
-
-    def _lower_high_watermark_to_log_end(self) -> None:
-        """A HW at or above the log end moves to it (with its position): never above it."""
-        end = self._local.next_offset_metadata
-        with self._high_watermark_lock:
-            if self._high_watermark.message_offset >= end.message_offset:
-                self._high_watermark = end
+        if offset < previous_end or self._high_watermark.metadata.message_offset >= offset:
+            self._high_watermark.lower_to_log_end()
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset (design §4 step 4); its flush, the
@@ -682,7 +436,7 @@ class UnifiedLog:
             if rolled is None:
                 return self._segments.active_segment
             active, segment = rolled
-            self._lower_high_watermark_to_log_end()  # a HW at the end: to its new position
+            self._high_watermark.lower_to_log_end()  # a HW at the end: to its new position
             snapshot = self.producer_state.snapshot_bytes()
             self._scheduler.schedule(
                 f"flush-{self.topic_partition}",
@@ -697,32 +451,8 @@ class UnifiedLog:
         if self._local.closed:
             return
         self._local.sync_rolled_segment(rolled)
-        self._write_roll_snapshot(new, snapshot)
+        self._producer_snapshots.write_at_roll(new, snapshot)
         self.flush(new.base_offset)
-
-    def _write_roll_snapshot(self, new: LogSegment, snapshot: bytes) -> None:
-        """The producer snapshot taken at a roll, made durable with the next pre-created
-        segment file. A snapshot that cannot be written is logged and skipped: start-up
-        rebuilds from an older snapshot or the log. Nor is it written once a truncation
-        removed the segment the roll made: a later segment at the same offset may follow
-        other records, and the state taken at the roll would describe the wrong producers
-        there (it hid an idempotent producer from the next start-up)."""
-        offset = new.base_offset
-        if self._local.closed or self._segments.get(offset) is not new:
-            return
-
-        def write_snapshot() -> None:
-            try:
-                self.producer_state.write_snapshot(offset, snapshot, sync_directory=False)
-            except OSError as error:
-                logger.warning(
-                    "[%s] producer snapshot at offset %d not written: %s",
-                    self.topic_partition,
-                    offset,
-                    error,
-                )
-
-        self._local.precreate_next_segment(write_snapshot, self._lock)
 
     # --- read --------------------------------------------------------------------------------
 
@@ -744,9 +474,9 @@ class UnifiedLog:
         if isolation is _LOG_END:
             max_metadata = end_metadata
         elif isolation is _TXN_COMMITTED:
-            return self._read_committed(start_offset, max_length, min_one_message)
+            return self._transactions.read_committed(start_offset, max_length, min_one_message)
         else:
-            max_metadata = self._high_watermark
+            max_metadata = self._high_watermark.metadata
         if (
             start_offset == max_metadata.message_offset
             and max_metadata.segment_base_offset != UNKNOWN_OFFSET
@@ -757,51 +487,17 @@ class UnifiedLog:
                 nothing_new = self._nothing_new = FetchDataInfo(max_metadata, None)
             return nothing_new
         if isolation is not _LOG_END and max_metadata.message_offset_only:
-            max_metadata = self._fetch_high_watermark_metadata()
-        segment = self._segment_holding(start_offset, end_metadata.message_offset)
+            max_metadata = self._high_watermark.metadata_with_position(
+                self._lock, self._position_of
+            )
+        segment = self._local.segment_holding(
+            start_offset, self._log_start_offset, end_metadata.message_offset
+        )
         if start_offset == max_metadata.message_offset:
             return FetchDataInfo(max_metadata, None)
         if start_offset > max_metadata.message_offset:
             return FetchDataInfo(LogOffsetMetadata(start_offset), None)
         return self._local.read(segment, start_offset, max_length, max_metadata, min_one_message)
-
-    def _segment_holding(self, start_offset: int, log_end_offset: int) -> LogSegment:
-        """The segment a read from ``start_offset`` starts in; OFFSET_OUT_OF_RANGE when the
-        offset lies outside [log start, log end]."""
-        segment = self._segments.floor_segment(start_offset)
-        log_start_offset = self._log_start_offset
-        if start_offset > log_end_offset or start_offset < log_start_offset or segment is None:
-            raise OffsetOutOfRangeError(
-                f"offset {start_offset} of {self.topic_partition} is out of range "
-                f"[{log_start_offset}, {log_end_offset}]"
-            )
-        return segment
-
-    def _read_committed(
-        self, start_offset: int, max_length: int, min_one_message: bool
-    ) -> FetchDataInfo:
-        """A read up to the last stable offset, with the aborted transactions overlapping the
-        records found (from the fetch offset up to the next segment, or the log end: Kafka's
-        bound when the offset index names none closer)."""
-        max_metadata = self._last_stable_offset_metadata()
-        if max_metadata is self._high_watermark:
-            info = self.read(
-                start_offset, max_length, FetchIsolation.HIGH_WATERMARK, min_one_message
-            )
-            return self._local.add_aborted_transactions(start_offset, info)
-        end_metadata = self._local.next_offset_metadata
-        segment = self._segment_holding(start_offset, end_metadata.message_offset)
-        if start_offset >= max_metadata.message_offset:
-            return FetchDataInfo(
-                max_metadata
-                if start_offset == max_metadata.message_offset
-                else LogOffsetMetadata(start_offset),
-                None,
-                aborted_transactions=(),
-            )
-        return self._local.read_with_aborted_transactions(
-            segment, start_offset, max_length, max_metadata, min_one_message
-        )
 
     def convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:
         """The on-disk position of ``offset`` (OFFSET_OUT_OF_RANGE outside the log)."""
@@ -810,121 +506,39 @@ class UnifiedLog:
     def fetch_offset_by_timestamp(
         self, target_timestamp: int, isolation: FetchIsolation = FetchIsolation.LOG_END
     ) -> TimestampAndOffset | None:
-        """ListOffsets: earliest (-2), latest (-1: LEO, or HW for consumers), or the first record
-        at or after the log start with timestamp >= the target, searched for (as Kafka's
-        UnifiedLog.searchOffsetInLocalLog does) in the first segment whose largest timestamp
-        reaches the target alone: None when no record is that new, and None when that
-        segment's records that new all lie below the log start (after DeleteRecords), though
-        a later segment may hold one."""
-        if target_timestamp == EARLIEST_TIMESTAMP:
-            return TimestampAndOffset(-1, self._log_start_offset)
-        if target_timestamp == LATEST_TIMESTAMP:
-            if isolation is FetchIsolation.HIGH_WATERMARK:
-                latest = self.high_watermark
-            elif isolation is _TXN_COMMITTED:
-                latest = self.last_stable_offset
-            else:
-                latest = self.log_end_offset
-            return TimestampAndOffset(-1, latest)
-        return self._local.find_offset_by_timestamp(target_timestamp, self._log_start_offset)
+        """ListOffsets' earliest (-2), latest (-1) or first offset at or after a timestamp
+        (offset_by_timestamp)."""
+        return fetch_offset_by_timestamp(self, target_timestamp, isolation)
 
     def max_timestamp_record(self) -> TimestampAndOffset | None:
-        """ListOffsets MAX_TIMESTAMP (-3): the first record holding the log's largest timestamp,
-        by its own offset (as Kafka answers since 3.8), not the last offset of its batch that
-        the time index keeps; None for a log without records."""
-        return self._local.max_timestamp_record()
+        """ListOffsets MAX_TIMESTAMP (-3): the first record holding the log's largest
+        timestamp (offset_by_timestamp); None for a log without records."""
+        return max_timestamp_record(self._segments)
 
     # --- high watermark and log start offset (design §7) ----------------------------------------
 
     def update_high_watermark(self, high_watermark: int) -> int:
         """Set the HW, clamped into [log start offset, LEO]; return the value set."""
-        with self._lock, self._high_watermark_lock:
-            end = self._local.next_offset_metadata
-            if high_watermark >= end.message_offset:
-                metadata = end
-            else:
-                metadata = LogOffsetMetadata(max(high_watermark, self._log_start_offset))
-            self._high_watermark = metadata
-            return metadata.message_offset
+        with self._lock:
+            return self._high_watermark.update(high_watermark, self._log_start_offset)
 
     def maybe_increment_high_watermark(
         self, new_high_watermark: LogOffsetMetadata
     ) -> LogOffsetMetadata | None:
         """Move the HW forward (never back); return the old value when it moved. Does not
-        wait for an append in progress (see ``_high_watermark_lock``). Called after every
-        append, so the raise comes first; what it checks holds for every value set: the HW
-        never above the log end."""
-        offset = new_high_watermark.message_offset
-        with self._high_watermark_lock:
-            old = self._high_watermark
-            if offset > old.message_offset:
-                end = self._local.next_offset_metadata.message_offset
-                if offset > end:
-                    raise ValueError(
-                        f"high watermark {offset} of {self.topic_partition} would be above "
-                        f"the log end offset {end}"
-                    )
-                self._high_watermark = new_high_watermark
-                return old
-            # At or below the HW, so at or below the log end: it may still resolve or move
-            # the HW's position.
-            if offset == old.message_offset and (
-                old.message_offset_only or old.on_older_segment(new_high_watermark)
-            ):
-                self._high_watermark = new_high_watermark
-                return old
-            return None
+        wait for an append in progress (HighWatermark's lock is its own)."""
+        return self._high_watermark.maybe_increment(new_high_watermark)
 
-    def _fetch_high_watermark_metadata(self) -> LogOffsetMetadata:
-        """The HW with its on-disk position, resolving it once if only the offset is known."""
-        high_watermark = self._high_watermark
-        if not high_watermark.message_offset_only:
-            return high_watermark
-        with self._lock:
-            high_watermark = self._high_watermark
-            if high_watermark.message_offset_only:
-                offset = high_watermark.message_offset
-                if offset == self.log_end_offset:
-                    resolved = self._local.next_offset_metadata
-                else:
-                    resolved = self.convert_to_offset_metadata(offset)
-                with self._high_watermark_lock:
-                    if self._high_watermark is high_watermark:  # (not raised meanwhile)
-                        self._high_watermark = resolved
-                high_watermark = resolved
-            return high_watermark
-
-    def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str) -> bool:
-        """Raise the log start offset (delete-records, retention); never lowers it."""
-        with self._lock:
-            if new_log_start_offset > self.high_watermark:
-                raise OffsetOutOfRangeError(
-                    f"cannot raise the log start offset of {self.topic_partition} to "
-                    f"{new_log_start_offset}: above the high watermark {self.high_watermark}"
-                )
-            if new_log_start_offset <= self._log_start_offset:
-                return False
-            logger.info(
-                "[%s] log start offset %d -> %d (%s)",
-                self.topic_partition,
-                self._log_start_offset,
-                new_log_start_offset,
-                reason,
-            )
-            self._log_start_offset = new_log_start_offset
-            self._leader_epochs_start_at(new_log_start_offset)
-            return True
+    def _position_of(self, offset: int) -> LogOffsetMetadata:
+        """Where ``offset`` lies on disk (the HW's position, found once)."""
+        if offset == self.log_end_offset:
+            return self._local.next_offset_metadata
+        return self.convert_to_offset_metadata(offset)
 
     def delete_records(self, offset: int) -> int:
         """Make every record below ``offset`` invisible (DeleteRecords); return the new low
-        watermark. Retention removes the segments wholly below it."""
-        if offset < 0:
-            raise OffsetOutOfRangeError(
-                f"cannot delete records of {self.topic_partition} below {offset}"
-            )
-        self.maybe_increment_log_start_offset(offset, "delete records")
-        self._retention.delete_log_start_offset_breached_segments()
-        return self._log_start_offset
+        watermark (LogRetention.delete_records)."""
+        return self._retention.delete_records(offset)
 
     # --- flush (design §9) ----------------------------------------------------------------------
 
@@ -935,17 +549,8 @@ class UnifiedLog:
 
     def write_leader_epochs(self) -> None:
         """Write the leader-epoch-checkpoint if an assigned epoch may be missing from it
-        (blocking). Moot once the partition directory was renamed for deletion, like the
-        directory fsync. Raises KafkaStorageError when it cannot be written."""
-        if not self.leader_epoch_cache.unflushed:
-            return
-        try:
-            self.leader_epoch_cache.flush()
-        except FileNotFoundError as error:
-            if self.dir.exists():
-                raise self._local.storage_error("leader-epoch-checkpoint write", error) from error
-        except OSError as error:
-            raise self._local.storage_error("leader-epoch-checkpoint write", error) from error
+        (blocking; LogLeaderEpochs.write)."""
+        self.leader_epochs.write()
 
     # --- retention (design §10) -----------------------------------------------------------------
 
@@ -954,82 +559,26 @@ class UnifiedLog:
         segments deleted."""
         return self._retention.delete_old_segments()
 
-    def delete_segments_matching(self, predicate: SegmentPredicate, rule: str, reason: str) -> int:
-        """Delete the segments retention ``rule`` (see log_stats) allows, as LogRetention
-        decided; ``reason`` is logged."""
-        with self._lock:
-            deletable = self._local.deletable_segments(predicate, self.high_watermark)
-            if not deletable:
-                return 0
-            if len(deletable) == self._segments.number_of_segments:
-                self.roll()
-            self._local.remove_and_delete_segments(deletable, reason)
-            RETENTION_DELETED_SEGMENTS.labels(rule).inc(len(deletable))
-            RETENTION_DELETED_BYTES.labels(rule).inc(sum(s.size for s in deletable))
-            first = self._segments.first_segment
-            if first is not None and first.base_offset > self._log_start_offset:
-                self._log_start_offset = first.base_offset
-                if self._high_watermark.message_offset < first.base_offset:
-                    self.update_high_watermark(first.base_offset)
-                self._leader_epochs_start_at(first.base_offset)
-            if first is not None:
-                self.producer_state.delete_snapshots(below=first.base_offset)
-            return len(deletable)
-
-    def _leader_epochs_start_at(self, log_start_offset: int) -> None:
-        try:
-            self.leader_epoch_cache.truncate_from_start(log_start_offset)
-        except OSError as error:
-            raise self._local.storage_error("leader epoch checkpoint", error) from error
-
     def replace_segments(self, new_segment: LogSegment, old_segments: Sequence[LogSegment]) -> None:
         """Put the cleaner's ``new_segment`` in place of ``old_segments`` (LocalLog's
         replace_segments, under the log's lock)."""
         with self._lock:
             self._local.replace_segments(new_segment, old_segments)
-            self._first_unstable_metadata = LogOffsetMetadata(-1)  # (positions moved)
+            self._transactions.positions_moved()
 
     # --- truncation --------------------------------------------------------------------------
 
     def truncate_to(self, target_offset: int) -> bool:
-        """Remove every record at or above ``target_offset``; True when anything was removed."""
-        if target_offset < 0:
-            raise ValueError(f"cannot truncate {self.topic_partition} to {target_offset}")
-        with self._lock:
-            if target_offset >= self.log_end_offset:
-                return False
-            first = self._segments.first_segment
-            if first is None or first.base_offset > target_offset:
-                self.truncate_fully_and_start_at(target_offset)
-                return True
-            self._local.truncate_to(target_offset)
-            self._first_unstable_metadata = LogOffsetMetadata(-1)
-            self._lower_high_watermark_to_log_end()
-            if self.log_end_offset < self._log_start_offset:
-                # The cut went through a batch straddling the log start offset: nothing visible
-                # is left, and the log start offset is never lowered, so restart the log there.
-                self.truncate_fully_and_start_at(self._log_start_offset)
-            else:
-                self._reload_producer_state()
-            logger.info(
-                "[%s] truncated to offset %d, log end offset now %d",
-                self.topic_partition,
-                target_offset,
-                self.log_end_offset,
-            )
-            return True
+        """Remove every record at or above ``target_offset``; True when anything was removed
+        (LogTruncation)."""
+        return self._truncation.truncate_to(target_offset)
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
-        """Delete every segment and start an empty log at ``new_offset``."""
-        with self._lock:
-            self._local.truncate_fully_and_start_at(new_offset)
-            self._first_unstable_metadata = LogOffsetMetadata(-1)
-            self._log_start_offset = new_offset
-            with self._high_watermark_lock:
-                self._high_watermark = self._local.next_offset_metadata
-            self.producer_state.clear()
-            self.producer_state.delete_snapshots(above=-1)
-            self.leader_epoch_cache.clear()
+        """Delete every segment and start an empty log at ``new_offset`` (LogTruncation)."""
+        self._truncation.truncate_fully_and_start_at(new_offset)
+
+    def _set_log_start_offset(self, offset: int) -> None:
+        self._log_start_offset = offset
 
     # --- lifecycle ---------------------------------------------------------------------------
 
