@@ -30,6 +30,7 @@ from odradek.config.broker_config import BrokerConfig
 from odradek.errors import (
     CorruptRecordError,
 )
+from odradek.int_limits import INT32_MAX
 from odradek.protocol.produce import Acks
 from odradek.record.control_record import ControlRecordType
 from odradek.record.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, RecordBatch
@@ -53,7 +54,6 @@ from odradek.topic_partition import TopicPartition
 logger = logging.getLogger(__name__)
 
 GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
-MAX_SEQUENCE = 0x7FFFFFFF
 
 
 @dataclass(frozen=True)
@@ -276,7 +276,7 @@ def _next_sequence(log: UnifiedLog, producer_id: int, producer_epoch: int) -> in
     0 for an epoch the log has not seen (a new epoch starts at 0)."""
     for producer in log.active_producers():
         if producer.producer_id == producer_id and producer.producer_epoch == producer_epoch:
-            return (producer.last_sequence + 1) & MAX_SEQUENCE
+            return (producer.last_sequence + 1) & INT32_MAX  # sequences wrap at int32
     return 0
 
 
