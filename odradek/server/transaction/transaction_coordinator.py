@@ -182,9 +182,10 @@ class TransactionCoordinator:
             completion.set()
 
     async def wait_for_a_completion(self, timeout_s: float) -> None:
-        """Return once any transaction's CompleteCommit/CompleteAbort is durable, or after
-        ``timeout_s``: a request refused with CONCURRENT_TRANSACTIONS tries again as soon as
-        the transaction it waited for has ended, not at the next tick of a fixed backoff."""
+        """Return once any transaction has completed (its markers durable, its
+        CompleteCommit/CompleteAbort written), or after ``timeout_s``: a request refused with
+        CONCURRENT_TRANSACTIONS tries again as soon as the transaction it waited for has
+        ended, not at the next tick of a fixed backoff."""
         if self._completion is None:
             self._completion = asyncio.Event()
         try:
