@@ -152,6 +152,8 @@ class GroupCommit:
                 self._start_flush(loop)
             else:
                 self._linger = loop.call_at(self._linger_until, self._lingered, loop)
+        else:
+            self._at_once = False  # its waiter was covered by the flush that just ended
 
 
 def _read_outcome(waiter: asyncio.Future[None]) -> None:
