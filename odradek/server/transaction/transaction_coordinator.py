@@ -480,6 +480,12 @@ class TransactionCoordinator:
                 f"transactional id {transactional_id!r} has no producer {producer_id}"
             )
         if not valid_epoch:
+            if producer_epoch == metadata.producer_epoch:  # (transaction version 2)
+                raise ProducerFencedError(
+                    f"transactional id {transactional_id!r}: producer {producer_id} epoch "
+                    f"{producer_epoch} ends a transaction while the last one is still "
+                    f"{state.state_name} (only its retry, at epoch {producer_epoch - 1}, may)"
+                )
             raise ProducerFencedError(
                 f"transactional id {transactional_id!r}: producer {producer_id} epoch "
                 f"{producer_epoch} is not the current epoch {metadata.producer_epoch}"
