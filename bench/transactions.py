@@ -13,12 +13,19 @@ Targets, as in bench/vs_kafka.py: the reference Kafka (tools/kafka-reference, ac
 answered from the page cache), the same Kafka on topics with flush.messages=1 (an fsync per
 write, as odradek's acks=all) and odradek (``odradek serve`` in a child process), both with
 one ``__transaction_state`` partition. Each case runs once per target per round; rounds
-rotate the order (round r starts with target r mod 3). Per case and target: the median and
-[min..max] over rounds of transactions/s, records/s and the broker's CPU per record (idle CPU
-taken off, as vs_kafka measures it), and the per-round ratios odradek/Kafka.
+rotate the order (round r starts with target r mod the number of targets). Per case and
+target: the median and [min..max] over rounds of transactions/s, records/s and the broker's
+CPU per record (idle CPU taken off, as vs_kafka measures it), and the per-round ratios
+odradek/Kafka; for odradek also its log flushes (fsyncs of a partition) per transaction, or
+per flushed group of records without one (from its metrics, over the whole JVM run, warm-up
+included).
 
 Usage: python bench/transactions.py [--quick] [--rounds N] [--targets LIST] [--dir DIR]
-``--quick``: a tenth of the transactions, one round (a smoke run).
+[--baseline TREE]
+``--quick``: a tenth of the transactions, one round (a smoke run). ``--baseline TREE`` adds the
+odradek of another checkout (with its own ``.venv``) as a target, "odradek base", in the same
+rotated rounds, and the per-round ratios odradek/odradek base (a change measured against the
+code before it).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from pathlib import Path
 
 from broker import BrokerProcess
 from vs_kafka import (
+    BASELINE,
     KAFKA,
     KAFKA_FSYNC,
     ODRADEK,
@@ -41,6 +49,7 @@ from vs_kafka import (
     cpu_used,
     idle_rates,
     load_average,
+    odradek_counters,
     rotated,
     spread,
     tool,
@@ -93,29 +102,36 @@ def java_run(classpath: str, target: Target, topic: str, case: Case, quick: bool
                "--bootstrap", target.bootstrap, "--topic", topic]  # fmt: skip
     for name, value in props.items():
         command += ["--property", f"{name}={value}"]
+    counters = odradek_counters(target.metrics_url) if target.metrics_url else None
     before = cpu_sample(target.pid)
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     after = cpu_sample(target.pid)
+    flushes = None
+    if counters is not None:
+        flushes = (odradek_counters(target.metrics_url) - counters).flushes
     if done.returncode:
         raise RuntimeError(f"txn-bench failed:\n{done.stderr[-2000:]}")
     answer = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("{")))
     # The broker's CPU over the whole JVM run (connecting, the warm-up of max(1, N/10)
     # groups and the timed run) per record sent in it.
     use = cpu_used(before, after, target.idle)
-    sent = (answer["groups"] + max(1, answer["groups"] // 10)) * case.records
-    return {
+    groups = answer["groups"] + max(1, answer["groups"] // 10)
+    figures = {
         "txn_rate": answer["groups"] / answer["seconds"],
         "rate": answer["records"] / answer["seconds"],
-        "cpu_us": use.total / sent * 1e6,
+        "cpu_us": use.total / (groups * case.records) * 1e6,
     }
+    if flushes is not None:
+        figures["fsyncs"] = flushes / groups
+    return figures
 
 
 METRICS = (("txn_rate", "transactions/s"), ("rate", "records/s"),
-           ("cpu_us", "broker CPU us/record"))  # fmt: skip
+           ("cpu_us", "broker CPU us/record"), ("fsyncs", "fsyncs/group"))  # fmt: skip
 
 
 def print_figures(runs: dict[str, dict[str, dict[int, dict]]], labels: list[str]) -> None:
-    others = [label for label in (KAFKA, KAFKA_FSYNC) if label in labels]
+    others = [label for label in (KAFKA, KAFKA_FSYNC, BASELINE) if label in labels]
     pairs = [(ODRADEK, other) for other in others if ODRADEK in labels]
     print("\nmedian [min..max] over rounds; ratios taken per round")
     for case, by_target in runs.items():
@@ -123,11 +139,12 @@ def print_figures(runs: dict[str, dict[str, dict[int, dict]]], labels: list[str]
         for key, name in METRICS:
             if key == "txn_rate" and case.startswith("no transaction"):
                 continue
-            cells = [spread([f[key] for f in by_target.get(label, {}).values()])
+            cells = [spread([f[key] for f in by_target.get(label, {}).values() if key in f])
                      for label in labels]  # fmt: skip
             for a, b in pairs:
                 ours, theirs = by_target.get(a, {}), by_target.get(b, {})
-                cells.append(spread([ours[r][key] / theirs[r][key] for r in ours if r in theirs]))
+                both = [r for r in ours if key in ours[r] and key in theirs.get(r, {})]
+                cells.append(spread([ours[r][key] / theirs[r][key] for r in both]))
             rows.append([name, *cells])
         widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
         print(f"\n{case}")
@@ -143,10 +160,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--targets", default=f"{KAFKA},{KAFKA_FSYNC},{ODRADEK}")
     parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--baseline", type=Path, default=None, metavar="TREE")
     args = parser.parse_args()
     if args.quick:
         args.rounds = 1
     args.labels = [label.strip() for label in args.targets.split(",")]
+    if args.baseline is not None:
+        args.labels.append(BASELINE)
     return args
 
 
@@ -154,7 +174,7 @@ def bench(args: argparse.Namespace, state: Path) -> None:
     classpath = tool("harness").strip()
     print(f"state in {state}; {args.rounds} rounds; load average {load_average()}")
     targets: list[Target] = []
-    kafka_state, odradek = state / "kafka", None
+    kafka_state, odradek, baseline = state / "kafka", None, None
     try:
         if {KAFKA, KAFKA_FSYNC} & set(args.labels):
             kafka_state.mkdir(parents=True)
@@ -165,7 +185,15 @@ def bench(args: argparse.Namespace, state: Path) -> None:
                     targets.append(Target(label, started["bootstrap"], started["pid"], configs))
         if ODRADEK in args.labels:
             odradek = BrokerProcess(state / "odradek", "--set", TRANSACTION_STATE)
-            targets.append(Target(ODRADEK, odradek.bootstrap, odradek.process.pid))
+            metrics_url = f"http://127.0.0.1:{odradek.metrics_port}/metrics"
+            targets.append(Target(ODRADEK, odradek.bootstrap, odradek.process.pid, {}, metrics_url))
+        if BASELINE in args.labels:
+            baseline = BrokerProcess(
+                state / "baseline", "--set", TRANSACTION_STATE, tree=args.baseline
+            )
+            metrics_url = f"http://127.0.0.1:{baseline.metrics_port}/metrics"
+            pid = baseline.process.pid
+            targets.append(Target(BASELINE, baseline.bootstrap, pid, {}, metrics_url))
         idle = idle_rates(sorted({t.pid for t in targets}))
         for target in targets:
             target.idle = idle[target.pid]
@@ -189,8 +217,9 @@ def bench(args: argparse.Namespace, state: Path) -> None:
     finally:
         if {KAFKA, KAFKA_FSYNC} & set(args.labels) and kafka_state.exists():
             tool("stop", "--dir", str(kafka_state))
-        if odradek is not None:
-            odradek.stop()
+        for broker in (odradek, baseline):
+            if broker is not None:
+                broker.stop()
 
 
 def main() -> None:

@@ -126,3 +126,31 @@ def test_a_linger_lets_a_producers_requests_in_flight_share_a_flush() -> None:
     at_once, early = fsyncs_per_request(linger_ms=0)
     assert early == []
     assert lingering <= 0.3 < at_once, (lingering, at_once)
+
+
+def time_to_durable(at_once: bool) -> float:
+    """After a flush answered three requests (so the next one lingers for three), how long
+    one more write waits to be durable, with a linger of 2 s and flushes of 1 ms."""
+    log = SlowFlushLog(0.001)
+
+    async def scenario() -> float:
+        flusher = LogFlusher(1, 2000)
+        commit = GroupCommit(log, flusher, lambda _end: None)
+        try:
+            log.end = 3
+            await asyncio.gather(*(commit.durable(offset) for offset in range(3)))
+            log.end = 4
+            started = time.monotonic()
+            await asyncio.wait_for(commit.durable(3, at_once=at_once), 10)
+            return time.monotonic() - started
+        finally:
+            flusher.shutdown()
+
+    return asyncio.run(scenario())
+
+
+def test_a_write_nothing_follows_is_flushed_without_lingering() -> None:
+    """A transaction's marker (nothing of its producer follows it until it is durable) starts
+    its flush at once; an ordinary request lingers for the requests expected to join it."""
+    assert time_to_durable(at_once=True) < 0.5
+    assert time_to_durable(at_once=False) >= 1.5

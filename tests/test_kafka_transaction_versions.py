@@ -6,6 +6,7 @@ of a transactional Produce (verified under transaction version 1, added under 2)
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 from typing import Any
@@ -391,3 +392,40 @@ def test_without_partition_verification_a_version_1_produce_is_not_checked(tmp_p
         assert produce(unverified, 10, "unverified", producer, 0) == 0
         assert produce(unverified, 12, "unverified", producer, 1) == 0
         assert describe(unverified, "unverified")["topics"] == [{"topic": TOPIC, "partitions": [1]}]
+
+
+def test_adding_the_next_transactions_partition_waits_for_the_last_one_to_end(
+    broker: RunningBroker,
+) -> None:
+    """AddPartitionsToTxn for the next transaction, sent the moment the commit is answered,
+    finds the markers still being written (held back here 50 ms): it is answered once the
+    transaction has completed, not CONCURRENT_TRANSACTIONS (which cost every transaction of
+    a version-1 client its retry backoff: 100 ms for odradek's client and librdkafka)."""
+    replica_manager = broker.broker.replica_manager
+    write_markers = replica_manager.write_transaction_markers
+
+    async def slow_markers(markers):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(0.05)
+        return await write_markers(markers)
+
+    tid = f"next-{next(_ids)}"
+    producer = init(broker, tid)
+    assert add_v3(broker, tid, producer, 0) == {(TOPIC, 0): 0}
+    replica_manager.write_transaction_markers = slow_markers  # type: ignore[method-assign]
+    try:
+        ended = call(
+            broker,
+            apis.END_TXN,
+            4,
+            {
+                "transactional_id": tid,
+                "producer_id": producer[0],
+                "producer_epoch": producer[1],
+                "committed": True,
+            },
+        )
+        assert ended["error_code"] == 0, ended
+        assert add_v3(broker, tid, producer, 1) == {(TOPIC, 1): 0}
+    finally:
+        replica_manager.write_transaction_markers = write_markers  # type: ignore[method-assign]
+    assert describe(broker, tid)["transaction_state"] == "Ongoing"

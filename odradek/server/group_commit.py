@@ -34,7 +34,9 @@ class GroupCommit:
     meanwhile), and holds the next flush back until that many wait or ``commit_linger_s``
     (``log.flush.commit.linger.ms``) has passed since the flush ended, whichever is first. A
     request after a quiet moment (nothing expected, or the linger over) starts one at once;
-    with a linger of 0 every flush starts at once.
+    with a linger of 0 every flush starts at once. So does a write nothing else follows until
+    it is durable (``durable(..., at_once=True)``: a transaction's marker, which the producer's
+    next transaction waits for), as no request it could wait for would come.
 
     The flush also makes durable the directory entries of the partition's files created since
     the last one (``UnifiedLog.flush``): the first acks=all append into a new segment is answered
@@ -58,16 +60,21 @@ class GroupCommit:
         self._linger_until = 0.0
         """Loop time until which the next flush may wait for them."""
         self._linger: asyncio.TimerHandle | None = None
+        self._at_once = False
+        """A waiter asked for the next flush not to linger."""
 
-    def durable(self, last_offset: int) -> asyncio.Future[None]:
+    def durable(self, last_offset: int, at_once: bool = False) -> asyncio.Future[None]:
         """A future done once every offset up to ``last_offset`` is fsync'ed; it fails with
-        the flush's error (KafkaStorageError) if the flush fails."""
+        the flush's error (KafkaStorageError) if the flush fails. ``at_once``: the flush
+        covering it starts without lingering for the requests expected to join it (as soon
+        as the one running, if any, ends)."""
         loop = asyncio.get_running_loop()
         waiter = loop.create_future()
         if self._committed(last_offset):
             waiter.set_result(None)
             return waiter
         waiter.add_done_callback(_read_outcome)
+        self._at_once = self._at_once or at_once
         self._wait(loop, last_offset, waiter)
         return waiter
 
@@ -98,7 +105,7 @@ class GroupCommit:
         waiters.append((last_offset, waiter))
         if self._flushing:
             return
-        if len(waiters) >= self._expected or loop.time() >= self._linger_until:
+        if self._at_once or len(waiters) >= self._expected or loop.time() >= self._linger_until:
             self._start_flush(loop)
         elif self._linger is None:
             self._linger = loop.call_at(self._linger_until, self._lingered, loop)
@@ -113,6 +120,7 @@ class GroupCommit:
             self._linger.cancel()
             self._linger = None
         self._flushing = True
+        self._at_once = False  # the flush covers every waiter so far: the log end is theirs
         end = self._log.log_end_offset_metadata
         self._flusher.flush(loop, self._log, end.message_offset, partial(self._flushed, loop, end))
 
@@ -140,10 +148,12 @@ class GroupCommit:
         self._expected = answered + waiting
         self._linger_until = loop.time() + linger_s
         if waiting:
-            if waiting >= self._expected or linger_s <= 0 or error is not None:
+            if self._at_once or waiting >= self._expected or linger_s <= 0 or error is not None:
                 self._start_flush(loop)
             else:
                 self._linger = loop.call_at(self._linger_until, self._lingered, loop)
+        else:
+            self._at_once = False  # its waiter was covered by the flush that just ended
 
 
 def _read_outcome(waiter: asyncio.Future[None]) -> None:

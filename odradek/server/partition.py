@@ -182,9 +182,10 @@ class Partition:
         self._on_offsets_moved(self.topic_partition)
         return info
 
-    def durable(self, last_offset: int) -> asyncio.Future[None]:
-        """Done once ``last_offset`` is fsync'ed (shared with other waiters: group commit)."""
-        return self._group_commit.durable(last_offset)
+    def durable(self, last_offset: int, at_once: bool = False) -> asyncio.Future[None]:
+        """Done once ``last_offset`` is fsync'ed (shared with other waiters: group commit;
+        ``at_once``: without lingering for more, see GroupCommit.durable)."""
+        return self._group_commit.durable(last_offset, at_once)
 
     def when_durable(self, last_offset: int, durable: Durable) -> bool:
         """``durable`` called once ``last_offset`` is fsync'ed (or with the flush's error);

@@ -305,12 +305,24 @@ class ReplicaManager:
                     marker.committed,
                 )
                 started.append((tp, partition, appended))
+        # Every partition's flush is asked for before any is waited for: they run side by
+        # side on the flush threads, not one after another. At once: the producer's next
+        # transaction waits for these markers, so no request of its comes to share a flush
+        # (a linger would only delay them).
+        flushes: list[tuple[TopicPartition, asyncio.Future[None]]] = []
         for tp, partition, appended in started:
             try:
                 info = await appended
-                await partition.durable(info.last_offset)
             except KafkaError as error:
                 logger.warning("[%s] transaction marker not written: %s", tp, error)
+                results[tp] = error
+            else:
+                flushes.append((tp, partition.durable(info.last_offset, at_once=True)))
+        for tp, flushed in flushes:
+            try:
+                await flushed
+            except KafkaError as error:
+                logger.warning("[%s] transaction marker not made durable: %s", tp, error)
                 results[tp] = error
             else:
                 results[tp] = None

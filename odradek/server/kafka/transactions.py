@@ -203,12 +203,42 @@ class KafkaTransactionApis:
         partitions: list[TopicPartition],
     ) -> dict[TopicPartition, KafkaError | None]:
         try:
-            await self._coordinator.add_partitions_to_transaction(
-                transactional_id, producer_id, producer_epoch, partitions, TRANSACTION_VERSION_0
-            )
+            await self._add_once_ended(transactional_id, producer_id, producer_epoch, partitions)
         except KafkaError as error:
             return dict.fromkeys(partitions, error)
         return dict.fromkeys(partitions)
+
+    async def _add_once_ended(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: list[TopicPartition],
+    ) -> None:
+        """Add ``partitions`` to the producer's transaction; while its last transaction is
+        still being ended (CONCURRENT_TRANSACTIONS: the markers of a commit just answered),
+        try again as soon as a transaction completes, for at most
+        add.partitions.to.txn.retry.backoff.max.ms, as for a transactional Produce. A client
+        adding the first partition of its next transaction is answered once it can go on, not
+        told to retry after a backoff of its own (Kafka's Java client waits 20 ms, odradek's
+        and librdkafka's 100)."""
+        waited = 0.0
+        while True:
+            try:
+                await self._coordinator.add_partitions_to_transaction(
+                    transactional_id,
+                    producer_id,
+                    producer_epoch,
+                    partitions,
+                    TRANSACTION_VERSION_0,
+                )
+                return
+            except ConcurrentTransactionsError:
+                if waited >= ADD_PARTITIONS_RETRY_MAX_S:
+                    raise
+            started = time.monotonic()
+            await self._coordinator.wait_for_a_completion(ADD_PARTITIONS_RETRY_BACKOFF_S)
+            waited += time.monotonic() - started
 
     # --- AddOffsetsToTxn ---------------------------------------------------------------------
 
@@ -227,12 +257,8 @@ class KafkaTransactionApis:
             partition = TopicPartition(
                 GROUP_METADATA_TOPIC_NAME, self._group_log.topic.partition_for(group_id)
             )
-            await self._coordinator.add_partitions_to_transaction(
-                transactional_id,
-                body["producer_id"],
-                body["producer_epoch"],
-                [partition],
-                TRANSACTION_VERSION_0,
+            await self._add_once_ended(
+                transactional_id, body["producer_id"], body["producer_epoch"], [partition]
             )
         except KafkaError as error:
             return {"error_code": _code(error, request)}

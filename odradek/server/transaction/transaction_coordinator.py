@@ -183,9 +183,10 @@ class TransactionCoordinator:
             completion.set()
 
     async def wait_for_a_completion(self, timeout_s: float) -> None:
-        """Return once any transaction's CompleteCommit/CompleteAbort is durable, or after
-        ``timeout_s``: a request refused with CONCURRENT_TRANSACTIONS tries again as soon as
-        the transaction it waited for has ended, not at the next tick of a fixed backoff."""
+        """Return once any transaction has completed (its markers durable, its
+        CompleteCommit/CompleteAbort written), or after ``timeout_s``: a request refused with
+        CONCURRENT_TRANSACTIONS tries again as soon as the transaction it waited for has
+        ended, not at the next tick of a fixed backoff."""
         if self._completion is None:
             self._completion = asyncio.Event()
         try:
@@ -480,6 +481,12 @@ class TransactionCoordinator:
                 f"transactional id {transactional_id!r} has no producer {producer_id}"
             )
         if not valid_epoch:
+            if producer_epoch == metadata.producer_epoch:  # (transaction version 2)
+                raise ProducerFencedError(
+                    f"transactional id {transactional_id!r}: producer {producer_id} epoch "
+                    f"{producer_epoch} ends a transaction while the last one is still "
+                    f"{state.state_name} (only its retry, at epoch {producer_epoch - 1}, may)"
+                )
             raise ProducerFencedError(
                 f"transactional id {transactional_id!r}: producer {producer_id} epoch "
                 f"{producer_epoch} is not the current epoch {metadata.producer_epoch}"

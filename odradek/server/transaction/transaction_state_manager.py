@@ -4,7 +4,8 @@
 A transactional id lives in partition ``abs(hashCode(id)) % transaction.state.log.num.partitions``
 of the topic, as in Kafka (the same hash as ``__consumer_offsets``). Every change is written
 there in Kafka's record layouts before it is taken (and before the client is answered): the
-write goes through the partition's append queue and is done only once fsync'ed. At start-up
+write goes through the partition's append queue and is done only once fsync'ed (except a
+transaction's completion, which no answer waits for: ``append_transaction_to_log``). At start-up
 the topic is read back and the latest record of each id rebuilds its state (a tombstone
 removes it). The topic is created the first time a transactional id needs it.
 """
@@ -129,12 +130,18 @@ class TransactionStateManager:
     # --- writes ------------------------------------------------------------------------------
 
     async def append_transaction_to_log(
-        self, metadata: TransactionMetadata, transit: TxnTransitMetadata
+        self, metadata: TransactionMetadata, transit: TxnTransitMetadata, durable: bool = True
     ) -> None:
         """Write ``transit`` (prepared on ``metadata``) durably, then take it; a tombstone for
         a transition to Dead, which forgets the id. On failure the transition is abandoned and
         the KafkaError a client gets is raised (COORDINATOR_NOT_AVAILABLE for a timeout or a
-        storage failure, as Kafka maps them)."""
+        storage failure, as Kafka maps them).
+
+        ``durable=False`` takes the transition once the record is appended, before it is
+        fsync'ed: only for a record no answer depends on and whose loss a restart repairs
+        (CompleteCommit/CompleteAbort, see TransactionMarkerChannelManager). It becomes
+        durable with the partition's next flush, which the next record of the same
+        transactional id (in the same partition, after it) waits for."""
         transactional_id = metadata.transactional_id
         value = (
             None
@@ -142,7 +149,7 @@ class TransactionStateManager:
             else transit.to_log_value().to_bytes(TRANSACTION_LOG_VALUE_VERSION)
         )
         try:
-            await self._append(transactional_id, key_to_bytes(transactional_id), value)
+            await self._append(transactional_id, key_to_bytes(transactional_id), value, durable)
         except KafkaError as error:
             metadata.abandon_transition()
             logger.warning(
@@ -164,11 +171,15 @@ class TransactionStateManager:
             return
         metadata.complete_transition(transit)
 
-    async def _append(self, transactional_id: str, key: bytes, value: bytes | None) -> None:
+    async def _append(
+        self, transactional_id: str, key: bytes, value: bytes | None, durable: bool
+    ) -> None:
         partition = await self.topic.partition_of(transactional_id)
         builder = RecordBatchBuilder()
         builder.append(self._clock.milliseconds(), key, value)
         info = await partition.append(builder.build(), Acks.ALL)
+        if not durable:
+            return
         await self.topic.wait_durable(
             partition,
             info.last_offset,
