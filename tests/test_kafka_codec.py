@@ -373,7 +373,7 @@ def _hand_fetch(version: int, data: memoryview) -> tuple:
     from odradek.protocol.kafka.fetch_request import read_fetch_request
 
     request = read_fetch_request(data, 0, version)
-    fetch = request.fetch
+    fetch = request
     assert fetch.isolation is (
         IsolationLevel.TXN_COMMITTED
         if request.isolation_level == 1
@@ -723,7 +723,7 @@ def test_a_usual_fetch_is_read_by_the_shortcut(version: int, rack_id: str) -> No
     )
 
     assert _read_usual(data, 0, version) == _read_checked(data, 0, version)
-    assert _read_usual(data, 0, version).fetch.partitions[1].partition_max_bytes == 0
+    assert _read_usual(data, 0, version).partitions[1].partition_max_bytes == 0
 
 
 @pytest.mark.parametrize("version", range(3, 13))
@@ -774,7 +774,7 @@ def test_a_repeated_fetch_body_is_read_once_and_the_bodies_kept_are_bounded() ->
 
     assert again is first
     assert first == _read_checked(memoryview(body(5)), 0, 12)
-    assert other.fetch.partitions[0].fetch_offset == 6
+    assert other.partitions[0].fetch_offset == 6
     for offset in range(fetch_request.REPEATED_MAX_ENTRIES + 10):
         read_fetch_request(memoryview(body(offset)), 0, 12)
     assert len(fetch_request._repeated) <= fetch_request.REPEATED_MAX_ENTRIES

@@ -662,7 +662,7 @@ def test_the_immediate_fetch_reader_reads_what_the_general_one_reads(
         return
     request = DECODER.decode(frame)
     assert request.refusal is None and request.api_key == 1
-    fetch = request.body.fetch
+    fetch = request.body
     (entry,) = fetch.partitions
     correlation_id, immediate = read
     assert request.body.session_id == 0 and not (fetch.max_wait_ms and fetch.min_bytes)

@@ -409,6 +409,7 @@ def test_invalid_records_get_a_partition_error_and_never_reach_a_segment(
     good = bytes(confluent_free_batch())
     corrupt = bytearray(good)
     corrupt[-1] ^= 0xFF  # the CRC no longer matches
+    before = broker.metrics()
     kafka = KafkaSocket(broker)
     for records, expected in ((bytes(corrupt), 2), (b"\x00" * 7, 2), (good, 0)):
         request = ProduceRequest[9](
@@ -433,8 +434,16 @@ def test_invalid_records_get_a_partition_error_and_never_reach_a_segment(
         [partition] = topic.partition_responses
         assert partition.error_code in ((expected,) if expected == 0 else (2, 87, 42)), partition
     kafka.close()
+    after = broker.metrics()
+    assert sum(after.get(name, 0.0) - before.get(name, 0.0) for name in PRODUCE_ERRORS) == 2
     log = broker.broker.log_manager.get_log(_tp("guarded", 0))
     assert log.log_end_offset == 1  # only the good batch
+
+
+PRODUCE_ERRORS = tuple(
+    f'odradek_partition_errors_total{{api="Produce",error="{name}"}}'
+    for name in ("CORRUPT_MESSAGE", "INVALID_RECORD", "INVALID_REQUEST")
+)
 
 
 def confluent_free_batch() -> bytes:
@@ -479,10 +488,13 @@ def test_offset_out_of_range_carries_the_partition_offsets(broker: RunningBroker
         forgotten_topics_data=[],
         rack_id="",
     )
+    counted = 'odradek_partition_errors_total{api="Fetch",error="OFFSET_OUT_OF_RANGE"}'
+    before = broker.metrics().get(counted, 0.0)
     kafka = KafkaSocket(broker)
     kafka.send_message(fetch, 12)
     response = FetchResponse[12].decode(kafka.read_frame()[5:])
     kafka.close()
+    assert broker.metrics()[counted] == before + 1  # counted as the msgpack protocol's are
     assert (response.error_code, response.session_id) == (0, 0)
     [topic] = response.responses
     out_of_range, data = topic.partitions

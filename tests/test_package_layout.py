@@ -107,3 +107,57 @@ def test_a_kafka_family_builds_no_msgpack_message(family: str) -> None:
         and not module.startswith("odradek.protocol.kafka")
     )
     assert crossing == []
+
+
+RECORD_FAMILIES = ("server/kafka/produce.py", "server/kafka/fetch.py")
+"""The server/kafka/ families whose handlers call the ReplicaManager with Kafka's request data
+and the partition values both protocols share (ProducePartitionData, FetchPartition and their
+results, still defined beside the msgpack messages), and the readers of their requests."""
+
+
+def msgpack_messages(root: Path, path: Path) -> list[str]:
+    """The msgpack protocol's messages (its Message classes) and the server/msgpack/ modules
+    that ``path`` (a module under the package ``root``) imports."""
+    import importlib
+
+    from odradek.protocol.schema import Message
+
+    crossing = []
+    for module in sorted(imported_modules(root, path)):
+        if module.startswith("odradek.server.msgpack"):
+            crossing.append(module)
+        elif module.startswith("odradek.protocol.") and "." in module:
+            owner, _, name = module.rpartition(".")
+            try:
+                value = getattr(importlib.import_module(owner), name, None)
+            except ImportError:
+                continue
+            if isinstance(value, type) and issubclass(value, Message):
+                crossing.append(module)
+    return crossing
+
+
+@pytest.mark.parametrize(
+    "module",
+    (*RECORD_FAMILIES, "protocol/kafka/produce_request.py", "protocol/kafka/fetch_request.py"),
+)
+def test_a_kafka_produce_or_fetch_builds_no_msgpack_message(module: str) -> None:
+    """A Kafka Produce or Fetch is read and answered without the msgpack protocol's
+    ProduceRequest or FetchRequest (or any of its messages) on its way."""
+    assert msgpack_messages(PACKAGE, PACKAGE / module) == []
+
+
+def test_the_message_rule_sees_a_message_imported(tmp_path: Path) -> None:
+    """The checker finds a msgpack message and a server/msgpack/ module, not a value type."""
+    root = tmp_path / "odradek"
+    (root / "server" / "kafka").mkdir(parents=True)
+    crossing = root / "server" / "kafka" / "_layout_probe.py"
+    crossing.write_text(
+        "from odradek.protocol.produce import ProducePartitionData, ProduceRequest\n"
+        "from odradek.server.msgpack import produce\n"
+    )
+    assert msgpack_messages(root, crossing) == [
+        "odradek.protocol.produce.ProduceRequest",
+        "odradek.server.msgpack",
+        "odradek.server.msgpack.produce",
+    ]

@@ -113,7 +113,7 @@ def test_a_read_committed_fetch_waiting_at_the_lso_is_answered_when_the_marker_c
 ) -> None:
     """A read_committed consumer long-polling at the LSO (the records after it are in the
     log, above it) is woken by the COMMIT marker, not by its timeout."""
-    from odradek.protocol.fetch import FetchPartition, FetchRequest
+    from odradek.protocol.fetch import DEFAULT_MAX_BYTES, FetchPartition
     from odradek.protocol.header import RequestHeader
     from odradek.protocol.isolation import IsolationLevel
     from odradek.server.request_context import RequestContext
@@ -125,23 +125,22 @@ def test_a_read_committed_fetch_waiting_at_the_lso_is_answered_when_the_marker_c
         partition = replicas.partition("tx", 0)
         await partition.append(txn(7, 0, 0), Acks.ALL)
         await partition.durable(0)
-        request = FetchRequest(
-            (FetchPartition("tx", 0, 0),),
-            max_wait_ms=10_000,
-            min_bytes=1,
-            isolation=IsolationLevel.TXN_COMMITTED,
-        )
         started = time.monotonic()
         waiting = asyncio.ensure_future(
             replicas.fetch_messages(
-                request, RequestContext("127.0.0.1:1", RequestHeader(1, 0, 1, "test"))
+                RequestContext("127.0.0.1:1", RequestHeader(1, 0, 1, "test")),
+                (FetchPartition("tx", 0, 0),),
+                max_wait_ms=10_000,
+                min_bytes=1,
+                max_bytes=DEFAULT_MAX_BYTES,
+                isolation=IsolationLevel.TXN_COMMITTED,
             )
         )
         await asyncio.sleep(0.3)
         assert not waiting.done()  # nothing stable to read
         await replicas.write_transaction_markers([TransactionMarker(7, 0, 0, True, (tx0,))])
         response = await asyncio.wait_for(waiting, 5)
-        return time.monotonic() - started, response.partitions[0]
+        return time.monotonic() - started, response[0]
 
     took, answer = asyncio.run(run())
     assert took < 5

@@ -1,16 +1,14 @@
 """ApiRouter: the shared router, each decoded request to what answers it (Kafka's ``KafkaApis``).
 
-Requests arrive as the msgpack protocol's message classes, as its connection decodes them; of
-Kafka's protocol only Produce and Fetch still come through here (their handlers in
-server/kafka/ hand them over), the other Kafka handlers call the managers with Kafka's data
-themselves, using ``authorization`` and ``count_entry_errors``. The router authorizes each
-request (ApiAuthorization), counts it against the client quotas and calls its handler: the
-ReplicaManager (produce, fetch), the msgpack protocol's family modules (server/msgpack/:
-metadata, topics, configs, offsets, producers, groups, quotas), which map its messages onto
-the plain calls of the AdminManager, ReplicaManager and ProducerIdManager that the Kafka
-handlers make; the APIs whose msgpack messages carry Kafka's data go to the Kafka handlers
-(server/msgpack/kafka_data.py), and a transactional produce is checked against its
-transaction first (``check_transactional_produce``).
+Requests arrive as the msgpack protocol's message classes, as its connection decodes them; Kafka's
+handlers (server/kafka/) call the managers with Kafka's data themselves, using ``authorization``,
+``count_entry_errors`` and ``fetch_max_bytes``. The router authorizes each request
+(ApiAuthorization), counts it against the client quotas and calls its handler: the msgpack
+protocol's family modules (server/msgpack/: produce, fetch, metadata, topics, configs, offsets,
+producers, groups, quotas), which map its messages onto the plain calls of the ReplicaManager,
+AdminManager and ProducerIdManager that the Kafka handlers make; the APIs whose msgpack messages
+carry Kafka's data go to the Kafka handlers (server/msgpack/kafka_data.py), and a transactional
+produce is checked against its transaction first (``check_transactional_produce``).
 """
 
 from __future__ import annotations
@@ -51,10 +49,12 @@ from odradek.server.authorization.api_authorization import ApiAuthorization
 from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.metrics.broker_metrics import BrokerMetrics
 from odradek.server.msgpack.configs import MsgpackConfigApis
+from odradek.server.msgpack.fetch import MsgpackFetchApis
 from odradek.server.msgpack.groups import MsgpackGroupApis
 from odradek.server.msgpack.kafka_data import MsgpackKafkaData, by_version
 from odradek.server.msgpack.metadata import MsgpackMetadataApis
 from odradek.server.msgpack.offsets import MsgpackOffsetApis
+from odradek.server.msgpack.produce import MsgpackProduceApis
 from odradek.server.msgpack.producers import MsgpackProducerApis
 from odradek.server.msgpack.quotas import MsgpackQuotaApis
 from odradek.server.msgpack.topics import MsgpackTopicApis
@@ -118,8 +118,8 @@ class ApiRouter:
         topics = MsgpackTopicApis(admin)
         configs = MsgpackConfigApis(admin)
         self._handlers: dict[ApiKey, Handler] = {
-            ApiKey.PRODUCE: replicas.append_records,
-            ApiKey.FETCH: replicas.fetch_messages,
+            ApiKey.PRODUCE: MsgpackProduceApis(replicas).produce,
+            ApiKey.FETCH: MsgpackFetchApis(replicas).fetch,
             ApiKey.LIST_OFFSETS: offsets.list_offsets,
             ApiKey.DELETE_RECORDS: offsets.delete_records,
             ApiKey.INIT_PRODUCER_ID: MsgpackProducerApis(producer_ids).init_producer_id,
@@ -163,8 +163,7 @@ class ApiRouter:
         transactional batch checked by ``check`` (the transaction coordinator's: the id needs
         Write, a batch goes only to a partition of its producer's open transaction) before
         it is handled; refused partitions are answered with their errors, the others go on.
-        (Kafka's protocol checks its produce in its own handler, which hands the rest here
-        with ``count_quotas`` false.)"""
+        (Kafka's protocol checks its produce in its own handler.)"""
         self._produce_check = check
 
     async def _produce_checked(
@@ -173,13 +172,11 @@ class ApiRouter:
         entries = request.partitions
         refused = await check(context, request.transactional_id, entries)
         if not refused:
-            return await self._admit(context, request, True)
+            return await self._admit(context, request)
         kept = tuple(entry for index, entry in enumerate(entries) if index not in refused)
         appended: list[ProducePartitionResponse] = []
         if kept:
-            response = await self._admit(
-                context, dataclasses.replace(request, partitions=kept), True
-            )
+            response = await self._admit(context, dataclasses.replace(request, partitions=kept))
             if response is not None:
                 appended = list(response.partitions)
         if request.acks is Acks.NONE:
@@ -219,22 +216,19 @@ class ApiRouter:
             self.authorization.authorizer.enabled or (quotas is not None and quotas.enabled)
         )
 
-    def handle(
-        self, context: RequestContext, request: Message, count_quotas: bool = True
-    ) -> Awaitable[Message | None]:
+    def handle(self, context: RequestContext, request: Message) -> Awaitable[Message | None]:
         """The response to ``request`` (None when the request wants none: acks=0), to await.
 
         Raises a KafkaError when the request fails as a whole. Entries the request's
         principal may not touch are refused first (ApiAuthorization). With client quotas in
-        force the request is counted against them (unless ``count_quotas`` is false: Kafka's
-        protocol counts its requests itself) and a fetch asks for one quota window at most.
+        force the request is counted against them and a fetch asks for one quota window at
+        most (``fetch_max_bytes``).
         (A function returning the handler's coroutine, not one of its own: one coroutine
         layer less per request.)
         """
         check = self._produce_check
         if (
             check is not None
-            and count_quotas
             and context.header.api_key == _PRODUCE
             and (
                 request.transactional_id is not None
@@ -242,15 +236,23 @@ class ApiRouter:
             )
         ):
             return self._produce_checked(check, context, request)
-        return self._admit(context, request, count_quotas)
+        return self._admit(context, request)
 
-    def _admit(
-        self, context: RequestContext, request: Message, count_quotas: bool
-    ) -> Awaitable[Message | None]:
+    def _admit(self, context: RequestContext, request: Message) -> Awaitable[Message | None]:
         quotas = self._quotas
         if quotas is not None and quotas.enabled:  # --- quota hook
-            return self._handle_with_quotas(quotas, context, request, count_quotas)
+            return self._handle_with_quotas(quotas, context, request)
         return self._handle(context, request)
+
+    def fetch_max_bytes(self, context: RequestContext, max_bytes: int) -> int:
+        """``max_bytes`` of a fetch of either protocol, held to one window of its client's
+        consumer quota when quotas are in force (a throttled client gets at most that)."""
+        quotas = self._quotas
+        if quotas is not None and quotas.enabled:
+            window_bytes = quotas.fetch_max_bytes(context)
+            if window_bytes is not None and max_bytes > window_bytes:
+                return window_bytes
+        return max_bytes
 
     async def _handle(self, context: RequestContext, request: Message) -> Message | None:
         api_key = context.header.api_key
@@ -264,15 +266,13 @@ class ApiRouter:
         return response
 
     async def _handle_with_quotas(
-        self, quotas: ClientQuotas, context: RequestContext, request: Message, count: bool
+        self, quotas: ClientQuotas, context: RequestContext, request: Message
     ) -> Message | None:
         api_key = context.api_key
         if api_key == ApiKey.FETCH:
-            window_bytes = quotas.fetch_max_bytes(context)
-            if window_bytes is not None and request.max_bytes > window_bytes:
-                request = dataclasses.replace(request, max_bytes=window_bytes)
-        if not count:
-            return await self._handle(context, request)
+            max_bytes = self.fetch_max_bytes(context, request.max_bytes)
+            if max_bytes != request.max_bytes:
+                request = dataclasses.replace(request, max_bytes=max_bytes)
         produced = 0
         if api_key == ApiKey.PRODUCE:
             produced = sum(len(p.records) for p in request.partitions)

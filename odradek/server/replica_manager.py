@@ -29,7 +29,7 @@ from odradek.network.page_cache import is_resident
 from odradek.protocol.delete_records import (
     HIGH_WATERMARK_OFFSET,
 )
-from odradek.protocol.fetch import FetchPartition, FetchRequest, FetchResponse
+from odradek.protocol.fetch import FetchPartition, FetchPartitionResponse
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from odradek.protocol.produce import (
@@ -37,8 +37,6 @@ from odradek.protocol.produce import (
     ProducePartitionData,
     ProducePartitionRefusal,
     ProducePartitionResponse,
-    ProduceRequest,
-    ProduceResponse,
 )
 from odradek.record.record_batch import HEADER_SIZE
 from odradek.server.delayed_fetch import DelayedFetch, FetchPartitionStatus
@@ -146,20 +144,24 @@ class ReplicaManager:
     # --- produce -----------------------------------------------------------------------------
 
     async def append_records(
-        self, request: ProduceRequest, context: RequestContext
-    ) -> ProduceResponse | None:
+        self,
+        context: RequestContext,
+        partitions: Sequence[ProducePartitionData],
+        acks: Acks,
+        timeout_ms: int,
+    ) -> list[ProducePartitionResponse] | None:
         """Append every partition's batches; with acks=all wait until they are durable (at
-        most ``timeout_ms``). None for acks=0, which gets no response.
+        most ``timeout_ms``). Each partition's result in the order of ``partitions``; None for
+        acks=0, which gets no response.
 
         Each partition's place in its append queue is taken before the first await, so one
         connection's produce requests are applied in the order they arrived. Small appends
         with none queued ahead are done at once (no await), so a request of only those is
         answered without suspending.
         """
-        acks = request.acks
         started = []
         queued = []
-        for data in request.partitions:
+        for data in partitions:
             partition, outcome = self._start_append(data, acks)
             if isinstance(outcome, asyncio.Future):
                 queued.append(outcome)
@@ -183,8 +185,8 @@ class ReplicaManager:
         if acks is Acks.NONE:
             return None
         if acks is Acks.ALL:
-            await self._wait_durable(results, responses, request.timeout_ms)
-        return ProduceResponse(tuple(responses))
+            await self._wait_durable(results, responses, timeout_ms)
+        return responses
 
     def _start_append(
         self, data: ProducePartitionData, acks: Acks
@@ -347,26 +349,36 @@ class ReplicaManager:
 
     # --- fetch -------------------------------------------------------------------------------
 
-    async def fetch_messages(self, request: FetchRequest, context: RequestContext) -> FetchResponse:
-        """Read every partition; unless that gives ``min_bytes`` (or an error), wait in the
-        purgatory for appends to bring them, at most ``max_wait_ms``, then read again."""
-        isolation = _FETCH_ISOLATION[request.isolation]
-        results = self._read_available(request, isolation, context, [])
-        if len(results) < len(request.partitions):
-            await self._read_rest(request, isolation, context, results)
-        if self._must_wait(request, results):
+    async def fetch_messages(
+        self,
+        context: RequestContext,
+        partitions: Sequence[FetchPartition],
+        max_wait_ms: int,
+        min_bytes: int,
+        max_bytes: int,
+        isolation: IsolationLevel,
+    ) -> list[FetchPartitionResponse]:
+        """Read every partition of ``partitions`` (together at most ``max_bytes``, but at
+        least one batch); unless that gives ``min_bytes`` (or an error), wait in the purgatory
+        for appends to bring them, at most ``max_wait_ms``, then read again. Each partition's
+        result in the order of ``partitions``."""
+        fetch_isolation = _FETCH_ISOLATION[isolation]
+        results = self._read_available(partitions, max_bytes, fetch_isolation, context, [])
+        if len(results) < len(partitions):
+            await self._read_rest(partitions, max_bytes, fetch_isolation, context, results)
+        if self._must_wait(max_wait_ms, min_bytes, results):
             statuses = [
                 FetchPartitionStatus(
                     r.partition, r.info.fetch_offset_metadata, r.request.partition_max_bytes
                 )
                 for r in results
             ]
-            delayed = DelayedFetch(statuses, request.min_bytes, isolation)
-            await self._purgatory.wait(delayed, request.max_wait_ms / 1000)
-            results = self._read_available(request, isolation, context, [])
-            if len(results) < len(request.partitions):
-                await self._read_rest(request, isolation, context, results)
-        return FetchResponse(tuple([result.to_response() for result in results]))
+            delayed = DelayedFetch(statuses, min_bytes, fetch_isolation)
+            await self._purgatory.wait(delayed, max_wait_ms / 1000)
+            results = self._read_available(partitions, max_bytes, fetch_isolation, context, [])
+            if len(results) < len(partitions):
+                await self._read_rest(partitions, max_bytes, fetch_isolation, context, results)
+        return [result.to_response() for result in results]
 
     def nothing_new(
         self, topic: str, number: int, fetch_offset: int, isolation: IsolationLevel
@@ -393,29 +405,29 @@ class ReplicaManager:
             return None
         return high_watermark, log_start_offset
 
-    def _must_wait(self, request: FetchRequest, results: list[LogReadResult]) -> bool:
-        if self._shutting_down or request.max_wait_ms <= 0 or not results:
+    def _must_wait(self, max_wait_ms: int, min_bytes: int, results: list[LogReadResult]) -> bool:
+        if self._shutting_down or max_wait_ms <= 0 or not results:
             return False
         size = 0
         for result in results:
             if result.error is not None:
                 return False
             size += result.size
-        return size < request.min_bytes
+        return size < min_bytes
 
     def _read_available(
         self,
-        request: FetchRequest,
+        entries: Sequence[FetchPartition],
+        max_bytes: int,
         isolation: FetchIsolation,
         context: RequestContext,
         results: list[LogReadResult],
     ) -> list[LogReadResult]:
-        """Add to ``results`` the reads of the request's partitions from ``len(results)`` on,
-        in order and within ``max_bytes``; the first with data returns at least one whole
-        batch even if it is larger (so a consumer never gets stuck). Stops before a read that
-        may wait on the disk (``_read_rest`` goes on from there). Returns ``results``."""
-        entries = request.partitions
-        remaining = max_bytes = request.max_bytes
+        """Add to ``results`` the reads of ``entries`` from ``len(results)`` on, in order and
+        within ``max_bytes``; the first with data returns at least one whole batch even if it
+        is larger (so a consumer never gets stuck). Stops before a read that may wait on the
+        disk (``_read_rest`` goes on from there). Returns ``results``."""
+        remaining = max_bytes
         for result in results:
             remaining = max(0, remaining - result.size)
         for index in range(len(results), len(entries)):
@@ -432,15 +444,14 @@ class ReplicaManager:
 
     async def _read_rest(
         self,
-        request: FetchRequest,
+        entries: Sequence[FetchPartition],
+        max_bytes: int,
         isolation: FetchIsolation,
         context: RequestContext,
         results: list[LogReadResult],
     ) -> None:
         """Go on with ``_read_available`` where it stopped: that partition's read in a
         thread, then the others as ``_read_available`` reads them."""
-        entries = request.partitions
-        max_bytes = request.max_bytes
         while len(results) < len(entries):
             entry = entries[len(results)]
             remaining = max_bytes
@@ -453,7 +464,7 @@ class ReplicaManager:
             if result.error is not None:
                 _log_read_failure(entry, context, result.error)
             results.append(result)
-            self._read_available(request, isolation, context, results)
+            self._read_available(entries, max_bytes, isolation, context, results)
 
     def _read_partition(
         self, entry: FetchPartition, isolation: FetchIsolation, max_bytes: int, min_one: bool

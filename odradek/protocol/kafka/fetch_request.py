@@ -1,13 +1,13 @@
 """Fetch requests read and their responses written by hand: the hot path of Kafka's protocol.
 
 The same layout the schema codec reads and writes for Fetch v4-v12 (tests/test_kafka_codec.py
-checks that both agree on every served version, on valid and on hostile bytes), without a
-dict per field: a consumer's fetch that finds nothing new is most of a broker's requests, and
+checks that both agree on every served version, on valid and on hostile bytes), without a dict
+per field: a consumer's fetch that finds nothing new is most of a broker's requests, and
 reading and writing it through the schema cost about half of its CPU. A request is read
-straight into the FetchRequest the broker's handlers take (no second object tree); fields the
-broker does not act on (leader epochs, forgotten topics, rack id, cluster id) are checked like
-the schema codec checks them and dropped; the replica id is kept for authorization (a
-follower's fetch needs ClusterAction).
+straight into the fields and FetchPartitions the broker's handlers take (no second object
+tree); fields the broker does not act on (leader epochs, forgotten topics, rack id, cluster id)
+are checked like the schema codec checks them and dropped; the replica id is kept for
+authorization (a follower's fetch needs ClusterAction).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from functools import cache, lru_cache
 from typing import NamedTuple
 
 from odradek.errors import InvalidRequestError
-from odradek.protocol.fetch import FetchPartition, FetchPartitionResponse, FetchRequest
+from odradek.protocol.fetch import FetchPartition, FetchPartitionResponse
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.kafka.api_versions import FETCH, request_flexibility
 from odradek.protocol.kafka.byte_reader import ByteReader, UnusualShape, usual_size
@@ -35,12 +35,17 @@ _HIGH_WATERMARK = IsolationLevel.HIGH_WATERMARK
 
 
 class KafkaFetchRequest(NamedTuple):
-    """What the broker acts on in a Fetch request: ``fetch``, the request its handlers take
-    (a negative wait, size or partition size read as 0: a client's nonsense asks for nothing),
-    and what only Kafka's protocol has (its isolation level, as on the wire, the fetch
-    session, and who fetches: -1 a consumer, a broker id a follower)."""
+    """What the broker acts on in a Fetch request: what its handlers read (a negative wait,
+    size or partition size read as 0: a client's nonsense asks for nothing; ``isolation``,
+    how far the read may see), and what only Kafka's protocol has (its isolation level, as
+    on the wire, the fetch session, and who fetches: -1 a consumer, a broker id a
+    follower)."""
 
-    fetch: FetchRequest
+    partitions: tuple[FetchPartition, ...]
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation: IsolationLevel
     isolation_level: int
     session_id: int
     session_epoch: int
@@ -58,14 +63,17 @@ def _fetch_request(
     partitions: list[FetchPartition],
 ) -> KafkaFetchRequest:
     """The request the data path takes: negative wait and sizes read as 0, as Kafka does."""
-    fetch = FetchRequest(
+    return KafkaFetchRequest(
         tuple(partitions),
         max_wait if max_wait > 0 else 0,
         min_bytes if min_bytes > 0 else 0,
         max_bytes if max_bytes > 0 else 0,
         _TXN_COMMITTED if isolation_level == READ_COMMITTED else _HIGH_WATERMARK,
+        isolation_level,
+        session_id,
+        session_epoch,
+        replica_id,
     )
-    return KafkaFetchRequest(fetch, isolation_level, session_id, session_epoch, replica_id)
 
 
 _FIXED_V4 = struct.Struct(">iiiib")  # replica_id, max_wait, min_bytes, max_bytes, isolation
@@ -453,19 +461,18 @@ def _read_immediate(frame: memoryview, version: int) -> ImmediateFetch | None:
         request = read_fetch_request(frame, body_offset, version)
     except InvalidRequestError:
         return None
-    fetch = request.fetch
     if (
         request.session_id != 0
-        or len(fetch.partitions) != 1
-        or (fetch.max_wait_ms and fetch.min_bytes)
+        or len(request.partitions) != 1
+        or (request.max_wait_ms and request.min_bytes)
     ):
         return None
-    entry = fetch.partitions[0]
+    entry = request.partitions[0]
     pieces = _nothing_new_layout(
         version, entry.topic, entry.partition, request.isolation_level == READ_COMMITTED
     )
     return ImmediateFetch(
-        entry.topic, entry.partition, entry.fetch_offset, fetch.isolation, *pieces
+        entry.topic, entry.partition, entry.fetch_offset, request.isolation, *pieces
     )
 
 

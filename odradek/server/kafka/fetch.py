@@ -1,9 +1,12 @@
 """KafkaFetchApis: Fetch on Kafka's protocol (the general path; a one-partition fetch finding
 nothing new is answered at once by KafkaRequestHandler's ``answer_at_once``).
 
-Read through ApiRouter (authorized there, the same read path as the msgpack protocol's).
-Fetch sessions are answered as sessionless (id 0); a follower's fetch needs ClusterAction on
-the cluster; a partition that fails carries the partition's offsets, as Kafka answers it.
+Read with the ReplicaManager's ``fetch_messages``, the call the msgpack protocol's fetch makes
+(server/msgpack/fetch.py), its partitions refused first without Read on their topic
+(ApiAuthorization's Fetch rule, ``handle_permitted_partitions``) and its size held to one quota
+window (``ApiRouter.fetch_max_bytes``). Fetch sessions are answered as sessionless (id 0); a
+follower's fetch needs ClusterAction on the cluster; a partition that fails carries the partition's
+offsets, as Kafka answers it.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from odradek.errors import FetchSessionIdNotFoundError, KafkaError, TopicAuthorizationFailedError
-from odradek.protocol.fetch import FetchPartitionResponse
+from odradek.protocol.fetch import FetchPartition, FetchPartitionResponse
 from odradek.protocol.kafka import api_versions as apis
 from odradek.protocol.kafka.fetch_request import (
     READ_COMMITTED,
@@ -21,16 +24,17 @@ from odradek.protocol.kafka.fetch_request import (
 from odradek.security.acl import AclOperation
 from odradek.server.apis import ApiRouter
 from odradek.server.authorization.authorizer import Authorizer
-from odradek.server.kafka.request import KafkaHandler, KafkaRequest
+from odradek.server.kafka.request import KafkaHandler, KafkaRequest, handle_permitted_partitions
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
 
+FETCH = apis.FETCH
 TOPIC_AUTHORIZATION_FAILED = TopicAuthorizationFailedError.code
 FETCH_SESSION_ID_NOT_FOUND = FetchSessionIdNotFoundError.code
 
 
 class KafkaFetchApis:
-    """Fetch, read through ApiRouter."""
+    """Fetch, read by the ReplicaManager."""
 
     def __init__(
         self, router: ApiRouter, replica_manager: ReplicaManager, authorizer: Authorizer
@@ -54,11 +58,22 @@ class KafkaFetchApis:
             if denial is not None:
                 refused = [
                     FetchPartitionResponse(p.topic, p.partition, TOPIC_AUTHORIZATION_FAILED)
-                    for p in body.fetch.partitions
+                    for p in body.partitions
                 ]
                 return KafkaFetchResponse(refused, 0)
-        response = await self._apis.handle(context, body.fetch, count_quotas=False)
-        partitions = response.partitions
+        router = self._apis
+        max_bytes = router.fetch_max_bytes(context, body.max_bytes)
+        fetch = self._replicas.fetch_messages
+        partitions = await handle_permitted_partitions(
+            router,
+            context,
+            FETCH,
+            body.partitions,
+            lambda allowed: fetch(
+                context, allowed, body.max_wait_ms, body.min_bytes, max_bytes, body.isolation
+            ),
+            _refused,
+        )
         for p in partitions:
             if p.error:
                 partitions = [self._with_offsets(p) if p.error else p for p in partitions]
@@ -84,3 +99,7 @@ class KafkaFetchApis:
         except KafkaError:
             return -1, -1, -1
         return log.high_watermark, log.last_stable_offset, log.log_start_offset
+
+
+def _refused(entry: FetchPartition, denial: KafkaError) -> FetchPartitionResponse:
+    return FetchPartitionResponse(entry.topic, entry.partition, denial.code, denial.message)

@@ -1,16 +1,18 @@
 """KafkaProduceApis: Produce on Kafka's protocol (the general path; the one-partition produce
 answered at once is KafkaRequestHandler's ``answer_at_once``).
 
-A Produce v3+ is appended through ApiRouter (authorized there, the same append path as the
-msgpack protocol's); a transactional one is checked against its transaction first, and the
-partitions it refuses are answered with their errors, in the request's order. Produce v0-2
-(message format v0/v1, which this broker does not store) and an acks other than -1, 0 or 1
-are refused per partition.
+A Produce v3+ is appended with the ReplicaManager's ``append_records``, the call the msgpack
+protocol's produce makes (server/msgpack/produce.py), its partitions refused first without
+Write on their topic (ApiAuthorization's Produce rule, ``handle_permitted_partitions``); a
+transactional one is checked against its transaction first, and the partitions it refuses
+are answered with their errors, in the request's order. Produce v0-2 (message format v0/v1,
+which this broker does not store) and an acks other than -1, 0 or 1 are refused per partition.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from odradek.errors import InvalidRequiredAcksError, KafkaError, UnsupportedVersionError
@@ -18,13 +20,15 @@ from odradek.protocol.kafka import api_versions as apis
 from odradek.protocol.kafka.api_versions import ADVERTISED
 from odradek.protocol.kafka.message_codec import Payload
 from odradek.protocol.kafka.produce_request import KafkaProduceRequest, read_produce_request
-from odradek.protocol.produce import Acks, ProducePartitionResponse, ProduceRequest
+from odradek.protocol.produce import Acks, ProducePartitionData, ProducePartitionResponse
 from odradek.record.record_batch import starts_transactional
 from odradek.server.apis import ApiRouter
-from odradek.server.kafka.request import KafkaHandler, KafkaRequest
+from odradek.server.kafka.request import KafkaHandler, KafkaRequest, handle_permitted_partitions
 from odradek.server.kafka.transactions import KafkaTransactionApis
+from odradek.server.replica_manager import ReplicaManager
 from odradek.server.request_context import RequestContext
 
+PRODUCE = apis.PRODUCE
 FIRST_SERVED_PRODUCE = ADVERTISED[apis.PRODUCE].min_served
 ACKS = {acks.value: acks for acks in Acks}
 # (Members at hand: looking one up on its enum class costs about a call, per request.)
@@ -32,10 +36,16 @@ _ACKS_NONE = Acks.NONE
 
 
 class KafkaProduceApis:
-    """Produce, appended through ApiRouter."""
+    """Produce, appended by the ReplicaManager."""
 
-    def __init__(self, router: ApiRouter, transactions: KafkaTransactionApis | None) -> None:
+    def __init__(
+        self,
+        router: ApiRouter,
+        replica_manager: ReplicaManager,
+        transactions: KafkaTransactionApis | None,
+    ) -> None:
         self._apis = router
+        self._append = replica_manager.append_records
         self._transactions = transactions
 
     def handlers(self) -> dict[int, KafkaHandler]:
@@ -75,9 +85,27 @@ class KafkaProduceApis:
             refused = await transactions.check_produce(request, context)
             if refused:
                 return await self._produce_checked(context, body, acks, refused)
-        produce = ProduceRequest(entries, acks, timeout_ms if timeout_ms > 0 else 0)
-        response = await self._apis.handle(context, produce, count_quotas=False)
-        return None if response is None else response.partitions
+        return await self._append_permitted(
+            context, entries, acks, timeout_ms if timeout_ms > 0 else 0
+        )
+
+    def _append_permitted(
+        self,
+        context: RequestContext,
+        entries: Sequence[ProducePartitionData],
+        acks: Acks,
+        timeout_ms: int,
+    ) -> Awaitable[list[ProducePartitionResponse] | None]:
+        """``entries`` appended, those the principal may not write refused; their errors
+        counted."""
+        return handle_permitted_partitions(
+            self._apis,
+            context,
+            PRODUCE,
+            entries,
+            lambda allowed: self._append(context, allowed, acks, timeout_ms),
+            _refused,
+        )
 
     async def _produce_checked(
         self,
@@ -93,10 +121,11 @@ class KafkaProduceApis:
         appended: list[ProducePartitionResponse] = []
         if kept:
             timeout_ms = body.timeout_ms
-            produce = ProduceRequest(kept, acks, timeout_ms if timeout_ms > 0 else 0)
-            response = await self._apis.handle(context, produce, count_quotas=False)
+            response = await self._append_permitted(
+                context, kept, acks, timeout_ms if timeout_ms > 0 else 0
+            )
             if response is not None:
-                appended = list(response.partitions)
+                appended = response
         if acks is _ACKS_NONE:
             return None
         answers = iter(appended)
@@ -108,6 +137,10 @@ class KafkaProduceApis:
             else next(answers)
             for index, entry in enumerate(entries)
         ]
+
+
+def _refused(entry: ProducePartitionData, denial: KafkaError) -> ProducePartitionResponse:
+    return ProducePartitionResponse(entry.topic, entry.partition, denial.code, denial.message)
 
 
 def _produce_response(results: list[ProducePartitionResponse]) -> dict[str, Any]:

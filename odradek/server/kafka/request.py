@@ -4,7 +4,7 @@ type, and how a handler calling a manager with Kafka's data authorizes its topic
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from odradek.config.config_entry import ConfigEntry
 from odradek.errors import KafkaError
@@ -65,3 +65,69 @@ async def handle_permitted(
         outcomes = [next(handled) if denial is None else next(refused) for denial in denials]
     router.count_entry_errors(api_key, (o.code for o in outcomes if isinstance(o, KafkaError)))
     return outcomes
+
+
+class _PartitionEntry(Protocol):
+    topic: str
+
+
+class _PartitionResult(Protocol):
+    error: int
+
+
+P = TypeVar("P", bound=_PartitionEntry)
+R = TypeVar("R", bound=_PartitionResult)
+
+
+def handle_permitted_partitions(
+    router: ApiRouter,
+    context: RequestContext,
+    api_key: int,
+    entries: Sequence[P],
+    handle: Callable[[Sequence[P]], Awaitable[list[R] | None]],
+    refuse: Callable[[P, KafkaError], R],
+) -> Awaitable[list[R] | None]:
+    """``handle``'s result for each partition of ``entries`` the principal may touch in a
+    request of ``api_key`` (ApiAuthorization's rule for it, the one the msgpack protocol's
+    Produce and Fetch meet in ApiRouter), ``refuse``'s for the others, in order; None when
+    ``handle`` answers None (acks=0). Every result's error is counted as ApiRouter counts
+    them."""
+    authorization = router.authorization
+    if authorization.authorizer.enabled:
+        denials = authorization.topic_denials(context, api_key, [e.topic for e in entries])
+        if any(denials):
+            return _handle_allowed(router, api_key, entries, denials, handle, refuse)
+    return _counted(router, api_key, handle(entries))
+
+
+async def _counted(
+    router: ApiRouter, api_key: int, handling: Awaitable[list[R] | None]
+) -> list[R] | None:
+    results = await handling
+    if results is not None:
+        for result in results:
+            if result.error:
+                router.count_entry_errors(api_key, (r.error for r in results))
+                break
+    return results
+
+
+async def _handle_allowed(
+    router: ApiRouter,
+    api_key: int,
+    entries: Sequence[P],
+    denials: list[KafkaError | None],
+    handle: Callable[[Sequence[P]], Awaitable[list[R] | None]],
+    refuse: Callable[[P, KafkaError], R],
+) -> list[R] | None:
+    allowed = [entry for entry, denial in zip(entries, denials, strict=True) if denial is None]
+    handled = await handle(allowed)
+    if handled is None:
+        return None  # acks=0: nothing is answered either way
+    answers = iter(handled)
+    results = [
+        next(answers) if denial is None else refuse(entry, denial)
+        for entry, denial in zip(entries, denials, strict=True)
+    ]
+    router.count_entry_errors(api_key, (r.error for r in results))
+    return results

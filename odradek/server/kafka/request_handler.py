@@ -123,7 +123,7 @@ class KafkaRequestHandler:
             **KafkaMetadataApis(
                 router, admin_manager, topic_ids, node_id, endpoint, authorizer
             ).handlers(),
-            **KafkaProduceApis(router, transactions).handlers(),
+            **KafkaProduceApis(router, replica_manager, transactions).handlers(),
             **KafkaFetchApis(router, replica_manager, authorizer).handlers(),
             **KafkaOffsetApis(router, replica_manager, authorizer).handlers(),
             **KafkaProducerApis(
