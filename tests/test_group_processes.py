@@ -101,9 +101,10 @@ def wait_for(condition, timeout_s: float = 120, what: str = "condition") -> None
         time.sleep(0.05)
 
 
-def produce(bootstrap: str, count: int) -> None:
+def produce(bootstrap: str, count: int, start: int = 0) -> None:
+    """Records ``start`` .. ``count`` - 1, record i into partition i % PARTITIONS."""
     with Producer(bootstrap_servers=bootstrap, linger_ms=5) as producer:
-        for index in range(count):
+        for index in range(start, count):
             producer.send(TOPIC, f"v{index}".encode(), partition=index % PARTITIONS)
         producer.flush()
 
@@ -148,11 +149,11 @@ def check_generations(members: list[Member]) -> None:
 
 @pytest.mark.slow
 def test_a_group_grows_to_three_members_and_shrinks_back(tmp_path: Path) -> None:
-    total = 3000
+    total, held_back = 3000, 300
     with ServeProcess(tmp_path / "data", *BROKER_SETTINGS) as broker:
         with Admin(bootstrap_servers=broker.bootstrap) as admin:
             admin.create_topics([NewTopic(TOPIC, PARTITIONS)])
-        produce(broker.bootstrap, total)
+        produce(broker.bootstrap, total - held_back)
         watcher = CommitWatcher(broker.port)
         first = Member(broker.bootstrap)
         wait_for(lambda: first.current() == list(range(PARTITIONS)), what="first assignment")
@@ -160,6 +161,9 @@ def test_a_group_grows_to_three_members_and_shrinks_back(tmp_path: Path) -> None
         second, third = Member(broker.bootstrap), Member(broker.bootstrap)
         members = [first, second, third]
         wait_for(lambda: all(len(m.current() or []) == 2 for m in members), what="3-way split")
+        # The last records only now: under load the first member may have read everything
+        # before the third joined, leaving it nothing to consume.
+        produce(broker.bootstrap, total, start=total - held_back)
         wait_for(lambda: len(third.consumed()) > 0, what="third consumes")
         third.stop()
         wait_for(lambda: all(len(m.current() or []) == 3 for m in members[:2]), what="2-way")
