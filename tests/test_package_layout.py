@@ -97,14 +97,14 @@ KAFKA_DATA_FAMILIES = ("metadata", "topics", "configs", "offsets", "producers")
 @pytest.mark.parametrize("family", KAFKA_DATA_FAMILIES)
 def test_a_kafka_family_builds_no_msgpack_message(family: str) -> None:
     """No request of these families crosses into the msgpack protocol's messages on its way:
-    their module imports nothing of odradek.protocol but Kafka's own (protocol.kafka), and
-    nothing of server/msgpack/."""
+    their module imports nothing of odradek.protocol but Kafka's own (protocol.kafka) and the
+    values both protocols share (protocol.values), and nothing of server/msgpack/."""
     path = PACKAGE / "server" / "kafka" / f"{family}.py"
     crossing = sorted(
         module
         for module in imported_modules(PACKAGE, path)
         if module.startswith(("odradek.protocol.", "odradek.server.msgpack"))
-        and not module.startswith("odradek.protocol.kafka")
+        and not module.startswith(("odradek.protocol.kafka", "odradek.protocol.values"))
     )
     assert crossing == []
 

@@ -29,13 +29,7 @@ from odradek.errors import (
 from odradek.network.sasl_authenticator import SaslAuthenticator
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.api_versions import ApiVersionsResponse
-from odradek.protocol.produce import (
-    Acks,
-    ProducePartitionData,
-    ProducePartitionResponse,
-    ProduceRequest,
-    ProduceResponse,
-)
+from odradek.protocol.produce import ProduceRequest, ProduceResponse
 from odradek.protocol.sasl import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -43,6 +37,7 @@ from odradek.protocol.sasl import (
     SaslHandshakeResponse,
 )
 from odradek.protocol.schema import Message
+from odradek.protocol.values.produce import Acks, ProducePartitionData, ProducePartitionResponse
 from odradek.record.record_batch import starts_transactional
 from odradek.server.admin.admin_manager import AdminManager
 from odradek.server.authorization.api_authorization import ApiAuthorization
