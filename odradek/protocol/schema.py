@@ -2,9 +2,11 @@
 
 Every request and response body is a frozen dataclass deriving from :class:`Message` whose type
 hints give each field's wire type (the role Kafka's JSON message specs play). A codec built from
-those hints on first use turns an instance into a plain map and back. Decoding checks every
-field's type and range and raises InvalidRequestError naming the field, e.g.
-``partitions[2].fetch_offset must be an int64, got str 'abc'``. The rules:
+those hints on first use turns an instance into a plain map and back. The field types
+(``Int16``, ``Int32``, ``Int64``, ``NonNegativeInt32``, ``Records``, ``IntRange``) are the shared
+values' (protocol/values/wire_types.py): a message may hold a value the Kafka side uses too.
+Decoding checks every field's type and range and raises InvalidRequestError naming the field,
+e.g. ``partitions[2].fetch_offset must be an int64, got str 'abc'``. The rules:
 
 - A field with a default may be absent on the wire; a field without one is required. Keys that
   are not in the schema are ignored, so a newer peer may add fields.
