@@ -50,13 +50,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from odradek.client import AsyncConsumer, AsyncProducer
 from odradek.protocol.api_versions import ApiVersionsRequest
-from odradek.protocol.fetch import FetchPartition, FetchRequest
+from odradek.protocol.fetch import FetchRequest
 from odradek.protocol.header import RequestHeader
 from odradek.protocol.kafka.message_codec import encode_parts, request_spec
 from odradek.protocol.messages import encode_request
-from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
+from odradek.protocol.produce import ProduceRequest
 from odradek.protocol.schema import Message
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest, DeleteTopicsRequest
+from odradek.protocol.values.fetch import FetchPartition
+from odradek.protocol.values.produce import Acks, ProducePartitionData
 from odradek.record.record_batch_builder import build_batch
 from odradek.topic_partition import TopicPartition
 

@@ -54,11 +54,13 @@ from client_trace import ClientTrace, summary  # noqa: E402
 
 from odradek.client import AsyncConsumer, AsyncProducer, Consumer, Producer  # noqa: E402
 from odradek.protocol.api_keys import ApiKey  # noqa: E402
-from odradek.protocol.fetch import FetchPartition, FetchRequest  # noqa: E402
+from odradek.protocol.fetch import FetchRequest
 from odradek.protocol.frame import decode_frame  # noqa: E402
 from odradek.protocol.header import ResponseHeader  # noqa: E402
 from odradek.protocol.messages import decode_response  # noqa: E402
-from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest  # noqa: E402
+from odradek.protocol.produce import ProduceRequest
+from odradek.protocol.values.fetch import FetchPartition
+from odradek.protocol.values.produce import Acks, ProducePartitionData
 from odradek.record.memory_records import MemoryRecords  # noqa: E402
 from odradek.record.record_batch_builder import build_batch  # noqa: E402
 from odradek.topic_partition import TopicPartition  # noqa: E402
@@ -286,9 +288,7 @@ def broker_histograms(broker: BrokerProcess) -> dict[str, dict[float, float]]:
     return histograms
 
 
-def broker_side(
-    before: dict[str, dict[float, float]], after: dict[str, dict[float, float]]
-) -> str:
+def broker_side(before: dict[str, dict[float, float]], after: dict[str, dict[float, float]]) -> str:
     """How many Produce requests the broker itself took over 25 and over 100 ms, and how many
     of its log flushes took over 10 and over 25 ms."""
 

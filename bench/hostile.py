@@ -39,7 +39,8 @@ from broker import BrokerProcess, create_topic, frame_of, lag_p99
 
 from odradek.errors import error_name_for
 from odradek.protocol.frame import FrameDecoder
-from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest, ProduceResponse
+from odradek.protocol.produce import ProduceRequest, ProduceResponse
+from odradek.protocol.values.produce import Acks, ProducePartitionData
 from odradek.record.batch_header import BatchHeader
 from odradek.record.compression import CompressionType
 from odradek.record.record_batch import HEADER_SIZE, HEADER_STRUCT, LOG_OVERHEAD, write_crc
@@ -127,9 +128,7 @@ def bomb_request(codec: CompressionType, size: int, crafted: bool) -> bytes:
     HEADER_STRUCT.pack_into(batch, 0, *header)
     batch[HEADER_SIZE:] = records
     write_crc(batch, 0)
-    request = ProduceRequest(
-        (ProducePartitionData(BOMB_TOPIC, 0, bytes(batch)),), acks=Acks.LEADER
-    )
+    request = ProduceRequest((ProducePartitionData(BOMB_TOPIC, 0, bytes(batch)),), acks=Acks.LEADER)
     return frame_of(request)
 
 

@@ -13,7 +13,8 @@ from odradek.protocol.frame import decode_frame
 from odradek.protocol.header import RequestHeader
 from odradek.protocol.kafka.message_codec import decode, encode_parts, request_spec, response_spec
 from odradek.protocol.messages import decode_request, encode_request
-from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
+from odradek.protocol.produce import ProduceRequest
+from odradek.protocol.values.produce import Acks, ProducePartitionData
 
 RECORDS = b"x" * 1000
 ROUNDS = 20000

@@ -26,8 +26,9 @@ from odradek.config.broker_config_loader import load_broker_config
 from odradek.protocol.frame import FrameDecoder
 from odradek.protocol.header import RequestHeader
 from odradek.protocol.messages import encode_request
-from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
+from odradek.protocol.produce import ProduceRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
+from odradek.protocol.values.produce import Acks, ProducePartitionData
 from odradek.record.record_batch_builder import build_batch
 from odradek.server.broker import Broker
 from odradek.server.quota.client_quota_entity import PRODUCER_BYTE_RATE, ClientQuotaEntity

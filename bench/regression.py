@@ -51,7 +51,7 @@ from broker import (  # noqa: E402
 )
 
 from odradek.client.producer import Producer  # noqa: E402
-from odradek.protocol.produce import Acks  # noqa: E402
+from odradek.protocol.values.produce import Acks
 
 THIS_TREE = Path(__file__).resolve().parent.parent
 

@@ -32,7 +32,7 @@ from broker import MB, create_topic, sweep_empty_fetch_frame, sweep_produce_fram
 from connection_layer import CountingTransport  # noqa: E402
 
 from odradek.config.broker_config import BrokerConfig  # noqa: E402
-from odradek.protocol.produce import Acks  # noqa: E402
+from odradek.protocol.values.produce import Acks
 from odradek.record.record_batch import set_producer_state  # noqa: E402
 from odradek.record.record_batch_builder import build_batch  # noqa: E402
 from odradek.server.broker import Broker  # noqa: E402

@@ -36,7 +36,6 @@ from odradek.protocol.configs import (
     TopicConfigs,
 )
 from odradek.protocol.delete_records import (
-    HIGH_WATERMARK_OFFSET,
     DeleteRecordsPartitionResponse,
     DeleteRecordsResponse,
 )
@@ -45,16 +44,11 @@ from odradek.protocol.describe_topic_partitions import (
     PartitionDescription,
     TopicDescription,
 )
-from odradek.protocol.fetch import FetchPartitionResponse, FetchResponse
+from odradek.protocol.fetch import FetchResponse
 from odradek.protocol.frame import FrameDecoder, FrameError
 from odradek.protocol.header import RequestHeader, ResponseHeader
 from odradek.protocol.init_producer_id import InitProducerIdResponse
-from odradek.protocol.list_offsets import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    ListOffsetsPartitionResponse,
-    ListOffsetsResponse,
-)
+from odradek.protocol.list_offsets import ListOffsetsPartitionResponse, ListOffsetsResponse
 from odradek.protocol.messages import decode_request, encode_response
 from odradek.protocol.metadata import (
     BrokerMetadata,
@@ -62,7 +56,7 @@ from odradek.protocol.metadata import (
     PartitionMetadata,
     TopicMetadata,
 )
-from odradek.protocol.produce import Acks, ProducePartitionResponse, ProduceResponse
+from odradek.protocol.produce import ProduceResponse
 from odradek.protocol.schema import Message
 from odradek.protocol.topics import (
     CreatableTopicResult,
@@ -70,6 +64,10 @@ from odradek.protocol.topics import (
     DeleteTopicsResponse,
     TopicResult,
 )
+from odradek.protocol.values.delete_records import HIGH_WATERMARK_OFFSET
+from odradek.protocol.values.fetch import FetchPartitionResponse
+from odradek.protocol.values.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from odradek.protocol.values.produce import Acks, ProducePartitionResponse
 from odradek.record.memory_records import MemoryRecords
 from odradek.record.record_batch import RecordBatch, set_base_offset
 from odradek.record.record_batch_builder import build_batch

@@ -17,11 +17,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from odradek.client.event_loop_thread import EventLoopThread
 from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.config.broker_config_loader import load_broker_config
-from odradek.protocol.fetch import FetchPartition, FetchRequest
+from odradek.protocol.fetch import FetchRequest
 from odradek.protocol.frame import Frame, FrameDecoder, encode_frame
 from odradek.protocol.header import RequestHeader, ResponseHeader
 from odradek.protocol.messages import encode_request, response_type
 from odradek.protocol.schema import Message
+from odradek.protocol.values.fetch import FetchPartition
 from odradek.record.memory_records import MemoryRecords
 from odradek.server.broker import Broker
 

@@ -19,8 +19,9 @@ from server_helpers import RawClient
 
 from odradek.cli.main import cli
 from odradek.config.log_config import LogConfig
-from odradek.protocol.produce import ProducePartitionData, ProduceRequest
+from odradek.protocol.produce import ProduceRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
+from odradek.protocol.values.produce import ProducePartitionData
 from odradek.record.compression import CompressionType
 from odradek.record.memory_records import MemoryRecords
 from odradek.record.record_batch import (

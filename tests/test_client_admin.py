@@ -14,9 +14,9 @@ from odradek.errors import (
 )
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.configs import ConfigEntry, ConfigSource
-from odradek.protocol.delete_records import HIGH_WATERMARK_OFFSET
 from odradek.protocol.isolation import IsolationLevel
-from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from odradek.protocol.values.delete_records import HIGH_WATERMARK_OFFSET
+from odradek.protocol.values.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from odradek.topic_partition import TopicPartition
 
 

@@ -18,7 +18,7 @@ from odradek.client.consumer import Consumer
 from odradek.client.consumer_record import ConsumerRecord
 from odradek.client.producer import AsyncProducer, Producer
 from odradek.errors import MessageTooLargeError
-from odradek.protocol.fetch import FetchPartitionResponse
+from odradek.protocol.values.fetch import FetchPartitionResponse
 from odradek.record.memory_records import MemoryRecords
 from odradek.record.record import decode_record
 from odradek.record.record_batch import HEADER_SIZE, RecordBatch, TimestampType

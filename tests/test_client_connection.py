@@ -20,9 +20,11 @@ from odradek.errors import (
 )
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.delete_records import DeleteRecordsRequest
-from odradek.protocol.fetch import FetchPartition, FetchRequest
+from odradek.protocol.fetch import FetchRequest
 from odradek.protocol.metadata import MetadataRequest
-from odradek.protocol.produce import ProducePartitionData, ProduceRequest
+from odradek.protocol.produce import ProduceRequest
+from odradek.protocol.values.fetch import FetchPartition
+from odradek.protocol.values.produce import ProducePartitionData
 from odradek.record.record_batch_builder import build_batch
 
 

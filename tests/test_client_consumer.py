@@ -22,7 +22,7 @@ from odradek.errors import (
     OffsetOutOfRangeError,
 )
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.fetch import FetchPartitionResponse
+from odradek.protocol.values.fetch import FetchPartitionResponse
 from odradek.record.compression import CompressionType
 from odradek.record.record_batch import TimestampType
 from odradek.record.record_batch_builder import RecordBatchBuilder, build_batch

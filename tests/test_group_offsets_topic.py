@@ -16,8 +16,9 @@ from odradek.clock import MockClock
 from odradek.errors import InvalidTopicError
 from odradek.protocol.delete_groups import DeleteGroupsRequest
 from odradek.protocol.list_groups import ListGroupsRequest
-from odradek.protocol.produce import ProducePartitionData, ProduceRequest
+from odradek.protocol.produce import ProduceRequest
 from odradek.protocol.topics import DeleteTopicsRequest
+from odradek.protocol.values.produce import ProducePartitionData
 from odradek.record.memory_records import MemoryRecords
 from odradek.server.coordinator_topic import partition_for
 from odradek.server.group.coordinator_records import (

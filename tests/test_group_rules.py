@@ -20,8 +20,9 @@ from odradek.protocol.list_groups import ListGroupsRequest
 from odradek.protocol.offset_commit import OffsetCommitPartition, OffsetCommitRequest
 from odradek.protocol.offset_delete import OffsetDeleteRequest
 from odradek.protocol.offset_fetch import GroupPartition
-from odradek.protocol.produce import ProducePartitionData, ProduceRequest
+from odradek.protocol.produce import ProduceRequest
 from odradek.protocol.sync_group import SyncGroupRequest
+from odradek.protocol.values.produce import ProducePartitionData
 
 NONE, UNKNOWN_TOPIC, ILLEGAL_GENERATION, INCONSISTENT_PROTOCOL = 0, 3, 22, 23
 INVALID_GROUP_ID, UNKNOWN_MEMBER, INVALID_SESSION_TIMEOUT, REBALANCING = 24, 25, 26, 27

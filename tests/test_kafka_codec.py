@@ -211,7 +211,7 @@ def test_the_hand_written_produce_reader_agrees_with_the_schema(version: int) ->
 def test_the_hand_written_produce_response_is_the_schemas(version: int) -> None:
     from odradek.errors import RecordError
     from odradek.protocol.kafka.produce_request import write_produce_response
-    from odradek.protocol.produce import ProducePartitionRefusal, ProducePartitionResponse
+    from odradek.protocol.values.produce import ProducePartitionRefusal, ProducePartitionResponse
 
     named = (RecordError(0, "no key"), RecordError(3, None))
     results = [
@@ -494,8 +494,8 @@ class _Region:
 @pytest.mark.parametrize("version", FETCH_VERSIONS)
 @pytest.mark.parametrize("read_committed", [False, True])
 def test_the_hand_written_fetch_response_is_the_schemas(version: int, read_committed: bool):
-    from odradek.protocol.fetch import FetchPartitionResponse
     from odradek.protocol.kafka.fetch_request import KafkaFetchResponse, write_fetch_response
+    from odradek.protocol.values.fetch import FetchPartitionResponse
 
     region = _Region(300)
     partitions = [
@@ -657,9 +657,9 @@ def test_a_response_written_after_its_header_is_the_framed_body(
 ) -> None:
     """``start_response`` + ``finish_frame`` (the body written behind room for the size) frame
     a body exactly as ``response_frame`` frames it once written."""
-    from odradek.protocol.fetch import FetchPartitionResponse
     from odradek.protocol.kafka.fetch_request import KafkaFetchResponse, write_fetch_response
     from odradek.protocol.kafka.request_header import response_frame, start_response
+    from odradek.protocol.values.fetch import FetchPartitionResponse
 
     region = _Region(300)
     response = KafkaFetchResponse(

@@ -14,11 +14,12 @@ import pytest
 from kafka_helpers import create_topic, kafka_call
 from server_helpers import RunningBroker, running_broker
 
-from odradek.protocol.fetch import AbortedTransaction, FetchPartition, FetchRequest
+from odradek.protocol.fetch import FetchRequest
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.kafka.api_versions import DESCRIBE_PRODUCERS, FETCH, LIST_OFFSETS
 from odradek.protocol.list_offsets import ListOffsetsPartition, ListOffsetsRequest
-from odradek.protocol.produce import Acks
+from odradek.protocol.values.fetch import AbortedTransaction, FetchPartition
+from odradek.protocol.values.produce import Acks
 from odradek.record.record_batch_builder import build_batch
 from odradek.server.transaction.transaction_marker import TransactionMarker
 from odradek.topic_partition import TopicPartition

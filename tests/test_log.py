@@ -20,7 +20,7 @@ from odradek.errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
-from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from odradek.protocol.values.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from odradek.record.record_batch import NO_TIMESTAMP
 from odradek.record.record_batch_builder import build_batch
 from odradek.storage import log_file_names as names

@@ -90,74 +90,93 @@ def test_the_rule_sees_an_import_against_it(tmp_path: Path) -> None:
     ]
 
 
-KAFKA_DATA_FAMILIES = ("metadata", "topics", "configs", "offsets", "producers")
-"""The server/kafka/ families whose handlers call the managers with Kafka's request data."""
+SHARED_PROTOCOL_MODULES = ("odradek.protocol.values", "odradek.protocol.isolation")
+"""What both protocols share of odradek.protocol: the request and response values (a
+partition's produce and fetch data and results, special offsets and timestamps, the broker's
+address) and the field types they are declared with, and the isolation levels. The rest of
+odradek.protocol is the msgpack protocol's (its messages, schema, envelopes) but for
+protocol/kafka/, Kafka's."""
+
+KAFKA_SIDE = ("server/kafka", "protocol/kafka")
+"""The modules that read, handle and write Kafka's requests."""
+
+MANAGERS = ("server/admin", "server/replica_manager.py")
+"""The managers both protocols' handlers call with plain data and get plain data from."""
 
 
-@pytest.mark.parametrize("family", KAFKA_DATA_FAMILIES)
-def test_a_kafka_family_builds_no_msgpack_message(family: str) -> None:
-    """No request of these families crosses into the msgpack protocol's messages on its way:
-    their module imports nothing of odradek.protocol but Kafka's own (protocol.kafka), and
-    nothing of server/msgpack/."""
-    path = PACKAGE / "server" / "kafka" / f"{family}.py"
-    crossing = sorted(
-        module
-        for module in imported_modules(PACKAGE, path)
-        if module.startswith(("odradek.protocol.", "odradek.server.msgpack"))
-        and not module.startswith("odradek.protocol.kafka")
+def is_shared(module: str) -> bool:
+    return module in SHARED_PROTOCOL_MODULES or module.startswith(
+        tuple(f"{shared}." for shared in SHARED_PROTOCOL_MODULES)
     )
-    assert crossing == []
 
 
-RECORD_FAMILIES = ("server/kafka/produce.py", "server/kafka/fetch.py")
-"""The server/kafka/ families whose handlers call the ReplicaManager with Kafka's request data
-and the partition values both protocols share (ProducePartitionData, FetchPartition and their
-results, still defined beside the msgpack messages), and the readers of their requests."""
+def crossings(root: Path, under: str, allowed: tuple[str, ...]) -> list[str]:
+    """The imports of the modules at ``under`` (a package or a module under ``root``) of
+    odradek.protocol but what both protocols share and the packages ``allowed``, and of
+    server/msgpack/: each a request crossing into a protocol's objects not its own."""
+    target = root / under
+    paths = sorted(target.rglob("*.py")) if target.is_dir() else [target]
+    found = []
+    for path in paths:
+        for module in sorted(imported_modules(root, path)):
+            crossing = (
+                module.startswith("odradek.protocol.")
+                and not is_shared(module)
+                and not module.startswith(tuple(f"{package}." for package in allowed))
+                and module not in allowed
+            ) or module.startswith("odradek.server.msgpack")
+            if crossing:
+                found.append(f"{path.relative_to(root.parent)} imports {module}")
+    return found
 
 
-def msgpack_messages(root: Path, path: Path) -> list[str]:
-    """The msgpack protocol's messages (its Message classes) and the server/msgpack/ modules
-    that ``path`` (a module under the package ``root``) imports."""
-    import importlib
-
-    from odradek.protocol.schema import Message
-
-    crossing = []
-    for module in sorted(imported_modules(root, path)):
-        if module.startswith("odradek.server.msgpack"):
-            crossing.append(module)
-        elif module.startswith("odradek.protocol.") and "." in module:
-            owner, _, name = module.rpartition(".")
-            try:
-                value = getattr(importlib.import_module(owner), name, None)
-            except ImportError:
-                continue
-            if isinstance(value, type) and issubclass(value, Message):
-                crossing.append(module)
-    return crossing
+@pytest.mark.parametrize("under", KAFKA_SIDE)
+def test_the_kafka_side_imports_nothing_of_the_msgpack_protocol(under: str) -> None:
+    """Kafka's requests are read, handled and answered with Kafka's data and the shared
+    values: no module on their way imports a msgpack message, envelope or schema piece, or
+    a msgpack handler."""
+    assert (PACKAGE / under).is_dir()
+    assert crossings(PACKAGE, under, ("odradek.protocol.kafka",)) == []
 
 
-@pytest.mark.parametrize(
-    "module",
-    (*RECORD_FAMILIES, "protocol/kafka/produce_request.py", "protocol/kafka/fetch_request.py"),
-)
-def test_a_kafka_produce_or_fetch_builds_no_msgpack_message(module: str) -> None:
-    """A Kafka Produce or Fetch is read and answered without the msgpack protocol's
-    ProduceRequest or FetchRequest (or any of its messages) on its way."""
-    assert msgpack_messages(PACKAGE, PACKAGE / module) == []
+@pytest.mark.parametrize("under", MANAGERS)
+def test_a_manager_takes_and_returns_no_protocol_message(under: str) -> None:
+    """The managers take and return plain data: each protocol's handler maps its own
+    messages onto them."""
+    assert (PACKAGE / under).exists()
+    assert crossings(PACKAGE, under, ()) == []
 
 
-def test_the_message_rule_sees_a_message_imported(tmp_path: Path) -> None:
-    """The checker finds a msgpack message and a server/msgpack/ module, not a value type."""
+def test_the_shared_values_import_neither_protocol() -> None:
+    """The shared values are defined on their own, for the msgpack messages to be built of
+    them: they import nothing of either protocol."""
+    assert crossings(PACKAGE, "protocol/values", ()) == []
+    assert [
+        module
+        for path in sorted((PACKAGE / "protocol" / "values").rglob("*.py"))
+        for module in imported_modules(PACKAGE, path)
+        if module.startswith("odradek.protocol.kafka")
+    ] == []
+
+
+def test_the_crossing_rule_sees_a_message_imported(tmp_path: Path) -> None:
+    """The checker finds a msgpack message, envelope and handler, not a shared value or
+    Kafka's own."""
     root = tmp_path / "odradek"
     (root / "server" / "kafka").mkdir(parents=True)
-    crossing = root / "server" / "kafka" / "_layout_probe.py"
-    crossing.write_text(
-        "from odradek.protocol.produce import ProducePartitionData, ProduceRequest\n"
-        "from odradek.server.msgpack import produce\n"
+    (root / "server" / "kafka" / "_layout_probe.py").write_text(
+        "from odradek.protocol.values.produce import ProducePartitionData\n"
+        "from odradek.protocol.produce import ProduceRequest\n"
+        "from odradek.protocol.kafka import fetch_request\n"
+        "from odradek.protocol.isolation import IsolationLevel\n"
+        "def late():\n    from odradek.protocol.header import RequestHeader\n"
+        "from ..msgpack import produce\n"
     )
-    assert msgpack_messages(root, crossing) == [
-        "odradek.protocol.produce.ProduceRequest",
-        "odradek.server.msgpack",
-        "odradek.server.msgpack.produce",
+    assert crossings(root, "server/kafka", ("odradek.protocol.kafka",)) == [
+        "odradek/server/kafka/_layout_probe.py imports odradek.protocol.header",
+        "odradek/server/kafka/_layout_probe.py imports odradek.protocol.header.RequestHeader",
+        "odradek/server/kafka/_layout_probe.py imports odradek.protocol.produce",
+        "odradek/server/kafka/_layout_probe.py imports odradek.protocol.produce.ProduceRequest",
+        "odradek/server/kafka/_layout_probe.py imports odradek.server.msgpack",
+        "odradek/server/kafka/_layout_probe.py imports odradek.server.msgpack.produce",
     ]

@@ -20,7 +20,7 @@ from serve_process import ServeProcess
 
 from odradek.client import Admin, Consumer, NewTopic, Producer
 from odradek.protocol.isolation import IsolationLevel
-from odradek.protocol.list_offsets import LATEST_TIMESTAMP
+from odradek.protocol.values.list_offsets import LATEST_TIMESTAMP
 from odradek.topic_partition import TopicPartition
 from tests.powercut_fs import PowerCutFS
 from tests.powercut_helpers import mounted

@@ -22,8 +22,9 @@ from odradek.errors import (
 from odradek.protocol.header import RequestHeader
 from odradek.protocol.init_producer_id import InitProducerIdRequest
 from odradek.protocol.kafka.message_codec import decode, encode_parts, request_spec, response_spec
-from odradek.protocol.produce import ProducePartitionData, ProduceRequest
+from odradek.protocol.produce import ProduceRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
+from odradek.protocol.values.produce import ProducePartitionData
 from odradek.record.record_batch_builder import build_batch
 from odradek.server.producer_id_manager import PRODUCER_ID_BLOCK_FILE, ProducerIdManager
 from odradek.server.request_context import RequestContext

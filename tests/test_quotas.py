@@ -16,7 +16,8 @@ import confluent_kafka.admin
 import pytest
 from server_helpers import RunningBroker, batch, running_broker
 
-from odradek.protocol.produce import ProducePartitionData, ProduceRequest
+from odradek.protocol.produce import ProduceRequest
+from odradek.protocol.values.produce import ProducePartitionData
 from odradek.server.quota.client_quota_entity import (
     CONSUMER_BYTE_RATE,
     PRODUCER_BYTE_RATE,

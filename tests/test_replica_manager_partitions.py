@@ -12,7 +12,7 @@ from log_helpers import batch
 from odradek.config.broker_config import BrokerConfig
 from odradek.errors import KafkaStorageError, UnknownTopicOrPartitionError
 from odradek.protocol.isolation import IsolationLevel
-from odradek.protocol.produce import Acks
+from odradek.protocol.values.produce import Acks
 from odradek.server.admin.topic_admin import TopicAdmin
 from odradek.server.replica_manager import ReplicaManager
 from odradek.storage.log_manager import LogManager

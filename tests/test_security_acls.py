@@ -17,7 +17,8 @@ from security_helpers import ADMIN, ADMIN_PASSWORD, USER, confluent_config, secu
 from server_helpers import RawClient, RunningBroker, batch
 
 from odradek.protocol.metadata import MetadataRequest
-from odradek.protocol.produce import ProducePartitionData, ProduceRequest
+from odradek.protocol.produce import ProduceRequest
+from odradek.protocol.values.produce import ProducePartitionData
 from odradek.security.acl import AclOperation, PatternType, PermissionType, ResourceType
 from odradek.security.acl_store import AclStore
 from odradek.server.authorization.authorizer import Authorizer
@@ -263,7 +264,7 @@ def test_every_topic_api_refuses_a_principal_without_acls(
     )
     from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
     from odradek.protocol.describe_topic_partitions import DescribeTopicPartitionsRequest
-    from odradek.protocol.fetch import FetchPartition, FetchRequest
+    from odradek.protocol.fetch import FetchRequest
     from odradek.protocol.list_offsets import ListOffsetsPartition, ListOffsetsRequest
     from odradek.protocol.topics import (
         CreatableTopic,
@@ -272,6 +273,7 @@ def test_every_topic_api_refuses_a_principal_without_acls(
         CreateTopicsRequest,
         DeleteTopicsRequest,
     )
+    from odradek.protocol.values.fetch import FetchPartition
 
     broker, _ = secure
     sock = socket.create_connection(("127.0.0.1", broker.broker.listener_ports["PLAINTEXT"]), 10)

@@ -52,7 +52,7 @@ from odradek.protocol.delete_groups import DeleteGroupsRequest
 from odradek.protocol.delete_records import DeleteRecordsPartition, DeleteRecordsRequest
 from odradek.protocol.describe_groups import DescribeGroupsRequest
 from odradek.protocol.describe_topic_partitions import DescribeTopicPartitionsRequest
-from odradek.protocol.fetch import FetchPartition, FetchRequest
+from odradek.protocol.fetch import FetchRequest
 from odradek.protocol.find_coordinator import FindCoordinatorRequest
 from odradek.protocol.heartbeat import HeartbeatRequest
 from odradek.protocol.init_producer_id import InitProducerIdRequest
@@ -66,7 +66,7 @@ from odradek.protocol.metadata import MetadataRequest
 from odradek.protocol.offset_commit import OffsetCommitPartition, OffsetCommitRequest
 from odradek.protocol.offset_delete import OffsetDeleteRequest
 from odradek.protocol.offset_fetch import GroupPartition, OffsetFetchGroup, OffsetFetchRequest
-from odradek.protocol.produce import ProducePartitionData, ProduceRequest
+from odradek.protocol.produce import ProduceRequest
 from odradek.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from odradek.protocol.schema import Message
 from odradek.protocol.sync_group import SyncGroupRequest
@@ -77,6 +77,8 @@ from odradek.protocol.topics import (
     CreateTopicsRequest,
     DeleteTopicsRequest,
 )
+from odradek.protocol.values.fetch import FetchPartition
+from odradek.protocol.values.produce import ProducePartitionData
 from odradek.security.acl import (
     CLUSTER_NAME,
     AclBinding,

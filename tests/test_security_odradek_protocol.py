@@ -17,9 +17,10 @@ from odradek.client import Admin, Consumer, NewTopic, Producer
 from odradek.errors import KafkaError, UnsupportedSaslMechanismError
 from odradek.protocol.api_versions import ApiVersionsRequest
 from odradek.protocol.metadata import MetadataRequest
-from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
+from odradek.protocol.produce import ProduceRequest
 from odradek.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
+from odradek.protocol.values.produce import Acks, ProducePartitionData
 from odradek.topic_partition import TopicPartition
 
 

@@ -18,8 +18,9 @@ from odradek.errors import (
     UnknownTopicOrPartitionError,
 )
 from odradek.protocol.configs import ConfigSource
-from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
+from odradek.protocol.produce import ProduceRequest
+from odradek.protocol.values.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from odradek.protocol.values.produce import Acks, ProducePartitionData
 from odradek.topic_partition import TopicPartition
 
 

@@ -17,10 +17,12 @@ from odradek.errors import (
     UnsupportedVersionError,
 )
 from odradek.protocol.api_versions import ApiVersionsRequest
-from odradek.protocol.fetch import FetchPartition, FetchRequest
+from odradek.protocol.fetch import FetchRequest
 from odradek.protocol.metadata import MetadataRequest
-from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
+from odradek.protocol.produce import ProduceRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
+from odradek.protocol.values.fetch import FetchPartition
+from odradek.protocol.values.produce import Acks, ProducePartitionData
 
 MAX_REQUEST_BYTES = 65536
 

@@ -15,11 +15,13 @@ from odradek.client.event_loop_thread import EventLoopThread
 from odradek.config.broker_config_loader import load_broker_config
 from odradek.network.connection import MAX_IN_FLIGHT_REQUESTS
 from odradek.protocol.api_versions import ApiVersionsRequest
-from odradek.protocol.fetch import FetchPartition, FetchRequest
+from odradek.protocol.fetch import FetchRequest
 from odradek.protocol.frame import encode_frame
 from odradek.protocol.header import RequestHeader
-from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
+from odradek.protocol.produce import ProduceRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
+from odradek.protocol.values.fetch import FetchPartition
+from odradek.protocol.values.produce import Acks, ProducePartitionData
 from odradek.server.broker import Broker
 from odradek.storage.log_manager import CLEAN_SHUTDOWN_FILE_NAME
 

@@ -16,8 +16,9 @@ from serve_process import ServeProcess
 from server_helpers import RawClient, read_partition
 
 from odradek.errors import KafkaStorageError
-from odradek.protocol.produce import ProducePartitionData, ProduceRequest
+from odradek.protocol.produce import ProduceRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
+from odradek.protocol.values.produce import ProducePartitionData
 
 pytestmark = pytest.mark.slow
 

@@ -24,8 +24,9 @@ from server_helpers import RawClient, batch
 from odradek.errors import RecordListTooLargeError
 from odradek.protocol.api_versions import ApiVersionsRequest
 from odradek.protocol.kafka.byte_reader import ByteReader
-from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
+from odradek.protocol.produce import ProduceRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
+from odradek.protocol.values.produce import Acks, ProducePartitionData
 from odradek.record.batch_header import BatchHeader
 from odradek.record.compression import CompressionType
 from odradek.record.record_batch import HEADER_SIZE, HEADER_STRUCT, LOG_OVERHEAD, write_crc

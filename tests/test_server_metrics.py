@@ -10,11 +10,13 @@ from log_manager_helpers import wait_until
 from server_helpers import batch, running_broker
 
 from odradek.protocol.api_versions import ApiVersionsRequest
-from odradek.protocol.fetch import FetchPartition, FetchRequest
+from odradek.protocol.fetch import FetchRequest
 from odradek.protocol.header import RequestHeader
 from odradek.protocol.messages import encode_request
-from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
+from odradek.protocol.produce import ProduceRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest, DeleteTopicsRequest
+from odradek.protocol.values.fetch import FetchPartition
+from odradek.protocol.values.produce import Acks, ProducePartitionData
 
 
 def test_metrics_follow_requests_connections_and_partitions(tmp_path: Path) -> None:

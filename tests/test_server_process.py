@@ -14,8 +14,9 @@ import pytest
 from serve_process import ServeProcess, free_ports, serve_command
 from server_helpers import RawClient, batch, read_partition
 
-from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
+from odradek.protocol.produce import ProduceRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
+from odradek.protocol.values.produce import Acks, ProducePartitionData
 from odradek.storage.log_manager import CLEAN_SHUTDOWN_FILE_NAME
 
 pytestmark = pytest.mark.slow

@@ -17,10 +17,12 @@ from server_helpers import RunningBroker, batch, read_partition, running_broker
 
 from odradek.client import AsyncConsumer, AsyncProducer
 from odradek.protocol.api_versions import ApiVersionsRequest
-from odradek.protocol.fetch import FetchPartition, FetchRequest, FetchResponse
+from odradek.protocol.fetch import FetchRequest, FetchResponse
 from odradek.protocol.isolation import IsolationLevel
-from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
+from odradek.protocol.produce import ProduceRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
+from odradek.protocol.values.fetch import FetchPartition
+from odradek.protocol.values.produce import Acks, ProducePartitionData
 from odradek.record.compression import CompressionType
 from odradek.record.memory_records import MemoryRecords
 from odradek.record.record_batch_builder import build_batch

@@ -15,9 +15,11 @@ from server_helpers import RunningBroker, batch, running_broker
 
 from odradek.network.page_cache import is_resident
 from odradek.protocol.api_versions import ApiVersionsRequest
-from odradek.protocol.fetch import FetchPartition, FetchRequest
-from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
+from odradek.protocol.fetch import FetchRequest
+from odradek.protocol.produce import ProduceRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
+from odradek.protocol.values.fetch import FetchPartition
+from odradek.protocol.values.produce import Acks, ProducePartitionData
 from odradek.record.memory_records import MemoryRecords
 from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition

@@ -17,8 +17,9 @@ from server_helpers import RawClient, batch, read_partition
 
 from odradek.errors import UnknownTopicOrPartitionError
 from odradek.protocol.metadata import MetadataRequest
-from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
+from odradek.protocol.produce import ProduceRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
+from odradek.protocol.values.produce import Acks, ProducePartitionData
 from odradek.storage.log_manager import CLEAN_SHUTDOWN_FILE_NAME
 from odradek.storage.pending_partition_creation import FILE_PREFIX
 

@@ -25,7 +25,7 @@ from kafka_reference import (
 )
 from server_helpers import RunningBroker, running_broker
 
-from odradek.protocol.fetch import FetchPartitionResponse
+from odradek.protocol.values.fetch import FetchPartitionResponse
 from odradek.record.memory_records import MemoryRecords
 from odradek.server.transaction.transaction_log import read_key, read_value
 from odradek.server.transaction.transaction_state import TransactionState

@@ -19,7 +19,8 @@ from serve_process import ServeProcess
 from server_helpers import RawClient
 
 from odradek.protocol.kafka.api_versions import FETCH, LIST_OFFSETS
-from odradek.protocol.produce import Acks, ProducePartitionData, ProduceRequest
+from odradek.protocol.produce import ProduceRequest
+from odradek.protocol.values.produce import Acks, ProducePartitionData
 from odradek.record.record_batch_builder import build_batch
 from odradek.storage.transaction_index import ABORTED_TXN
 

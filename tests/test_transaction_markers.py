@@ -18,7 +18,7 @@ from odradek.errors import (
     TransactionCoordinatorFencedError,
     UnknownTopicOrPartitionError,
 )
-from odradek.protocol.produce import Acks
+from odradek.protocol.values.produce import Acks
 from odradek.record.memory_records import MemoryRecords
 from odradek.record.record_batch_builder import build_batch
 from odradek.server.admin.topic_admin import TopicAdmin
@@ -113,9 +113,10 @@ def test_a_read_committed_fetch_waiting_at_the_lso_is_answered_when_the_marker_c
 ) -> None:
     """A read_committed consumer long-polling at the LSO (the records after it are in the
     log, above it) is woken by the COMMIT marker, not by its timeout."""
-    from odradek.protocol.fetch import DEFAULT_MAX_BYTES, FetchPartition
+    from odradek.protocol.fetch import DEFAULT_MAX_BYTES
     from odradek.protocol.header import RequestHeader
     from odradek.protocol.isolation import IsolationLevel
+    from odradek.protocol.values.fetch import FetchPartition
     from odradek.server.request_context import RequestContext
 
     _, replicas = served

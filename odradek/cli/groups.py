@@ -18,7 +18,7 @@ from odradek.client import Admin
 from odradek.errors import CorruptRecordError, GroupIdNotFoundError, NonEmptyGroupError
 from odradek.protocol.consumer_protocol import parse_assignment
 from odradek.protocol.describe_groups import DescribedGroupEntry
-from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from odradek.protocol.values.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from odradek.topic_partition import TopicPartition
 
 NO_VALUE = "-"

@@ -163,8 +163,8 @@ class AsyncAdmin:
     ) -> dict[TopicPartition, int]:
         """Delete records below each offset; the new log start offsets.
 
-        Offset -1 (``protocol.delete_records.HIGH_WATERMARK_OFFSET``) deletes everything below
-        the high watermark.
+        Offset -1 (``protocol.values.delete_records.HIGH_WATERMARK_OFFSET``) deletes everything
+        below the high watermark.
         """
         request = DeleteRecordsRequest(
             tuple(DeleteRecordsPartition(tp.topic, tp.partition, o) for tp, o in offsets.items())

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from odradek.client.consumer_record import ConsumerRecord
 from odradek.errors import KafkaError, MessageTooLargeError
-from odradek.protocol.fetch import FetchPartitionResponse
+from odradek.protocol.values.fetch import FetchPartitionResponse
 from odradek.record.control_record import ControlRecordType
 from odradek.record.memory_records import MemoryRecords
 from odradek.record.record_batch import RecordBatch

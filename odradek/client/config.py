@@ -13,7 +13,7 @@ from odradek.client.client_security import ClientSecurity, client_security
 from odradek.errors import InvalidConfigError
 from odradek.int_limits import INT32_MAX
 from odradek.protocol.isolation import IsolationLevel
-from odradek.protocol.produce import Acks
+from odradek.protocol.values.produce import Acks
 from odradek.record.compression import CompressionType
 
 MAX_IDEMPOTENT_IN_FLIGHT = 5

@@ -28,7 +28,7 @@ from odradek.client.network_client import NetworkClient, retry_log_level
 from odradek.client.offset_lookup import OffsetAndTimestamp, list_offsets
 from odradek.client.subscription_state import SubscriptionState
 from odradek.errors import InvalidConfigError, KafkaError, OffsetOutOfRangeError
-from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from odradek.protocol.values.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from odradek.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)

@@ -13,8 +13,9 @@ from odradek.client.consumer_record import ConsumerRecord
 from odradek.client.network_client import NetworkClient, retry_log_level
 from odradek.client.subscription_state import RESET_TIMESTAMPS, SubscriptionState
 from odradek.errors import KafkaError, OffsetOutOfRangeError, error_for_code
-from odradek.protocol.fetch import FetchPartition, FetchRequest, FetchResponse
+from odradek.protocol.fetch import FetchRequest, FetchResponse
 from odradek.protocol.isolation import IsolationLevel
+from odradek.protocol.values.fetch import FetchPartition
 from odradek.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)

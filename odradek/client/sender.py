@@ -22,12 +22,8 @@ from odradek.errors import (
     error_for_code,
 )
 from odradek.protocol.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
-from odradek.protocol.produce import (
-    Acks,
-    ProducePartitionData,
-    ProducePartitionResponse,
-    ProduceRequest,
-)
+from odradek.protocol.produce import ProduceRequest
+from odradek.protocol.values.produce import Acks, ProducePartitionData, ProducePartitionResponse
 from odradek.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from odradek.errors import is_descriptor_exhaustion
 from odradek.network.file_region import FileRegion
 from odradek.network.network_metrics import COPIED, SENDFILE, NetworkMetrics
 from odradek.network.sendfile_sender import SendfileSender
-from odradek.protocol.schema import Payload
+from odradek.protocol.values.wire_types import Payload
 
 logger = logging.getLogger(__name__)
 

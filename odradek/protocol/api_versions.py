@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from odradek.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
-from odradek.protocol.schema import Int16, Int32, Message, NonNegativeInt32
+from odradek.protocol.schema import Message
+from odradek.protocol.values.wire_types import Int16, Int32, NonNegativeInt32
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ from enum import StrEnum
 from typing import ClassVar
 
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.schema import ErrorCode, Message
+from odradek.protocol.schema import Message
 from odradek.protocol.topics import TopicResult
+from odradek.protocol.values.wire_types import ErrorCode
 
 
 class ConfigSource(StrEnum):

@@ -6,10 +6,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.schema import ErrorCode, Int64, Message, NonNegativeInt32
-
-HIGH_WATERMARK_OFFSET = -1
-"""Delete everything below the high watermark."""
+from odradek.protocol.schema import Message
+from odradek.protocol.values.wire_types import ErrorCode, Int64, NonNegativeInt32
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ from typing import ClassVar
 
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.configs import ConfigEntry
-from odradek.protocol.schema import ErrorCode, Int64, Message, NonNegativeInt32
+from odradek.protocol.schema import Message
+from odradek.protocol.values.wire_types import ErrorCode, Int64, NonNegativeInt32
 
 
 @dataclass(frozen=True)

@@ -3,43 +3,30 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from odradek.int_limits import INT32_MAX, INT64_MAX, INT64_MIN
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.isolation import IsolationLevel
-from odradek.protocol.schema import (
-    EMPTY_PAYLOAD,
-    OMITTED_AT_DEFAULT,
-    ErrorCode,
-    Int64,
-    Message,
+from odradek.protocol.schema import EMPTY_PAYLOAD, Message, decode_message
+from odradek.protocol.values.fetch import (
+    DEFAULT_PARTITION_MAX_BYTES,
+    FetchPartition,
+    FetchPartitionResponse,
+)
+from odradek.protocol.values.wire_types import (
     NonNegativeInt32,
     Payload,
-    Records,
-    decode_message,
     stored_at_once,
 )
 
 DEFAULT_MAX_WAIT_MS = 500
 DEFAULT_MIN_BYTES = 1
 DEFAULT_MAX_BYTES = 50 * 1024 * 1024
-DEFAULT_PARTITION_MAX_BYTES = 1024 * 1024
 
 _ISOLATION = {level.value: level for level in IsolationLevel}
 _DEFAULT_ISOLATION = IsolationLevel.HIGH_WATERMARK.value
-
-
-@stored_at_once
-@dataclass(frozen=True)
-class FetchPartition:
-    """Read one partition from ``fetch_offset``, at most ``partition_max_bytes`` of it."""
-
-    topic: str
-    partition: NonNegativeInt32
-    fetch_offset: Int64
-    partition_max_bytes: NonNegativeInt32 = DEFAULT_PARTITION_MAX_BYTES
 
 
 @stored_at_once
@@ -131,40 +118,6 @@ def read_fetch(
         ):
             return None
     return entries, max_wait_ms, min_bytes, max_bytes, _ISOLATION[isolation]
-
-
-@stored_at_once
-@dataclass(frozen=True)
-class AbortedTransaction:
-    """A transaction aborted in the fetched range (Kafka's FetchResponse AbortedTransaction):
-    a read_committed reader drops its producer's records from ``first_offset`` up to the
-    producer's ABORT marker."""
-
-    producer_id: Int64
-    first_offset: Int64
-
-
-@stored_at_once
-@dataclass(frozen=True)
-class FetchPartitionResponse:
-    """One partition's data: whole batches from the one holding ``fetch_offset``.
-
-    The bytes may start below ``fetch_offset`` (a batch is sent whole) and may end in the middle
-    of a batch (the size limit cuts anywhere); readers skip both.
-    """
-
-    topic: str
-    partition: NonNegativeInt32
-    error: ErrorCode = 0
-    message: str | None = None
-    high_watermark: Int64 = -1
-    log_start_offset: Int64 = -1
-    last_stable_offset: Int64 = -1
-    records: Records = b""
-    aborted_transactions: tuple[AbortedTransaction, ...] = field(
-        default=(), metadata={OMITTED_AT_DEFAULT: True}
-    )
-    """For a ``txn_committed`` read, the aborted transactions overlapping the records."""
 
 
 @stored_at_once

@@ -9,16 +9,8 @@ from typing import Any
 from odradek.errors import InvalidRequestError, KafkaError, error_code_for
 from odradek.int_limits import INT16_MAX, INT16_MIN, INT32_MAX, INT32_MIN
 from odradek.protocol.frame import FrameError
-from odradek.protocol.schema import (
-    WIRE_KEY,
-    ErrorCode,
-    Int16,
-    Int32,
-    Message,
-    Payload,
-    decode_message,
-    stored_at_once,
-)
+from odradek.protocol.schema import WIRE_KEY, Message, decode_message
+from odradek.protocol.values.wire_types import ErrorCode, Int16, Int32, Payload, stored_at_once
 
 
 @stored_at_once

@@ -27,7 +27,8 @@ from odradek.protocol.fetch import read_fetch
 from odradek.protocol.frame import FrameError, decode_frame
 from odradek.protocol.header import is_common_envelope
 from odradek.protocol.isolation import IsolationLevel
-from odradek.protocol.produce import Acks, read_produce
+from odradek.protocol.produce import read_produce
+from odradek.protocol.values.produce import Acks
 
 PRODUCE = int(ApiKey.PRODUCE)
 FETCH = int(ApiKey.FETCH)

@@ -40,7 +40,8 @@ from odradek.protocol.kafka.message_codec import (
     request_spec,
     response_spec,
 )
-from odradek.protocol.schema import EMPTY_PAYLOAD, Message, Payload
+from odradek.protocol.schema import EMPTY_PAYLOAD, Message
+from odradek.protocol.values.wire_types import Payload
 
 KAFKA_DATA_VERSIONS: dict[tuple[ApiKey, int], int] = {
     # (API, msgpack version): the Kafka version whose data that msgpack version carries.

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.schema import ErrorCode, Message
+from odradek.protocol.schema import Message
+from odradek.protocol.values.wire_types import ErrorCode
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,9 @@ from typing import Annotated, ClassVar
 from odradek.int_limits import INT64_MAX
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.isolation import IsolationLevel
-from odradek.protocol.schema import ErrorCode, Int64, IntRange, Message, NonNegativeInt32
-
-EARLIEST_TIMESTAMP = -2
-"""Target timestamp meaning the log start offset."""
-LATEST_TIMESTAMP = -1
-"""Target timestamp meaning the high watermark (or the log end offset with ``log_end``)."""
+from odradek.protocol.schema import Message
+from odradek.protocol.values.list_offsets import EARLIEST_TIMESTAMP
+from odradek.protocol.values.wire_types import ErrorCode, Int64, IntRange, NonNegativeInt32
 
 TargetTimestamp = Annotated[int, IntRange(EARLIEST_TIMESTAMP, INT64_MAX, "an int64 >= -2")]
 

@@ -57,7 +57,7 @@ from odradek.protocol.sasl import (
     SaslHandshakeRequest,
     SaslHandshakeResponse,
 )
-from odradek.protocol.schema import Message, Payload
+from odradek.protocol.schema import Message
 from odradek.protocol.sync_group import SyncGroupRequest, SyncGroupResponse
 from odradek.protocol.topics import (
     CreatePartitionsRequest,
@@ -67,6 +67,7 @@ from odradek.protocol.topics import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
+from odradek.protocol.values.wire_types import Payload
 
 REQUEST_TYPES: dict[ApiKey, type[Message]] = {
     cls.api_key: cls

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, ClassVar
+from typing import ClassVar
 
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.schema import ErrorCode, Int32, IntRange, Message, NonNegativeInt32
-
-Port = Annotated[int, IntRange(0, 65535, "a TCP port (0..65535)")]
+from odradek.protocol.schema import Message
+from odradek.protocol.values.broker_metadata import BrokerMetadata
+from odradek.protocol.values.wire_types import ErrorCode, Int32, NonNegativeInt32
 
 
 @dataclass(frozen=True)
@@ -18,15 +18,6 @@ class MetadataRequest(Message):
     api_key: ClassVar[ApiKey] = ApiKey.METADATA
     topics: tuple[str, ...] | None = None
     allow_auto_topic_creation: bool = True
-
-
-@dataclass(frozen=True)
-class BrokerMetadata:
-    """Where the broker can be reached."""
-
-    node_id: Int32
-    host: str
-    port: Port
 
 
 @dataclass(frozen=True)

@@ -4,47 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import Any, ClassVar
 
-from odradek.errors import RecordError
 from odradek.int_limits import INT32_MAX
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.schema import (
-    EMPTY_PAYLOAD,
+from odradek.protocol.schema import EMPTY_PAYLOAD, Message, decode_message
+from odradek.protocol.values.produce import Acks, ProducePartitionData, ProducePartitionResponse
+from odradek.protocol.values.wire_types import (
     OMITTED_AT_DEFAULT,
-    ErrorCode,
-    Int64,
-    Message,
     NonNegativeInt32,
     Payload,
-    Records,
-    decode_message,
     stored_at_once,
 )
 
 DEFAULT_TIMEOUT_MS = 30000
 
-
-class Acks(IntEnum):
-    """When the broker answers: after the append is durable, never, or after the append."""
-
-    ALL = -1
-    NONE = 0
-    LEADER = 1
-
-
 _ACKS = {acks.value: acks for acks in Acks}
-
-
-@stored_at_once
-@dataclass(frozen=True)
-class ProducePartitionData:
-    """Record batches for one partition; ``records`` may hold several batches back to back."""
-
-    topic: str
-    partition: NonNegativeInt32
-    records: Records
 
 
 @stored_at_once
@@ -133,30 +108,6 @@ def read_produce(
     if total != len(payload):
         return None
     return entries, _ACKS[acks], timeout_ms
-
-
-@stored_at_once
-@dataclass(frozen=True)
-class ProducePartitionResponse:
-    """Where one partition's batches landed: the offset given to the first record."""
-
-    topic: str
-    partition: NonNegativeInt32
-    error: ErrorCode = 0
-    message: str | None = None
-    base_offset: Int64 = -1
-    log_append_time_ms: Int64 = -1
-    log_start_offset: Int64 = -1
-
-
-@stored_at_once
-@dataclass(frozen=True)
-class ProducePartitionRefusal(ProducePartitionResponse):
-    """A partition's append refused for records named by their index in their batch (Kafka's
-    record_errors, KIP-467): the Kafka protocol answers them at Produce v8+; odradek's protocol
-    has no such field and answers the error and message alone."""
-
-    record_errors: tuple[RecordError, ...] = ()
 
 
 @stored_at_once

@@ -2,9 +2,11 @@
 
 Every request and response body is a frozen dataclass deriving from :class:`Message` whose type
 hints give each field's wire type (the role Kafka's JSON message specs play). A codec built from
-those hints on first use turns an instance into a plain map and back. Decoding checks every
-field's type and range and raises InvalidRequestError naming the field, e.g.
-``partitions[2].fetch_offset must be an int64, got str 'abc'``. The rules:
+those hints on first use turns an instance into a plain map and back. The field types
+(``Int16``, ``Int32``, ``Int64``, ``NonNegativeInt32``, ``Records``, ``IntRange``) are the shared
+values' (protocol/values/wire_types.py): a message may hold a value the Kafka side uses too.
+Decoding checks every field's type and range and raises InvalidRequestError naming the field,
+e.g. ``partitions[2].fetch_offset must be an int64, got str 'abc'``. The rules:
 
 - A field with a default may be absent on the wire; a field without one is required. Keys that
   are not in the schema are ignored, so a newer peer may add fields.
@@ -37,7 +39,7 @@ import math
 import operator
 import reprlib
 import types
-from collections.abc import Callable, Mapping, Sized
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import (
     Annotated,
@@ -52,75 +54,25 @@ from typing import (
 )
 
 from odradek.errors import InvalidRequestError
-from odradek.int_limits import INT16_MAX, INT16_MIN, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
+from odradek.int_limits import INT32_MAX
+from odradek.protocol.values.wire_types import (
+    OMITTED_AT_DEFAULT,
+    IntRange,
+    Payload,
+    RecordsMarker,
+)
+from odradek.protocol.values.wire_types import (  # for the messages' tests, as before
+    stored_at_once as stored_at_once,
+)
 
 WIRE_KEY = "wire_key"
 """Field metadata key that renames a field on the wire."""
 
-OMITTED_AT_DEFAULT = "omitted_at_default"
-"""Field metadata key: the field is left out of the map while it has its default."""
-
 RECORDS_SIZE_KEY = "size"
-
-Payload = Sized
-"""A piece of a frame payload: bytes, a memoryview, or any object whose ``len()`` is its size."""
-
-
-@dataclasses.dataclass(frozen=True)
-class IntRange:
-    """The inclusive range an integer field must fall in, and how to name it in errors."""
-
-    minimum: int
-    maximum: int
-    name: str
-
-
-class _RecordsMarker:
-    """Marks a field whose bytes live in the frame payload (see :data:`Records`)."""
-
-
-Int16 = Annotated[int, IntRange(INT16_MIN, INT16_MAX, "an int16")]
-Int32 = Annotated[int, IntRange(INT32_MIN, INT32_MAX, "an int32")]
-Int64 = Annotated[int, IntRange(INT64_MIN, INT64_MAX, "an int64")]
-NonNegativeInt32 = Annotated[int, IntRange(0, INT32_MAX, "an int32 >= 0")]
-ErrorCode = Int16
-Records = Annotated[Payload, _RecordsMarker()]
 
 EMPTY_PAYLOAD = memoryview(b"")
 
 MessageT = TypeVar("MessageT", bound="Message")
-T = TypeVar("T")
-
-
-def stored_at_once(cls: type[T]) -> type[T]:
-    """Give the frozen dataclass ``cls`` an ``__init__`` that stores every field in one step
-    (one ``__dict__``, where a frozen dataclass sets each field through ``object.__setattr__``):
-    the same signature, defaults and values in about half the time. For the values made on
-    every request (envelopes, produce and fetch messages and their entries)."""
-    fields = [field for field in dataclasses.fields(cls) if field.init]
-    if len(fields) != len(dataclasses.fields(cls)) or hasattr(cls, "__post_init__"):
-        raise TypeError(f"{cls.__name__}: only plain fields can be stored at once")
-    namespace: dict[str, Any] = {"_set": object.__setattr__}
-    parameters = []
-    for field in fields:
-        if field.default_factory is not dataclasses.MISSING:
-            raise TypeError(f"{cls.__name__}.{field.name}: a default factory")
-        if field.default is dataclasses.MISSING:
-            parameters.append(field.name)
-        else:
-            namespace[f"_default_{field.name}"] = field.default
-            parameters.append(f"{field.name}=_default_{field.name}")
-    stored = ", ".join(f"{field.name!r}: {field.name}" for field in fields)
-    exec(  # as dataclasses itself makes __init__
-        f"def __init__(self, {', '.join(parameters)}):\n    _set(self, '__dict__', {{{stored}}})\n",
-        namespace,
-    )
-    init = namespace["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    init.__annotations__ = dict(cls.__init__.__annotations__)
-    init.__doc__ = cls.__init__.__doc__
-    cls.__init__ = init
-    return cls
 
 
 class Message:
@@ -456,7 +408,7 @@ def _codec_for(hint: Any) -> _Codec:
         for meta in args[1:]:
             if isinstance(meta, IntRange):
                 return _IntCodec(meta)
-            if isinstance(meta, _RecordsMarker):
+            if isinstance(meta, RecordsMarker):
                 return _RecordsCodec()
     elif origin in (Union, types.UnionType) and len(args) == 2 and type(None) in args:
         (inner,) = (arg for arg in args if arg is not type(None))

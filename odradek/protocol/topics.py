@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.schema import ErrorCode, Int32, Message
+from odradek.protocol.schema import Message
+from odradek.protocol.values.wire_types import ErrorCode, Int32
 
 
 @dataclass(frozen=True)

@@ -29,13 +29,7 @@ from odradek.errors import (
 from odradek.network.sasl_authenticator import SaslAuthenticator
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.api_versions import ApiVersionsResponse
-from odradek.protocol.produce import (
-    Acks,
-    ProducePartitionData,
-    ProducePartitionResponse,
-    ProduceRequest,
-    ProduceResponse,
-)
+from odradek.protocol.produce import ProduceRequest, ProduceResponse
 from odradek.protocol.sasl import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -43,6 +37,7 @@ from odradek.protocol.sasl import (
     SaslHandshakeResponse,
 )
 from odradek.protocol.schema import Message
+from odradek.protocol.values.produce import Acks, ProducePartitionData, ProducePartitionResponse
 from odradek.record.record_batch import starts_transactional
 from odradek.server.admin.admin_manager import AdminManager
 from odradek.server.authorization.api_authorization import ApiAuthorization
@@ -117,22 +112,21 @@ class ApiRouter:
         offsets = MsgpackOffsetApis(replicas)
         topics = MsgpackTopicApis(admin)
         configs = MsgpackConfigApis(admin)
+        metadata = MsgpackMetadataApis(admin, self.authorization)
         self._handlers: dict[ApiKey, Handler] = {
             ApiKey.PRODUCE: MsgpackProduceApis(replicas).produce,
             ApiKey.FETCH: MsgpackFetchApis(replicas).fetch,
             ApiKey.LIST_OFFSETS: offsets.list_offsets,
             ApiKey.DELETE_RECORDS: offsets.delete_records,
             ApiKey.INIT_PRODUCER_ID: MsgpackProducerApis(producer_ids).init_producer_id,
-            ApiKey.METADATA: MsgpackMetadataApis(admin, self.authorization).metadata,
+            ApiKey.METADATA: metadata.metadata,
             ApiKey.API_VERSIONS: self._api_versions_response,
             ApiKey.CREATE_TOPICS: topics.create_topics,
             ApiKey.DELETE_TOPICS: topics.delete_topics,
             ApiKey.CREATE_PARTITIONS: topics.create_partitions,
             ApiKey.DESCRIBE_CONFIGS: configs.describe_configs,
             ApiKey.ALTER_CONFIGS: configs.alter_configs,
-            ApiKey.DESCRIBE_TOPIC_PARTITIONS: lambda request, _: admin.describe_topic_partitions(
-                request
-            ),
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS: metadata.describe_topic_partitions,
             ApiKey.FIND_COORDINATOR: groups.find_coordinator,
             ApiKey.JOIN_GROUP: groups.join_group,
             ApiKey.SYNC_GROUP: groups.sync_group,

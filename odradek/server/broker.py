@@ -26,7 +26,7 @@ from odradek.network.sasl_authenticator import SaslAuthenticator
 from odradek.network.socket_server import SocketServer
 from odradek.network.ssl_factory import server_ssl_context
 from odradek.protocol.api_versions import ApiVersionsResponse, supported_api_versions
-from odradek.protocol.metadata import BrokerMetadata
+from odradek.protocol.values.broker_metadata import BrokerMetadata
 from odradek.security.acl_store import AclStore
 from odradek.security.credential_store import CredentialStore
 from odradek.server.admin.admin_manager import AdminManager

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from odradek.protocol.schema import stored_at_once
+from odradek.protocol.values.wire_types import stored_at_once
 from odradek.server.partition import Partition
 from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log_offset_metadata import LogOffsetMetadata

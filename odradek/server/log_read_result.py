@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 from odradek.errors import KafkaError
 from odradek.network.file_region import FileRegion
-from odradek.protocol.fetch import AbortedTransaction, FetchPartition, FetchPartitionResponse
+from odradek.protocol.values.fetch import AbortedTransaction, FetchPartition, FetchPartitionResponse
 from odradek.server.partition import Partition
 from odradek.storage.fetch_data_info import FetchDataInfo
 

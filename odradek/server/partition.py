@@ -9,7 +9,7 @@ from concurrent.futures import Executor
 from functools import partial
 
 from odradek.errors import KafkaError
-from odradek.protocol.produce import Acks
+from odradek.protocol.values.produce import Acks
 from odradek.record.record_batch import (
     ATTRIBUTES_OFFSET,
     BATCH_LENGTH_OFFSET,

@@ -26,13 +26,11 @@ from odradek.errors import (
     error_code_for,
 )
 from odradek.network.page_cache import is_resident
-from odradek.protocol.delete_records import (
-    HIGH_WATERMARK_OFFSET,
-)
-from odradek.protocol.fetch import FetchPartition, FetchPartitionResponse
 from odradek.protocol.isolation import IsolationLevel
-from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from odradek.protocol.produce import (
+from odradek.protocol.values.delete_records import HIGH_WATERMARK_OFFSET
+from odradek.protocol.values.fetch import FetchPartition, FetchPartitionResponse
+from odradek.protocol.values.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from odradek.protocol.values.produce import (
     Acks,
     ProducePartitionData,
     ProducePartitionRefusal,

@@ -3,14 +3,30 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.header import RequestHeader
-from odradek.protocol.schema import stored_at_once
+from odradek.protocol.values.wire_types import stored_at_once
 
 if TYPE_CHECKING:
     from odradek.network.session import Session
+
+
+class RequestHeader(Protocol):
+    """What a handler reads of a request's header, whichever protocol it came in (the msgpack
+    envelope, a Kafka request): which API and version, which request, which client."""
+
+    @property
+    def api_key(self) -> int: ...
+
+    @property
+    def api_version(self) -> int: ...
+
+    @property
+    def correlation_id(self) -> int: ...
+
+    @property
+    def client_id(self) -> str | None: ...
 
 
 @stored_at_once

@@ -8,7 +8,7 @@ from typing import Any, Self
 
 from odradek.client import Admin
 from odradek.errors import UnknownTopicOrPartitionError, error_for_code
-from odradek.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from odradek.protocol.values.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from odradek.spark.offset_spec import OffsetSpec
 from odradek.topic_partition import TopicPartition
 

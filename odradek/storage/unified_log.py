@@ -7,7 +7,7 @@ flushes of segments). The append path's one fast-path decision is made in
 ``append``: the active segment's append state, or ``LogAppender`` (LogValidator, producer
 state, LogSegment). Its concepts have modules of their own: ``HighWatermark``,
 ``LogTransactions`` (markers, last stable offset, read_committed reads), ``LogLeaderEpochs``,
-``ProducerSnapshots``, ``LogTruncation``, ``LogRetention`` (with DeleteRecords),
+``ProducerSnapshots``, ``LogRoll``, ``LogTruncation``, ``LogRetention`` (with DeleteRecords),
 ``offset_by_timestamp`` (ListOffsets); opening a log is ``LogLoader``'s.
 
 One writer at a time (the log lock serialises appends, rolls, truncation and retention); any
@@ -36,6 +36,7 @@ from odradek.storage.log_leader_epochs import LogLeaderEpochs
 from odradek.storage.log_loader import LoadedLogOffsets, load_log
 from odradek.storage.log_offset_metadata import UNKNOWN_OFFSET, LogOffsetMetadata
 from odradek.storage.log_retention import LogRetention
+from odradek.storage.log_roll import LogRoll
 from odradek.storage.log_segment import LogSegment
 from odradek.storage.log_segments import LogSegments
 from odradek.storage.log_transactions import LogTransactions
@@ -86,7 +87,6 @@ class UnifiedLog:
         self._config = config
         self._append_rules = append_rules(config)
         self._segments = segments  # the local log's, held at hand for the append path
-        self._scheduler = scheduler
         self._clock = clock
         self._lock = threading.RLock()
         self._log_start_offset = offsets.log_start_offset
@@ -105,6 +105,14 @@ class UnifiedLog:
         self.leader_epoch_cache = LeaderEpochFileCache(directory, str(self.topic_partition))
         self.leader_epochs = LogLeaderEpochs(self.leader_epoch_cache, local, scheduler)
         self._retention = LogRetention(self, self._lock, self._set_log_start_offset, clock)
+        self._roll = LogRoll(
+            local,
+            self._high_watermark,
+            self.producer_state,
+            self._producer_snapshots,
+            scheduler,
+            self._lock,
+        )
         self._truncation = LogTruncation(
             self,
             local,
@@ -428,31 +436,8 @@ class UnifiedLog:
             self._high_watermark.lower_to_log_end()
 
     def roll(self) -> LogSegment:
-        """Start a new active segment at the log end offset (design §4 step 4); its flush, the
-        producer snapshot at its base and the next pre-created segment file follow in the
-        background."""
-        with self._lock:
-            rolled = self._local.roll()
-            if rolled is None:
-                return self._segments.active_segment
-            active, segment = rolled
-            self._high_watermark.lower_to_log_end()  # a HW at the end: to its new position
-            snapshot = self.producer_state.snapshot_bytes()
-            self._scheduler.schedule(
-                f"flush-{self.topic_partition}",
-                lambda: self._flush_rolled_segment(active, segment, snapshot),
-            )
-            return segment
-
-    def _flush_rolled_segment(self, rolled: LogSegment, new: LogSegment, snapshot: bytes) -> None:
-        """After a roll: sync the rolled segment and the new one's names (LocalLog's
-        sync_rolled_segment), then write the producer snapshot taken at the roll with the next
-        pre-created segment file, and flush up to the new segment."""
-        if self._local.closed:
-            return
-        self._local.sync_rolled_segment(rolled)
-        self._producer_snapshots.write_at_roll(new, snapshot)
-        self.flush(new.base_offset)
+        """Start a new active segment at the log end offset (LogRoll)."""
+        return self._roll.roll()
 
     # --- read --------------------------------------------------------------------------------
 

@@ -18,13 +18,13 @@ from functools import cache, lru_cache
 from typing import NamedTuple
 
 from odradek.errors import InvalidRequestError
-from odradek.protocol.fetch import FetchPartition, FetchPartitionResponse
 from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.kafka.api_versions import FETCH, request_flexibility
 from odradek.protocol.kafka.byte_reader import ByteReader, UnusualShape, usual_size
 from odradek.protocol.kafka.byte_writer import by_topic, encoded_name, write_length
 from odradek.protocol.kafka.message_codec import PartsWriter
 from odradek.protocol.kafka.request_header import read_client_id
+from odradek.protocol.values.fetch import FetchPartition, FetchPartitionResponse
 
 FIRST_FLEXIBLE_VERSION = 12
 CLUSTER_ID_TAG = 0

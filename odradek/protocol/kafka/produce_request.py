@@ -15,7 +15,7 @@ from typing import NamedTuple
 from odradek.protocol.kafka.api_versions import PRODUCE, request_flexibility
 from odradek.protocol.kafka.byte_reader import ByteReader, UnusualShape, usual_size
 from odradek.protocol.kafka.byte_writer import by_topic, encoded_name, write_length, write_string
-from odradek.protocol.produce import (
+from odradek.protocol.values.produce import (
     Acks,
     ProducePartitionData,
     ProducePartitionRefusal,

@@ -4,8 +4,8 @@
 Both protocols' handlers call it with plain data (names, counts, config changes) and get plain
 outcomes back (partitions, config entries, the error of each topic), so neither protocol's
 messages cross into the other's: Metadata's topics (``find_topics``), CreateTopics,
-CreatePartitions, DeleteTopics, a topic's configs and their changes. DescribeTopicPartitions,
-which only the msgpack protocol has, still takes and returns its messages. The TopicAdmin
+CreatePartitions, DeleteTopics, a topic's configs and their changes, and the partitions' logs
+DescribeTopicPartitions (which only the msgpack protocol has) describes. The TopicAdmin
 carries the changes out on the logs, and the AutoTopicCreationManager creates the missing
 topics Metadata may create. Every topic of a request gets its own outcome: one bad topic does
 not fail the others, except that a CreateTopics request asking for more partitions in all
@@ -32,22 +32,11 @@ from odradek.errors import (
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
 )
-from odradek.protocol.configs import (
-    ConfigEntry,
-    ConfigSource,
-)
-from odradek.protocol.describe_topic_partitions import (
-    DescribeTopicPartitionsRequest,
-    DescribeTopicPartitionsResponse,
-    PartitionDescription,
-    TopicDescription,
-)
-from odradek.protocol.metadata import (
-    BrokerMetadata,
-)
+from odradek.protocol.values.broker_metadata import BrokerMetadata
 from odradek.server.admin.auto_topic_creation_manager import AutoTopicCreationManager
 from odradek.server.admin.topic_admin import TopicAdmin
 from odradek.storage.log_manager import LogManager
+from odradek.storage.partition_description import PartitionDescription
 from odradek.topic_partition import TopicPartition, validate_topic_name
 
 logger = logging.getLogger(__name__)
@@ -76,6 +65,17 @@ class PartitionState:
 
 FoundTopic = tuple[PartitionState, ...] | KafkaError
 """A topic's partitions, or why it cannot be described."""
+
+
+@dataclass(frozen=True)
+class DescribedTopic:
+    """A topic's partitions' logs (each one's snapshot, or why it cannot be read here) and
+    its configs; ``error``: why the topic cannot be described (None: it can)."""
+
+    name: str
+    error: KafkaError | None = None
+    partitions: tuple[tuple[int, PartitionDescription | KafkaError], ...] = ()
+    configs: tuple[StoredConfigEntry, ...] = ()
 
 
 class AdminManager:
@@ -338,37 +338,29 @@ class AdminManager:
 
     # --- describe partitions -----------------------------------------------------------------
 
-    async def describe_topic_partitions(
-        self, request: DescribeTopicPartitionsRequest
-    ) -> DescribeTopicPartitionsResponse:
-        names = self._log_manager.topics() if request.topics is None else request.topics
-        return DescribeTopicPartitionsResponse(tuple(map(self._describe_topic, names)))
+    async def describe_topic_partitions(self, names: Sequence[str] | None) -> list[DescribedTopic]:
+        """Each topic of ``names`` (None: every topic) described, in that order."""
+        return [
+            self._describe_topic(name)
+            for name in (self._log_manager.topics() if names is None else names)
+        ]
 
-    def _describe_topic(self, name: str) -> TopicDescription:
+    def _describe_topic(self, name: str) -> DescribedTopic:
         try:
             partitions = self._log_manager.partitions(name)
             if not partitions:
                 raise UnknownTopicOrPartitionError(f"topic {name} does not exist")
-            configs = config_entries(self._topic_admin.describe_topic_config(name))
+            configs = self._topic_admin.describe_topic_config(name)
         except KafkaError as error:
-            return TopicDescription(name, error.code, error.message)
-        descriptions = tuple(map(self._describe_partition, partitions))
-        return TopicDescription(name, partitions=descriptions, configs=configs)
+            return DescribedTopic(name, error)
+        described = tuple((tp.partition, self._describe_partition(tp)) for tp in partitions)
+        return DescribedTopic(name, partitions=described, configs=tuple(configs))
 
-    def _describe_partition(self, tp: TopicPartition) -> PartitionDescription:
+    def _describe_partition(self, tp: TopicPartition) -> PartitionDescription | KafkaError:
         try:
-            found = self._log_manager.describe_partition(tp)
+            return self._log_manager.describe_partition(tp)
         except KafkaError as error:
-            return PartitionDescription(tp.partition, error.code, error.message)
-        return PartitionDescription(
-            tp.partition,
-            log_start_offset=found.log_start_offset,
-            high_watermark=found.high_watermark,
-            log_end_offset=found.log_end_offset,
-            size_bytes=found.size_in_bytes,
-            segment_count=found.number_of_segments,
-            log_dir=str(found.log_dir),
-        )
+            return error
 
     async def _in_thread(self, function: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
@@ -390,12 +382,3 @@ def _log_late_outcome(name: str, why: str) -> Callable[[asyncio.Future[object]],
             logger.warning("topic %s: creation failed after %s: %r", name, why, error)
 
     return log
-
-
-def config_entries(entries: list[StoredConfigEntry]) -> tuple[ConfigEntry, ...]:
-    """Stored config entries as the msgpack protocol's DescribeConfigs and
-    DescribeTopicPartitions carry them."""
-    return tuple(
-        ConfigEntry(entry.name, entry.value, ConfigSource[entry.source.name], entry.is_default)
-        for entry in entries
-    )

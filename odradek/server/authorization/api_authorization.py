@@ -27,13 +27,13 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.configs import TopicConfigs
 from odradek.protocol.delete_records import DeleteRecordsPartitionResponse
 from odradek.protocol.describe_topic_partitions import TopicDescription
-from odradek.protocol.fetch import FetchPartitionResponse
 from odradek.protocol.kafka_data import KafkaData
 from odradek.protocol.list_offsets import ListOffsetsPartitionResponse
 from odradek.protocol.messages import RESPONSE_TYPES
-from odradek.protocol.produce import ProducePartitionResponse
 from odradek.protocol.schema import Message
 from odradek.protocol.topics import CreatableTopicResult, TopicResult
+from odradek.protocol.values.fetch import FetchPartitionResponse
+from odradek.protocol.values.produce import ProducePartitionResponse
 from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.request_context import RequestContext

@@ -31,7 +31,7 @@ from odradek.errors import (
     CorruptRecordError,
 )
 from odradek.int_limits import INT32_MAX
-from odradek.protocol.produce import Acks
+from odradek.protocol.values.produce import Acks
 from odradek.record.control_record import ControlRecordType
 from odradek.record.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, RecordBatch
 from odradek.record.record_batch_builder import RecordBatchBuilder

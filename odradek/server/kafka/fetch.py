@@ -14,13 +14,13 @@ from __future__ import annotations
 import dataclasses
 
 from odradek.errors import FetchSessionIdNotFoundError, KafkaError, TopicAuthorizationFailedError
-from odradek.protocol.fetch import FetchPartition, FetchPartitionResponse
 from odradek.protocol.kafka import api_versions as apis
 from odradek.protocol.kafka.fetch_request import (
     READ_COMMITTED,
     KafkaFetchRequest,
     KafkaFetchResponse,
 )
+from odradek.protocol.values.fetch import FetchPartition, FetchPartitionResponse
 from odradek.security.acl import AclOperation
 from odradek.server.apis import ApiRouter
 from odradek.server.authorization.authorizer import Authorizer

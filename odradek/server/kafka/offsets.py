@@ -20,6 +20,7 @@ from odradek.errors import (
 )
 from odradek.protocol.kafka import api_versions as apis
 from odradek.protocol.kafka.fetch_request import READ_COMMITTED
+from odradek.protocol.values.list_offsets import MAX_TIMESTAMP
 from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.apis import ApiRouter
 from odradek.server.authorization.authorizer import Authorizer
@@ -37,8 +38,6 @@ from odradek.storage.file_records import TimestampAndOffset
 INVALID_REQUEST = InvalidRequestError.code
 FENCED_LEADER_EPOCH = FencedLeaderEpochError.code
 UNKNOWN_LEADER_EPOCH = UnknownLeaderEpochError.code
-MAX_TIMESTAMP = -3
-"""ListOffsets' timestamp asking for the record with the largest timestamp (v7)."""
 
 
 class KafkaOffsetApis:

@@ -20,7 +20,7 @@ from odradek.protocol.kafka import api_versions as apis
 from odradek.protocol.kafka.api_versions import ADVERTISED
 from odradek.protocol.kafka.message_codec import Payload
 from odradek.protocol.kafka.produce_request import KafkaProduceRequest, read_produce_request
-from odradek.protocol.produce import Acks, ProducePartitionData, ProducePartitionResponse
+from odradek.protocol.values.produce import Acks, ProducePartitionData, ProducePartitionResponse
 from odradek.record.record_batch import starts_transactional
 from odradek.server.apis import ApiRouter
 from odradek.server.kafka.request import KafkaHandler, KafkaRequest, handle_permitted_partitions

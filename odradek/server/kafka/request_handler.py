@@ -21,7 +21,6 @@ from typing import Any
 from odradek.config.broker_config import BrokerConfig
 from odradek.errors import KafkaError, UnsupportedVersionError, error_code_for
 from odradek.network.session import Session
-from odradek.protocol.header import RequestHeader
 from odradek.protocol.kafka import api_versions as apis
 from odradek.protocol.kafka import fetch_request, produce_request
 from odradek.protocol.kafka.api_versions import (
@@ -54,7 +53,7 @@ from odradek.protocol.kafka.request_header import (
     response_frame,
     start_response,
 )
-from odradek.protocol.produce import Acks, ProducePartitionResponse
+from odradek.protocol.values.produce import Acks, ProducePartitionResponse
 from odradek.record.record_batch import starts_transactional
 from odradek.server.admin.admin_manager import AdminManager
 from odradek.server.admin.topic_ids import TopicIds
@@ -306,13 +305,7 @@ class KafkaRequestHandler:
         if request.refusal is not None:  # ApiVersions of an unknown version: v0, full list
             body = api_versions_body(request.refusal.code)
             return self._frame(request, body, version=0)
-        context = RequestContext(
-            peer,
-            RequestHeader(
-                request.api_key, request.api_version, request.correlation_id, request.client_id
-            ),
-            session,
-        )
+        context = RequestContext(peer, request, session)
         quotas = self._quotas
         if quotas is not None and quotas.enabled:  # --- quota hook
             return await self._handle_with_quotas(quotas, request, context)

@@ -4,16 +4,21 @@ protocol, mapped onto the AdminManager's calls the Kafka protocol's handlers mak
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from odradek.config.config_entry import ConfigEntry as StoredConfigEntry
 from odradek.errors import KafkaError
 from odradek.protocol.configs import (
     AlterConfigsRequest,
     AlterConfigsResponse,
+    ConfigEntry,
+    ConfigSource,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
     TopicConfigs,
 )
 from odradek.protocol.topics import TopicResult
-from odradek.server.admin.admin_manager import AdminManager, config_entries
+from odradek.server.admin.admin_manager import AdminManager
 from odradek.server.request_context import RequestContext
 
 
@@ -50,3 +55,12 @@ class MsgpackConfigApis:
                 else TopicResult(topic.name, error.code, error.message)
             )
         return AlterConfigsResponse(tuple(results))
+
+
+def config_entries(entries: Iterable[StoredConfigEntry]) -> tuple[ConfigEntry, ...]:
+    """A topic's config entries, as the AdminManager gives them, as the msgpack protocol's
+    DescribeConfigs and DescribeTopicPartitions carry them."""
+    return tuple(
+        ConfigEntry(entry.name, entry.value, ConfigSource[entry.source.name], entry.is_default)
+        for entry in entries
+    )

@@ -45,8 +45,9 @@ from odradek.protocol.immediate import (
     write_nothing_new,
 )
 from odradek.protocol.messages import decode_request, encode_response
-from odradek.protocol.produce import Acks, ProducePartitionResponse, ProduceResponse
+from odradek.protocol.produce import ProduceResponse
 from odradek.protocol.schema import Message
+from odradek.protocol.values.produce import Acks, ProducePartitionResponse
 from odradek.record.record_batch import starts_transactional
 from odradek.server.apis import EAGER_API_KEYS, ApiRouter
 from odradek.server.durable_answer import DurableAnswer

@@ -29,7 +29,6 @@ from odradek.protocol.leave_group import (
     LeavingMemberResponse,
 )
 from odradek.protocol.list_groups import ListedGroup, ListGroupsRequest, ListGroupsResponse
-from odradek.protocol.metadata import BrokerMetadata
 from odradek.protocol.offset_commit import (
     OffsetCommitPartitionResponse,
     OffsetCommitRequest,
@@ -47,6 +46,7 @@ from odradek.protocol.offset_fetch import (
     OffsetFetchResponse,
 )
 from odradek.protocol.sync_group import SyncGroupRequest, SyncGroupResponse
+from odradek.protocol.values.broker_metadata import BrokerMetadata
 from odradek.security.acl import AclOperation
 from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.authorization.group_authorization import GroupAuthorization

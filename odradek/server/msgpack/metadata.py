@@ -1,18 +1,27 @@
 """MsgpackMetadataApis: Metadata on odradek's msgpack protocol, answered from the
 AdminManager's topics as the Kafka protocol's Metadata is (server/kafka/metadata.py), and
-authorized by the same rules (ApiAuthorization.metadata_topics)."""
+authorized by the same rules (ApiAuthorization.metadata_topics); and DescribeTopicPartitions,
+which only this protocol has, mapped from the AdminManager's descriptions of the partitions'
+logs (ApiRouter authorizes it first)."""
 
 from __future__ import annotations
 
 from odradek.errors import KafkaError
+from odradek.protocol.describe_topic_partitions import (
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
+    PartitionDescription,
+    TopicDescription,
+)
 from odradek.protocol.metadata import (
     MetadataRequest,
     MetadataResponse,
     PartitionMetadata,
     TopicMetadata,
 )
-from odradek.server.admin.admin_manager import AdminManager, FoundTopic
+from odradek.server.admin.admin_manager import AdminManager, DescribedTopic, FoundTopic
 from odradek.server.authorization.api_authorization import ApiAuthorization
+from odradek.server.msgpack.configs import config_entries
 from odradek.server.request_context import RequestContext
 
 
@@ -31,6 +40,12 @@ class MsgpackMetadataApis:
         topics = tuple(_topic_metadata(name, topic, broker.node_id) for name, topic in found)
         return MetadataResponse(broker, self._admin.cluster_id, topics)
 
+    async def describe_topic_partitions(
+        self, request: DescribeTopicPartitionsRequest, _context: RequestContext
+    ) -> DescribeTopicPartitionsResponse:
+        described = await self._admin.describe_topic_partitions(request.topics)
+        return DescribeTopicPartitionsResponse(tuple(map(_topic_description, described)))
+
 
 def _topic_metadata(name: str, found: FoundTopic, leader: int) -> TopicMetadata:
     if isinstance(found, KafkaError):
@@ -43,4 +58,26 @@ def _topic_metadata(name: str, found: FoundTopic, leader: int) -> TopicMetadata:
             else PartitionMetadata(p.partition, leader=leader)
             for p in found
         ),
+    )
+
+
+def _topic_description(topic: DescribedTopic) -> TopicDescription:
+    if topic.error is not None:
+        return TopicDescription(topic.name, topic.error.code, topic.error.message)
+    partitions = tuple(
+        PartitionDescription(partition, found.code, found.message)
+        if isinstance(found, KafkaError)
+        else PartitionDescription(
+            partition,
+            log_start_offset=found.log_start_offset,
+            high_watermark=found.high_watermark,
+            log_end_offset=found.log_end_offset,
+            size_bytes=found.size_in_bytes,
+            segment_count=found.number_of_segments,
+            log_dir=str(found.log_dir),
+        )
+        for partition, found in topic.partitions
+    )
+    return TopicDescription(
+        topic.name, partitions=partitions, configs=config_entries(topic.configs)
     )

@@ -24,7 +24,7 @@ from odradek.errors import (
     CorruptRecordError,
     KafkaError,
 )
-from odradek.protocol.produce import Acks
+from odradek.protocol.values.produce import Acks
 from odradek.record.record_batch_builder import RecordBatchBuilder
 from odradek.server.coordinator_topic import CoordinatorTopic, CreateTopic, coordinator_error
 from odradek.server.replica_manager import ReplicaManager
