@@ -25,6 +25,7 @@ pytestmark = pytest.mark.reference_kafka
 TOPIC = "ref-txn"
 TID = "ref-txn-app"
 CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR = 51, 14, 16
+INVALID_TXN_STATE = 48
 Call = Callable[[int, int, dict[str, Any]], dict[str, Any]]
 
 
@@ -339,7 +340,37 @@ def version_2_script(call: Call) -> list[tuple[str, Any]]:
     seen.append(("v2-produce-next", produce(epoch + 2, 0)))
     seen.append(("v2-produce-stale", produce(epoch, 1)))
     seen.append(("v2-abort", end(False, epoch + 2)))
+    prepared = end_next_while_prepared(call, produce, pid, epoch + 3)
+    seen.append(("v2-end-next-while-prepared", prepared))
     return seen
+
+
+def end_next_while_prepared(
+    call: Call, produce: Callable[[int, int], int], pid: int, epoch: int
+) -> Any:
+    """What the Java client's race meets: a commit, then at once the next EndTxn at the
+    epoch the commit handed out, before any Produce of the next transaction, answered while
+    the markers are still being written (CONCURRENT_TRANSACTIONS in Kafka 4.4). Tried anew
+    until the second EndTxn finds the commit still prepared: after its completion it is
+    INVALID_TXN_STATE on both (no partition in the transaction)."""
+    for _ in range(30):
+        assert produce(epoch, 0) == 0
+
+        def end(producer_epoch: int) -> int:
+            body = {
+                "transactional_id": "ref-txn-v2",
+                "producer_id": pid,
+                "producer_epoch": producer_epoch,
+                "committed": True,
+            }
+            return call(apis.END_TXN, 5, body)["error_code"]
+
+        assert end(epoch) == 0
+        answer = end(epoch + 1)
+        if answer != INVALID_TXN_STATE:
+            return answer
+        epoch += 1
+    return "the commit was never found prepared"
 
 
 def until_found(call: Call) -> tuple[int, ...]:
