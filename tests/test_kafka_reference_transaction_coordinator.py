@@ -25,7 +25,7 @@ pytestmark = pytest.mark.reference_kafka
 TOPIC = "ref-txn"
 TID = "ref-txn-app"
 CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR = 51, 14, 16
-INVALID_TXN_STATE = 48
+INVALID_TXN_STATE, COORDINATOR_NOT_AVAILABLE = 48, 15
 Call = Callable[[int, int, dict[str, Any]], dict[str, Any]]
 
 
@@ -77,6 +77,7 @@ def script(call: Call) -> list[tuple[str, Any]]:
     assert created["topics"][0]["error_code"] == 0, created
     found = until_found(call)
     seen.append(("find-coordinator", found))
+    seen.append(("find-coordinator-versions", coordinator_key_answers(call)))
 
     def init(timeout: int = 60000, version: int = 5) -> dict:
         body = {
@@ -384,6 +385,30 @@ def until_found(call: Call) -> tuple[int, ...]:
             return (found["error_code"],)
         time.sleep(0.1)
     raise AssertionError(f"no transaction coordinator: {found}")
+
+
+def coordinator_key_answers(call: Call) -> list[tuple[int, int, list[int]]]:
+    """FindCoordinator v4-6's error codes per key type: transactional ids and groups found,
+    share-group state keys (v6+, KIP-932) INVALID_REQUEST before v6 and when malformed, an
+    unknown key type INVALID_REQUEST. (A well-formed share key at v6 is not compared: Kafka
+    4.4 runs a share coordinator even with share.version disabled; odradek has none and
+    answers INVALID_REQUEST, as Kafka does without one.)"""
+    share_key = "share-group:AAAAAAAAAAAAAAAAAAAAAA:0"
+    keys = {0: ["g-a", "g-b"], 1: [TID, "other-txn"], 2: ["malformed"], 3: ["x"]}
+    answers = []
+    for version in (4, 5, 6):
+        for key_type, coordinator_keys in keys.items():
+            if key_type == 2 and version < 6:
+                coordinator_keys = [share_key, *coordinator_keys]
+            body = {"key_type": key_type, "coordinator_keys": coordinator_keys}
+            for _ in range(300):  # the group coordinator's topic is created on first use
+                found = call(apis.FIND_COORDINATOR, version, body)["coordinators"]
+                codes = [c["error_code"] for c in found]
+                if COORDINATOR_NOT_AVAILABLE not in codes:
+                    break
+                time.sleep(0.1)
+            answers.append((version, key_type, codes))
+    return answers
 
 
 @pytest.fixture(scope="module")

@@ -75,7 +75,7 @@ ADVERTISED: dict[int, ApiRange] = {
         ApiRange(ELECT_LEADERS, "ElectLeaders", 0, 2, 0),
         ApiRange(DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0, 0),
         # Consumer groups (classic protocol).
-        ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 4, 0),
+        ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 6, 0),
         ApiRange(JOIN_GROUP, "JoinGroup", 0, 9, 0),
         ApiRange(SYNC_GROUP, "SyncGroup", 0, 5, 0),
         ApiRange(HEARTBEAT, "Heartbeat", 0, 4, 0),

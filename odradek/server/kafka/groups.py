@@ -39,7 +39,8 @@ from odradek.server.kafka.request import KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext, client_host
 from odradek.server.transaction.transaction_coordinator_keys import TransactionCoordinatorKeys
 
-GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1
+GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE, SHARE_KEY_TYPE = 0, 1, 2
+FIRST_SHARE_KEY_TYPE = 6  # FindCoordinator v6+: share-group state keys (KIP-932)
 FIRST_JOIN_WITH_MEMBER_ID_REQUIRED = 4  # JoinGroup v4+: MEMBER_ID_REQUIRED round trip
 FIRST_BATCHED_LEAVE = 3  # LeaveGroup v3+: members[]
 FIRST_OFFSET_FETCH_GROUP_ERROR = 2  # OffsetFetch v2+: a top-level error_code
@@ -93,12 +94,17 @@ class KafkaGroupApis:
     async def _find_coordinator(self, request: KafkaRequest, context: RequestContext) -> dict:
         """This broker for every group key (creating ``__consumer_offsets`` on first use, as
         Kafka does) and every transactional id (creating ``__transaction_state``); other key
-        types are invalid."""
+        types are invalid. Share-group state keys (v6+, asked by brokers) need ClusterAction,
+        then are INVALID_REQUEST, as Kafka answers them without a share coordinator."""
         body = request.body
         key_type = body.get("key_type", GROUP_KEY_TYPE)
         error: KafkaError | None = None
         transaction_keys = self._transaction_keys
-        if key_type == TRANSACTION_KEY_TYPE:
+        if key_type == SHARE_KEY_TYPE and request.api_version >= FIRST_SHARE_KEY_TYPE:
+            error = self._authorization.authorizer.cluster_denial(
+                context, AclOperation.CLUSTER_ACTION
+            ) or InvalidRequestError("this broker has no share coordinator")
+        elif key_type == TRANSACTION_KEY_TYPE:
             if transaction_keys is None:
                 error = InvalidRequestError("this broker has no transaction coordinator")
             else:
