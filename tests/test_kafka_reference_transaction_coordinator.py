@@ -1,12 +1,14 @@
 """The transaction coordinator's answers held to Kafka 4.4's: one script of transaction
-requests (FindCoordinator, InitProducerId, AddPartitionsToTxn in both forms, EndTxn,
-DescribeTransactions, ListTransactions) against the reference broker and against odradek,
-the same answers expected step by step: which error each state and each stale producer gets
-at each version, the epochs handed out, fencing a producer with an open transaction."""
+requests (FindCoordinator v4-6, InitProducerId, AddPartitionsToTxn in both forms, EndTxn,
+TxnOffsetCommit v6, DescribeTransactions, ListTransactions) against the reference broker and
+against odradek, the same answers expected step by step: which error each state and each
+stale producer gets at each version, the epochs handed out, fencing a producer with an open
+transaction."""
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -25,7 +27,7 @@ pytestmark = pytest.mark.reference_kafka
 TOPIC = "ref-txn"
 TID = "ref-txn-app"
 CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR = 51, 14, 16
-INVALID_TXN_STATE, COORDINATOR_NOT_AVAILABLE = 48, 15
+INVALID_TXN_STATE, COORDINATOR_NOT_AVAILABLE, UNSTABLE_OFFSET_COMMIT = 48, 15, 88
 Call = Callable[[int, int, dict[str, Any]], dict[str, Any]]
 
 
@@ -276,7 +278,8 @@ def script(call: Call) -> list[tuple[str, Any]]:
 
 def version_2_script(call: Call) -> list[tuple[str, Any]]:
     """Transaction version 2 (KIP-890): the partition added by Produce v12, the epoch bumped
-    by EndTxn v5 and answered, a retried EndTxn, an abort of a transaction never opened."""
+    by EndTxn v5 and answered, a retried EndTxn, an abort of a transaction never opened, offsets by
+    topic id (TxnOffsetCommit v6), the next EndTxn while a commit is still prepared."""
     tid = "ref-txn-v2"
     seen: list[tuple[str, Any]] = []
     first = call(
@@ -341,9 +344,76 @@ def version_2_script(call: Call) -> list[tuple[str, Any]]:
     seen.append(("v2-produce-next", produce(epoch + 2, 0)))
     seen.append(("v2-produce-stale", produce(epoch, 1)))
     seen.append(("v2-abort", end(False, epoch + 2)))
-    prepared = end_next_while_prepared(call, produce, pid, epoch + 3)
+    seen.append(("v2-offsets-by-topic-id", offsets_by_topic_id(call, tid, pid, epoch + 3)))
+    seen.append(("v2-commit-offsets", end(True, epoch + 3)))
+    seen.append(("v2-offsets-committed", offset_fetch(call, "ref-txn-v6-group")))
+    prepared = end_next_while_prepared(call, produce, pid, epoch + 4)
     seen.append(("v2-end-next-while-prepared", prepared))
     return seen
+
+
+def offsets_by_topic_id(call: Call, tid: str, pid: int, epoch: int) -> Any:
+    """TxnOffsetCommit v6 (Kafka 4.4: topics named by id), one known topic and one unknown
+    id: each topic's answer, by the id it echoes."""
+    (topic,) = call(apis.METADATA, 12, {"topics": [{"name": TOPIC, "topic_id": None}]})["topics"]
+    unknown_id = uuid.UUID(int=12345)
+    answer = call(
+        apis.TXN_OFFSET_COMMIT,
+        6,
+        {
+            "transactional_id": tid,
+            "group_id": "ref-txn-v6-group",
+            "producer_id": pid,
+            "producer_epoch": epoch,
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "topic_id": topic_id,
+                    "partitions": [
+                        {
+                            "partition_index": 1,
+                            "committed_offset": 5,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "m",
+                        }
+                    ],
+                }
+                for topic_id in (topic["topic_id"], unknown_id)
+            ],
+        },
+    )
+    # Each topic's answer by the id it echoes (Kafka answers unknown ids first).
+    label = {topic["topic_id"]: "known", unknown_id: "unknown"}
+    return sorted(
+        (
+            label.get(t["topic_id"], "other"),
+            [(p["partition_index"], p["error_code"]) for p in t["partitions"]],
+        )
+        for t in answer["topics"]
+    )
+
+
+def offset_fetch(call: Call, group: str) -> Any:
+    """The group's committed offset, once no transaction holds it (UNSTABLE_OFFSET_COMMIT
+    while the commit's markers are written, which clients retry)."""
+    body = {
+        "groups": [{"group_id": group, "topics": [{"name": TOPIC, "partition_indexes": [1]}]}],
+        "require_stable": True,
+    }
+    for _ in range(200):
+        answer = call(apis.OFFSET_FETCH, 8, body)
+        found = [
+            (p["committed_offset"], p["error_code"])
+            for g in answer["groups"]
+            for t in g["topics"]
+            for p in t["partitions"]
+        ]
+        if all(code != UNSTABLE_OFFSET_COMMIT for _, code in found):
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"still UNSTABLE_OFFSET_COMMIT: {found}")
 
 
 def end_next_while_prepared(
