@@ -278,7 +278,8 @@ def script(call: Call) -> list[tuple[str, Any]]:
 
 def version_2_script(call: Call) -> list[tuple[str, Any]]:
     """Transaction version 2 (KIP-890): the partition added by Produce v12, the epoch bumped
-    by EndTxn v5 and answered, a retried EndTxn, an abort of a transaction never opened, offsets by
+    by EndTxn v5 and answered, a commit retried and an abort sent after it (a client that
+    never learned its EndTxn's answer), an abort of a transaction never opened, offsets by
     topic id (TxnOffsetCommit v6), the next EndTxn while a commit is still prepared."""
     tid = "ref-txn-v2"
     seen: list[tuple[str, Any]] = []
@@ -339,6 +340,7 @@ def version_2_script(call: Call) -> list[tuple[str, Any]]:
     seen.append(("v2-describe", (described["transaction_state"], described["topics"])))
     seen.append(("v2-commit", end(True, epoch)))
     seen.append(("v2-commit-retried", end(True, epoch)))
+    seen.append(("v2-abort-retried-after-commit", end(False, epoch)))
     seen.append(("v2-abort-never-opened", end(False, epoch + 1)))
     seen.append(("v2-commit-stale", end(True, epoch)))
     seen.append(("v2-produce-next", produce(epoch + 2, 0)))
