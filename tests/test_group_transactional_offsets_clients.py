@@ -15,6 +15,8 @@ from kafka_reference import JavaClient, ProducedRecord, ProducerRun, harness_cla
 from server_helpers import RunningBroker, running_broker
 from test_group_transactional_offsets import offset_fetch
 
+from odradek.server.kafka.groups import KafkaGroupApis
+
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 SETTINGS = {"transaction.state.log.num.partitions": "2", "offsets.topic.num.partitions": "3"}
@@ -105,3 +107,41 @@ def test_the_java_client_commits_offsets_with_transaction_version_2(tmp_path: Pa
             (SOURCE, 0): (3, 0),
             (SOURCE, 1): (6, 0),
         }
+
+
+def test_the_java_client_commits_offsets_by_topic_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka's Java client 4.4 names the topics of its offsets by id (TxnOffsetCommit v6)
+    when its metadata has the ids of them all: here it produces to the topic whose offsets
+    it commits. The offsets land on the topics the ids name."""
+    group = "eos-java-ids"
+    by_id: list[list[str | None]] = []
+    named_topics = KafkaGroupApis._named_topics
+
+    async def recording(self: KafkaGroupApis, topics: list[dict]) -> list[dict]:
+        named = await named_topics(self, topics)
+        by_id.append([t["name"] for t in named])
+        return named
+
+    monkeypatch.setattr(KafkaGroupApis, "_named_topics", recording)
+    with running_broker(tmp_path, SETTINGS) as broker:
+        _create_topics(broker)
+        record = ProducedRecord(b"k", b"v")
+        JavaClient(harness_classpath(), broker.bootstrap).produce(
+            ProducerRun(
+                SOURCE,
+                [[record], [record], [record]],
+                {"transactional.id": "eos-java-ids"},
+                ("commit", "abort", "commit"),
+                (
+                    (group, {(SOURCE, 0): 3, (SOURCE, 1): 4}),
+                    (group, {(SOURCE, 0): 30}),
+                    (group, {(SOURCE, 1): 6}),
+                ),
+            )
+        )
+        # Every TxnOffsetCommit was v6 (one may be retried: CONCURRENT_TRANSACTIONS while the
+        # transaction before it ends).
+        assert len(by_id) >= 3 and all(names == [SOURCE] for names in by_id), by_id
+        assert _committed(broker, group) == [(0, 3), (1, 6)]

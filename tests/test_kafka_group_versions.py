@@ -134,6 +134,15 @@ def test_find_coordinator_names_this_broker_for_groups(
         }
         entries = unknown["coordinators"] if version >= 4 else [unknown]
         assert {(e["error_code"], e["node_id"]) for e in entries} == {(INVALID_REQUEST, -1)}
+        # Share-group state keys (v6+, KIP-932): no share coordinator here, INVALID_REQUEST
+        # as Kafka answers without one (and before v6, where the key type does not exist).
+        share = wire.call(
+            apis.FIND_COORDINATOR,
+            version,
+            {**body, "key_type": 2, "coordinator_keys": ["g1:AAAAAAAAAAAAAAAAAAAAAA:0"]},
+        )
+        entries = share["coordinators"] if version >= 4 else [share]
+        assert {(e["error_code"], e["node_id"]) for e in entries} == {(INVALID_REQUEST, -1)}
 
 
 @pytest.mark.parametrize("version", versions(apis.JOIN_GROUP))

@@ -1,12 +1,14 @@
 """The transaction coordinator's answers held to Kafka 4.4's: one script of transaction
-requests (FindCoordinator, InitProducerId, AddPartitionsToTxn in both forms, EndTxn,
-DescribeTransactions, ListTransactions) against the reference broker and against odradek,
-the same answers expected step by step: which error each state and each stale producer gets
-at each version, the epochs handed out, fencing a producer with an open transaction."""
+requests (FindCoordinator v4-6, InitProducerId, AddPartitionsToTxn in both forms, EndTxn,
+TxnOffsetCommit v6, DescribeTransactions, ListTransactions) against the reference broker and
+against odradek, the same answers expected step by step: which error each state and each
+stale producer gets at each version, the epochs handed out, fencing a producer with an open
+transaction."""
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -25,6 +27,7 @@ pytestmark = pytest.mark.reference_kafka
 TOPIC = "ref-txn"
 TID = "ref-txn-app"
 CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR = 51, 14, 16
+INVALID_TXN_STATE, COORDINATOR_NOT_AVAILABLE, UNSTABLE_OFFSET_COMMIT = 48, 15, 88
 Call = Callable[[int, int, dict[str, Any]], dict[str, Any]]
 
 
@@ -76,6 +79,7 @@ def script(call: Call) -> list[tuple[str, Any]]:
     assert created["topics"][0]["error_code"] == 0, created
     found = until_found(call)
     seen.append(("find-coordinator", found))
+    seen.append(("find-coordinator-versions", coordinator_key_answers(call)))
 
     def init(timeout: int = 60000, version: int = 5) -> dict:
         body = {
@@ -274,7 +278,9 @@ def script(call: Call) -> list[tuple[str, Any]]:
 
 def version_2_script(call: Call) -> list[tuple[str, Any]]:
     """Transaction version 2 (KIP-890): the partition added by Produce v12, the epoch bumped
-    by EndTxn v5 and answered, a retried EndTxn, an abort of a transaction never opened."""
+    by EndTxn v5 and answered, a commit retried and an abort sent after it (a client that
+    never learned its EndTxn's answer), an abort of a transaction never opened, offsets by
+    topic id (TxnOffsetCommit v6), the next EndTxn while a commit is still prepared."""
     tid = "ref-txn-v2"
     seen: list[tuple[str, Any]] = []
     first = call(
@@ -334,12 +340,110 @@ def version_2_script(call: Call) -> list[tuple[str, Any]]:
     seen.append(("v2-describe", (described["transaction_state"], described["topics"])))
     seen.append(("v2-commit", end(True, epoch)))
     seen.append(("v2-commit-retried", end(True, epoch)))
+    seen.append(("v2-abort-retried-after-commit", end(False, epoch)))
     seen.append(("v2-abort-never-opened", end(False, epoch + 1)))
     seen.append(("v2-commit-stale", end(True, epoch)))
     seen.append(("v2-produce-next", produce(epoch + 2, 0)))
     seen.append(("v2-produce-stale", produce(epoch, 1)))
     seen.append(("v2-abort", end(False, epoch + 2)))
+    seen.append(("v2-offsets-by-topic-id", offsets_by_topic_id(call, tid, pid, epoch + 3)))
+    seen.append(("v2-commit-offsets", end(True, epoch + 3)))
+    seen.append(("v2-offsets-committed", offset_fetch(call, "ref-txn-v6-group")))
+    prepared = end_next_while_prepared(call, produce, pid, epoch + 4)
+    seen.append(("v2-end-next-while-prepared", prepared))
     return seen
+
+
+def offsets_by_topic_id(call: Call, tid: str, pid: int, epoch: int) -> Any:
+    """TxnOffsetCommit v6 (Kafka 4.4: topics named by id), one known topic and one unknown
+    id: each topic's answer, by the id it echoes."""
+    (topic,) = call(apis.METADATA, 12, {"topics": [{"name": TOPIC, "topic_id": None}]})["topics"]
+    unknown_id = uuid.UUID(int=12345)
+    answer = call(
+        apis.TXN_OFFSET_COMMIT,
+        6,
+        {
+            "transactional_id": tid,
+            "group_id": "ref-txn-v6-group",
+            "producer_id": pid,
+            "producer_epoch": epoch,
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "topic_id": topic_id,
+                    "partitions": [
+                        {
+                            "partition_index": 1,
+                            "committed_offset": 5,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "m",
+                        }
+                    ],
+                }
+                for topic_id in (topic["topic_id"], unknown_id)
+            ],
+        },
+    )
+    # Each topic's answer by the id it echoes (Kafka answers unknown ids first).
+    label = {topic["topic_id"]: "known", unknown_id: "unknown"}
+    return sorted(
+        (
+            label.get(t["topic_id"], "other"),
+            [(p["partition_index"], p["error_code"]) for p in t["partitions"]],
+        )
+        for t in answer["topics"]
+    )
+
+
+def offset_fetch(call: Call, group: str) -> Any:
+    """The group's committed offset, once no transaction holds it (UNSTABLE_OFFSET_COMMIT
+    while the commit's markers are written, which clients retry)."""
+    body = {
+        "groups": [{"group_id": group, "topics": [{"name": TOPIC, "partition_indexes": [1]}]}],
+        "require_stable": True,
+    }
+    for _ in range(200):
+        answer = call(apis.OFFSET_FETCH, 8, body)
+        found = [
+            (p["committed_offset"], p["error_code"])
+            for g in answer["groups"]
+            for t in g["topics"]
+            for p in t["partitions"]
+        ]
+        if all(code != UNSTABLE_OFFSET_COMMIT for _, code in found):
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"still UNSTABLE_OFFSET_COMMIT: {found}")
+
+
+def end_next_while_prepared(
+    call: Call, produce: Callable[[int, int], int], pid: int, epoch: int
+) -> Any:
+    """What the Java client's race meets: a commit, then at once the next EndTxn at the
+    epoch the commit handed out, before any Produce of the next transaction, answered while
+    the markers are still being written (CONCURRENT_TRANSACTIONS in Kafka 4.4). Tried anew
+    until the second EndTxn finds the commit still prepared: after its completion it is
+    INVALID_TXN_STATE on both (no partition in the transaction)."""
+    for _ in range(30):
+        assert produce(epoch, 0) == 0
+
+        def end(producer_epoch: int) -> int:
+            body = {
+                "transactional_id": "ref-txn-v2",
+                "producer_id": pid,
+                "producer_epoch": producer_epoch,
+                "committed": True,
+            }
+            return call(apis.END_TXN, 5, body)["error_code"]
+
+        assert end(epoch) == 0
+        answer = end(epoch + 1)
+        if answer != INVALID_TXN_STATE:
+            return answer
+        epoch += 1
+    return "the commit was never found prepared"
 
 
 def until_found(call: Call) -> tuple[int, ...]:
@@ -353,6 +457,30 @@ def until_found(call: Call) -> tuple[int, ...]:
             return (found["error_code"],)
         time.sleep(0.1)
     raise AssertionError(f"no transaction coordinator: {found}")
+
+
+def coordinator_key_answers(call: Call) -> list[tuple[int, int, list[int]]]:
+    """FindCoordinator v4-6's error codes per key type: transactional ids and groups found,
+    share-group state keys (v6+, KIP-932) INVALID_REQUEST before v6 and when malformed, an
+    unknown key type INVALID_REQUEST. (A well-formed share key at v6 is not compared: Kafka
+    4.4 runs a share coordinator even with share.version disabled; odradek has none and
+    answers INVALID_REQUEST, as Kafka does without one.)"""
+    share_key = "share-group:AAAAAAAAAAAAAAAAAAAAAA:0"
+    keys = {0: ["g-a", "g-b"], 1: [TID, "other-txn"], 2: ["malformed"], 3: ["x"]}
+    answers = []
+    for version in (4, 5, 6):
+        for key_type, coordinator_keys in keys.items():
+            if key_type == 2 and version < 6:
+                coordinator_keys = [share_key, *coordinator_keys]
+            body = {"key_type": key_type, "coordinator_keys": coordinator_keys}
+            for _ in range(300):  # the group coordinator's topic is created on first use
+                found = call(apis.FIND_COORDINATOR, version, body)["coordinators"]
+                codes = [c["error_code"] for c in found]
+                if COORDINATOR_NOT_AVAILABLE not in codes:
+                    break
+                time.sleep(0.1)
+            answers.append((version, key_type, codes))
+    return answers
 
 
 @pytest.fixture(scope="module")

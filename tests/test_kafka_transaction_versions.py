@@ -330,10 +330,11 @@ def test_a_transactional_produce_is_checked_against_its_transaction(
     assert produce(broker, version, tid, producer, 0) == 0
 
 
-@pytest.mark.parametrize("version", [3, 5])
+@pytest.mark.parametrize("version", [3, 5, 6])
 def test_txn_offset_commit_joins_the_transaction(broker: RunningBroker, version: int) -> None:
     """TxnOffsetCommit's ``__consumer_offsets`` partition is checked against the producer's
-    transaction after AddOffsetsToTxn (v3), or added to it by the commit itself (v5, KIP-890)."""
+    transaction after AddOffsetsToTxn (v3), or added to it by the commit itself (v5, KIP-890;
+    v6 names the topic by id)."""
     tid = f"txn-offsets-v{version}"
     group = f"txn-offsets-group-v{version}"
     producer = init(broker, tid)
@@ -350,6 +351,12 @@ def test_txn_offset_commit_joins_the_transaction(broker: RunningBroker, version:
             },
         )
         assert added["error_code"] == 0, added
+    topic: dict[str, Any] = {"name": TOPIC}
+    if version >= 6:
+        (described_topic,) = call(
+            broker, apis.METADATA, 12, {"topics": [{"name": TOPIC, "topic_id": None}]}
+        )["topics"]
+        topic = {"topic_id": described_topic["topic_id"]}
     answer = call(
         broker,
         apis.TXN_OFFSET_COMMIT,
@@ -364,7 +371,7 @@ def test_txn_offset_commit_joins_the_transaction(broker: RunningBroker, version:
             "group_instance_id": None,
             "topics": [
                 {
-                    "name": TOPIC,
+                    **topic,
                     "partitions": [
                         {"partition_index": 0, "committed_offset": 5, "committed_metadata": ""}
                     ],
@@ -373,6 +380,7 @@ def test_txn_offset_commit_joins_the_transaction(broker: RunningBroker, version:
         },
     )
     assert [p["error_code"] for t in answer["topics"] for p in t["partitions"]] == [0], answer
+    assert [{k: t[k] for k in topic} for t in answer["topics"]] == [topic]
     partition = broker.broker.group_coordinator_log.topic.partition_for(group)
     assert describe(broker, tid)["topics"] == [
         {"topic": "__consumer_offsets", "partitions": [partition]}

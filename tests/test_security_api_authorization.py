@@ -583,6 +583,13 @@ TABLE: tuple[Row, ...] = (
         msgpack=lambda w: FindCoordinatorRequest((TXN,), key_type=1),
     ),
     Row(
+        ApiKey.FIND_COORDINATOR, "share-state", ((C, CLUSTER_NAME, Op.CLUSTER_ACTION),),
+        CLUSTER_AUTHORIZATION_FAILED,
+        kafka=lambda w: (6, {"key_type": 2, "coordinator_keys": ["g:AAAAAAAAAAAAAAAAAAAAAA:0"]}),
+        why="FindCoordinator v6 share-group state keys (brokers'): ClusterAction, then "
+            "INVALID_REQUEST (no share coordinator)",
+    ),
+    Row(
         ApiKey.FIND_COORDINATOR, "transactional-id-kafka-data", ((X, TXN, Op.DESCRIBE),),
         TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
         msgpack=lambda w: _kafka_data(

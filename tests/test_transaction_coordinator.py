@@ -279,6 +279,34 @@ def test_transaction_version_2_adds_partitions_on_produce_and_bumps_the_epoch_pe
     ]
 
 
+def test_an_end_txn_at_the_bumped_epoch_waits_while_the_last_transaction_is_prepared(
+    harness: Harness,
+) -> None:
+    """Transaction version 2, as Kafka 4.4: the Java client may send its next EndTxn (at the
+    epoch the commit handed out) before the next transaction's first Produce, while the
+    markers of the last one are still being written; it is answered the retriable
+    CONCURRENT_TRANSACTIONS (commit or abort), not PRODUCER_FENCED, which kills the client."""
+    producer = harness.init("app")
+    coordinator = harness.coordinator
+    harness.run(
+        coordinator.verify_or_add_partitions(
+            "app", producer.producer_id, producer.producer_epoch, [TP0], implicit_add=True
+        )
+    )
+    # The partition refuses the marker: the commit stays prepared, the marker retried.
+    writer = harness.running.broker.replica_manager
+    write_markers = writer.write_transaction_markers
+    writer.write_transaction_markers = RefusingMarkers().write_transaction_markers  # type: ignore[method-assign]
+    bumped = harness.end("app", producer, committed=True, version=2)
+    assert harness.state("app") is S.PREPARE_COMMIT
+    for committed in (True, False):
+        with pytest.raises(ConcurrentTransactionsError):
+            harness.end("app", bumped, committed=committed, version=2)
+    writer.write_transaction_markers = write_markers  # type: ignore[method-assign]
+    assert harness.settle("app") is S.COMPLETE_COMMIT
+    assert harness.markers(TP0) == [(producer.producer_id, 1, True)]
+
+
 def test_a_produce_waiting_on_an_ending_transaction_is_woken_by_its_completion(
     harness: Harness,
 ) -> None:

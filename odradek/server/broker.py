@@ -394,6 +394,7 @@ class Broker:
                 self.group_coordinator_log,
                 config.broker_id,
                 self.endpoint_for,
+                topic_ids,
                 self.authorizer,
                 transaction_keys,
             ),

@@ -75,7 +75,7 @@ ADVERTISED: dict[int, ApiRange] = {
         ApiRange(ELECT_LEADERS, "ElectLeaders", 0, 2, 0),
         ApiRange(DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0, 0),
         # Consumer groups (classic protocol).
-        ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 4, 0),
+        ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 6, 0),
         ApiRange(JOIN_GROUP, "JoinGroup", 0, 9, 0),
         ApiRange(SYNC_GROUP, "SyncGroup", 0, 5, 0),
         ApiRange(HEARTBEAT, "Heartbeat", 0, 4, 0),
@@ -90,8 +90,7 @@ ADVERTISED: dict[int, ApiRange] = {
         ApiRange(ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", 0, 5, 0),
         ApiRange(ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", 0, 4, 0),
         ApiRange(END_TXN, "EndTxn", 0, 5, 0),
-        # The group side of transactions: Kafka 4.4 serves v0-6, kio knows v0-5.
-        ApiRange(TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 5, 0),
+        ApiRange(TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 6, 0),
         ApiRange(DESCRIBE_TRANSACTIONS, "DescribeTransactions", 0, 0, 0),
         ApiRange(LIST_TRANSACTIONS, "ListTransactions", 0, 2, 0),
     )

@@ -134,6 +134,8 @@ def request_spec(api_key: int, version: int) -> EntitySpec:
     if added is not None:
         below = request_spec(api_key, version - 1)
         return dataclasses.replace(below, fields=below.fields + added)
+    if (api_key, version) in _TOPIC_IDS_NEWER_THAN_KIO:
+        return _topics_by_id(request_spec(api_key, version - 1))
     return entity_spec(load_request_schema(api_key, version))
 
 
@@ -143,7 +145,27 @@ def response_spec(api_key: int, version: int) -> EntitySpec:
     if added is not None:
         below = response_spec(api_key, version - 1)
         return dataclasses.replace(below, fields=below.fields + added)
+    if (api_key, version) in _TOPIC_IDS_NEWER_THAN_KIO:
+        return _topics_by_id(response_spec(api_key, version - 1))
     return entity_spec(load_response_schema(api_key, version))
+
+
+_TOPIC_IDS_NEWER_THAN_KIO = {(28, 6)}
+"""Versions kio does not know that are the version before with each ``topics`` entry's
+``name`` (string) replaced by ``topic_id`` (uuid), in request and response: TxnOffsetCommit
+v6 (Kafka 4.4)."""
+
+
+def _topics_by_id(below: EntitySpec) -> EntitySpec:
+    topic_id = FieldSpec("topic_id", "uuid", False, False, None, None, ZERO_UUID)
+    fields = []
+    for field in below.fields:
+        if field.name == "topics" and field.entity is not None:
+            entity = field.entity
+            named = tuple(topic_id if f.name == "name" else f for f in entity.fields)
+            field = dataclasses.replace(field, entity=dataclasses.replace(entity, fields=named))
+        fields.append(field)
+    return dataclasses.replace(below, fields=tuple(fields))
 
 
 _NEWER_THAN_KIO: dict[tuple[int, int, str], tuple[FieldSpec, ...]] = {

@@ -22,9 +22,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from odradek.errors import CoordinatorNotAvailableError, InvalidRequestError, KafkaError
+from odradek.errors import (
+    CoordinatorNotAvailableError,
+    InvalidRequestError,
+    KafkaError,
+    UnknownTopicIdError,
+)
 from odradek.protocol.kafka import api_versions as apis
 from odradek.security.acl import AUTHORIZED_OPERATIONS_OMITTED, AclOperation, ResourceType
+from odradek.server.admin.topic_ids import TopicIds
 from odradek.server.authorization.authorizer import Authorizer
 from odradek.server.authorization.group_authorization import GroupAuthorization
 from odradek.server.group.coordinator_log import CoordinatorLog
@@ -39,13 +45,15 @@ from odradek.server.kafka.request import KafkaHandler, KafkaRequest
 from odradek.server.request_context import RequestContext, client_host
 from odradek.server.transaction.transaction_coordinator_keys import TransactionCoordinatorKeys
 
-GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1
+GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE, SHARE_KEY_TYPE = 0, 1, 2
+FIRST_SHARE_KEY_TYPE = 6  # FindCoordinator v6+: share-group state keys (KIP-932)
 FIRST_JOIN_WITH_MEMBER_ID_REQUIRED = 4  # JoinGroup v4+: MEMBER_ID_REQUIRED round trip
 FIRST_BATCHED_LEAVE = 3  # LeaveGroup v3+: members[]
 FIRST_OFFSET_FETCH_GROUP_ERROR = 2  # OffsetFetch v2+: a top-level error_code
 FIRST_OFFSET_FETCH_GROUPS = 8  # OffsetFetch v8+: groups[]
 FIRST_NULLABLE_PROTOCOL_NAME = 7  # JoinGroup v7+
 FIRST_IMPLICIT_TXN_OFFSETS = 5  # TxnOffsetCommit v5+: transaction version 2 (KIP-890)
+FIRST_TXN_OFFSETS_BY_TOPIC_ID = 6  # TxnOffsetCommit v6+: topics named by id
 READ, DESCRIBE, DELETE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE
 WRITE = AclOperation.WRITE
 
@@ -59,14 +67,17 @@ class KafkaGroupApis:
         manager: CoordinatorLog,
         node_id: int,
         endpoint: Callable[[RequestContext], tuple[str, int]],
+        topic_ids: TopicIds,
         authorizer: Authorizer | None = None,
         transaction_keys: TransactionCoordinatorKeys | None = None,
     ) -> None:
         """``endpoint``: the host and port the client of a request reaches this broker at
-        (what Metadata tells it), which FindCoordinator names; ``transaction_keys`` answers
-        for transactional ids."""
+        (what Metadata tells it), which FindCoordinator names; ``topic_ids`` names the topics
+        of a request that gives their ids; ``transaction_keys`` answers for transactional
+        ids."""
         self._coordinator = coordinator
         self._transaction_keys = transaction_keys
+        self._topic_ids = topic_ids
         self._manager = manager
         self._node_id = node_id
         self._endpoint = endpoint
@@ -93,12 +104,17 @@ class KafkaGroupApis:
     async def _find_coordinator(self, request: KafkaRequest, context: RequestContext) -> dict:
         """This broker for every group key (creating ``__consumer_offsets`` on first use, as
         Kafka does) and every transactional id (creating ``__transaction_state``); other key
-        types are invalid."""
+        types are invalid. Share-group state keys (v6+, asked by brokers) need ClusterAction,
+        then are INVALID_REQUEST, as Kafka answers them without a share coordinator."""
         body = request.body
         key_type = body.get("key_type", GROUP_KEY_TYPE)
         error: KafkaError | None = None
         transaction_keys = self._transaction_keys
-        if key_type == TRANSACTION_KEY_TYPE:
+        if key_type == SHARE_KEY_TYPE and request.api_version >= FIRST_SHARE_KEY_TYPE:
+            error = self._authorization.authorizer.cluster_denial(
+                context, AclOperation.CLUSTER_ACTION
+            ) or InvalidRequestError("this broker has no share coordinator")
+        elif key_type == TRANSACTION_KEY_TYPE:
             if transaction_keys is None:
                 error = InvalidRequestError("this broker has no transaction coordinator")
             else:
@@ -282,17 +298,33 @@ class KafkaGroupApis:
         on the transactional id, or Read on the group, every partition is refused; partitions
         of a topic it may not read are refused alone (Kafka's ``handleTxnOffsetCommitRequest``)."""
         body = request.body
-        topics = body["topics"]
+        by_id = request.api_version >= FIRST_TXN_OFFSETS_BY_TOPIC_ID
+        topics = await self._named_topics(body["topics"]) if by_id else body["topics"]
         denial = self._authorization.transactional_id_denial(
             context, WRITE, body["transactional_id"]
         ) or self._authorization.group_denial(context, READ, body["group_id"])
         if denial is not None:
-            return {"topics": _refused_partitions(topics, {t["name"]: denial for t in topics})}
-        implicit_add = request.api_version >= FIRST_IMPLICIT_TXN_OFFSETS
-        denials = self._authorization.topic_denials(context, READ, (t["name"] for t in topics))
-        allowed = [t for t in topics if t["name"] not in denials]
-        answered = await self._txn_offset_commit_authorized(body, allowed, implicit_add)
-        return {"topics": _merge_refused(topics, answered, denials)}
+            answer = _refused_partitions(topics, {t["name"]: denial for t in topics})
+        else:
+            implicit_add = request.api_version >= FIRST_IMPLICIT_TXN_OFFSETS
+            named = (t["name"] for t in topics if t["name"] is not None)
+            denials = {**self._authorization.topic_denials(context, READ, named)}
+            if any(t["name"] is None for t in topics):
+                denials[None] = UnknownTopicIdError("no topic has this id")
+            allowed = [t for t in topics if t["name"] not in denials]
+            answered = await self._txn_offset_commit_authorized(body, allowed, implicit_add)
+            answer = _merge_refused(topics, answered, denials)
+        if by_id:  # the answer names each topic by the id it was asked by
+            answer = [
+                {"topic_id": t["topic_id"], "partitions": a["partitions"]}
+                for t, a in zip(topics, answer, strict=True)
+            ]
+        return {"topics": answer}
+
+    async def _named_topics(self, topics: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The topics of a request naming them by id (TxnOffsetCommit v6+), each with its
+        name (None: no topic has the id)."""
+        return [{**t, "name": await self._topic_ids.resolve(t["topic_id"])} for t in topics]
 
     async def _txn_offset_commit_authorized(
         self, body: dict[str, Any], topics: list[dict[str, Any]], implicit_add: bool

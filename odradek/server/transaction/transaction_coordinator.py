@@ -460,8 +460,12 @@ class TransactionCoordinator:
         retry_on_epoch_bump = bumps and metadata.producer_epoch == producer_epoch + 1
         state = metadata.state
         if bumps:
+            # Kafka 4.4: a prepared transaction's retry (the epoch before its bump), or the
+            # next EndTxn at the bumped epoch, which waits (CONCURRENT_TRANSACTIONS) while the
+            # markers are written: the Java client may send it before the next transaction's
+            # first Produce, and retries it.
             if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-                valid_epoch = retry_on_epoch_bump
+                valid_epoch = retry_on_epoch_bump or producer_epoch == metadata.producer_epoch
             elif state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
                 valid_epoch = (
                     retry_on_epoch_bump
@@ -481,12 +485,6 @@ class TransactionCoordinator:
                 f"transactional id {transactional_id!r} has no producer {producer_id}"
             )
         if not valid_epoch:
-            if producer_epoch == metadata.producer_epoch:  # (transaction version 2)
-                raise ProducerFencedError(
-                    f"transactional id {transactional_id!r}: producer {producer_id} epoch "
-                    f"{producer_epoch} ends a transaction while the last one is still "
-                    f"{state.state_name} (only its retry, at epoch {producer_epoch - 1}, may)"
-                )
             raise ProducerFencedError(
                 f"transactional id {transactional_id!r}: producer {producer_id} epoch "
                 f"{producer_epoch} is not the current epoch {metadata.producer_epoch}"
