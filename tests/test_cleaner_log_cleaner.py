@@ -3,6 +3,7 @@ controls the LogManager uses (design §11, 12)."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import signal
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 from cleaner_helpers import compact_config, latest_records, write
 from log_helpers import open_log, read_all
+from log_manager_helpers import wait_until
 from process_helpers import await_workers, state, worker_pids
 
 from odradek.cleaner.cleaner_config import CleanerConfig
@@ -276,11 +278,12 @@ def test_a_partition_whose_worker_keeps_dying_is_marked_uncleanable(
             cleaner.shutdown()
 
 
-def _looks_for_work(backoff_ms: int, seconds: float) -> int:
-    """How many times an idle cleaner looks for a log to clean in ``seconds``."""
+@contextmanager
+def looks_for_work(backoff_ms: int) -> Iterator[list[float]]:
+    """An idle cleaner running; the times it looked for a log to clean, as they come."""
     cleaner = LogCleaner(CleanerConfig(backoff_ms=backoff_ms), lambda: [])
     grab = cleaner.manager.grab_filthiest_compacted_log
-    calls = []
+    calls: list[float] = []
 
     def counting_grab():
         calls.append(time.monotonic())
@@ -288,13 +291,20 @@ def _looks_for_work(backoff_ms: int, seconds: float) -> int:
 
     cleaner.manager.grab_filthiest_compacted_log = counting_grab
     with running(cleaner):
-        time.sleep(seconds)
-    return len(calls)
+        yield calls
 
 
 def test_backs_off_when_there_is_nothing_to_clean() -> None:
-    assert _looks_for_work(backoff_ms=10_000, seconds=0.5) == 1
-    assert _looks_for_work(backoff_ms=50, seconds=0.5) >= 6
+    # Waits for the cleaner's looks, not for a time a loaded machine may not give its thread;
+    # the back-off is the least time between two looks, which load can only lengthen.
+    with looks_for_work(backoff_ms=10_000) as calls:
+        wait_until(lambda: len(calls) >= 1)
+        time.sleep(0.5)
+        assert len(calls) == 1
+    with looks_for_work(backoff_ms=50) as calls:
+        wait_until(lambda: len(calls) >= 6)
+        gaps = [later - earlier for earlier, later in itertools.pairwise(calls)]
+        assert min(gaps) >= 0.05 * 0.9, gaps  # the thread's wait may wake a hair early
 
 
 def test_cleaner_threads_apply_retention_to_compacted_logs(tmp_path: Path) -> None:
