@@ -900,7 +900,7 @@ def test_a_broker_killed_with_pre_created_segment_files_restarts_with_every_reco
         for future in futures:
             future.result(timeout=60)
         producer.close(timeout=0)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while not (data / "pc-0" / PRECREATED_SEGMENT_FILE).exists():
             assert time.monotonic() < deadline, "no segment file was pre-created"
             time.sleep(0.05)
