@@ -9,7 +9,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -188,7 +188,7 @@ def test_a_failed_run_marks_the_partition_uncleanable(tmp_path: Path) -> None:
         with running(LogCleaner(FAST, lambda: [bad, good])) as cleaner:
             assert cleaner.await_cleaned(good.topic_partition, good.log_end_offset, 20)
             assert read_all(good) == latest_records(good_before)
-            _await(lambda: cleaner.metrics().uncleanable_partitions_count == 1)
+            wait_until(lambda: cleaner.metrics().uncleanable_partitions_count == 1)
             [(_, tp, reason)] = cleaner.metrics().uncleanable_partitions
             assert tp == bad.topic_partition
             assert "3 cleaning runs failed in a row" in reason and "CorruptRecordError" in reason
@@ -196,13 +196,6 @@ def test_a_failed_run_marks_the_partition_uncleanable(tmp_path: Path) -> None:
             assert cleaner.manager.is_uncleanable_partition(bad)
             assert cleaner.manager.first_dirty_offset(bad.topic_partition) == -1
         assert not [p for p in bad.dir.iterdir() if p.name.endswith((".cleaned", ".swap"))]
-
-
-def _await(condition: Callable[[], bool], timeout_s: float = 20) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 def _compacted_dirty_log(log: UnifiedLog) -> list:
@@ -222,7 +215,7 @@ def test_a_killed_worker_is_replaced_and_the_partition_compacted(tmp_path: Path)
                 _stuck_run(log, cleaner)  # the run is in the worker, blocked mid-way
                 [worker] = await_workers(os.getpid(), 1)
                 os.kill(worker, signal.SIGKILL)
-                _await(lambda: cleaner.metrics().worker_failures == 1)
+                wait_until(lambda: cleaner.metrics().worker_failures == 1)
             assert cleaner.await_cleaned(tp, log.active_segment.base_offset, 20)
             after = read_all(log)
             assert len(after) < len(before)
@@ -255,7 +248,7 @@ def test_a_partition_whose_worker_keeps_dying_is_marked_uncleanable(
                         os.kill(worker, signal.SIGKILL)
                         killed.append(worker)
                     time.sleep(0.01)
-                _await(lambda: cleaner.metrics().uncleanable_partitions_count == 1)
+                wait_until(lambda: cleaner.metrics().uncleanable_partitions_count == 1)
                 time.sleep(0.2)
                 assert worker_pids(os.getpid()) == []  # given up: no new worker
             metrics = cleaner.metrics()
