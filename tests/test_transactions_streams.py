@@ -38,7 +38,7 @@ AT_MOST_S = 300
 
 class Streams:
     """The WordCount application in its own JVM; its state changes as they come, each with
-    the seconds since it started; its log in ``log``."""
+    the seconds since it started; its standard error in ``log``."""
 
     def __init__(self, target: Target, state_dir: Path, log: Path) -> None:
         properties = {
