@@ -198,9 +198,7 @@ def test_kcat_over_sasl_ssl(secure: tuple[RunningBroker, Path], mechanism: str) 
     assert consumed.stdout.splitlines() == ["a 1", "b 2"], consumed.stderr
 
 
-def _errors_logged(
-    config: dict[str, str], until: Callable[[list[str]], bool] = bool
-) -> list[str]:
+def _errors_logged(config: dict[str, str], until: Callable[[list[str]], bool] = bool) -> list[str]:
     """Error events librdkafka reports while trying to get metadata with ``config``, from its
     first attempt until ``until`` holds for them (it would retry until its timeout), and then
     it still gets no metadata."""
