@@ -15,6 +15,7 @@ import re
 import shutil
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -474,6 +475,10 @@ def started_again_if_its_source_did_not_start(
             )
             if not not_started or attempt == SPARK_START_ATTEMPTS:
                 raise
+            # Shown in the run's summary, so how often it happens stays visible.
+            warnings.warn(
+                f"{CONNECT_BACK_FAILED} in 10 s: the query is started again", stacklevel=2
+            )
     raise AssertionError("unreachable")
 
 
