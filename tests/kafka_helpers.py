@@ -22,6 +22,25 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, **configs: str)
     client.create_topics([new])[name].result(timeout=30)  # client must outlive its future
 
 
+def await_leaders(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60) -> None:
+    """Until the broker's metadata names a leader for each of ``topic``'s partitions: Kafka's
+    broker learns of a topic from its metadata log a moment after CreateTopics is answered
+    (longer on a loaded machine)."""
+    client = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = client.list_topics(topic, timeout=10).topics.get(topic)
+        if (
+            found is not None
+            and found.error is None
+            and len(found.partitions) == partitions
+            and all(partition.leader >= 0 for partition in found.partitions.values())
+        ):
+            return
+        assert time.monotonic() < deadline, f"{topic}: no leader for each partition: {found}"
+        time.sleep(0.1)
+
+
 def consumer(bootstrap: str) -> confluent_kafka.Consumer:
     """A consumer for manual assignment: no group is joined and nothing is committed, so
     tests that read partitions do not leave groups behind."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +17,8 @@ from odradek.storage.fetch_data_info import FetchIsolation
 from odradek.storage.log_manager import LogManager
 from odradek.storage.unified_log import UnifiedLog
 from tests.powercut_fs import PowerCutFS, fuse_missing_reason
+
+SEED = int(os.environ.get("POWERCUT_SEED", "0"))  # make soak varies it; a failure names it
 
 
 def require_fuse() -> None:
@@ -34,6 +36,18 @@ def mounted(tmp_path: Path) -> PowerCutFS:
     fs = PowerCutFS(tmp_path / "backing", tmp_path / "mnt", tmp_path / "shadow")
     fs.start()
     return fs
+
+
+@pytest.fixture(name="fs")
+def powercut_fs(tmp_path: Path) -> Iterator[PowerCutFS]:
+    """The power-cut file system mounted under ``tmp_path`` for one test, stopped after it.
+    A test module uses it by importing it (``from tests.powercut_helpers import powercut_fs``)."""
+    print(f"POWERCUT_SEED={SEED}")  # shown with a failure, to run it again
+    powercut = mounted(tmp_path)
+    try:
+        yield powercut
+    finally:
+        powercut.stop()
 
 
 def abandon(manager: LogManager) -> None:

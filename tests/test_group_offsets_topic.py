@@ -4,11 +4,11 @@ deletion, and state rebuilt at start-up."""
 from __future__ import annotations
 
 import struct
-import time
 from pathlib import Path
 
 from click.testing import CliRunner
 from group_helpers import commit, create_topic, fetch, group_broker, join, sync
+from log_manager_helpers import wait_until
 from server_helpers import RunningBroker, batch, read_partition
 
 from odradek.cli.main import cli
@@ -190,10 +190,6 @@ def test_deleting_a_topic_drops_the_offsets_committed_on_it(tmp_path: Path) -> N
         create_topic(client, "u", 1)
         commit(client, "g", {("t", 0): 5, ("u", 0): 6})
         assert client.call(DeleteTopicsRequest(("t",))).topics[0].error == 0
-        for _ in range(200):
-            if fetch(client, "g") == {("u", 0): 6}:
-                break
-            time.sleep(0.01)
-        assert fetch(client, "g") == {("u", 0): 6}
+        wait_until(lambda: fetch(client, "g") == {("u", 0): 6})  # dropped in the background
     with group_broker(tmp_path) as broker, broker.connect() as client:
         assert fetch(client, "g") == {("u", 0): 6}

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from group_helpers import commit, create_topic, fetch, group_broker, join, protocols, sync
+from log_manager_helpers import wait_until
 from server_helpers import batch
 
 from odradek.protocol.describe_groups import DescribeGroupsRequest
@@ -288,11 +289,7 @@ def test_a_leader_that_goes_silent_after_syncing_is_expired_and_the_rest_restabi
         sync(a, "g", first, {first.member_id: b"a"})
         joining = [pool.submit(join, client, "g") for client in (b, c)]
         # both joins parked before a rejoins, else a's rejoin may complete the round first
-        for _ in range(200):
-            if state(a, "g") == ("PreparingRebalance", 3):
-                break
-            time.sleep(0.02)
-        assert state(a, "g") == ("PreparingRebalance", 3)
+        wait_until(lambda: state(a, "g") == ("PreparingRebalance", 3))
         rejoined = join(a, "g", member_id=first.member_id, session_timeout_ms=1000)
         b_joined, c_joined = (future.result(10) for future in joining)
         assert rejoined.leader == first.member_id
@@ -308,9 +305,10 @@ def test_a_leader_that_goes_silent_after_syncing_is_expired_and_the_rest_restabi
 
         # a goes silent; b and c heartbeat until told to rejoin (a's 1 s session ends)
         for client, joined in ((b, b_joined), (c, c_joined)):
-            for _ in range(100):
+            deadline = time.monotonic() + 30
+            while True:
                 beat = client.call(HeartbeatRequest("g", 2, joined.member_id))
-                if beat.error_code != NONE:
+                if beat.error_code != NONE or time.monotonic() > deadline:
                     break
                 time.sleep(0.05)
             assert beat.error_code == REBALANCING

@@ -166,7 +166,7 @@ def test_a_broker_killed_before_the_retry_still_stores_one_copy(
         filler = [b"x" * 100_000] * (12 if history == "rolled" else 2)
         PRODUCERS[client](proxy.bootstrap, [b"warm-up", *filler])
         if history == "rolled":  # the roll's background flush writes it
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + 60
             while not list((data / f"{TOPIC}-0").glob("*.snapshot")):
                 assert time.monotonic() < deadline, "no snapshot written at the roll"
                 time.sleep(0.05)

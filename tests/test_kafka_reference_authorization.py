@@ -138,7 +138,23 @@ def _set_up(target: Target) -> None:
             break
         assert time.monotonic() < deadline, commit
         time.sleep(0.5)
-    time.sleep(1)  # Kafka's authorizer learns the ACLs from its metadata log a moment later
+    _wait_for_acls(target, len(acls))
+
+
+def _wait_for_acls(target: Target, count: int) -> None:
+    """Until DescribeAcls lists ``count`` ACLs of alice: Kafka's authorizer learns them from
+    its metadata log a moment after CreateAcls is answered (longer on a loaded machine)."""
+    any_filter = {"resource_type_filter": 1, "resource_name_filter": None,
+                  "pattern_type_filter": 1, "principal_filter": f"User:{USER}",
+                  "host_filter": None, "operation": 1, "permission_type": 1}  # fmt: skip
+    deadline = time.monotonic() + 60
+    while True:
+        described = target.admin(29, 3, any_filter)
+        listed = sum(len(resource["acls"]) for resource in described["resources"])
+        if described["error_code"] == 0 and listed >= count:
+            return
+        assert time.monotonic() < deadline, described
+        time.sleep(0.2)
 
 
 def _wait_for_leader(target: Target, topic: str) -> None:

@@ -21,7 +21,7 @@ import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
-from kafka_helpers import kafka_call
+from kafka_helpers import await_leaders, kafka_call
 from kafka_reference import TOOL, JavaClient, ReferenceBroker, harness_classpath
 from server_helpers import running_broker
 
@@ -337,7 +337,7 @@ def test_leader_elections_are_answered_as_kafka_answers_them(targets: dict[str, 
     for target in targets.values():
         admin = AdminClient({"bootstrap.servers": target.bootstrap})  # outlives its future
         admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
-    time.sleep(1)  # Kafka's broker learns of the topic a moment after it is created
+        await_leaders(target.bootstrap, topic, 2)
     kafka, odradek = (_leader_elections(targets[name], topic) for name in ("kafka", "odradek"))
     assert kafka["preferred one"][1] == [f"Valid replica already elected for partitions {topic}-1"]
     assert odradek == kafka
@@ -356,7 +356,7 @@ def _group_configs(target: Target) -> dict[str, object]:
     topic, group = f"{CLASSIC_GROUP_NAME}-topic", "altered-group"
     admin = AdminClient({"bootstrap.servers": target.bootstrap})  # outlives its futures
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-    time.sleep(1)  # Kafka's broker learns of the topic a moment after it is created
+    await_leaders(target.bootstrap, topic, 1)
     offsets = ConsumerGroupTopicPartitions(CLASSIC_GROUP_NAME, [TopicPartition(topic, 0, 0)])
     admin.alter_consumer_group_offsets([offsets])[CLASSIC_GROUP_NAME].result(30)
     answers: dict[str, object] = {}

@@ -10,16 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.powercut_fs import PowerCutFS
-from tests.powercut_helpers import mounted
-
-
-@pytest.fixture
-def fs(tmp_path: Path):
-    powercut = mounted(tmp_path)
-    try:
-        yield powercut
-    finally:
-        powercut.stop()
+from tests.powercut_helpers import mounted, powercut_fs  # noqa: F401
 
 
 def fsync_dir(path: Path) -> None:

@@ -29,9 +29,9 @@ from odradek.protocol.offset_commit import OffsetCommitPartition, OffsetCommitRe
 from odradek.protocol.offset_fetch import OffsetFetchGroup, OffsetFetchRequest
 from odradek.protocol.topics import CreatableTopic, CreateTopicsRequest
 from tests.powercut_fs import PowerCutFS
-from tests.powercut_helpers import CutTimer, mounted
+from tests.powercut_helpers import SEED, CutTimer, powercut_fs  # noqa: F401
 from tests.serve_process import ServeProcess
-from tests.test_powercut import SEED, cuts
+from tests.test_powercut import cuts
 
 TOPIC = "t"
 PARTITIONS = 4
@@ -43,16 +43,6 @@ BROKER_SETTINGS = {
 }
 
 Partition = tuple[str, str, int]  # (group, topic, partition)
-
-
-@pytest.fixture
-def fs(tmp_path: Path):
-    print(f"POWERCUT_SEED={SEED}")  # shown with a failure, to run it again
-    powercut = mounted(tmp_path)
-    try:
-        yield powercut
-    finally:
-        powercut.stop()
 
 
 def serve(fs: PowerCutFS, settings: dict[str, str]) -> ServeProcess:

@@ -23,8 +23,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
-
 from odradek.config.broker_config import BrokerConfig
 from odradek.record.memory_records import MemoryRecords
 from odradek.record.record_batch_builder import build_batch
@@ -44,21 +42,11 @@ from odradek.storage.producer_snapshot_file import (
 from odradek.storage.unified_log import UnifiedLog
 from odradek.topic_partition import TopicPartition
 from tests.powercut_fs import PowerCutFS
-from tests.powercut_helpers import CutTimer, abandon, mounted
-from tests.test_powercut import SEED, broker_config, cuts, started
+from tests.powercut_helpers import SEED, CutTimer, abandon, powercut_fs  # noqa: F401
+from tests.test_powercut import broker_config, cuts, started
 
 TP = TopicPartition("idem", 0)
 MAX_IN_FLIGHT = 5  # what an idempotent producer may have unacknowledged (Kafka's limit)
-
-
-@pytest.fixture
-def fs(tmp_path: Path):
-    print(f"POWERCUT_SEED={SEED}")  # shown with a failure, to run it again
-    powercut = mounted(tmp_path)
-    try:
-        yield powercut
-    finally:
-        powercut.stop()
 
 
 @dataclass

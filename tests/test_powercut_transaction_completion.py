@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import signal
 import time
-from pathlib import Path
 
 import pytest
 from serve_process import ServeProcess
@@ -23,7 +22,7 @@ from odradek.protocol.isolation import IsolationLevel
 from odradek.protocol.values.list_offsets import LATEST_TIMESTAMP
 from odradek.topic_partition import TopicPartition
 from tests.powercut_fs import PowerCutFS
-from tests.powercut_helpers import mounted
+from tests.powercut_helpers import powercut_fs  # noqa: F401
 
 TOPIC = "t"
 TP = TopicPartition(TOPIC, 0)
@@ -36,15 +35,6 @@ SETTINGS = (
 )
 REDONE = "completing the commit of producer"
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture
-def fs(tmp_path: Path):
-    powercut = mounted(tmp_path)
-    try:
-        yield powercut
-    finally:
-        powercut.stop()
 
 
 def commit(bootstrap: str, values: list[bytes]) -> None:

@@ -47,7 +47,7 @@ def partition_dir(tmp_path: Path) -> Path:
 
 def wait_for_roll_snapshots(directory: Path, count: int) -> None:
     """The snapshots of rolls are written by the roll's background flush."""
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while len(list(directory.glob("*.snapshot"))) < count:
         assert time.monotonic() < deadline, "roll snapshots not written"
         time.sleep(0.01)
@@ -55,7 +55,7 @@ def wait_for_roll_snapshots(directory: Path, count: int) -> None:
 
 def wait_for_file(path: Path) -> str:
     """A file the log writes in the background, once it is there."""
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while not path.exists():
         assert time.monotonic() < deadline, f"{path.name} not written"
         time.sleep(0.01)

@@ -89,7 +89,7 @@ def test_running_out_of_descriptors_fails_the_roll_and_nothing_goes_offline(
                 for filler in fillers:
                     filler.close()
 
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + 60
             while produce(client, "rolling", rolled_at) != 0:  # descriptors come back
                 assert time.monotonic() < deadline, "the partition did not recover"
                 time.sleep(0.1)
