@@ -22,22 +22,23 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, **configs: str)
     client.create_topics([new])[name].result(timeout=30)  # client must outlive its future
 
 
+def led_partitions(client: object, topic: str) -> int:
+    """How many of ``topic``'s partitions the broker's metadata names a leader for (0 while
+    it does not know the topic); ``client`` is a confluent-kafka client."""
+    metadata = client.list_topics(topic, timeout=10).topics.get(topic)
+    if metadata is None or metadata.error is not None:
+        return 0
+    return sum(1 for partition in metadata.partitions.values() if partition.leader >= 0)
+
+
 def await_leaders(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60) -> None:
     """Until the broker's metadata names a leader for each of ``topic``'s partitions: Kafka's
     broker learns of a topic from its metadata log a moment after CreateTopics is answered
     (longer on a loaded machine)."""
     client = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
     deadline = time.monotonic() + timeout_s
-    while True:
-        found = client.list_topics(topic, timeout=10).topics.get(topic)
-        if (
-            found is not None
-            and found.error is None
-            and len(found.partitions) == partitions
-            and all(partition.leader >= 0 for partition in found.partitions.values())
-        ):
-            return
-        assert time.monotonic() < deadline, f"{topic}: no leader for each partition: {found}"
+    while (led := led_partitions(client, topic)) < partitions:
+        assert time.monotonic() < deadline, f"{topic}: {led} of {partitions} partitions led"
         time.sleep(0.1)
 
 

@@ -44,6 +44,7 @@ from confluent_kafka.admin import (
     NewTopic,
     OffsetSpec,
 )
+from kafka_helpers import led_partitions
 from kafka_reference import ReferenceBroker
 from serve_process import ServeProcess
 
@@ -432,7 +433,7 @@ class AddPartitions:
             return _error_name(error)
         await_partitions(side, topic.name, self.total)
         for producer in side.producers.values():  # learn the new partitions before producing
-            _await(lambda p=producer: _partition_count(p, topic.name) >= self.total, "metadata")
+            _await(lambda p=producer: led_partitions(p, topic.name) >= self.total, "metadata")
         return None
 
     def after(self, topic: TopicState, answer: object) -> TopicState:
@@ -483,20 +484,13 @@ def _await(condition: Callable[[], bool], what: str, timeout: float = 60) -> Non
         time.sleep(0.1)
 
 
-def _partition_count(client: object, topic: str) -> int:
-    metadata = client.list_topics(topic, timeout=10).topics.get(topic)
-    if metadata is None or metadata.error is not None:
-        return 0
-    return sum(1 for p in metadata.partitions.values() if p.leader >= 0)
-
-
 def await_partitions(side: Side, topic: str, partitions: int) -> None:
     """Until the topic has ``partitions`` partitions, each answering ListOffsets (Kafka's
     broker learns of a topic or partition from its controller a moment after it answered)."""
     tps = [confluent_kafka.TopicPartition(topic, p) for p in range(partitions)]
 
     def ready() -> bool:
-        if _partition_count(side.admin, topic) < partitions:
+        if led_partitions(side.admin, topic) < partitions:
             return False
         futures = side.admin.list_offsets({tp: OffsetSpec.latest() for tp in tps})
         return all(f.result(timeout=15) is not None for f in futures.values())

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from kafka_reference import TOOL, ReferenceBroker, tool
+from kafka_reference import TOOL, tool
 
 pytestmark = pytest.mark.reference_kafka
 
@@ -50,7 +50,7 @@ def test_a_start_whose_port_is_taken_tries_again_once_it_is_free(tmp_path: Path)
     started = json.loads(output)
     assert started["bootstrap"] == f"127.0.0.1:{port}"
     assert "Address already in use" in "".join(errors)
-    ReferenceBroker(tmp_path, started["bootstrap"], Path(started["log_dir"]), 0).stop()
+    tool("stop", "--dir", str(tmp_path))
 
 
 def test_a_broker_that_cannot_start_fails_with_its_log_and_status_one(tmp_path: Path) -> None:

@@ -232,7 +232,6 @@ def _items(*values: Any) -> bytes:
 
 _SIZES = struct.Struct(">II")
 _ENVELOPE = b"\x85\xa2id"  # the answer's map (id, error, message, partitions, throttle) and id
-_THROTTLE = _items("throttle_time_ms", 0)
 
 
 def _starts(header_bytes: int) -> tuple[bytes, ...]:

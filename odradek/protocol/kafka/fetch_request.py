@@ -302,7 +302,6 @@ class KafkaFetchResponse(NamedTuple):
     read_committed: bool = False
 
 
-_INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 _TOP_V7 = struct.Struct(">ihi")  # throttle, error, session_id
