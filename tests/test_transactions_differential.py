@@ -53,7 +53,10 @@ def workload(seed: int = SEED, steps: int = 70) -> list[tuple[str, ...]]:
             script_steps += [("begin", who), ("send", who, TOPIC, partition, value)]
             open_[who] = True
         elif rng.random() < 0.3:
+            # The markers are written after EndTxn is answered (on Kafka too): the next step
+            # waits for them, or a record sent next may land before or after them.
             script_steps.append(("commit" if rng.random() < 0.6 else "abort", who))
+            script_steps.append(("await-ended", who, "30000"))
             open_[who] = False
         else:
             script_steps.append(("send", who, TOPIC, partition, value))

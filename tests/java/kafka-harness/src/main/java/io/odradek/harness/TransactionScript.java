@@ -12,6 +12,8 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.ExecutionException;
 
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.TransactionState;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -46,6 +48,11 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * <li>{@code await-stable TOPIC MS}: until no partition of TOPIC has an open transaction
  *     (endOffsets under read_committed equal those under read_uncommitted), MS at most;
  *     then as end-offsets under read_committed</li>
+ * <li>{@code await-ended NAME MS}: until the coordinator says the last transaction of NAME's
+ *     transactional.id ended (CompleteCommit, CompleteAbort or Empty: its markers are
+ *     written), MS at most: EndTxn is answered before the markers are written, on Kafka too,
+ *     so a record sent next may land before or after them.
+ *     {@code {"step":"await-ended","name":..,"error":..}}</li>
  * <li>{@code sleep MS}: {@code {"step":"sleep"}}</li>
  * </ul>
  * error is null, or the simple name of the exception the client threw (the cause's, for an
@@ -59,6 +66,7 @@ final class TransactionScript {
     static void run(Properties base, PrintStream out) throws Exception {
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         Map<String, KafkaProducer<byte[], byte[]>> producers = new HashMap<>();
+        Map<String, String> transactionalIds = new HashMap<>();
         try {
             String line;
             while ((line = in.readLine()) != null) {
@@ -82,6 +90,7 @@ final class TransactionScript {
                             KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props);
                             producers.put(f[1], producer);
                             if (props.containsKey(ProducerConfig.TRANSACTIONAL_ID_CONFIG)) {
+                                transactionalIds.put(f[1], props.getProperty(ProducerConfig.TRANSACTIONAL_ID_CONFIG));
                                 producer.initTransactions();
                             }
                         } catch (Exception e) {
@@ -133,6 +142,15 @@ final class TransactionScript {
                     case "await-stable" -> {
                         awaitStable(base, f[1], Long.parseLong(f[2]));
                         endOffsets(base, f[1], "read_committed", out);
+                    }
+                    case "await-ended" -> {
+                        String error = null;
+                        try {
+                            awaitEnded(base, transactionalIds.get(f[1]), Long.parseLong(f[2]));
+                        } catch (Exception e) {
+                            error = describe(e);
+                        }
+                        print(out, step, f[1], error, "");
                     }
                     case "sleep" -> {
                         Thread.sleep(Long.parseLong(f[1]));
@@ -207,6 +225,25 @@ final class TransactionScript {
             }
         } finally {
             consumers.values().forEach(KafkaConsumer::close);
+        }
+    }
+
+    private static void awaitEnded(Properties base, String transactionalId, long millis) throws Exception {
+        List<TransactionState> ended = List.of(
+            TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT, TransactionState.EMPTY);
+        try (Admin admin = Admin.create(base)) {
+            long deadline = System.currentTimeMillis() + millis;
+            while (true) {
+                TransactionState state = admin.describeTransactions(List.of(transactionalId))
+                    .description(transactionalId).get().state();
+                if (ended.contains(state)) {
+                    return;
+                }
+                if (System.currentTimeMillis() > deadline) {
+                    throw new IllegalStateException(transactionalId + " still " + state + " after " + millis + " ms");
+                }
+                sleep(50);
+            }
         }
     }
 
