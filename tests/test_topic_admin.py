@@ -405,7 +405,7 @@ def test_a_marker_is_atomic_json_naming_the_partitions(tmp_path):
     assert creation.partitions == [TopicPartition("orders", p) for p in (4, 5, 6)]
 
 
-def test_shutdown_abandons_a_running_creation_and_it_rolls_back(tmp_path, monkeypatch):
+def test_shutdown_abandons_a_running_creation_and_it_rolls_back(tmp_path, monkeypatch, caplog):
     config = broker_config(tmp_path)
     manager = LogManager(config)
     manager.startup()
@@ -433,6 +433,9 @@ def test_shutdown_abandons_a_running_creation_and_it_rolls_back(tmp_path, monkey
     assert started.wait(5)
     stopping = threading.Thread(target=admin.shutdown, args=(0.0, 5.0))
     stopping.start()
+    # The creation goes on only once the shutdown has abandoned it (on a loaded machine the
+    # shutdown's thread may start after a release here, and the creation would just finish).
+    wait_until(lambda: "abandoning the topic operations" in caplog.text, 10)
     release.set()
     stopping.join(10)
     creator.join(10)
